@@ -1,0 +1,1053 @@
+/* xferscope._iocore: the I/O hot loop.
+ *
+ * A Job runs N worker threads (plain pthreads: they never touch Python
+ * objects, so the GIL is never in their way). Each worker owns a file
+ * descriptor, a region of its file, its buffers and its counters; a sampler
+ * in Python reads the counters through Job.snapshot() at its own pace.
+ *
+ * Modes:
+ *   HOST            storage -> host buffer (psync, or io_uring at depth > 1)
+ *   BOUNCE          storage -> pinned host -> GPU, copy waited for (gdsio CPU_GPU)
+ *   BOUNCE_PIPE     as BOUNCE, with K pinned buffers: the read of block n+1
+ *                   overlaps the copy of block n (gdsio CPU_ASYNC_GPU)
+ *   CUFILE          cuFileRead/cuFileWrite straight into GPU memory (gdsio GPUD)
+ * The GPU modes call CUDA driver and cuFile functions through addresses that
+ * the Python side resolves from the libraries it loaded; nothing here links
+ * against CUDA.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "histogram.h"
+#include "uring.h"
+
+enum { MODE_HOST = 0, MODE_BOUNCE = 1, MODE_BOUNCE_PIPE = 2, MODE_CUFILE = 3 };
+enum { DIR_READ = 0, DIR_WRITE = 1 };
+#define MAX_SLOTS 4096
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *s = x;
+    return x * 0x2545F4914F6CDD1Dull;
+}
+
+/* The data pattern: the 8-byte word at file offset o is splitmix64(seed ^ o/8). */
+static void pattern_fill(void *buf, size_t len, uint64_t file_off, uint64_t seed)
+{
+    uint64_t *w = buf;
+    uint64_t first = file_off / 8;
+    for (size_t i = 0; i < len / 8; i++)
+        w[i] = splitmix64(seed ^ (first + i));
+}
+
+/* Returns the offset of the first bad word, or UINT64_MAX when all match. */
+static uint64_t pattern_check(const void *buf, size_t len, uint64_t file_off, uint64_t seed)
+{
+    const uint64_t *w = buf;
+    uint64_t first = file_off / 8;
+    for (size_t i = 0; i < len / 8; i++)
+        if (w[i] != splitmix64(seed ^ (first + i)))
+            return file_off + i * 8;
+    return UINT64_MAX;
+}
+
+/* CUDA driver and cuFile entry points, resolved by the Python side. */
+typedef int (*cu_ctx_set_t)(void *ctx);
+typedef int (*cu_htod_t)(uint64_t dst, const void *src, size_t n, void *stream);
+typedef int (*cu_dtoh_t)(void *dst, uint64_t src, size_t n, void *stream);
+typedef int (*cu_sync_t)(void *stream);
+typedef int (*cu_event_record_t)(void *event, void *stream);
+typedef int (*cu_event_sync_t)(void *event);
+typedef ssize_t (*cufile_rw_t)(void *handle, void *dev, size_t size, off_t file_off, off_t dev_off);
+
+typedef struct {
+    cu_ctx_set_t ctx_set_current;
+    cu_htod_t htod;
+    cu_dtoh_t dtoh;
+    cu_sync_t stream_sync;
+    cu_event_record_t event_record;
+    cu_event_sync_t event_sync;
+    cufile_rw_t cufile_read;
+    cufile_rw_t cufile_write;
+} gpu_fns_t;
+
+/* ------------------------------------------------------------------ worker */
+
+typedef struct job job_t;
+
+typedef struct {
+    /* written by the worker, read by snapshot(): relaxed atomics, one writer */
+    uint64_t ops[2], bytes[2], lat_sum[2];
+    uint64_t lat_min, lat_max;
+    uint64_t done_ns; /* 0 while running */
+    uint64_t hist[2][HIST_NBUCKETS];
+} wstat_t;
+
+typedef struct {
+    job_t *job;
+    int id;
+    int fd;
+    int cpu;
+    uint64_t start, length;   /* region in the file, bytes */
+    uint64_t pattern_seed;
+    /* GPU */
+    void *ctx, *stream, *handle;
+    uint64_t dev;             /* device buffer, slots * block_size bytes */
+    void *host[64];            /* pinned host buffers (bounce) */
+    void *events[64];
+    int nhost;
+    pthread_t thread;
+    int started;
+    wstat_t *st;
+} worker_t;
+
+struct job {
+    PyObject_HEAD
+    int mode, nworkers, iodepth, read_pct, random, verify, use_uring;
+    uint64_t block_size, duration_ns, bytes_limit, seed;
+    gpu_fns_t fn;
+    worker_t *workers;
+    wstat_t *stats;
+    atomic_int go, stop, done_count, running;
+    uint64_t t_start;
+    /* first worker to finish: the totals at that moment (elbencho's first-done) */
+    atomic_int first_done_set;
+    uint64_t first_done_ns, first_done_bytes, first_done_ops;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    char error[512];
+    atomic_int has_error;
+    uint64_t error_offset;
+    int uring_errno;
+};
+
+static void job_fail(job_t *job, uint64_t offset, const char *fmt, ...)
+{
+    pthread_mutex_lock(&job->lock);
+    if (!atomic_load(&job->has_error)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(job->error, sizeof job->error, fmt, ap);
+        va_end(ap);
+        job->error_offset = offset;
+        atomic_store(&job->has_error, 1);
+    }
+    pthread_mutex_unlock(&job->lock);
+    atomic_store(&job->stop, 1);
+}
+
+static inline void record(wstat_t *st, int dir, uint64_t bytes, uint64_t lat)
+{
+    __atomic_store_n(&st->ops[dir], st->ops[dir] + 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->bytes[dir], st->bytes[dir] + bytes, __ATOMIC_RELAXED);
+    __atomic_store_n(&st->lat_sum[dir], st->lat_sum[dir] + lat, __ATOMIC_RELAXED);
+    unsigned idx = hist_index(lat);
+    __atomic_store_n(&st->hist[dir][idx], st->hist[dir][idx] + 1, __ATOMIC_RELAXED);
+    if (lat < st->lat_min)
+        __atomic_store_n(&st->lat_min, lat, __ATOMIC_RELAXED);
+    if (lat > st->lat_max)
+        __atomic_store_n(&st->lat_max, lat, __ATOMIC_RELAXED);
+}
+
+typedef struct {
+    uint64_t pos, rng, blocks, done_bytes;
+} cursor_t;
+
+static inline uint64_t next_offset(worker_t *w, cursor_t *c)
+{
+    uint64_t bs = w->job->block_size;
+    if (w->job->random)
+        return w->start + (xorshift(&c->rng) % c->blocks) * bs;
+    uint64_t off = w->start + c->pos * bs;
+    if (++c->pos >= c->blocks)
+        c->pos = 0;
+    return off;
+}
+
+static inline int next_is_write(job_t *job, cursor_t *c)
+{
+    if (job->read_pct >= 100)
+        return 0;
+    if (job->read_pct <= 0)
+        return 1;
+    return (int)(xorshift(&c->rng) % 100) >= job->read_pct;
+}
+
+/* May this worker start another operation? */
+static inline int keep_going(worker_t *w, cursor_t *c, uint64_t t)
+{
+    job_t *job = w->job;
+    if (atomic_load_explicit(&job->stop, memory_order_relaxed))
+        return 0;
+    if (job->duration_ns && t - job->t_start >= job->duration_ns)
+        return 0;
+    if (job->bytes_limit && c->done_bytes >= job->bytes_limit)
+        return 0;
+    return 1;
+}
+
+static int io_full(int fd, int write, void *buf, size_t len, uint64_t off, ssize_t *got)
+{
+    ssize_t n = write ? pwrite(fd, buf, len, (off_t)off) : pread(fd, buf, len, (off_t)off);
+    *got = n;
+    return n == (ssize_t)len ? 0 : -1;
+}
+
+static void report_short(job_t *job, int write, ssize_t n, size_t len, uint64_t off)
+{
+    if (n < 0)
+        job_fail(job, off, "%s at offset %llu failed: %s", write ? "write" : "read",
+                 (unsigned long long)off, strerror(errno));
+    else
+        job_fail(job, off, "short %s at offset %llu: %zd of %zu bytes (file shorter than expected?)",
+                 write ? "write" : "read", (unsigned long long)off, n, len);
+}
+
+static int verify_host(worker_t *w, const void *buf, uint64_t off)
+{
+    uint64_t bad = pattern_check(buf, w->job->block_size, off, w->pattern_seed);
+    if (bad != UINT64_MAX) {
+        job_fail(w->job, bad, "verification failed: data at offset %llu does not match what was written",
+                 (unsigned long long)bad);
+        return -1;
+    }
+    return 0;
+}
+
+/* psync loop for HOST, BOUNCE and CUFILE (one operation in flight per worker). */
+static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
+{
+    job_t *job = w->job;
+    uint64_t bs = job->block_size;
+    gpu_fns_t *fn = &job->fn;
+    void *buf = bufs[0];
+    while (keep_going(w, c, now_ns())) {
+        uint64_t off = next_offset(w, c);
+        int write = next_is_write(job, c);
+        ssize_t n = 0;
+        int rc = 0;
+        if (write && job->verify) { /* the data written carries the pattern of its offset */
+            if (job->mode == MODE_HOST) {
+                pattern_fill(buf, bs, off, w->pattern_seed);
+            } else {
+                pattern_fill(scratch, bs, off, w->pattern_seed);
+                if (fn->htod(w->dev, scratch, bs, w->stream) || fn->stream_sync(w->stream)) {
+                    job_fail(job, off, "cuMemcpyHtoDAsync failed while preparing verification data");
+                    break;
+                }
+            }
+        }
+        uint64_t t0 = now_ns();
+        switch (job->mode) {
+        case MODE_HOST:
+            rc = io_full(w->fd, write, buf, bs, off, &n);
+            break;
+        case MODE_BOUNCE:
+            if (write) {
+                if (fn->dtoh(buf, w->dev, bs, w->stream) || fn->stream_sync(w->stream)) {
+                    job_fail(job, off, "cuMemcpyDtoHAsync failed");
+                    goto out;
+                }
+                rc = io_full(w->fd, 1, buf, bs, off, &n);
+            } else {
+                rc = io_full(w->fd, 0, buf, bs, off, &n);
+                if (!rc && (fn->htod(w->dev, buf, bs, w->stream) || fn->stream_sync(w->stream))) {
+                    job_fail(job, off, "cuMemcpyHtoDAsync failed");
+                    goto out;
+                }
+            }
+            break;
+        case MODE_CUFILE:
+            n = write ? fn->cufile_write(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0)
+                      : fn->cufile_read(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0);
+            if (n != (ssize_t)bs) {
+                job_fail(job, off, "%s at offset %llu returned %zd (expected %llu)",
+                         write ? "cuFileWrite" : "cuFileRead", (unsigned long long)off, n,
+                         (unsigned long long)bs);
+                goto out;
+            }
+            break;
+        }
+        uint64_t t1 = now_ns();
+        if (rc) {
+            report_short(job, write, n, bs, off);
+            break;
+        }
+        record(w->st, write, bs, t1 - t0);
+        c->done_bytes += bs;
+        if (job->verify && !write) {
+            const void *check = buf;
+            if (job->mode != MODE_HOST) { /* compare what reached the GPU */
+                if (fn->dtoh(scratch, w->dev, bs, w->stream) || fn->stream_sync(w->stream)) {
+                    job_fail(job, off, "cuMemcpyDtoHAsync failed while verifying");
+                    break;
+                }
+                check = scratch;
+            }
+            if (verify_host(w, check, off))
+                break;
+        }
+    }
+out:;
+}
+
+/* BOUNCE_PIPE: K pinned buffers per worker. A read of block n+1 goes into the
+ * next buffer while block n is still being copied to the GPU; a buffer is
+ * reused only once its copy has landed (an event per buffer). Writes stage the
+ * next buffer's device-to-host copy before writing the current one. */
+typedef struct {
+    int pending[64]; /* a copy into or out of host[i] is in flight (events[i] recorded) */
+    int h2d[64];     /* that copy carries a read of offs[i] to the GPU */
+    int staged[64];  /* host[i] is being filled from the GPU for an upcoming write */
+    uint64_t offs[64];
+} pipe_t;
+
+static int pipe_settle(worker_t *w, pipe_t *p, int i, void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size;
+    if (!p->pending[i])
+        return 0;
+    if (fn->event_sync(w->events[i])) {
+        job_fail(job, p->offs[i], "cuEventSynchronize failed");
+        return -1;
+    }
+    p->pending[i] = 0;
+    if (job->verify && p->h2d[i]) {
+        if (fn->dtoh(scratch, w->dev + (uint64_t)i * bs, bs, w->stream) || fn->stream_sync(w->stream)) {
+            job_fail(job, p->offs[i], "cuMemcpyDtoHAsync failed while verifying");
+            return -1;
+        }
+        if (verify_host(w, scratch, p->offs[i]))
+            return -1;
+    }
+    p->h2d[i] = 0;
+    return 0;
+}
+
+static int pipe_stage_write(worker_t *w, pipe_t *p, int i, void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size;
+    if (pipe_settle(w, p, i, scratch))
+        return -1;
+    if (fn->dtoh(w->host[i], w->dev + (uint64_t)i * bs, bs, w->stream) || fn->event_record(w->events[i], w->stream)) {
+        job_fail(job, 0, "cuMemcpyDtoHAsync failed");
+        return -1;
+    }
+    p->pending[i] = 1;
+    p->staged[i] = 1;
+    return 0;
+}
+
+static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
+{
+    job_t *job = w->job;
+    uint64_t bs = job->block_size;
+    gpu_fns_t *fn = &job->fn;
+    int k = w->nhost;
+    pipe_t p;
+    memset(&p, 0, sizeof p);
+    for (uint64_t n_op = 0; keep_going(w, c, now_ns()); n_op++) {
+        int i = (int)(n_op % (uint64_t)k);
+        uint64_t off = next_offset(w, c);
+        int write = next_is_write(job, c);
+        ssize_t n = 0;
+        uint64_t t0, t1;
+        if (write) {
+            if (job->verify) { /* the GPU buffer must hold this offset's pattern: no staging ahead */
+                if (pipe_settle(w, &p, i, scratch))
+                    break;
+                pattern_fill(scratch, bs, off, w->pattern_seed);
+                if (fn->htod(w->dev + (uint64_t)i * bs, scratch, bs, w->stream) || fn->stream_sync(w->stream)) {
+                    job_fail(job, off, "cuMemcpyHtoDAsync failed while preparing verification data");
+                    break;
+                }
+                p.staged[i] = 0;
+            }
+            t0 = now_ns();
+            if (!p.staged[i] && pipe_stage_write(w, &p, i, scratch))
+                break;
+            int j = (i + 1) % k;
+            if (!job->verify && !p.staged[j] && pipe_stage_write(w, &p, j, scratch))
+                break;
+            if (fn->event_sync(w->events[i])) {
+                job_fail(job, off, "cuEventSynchronize failed");
+                break;
+            }
+            p.pending[i] = p.staged[i] = 0;
+            if (io_full(w->fd, 1, w->host[i], bs, off, &n)) {
+                report_short(job, 1, n, bs, off);
+                break;
+            }
+            t1 = now_ns();
+        } else {
+            if (pipe_settle(w, &p, i, scratch))
+                break;
+            p.staged[i] = 0;
+            t0 = now_ns();
+            if (io_full(w->fd, 0, w->host[i], bs, off, &n)) {
+                report_short(job, 0, n, bs, off);
+                break;
+            }
+            if (fn->htod(w->dev + (uint64_t)i * bs, w->host[i], bs, w->stream) ||
+                fn->event_record(w->events[i], w->stream)) {
+                job_fail(job, off, "cuMemcpyHtoDAsync failed");
+                break;
+            }
+            t1 = now_ns();
+            p.pending[i] = p.h2d[i] = 1;
+            p.offs[i] = off;
+        }
+        record(w->st, write, bs, t1 - t0);
+        c->done_bytes += bs;
+    }
+    /* every copy issued must land before the worker counts as done */
+    if (fn->stream_sync(w->stream) && !atomic_load(&job->has_error))
+        job_fail(job, 0, "cuStreamSynchronize failed at the end of the run");
+    for (int i = 0; i < k && !atomic_load(&job->has_error); i++)
+        if (pipe_settle(w, &p, i, scratch))
+            break;
+}
+
+/* HOST at depth > 1 through io_uring: every slot has its own buffer. */
+static void run_uring(worker_t *w, cursor_t *c, void **bufs, uring_t *ring)
+{
+    job_t *job = w->job;
+    uint64_t bs = job->block_size;
+    int depth = job->iodepth;
+    uint64_t t_sub[MAX_SLOTS];
+    uint64_t offs[MAX_SLOTS];
+    int writes[MAX_SLOTS];
+    int inflight = 0;
+    int stopping = 0;
+    for (int s = 0; s < depth && keep_going(w, c, now_ns()); s++) {
+        offs[s] = next_offset(w, c);
+        writes[s] = next_is_write(job, c);
+        if (writes[s] && job->verify)
+            pattern_fill(bufs[s], bs, offs[s], w->pattern_seed);
+        t_sub[s] = now_ns();
+        uring_prep(ring, writes[s], w->fd, bufs[s], (unsigned)bs, offs[s], (uint64_t)s);
+        inflight++;
+    }
+    while (inflight > 0) {
+        int rc = uring_enter(ring, 1);
+        if (rc) {
+            job_fail(job, 0, "io_uring_enter failed: %s", strerror(-rc));
+            return;
+        }
+        uint64_t user;
+        int res;
+        while (uring_peek(ring, &user, &res)) {
+            int s = (int)user;
+            uint64_t t1 = now_ns();
+            inflight--;
+            if (res != (int)bs) {
+                if (res < 0)
+                    errno = -res;
+                if (!stopping)
+                    report_short(job, writes[s], res, bs, offs[s]);
+                stopping = 1;
+                continue;
+            }
+            record(w->st, writes[s], bs, t1 - t_sub[s]);
+            c->done_bytes += bs;
+            if (job->verify && !writes[s] && verify_host(w, bufs[s], offs[s]))
+                stopping = 1;
+            if (stopping || !keep_going(w, c, t1)) {
+                stopping = 1;
+                continue;
+            }
+            offs[s] = next_offset(w, c);
+            writes[s] = next_is_write(job, c);
+            if (writes[s] && job->verify)
+                pattern_fill(bufs[s], bs, offs[s], w->pattern_seed);
+            t_sub[s] = now_ns();
+            uring_prep(ring, writes[s], w->fd, bufs[s], (unsigned)bs, offs[s], (uint64_t)s);
+            inflight++;
+        }
+    }
+}
+
+static void mark_done(worker_t *w)
+{
+    job_t *job = w->job;
+    uint64_t t = now_ns();
+    __atomic_store_n(&w->st->done_ns, t - job->t_start, __ATOMIC_RELEASE);
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&job->first_done_set, &expected, 1)) {
+        uint64_t bytes = 0, ops = 0;
+        for (int i = 0; i < job->nworkers; i++) {
+            wstat_t *s = &job->stats[i];
+            bytes += __atomic_load_n(&s->bytes[0], __ATOMIC_RELAXED) + __atomic_load_n(&s->bytes[1], __ATOMIC_RELAXED);
+            ops += __atomic_load_n(&s->ops[0], __ATOMIC_RELAXED) + __atomic_load_n(&s->ops[1], __ATOMIC_RELAXED);
+        }
+        job->first_done_ns = t - job->t_start;
+        job->first_done_bytes = bytes;
+        job->first_done_ops = ops;
+    }
+    pthread_mutex_lock(&job->lock);
+    atomic_fetch_add(&job->done_count, 1);
+    pthread_cond_broadcast(&job->cond);
+    pthread_mutex_unlock(&job->lock);
+}
+
+static void *worker_main(void *arg)
+{
+    worker_t *w = arg;
+    job_t *job = w->job;
+    uint64_t bs = job->block_size;
+    int nbufs = (job->mode == MODE_HOST && job->use_uring) ? job->iodepth : 1;
+    void **bufs = calloc((size_t)nbufs, sizeof(void *));
+    void *scratch = NULL;
+    uring_t ring;
+    int ring_ok = 0;
+    cursor_t c = {0};
+    c.rng = splitmix64(job->seed + 0x1000u * (uint64_t)(w->id + 1));
+    c.blocks = w->length / bs;
+    if (!c.blocks)
+        c.blocks = 1;
+
+    if (w->cpu >= 0) { /* pin before touching memory, so buffers land on the worker's node */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    if (!bufs) {
+        job_fail(job, 0, "out of memory for buffer table");
+        goto wait_and_finish;
+    }
+    if (job->mode != MODE_HOST && job->fn.ctx_set_current(w->ctx)) {
+        job_fail(job, 0, "cuCtxSetCurrent failed in worker %d", w->id);
+        goto wait_and_finish;
+    }
+    if (job->mode == MODE_HOST) {
+        for (int i = 0; i < nbufs; i++) {
+            if (posix_memalign(&bufs[i], 4096, bs)) {
+                job_fail(job, 0, "cannot allocate %llu-byte aligned buffers", (unsigned long long)bs);
+                goto wait_and_finish;
+            }
+            pattern_fill(bufs[i], bs, (uint64_t)i * bs, c.rng); /* writes carry data, not zeros */
+        }
+    } else if (job->mode == MODE_BOUNCE) {
+        bufs[0] = w->host[0];
+    }
+    if (job->verify && job->mode != MODE_HOST && posix_memalign(&scratch, 4096, bs)) {
+        job_fail(job, 0, "cannot allocate the verification buffer");
+        goto wait_and_finish;
+    }
+    if (job->mode == MODE_HOST && job->use_uring) {
+        int rc = uring_init(&ring, (unsigned)job->iodepth);
+        if (rc) {
+            job_fail(job, 0, "io_uring_setup failed: %s", strerror(-rc));
+            goto wait_and_finish;
+        }
+        ring_ok = 1;
+    }
+
+wait_and_finish:
+    /* everyone starts the timed region together */
+    atomic_fetch_add(&job->running, 1);
+    while (!atomic_load(&job->go))
+        sched_yield();
+    if (!atomic_load(&job->has_error)) {
+        if (ring_ok)
+            run_uring(w, &c, bufs, &ring);
+        else if (job->mode == MODE_BOUNCE_PIPE)
+            run_pipelined(w, &c, scratch);
+        else
+            run_sync(w, &c, bufs, scratch);
+    }
+    mark_done(w);
+    if (ring_ok)
+        uring_exit(&ring);
+    if (bufs && job->mode == MODE_HOST)
+        for (int i = 0; i < nbufs; i++)
+            free(bufs[i]);
+    free(bufs);
+    free(scratch);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ Python type */
+
+static void job_join_all(job_t *job)
+{
+    atomic_store(&job->stop, 1);
+    atomic_store(&job->go, 1);
+    for (int i = 0; i < job->nworkers; i++) {
+        if (job->workers[i].started) {
+            pthread_join(job->workers[i].thread, NULL);
+            job->workers[i].started = 0;
+        }
+    }
+}
+
+static void Job_dealloc(job_t *job)
+{
+    if (job->workers) {
+        Py_BEGIN_ALLOW_THREADS
+        job_join_all(job);
+        Py_END_ALLOW_THREADS
+    }
+    free(job->workers);
+    free(job->stats);
+    pthread_mutex_destroy(&job->lock);
+    pthread_cond_destroy(&job->cond);
+    Py_TYPE(job)->tp_free((PyObject *)job);
+}
+
+static int get_u64_list(PyObject *seq, int n, uint64_t *out, const char *what)
+{
+    PyObject *fast = PySequence_Fast(seq, what);
+    if (!fast)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(fast) != n) {
+        PyErr_Format(PyExc_ValueError, "%s: expected %d values", what, n);
+        Py_DECREF(fast);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i] = PyLong_AsUnsignedLongLongMask(PySequence_Fast_GET_ITEM(fast, i));
+        if (PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static uint64_t dict_u64(PyObject *d, const char *key)
+{
+    PyObject *v = d ? PyDict_GetItemString(d, key) : NULL;
+    return v ? PyLong_AsUnsignedLongLongMask(v) : 0;
+}
+
+static int Job_init(job_t *job, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
+                             "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
+                             "use_uring", "gpu_functions", "gpu_workers", NULL};
+    PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
+    unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1;
+    int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOO", kwlist, &fds, &starts, &lengths, &block_size,
+                                     &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
+                                     &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers))
+        return -1;
+    Py_ssize_t n = PySequence_Size(fds);
+    if (n <= 0 || n > 65536) {
+        PyErr_SetString(PyExc_ValueError, "fds: need at least one worker");
+        return -1;
+    }
+    if (block_size == 0 || block_size % 8 || block_size > (1ull << 31)) {
+        PyErr_SetString(PyExc_ValueError, "block_size must be a positive multiple of 8 below 2 GiB");
+        return -1;
+    }
+    if (iodepth < 1 || iodepth > MAX_SLOTS || mode < MODE_HOST || mode > MODE_CUFILE) {
+        PyErr_SetString(PyExc_ValueError, "iodepth or mode out of range");
+        return -1;
+    }
+    job->nworkers = (int)n;
+    job->block_size = block_size;
+    job->mode = mode;
+    job->read_pct = read_pct;
+    job->random = random;
+    job->iodepth = iodepth;
+    job->duration_ns = duration_ns;
+    job->bytes_limit = bytes_limit;
+    job->seed = seed;
+    job->verify = verify;
+    job->use_uring = use_uring && mode == MODE_HOST && iodepth > 1;
+    pthread_mutex_init(&job->lock, NULL);
+    pthread_cond_init(&job->cond, NULL);
+    job->workers = calloc((size_t)n, sizeof(worker_t));
+    if (posix_memalign((void **)&job->stats, 64, (size_t)n * sizeof(wstat_t)) || !job->workers) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(job->stats, 0, (size_t)n * sizeof(wstat_t));
+    uint64_t *tmp = calloc((size_t)n, sizeof(uint64_t) * 4);
+    if (!tmp) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    int rc = get_u64_list(fds, (int)n, tmp, "fds") || get_u64_list(starts, (int)n, tmp + n, "starts") ||
+             get_u64_list(lengths, (int)n, tmp + 2 * n, "lengths");
+    if (!rc && pattern_seeds && pattern_seeds != Py_None)
+        rc = get_u64_list(pattern_seeds, (int)n, tmp + 3 * n, "pattern_seeds");
+    for (int i = 0; !rc && i < n; i++) {
+        worker_t *w = &job->workers[i];
+        w->job = job;
+        w->id = i;
+        w->fd = (int)tmp[i];
+        w->start = tmp[n + i];
+        w->length = tmp[2 * n + i];
+        w->pattern_seed = tmp[3 * n + i];
+        w->cpu = -1;
+        w->st = &job->stats[i];
+        w->st->lat_min = UINT64_MAX;
+        if (w->length < block_size) {
+            PyErr_Format(PyExc_ValueError, "worker %d: region of %llu bytes is smaller than one block", i,
+                         (unsigned long long)w->length);
+            rc = -1;
+        }
+    }
+    free(tmp);
+    if (rc)
+        return -1;
+    if (cpus && cpus != Py_None) {
+        PyObject *fast = PySequence_Fast(cpus, "cpus");
+        if (!fast)
+            return -1;
+        for (int i = 0; i < n && i < PySequence_Fast_GET_SIZE(fast); i++)
+            job->workers[i].cpu = (int)PyLong_AsLong(PySequence_Fast_GET_ITEM(fast, i));
+        Py_DECREF(fast);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    if (mode != MODE_HOST) {
+        if (!gpu_fns || !PyDict_Check(gpu_fns) || !gpu_workers) {
+            PyErr_SetString(PyExc_ValueError, "GPU modes need gpu_functions (dict) and gpu_workers (list of dicts)");
+            return -1;
+        }
+        job->fn.ctx_set_current = (cu_ctx_set_t)(uintptr_t)dict_u64(gpu_fns, "cuCtxSetCurrent");
+        job->fn.htod = (cu_htod_t)(uintptr_t)dict_u64(gpu_fns, "cuMemcpyHtoDAsync");
+        job->fn.dtoh = (cu_dtoh_t)(uintptr_t)dict_u64(gpu_fns, "cuMemcpyDtoHAsync");
+        job->fn.stream_sync = (cu_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuStreamSynchronize");
+        job->fn.event_record = (cu_event_record_t)(uintptr_t)dict_u64(gpu_fns, "cuEventRecord");
+        job->fn.event_sync = (cu_event_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuEventSynchronize");
+        job->fn.cufile_read = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileRead");
+        job->fn.cufile_write = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileWrite");
+        if (PyErr_Occurred())
+            return -1;
+        int need_copy = mode != MODE_CUFILE || verify;
+        if (!job->fn.ctx_set_current || (need_copy && (!job->fn.htod || !job->fn.dtoh || !job->fn.stream_sync)) ||
+            (mode == MODE_BOUNCE_PIPE && (!job->fn.event_record || !job->fn.event_sync)) ||
+            (mode == MODE_CUFILE && (!job->fn.cufile_read || !job->fn.cufile_write))) {
+            PyErr_SetString(PyExc_ValueError, "gpu_functions lacks an entry point this mode needs");
+            return -1;
+        }
+        PyObject *fast = PySequence_Fast(gpu_workers, "gpu_workers");
+        if (!fast)
+            return -1;
+        if (PySequence_Fast_GET_SIZE(fast) != n) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "gpu_workers: one dict per worker");
+            return -1;
+        }
+        for (int i = 0; i < n; i++) {
+            PyObject *d = PySequence_Fast_GET_ITEM(fast, i);
+            worker_t *w = &job->workers[i];
+            if (!PyDict_Check(d)) {
+                Py_DECREF(fast);
+                PyErr_SetString(PyExc_TypeError, "gpu_workers: dicts expected");
+                return -1;
+            }
+            w->ctx = (void *)(uintptr_t)dict_u64(d, "ctx");
+            w->stream = (void *)(uintptr_t)dict_u64(d, "stream");
+            w->dev = dict_u64(d, "dev");
+            w->handle = (void *)(uintptr_t)dict_u64(d, "handle");
+            PyObject *host = PyDict_GetItemString(d, "host");
+            PyObject *events = PyDict_GetItemString(d, "events");
+            w->nhost = host ? (int)PySequence_Size(host) : 0;
+            if (w->nhost > 64)
+                w->nhost = 64;
+            for (int k = 0; k < w->nhost; k++) {
+                PyObject *item = PySequence_GetItem(host, k);
+                w->host[k] = item ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(item) : NULL;
+                Py_XDECREF(item);
+                if (events) {
+                    item = PySequence_GetItem(events, k);
+                    w->events[k] = item ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(item) : NULL;
+                    Py_XDECREF(item);
+                }
+            }
+            if ((mode == MODE_BOUNCE && w->nhost < 1) || (mode == MODE_BOUNCE_PIPE && (w->nhost < 2 || !events))) {
+                Py_DECREF(fast);
+                PyErr_SetString(PyExc_ValueError, "bounce modes need pinned host buffers (and events when pipelined)");
+                return -1;
+            }
+            if (!w->dev || (mode == MODE_CUFILE && !w->handle)) {
+                Py_DECREF(fast);
+                PyErr_SetString(PyExc_ValueError, "gpu_workers: dev (and handle for cuFile) required");
+                return -1;
+            }
+        }
+        Py_DECREF(fast);
+        if (PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *Job_start(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    if (job->workers[0].started || atomic_load(&job->go)) {
+        PyErr_SetString(PyExc_RuntimeError, "job already started");
+        return NULL;
+    }
+    for (int i = 0; i < job->nworkers; i++) {
+        int rc = pthread_create(&job->workers[i].thread, NULL, worker_main, &job->workers[i]);
+        if (rc) {
+            Py_BEGIN_ALLOW_THREADS
+            job_join_all(job);
+            Py_END_ALLOW_THREADS
+            errno = rc;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        job->workers[i].started = 1;
+    }
+    /* buffers and rings are set up by each worker; the clock starts when all are ready */
+    Py_BEGIN_ALLOW_THREADS
+    while (atomic_load(&job->running) < job->nworkers)
+        sched_yield();
+    job->t_start = now_ns();
+    atomic_store(&job->go, 1);
+    Py_END_ALLOW_THREADS
+    Py_RETURN_NONE;
+}
+
+static PyObject *Job_stop(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    atomic_store(&job->stop, 1);
+    Py_RETURN_NONE;
+}
+
+/* wait(timeout_s) -> True when every worker has finished. */
+static PyObject *Job_wait(job_t *job, PyObject *args)
+{
+    double timeout = -1;
+    if (!PyArg_ParseTuple(args, "|d", &timeout))
+        return NULL;
+    int all_done;
+    Py_BEGIN_ALLOW_THREADS
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline);
+    if (timeout >= 0) {
+        uint64_t ns = (uint64_t)(timeout * 1e9) + (uint64_t)deadline.tv_nsec;
+        deadline.tv_sec += (time_t)(ns / 1000000000ull);
+        deadline.tv_nsec = (long)(ns % 1000000000ull);
+    }
+    pthread_mutex_lock(&job->lock);
+    while (atomic_load(&job->done_count) < job->nworkers) {
+        if (timeout < 0)
+            pthread_cond_wait(&job->cond, &job->lock);
+        else if (pthread_cond_timedwait(&job->cond, &job->lock, &deadline) == ETIMEDOUT)
+            break;
+    }
+    all_done = atomic_load(&job->done_count) >= job->nworkers;
+    pthread_mutex_unlock(&job->lock);
+    if (all_done)
+        job_join_all(job);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(all_done);
+}
+
+/* snapshot() -> dict of cumulative counters (see xferscope.engines.native). */
+static PyObject *Job_snapshot(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    int n = job->nworkers;
+    uint64_t t = atomic_load(&job->go) ? now_ns() - job->t_start : 0;
+    PyObject *hr = PyBytes_FromStringAndSize(NULL, HIST_NBUCKETS * sizeof(uint64_t));
+    PyObject *hw = PyBytes_FromStringAndSize(NULL, HIST_NBUCKETS * sizeof(uint64_t));
+    PyObject *workers = PyList_New(n);
+    if (!hr || !hw || !workers)
+        goto fail;
+    uint64_t *sr = (uint64_t *)PyBytes_AS_STRING(hr), *sw = (uint64_t *)PyBytes_AS_STRING(hw);
+    memset(sr, 0, HIST_NBUCKETS * sizeof(uint64_t));
+    memset(sw, 0, HIST_NBUCKETS * sizeof(uint64_t));
+    uint64_t lmin = UINT64_MAX, lmax = 0;
+    for (int i = 0; i < n; i++) {
+        wstat_t *s = &job->stats[i];
+        for (unsigned b = 0; b < HIST_NBUCKETS; b++) {
+            sr[b] += __atomic_load_n(&s->hist[0][b], __ATOMIC_RELAXED);
+            sw[b] += __atomic_load_n(&s->hist[1][b], __ATOMIC_RELAXED);
+        }
+        uint64_t mn = __atomic_load_n(&s->lat_min, __ATOMIC_RELAXED), mx = __atomic_load_n(&s->lat_max, __ATOMIC_RELAXED);
+        if (mn < lmin)
+            lmin = mn;
+        if (mx > lmax)
+            lmax = mx;
+        uint64_t done = __atomic_load_n(&s->done_ns, __ATOMIC_ACQUIRE);
+        PyObject *row = Py_BuildValue(
+            "(KKKKKKN)", (unsigned long long)__atomic_load_n(&s->ops[0], __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&s->ops[1], __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&s->bytes[0], __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&s->bytes[1], __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&s->lat_sum[0], __ATOMIC_RELAXED),
+            (unsigned long long)__atomic_load_n(&s->lat_sum[1], __ATOMIC_RELAXED),
+            done ? PyLong_FromUnsignedLongLong(done) : (Py_INCREF(Py_None), Py_None));
+        if (!row)
+            goto fail;
+        PyList_SET_ITEM(workers, i, row);
+    }
+    PyObject *first = Py_None;
+    Py_INCREF(first);
+    if (atomic_load(&job->first_done_set) && atomic_load(&job->done_count) > 0) {
+        Py_DECREF(first);
+        first = Py_BuildValue("(KKK)", (unsigned long long)job->first_done_ns,
+                              (unsigned long long)job->first_done_bytes, (unsigned long long)job->first_done_ops);
+    }
+    PyObject *err = Py_None;
+    Py_INCREF(err);
+    if (atomic_load(&job->has_error)) {
+        Py_DECREF(err);
+        pthread_mutex_lock(&job->lock);
+        err = Py_BuildValue("(sK)", job->error, (unsigned long long)job->error_offset);
+        pthread_mutex_unlock(&job->lock);
+    }
+    PyObject *result = Py_BuildValue("{s:K,s:N,s:N,s:N,s:K,s:K,s:N,s:i,s:N}", "t_ns", (unsigned long long)t,
+                                     "workers", workers, "hist_read", hr, "hist_write", hw, "lat_min_ns",
+                                     (unsigned long long)(lmin == UINT64_MAX ? 0 : lmin), "lat_max_ns",
+                                     (unsigned long long)lmax, "first_done", first, "done",
+                                     atomic_load(&job->done_count), "error", err);
+    return result;
+fail:
+    Py_XDECREF(hr);
+    Py_XDECREF(hw);
+    Py_XDECREF(workers);
+    return NULL;
+}
+
+static PyMethodDef Job_methods[] = {
+    {"start", (PyCFunction)Job_start, METH_NOARGS, "Start the workers; the timed region begins when all are ready."},
+    {"stop", (PyCFunction)Job_stop, METH_NOARGS, "Ask every worker to stop after its operation in flight."},
+    {"wait", (PyCFunction)Job_wait, METH_VARARGS, "wait(timeout=-1) -> True when every worker has finished."},
+    {"snapshot", (PyCFunction)Job_snapshot, METH_NOARGS, "Cumulative counters of every worker, now."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject JobType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xferscope._iocore.Job",
+    .tp_basicsize = sizeof(job_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Job_init,
+    .tp_dealloc = (destructor)Job_dealloc,
+    .tp_methods = Job_methods,
+    .tp_doc = "Job(fds, starts, lengths, block_size, ...): worker threads running one I/O pattern.",
+};
+
+/* ------------------------------------------------------------------ module functions */
+
+static PyObject *py_fill_pattern(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned long long off, seed;
+    if (!PyArg_ParseTuple(args, "w*KK", &view, &off, &seed))
+        return NULL;
+    if (view.len % 8 || off % 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "length and offset must be multiples of 8");
+        return NULL;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    pattern_fill(view.buf, (size_t)view.len, off, seed);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_check_pattern(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    unsigned long long off, seed;
+    if (!PyArg_ParseTuple(args, "y*KK", &view, &off, &seed))
+        return NULL;
+    uint64_t bad;
+    Py_BEGIN_ALLOW_THREADS
+    bad = pattern_check(view.buf, (size_t)view.len & ~(size_t)7, off, seed);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    if (bad == UINT64_MAX)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(bad);
+}
+
+static PyObject *py_bucket_index(PyObject *self, PyObject *arg)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred())
+        return NULL;
+    return PyLong_FromUnsignedLong(hist_index(v));
+}
+
+/* uring_probe() -> 0 when io_uring works here, else the errno that io_uring_setup gave. */
+static PyObject *py_uring_probe(PyObject *self, PyObject *Py_UNUSED(ignored))
+{
+    uring_t r;
+    int rc = uring_init(&r, 4);
+    if (rc == 0)
+        uring_exit(&r);
+    return PyLong_FromLong(rc ? -rc : 0);
+}
+
+static PyMethodDef module_methods[] = {
+    {"fill_pattern", py_fill_pattern, METH_VARARGS, "fill_pattern(buffer, file_offset, seed): write the data pattern."},
+    {"check_pattern", py_check_pattern, METH_VARARGS,
+     "check_pattern(buffer, file_offset, seed) -> None, or the offset of the first bad word."},
+    {"bucket_index", py_bucket_index, METH_O, "Histogram bucket of a latency in ns."},
+    {"uring_probe", py_uring_probe, METH_NOARGS, "0 when io_uring works here, else the errno."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_iocore", "xferscope's I/O hot loop.", -1,
+                                       module_methods};
+
+PyMODINIT_FUNC PyInit__iocore(void)
+{
+    if (PyType_Ready(&JobType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&JobType);
+    PyModule_AddObject(m, "Job", (PyObject *)&JobType);
+    PyModule_AddIntConstant(m, "HIST_SUB", HIST_SUB);
+    PyModule_AddIntConstant(m, "HIST_NBUCKETS", HIST_NBUCKETS);
+    PyModule_AddIntConstant(m, "MODE_HOST", MODE_HOST);
+    PyModule_AddIntConstant(m, "MODE_BOUNCE", MODE_BOUNCE);
+    PyModule_AddIntConstant(m, "MODE_BOUNCE_PIPE", MODE_BOUNCE_PIPE);
+    PyModule_AddIntConstant(m, "MODE_CUFILE", MODE_CUFILE);
+    PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS);
+    return m;
+}

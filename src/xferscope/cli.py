@@ -1,0 +1,48 @@
+"""The `xferscope` command line.
+
+Each subcommand lives in its own module under ``xferscope.commands`` and
+registers itself with ``register(app)``. Nothing here imports Textual: the
+console is imported only when ``tui`` (the default) actually runs, so headless
+runs start fast.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+
+import typer
+
+COMMAND_MODULES = ("tui", "run", "compare", "mem", "replay", "profiles", "imports", "doctor")
+
+app = typer.Typer(
+    name="xferscope",
+    help="How fast does data get from this storage (or memory) into this GPU, by which path, at what CPU cost?",
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+@app.callback(invoke_without_command=True)
+def _default(ctx: typer.Context) -> None:
+    """With no subcommand, open the console on its embedded default."""
+    if ctx.invoked_subcommand is None:
+        from xferscope.commands.tui import open_console
+
+        raise typer.Exit(open_console())
+
+
+for _name in COMMAND_MODULES:
+    importlib.import_module(f"xferscope.commands.{_name}").register(app)
+
+
+def main() -> None:
+    from xferscope.commands._common import run_app
+
+    sys.exit(run_app(app))
+
+
+if __name__ == "__main__":
+    main()

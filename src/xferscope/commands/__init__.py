@@ -1,0 +1,1 @@
+"""One module per subcommand; each defines ``register(app)``. Module level imports stay light (no Textual)."""

@@ -1,0 +1,5 @@
+"""`compare` subcommand (being written)."""
+
+
+def register(app):
+    pass

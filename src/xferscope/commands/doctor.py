@@ -1,0 +1,5 @@
+"""`doctor` subcommand (being written)."""
+
+
+def register(app):
+    pass

@@ -1,0 +1,5 @@
+"""`imports` subcommand (being written)."""
+
+
+def register(app):
+    pass

@@ -1,0 +1,5 @@
+"""`mem` subcommand (being written)."""
+
+
+def register(app):
+    pass

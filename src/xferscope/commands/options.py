@@ -1,0 +1,103 @@
+"""Run options shared by `run` and `compare`, with gdsio's letters as aliases, and the spec they build."""
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from xferscope.errors import SpecError
+from xferscope.spec import GDSIO_IO, GDSIO_XFER, PATHS, RunSpec, parse_int_list
+from xferscope.units import parse_duration, parse_size
+
+IoOpt = Annotated[str, typer.Option("--io", "-I", help="read, write, randread, randwrite, randrw, rw (or gdsio's 0-3)")]
+BsOpt = Annotated[str, typer.Option("--bs", "-i", help="block (I/O) size, e.g. 4K, 64K, 1M")]
+WorkersOpt = Annotated[int, typer.Option("--workers", "-w", help="worker threads")]
+DepthOpt = Annotated[int, typer.Option("--iodepth", "--qd", help="I/O in flight per worker (io_uring for host)")]
+SizeOpt = Annotated[str, typer.Option("--size", "-s", help="scratch file size (per worker with --dir)")]
+DurationOpt = Annotated[Optional[str], typer.Option("--duration", "-T", help="seconds to run (default 10)")]
+TotalOpt = Annotated[Optional[str], typer.Option("--total", help="stop after this many bytes instead of a duration")]
+FileOpt = Annotated[Optional[str], typer.Option("--file", "-f", help="file to use (created as a scratch file if missing)")]
+DirOpt = Annotated[Optional[str], typer.Option("--dir", "-D", help="directory: one scratch file per worker")]
+GpuOpt = Annotated[Optional[str], typer.Option("--gpu", "-d", help="GPU index or list: 0 | 0,1 | 0-3 | all")]
+NumaOpt = Annotated[Optional[int], typer.Option("--numa", "-n", help="pin workers to this NUMA node's CPUs")]
+CpusOpt = Annotated[Optional[str], typer.Option("--cpus", help="pin workers to these CPUs, e.g. 0-7")]
+MixOpt = Annotated[int, typer.Option("--rwmix", "-M", help="read share in percent for randrw/rw")]
+VerifyOpt = Annotated[bool, typer.Option("--verify", "-V", help="check the data read against the pattern written")]
+BufferedOpt = Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")]
+ForceOpt = Annotated[bool, typer.Option("--force", help="allow writing over a file xferscope did not create")]
+KeepOpt = Annotated[bool, typer.Option("--keep", help="keep the scratch files this run creates, for reuse")]
+JsonOpt = Annotated[Optional[str], typer.Option("--json", help="write the summary as JSON to FILE")]
+CsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write the time series as CSV to FILE")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json on stdout")]
+IntervalOpt = Annotated[float, typer.Option("--interval", help="sample interval in seconds")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the data pattern")]
+
+
+def parse_path(text: str) -> str:
+    text = text.strip()
+    if text.isdigit():
+        n = int(text)
+        if n in GDSIO_XFER:
+            return GDSIO_XFER[n]
+        if n == 4:
+            raise SpecError("path", "gdsio -x 4 (CPU_CACHED_GPU) is `--path bounce --buffered`")
+        raise SpecError("path", f"gdsio transfer type {n} is not supported; use one of {sorted(GDSIO_XFER)}")
+    if text not in PATHS:
+        raise SpecError("path", f"unknown transfer path {text!r}; choose one of {', '.join(PATHS)}")
+    return text
+
+
+def parse_io(text: str) -> str:
+    text = text.strip()
+    if text.isdigit():
+        if int(text) not in GDSIO_IO:
+            raise SpecError("io", f"gdsio I/O type {text} is not one of 0 (read), 1 (write), 2 (randread), 3 (randwrite)")
+        return GDSIO_IO[int(text)]
+    return text
+
+
+def _size(text: str, field: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise SpecError(field, str(exc)) from None
+
+
+def gpu_list(text: str | None) -> list[int]:
+    if text is None:
+        return [0]
+    if text.strip().lower() == "all":
+        from xferscope.gpus import gpu_count
+
+        n, why = gpu_count()
+        if not n:
+            raise SpecError("gpu", f"--gpu all: no GPU on this machine ({why})")
+        return list(range(n))
+    return parse_int_list(text, "gpu")
+
+
+def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size: str, duration: str | None,
+               total: str | None, file: str | None, directory: str | None, gpu: str | None, numa: int | None,
+               cpus: str | None, rwmix: int, verify: bool, buffered: bool, force: bool, keep: bool,
+               interval: float, seed: int) -> RunSpec:
+    """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
+    try:
+        dur = parse_duration(duration) if duration is not None else (None if total else 10.0)
+    except ValueError as exc:
+        raise SpecError("duration", str(exc)) from None
+    spec = RunSpec(
+        path=parse_path(path), io=parse_io(io), block_size=_size(bs, "bs"), workers=workers, iodepth=iodepth,
+        file_size=_size(size, "size"), duration=dur, total_bytes=_size(total, "total") if total else None,
+        file=file, directory=directory, rwmix=rwmix, gpus=gpu_list(gpu), numa_node=numa,
+        cpus=parse_int_list(cpus, "cpus") if cpus else None, verify=verify, buffered=buffered, force=force,
+        keep=keep, interval=interval, seed=seed,
+    )
+    spec.validate()
+    if gpu is not None or spec.uses_gpu:
+        from xferscope.gpus import check_gpu_indices, gpu_count
+
+        # with no GPU at all, a GPU path says so when it is checked (exit 3); the host path
+        # ignores -d as gdsio does. Where GPUs exist, a wrong index is bad input.
+        if gpu_count()[0]:
+            check_gpu_indices(spec.gpus)
+    return spec

@@ -1,0 +1,5 @@
+"""`profiles` subcommand (being written)."""
+
+
+def register(app):
+    pass

@@ -1,0 +1,5 @@
+"""`replay` subcommand (being written)."""
+
+
+def register(app):
+    pass

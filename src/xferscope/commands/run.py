@@ -1,0 +1,143 @@
+"""`xferscope run`: one transfer path, headless, with gdsio's result line and what gdsio leaves out."""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import typer
+
+from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
+                                        FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
+                                        MixOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
+                                        build_spec)
+from xferscope.errors import ExitCode, SpecError
+
+
+class _Progress:
+    """A live progress line on stderr (only on a terminal), at most 4 updates a second."""
+
+    def __init__(self, enabled: bool, duration: float | None):
+        self.enabled = enabled
+        self.duration = duration
+        self._last = 0.0
+        self._shown = False
+
+    def sample(self, s) -> None:
+        if not self.enabled or s is None or s.t - self._last < 0.25:
+            return
+        from xferscope.report import progress_text
+
+        self._last = s.t
+        self._write("\r\033[K" + progress_text(s, self.duration))
+
+    def fill(self, done: int, total: int) -> None:
+        if self.enabled:
+            self._write(f"\r\033[Kcreating scratch file: {100 * done // max(total, 1)}%")
+
+    def clear(self) -> None:
+        if self._shown:
+            self._write("\r\033[K")
+            self._shown = False
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            self._shown = True
+        except OSError:  # terminal gone (closed SSH session): keep measuring
+            self.enabled = False
+
+
+def install_hangup_handlers() -> None:
+    """SIGTERM and SIGHUP (closed SSH session) stop a run like Ctrl-C: results kept, files removed."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        try:
+            signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+
+def emit(results, *, fmt: str, json_path: str | None, csv_path: str | None, printer) -> None:
+    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
+    from xferscope.export import result_to_dict, write_json, write_series_csv
+
+    if json_path:
+        payload = result_to_dict(results[0], samples=True) if len(results) == 1 else \
+            {"results": [result_to_dict(r, samples=True) for r in results]}
+        write_json(json_path, payload)
+    if csv_path:
+        write_series_csv(csv_path, results)
+    try:
+        if fmt == "json":
+            payload = result_to_dict(results[0]) if len(results) == 1 else [result_to_dict(r) for r in results]
+            typer.echo(json.dumps(payload, indent=2))
+        else:
+            printer(results)
+        for label, path in (("JSON", json_path), ("CSV", csv_path)):
+            if path:
+                typer.echo(f"{label} written to {path}", err=True)
+    except OSError:
+        pass
+
+
+def print_run(results) -> None:
+    from xferscope.report import done_line, extras_line, gdsio_line
+
+    for r in results:
+        typer.echo(gdsio_line(r))
+        typer.echo(extras_line(r))
+        line = done_line(r)
+        if line:
+            typer.echo(line)
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in ("table", "json"):
+        raise SpecError("format", f"{fmt!r} is not one of table, json")
+    return fmt
+
+
+def run_command(
+    path: str = typer.Option("host", "--path", "-x", help="host, bounce, bounce-async, cufile, cufile-batch, "
+                                                          "cufile-async (or gdsio's -x number)"),
+    io: IoOpt = "read", bs: BsOpt = "1M", workers: WorkersOpt = 1, iodepth: DepthOpt = 1, size: SizeOpt = "1G",
+    duration: DurationOpt = None, total: TotalOpt = None, file: FileOpt = None, directory: DirOpt = None,
+    gpu: GpuOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None, rwmix: MixOpt = 70, verify: VerifyOpt = False,
+    buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False, json_path: JsonOpt = None,
+    csv_path: CsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
+) -> None:
+    """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
+    from xferscope.runner import Run
+    from xferscope.target import Interrupted
+
+    check_format(fmt)
+    spec = build_spec(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
+                      total=total, file=file, directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix,
+                      verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed)
+    install_hangup_handlers()
+    progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
+    run = Run(spec)
+    try:
+        result = run.execute(on_sample=progress.sample, progress=progress.fill)
+    except Interrupted:
+        progress.clear()
+        raise
+    except Exception as exc:
+        progress.clear()
+        partial = getattr(exc, "result", None)
+        if partial is not None:
+            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
+        raise
+    progress.clear()
+    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
+    if result.status == "interrupted":
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run", no_args_is_help=False)(run_command)

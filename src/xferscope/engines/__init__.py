@@ -1,0 +1,1 @@
+"""Transfer paths. Pure, thread-safe, no UI imports. ``registry`` maps path names to engines."""

@@ -1,0 +1,248 @@
+"""The engine protocol every transfer path implements, and the records engines produce.
+
+An engine moves data; it knows nothing of terminals or screens. The life of
+one run:
+
+    engine = EngineClass(spec, target)   # cheap
+    engine.prepare()                     # buffers, handles, registrations: outside the timed region
+    engine.start()                       # workers begin; the timed region starts when all are ready
+    engine.snapshot()                    # cumulative counters, any time, from any thread, cheap
+    engine.stop(); engine.wait(t)        # cancellation: workers finish the operation in flight
+    engine.close()                       # frees everything; idempotent, safe after a failure
+
+``xferscope.runner.Run`` drives an engine, samples it at a fixed interval and
+turns snapshots into ``Sample``s and one ``RunResult``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from xferscope.spec import RunSpec
+from xferscope.stats import Histogram
+
+
+@dataclass(frozen=True)
+class WorkerCounters:
+    read_ops: int
+    write_ops: int
+    read_bytes: int
+    write_bytes: int
+    read_lat_sum_ns: int
+    write_lat_sum_ns: int
+    done_ns: int | None  # time since start when the worker finished, None while running
+
+    @property
+    def ops(self) -> int:
+        return self.read_ops + self.write_ops
+
+    @property
+    def bytes(self) -> int:
+        return self.read_bytes + self.write_bytes
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Cumulative counters of every worker at time ``t_ns`` after the timed region began."""
+
+    t_ns: int
+    workers: tuple[WorkerCounters, ...]
+    hist_read: Histogram
+    hist_write: Histogram
+    lat_min_ns: int
+    lat_max_ns: int
+    first_done: tuple[int, int, int] | None  # (t_ns, bytes, ops) of all workers when the first finished
+    done: int
+    error: tuple[str, int] | None            # (message, offset)
+
+    @property
+    def bytes(self) -> int:
+        return sum(w.bytes for w in self.workers)
+
+    @property
+    def ops(self) -> int:
+        return sum(w.ops for w in self.workers)
+
+    @classmethod
+    def from_native(cls, raw: dict) -> "Snapshot":
+        return cls(
+            t_ns=raw["t_ns"],
+            workers=tuple(WorkerCounters(*row) for row in raw["workers"]),
+            hist_read=Histogram.from_bytes(raw["hist_read"]),
+            hist_write=Histogram.from_bytes(raw["hist_write"]),
+            lat_min_ns=raw["lat_min_ns"],
+            lat_max_ns=raw["lat_max_ns"],
+            first_done=raw["first_done"],
+            done=raw["done"],
+            error=raw["error"],
+        )
+
+
+class Engine(ABC):
+    """One transfer path. Subclasses set ``name`` (the path) and ``xfer_type`` (gdsio's name)."""
+
+    name: ClassVar[str]
+    xfer_type: ClassVar[str]
+    description: ClassVar[str] = ""
+
+    def __init__(self, spec: RunSpec, target: Any):
+        self.spec = spec
+        self.target = target
+        #: words every output shows beside the figures, e.g. "buffered", "cuFile compat mode", "psync"
+        self.labels: list[str] = []
+        #: GPU index of each worker (None for host-only paths)
+        self.worker_gpus: list[int | None] = [None] * spec.workers
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        """None when this path can run on this machine; otherwise why not, in the user's terms."""
+        return None
+
+    @abstractmethod
+    def prepare(self) -> None: ...
+
+    @abstractmethod
+    def start(self) -> None: ...
+
+    @abstractmethod
+    def snapshot(self) -> Snapshot: ...
+
+    @abstractmethod
+    def stop(self) -> None: ...
+
+    @abstractmethod
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds; True once every worker has finished."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def environment(self) -> dict[str, Any]:
+        """What the engine knows about the path it measured (I/O engine, cuFile mode, GPUs)."""
+        return {}
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    min: float
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+    p999: float
+    max: float
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: getattr(self, k) for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sampling interval. Rates are over the interval; ``total_*`` are since the start."""
+
+    t: float                  # seconds since the timed region began, at the end of the interval
+    dt: float
+    bytes: int
+    ops: int
+    read_bytes: int
+    write_bytes: int
+    throughput_gib_s: float
+    throughput_mb_s: float
+    iops: float
+    latency_us: LatencySummary
+    cpu_usr_pct: float        # this process, percent of one core
+    cpu_sys_pct: float
+    sys_usr_pct: float        # whole system, percent of all cores
+    sys_sys_pct: float
+    per_core_pct: tuple[float, ...]
+    total_bytes: int
+    total_ops: int
+    worker_bytes: tuple[int, ...]
+    workers_done: int
+    gpu: tuple[dict, ...] = ()  # per GPU telemetry (utilisation, memory, PCIe RX/TX), when sampled
+
+
+@dataclass
+class WorkerResult:
+    worker: int
+    bytes: int
+    ops: int
+    seconds: float
+    throughput_mib_s: float
+    gpu: int | None = None
+
+
+@dataclass
+class DonePoint:
+    """elbencho's first-done / last-done: all workers' totals when the first (last) one finished."""
+
+    seconds: float
+    bytes: int
+    ops: int
+
+    @property
+    def throughput_mib_s(self) -> float:
+        return self.bytes / (1 << 20) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def iops(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return {"seconds": self.seconds, "bytes": self.bytes, "ops": self.ops,
+                "throughput_mib_s": self.throughput_mib_s, "iops": self.iops}
+
+
+@dataclass
+class RunResult:
+    """Everything one run measured: what exporters, comparisons and profiles consume."""
+
+    spec: RunSpec
+    status: str                       # "ok", "interrupted", "failed"
+    bytes: int
+    ops: int
+    read_bytes: int
+    write_bytes: int
+    read_ops: int
+    write_ops: int
+    seconds: float
+    latency_us: LatencySummary
+    read_latency_us: LatencySummary | None
+    write_latency_us: LatencySummary | None
+    cpu: dict[str, float]
+    workers: list[WorkerResult]
+    first_done: DonePoint | None
+    last_done: DonePoint | None
+    environment: dict[str, Any]
+    labels: list[str]
+    samples: list[Sample] = field(default_factory=list)
+    error: str | None = None
+    source: str = "xferscope"
+    histogram: Histogram | None = None
+    gpus: dict[int, dict[str, float]] = field(default_factory=dict)
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @property
+    def throughput_gib_s(self) -> float:
+        return self.bytes / (1 << 30) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def throughput_mib_s(self) -> float:
+        return self.bytes / (1 << 20) / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def throughput_mb_s(self) -> float:
+        return self.bytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def iops(self) -> float:
+        return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def cpu_seconds_per_gib(self) -> float:
+        gib = self.bytes / (1 << 30)
+        return self.cpu.get("cpu_seconds", 0.0) / gib if gib > 0 else float("nan")

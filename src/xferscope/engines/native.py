@@ -1,0 +1,156 @@
+"""Engines whose hot loop is the native core (``xferscope._iocore``): host, bounce, cufile.
+
+This base opens one file descriptor per worker (O_DIRECT unless buffered),
+builds the native Job and forwards the protocol calls to it. Subclasses add
+what their path needs (GPU buffers, cuFile handles) in ``prepare_gpu`` and say
+which native mode to run.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from xferscope.engines.base import Engine, Snapshot
+from xferscope.errors import EnvironmentProblem, RunFailed
+
+
+def uring_status() -> tuple[bool, str]:
+    """(works, reason) for io_uring on this kernel."""
+    from xferscope import _iocore
+
+    err = _iocore.uring_probe()
+    if err == 0:
+        return True, ""
+    return False, os.strerror(err)
+
+
+class NativeEngine(Engine):
+    """Shared plumbing for engines driven by ``_iocore.Job``."""
+
+    native_mode: int = 0
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self._fds: list[int] = []
+        self._job = None
+        self._closed = False
+        self.io_engine = "psync"
+
+    # -- hooks for subclasses --------------------------------------------------
+    def prepare_gpu(self) -> dict[str, Any]:
+        """Return the Job's ``gpu_functions`` and ``gpu_workers`` arguments (GPU engines)."""
+        return {}
+
+    def release_gpu(self) -> None:
+        """Free what prepare_gpu() allocated (called by close(), also after failures)."""
+
+    def use_uring(self) -> bool:
+        return False
+
+    # -- protocol --------------------------------------------------------------
+    def open_files(self) -> None:
+        flags = os.O_RDWR if self.spec.writes else os.O_RDONLY
+        if self.target.direct:
+            flags |= os.O_DIRECT
+        for i in range(self.spec.workers):
+            path = self.target.files[self.target.worker_files[i]].path
+            try:
+                self._fds.append(os.open(path, flags))
+            except OSError as exc:
+                raise EnvironmentProblem(f"cannot open {path}: {exc.strerror}") from None
+
+    def prepare(self) -> None:
+        from xferscope import _iocore
+
+        self.open_files()
+        spec = self.spec
+        if self.target.direct:
+            self.labels.append("O_DIRECT")
+        else:
+            self.labels.append("buffered (page cache)")
+        gpu = self.prepare_gpu()
+        uring = self.use_uring()
+        self.io_engine = "io_uring" if uring else "psync"
+        duration_ns = int(spec.duration * 1e9) if spec.duration else 0
+        bytes_limit = 0
+        if spec.total_bytes:
+            per_worker = spec.total_bytes // spec.workers
+            bytes_limit = max(spec.block_size, per_worker // spec.block_size * spec.block_size)
+        files = self.target.files
+        try:
+            self._job = _iocore.Job(
+                self._fds,
+                [r[0] for r in self.target.worker_regions],
+                [r[1] for r in self.target.worker_regions],
+                spec.block_size,
+                mode=self.native_mode,
+                read_pct=spec.read_pct,
+                random=spec.is_random,
+                iodepth=min(spec.iodepth, _iocore.MAX_SLOTS),
+                duration_ns=duration_ns,
+                bytes_limit=bytes_limit,
+                seed=spec.seed,
+                verify=spec.verify,
+                pattern_seeds=[files[self.target.worker_files[i]].pattern_seed for i in range(spec.workers)],
+                cpus=self.worker_cpus(),
+                use_uring=uring,
+                gpu_functions=gpu.get("functions"),
+                gpu_workers=gpu.get("workers"),
+            )
+        except (ValueError, TypeError) as exc:
+            raise RunFailed(f"{self.name}: cannot set up the workers: {exc}") from None
+
+    def worker_cpus(self) -> list[int] | None:
+        """CPU of each worker: the spec's list round-robin, or the NUMA node's CPUs, or None."""
+        cpus = self.spec.cpus
+        if cpus is None and self.spec.numa_node is not None:
+            cpus = numa_cpus(self.spec.numa_node)
+        if not cpus:
+            return None
+        return [cpus[i % len(cpus)] for i in range(self.spec.workers)]
+
+    def start(self) -> None:
+        self._job.start()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot.from_native(self._job.snapshot())
+
+    def stop(self) -> None:
+        if self._job is not None:
+            self._job.stop()
+
+    def wait(self, timeout: float) -> bool:
+        return True if self._job is None else bool(self._job.wait(timeout))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._job is not None:
+            self._job.stop()
+            self._job.wait(-1)
+            self._job = None
+        try:
+            self.release_gpu()
+        finally:
+            for fd in self._fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            self._fds.clear()
+
+    def environment(self) -> dict[str, Any]:
+        return {"io_engine": self.io_engine, "direct_io": self.target.direct}
+
+
+def numa_cpus(node: int) -> list[int]:
+    """CPUs of a NUMA node, from sysfs."""
+    from xferscope.spec import parse_int_list
+
+    path = f"/sys/devices/system/node/node{node}/cpulist"
+    try:
+        with open(path) as fh:
+            return parse_int_list(fh.read().strip(), "numa_node")
+    except OSError:
+        raise EnvironmentProblem(f"NUMA node {node} does not exist on this machine") from None

@@ -1,0 +1,42 @@
+"""Path name -> engine class, and what can run on this machine."""
+from __future__ import annotations
+
+import importlib
+
+from xferscope.engines.base import Engine
+from xferscope.errors import EngineUnavailable, SpecError
+from xferscope.spec import PATHS
+
+# module:class for each path; modules are imported only when asked for
+_ENGINES = {
+    "host": "xferscope.engines.host:HostEngine",
+    "bounce": "xferscope.engines.bounce:BounceEngine",
+    "bounce-async": "xferscope.engines.bounce:BounceAsyncEngine",
+    "cufile": "xferscope.engines.cufile:CufileEngine",
+    "cufile-batch": "xferscope.engines.cufile:CufileBatchEngine",
+    "cufile-async": "xferscope.engines.cufile:CufileAsyncEngine",
+}
+
+
+def engine_class(path: str) -> type[Engine]:
+    if path not in PATHS:
+        raise SpecError("path", f"unknown transfer path {path!r}; choose one of {', '.join(PATHS)}")
+    module_name, cls_name = _ENGINES[path].split(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EngineUnavailable(path, f"not available in this build ({exc})") from None
+    return getattr(module, cls_name)
+
+
+def unavailable_reason(path: str) -> str | None:
+    """None when ``path`` can run here; else the reason (e.g. "no GPU", "cuda-python not installed")."""
+    try:
+        return engine_class(path).unavailable_reason()
+    except EngineUnavailable as exc:
+        return exc.reason
+
+
+def availability() -> dict[str, str | None]:
+    """Every path with None (runs here) or the reason it cannot."""
+    return {path: unavailable_reason(path) for path in PATHS}

@@ -1,0 +1,248 @@
+"""RunResults to and from JSON and CSV: the summary, the time series, and tables of several runs.
+
+The same keys and columns serve native runs, comparisons, replays and imports
+(gdsio, fio, elbencho), so any of them can be read back and compared.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from typing import Any, Iterable
+
+from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
+from xferscope.errors import FormatError
+from xferscope.spec import RunSpec
+from xferscope.stats import Histogram
+
+SCHEMA = "xferscope.result/1"
+
+SERIES_COLUMNS = [
+    "time_s", "path", "io", "block_size", "workers", "bytes", "ops", "throughput_gib_s", "iops",
+    "lat_mean_us", "lat_p99_us", "cpu_usr_pct", "cpu_sys_pct",
+    "throughput_mb_s", "read_bytes", "write_bytes", "lat_p50_us", "lat_p90_us", "lat_p999_us", "lat_max_us",
+    "sys_usr_pct", "sys_sys_pct", "workers_done", "gpu_util_pct", "gpu_mem_used_mib", "gpu_pcie_rx_mb_s",
+    "gpu_pcie_tx_mb_s", "label",
+]
+
+SUMMARY_COLUMNS = [
+    "label", "path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "bytes", "ops", "seconds",
+    "throughput_gib_s", "throughput_mib_s", "throughput_mb_s", "iops",
+    "lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
+    "cpu_usr_pct", "cpu_sys_pct", "sys_usr_pct", "sys_sys_pct", "cpu_s_per_gib",
+    "first_done_mib_s", "last_done_mib_s", "status", "io_mode", "labels", "source",
+]
+
+
+def _clean(v: Any) -> Any:
+    """JSON has no NaN: use null."""
+    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+        return None
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def _sample_dict(s: Sample) -> dict[str, Any]:
+    d = {"t": s.t, "dt": s.dt, "bytes": s.bytes, "ops": s.ops, "read_bytes": s.read_bytes,
+         "write_bytes": s.write_bytes, "throughput_gib_s": s.throughput_gib_s, "iops": s.iops,
+         "latency_us": s.latency_us.to_dict(), "cpu_usr_pct": s.cpu_usr_pct, "cpu_sys_pct": s.cpu_sys_pct,
+         "sys_usr_pct": s.sys_usr_pct, "sys_sys_pct": s.sys_sys_pct, "per_core_pct": list(s.per_core_pct),
+         "workers_done": s.workers_done}
+    if s.gpu:
+        d["gpu"] = list(s.gpu)
+    return d
+
+
+def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
+    """The summary of one run, with the keys documented for ``run --json``."""
+    spec = r.spec
+    d: dict[str, Any] = {
+        "schema": SCHEMA,
+        "label": spec.name,
+        "path": spec.path,
+        "xfer_type": spec.xfer_type,
+        "io": spec.io,
+        "rwmix": spec.read_pct,
+        "block_size": spec.block_size,
+        "workers": spec.workers,
+        "iodepth": spec.iodepth,
+        "file_size": spec.file_size,
+        "gpus": list(spec.gpus) if spec.uses_gpu else [],
+        "status": r.status,
+        "error": r.error,
+        "source": r.source,
+        "bytes": r.bytes,
+        "ops": r.ops,
+        "read_bytes": r.read_bytes,
+        "write_bytes": r.write_bytes,
+        "read_ops": r.read_ops,
+        "write_ops": r.write_ops,
+        "seconds": r.seconds,
+        "throughput_gib_s": r.throughput_gib_s,
+        "throughput_mib_s": r.throughput_mib_s,
+        "throughput_mb_s": r.throughput_mb_s,
+        "iops": r.iops,
+        "latency_us": r.latency_us.to_dict(),
+        "cpu": dict(r.cpu),
+        "cpu_s_per_gib": r.cpu_seconds_per_gib,
+        "first_done": r.first_done.to_dict() if r.first_done else None,
+        "last_done": r.last_done.to_dict() if r.last_done else None,
+        "per_worker": [vars(w) for w in r.workers],
+        "per_gpu": {str(k): v for k, v in r.gpus.items()},
+        "labels": list(r.labels),
+        "environment": dict(r.environment),
+        "spec": spec.to_dict(),
+    }
+    if r.read_latency_us:
+        d["read_latency_us"] = r.read_latency_us.to_dict()
+    if r.write_latency_us:
+        d["write_latency_us"] = r.write_latency_us.to_dict()
+    if r.histogram is not None:
+        d["latency_histogram_ns"] = {str(k): v for k, v in r.histogram.to_sparse().items()}
+    if samples:
+        d["samples"] = [_sample_dict(s) for s in r.samples]
+    return _clean(d)
+
+
+def _lat(d: dict | None) -> LatencySummary | None:
+    if not d:
+        return None
+    nan = math.nan
+    return LatencySummary(*[float(d.get(k) if d.get(k) is not None else nan)
+                            for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")])
+
+
+def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
+    """Read back a summary written by ``result_to_dict`` (or by an importer)."""
+    try:
+        spec_d = dict(d.get("spec") or {})
+        for key in ("path", "io", "block_size", "workers", "iodepth", "file_size"):
+            if key not in spec_d and key in d:
+                spec_d[key] = d[key]
+        spec_d = {k: v for k, v in spec_d.items() if k in RunSpec.field_names()}
+        spec = RunSpec(**spec_d)
+        seconds = float(d["seconds"])
+        first = d.get("first_done")
+        last = d.get("last_done")
+        hist = d.get("latency_histogram_ns")
+        return RunResult(
+            spec=spec, status=d.get("status", "ok"), bytes=int(d["bytes"]), ops=int(d["ops"]),
+            read_bytes=int(d.get("read_bytes", 0)), write_bytes=int(d.get("write_bytes", 0)),
+            read_ops=int(d.get("read_ops", 0)), write_ops=int(d.get("write_ops", 0)), seconds=seconds,
+            latency_us=_lat(d.get("latency_us")) or _lat({}),
+            read_latency_us=_lat(d.get("read_latency_us")), write_latency_us=_lat(d.get("write_latency_us")),
+            cpu={k: v for k, v in (d.get("cpu") or {}).items() if v is not None},
+            workers=[WorkerResult(**w) for w in d.get("per_worker", [])],
+            first_done=DonePoint(first["seconds"], first["bytes"], first["ops"]) if first else None,
+            last_done=DonePoint(last["seconds"], last["bytes"], last["ops"]) if last else None,
+            environment=d.get("environment") or {}, labels=list(d.get("labels") or []), samples=[],
+            error=d.get("error"), source=d.get("source", "xferscope"),
+            histogram=Histogram.from_sparse(hist) if hist else None,
+            gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise FormatError(where, None, f"not an xferscope result: {exc}") from None
+
+
+def load_results(path: str) -> list[RunResult]:
+    """Results from a JSON file written by run/compare/replay/import (one object or a list)."""
+    try:
+        with open(path) as fh:
+            data = json.load(fh)
+    except FileNotFoundError:
+        raise FormatError(path, None, "no such file") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from None
+    if isinstance(data, dict) and "results" in data:
+        data = data["results"]
+    items = data if isinstance(data, list) else [data]
+    return [result_from_dict(x, path) for x in items]
+
+
+def write_json(path: str, payload: Any) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump(_clean(payload), fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def summary_row(r: RunResult) -> dict[str, Any]:
+    lat = r.latency_us
+    spec = r.spec
+    return {
+        "label": spec.name, "path": spec.path, "io": spec.io, "block_size": spec.block_size,
+        "workers": spec.workers, "iodepth": spec.iodepth, "rwmix": spec.read_pct,
+        "gpus": " ".join(map(str, spec.gpus)) if spec.uses_gpu else "",
+        "bytes": r.bytes, "ops": r.ops, "seconds": r.seconds,
+        "throughput_gib_s": r.throughput_gib_s, "throughput_mib_s": r.throughput_mib_s,
+        "throughput_mb_s": r.throughput_mb_s, "iops": r.iops,
+        "lat_min_us": lat.min, "lat_mean_us": lat.mean, "lat_p50_us": lat.p50, "lat_p90_us": lat.p90,
+        "lat_p99_us": lat.p99, "lat_p999_us": lat.p999, "lat_max_us": lat.max,
+        "cpu_usr_pct": r.cpu.get("usr_pct"), "cpu_sys_pct": r.cpu.get("sys_pct"),
+        "sys_usr_pct": r.cpu.get("sys_usr_pct"), "sys_sys_pct": r.cpu.get("sys_sys_pct"),
+        "cpu_s_per_gib": r.cpu_seconds_per_gib,
+        "first_done_mib_s": r.first_done.throughput_mib_s if r.first_done else None,
+        "last_done_mib_s": r.last_done.throughput_mib_s if r.last_done else None,
+        "status": r.status, "io_mode": r.environment.get("io_mode", ""),
+        "labels": "; ".join(r.labels), "source": r.source,
+    }
+
+
+def _fmt(v: Any) -> Any:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.6g}"
+    return v
+
+
+def write_summary_csv(path: str, results: Iterable[RunResult]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
+        w.writeheader()
+        for r in results:
+            w.writerow({k: _fmt(v) for k, v in summary_row(r).items()})
+
+
+def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
+    spec = r.spec
+    for s in r.samples:
+        gpu = s.gpu or ()
+        yield {
+            "time_s": s.t, "path": spec.path, "io": spec.io, "block_size": spec.block_size,
+            "workers": spec.workers, "bytes": s.bytes, "ops": s.ops, "throughput_gib_s": s.throughput_gib_s,
+            "iops": s.iops, "lat_mean_us": s.latency_us.mean, "lat_p99_us": s.latency_us.p99,
+            "cpu_usr_pct": s.cpu_usr_pct, "cpu_sys_pct": s.cpu_sys_pct, "throughput_mb_s": s.throughput_mb_s,
+            "read_bytes": s.read_bytes, "write_bytes": s.write_bytes, "lat_p50_us": s.latency_us.p50,
+            "lat_p90_us": s.latency_us.p90, "lat_p999_us": s.latency_us.p999, "lat_max_us": s.latency_us.max,
+            "sys_usr_pct": s.sys_usr_pct, "sys_sys_pct": s.sys_sys_pct, "workers_done": s.workers_done,
+            "gpu_util_pct": (sum(g.get("util_pct", 0) for g in gpu) / len(gpu)) if gpu else None,
+            "gpu_mem_used_mib": sum(g.get("mem_used_mib", 0) for g in gpu) if gpu else None,
+            "gpu_pcie_rx_mb_s": sum(g.get("pcie_rx_mb_s", 0) for g in gpu) if gpu else None,
+            "gpu_pcie_tx_mb_s": sum(g.get("pcie_tx_mb_s", 0) for g in gpu) if gpu else None,
+            "label": spec.name,
+        }
+
+
+def write_series_csv(path: str, results: Iterable[RunResult]) -> None:
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=SERIES_COLUMNS)
+        w.writeheader()
+        for r in results:
+            for row in series_rows(r):
+                w.writerow({k: _fmt(v) for k, v in row.items()})
+
+
+def series_csv_text(r: RunResult) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=SERIES_COLUMNS)
+    w.writeheader()
+    for row in series_rows(r):
+        w.writerow({k: _fmt(v) for k, v in row.items()})
+    return buf.getvalue()

@@ -1,0 +1,92 @@
+"""Text people paste into reports: gdsio's result line, what gdsio leaves out, and comparison tables."""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from xferscope.engines.base import RunResult, Sample
+from xferscope.spec import GDSIO_IO_NAME
+from xferscope.units import format_rate, format_size
+
+
+def _f(v: float | None, fmt: str = "{:.1f}") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return fmt.format(v)
+
+
+def gdsio_line(r: RunResult) -> str:
+    """The line gdsio prints, with the same fields and units."""
+    spec = r.spec
+    return (f"IoType: {GDSIO_IO_NAME[spec.io]} XferType: {spec.xfer_type} Threads: {spec.workers} "
+            f"DataSetSize: {r.bytes // 1024}/{spec.file_size * (spec.workers if spec.directory else 1) // 1024}(KiB) "
+            f"IOSize: {spec.block_size // 1024}(KiB) Throughput: {r.throughput_gib_s:.6f} GiB/sec, "
+            f"Avg_Latency: {r.latency_us.mean:.6f} usecs ops: {r.ops} total_time {r.seconds:.6f} secs")
+
+
+def extras_line(r: RunResult) -> str:
+    """What gdsio leaves out: percentiles, IOPS, CPU cost, and how the data moved."""
+    lat = r.latency_us
+    cpu = r.cpu
+    parts = [
+        f"IOPS: {r.iops:,.0f}",
+        f"Latency(usecs): p50 {_f(lat.p50)} p90 {_f(lat.p90)} p99 {_f(lat.p99)} p99.9 {_f(lat.p999)} max {_f(lat.max)}",
+        f"CPU: usr {_f(cpu.get('usr_pct'))}% sys {_f(cpu.get('sys_pct'))}% (process, % of one core); "
+        f"system usr {_f(cpu.get('sys_usr_pct'))}% sys {_f(cpu.get('sys_sys_pct'))}%",
+        f"CPU-s/GiB: {_f(r.cpu_seconds_per_gib, '{:.3f}')}",
+    ]
+    if r.labels:
+        parts.append("[" + ", ".join(r.labels) + "]")
+    if r.status != "ok":
+        parts.append(f"status: {r.status}" + (f" ({r.error})" if r.error else ""))
+    return " | ".join(parts)
+
+
+def done_line(r: RunResult) -> str | None:
+    """elbencho's first-done / last-done figures, when there were several workers."""
+    if r.spec.workers < 2 or not r.first_done or not r.last_done:
+        return None
+    f, l = r.first_done, r.last_done
+    return (f"First done: {f.seconds:.3f} s, {f.throughput_mib_s:,.1f} MiB/s, {f.iops:,.0f} IOPS | "
+            f"Last done: {l.seconds:.3f} s, {l.throughput_mib_s:,.1f} MiB/s, {l.iops:,.0f} IOPS")
+
+
+def progress_text(s: Sample, duration: float | None) -> str:
+    total = f"/{duration:.0f}s" if duration else "s"
+    return (f"{s.t:6.1f}{total}  {format_rate(s.throughput_gib_s * (1 << 30)):>12}  {s.iops:>10,.0f} IOPS  "
+            f"lat avg {_f(s.latency_us.mean)} p99 {_f(s.latency_us.p99)} us  "
+            f"cpu usr {s.cpu_usr_pct:.0f}% sys {s.cpu_sys_pct:.0f}%")
+
+
+COMPARE_HEADERS = ("path", "io", "block", "workers", "qd", "MiB/s", "IOPS", "avg lat (us)", "p99 lat (us)",
+                   "usr CPU %", "sys CPU %", "CPU-s/GiB", "ratio")
+
+
+def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[str, ...]]:
+    """Rows in seed 001's shape; ratio is bandwidth against ``results[baseline]``."""
+    base = results[baseline].throughput_mib_s if results else 0.0
+    rows = []
+    for r in results:
+        ratio = r.throughput_mib_s / base if base > 0 else math.nan
+        path = r.spec.path + (" (buffered)" if r.environment.get("io_mode") == "buffered" else "")
+        if any("compat" in label for label in r.labels):
+            path += " (compat)"
+        if r.source != "xferscope":
+            path += f" [{r.source}]"
+        rows.append((path, r.spec.io, format_size(r.spec.block_size), str(r.spec.workers), str(r.spec.iodepth),
+                     _f(r.throughput_mib_s), _f(r.iops, "{:,.0f}"), _f(r.latency_us.mean), _f(r.latency_us.p99),
+                     _f(r.cpu.get("usr_pct")), _f(r.cpu.get("sys_pct")), _f(r.cpu_seconds_per_gib, "{:.3f}"),
+                     _f(ratio, "{:.2f}")))
+    return rows
+
+
+def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | None = None):
+    """A Rich table of several results side by side."""
+    from rich.table import Table
+
+    table = Table(title=title, header_style="bold")
+    for h in COMPARE_HEADERS:
+        table.add_column(h, justify="left" if h in ("path", "io") else "right")
+    for row in compare_rows(results, baseline):
+        table.add_row(*row)
+    return table

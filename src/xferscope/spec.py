@@ -1,0 +1,186 @@
+"""RunSpec: what to run, validated once, with errors that name the field and the fix.
+
+A RunSpec is built by the CLI, the console's form or a profile. ``validate()``
+checks what can be checked without touching the machine; ``xferscope.target``
+then checks the filesystem (directory exists, O_DIRECT, free space) before
+anything is created.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.errors import SpecError
+from xferscope.units import format_size
+
+#: Transfer paths, with the gdsio ``-x`` number and the name gdsio prints as XferType.
+PATHS: dict[str, tuple[int, str]] = {
+    "cufile": (0, "GPUD"),
+    "host": (1, "CPUONLY"),
+    "bounce": (2, "CPU_GPU"),
+    "bounce-async": (3, "CPU_ASYNC_GPU"),
+    "cufile-async": (5, "GPU_DIRECT_ASYNC"),
+    "cufile-batch": (6, "GPU_BATCH"),
+}
+GDSIO_XFER = {number: name for name, (number, _) in PATHS.items()}
+GPU_PATHS = frozenset(p for p in PATHS if p != "host")
+
+#: I/O patterns, with gdsio's ``-I`` number where gdsio has one.
+IO_PATTERNS = ("read", "write", "randread", "randwrite", "randrw", "rw")
+GDSIO_IO = {0: "read", 1: "write", 2: "randread", 3: "randwrite"}
+GDSIO_IO_NAME = {"read": "READ", "write": "WRITE", "randread": "RANDREAD", "randwrite": "RANDWRITE",
+                 "randrw": "RANDRW", "rw": "RW"}
+
+DEFAULT_BLOCK = 1 << 20
+DEFAULT_FILE_SIZE = 1 << 30
+MIN_BLOCK = 512
+MAX_BLOCK = 1 << 30
+MAX_WORKERS = 1024
+MAX_IODEPTH = 4096
+
+
+@dataclass
+class RunSpec:
+    """One run of one transfer path. Sizes are bytes, times seconds."""
+
+    path: str = "host"
+    io: str = "read"
+    block_size: int = DEFAULT_BLOCK
+    workers: int = 1
+    iodepth: int = 1
+    file_size: int = DEFAULT_FILE_SIZE
+    duration: float | None = 10.0
+    total_bytes: int | None = None
+    file: str | None = None
+    directory: str | None = None
+    rwmix: int = 70
+    gpus: list[int] = field(default_factory=lambda: [0])
+    numa_node: int | None = None
+    cpus: list[int] | None = None
+    verify: bool = False
+    buffered: bool = False
+    force: bool = False
+    keep: bool = False
+    seed: int = 0x5EED
+    interval: float = 0.1
+    label: str | None = None
+
+    # ------------------------------------------------------------------ derived
+    @property
+    def is_random(self) -> bool:
+        return self.io.startswith("rand")
+
+    @property
+    def read_pct(self) -> int:
+        """Share of operations that are reads."""
+        return {"read": 100, "randread": 100, "write": 0, "randwrite": 0}.get(self.io, self.rwmix)
+
+    @property
+    def writes(self) -> bool:
+        return self.read_pct < 100
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.path in GPU_PATHS
+
+    @property
+    def xfer_type(self) -> str:
+        return PATHS[self.path][1]
+
+    @property
+    def name(self) -> str:
+        """A short label such as ``host randread 4K w4 qd32``."""
+        if self.label:
+            return self.label
+        parts = [self.path + (" buffered" if self.buffered else ""), self.io, format_size(self.block_size),
+                 f"w{self.workers}"]
+        if self.iodepth > 1:
+            parts.append(f"qd{self.iodepth}")
+        return " ".join(parts)
+
+    # --------------------------------------------------------------- validation
+    def validate(self) -> "RunSpec":
+        """Check every field that can be checked without the machine. Returns self."""
+        if self.path not in PATHS:
+            raise SpecError("path", f"unknown transfer path {self.path!r}; choose one of {', '.join(PATHS)}")
+        if self.io not in IO_PATTERNS:
+            raise SpecError("io", f"unknown I/O pattern {self.io!r}; choose one of {', '.join(IO_PATTERNS)}")
+        if not 0 <= self.rwmix <= 100:
+            raise SpecError("rwmix", f"read share must be 0..100 percent, got {self.rwmix}")
+        if not MIN_BLOCK <= self.block_size <= MAX_BLOCK:
+            raise SpecError("block_size", f"{self.block_size} bytes is outside {MIN_BLOCK} B .. 1 GiB")
+        if not self.buffered and self.block_size % MIN_BLOCK:
+            raise SpecError("block_size", f"{self.block_size} bytes is not a multiple of 512 as O_DIRECT needs; "
+                                          "use a multiple of 4K, or --buffered")
+        if not 1 <= self.workers <= MAX_WORKERS:
+            raise SpecError("workers", f"must be 1..{MAX_WORKERS}, got {self.workers}")
+        if not 1 <= self.iodepth <= MAX_IODEPTH:
+            raise SpecError("iodepth", f"must be 1..{MAX_IODEPTH}, got {self.iodepth}")
+        if self.file and self.directory:
+            raise SpecError("file", "give either --file or --dir, not both")
+        if self.duration is None and self.total_bytes is None:
+            raise SpecError("duration", "give a duration (seconds) or a total size to transfer")
+        if self.duration is not None and not 0 < self.duration <= 7 * 86400:
+            raise SpecError("duration", f"must be a positive number of seconds, got {self.duration}")
+        if self.total_bytes is not None and self.total_bytes < self.block_size:
+            raise SpecError("total_bytes", "must be at least one block")
+        if self.file_size < self.block_size:
+            raise SpecError("file_size", f"{self.file_size} bytes is smaller than one block "
+                                         f"({self.block_size} bytes); raise --size or lower --bs")
+        if self.file_size % self.block_size and not self.is_random:
+            # sequential runs wrap at the last whole block; say nothing, it is what gdsio does
+            pass
+        if not self.gpus or any(g < 0 for g in self.gpus):
+            raise SpecError("gpus", f"GPU indices must be 0 or more, got {self.gpus}")
+        if self.cpus is not None and (not self.cpus or any(c < 0 for c in self.cpus)):
+            raise SpecError("cpus", f"CPU numbers must be 0 or more, got {self.cpus}")
+        if not 0.01 <= self.interval <= 10:
+            raise SpecError("interval", f"sample interval must be 0.01..10 s, got {self.interval}")
+        if self.verify and self.path in ("cufile-batch", "cufile-async"):
+            raise SpecError("verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}")
+        return self
+
+    # ------------------------------------------------------------- conversions
+    def replace(self, **changes: Any) -> "RunSpec":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+        unknown = set(data) - set(cls.field_names())
+        if unknown:
+            raise SpecError(sorted(unknown)[0], f"unknown field; valid fields: {', '.join(cls.field_names())}")
+        return cls(**data)
+
+
+def parse_int_list(text: str, field_name: str, *, allow_all: int | None = None) -> list[int]:
+    """Parse '0,1,4-7' (and 'all' when ``allow_all`` gives the count) into a list of ints."""
+    text = str(text).strip()
+    if allow_all is not None and text.lower() == "all":
+        return list(range(allow_all))
+    out: list[int] = []
+    try:
+        for part in text.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                lo_i, hi_i = int(lo), int(hi)
+                if hi_i < lo_i:
+                    raise ValueError
+                out.extend(range(lo_i, hi_i + 1))
+            else:
+                out.append(int(part))
+    except ValueError:
+        raise SpecError(field_name, f"not a list of numbers: {text!r} (e.g. 0,1 or 0-3)") from None
+    if not out:
+        raise SpecError(field_name, f"empty list: {text!r}")
+    return out
