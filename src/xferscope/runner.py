@@ -67,6 +67,7 @@ class Run:
         self._gpu_meter = None
         self._started_at = 0.0
         self._sampler_error: BaseException | None = None
+        self._finished = threading.Event()
 
     # ------------------------------------------------------------ listeners
     def subscribe(self, callback: Callable[[Sample | None], None]) -> None:
@@ -148,8 +149,8 @@ class Run:
         """Wait for the sampler to finish; True when it has."""
         if self._thread is None:
             return True
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
+        # an Event, not Thread.join: Ctrl-C during join() can leave a live thread marked stopped
+        return self._finished.wait(timeout)
 
     def close(self) -> None:
         """Free the engine and remove the files this run created (unless --keep). Idempotent."""
@@ -226,6 +227,7 @@ class Run:
                 pass
         finally:
             self.state = "finished"
+            self._finished.set()
             self._publish(None)
 
     def _make_sample(self, prev: Snapshot | None, snap: Snapshot) -> Sample:

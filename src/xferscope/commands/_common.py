@@ -24,8 +24,9 @@ def run_app(app: typer.Typer, argv: list[str] | None = None) -> int:
     """Run the typer app; turn every known error into one line and an exit code, never a traceback."""
     command = typer.main.get_command(app)
     try:
-        command.main(args=argv, prog_name="xferscope", standalone_mode=False)
-        return 0
+        # without standalone mode, click returns the code of a typer.Exit instead of raising it
+        code = command.main(args=argv, prog_name="xferscope", standalone_mode=False)
+        return code if isinstance(code, int) else 0
     except XferscopeError as exc:
         typer.echo(f"xferscope: {exc}", err=True)
         return int(exc.exit_code)

@@ -1,0 +1,50 @@
+"""Shared fixtures: a directory where O_DIRECT works, and the CLI through its real entry point."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from xferscope.target import probe_direct_io
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def direct_dir(tmp_path):
+    """A temporary directory on a filesystem that accepts O_DIRECT (skips where none does)."""
+    ok, why = probe_direct_io(str(tmp_path))
+    if ok:
+        yield tmp_path
+        return
+    for parent in ("/var/tmp", os.getcwd()):
+        if probe_direct_io(parent)[0]:
+            import tempfile
+
+            d = tempfile.mkdtemp(prefix="xs-test-", dir=parent)
+            yield __import__("pathlib").Path(d)
+            import shutil
+
+            shutil.rmtree(d, ignore_errors=True)
+            return
+    pytest.skip(f"no filesystem here accepts O_DIRECT ({why})")
+
+
+def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> CliResult:
+    """Run `python -m xferscope.cli ARGS` as a user would (a new process, the real entry point)."""
+    proc = subprocess.run([sys.executable, "-m", "xferscope.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def cli():
+    return xferscope_cli

@@ -1,0 +1,172 @@
+"""`xferscope run` and `compare` through the real entry point: output, files, errors, interruption."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+RESULT_KEYS = {"path", "io", "block_size", "workers", "iodepth", "bytes", "ops", "seconds", "throughput_gib_s",
+               "iops", "latency_us", "cpu", "environment"}
+SERIES_HEAD = ("time_s,path,io,block_size,workers,bytes,ops,throughput_gib_s,iops,lat_mean_us,lat_p99_us,"
+               "cpu_usr_pct,cpu_sys_pct").split(",")
+
+
+def test_help_lists_the_subcommands(cli):
+    r = cli("--help")
+    assert r.code == 0
+    for name in ("run", "compare", "mem", "replay", "profiles", "import", "doctor", "tui"):
+        assert name in r.out
+
+
+def test_gdsio_letters_and_result_lines(cli, direct_dir):
+    r = cli("run", "-x", "1", "-I", "2", "-i", "4K", "-w", "2", "-s", "8M", "-T", "0.5", "-D", str(direct_dir))
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].startswith("IoType: RANDREAD XferType: CPUONLY Threads: 2 DataSetSize: ")
+    assert "IOSize: 4(KiB) Throughput: " in lines[0] and " GiB/sec, Avg_Latency: " in lines[0]
+    assert " usecs ops: " in lines[0] and lines[0].endswith(" secs")
+    assert "p99.9" in lines[1] and "CPU: usr" in lines[1] and "CPU-s/GiB" in lines[1]
+    assert lines[2].startswith("First done:")
+    assert not list(direct_dir.iterdir()), "scratch files must be gone"
+
+
+def test_json_and_csv_outputs(cli, direct_dir, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    js, cs = out / "r.json", out / "r.csv"
+    r = cli("run", "--io", "randrw", "--rwmix", "50", "--bs", "4K", "--size", "8M", "--duration", "0.6",
+            "--iodepth", "4", "--file", str(direct_dir / "a.dat"), "--json", str(js), "--csv", str(cs))
+    assert r.code == 0, r.err
+    data = json.loads(js.read_text())
+    assert RESULT_KEYS <= set(data)
+    assert set(data["latency_us"]) == {"min", "mean", "p50", "p90", "p99", "p999", "max"}
+    assert {"usr_pct", "sys_pct"} <= set(data["cpu"])
+    assert {"host", "kernel", "filesystem", "io_mode"} <= set(data["environment"])
+    assert data["bytes"] == data["ops"] * 4096 and data["block_size"] == 4096 and data["iodepth"] == 4
+    assert data["samples"], "the JSON file carries the time series"
+    rows = list(csv.reader(cs.open()))
+    assert rows[0][: len(SERIES_HEAD)] == SERIES_HEAD
+    assert len(rows) >= 5
+    assert sum(int(row[5]) for row in rows[1:]) == data["bytes"]
+
+
+def test_format_json_prints_only_json(cli, direct_dir):
+    r = cli("run", "--bs", "64K", "--size", "4M", "-T", "0.3", "-f", str(direct_dir / "a.dat"), "--format", "json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["path"] == "host"
+
+
+@pytest.mark.parametrize("args,code,words", [
+    (["--dir", "/nonexistent/xs"], 2, "dir: /nonexistent/xs does not exist"),
+    (["--bs", "1000"], 2, "block_size: 1000 bytes is not a multiple of 512"),
+    (["--bs", "4K", "--size", "2K"], 2, "smaller than one block"),
+    (["--path", "nvme"], 2, "unknown transfer path 'nvme'"),
+    (["-x", "9"], 2, "gdsio transfer type 9"),
+    (["--io", "7"], 2, "gdsio I/O type 7"),
+    (["--bs", "12Q"], 2, "not a size"),
+    (["--workers", "0"], 2, "workers: must be"),
+    (["--size", "100T"], 3, "not enough free space"),
+    (["--format", "xml"], 2, "format"),
+])
+def test_bad_input_is_one_line_and_an_exit_code(cli, direct_dir, args, code, words):
+    if "--dir" not in args:
+        args = args + ["--file", str(direct_dir / "new.dat")]
+    r = cli("run", "-T", "0.2", *args)
+    assert r.code == code, (r.out, r.err)
+    assert words in r.err
+    assert "Traceback" not in r.err and len(r.err.strip().splitlines()) == 1
+
+
+def test_gpu_path_without_gpu_says_why(cli, direct_dir):
+    from xferscope.gpus import gpu_count
+
+    if gpu_count()[0]:
+        pytest.skip("this machine has a GPU")
+    r = cli("run", "-x", "0", "-d", "5", "-s", "4M", "-T", "0.2", "-f", str(direct_dir / "a.dat"))
+    assert r.code == 3
+    assert "cufile: unavailable:" in r.err and "Traceback" not in r.err
+
+
+def test_file_smaller_than_one_block(cli, direct_dir):
+    small = direct_dir / "small.bin"
+    small.write_bytes(b"x" * 1000)
+    r = cli("run", "--bs", "4K", "-T", "0.2", "-f", str(small))
+    assert r.code == 2 and "less than one block" in r.err
+
+
+def test_o_direct_refused_suggests_buffered(cli):
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    from xferscope.target import probe_direct_io
+
+    if probe_direct_io("/dev/shm")[0]:
+        pytest.skip("/dev/shm accepts O_DIRECT here")
+    r = cli("run", "-T", "0.2", "-s", "4M", "-D", "/dev/shm")
+    assert r.code == 3 and "--buffered" in r.err
+    ok = cli("run", "-T", "0.2", "-s", "4M", "--bs", "64K", "-D", "/dev/shm", "--buffered")
+    assert ok.code == 0, ok.err
+    assert "buffered" in ok.out
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith("xferscope-scratch")]
+
+
+def test_write_test_refuses_a_foreign_file_and_leaves_it_alone(cli, direct_dir):
+    foreign = direct_dir / "precious.bin"
+    content = os.urandom(1 << 20)
+    foreign.write_bytes(content)
+    for io in ("write", "randwrite", "randrw"):
+        r = cli("run", "--io", io, "--bs", "4K", "-T", "0.2", "-f", str(foreign))
+        assert r.code == 2 and "not created by xferscope" in r.err and "--force" in r.err
+    assert foreign.read_bytes() == content
+    r = cli("run", "--io", "read", "--bs", "4K", "-T", "0.2", "-f", str(foreign))
+    assert r.code == 0, r.err
+    assert foreign.read_bytes() == content and foreign.exists(), "reading a user's file leaves it in place"
+    r = cli("run", "--io", "write", "--bs", "4K", "-T", "0.2", "-f", str(foreign), "--force")
+    assert r.code == 0, r.err
+    assert foreign.exists()
+
+
+def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_path_factory):
+    js = tmp_path_factory.mktemp("out") / "partial.json"
+    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "run", "--bs", "4K", "--io", "randread",
+                             "-s", "16M", "-T", "60", "-D", str(direct_dir), "-w", "2", "--json", str(js)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 30
+    while time.time() < deadline and not any(p.suffix == ".dat" for p in direct_dir.iterdir()):
+        time.sleep(0.05)
+    time.sleep(1.5)
+    t0 = time.time()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=20)
+    assert time.time() - t0 < 5
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert out.startswith("IoType: RANDREAD"), out
+    data = json.loads(js.read_text())
+    assert data["status"] == "interrupted" and data["bytes"] > 0
+    assert data["seconds"] < 30
+    assert list(direct_dir.iterdir()) == []
+
+
+def test_compare_prints_side_by_side(cli, direct_dir, tmp_path):
+    js = tmp_path / "c.json"
+    r = cli("compare", "--paths", "host,1", "-I", "randread", "-i", "4K", "-s", "8M", "-T", "0.3",
+            "--json", str(js), "--no-drop-cache")
+    assert r.code == 0, r.err
+    assert r.out.count("XferType: CPUONLY") == 2
+    assert "MiB/s" in r.out and "ratio" in r.out and "1.00" in r.out
+    data = json.loads(js.read_text())
+    assert [x["path"] for x in data["results"]] == ["host", "host"]
+
+
+def test_compare_unavailable_path_is_skipped_or_refused(cli):
+    from xferscope.engines.registry import unavailable_reason
+
+    if unavailable_reason("cufile") is None:
+        pytest.skip("cufile runs here")
+    r = cli("compare", "--paths", "host,cufile", "-s", "4M", "-T", "0.2")
+    assert r.code == 3 and "--skip-unavailable" in r.err
+    r = cli("compare", "--paths", "host,cufile", "-s", "4M", "-T", "0.2", "--skip-unavailable", "--no-drop-cache")
+    assert r.code == 0 and "skipping cufile" in r.err

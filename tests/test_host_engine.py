@@ -1,0 +1,157 @@
+"""The host engine on real files: every pattern, accounting, percentiles, verification, sampling."""
+import asyncio
+import os
+
+import pytest
+
+from xferscope.errors import RunFailed
+from xferscope.runner import Run
+from xferscope.spec import RunSpec
+from xferscope.target import read_sidecar
+
+MIB = 1 << 20
+
+
+def run(tmp, **kw):
+    kw.setdefault("file_size", 16 * MIB)
+    kw.setdefault("duration", 0.4)
+    kw.setdefault("block_size", 4096)
+    return Run(RunSpec(file=str(tmp / "x.dat"), **kw)).execute()
+
+
+@pytest.mark.parametrize("io", ["read", "write", "randread", "randwrite", "randrw", "rw"])
+def test_each_pattern_accounts_bytes_and_ops(direct_dir, io):
+    r = run(direct_dir, io=io, workers=2)
+    assert r.status == "ok"
+    assert r.ops > 0
+    assert r.bytes == r.ops * 4096
+    assert r.read_bytes + r.write_bytes == r.bytes
+    if io in ("read", "randread"):
+        assert r.write_ops == 0
+    if io in ("write", "randwrite"):
+        assert r.read_ops == 0
+    if io in ("randrw", "rw"):
+        assert r.read_ops > r.write_ops > 0  # 70 % reads
+        assert r.read_latency_us is not None and r.write_latency_us is not None
+    lat = r.latency_us
+    assert 0 < lat.min <= lat.p50 <= lat.p90 <= lat.p99 <= lat.p999 <= lat.max
+    assert lat.min <= lat.mean <= lat.max
+    assert sum(w.bytes for w in r.workers) == r.bytes
+    assert not os.path.exists(direct_dir / "x.dat"), "the scratch file this run created must be removed"
+
+
+def test_total_bytes_mode_stops_at_the_total(direct_dir):
+    r = run(direct_dir, io="read", duration=None, total_bytes=8 * MIB, block_size=64 * 1024, workers=2)
+    assert r.bytes == 8 * MIB and r.ops == 128
+    assert r.first_done is not None and r.last_done is not None
+    assert r.first_done.seconds <= r.last_done.seconds
+    assert r.first_done.bytes <= r.last_done.bytes == r.bytes
+
+
+@pytest.mark.parametrize("bs", [512, 4096, 1 << 20])
+def test_block_size_boundaries(direct_dir, bs):
+    from xferscope.target import filesystem_of
+
+    if bs % filesystem_of(str(direct_dir)).logical_block:
+        pytest.skip("device's logical block is larger than 512 bytes")
+    r = run(direct_dir, io="randread", block_size=bs, file_size=4 * MIB, duration=0.2)
+    assert r.bytes == r.ops * bs > 0
+
+
+def test_block_equal_to_file_size(direct_dir):
+    r = run(direct_dir, io="read", block_size=MIB, file_size=MIB, duration=0.2)
+    assert r.ops > 0 and r.bytes == r.ops * MIB
+
+
+def test_queue_depth_uses_io_uring_or_says_psync(direct_dir):
+    r = run(direct_dir, io="randread", iodepth=8)
+    assert any(label.startswith("io_uring qd8") or "io_uring unavailable" in label for label in r.labels)
+    assert r.environment["io_engine"] in ("io_uring", "psync")
+    assert r.bytes == r.ops * 4096
+
+
+def test_samples_stream_at_the_interval_and_add_up(direct_dir):
+    spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=1.0, block_size=4096,
+                   io="randread", interval=0.1)
+    r = Run(spec).execute()
+    assert 8 <= len(r.samples) <= 13
+    assert sum(s.bytes for s in r.samples) == r.bytes
+    assert r.samples[-1].total_bytes == r.bytes
+    assert all(s.throughput_gib_s >= 0 for s in r.samples)
+    assert r.environment["io_mode"] == "O_DIRECT"
+    assert r.cpu["cpu_seconds"] >= 0 and "usr_pct" in r.cpu
+
+
+def test_async_iteration_for_asyncio_consumers(direct_dir):
+    async def consume():
+        run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.5, block_size=4096))
+        await asyncio.to_thread(run_.prepare)
+        stream = run_.aiter_samples()
+        first = asyncio.ensure_future(stream.__anext__())
+        await asyncio.sleep(0)
+        run_.start()
+        seen = [await first]
+        async for s in stream:
+            seen.append(s)
+        run_.close()
+        return seen, run_.finish()
+
+    seen, result = asyncio.run(consume())
+    assert len(seen) >= 3
+    assert sum(s.bytes for s in seen) == result.bytes
+
+
+def test_stop_keeps_what_was_measured(direct_dir):
+    run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=30, block_size=4096))
+    run_.prepare()
+    run_.start()
+    import time
+
+    time.sleep(0.5)
+    run_.stop()
+    assert run_.join(2.0), "workers must stop within a second"
+    run_.close()
+    r = run_.finish()
+    assert r.status == "interrupted"
+    assert r.bytes > 0 and r.seconds < 5
+    assert not (direct_dir / "x.dat").exists()
+
+
+def test_verification_passes_on_good_data_and_catches_corruption(direct_dir):
+    path = direct_dir / "v.dat"
+    keep = dict(file=str(path), file_size=4 * MIB, block_size=4096, keep=True, duration=0.3)
+    assert Run(RunSpec(io="randwrite", verify=True, **keep)).execute().status == "ok"
+    assert read_sidecar(str(path))["pattern_intact"] is True
+    assert Run(RunSpec(io="read", verify=True, **keep)).execute().status == "ok"
+    with open(path, "r+b") as fh:  # corrupt one block in the middle
+        fh.seek(123 * 4096 + 40)
+        fh.write(b"\xff" * 8)
+    with pytest.raises(RunFailed, match=r"verification failed: data at offset 503848 ") as exc:
+        Run(RunSpec(io="read", verify=True, total_bytes=4 * MIB, duration=None, **{k: v for k, v in keep.items()
+                                                                                   if k != "duration"})).execute()
+    assert exc.value.result.status == "failed"
+
+
+def test_write_without_verify_marks_the_pattern_gone_and_verify_refills(direct_dir):
+    path = direct_dir / "w.dat"
+    base = dict(file=str(path), file_size=2 * MIB, block_size=4096, keep=True, duration=0.2)
+    Run(RunSpec(io="write", **base)).execute()
+    assert read_sidecar(str(path))["pattern_intact"] is False
+    assert Run(RunSpec(io="randread", verify=True, **base)).execute().status == "ok"
+    assert read_sidecar(str(path))["pattern_intact"] is True
+
+
+def test_directory_mode_has_one_file_per_worker(direct_dir):
+    spec = RunSpec(directory=str(direct_dir), file_size=2 * MIB, block_size=4096, workers=3, duration=0.2,
+                   keep=True)
+    r = Run(spec).execute()
+    files = sorted(p.name for p in direct_dir.iterdir() if p.suffix == ".dat")
+    assert len(files) == 3 and r.bytes > 0
+    assert all(w.bytes > 0 for w in r.workers)
+
+
+def test_buffered_mode_is_labelled(tmp_path):
+    r = Run(RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True,
+                    duration=0.2)).execute()
+    assert r.environment["io_mode"] == "buffered"
+    assert any("buffered" in label for label in r.labels)
