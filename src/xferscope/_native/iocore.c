@@ -467,7 +467,11 @@ static void run_uring(worker_t *w, cursor_t *c, void **bufs, uring_t *ring)
         inflight++;
     }
     while (inflight > 0) {
-        int rc = uring_enter(ring, 1);
+        /* submit what was prepared at once (the queue stays full), and sleep only when
+         * nothing has completed yet */
+        int rc = ring->sq_pending ? uring_enter(ring, 0) : 0;
+        if (!rc && !uring_ready(ring))
+            rc = uring_enter(ring, 1);
         if (rc) {
             job_fail(job, 0, "io_uring_enter failed: %s", strerror(-rc));
             return;

@@ -20,13 +20,38 @@ typedef struct {
     unsigned sq_pending;
 } uring_t;
 
+#ifndef IORING_SETUP_COOP_TASKRUN
+#define IORING_SETUP_COOP_TASKRUN (1U << 8)
+#endif
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+/* Set up a ring owned by the calling thread. Completion work is run when that
+ * thread asks for events (as fio does on kernels that allow it); older kernels
+ * get a plain ring. */
 static int uring_init(uring_t *r, unsigned entries)
 {
+    static const unsigned flag_sets[] = {
+        IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SINGLE_ISSUER,
+        IORING_SETUP_COOP_TASKRUN,
+        0,
+    };
     struct io_uring_params p;
-    memset(&p, 0, sizeof p);
+    int fd = -1;
     memset(r, 0, sizeof *r);
     r->fd = -1;
-    int fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+    for (unsigned i = 0; i < sizeof flag_sets / sizeof flag_sets[0]; i++) {
+        memset(&p, 0, sizeof p);
+        p.flags = flag_sets[i];
+        fd = (int)syscall(__NR_io_uring_setup, entries, &p);
+        if (fd >= 0 || errno != EINVAL)
+            break;
+    }
     if (fd < 0)
         return -errno;
     r->fd = fd;
@@ -111,6 +136,11 @@ static int uring_enter(uring_t *r, unsigned min_complete)
         if (errno != EINTR && errno != EAGAIN && errno != EBUSY)
             return -errno;
     }
+}
+
+static inline int uring_ready(uring_t *r)
+{
+    return *r->cq_head != __atomic_load_n(r->cq_tail, __ATOMIC_ACQUIRE);
 }
 
 /* Take one completion if there is one: returns 1 and fills user/res, or 0. */
