@@ -80,6 +80,9 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
     assert all(s.throughput_gib_s >= 0 for s in r.samples)
     assert r.environment["io_mode"] == "O_DIRECT"
     assert r.cpu["cpu_seconds"] >= 0 and "usr_pct" in r.cpu
+    # the worker threads' own CPU, told apart from the sampler's
+    assert 0 < r.cpu["engine_cpu_seconds"] <= r.seconds * spec.workers * 1.05
+    assert any(s.engine_sys_pct >= 0 for s in r.samples)
 
 
 def test_async_iteration_for_asyncio_consumers(direct_dir):

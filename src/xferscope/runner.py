@@ -24,7 +24,7 @@ from xferscope.engines.registry import engine_class
 from xferscope.errors import EngineUnavailable, RunFailed
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
-from xferscope.telemetry.cpu import CpuMeter
+from xferscope.telemetry.cpu import CpuMeter, ThreadCpuMeter
 
 _END = object()
 GRACE_S = 5.0  # workers stop themselves at the deadline; this is only a safety net
@@ -64,6 +64,7 @@ class Run:
         self._thread: threading.Thread | None = None
         self._final: Snapshot | None = None
         self._cpu: CpuMeter | None = None
+        self._engine_cpu: ThreadCpuMeter | None = None
         self._gpu_meter = None
         self._started_at = 0.0
         self._sampler_error: BaseException | None = None
@@ -133,6 +134,7 @@ class Run:
         self._cpu = CpuMeter()
         self.engine.start()
         self._cpu.mark()
+        self._engine_cpu = ThreadCpuMeter(self.engine.thread_ids())
         self._started_at = time.monotonic()
         self.state = "running"
         self._thread = threading.Thread(target=self._sample_loop, name="xferscope-sampler", daemon=True)
@@ -244,6 +246,8 @@ class Run:
             lat_sum -= _lat_sum(prev)
         nbytes, nops = snap.bytes - b0, snap.ops - o0
         cpu = self._cpu.read()
+        engine_usr, engine_sys = self._engine_cpu.read() if self._engine_cpu and self._engine_cpu.tids \
+            else (math.nan, math.nan)
         gpu = ()
         if self._gpu_meter is not None:
             try:
@@ -260,6 +264,7 @@ class Run:
             sys_usr_pct=cpu.sys_usr_pct, sys_sys_pct=cpu.sys_sys_pct, per_core_pct=cpu.per_core_busy_pct,
             total_bytes=snap.bytes, total_ops=snap.ops,
             worker_bytes=tuple(w.bytes for w in snap.workers), workers_done=snap.done, gpu=gpu,
+            engine_usr_pct=engine_usr, engine_sys_pct=engine_sys,
         )
 
     # ---------------------------------------------------------------- result
@@ -289,6 +294,12 @@ class Run:
                      "cpu_seconds": cpu.proc_cpu_seconds,
                      "cpu_s_per_gib": cpu.proc_cpu_seconds / gib if gib > 0 else math.nan,
                      "per_core_pct": list(cpu.per_core_busy_pct)}
+            engine_usr = sum(w.cpu_usr_us for w in snap.workers) / 1e6
+            engine_sys = sum(w.cpu_sys_us for w in snap.workers) / 1e6
+            if done_times and engine_usr + engine_sys > 0 and seconds > 0:
+                # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
+                cpu_d.update({"engine_usr_pct": 100 * engine_usr / seconds, "engine_sys_pct": 100 * engine_sys / seconds,
+                              "engine_cpu_seconds": engine_usr + engine_sys})
         status, error = "ok", None
         if snap.error:
             status, error = "failed", snap.error[0]

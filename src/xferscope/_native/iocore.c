@@ -29,6 +29,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "histogram.h"
@@ -114,6 +116,7 @@ typedef struct {
     uint64_t ops[2], bytes[2], lat_sum[2];
     uint64_t lat_min, lat_max;
     uint64_t done_ns; /* 0 while running */
+    uint64_t cpu_usr_us, cpu_sys_us; /* the worker thread's CPU time in the timed region, set when done */
     uint64_t hist[2][HIST_NBUCKETS];
 } wstat_t;
 
@@ -132,6 +135,7 @@ typedef struct {
     int nhost;
     pthread_t thread;
     int started;
+    volatile int tid;         /* kernel thread id, for per-thread CPU accounting */
     wstat_t *st;
 } worker_t;
 
@@ -509,9 +513,19 @@ static void run_uring(worker_t *w, cursor_t *c, void **bufs, uring_t *ring)
     }
 }
 
-static void mark_done(worker_t *w)
+static uint64_t tv_us(struct timeval tv)
+{
+    return (uint64_t)tv.tv_sec * 1000000u + (uint64_t)tv.tv_usec;
+}
+
+static void mark_done(worker_t *w, const struct rusage *before)
 {
     job_t *job = w->job;
+    struct rusage after;
+    if (getrusage(RUSAGE_THREAD, &after) == 0) {
+        w->st->cpu_usr_us = tv_us(after.ru_utime) - tv_us(before->ru_utime);
+        w->st->cpu_sys_us = tv_us(after.ru_stime) - tv_us(before->ru_stime);
+    }
     uint64_t t = now_ns();
     __atomic_store_n(&w->st->done_ns, t - job->t_start, __ATOMIC_RELEASE);
     int expected = 0;
@@ -543,6 +557,7 @@ static void *worker_main(void *arg)
     uring_t ring;
     int ring_ok = 0;
     cursor_t c = {0};
+    w->tid = (int)syscall(SYS_gettid);
     c.rng = splitmix64(job->seed + 0x1000u * (uint64_t)(w->id + 1));
     c.blocks = w->length / bs;
     if (!c.blocks)
@@ -591,6 +606,9 @@ wait_and_finish:
     atomic_fetch_add(&job->running, 1);
     while (!atomic_load(&job->go))
         sched_yield();
+    struct rusage cpu_at_start;
+    memset(&cpu_at_start, 0, sizeof cpu_at_start);
+    getrusage(RUSAGE_THREAD, &cpu_at_start);
     if (!atomic_load(&job->has_error)) {
         if (ring_ok)
             run_uring(w, &c, bufs, &ring);
@@ -599,7 +617,7 @@ wait_and_finish:
         else
             run_sync(w, &c, bufs, scratch);
     }
-    mark_done(w);
+    mark_done(w, &cpu_at_start);
     if (ring_ok)
         uring_exit(&ring);
     if (bufs && job->mode == MODE_HOST)
@@ -913,13 +931,14 @@ static PyObject *Job_snapshot(job_t *job, PyObject *Py_UNUSED(ignored))
             lmax = mx;
         uint64_t done = __atomic_load_n(&s->done_ns, __ATOMIC_ACQUIRE);
         PyObject *row = Py_BuildValue(
-            "(KKKKKKN)", (unsigned long long)__atomic_load_n(&s->ops[0], __ATOMIC_RELAXED),
+            "(KKKKKKNKK)", (unsigned long long)__atomic_load_n(&s->ops[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->ops[1], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->bytes[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->bytes[1], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->lat_sum[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->lat_sum[1], __ATOMIC_RELAXED),
-            done ? PyLong_FromUnsignedLongLong(done) : (Py_INCREF(Py_None), Py_None));
+            done ? PyLong_FromUnsignedLongLong(done) : (Py_INCREF(Py_None), Py_None),
+            (unsigned long long)(done ? s->cpu_usr_us : 0), (unsigned long long)(done ? s->cpu_sys_us : 0));
         if (!row)
             goto fail;
         PyList_SET_ITEM(workers, i, row);
@@ -952,7 +971,19 @@ fail:
     return NULL;
 }
 
+/* tids() -> kernel thread ids of the workers (0 for one not started yet). */
+static PyObject *Job_tids(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(job->nworkers);
+    if (!out)
+        return NULL;
+    for (int i = 0; i < job->nworkers; i++)
+        PyList_SET_ITEM(out, i, PyLong_FromLong(job->workers[i].tid));
+    return out;
+}
+
 static PyMethodDef Job_methods[] = {
+    {"tids", (PyCFunction)Job_tids, METH_NOARGS, "Kernel thread ids of the workers."},
     {"start", (PyCFunction)Job_start, METH_NOARGS, "Start the workers; the timed region begins when all are ready."},
     {"stop", (PyCFunction)Job_stop, METH_NOARGS, "Ask every worker to stop after its operation in flight."},
     {"wait", (PyCFunction)Job_wait, METH_VARARGS, "wait(timeout=-1) -> True when every worker has finished."},

@@ -32,6 +32,8 @@ class WorkerCounters:
     read_lat_sum_ns: int
     write_lat_sum_ns: int
     done_ns: int | None  # time since start when the worker finished, None while running
+    cpu_usr_us: int = 0  # the worker thread's CPU time in the timed region (known once it is done)
+    cpu_sys_us: int = 0
 
     @property
     def ops(self) -> int:
@@ -122,6 +124,10 @@ class Engine(ABC):
         """What the engine knows about the path it measured (I/O engine, cuFile mode, GPUs)."""
         return {}
 
+    def thread_ids(self) -> list[int]:
+        """Kernel thread ids of the workers, so their CPU can be told from the rest of the process."""
+        return []
+
 
 @dataclass(frozen=True)
 class LatencySummary:
@@ -161,6 +167,8 @@ class Sample:
     worker_bytes: tuple[int, ...]
     workers_done: int
     gpu: tuple[dict, ...] = ()  # per GPU telemetry (utilisation, memory, PCIe RX/TX), when sampled
+    engine_usr_pct: float = float("nan")  # the engine's worker threads alone, percent of one core
+    engine_sys_pct: float = float("nan")
 
 
 @dataclass
@@ -245,4 +253,5 @@ class RunResult:
     @property
     def cpu_seconds_per_gib(self) -> float:
         gib = self.bytes / (1 << 30)
-        return self.cpu.get("cpu_seconds", 0.0) / gib if gib > 0 else float("nan")
+        cpu_s = self.cpu.get("cpu_seconds")  # absent where CPU was not measured (some imports)
+        return cpu_s / gib if gib > 0 and cpu_s is not None else float("nan")

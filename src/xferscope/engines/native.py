@@ -115,6 +115,9 @@ class NativeEngine(Engine):
     def snapshot(self) -> Snapshot:
         return Snapshot.from_native(self._job.snapshot())
 
+    def thread_ids(self) -> list[int]:
+        return [t for t in self._job.tids() if t] if self._job is not None else []
+
     def stop(self) -> None:
         if self._job is not None:
             self._job.stop()

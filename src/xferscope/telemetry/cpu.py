@@ -80,3 +80,41 @@ class CpuMeter:
 
     def since_mark(self) -> CpuReading:
         return self._between(self._first, self._now())
+
+
+class ThreadCpuMeter:
+    """User and system CPU of a set of threads of this process (the engine's workers), from
+    /proc/self/task/TID/stat. Threads that have exited keep their last reading."""
+
+    def __init__(self, tids: list[int]) -> None:
+        self.tids = list(tids)
+        self._tick = 1.0 / os.sysconf("SC_CLK_TCK")
+        self._seen: dict[int, tuple[float, float]] = {}
+        self._last = (time.monotonic(), self._total())
+
+    def _read(self, tid: int) -> tuple[float, float] | None:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            return int(fields[11]) * self._tick, int(fields[12]) * self._tick
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def _total(self) -> tuple[float, float]:
+        usr = sys_ = 0.0
+        for tid in self.tids:
+            now = self._read(tid)
+            if now is not None:
+                self._seen[tid] = now
+            u, s = self._seen.get(tid, (0.0, 0.0))
+            usr += u
+            sys_ += s
+        return usr, sys_
+
+    def read(self) -> tuple[float, float]:
+        """(usr %, sys %) of one core since the previous call."""
+        t0, (u0, s0) = self._last
+        t1, (u1, s1) = time.monotonic(), self._total()
+        self._last = (t1, (u1, s1))
+        wall = max(t1 - t0, 1e-9)
+        return 100.0 * (u1 - u0) / wall, 100.0 * (s1 - s0) / wall
