@@ -2,6 +2,11 @@
 
 The same keys and columns serve native runs, comparisons, replays and imports
 (gdsio, fio, elbencho), so any of them can be read back and compared.
+
+A run over several hosts (``--mpi``) is one aggregate result whose ``hosts``
+holds one result per host: the JSON key ``"hosts"`` (read back into
+``RunResult.hosts``), and in the CSV files rows whose ``host`` column is ``all``
+for the aggregate and the host's name for each host (empty for one-host runs).
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ SERIES_COLUMNS = [
     "lat_mean_us", "lat_p99_us", "cpu_usr_pct", "cpu_sys_pct",
     "throughput_mb_s", "read_bytes", "write_bytes", "lat_p50_us", "lat_p90_us", "lat_p999_us", "lat_max_us",
     "sys_usr_pct", "sys_sys_pct", "workers_done", "gpu_util_pct", "gpu_mem_used_mib", "gpu_pcie_rx_mb_s",
-    "gpu_pcie_tx_mb_s", "label",
+    "gpu_pcie_tx_mb_s", "label", "host", "ranks",
 ]
 
 SUMMARY_COLUMNS = [
@@ -32,7 +37,7 @@ SUMMARY_COLUMNS = [
     "throughput_gib_s", "throughput_mib_s", "throughput_mb_s", "iops",
     "lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
     "cpu_usr_pct", "cpu_sys_pct", "sys_usr_pct", "sys_sys_pct", "cpu_s_per_gib",
-    "first_done_mib_s", "last_done_mib_s", "status", "io_mode", "labels", "source",
+    "first_done_mib_s", "last_done_mib_s", "status", "io_mode", "labels", "source", "host", "ranks",
 ]
 
 
@@ -106,6 +111,8 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
         d["latency_histogram_ns"] = {str(k): v for k, v in r.histogram.to_sparse().items()}
     if samples:
         d["samples"] = [_sample_dict(s) for s in r.samples]
+    if r.hosts:
+        d["hosts"] = [result_to_dict(h, samples=samples) for h in r.hosts]
     return _clean(d)
 
 
@@ -144,6 +151,7 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
             error=d.get("error"), source=d.get("source", "xferscope"),
             histogram=Histogram.from_sparse(hist) if hist else None,
             gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
+            hosts=[result_from_dict(h, where) for h in d.get("hosts") or []],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(where, None, f"not an xferscope result: {exc}") from None
@@ -172,6 +180,23 @@ def write_json(path: str, payload: Any) -> None:
     os.replace(tmp, path)
 
 
+def cluster_columns(r: RunResult) -> dict[str, Any]:
+    """``host`` and ``ranks`` of a row: "all" for the aggregate of a run over several hosts, the host name
+    for one of its hosts, empty for a run on one host."""
+    cluster = r.environment.get("cluster")
+    if not isinstance(cluster, dict):
+        return {"host": "", "ranks": ""}
+    host = "all" if cluster.get("scope") == "all" else r.environment.get("host", "")
+    return {"host": host, "ranks": cluster.get("ranks", "")}
+
+
+def with_hosts(results: Iterable[RunResult]) -> Iterable[RunResult]:
+    """Each result, followed by its per-host results when it ran on several hosts."""
+    for r in results:
+        yield r
+        yield from r.hosts
+
+
 def summary_row(r: RunResult) -> dict[str, Any]:
     lat = r.latency_us
     spec = r.spec
@@ -190,7 +215,7 @@ def summary_row(r: RunResult) -> dict[str, Any]:
         "first_done_mib_s": r.first_done.throughput_mib_s if r.first_done else None,
         "last_done_mib_s": r.last_done.throughput_mib_s if r.last_done else None,
         "status": r.status, "io_mode": r.environment.get("io_mode", ""),
-        "labels": "; ".join(r.labels), "source": r.source,
+        "labels": "; ".join(r.labels), "source": r.source, **cluster_columns(r),
     }
 
 
@@ -206,12 +231,13 @@ def write_summary_csv(path: str, results: Iterable[RunResult]) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
         w.writeheader()
-        for r in results:
+        for r in with_hosts(results):
             w.writerow({k: _fmt(v) for k, v in summary_row(r).items()})
 
 
 def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
     spec = r.spec
+    where = cluster_columns(r)
     for s in r.samples:
         gpu = s.gpu or ()
         yield {
@@ -226,7 +252,7 @@ def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
             "gpu_mem_used_mib": sum(g.get("mem_used_mib", 0) for g in gpu) if gpu else None,
             "gpu_pcie_rx_mb_s": sum(g.get("pcie_rx_mb_s", 0) for g in gpu) if gpu else None,
             "gpu_pcie_tx_mb_s": sum(g.get("pcie_tx_mb_s", 0) for g in gpu) if gpu else None,
-            "label": spec.name,
+            "label": spec.name, **where,
         }
 
 
@@ -234,7 +260,7 @@ def write_series_csv(path: str, results: Iterable[RunResult]) -> None:
     with open(path, "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=SERIES_COLUMNS)
         w.writeheader()
-        for r in results:
+        for r in with_hosts(results):
             for row in series_rows(r):
                 w.writerow({k: _fmt(v) for k, v in row.items()})
 
@@ -243,6 +269,6 @@ def series_csv_text(r: RunResult) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=SERIES_COLUMNS)
     w.writeheader()
-    for row in series_rows(r):
+    for row in (row for x in with_hosts([r]) for row in series_rows(x)):
         w.writerow({k: _fmt(v) for k, v in row.items()})
     return buf.getvalue()

@@ -82,11 +82,12 @@ def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[
 
 def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | None = None):
     """A Rich table of several results side by side."""
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=title, header_style="bold")
     for h in COMPARE_HEADERS:
         table.add_column(h, justify="left" if h in ("path", "io") else "right")
     for row in compare_rows(results, baseline):
-        table.add_row(*row)
+        table.add_row(*(escape(cell) for cell in row))  # "[fio]" is text, not Rich markup
     return table

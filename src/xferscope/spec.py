@@ -86,6 +86,8 @@ class RunSpec:
 
     @property
     def xfer_type(self) -> str:
+        if self.path == "bounce" and self.buffered:
+            return "CPU_CACHED_GPU"  # gdsio -x 4
         return PATHS[self.path][1]
 
     @property

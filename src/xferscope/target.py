@@ -208,8 +208,9 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
         ok, why = probe_direct_io(directory)
         fs.direct_io, fs.direct_error = ok, why
         if not ok:
-            raise EnvironmentProblem(f"O_DIRECT does not work in {directory} ({fs.fstype}): {why}; "
-                                     "use --buffered to go through the page cache")
+            hint = ("cuFile needs O_DIRECT: use a directory on ext4 or xfs (--dir)" if spec.path.startswith("cufile")
+                    else "use --buffered to go through the page cache")
+            raise EnvironmentProblem(f"O_DIRECT does not work in {directory} ({fs.fstype}): {why}; {hint}")
         if spec.block_size % fs.logical_block:
             raise SpecError("block_size", f"{spec.block_size} bytes is not a multiple of the device's logical "
                                           f"block size ({fs.logical_block} bytes) as O_DIRECT needs")

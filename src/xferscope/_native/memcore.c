@@ -744,7 +744,7 @@ static PyObject *Session_measure(Session *s, PyObject *args, PyObject *kw)
         return NULL;
     }
     const traffic_t *tr = &TRAFFIC[traffic];
-    if (s->n_loaders && ((!s->needs_rd0 && (tr->rd0_lines || tr->store == ST_INPLACE)) ||
+    if (loads && s->n_loaders && ((!s->needs_rd0 && (tr->rd0_lines || tr->store == ST_INPLACE)) ||
                          (!s->needs_rd1 && tr->rd1_lines) ||
                          (!s->needs_wr && (tr->store == ST_REGULAR || tr->store == ST_NT)))) {
         PyErr_Format(PyExc_ValueError, "traffic %s was not named when the session was made", traffic_name);

@@ -7,7 +7,7 @@ import typer
 
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        MixOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
+                                        MixOpt, MpiOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
 from xferscope.commands.run import _Progress, check_format, emit, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
@@ -39,6 +39,7 @@ def compare_command(
                                           help="leave out paths that cannot run here instead of failing"),
     drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
                                     help="drop the page cache between runs (needs root; warns otherwise)"),
+    mpi: MpiOpt = False,
 ) -> None:
     """Run several paths with the same spec and print them side by side (seed 001's table)."""
     from xferscope.engines.registry import unavailable_reason
@@ -47,23 +48,33 @@ def compare_command(
     from xferscope.target import drop_page_cache
 
     check_format(fmt)
-    names = [parse_path(p) for p in paths.split(",") if p.strip()]
-    if not names:
-        raise SpecError("paths", "give at least one path, e.g. --paths host,bounce")
-    specs = []
-    for name in names:
-        reason = unavailable_reason(name)
-        if reason:
-            if skip_unavailable:
-                typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
-                continue
-            raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
-        specs.append(build_spec(path=name, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size,
-                                duration=duration, total=total, file=file, directory=directory, gpu=gpu, numa=numa,
-                                cpus=cpus, rwmix=rwmix, verify=verify, buffered=buffered, force=force,
-                                keep=keep, interval=interval, seed=seed))
-    if not specs:
-        raise EngineUnavailable(",".join(names), "none of these paths can run here")
+
+    def make_specs():
+        names = [parse_path(p) for p in paths.split(",") if p.strip()]
+        if not names:
+            raise SpecError("paths", "give at least one path, e.g. --paths host,bounce")
+        specs = []
+        for name in names:
+            reason = unavailable_reason(name)
+            if reason:
+                if skip_unavailable:
+                    typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
+                    continue
+                raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
+            specs.append(build_spec(path=name, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size,
+                                    duration=duration, total=total, file=file, directory=directory, gpu=gpu,
+                                    numa=numa, cpus=cpus, rwmix=rwmix, verify=verify, buffered=buffered, force=force,
+                                    keep=keep, interval=interval, seed=seed))
+        if not specs:
+            raise EngineUnavailable(",".join(names), "none of these paths can run here")
+        return specs
+
+    if mpi:
+        from xferscope.cluster.commands import compare_mpi
+
+        return compare_mpi(make_specs, gpu_given=gpu is not None, drop_cache=drop_cache, fmt=fmt,
+                           json_path=json_path, csv_path=csv_path)
+    specs = make_specs()
     install_hangup_handlers()
     # one scratch file for all paths when none is given, so every path reads the same data
     shared_tmp = None

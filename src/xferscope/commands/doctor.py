@@ -1,5 +1,34 @@
-"""`doctor` subcommand (being written)."""
+"""`xferscope doctor`: is this machine ready for each path, and if not, what to do."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from xferscope.errors import ExitCode, SpecError
 
 
-def register(app):
-    pass
+def doctor_command(
+    directory: Annotated[Optional[str], typer.Option("--dir", "-D", help="directory to check for scratch files "
+                                                                          "(default: where runs put them)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+) -> None:
+    """Check drivers, cuFile, the filesystem under --dir, IOMMU, PCIe links and NUMA affinity.
+
+    Exit status 1 when a check fails. Fixes are printed, never applied.
+    """
+    import os
+
+    from xferscope.doctor import format_report, run_checks
+
+    if directory is not None and not os.path.isdir(directory):
+        raise SpecError("dir", f"{directory} is not a directory")
+    report = run_checks(directory)
+    typer.echo(json.dumps(report, indent=2) if as_json else format_report(report))
+    if report["summary"]["fail"]:
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("doctor")(doctor_command)

@@ -31,6 +31,8 @@ CsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write the time ser
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json on stdout")]
 IntervalOpt = Annotated[float, typer.Option("--interval", help="sample interval in seconds")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the data pattern")]
+MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "
+                                                   "srun); --dir/--file may hold {rank} and {host}")]
 
 
 def parse_path(text: str) -> str:

@@ -1,5 +1,78 @@
-"""`profiles` subcommand (being written)."""
+"""`xferscope profiles [list]` and `xferscope profiles show NAME`: the bundled and user profiles."""
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from xferscope.errors import SpecError
+
+ACTIONS = ("list", "show")
 
 
-def register(app):
-    pass
+def list_command(as_json: bool) -> None:
+    from xferscope.profiles import list_profiles, user_dir
+
+    infos = list_profiles()
+    if as_json:
+        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(header_style="bold", title="profiles (replay with: xferscope replay NAME)")
+    for h in ("name", "kind", "paths", "points", "reps", "from", "description"):
+        table.add_column(h, justify="right" if h in ("points", "reps") else "left", overflow="fold")
+    for i in infos:
+        description = f"cannot load: {i.error}" if i.error else i.description.split(". ")[0].rstrip(".")
+        table.add_row(*(escape(c) for c in (i.name, i.kind, ", ".join(i.paths), str(i.points), str(i.repetitions),
+                                            i.origin, description)))
+    Console(width=max(140, Console().width)).print(table)
+    typer.echo(f"user profiles: {user_dir()}")
+
+
+def show_command(name: str, as_json: bool) -> None:
+    from xferscope.profiles import dump_profile, load_profile
+    from xferscope.profiles.store import info_of
+    from xferscope.sweep.plan import plan_points
+
+    profile = load_profile(name)
+    if as_json:
+        from xferscope.profiles.toml_format import profile_to_dict
+
+        typer.echo(json.dumps({**info_of(profile).to_dict(), "profile": profile_to_dict(profile)}, indent=2))
+        return
+    typer.echo(f"# {profile.origin} profile: {profile.file}")
+    typer.echo(dump_profile(profile).rstrip())
+    points = plan_points(profile)
+    seconds = (profile.point_duration() or 0.0) * profile.repetitions
+    skipped = sum(1 for p in points if p.skip)
+    typer.echo(f"# {len(points)} points x {profile.repetitions} repetitions"
+               + (f", {seconds:g} s of measuring per point" if profile.kind == "io" else "")
+               + (f"; {skipped} cannot run on this machine" if skipped else ""))
+
+
+def profiles_command(
+    action: Annotated[Optional[str], typer.Argument(help="list (default) or show")] = None,
+    name: Annotated[Optional[str], typer.Argument(help="with show: a profile name or .toml file")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
+) -> None:
+    """List the bundled and user profiles, or show one (xferscope profiles show NAME)."""
+    action = action or "list"
+    if action not in ACTIONS:
+        raise SpecError("profiles", f"unknown action {action!r}; use 'xferscope profiles' to list or "
+                                    "'xferscope profiles show NAME'")
+    if action == "list":
+        if name:
+            raise SpecError("profiles", "list takes no name; to see one: xferscope profiles show NAME")
+        list_command(as_json)
+        return
+    if not name:
+        raise SpecError("profiles", "show needs a name: xferscope profiles show NAME")
+    show_command(name, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profiles")(profiles_command)

@@ -1,5 +1,195 @@
-"""`replay` subcommand (being written)."""
+"""`xferscope replay PROFILE|NAME`: run a profile's grid headless, with repetitions, resume, ratios and plots."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Annotated, Optional
+
+import typer
+
+from xferscope.commands.options import FormatOpt
+from xferscope.commands.run import check_format, install_hangup_handlers
+from xferscope.errors import ExitCode, SpecError
 
 
-def register(app):
-    pass
+ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
+DurationOpt = Annotated[Optional[str], typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
+RepsOpt = Annotated[Optional[int], typer.Option("--reps", metavar="N", help="repetitions per point")]
+SetOpt = Annotated[Optional[list[str]], typer.Option(
+    "--set", metavar="FIELD=VALUE", help="fix a field: --set block_size=64K (repeatable; removes that grid axis)")]
+ResultsOpt = Annotated[Optional[str], typer.Option(
+    "--results", metavar="FILE", help="results JSON (CSV beside it); rerun with the same file to resume")]
+AgainstOpt = Annotated[Optional[str], typer.Option(
+    "--against", metavar="FILE", help="earlier results to compare each point with (replay, run, import output)")]
+FailBelowOpt = Annotated[Optional[float], typer.Option(
+    "--fail-below", metavar="R", help="with --against: exit 1 when a point's ratio is below R")]
+PlotOpt = Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="draw the results into FILE.svg or "
+                                                                                "FILE.png")]
+DirOpt = Annotated[Optional[str], typer.Option("--dir", "-D", metavar="D", help="run in this directory (one file "
+                                                                                "per worker)")]
+FileOpt = Annotated[Optional[str], typer.Option("--file", "-f", metavar="F", help="run on this file")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the points and what is left to run")]
+
+
+def parse_sets(items: list[str]) -> dict[str, str]:
+    """['bs=4K', 'workers=8'] -> {'bs': '4K', 'workers': '8'}."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise SpecError("set", f"{item!r} is not field=value, e.g. --set block_size=64K")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def default_results_path(name: str) -> str:
+    return f"{name}.results.json"
+
+
+def results_paths(given: str | None, name: str) -> str:
+    """The JSON results file (the CSV goes beside it, same name, .csv)."""
+    path = given or default_results_path(name)
+    if path.endswith(".csv"):
+        path = path[:-4] + ".json"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
+        raise SpecError("results", f"cannot write {path}: {directory} is not a writable directory")
+    return path
+
+
+def prepared_profile(name: str, duration: str | None, reps: int | None, sets: list[str], directory: str | None,
+                     file: str | None):
+    from xferscope.profiles import load_profile
+    from xferscope.profiles.fields import to_seconds
+
+    profile = load_profile(name)
+    changes = parse_sets(sets)
+    if directory and file:
+        raise SpecError("dir", "give either --dir or --file, not both")
+    if directory:
+        if not os.path.isdir(directory):
+            raise SpecError("dir", f"{directory} is not a directory (create it, or check the mount)")
+        changes["directory"] = directory
+    if file:
+        if not os.path.isdir(os.path.dirname(os.path.abspath(file))):
+            raise SpecError("file", f"the directory of {file} does not exist")
+        changes["file"] = file
+    seconds = None
+    if duration is not None:
+        try:
+            seconds = to_seconds(duration)
+        except ValueError as exc:
+            raise SpecError("duration", str(exc)) from None
+    profile = profile.with_changes(duration=seconds, repetitions=reps, sets=changes)
+    profile.points()  # every point valid before anything runs
+    return profile
+
+
+def print_plan(sweep, results_path: str) -> None:
+    """--dry-run: the points, what the results file already holds, and the time the rest will take."""
+    profile = sweep.profile
+    todo = 0
+    for point in sweep.points:
+        record = sweep.results.record(point)
+        if point.skip:
+            state = f"skip: {point.skip}"
+        elif record.ok_count() >= profile.repetitions:
+            state = "done"
+        else:
+            todo += profile.repetitions - record.ok_count()
+            state = f"{record.ok_count()}/{profile.repetitions} done" if record.ok_count() else "to run"
+        typer.echo(f"{point.index:>4}  {point.label:<44} {state}")
+    seconds = profile.point_duration() or 0.0
+    if profile.kind == "mem":
+        seconds *= len(sweep.points[0].spec.delays) + 1 if sweep.points else 0
+    total = todo * seconds
+    took = f"{total:.1f} s" if total < 120 else f"{total / 60:.0f} min" if total < 7200 else f"{total / 3600:.1f} h"
+    typer.echo(f"{len(sweep.points)} points x {profile.repetitions} repetitions; {todo} repetitions to run, "
+               f"about {took} of measuring; results: {results_path}")
+
+
+def replay_command(
+    profile_name: ProfileArg, duration: DurationOpt = None, reps: RepsOpt = None, sets: SetOpt = None,
+    results: ResultsOpt = None, against: AgainstOpt = None, fail_below: FailBelowOpt = None, plot: PlotOpt = None,
+    directory: DirOpt = None, file: FileOpt = None, fmt: FormatOpt = "table", dry_run: DryRunOpt = False,
+) -> None:
+    """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max."""
+    from xferscope.commands.sweep_progress import SweepProgress
+    from xferscope.sweep import Sweep
+    from xferscope.sweep.against import OldResults, below, ratios
+    from xferscope.sweep.plot import check_plot_path, write_plot
+
+    check_format(fmt)
+    if fail_below is not None and not against:
+        raise SpecError("fail-below", "compares against earlier results: give --against FILE too")
+    if fail_below is not None and not fail_below > 0:
+        raise SpecError("fail-below", f"must be a ratio above 0, e.g. 0.9, got {fail_below}")
+    if plot:
+        check_plot_path(plot)
+    profile = prepared_profile(profile_name, duration, reps, sets or [], directory, file)
+    results_path = results_paths(results, profile.name)
+    old = OldResults(against, profile.kind) if against else None
+    progress = SweepProgress(profile.point_count)
+    sweep = Sweep(profile, results_path, listener=progress)
+    if dry_run:
+        print_plan(sweep, results_path)
+        return
+    install_hangup_handlers()
+    outcome = sweep.run()
+    progress.clear()
+    if progress.earlier:
+        typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
+    found = ratios(outcome.results, old) if old else None
+    low = below(found, fail_below) if found is not None and fail_below is not None else []
+    plotted = write_plot(plot, outcome.results) if plot else False
+    _print_summary(outcome.results, found, against, fmt)
+    for label, path in (("results", outcome.results.path), ("CSV", outcome.results.csv_path),
+                        ("plot", plot if plotted else None)):
+        if path:
+            typer.echo(f"{label} written to {path}", err=True)
+    if plot and not plotted:
+        typer.echo("xferscope: nothing measured yet, so no plot was drawn", err=True)
+    if outcome.interrupted:
+        typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if low:
+        shown = ", ".join(f"{r.label} ({r.ratio:.2f})" for r in low[:5]) + (", ..." if len(low) > 5 else "")
+        typer.echo(f"xferscope: {len(low)} of {len(found)} points below {fail_below:g} of {against}: {shown}",
+                   err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if outcome.failed:
+        typer.echo(f"xferscope: {len(outcome.failed)} point(s) failed; their reasons are in {results_path}", err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if not any(rec.ok_count() for rec in outcome.results.planned()):
+        typer.echo("xferscope: none of the points can run on this machine; the reasons are above", err=True)
+        raise typer.Exit(int(ExitCode.ENVIRONMENT))
+
+
+def _print_summary(results, found, against: str | None, fmt: str) -> None:
+    from xferscope.sweep.summary import skipped_lines, summary_json, summary_table
+
+    try:
+        if fmt == "json":
+            typer.echo(json.dumps(_jsonable(summary_json(results, found)), indent=2))
+            for line in skipped_lines(results):
+                typer.echo(line, err=True)
+            return
+        from rich.console import Console
+
+        title = f"{results.profile.name}" + (f" against {os.path.basename(against)}" if against else "")
+        if any(rec.repetitions for rec in results.planned()):
+            Console(width=max(160, Console().width)).print(summary_table(results, found, title=title))
+        for line in skipped_lines(results):
+            typer.echo(line)
+    except OSError:  # closed terminal: the files are written already
+        pass
+
+
+def _jsonable(value):
+    from xferscope.export import _clean
+
+    return _clean(value)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("replay")(replay_command)

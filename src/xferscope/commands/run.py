@@ -9,7 +9,7 @@ import typer
 
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        MixOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
+                                        MixOpt, MpiOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec)
 from xferscope.errors import ExitCode, SpecError
 
@@ -61,8 +61,8 @@ def install_hangup_handlers() -> None:
             pass
 
 
-def emit(results, *, fmt: str, json_path: str | None, csv_path: str | None, printer) -> None:
-    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
+def write_files(results, json_path: str | None, csv_path: str | None) -> None:
+    """The summary as JSON (with the time series) and the time series as CSV, where asked for."""
     from xferscope.export import result_to_dict, write_json, write_series_csv
 
     if json_path:
@@ -71,6 +71,13 @@ def emit(results, *, fmt: str, json_path: str | None, csv_path: str | None, prin
         write_json(json_path, payload)
     if csv_path:
         write_series_csv(csv_path, results)
+
+
+def emit(results, *, fmt: str, json_path: str | None, csv_path: str | None, printer) -> None:
+    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
+    from xferscope.export import result_to_dict
+
+    write_files(results, json_path, csv_path)
     try:
         if fmt == "json":
             payload = result_to_dict(results[0]) if len(results) == 1 else [result_to_dict(r) for r in results]
@@ -109,15 +116,22 @@ def run_command(
     gpu: GpuOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None, rwmix: MixOpt = 70, verify: VerifyOpt = False,
     buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False, json_path: JsonOpt = None,
     csv_path: CsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
+    mpi: MpiOpt = False,
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
     from xferscope.runner import Run
     from xferscope.target import Interrupted
 
     check_format(fmt)
-    spec = build_spec(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
-                      total=total, file=file, directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix,
-                      verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed)
+    spec_args = dict(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
+                     total=total, file=file, directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix,
+                     verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed)
+    if mpi:
+        from xferscope.cluster.commands import run_mpi
+
+        return run_mpi(lambda: build_spec(**spec_args), gpu_given=gpu is not None, fmt=fmt, json_path=json_path,
+                       csv_path=csv_path)
+    spec = build_spec(**spec_args)
     install_hangup_handlers()
     progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
     run = Run(spec)

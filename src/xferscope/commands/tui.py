@@ -1,10 +1,124 @@
-"""`xferscope tui` (the default): opens the Textual console. Textual is imported only here, lazily."""
+"""`xferscope tui` (the default): opens the Textual console. Textual is imported only when it opens."""
 from __future__ import annotations
 
+from typing import Optional
 
-def open_console(**options) -> int:
-    raise SystemExit("xferscope: the console is not built yet")
+import typer
+
+from xferscope.errors import SpecError
 
 
-def register(app):
-    pass
+def _machine():
+    """GPUs for the picker, and which paths can run here (with the reason when not)."""
+    from xferscope.app.app import Machine
+    from xferscope.engines.registry import availability, engine_class
+    from xferscope.gpus import gpu_count
+
+    avail = availability()
+    descriptions = {}
+    for path, reason in avail.items():
+        if reason is None:
+            descriptions[path] = engine_class(path).description
+    gpus: list[tuple[str, int]] = []
+    try:
+        from xferscope.telemetry.gpu import gpu_inventory
+    except ImportError:
+        gpu_inventory = None
+    if gpu_inventory is not None:
+        try:
+            gpus = [(_gpu_label(g), g.index) for g in gpu_inventory()]
+        except Exception:  # telemetry never stops the console
+            gpus = []
+    reason = "" if gpus else gpu_count()[1]
+    return Machine(gpus, reason, avail, descriptions)
+
+
+def _gpu_label(g) -> str:
+    parts = [f"{g.index}: {g.name}"]
+    link = getattr(g, "pcie_link", None)
+    if link:
+        parts.append(str(link))
+    mem = getattr(g, "memory_total_mib", None)
+    if mem:
+        parts.append(f"{mem / 1024:.0f} GiB")
+    return " · ".join(parts)
+
+
+def console_options(start: bool = False, profile: str | None = None, duration: float | None = None,
+                    path: str | None = None, directory: str | None = None, file: str | None = None,
+                    bs: str | None = None, workers: int | None = None, iodepth: int | None = None,
+                    size: str | None = None, export_to: str | None = None):
+    """What the console opens on: the embedded default (or a profile) with the overrides applied."""
+    from xferscope.app.app import ConsoleOptions
+    from xferscope.app.setup_model import FormValues, default_paths
+
+    machine = _machine()
+    values = FormValues(paths=[path] if path else default_paths(machine.availability))
+    profile_name = profile_points = mem_points = None
+    if profile:
+        from xferscope.app.profile_io import open_profile
+
+        profile_name, kind, points = open_profile(profile, duration)
+        if kind == "mem":
+            mem_points = points
+        else:
+            profile_points = points
+            values = FormValues.from_spec(points[0], list(dict.fromkeys(p.path for p in points)))
+    for key, value in {"bs": bs, "workers": workers, "iodepth": iodepth, "size": size}.items():
+        if value is not None:
+            setattr(values, key, str(value))
+            profile_points = None  # the command line changed the profile: run the form as shown
+    if directory or file:
+        values.typed_path = directory or file
+        profile_points = None
+    if duration is not None:
+        values.duration = f"{duration:g}"
+    return ConsoleOptions(values, machine, start=start, profile_name=profile_name,
+                          profile_points=profile_points, mem_points=mem_points, export_to=export_to)
+
+
+def open_console(start: bool = False, profile: str | None = None, duration: float | None = None,
+                 **overrides) -> int:
+    """Open the console on the embedded default (or a profile); returns the exit code.
+
+    ``overrides``: path, directory, file, bs, workers, iodepth, size, export_to (see ``console_options``).
+    """
+    from xferscope.app.app import XferscopeApp
+
+    app = XferscopeApp(console_options(start=start, profile=profile, duration=duration, **overrides))
+    try:
+        app.run()
+    finally:
+        app.wait_for_runs()
+    return int(app.return_code or 0)
+
+
+def tui_command(
+    start: bool = typer.Option(False, "--start", help="start the default (or the profile) at once"),
+    profile: Optional[str] = typer.Option(None, "--profile", help="open a profile (name or .toml path)"),
+    duration: Optional[str] = typer.Option(None, "--duration", "-T", help="seconds per run"),
+    path: Optional[str] = typer.Option(None, "--path", "-x", help="transfer path instead of the default ones"),
+    directory: Optional[str] = typer.Option(None, "--dir", "-D", help="directory for the scratch files"),
+    file: Optional[str] = typer.Option(None, "--file", "-f", help="file to read (or create as scratch)"),
+    bs: Optional[str] = typer.Option(None, "--bs", "-i", help="block size, e.g. 64K"),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="worker threads"),
+    iodepth: Optional[int] = typer.Option(None, "--iodepth", "--qd", help="I/O in flight per worker"),
+    size: Optional[str] = typer.Option(None, "--size", "-s", help="scratch file size, e.g. 256M"),
+) -> None:
+    """Open the live console (the default command)."""
+    from xferscope.commands.options import parse_path
+    from xferscope.units import parse_duration
+
+    if directory and file:
+        raise SpecError("file", "give either --file or --dir, not both")
+    try:
+        seconds = parse_duration(duration) if duration is not None else None
+    except ValueError as exc:
+        raise SpecError("duration", str(exc)) from None
+    code = open_console(start=start, profile=profile, duration=seconds, path=parse_path(path) if path else None,
+                        directory=directory, file=file, bs=bs, workers=workers, iodepth=iodepth, size=size)
+    raise typer.Exit(code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("tui")(tui_command)

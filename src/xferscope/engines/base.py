@@ -229,6 +229,8 @@ class RunResult:
     source: str = "xferscope"
     histogram: Histogram | None = None
     gpus: dict[int, dict[str, float]] = field(default_factory=dict)
+    #: a run over several hosts (``--mpi``): this result is the aggregate, and here is one result per host
+    hosts: list["RunResult"] = field(default_factory=list)
 
     @property
     def path(self) -> str:

@@ -33,6 +33,7 @@ class NativeEngine(Engine):
         super().__init__(spec, target)
         self._fds: list[int] = []
         self._job = None
+        self._started = False
         self._closed = False
         self.io_engine = "psync"
 
@@ -111,6 +112,7 @@ class NativeEngine(Engine):
 
     def start(self) -> None:
         self._job.start()
+        self._started = True
 
     def snapshot(self) -> Snapshot:
         return Snapshot.from_native(self._job.snapshot())
@@ -131,7 +133,8 @@ class NativeEngine(Engine):
         self._closed = True
         if self._job is not None:
             self._job.stop()
-            self._job.wait(-1)
+            if self._started:  # a job never started has no workers to wait for (wait would block)
+                self._job.wait(-1)
             self._job = None
         try:
             self.release_gpu()

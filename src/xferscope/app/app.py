@@ -1,0 +1,419 @@
+"""The console: setup, live view, comparison and memory sweeps over the engines, redrawn at a steady rate.
+
+Runs execute in a thread worker (``session.Batch``); samples reach the console
+through a bounded buffer per run that a timer drains five times a second, so
+the engine never waits for the screen. State changes arrive as messages.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from textual.app import App
+from textual.binding import Binding
+
+from xferscope.app.commands import ConsoleCommands
+from xferscope.app.messages import (BatchFinished, PrepareProgressed, ResultsLoaded, RunFailed, RunFinished,
+                                    RunPreparing, RunStarted, RunStopped, SamplesArrived, SnapshotExported)
+from xferscope.app.screens.compare import CompareScreen
+from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
+from xferscope.app.screens.help import HelpScreen
+from xferscope.app.screens.live import LiveScreen
+from xferscope.app.screens.memory import MemoryScreen
+from xferscope.app.screens.setup import SetupScreen
+from xferscope.app.screens.view import ViewScreen
+from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
+from xferscope.app.session import Batch, RunRecord, ThreadCpu, new_records
+from xferscope.app.setup_model import FormValues
+from xferscope.app.snapshot import export_dir, write_snapshot
+from xferscope.engines.base import RunResult
+from xferscope.errors import XferscopeError
+from xferscope.spec import RunSpec
+
+REDRAW_HZ = 5
+
+
+@dataclass
+class Machine:
+    """What the setup offers on this machine: GPUs, and which paths can run (with the reason when not)."""
+
+    gpus: list[tuple[str, int]]
+    no_gpu_reason: str
+    availability: dict[str, str | None]
+    descriptions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ConsoleOptions:
+    values: FormValues
+    machine: Machine
+    start: bool = False
+    profile_name: str | None = None
+    profile_points: list[RunSpec] | None = None
+    mem_points: list | None = None  # a memory-sweep profile's MemSpecs: opens on the memory screen
+    export_to: str | None = None  # directory for CSV snapshots (default: the current one)
+
+
+class _PostEvents:
+    """``BatchEvents`` for the console: each event becomes a message (thread-safe ``post_message``)."""
+
+    def __init__(self, app: App):
+        self.app = app
+
+    def preparing(self, record):
+        self.app.post_message(RunPreparing(record))
+
+    def progress(self, record, done, total):
+        self.app.post_message(PrepareProgressed(record, done, total))
+
+    def started(self, record, labels):
+        self.app.post_message(RunStarted(record, labels))
+
+    def finished(self, record, result):
+        self.app.post_message(RunFinished(record, result))
+
+    def failed(self, record, reason, result):
+        self.app.post_message(RunFailed(record, reason, result))
+
+    def stopped(self, record):
+        self.app.post_message(RunStopped(record))
+
+    def done(self, records):
+        self.app.post_message(BatchFinished(records))
+
+
+class XferscopeApp(App):
+    CSS_PATH = "xferscope.tcss"
+    TITLE = "xferscope"
+    COMMANDS = App.COMMANDS | {ConsoleCommands}
+    MODES = {"setup": SetupScreen, "live": LiveScreen, "compare": CompareScreen, "memory": MemoryScreen}
+    DEFAULT_MODE = "setup"
+    BINDINGS = [
+        Binding("question_mark", "help", "Help", id="help"),
+        Binding("s", "show('setup')", "Setup", id="show-setup"),
+        Binding("l", "show('live')", "Live", id="show-live"),
+        Binding("c", "show('compare')", "Compare", id="show-compare"),
+        Binding("m", "show('memory')", "Memory", id="show-memory"),
+        Binding("e", "export", "Export CSV", id="export"),
+        Binding("q", "quit", "Quit", id="quit"),
+    ]
+
+    def __init__(self, options: ConsoleOptions):
+        super().__init__()
+        self.options = options
+        self.records: list[RunRecord] = []
+        self.loaded: list[RunResult] = []
+        self.batch: Batch | None = None
+        self.last_specs: list[RunSpec] | None = None
+        self.current_record: RunRecord | None = None
+        self.last_failure: RunRecord | None = None
+        self.baseline = 0
+        self.console_cpu_pct: tuple[float, float] | None = None
+        self._console_cpu: ThreadCpu | None = None
+        self._cpu_read_at = 0.0
+        self._dirty = True
+        self._worker = None
+        self.setup_screen: SetupScreen | None = None  # set by the screen when it mounts
+
+    # ------------------------------------------------------------- life
+    def on_mount(self) -> None:
+        self._console_cpu = ThreadCpu()
+        self.set_interval(1 / REDRAW_HZ, self._tick, name="redraw")
+        opts = self.options
+        if opts.profile_points:
+            self.call_after_refresh(self._load_initial_profile)
+        if opts.mem_points:
+            self.call_after_refresh(self._open_initial_sweep)
+        elif opts.start:
+            self.call_after_refresh(self._start_from_setup)
+        self.check_size()
+
+    def _load_initial_profile(self) -> None:
+        self._setup_screen().load_profile(self.options.profile_name or "profile", self.options.profile_points)
+
+    async def _open_initial_sweep(self) -> None:
+        await self.open_memory_sweep(self.options.mem_points)
+        if self.options.start:
+            self.screen.action_start()
+
+    def _start_from_setup(self) -> None:
+        self._setup_screen().action_start()
+
+    def _setup_screen(self) -> SetupScreen:
+        return self.setup_screen
+
+    def check_size(self) -> None:
+        """Cover the screen with a message while the terminal is too small; uncover it after."""
+        w, h = self.size
+        small = w < MIN_WIDTH or h < MIN_HEIGHT
+        shown = isinstance(self.screen, TooSmallScreen)
+        if small and not shown:
+            self.push_screen(TooSmallScreen())
+        elif not small and shown:
+            self.pop_screen()
+
+    async def action_quit(self) -> None:
+        if self.batch is not None:
+            self.batch.stop()
+            self.notify("stopping the run and removing its scratch files…")
+            if self._worker is not None:
+                try:
+                    await self._worker.wait()
+                except Exception:
+                    pass
+        self.exit()
+
+    def wait_for_runs(self, timeout: float = 30.0) -> None:
+        """After the console closed: stop what runs and let it clean up (scratch files)."""
+        if self.batch is not None:
+            self.batch.stop()
+            self.batch.wait(timeout)
+
+    # ------------------------------------------------------------ redraw
+    def _tick(self) -> None:
+        for record in self.records:
+            if record.active:
+                samples = record.take_samples()
+                if samples:
+                    self.post_message(SamplesArrived(record, tuple(samples)))
+        now = time.monotonic()
+        if now - self._cpu_read_at >= 1.0 and self._console_cpu is not None:
+            self._cpu_read_at = now
+            self.console_cpu_pct = self._console_cpu.read()
+            self._dirty = self._dirty or self.batch is not None
+        if self._dirty:
+            self._dirty = False
+            self._redraw()
+
+    def _redraw(self) -> None:
+        screen = self.screen
+        if isinstance(screen, ViewScreen) and screen.ready:
+            screen.refresh_view()
+
+    def _changed(self) -> None:
+        self._dirty = True
+
+    # ------------------------------------------------------------ runs
+    def start_batch(self, specs: list[RunSpec]) -> None:
+        if self.batch is not None:
+            self.notify("a run is in progress: stop it (x) first", severity="warning")
+            return
+        records = new_records(specs)
+        self.records.extend(records)
+        self.last_specs = list(specs)
+        self.last_failure = None
+        self.current_record = records[0]
+        self.batch = Batch(records, _PostEvents(self))
+        self._worker = self.run_worker(self.batch.run, thread=True, exclusive=True, group="runs",
+                                       exit_on_error=False, name="runs")
+        self._changed()
+        self.switch_mode("live")
+
+    def stop_batch(self) -> None:
+        if self.batch is None:
+            self.notify("nothing is running", severity="information")
+            return
+        self.batch.stop()
+        self.notify("stopping: what was measured is kept")
+
+    def restart_batch(self) -> None:
+        if self.last_specs is None:
+            self.notify("nothing to restart yet: start from the setup (s, then r)", severity="warning")
+            return
+        self.start_batch(self.last_specs)
+
+    def on_run_preparing(self, message: RunPreparing) -> None:
+        message.record.state = "preparing"
+        self.current_record = message.record
+        self._changed()
+
+    def on_prepare_progressed(self, message: PrepareProgressed) -> None:
+        message.record.prepared_bytes = (message.done, message.total)
+        self._changed()
+
+    def on_run_started(self, message: RunStarted) -> None:
+        record = message.record
+        record.state = "running"
+        record.labels = list(message.labels)
+        if self._console_cpu is not None:
+            record.mark_console(self._console_cpu.seconds())
+        self._changed()
+
+    def on_samples_arrived(self, message: SamplesArrived) -> None:
+        self._changed()
+
+    def _ended(self, record: RunRecord, result: RunResult | None, state: str) -> None:
+        samples = record.take_samples()
+        if samples:
+            self.post_message(SamplesArrived(record, tuple(samples)))
+        record.result = result
+        record.state = state
+        if self._console_cpu is not None:
+            record.settle_console(self._console_cpu.seconds())
+        self._changed()
+
+    def on_run_finished(self, message: RunFinished) -> None:
+        interrupted = message.result.status == "interrupted"
+        self._ended(message.record, message.result, "stopped" if interrupted else "finished")
+
+    def on_run_failed(self, message: RunFailed) -> None:
+        record = message.record
+        record.error = message.reason
+        self.last_failure = record
+        self._ended(record, message.result, "failed")
+        self.notify(message.reason, title=f"{record.spec.name} failed", severity="error", timeout=10)
+
+    def on_run_stopped(self, message: RunStopped) -> None:
+        message.record.state = "stopped" if message.record is self.current_record else "skipped"
+        self._changed()
+
+    def on_batch_finished(self, message: BatchFinished) -> None:
+        self.batch = None
+        self._changed()
+        measured = [r for r in message.records if r.result is not None]
+        if len(measured) > 1 and self.current_mode == "live":
+            self.switch_mode("compare")
+
+    # ------------------------------------------------------ comparison
+    def compared_results(self) -> list[RunResult]:
+        return [r.result for r in self.records if r.result is not None] + list(self.loaded)
+
+    def console_cost_note(self) -> str:
+        timed = [r for r in self.records if r.result is not None]
+        cpu = sum(r.console_cpu_s for r in timed)
+        secs = sum(r.result.seconds for r in timed)
+        if not timed or secs <= 0:
+            return "CPU % is the process's (percent of one core), the console's own use included."
+        return (f"CPU % is the process's, the console's own use included: it used {cpu:.2f} CPU-s over "
+                f"{secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core).")
+
+    # ------------------------------------------------------------ actions
+    def action_show(self, mode: str) -> None:
+        if mode in self.MODES:
+            self.switch_mode(mode)
+
+    def action_help(self) -> None:
+        if isinstance(self.screen, HelpScreen):
+            return
+        keys = []
+        for key, active in self.screen.active_bindings.items():
+            b = active.binding
+            if b.description and b.show is not False:
+                keys.append((self.get_key_display(b), b.description))
+        keys.append(("ctrl+p", "Command palette: every action by name"))
+        self.push_screen(HelpScreen(keys))
+
+    def action_export(self) -> None:
+        try:
+            directory = export_dir(self.options.export_to)
+            if isinstance(self.screen, MemoryScreen):
+                paths = [self.screen.export_csv(directory)]
+            else:
+                paths = write_snapshot(directory, self.records, self.loaded)
+        except XferscopeError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        except OSError as exc:
+            self.notify(f"cannot write the snapshot: {exc.strerror or exc}", severity="error")
+            return
+        self.notify("\n".join(paths), title="CSV snapshot written", timeout=10)
+        self.post_message(SnapshotExported(paths))
+
+    def action_stop(self) -> None:
+        self.stop_batch()
+
+    def action_restart(self) -> None:
+        self.restart_batch()
+
+    def action_start(self) -> None:
+        self._setup_screen().action_start()
+
+    def action_pause(self) -> None:
+        if self.current_mode != "live":
+            self.switch_mode("live")
+        self.screen.action_pause()
+
+    # ------------------------------------------------------------ profiles
+    def ask_save_profile(self, specs: list[RunSpec]) -> None:
+        saved: list[str] = []
+
+        def save(name: str) -> str | None:
+            try:
+                from xferscope.app.profile_io import save_setup
+
+                saved.append(save_setup(specs, name))
+            except XferscopeError as exc:
+                return str(exc)
+            return None
+
+        def done(name: str | None) -> None:
+            if name and saved:
+                self.notify(saved[-1], title=f"profile {name} saved")
+
+        self.push_screen(TextPrompt("Save this setup as a profile: name", "letters, digits, . _ -",
+                                    check=save), done)
+
+    def action_save_profile(self) -> None:
+        self.switch_mode("setup")
+        self._setup_screen().action_save_profile()
+
+    def ask_open_profile(self) -> None:
+        from xferscope.app.profile_io import available_profiles, open_profile
+
+        opened: list = []
+
+        def check(name: str) -> str | None:
+            if not name:
+                return "pick a profile, or type the path of a .toml file"
+            try:
+                opened.append(open_profile(name))
+            except XferscopeError as exc:
+                return str(exc)
+            return None
+
+        def done(name: str | None) -> None:
+            if name and opened:
+                self.show_profile(*opened[-1])
+
+        self.push_screen(ProfilePicker(available_profiles(), check), done)
+
+    def show_profile(self, name: str, kind: str, points: list) -> None:
+        if kind == "mem":
+            self.call_next(self.open_memory_sweep, points)
+            return
+        self.switch_mode("setup")
+        self._setup_screen().load_profile(name, points)
+
+    async def open_memory_sweep(self, specs: list) -> None:
+        await self.switch_mode("memory")
+        self.screen.load(specs)
+
+    def action_open_profile(self) -> None:
+        self.ask_open_profile()
+
+    def ask_open_results(self) -> None:
+        from xferscope.export import load_results
+
+        loaded: list[RunResult] = []
+
+        def check(path: str) -> str | None:
+            try:
+                loaded.extend(load_results(path))
+            except XferscopeError as exc:
+                return str(exc)
+            except OSError as exc:
+                return f"{path}: {exc.strerror or exc}"
+            return None
+
+        def done(path: str | None) -> None:
+            if path and loaded:
+                self.loaded.extend(loaded)
+                self.post_message(ResultsLoaded(path, list(loaded)))
+                self.switch_mode("compare")
+                self._changed()
+
+        self.push_screen(TextPrompt("Open saved results (JSON from run, compare, replay or import)",
+                                    "path of a .json file", check=check), done)
+
+    def action_open_results(self) -> None:
+        self.ask_open_results()

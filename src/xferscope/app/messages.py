@@ -1,0 +1,111 @@
+"""What happened, as messages: posted by the run thread and the redraw timer, handled by the console."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from xferscope.app.session import RunRecord
+from xferscope.engines.base import RunResult, Sample
+
+
+@dataclass
+class RunPreparing(Message):
+    """The run's files and buffers are being set up (outside the timed region)."""
+
+    record: RunRecord
+
+
+@dataclass
+class PrepareProgressed(Message):
+    """Scratch-file fill progress; a newer one replaces an older one still waiting."""
+
+    record: RunRecord
+    done: int
+    total: int
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, PrepareProgressed) and message.record is self.record
+
+
+@dataclass
+class RunStarted(Message):
+    record: RunRecord
+    labels: list[str]
+
+
+@dataclass
+class SamplesArrived(Message):
+    """Samples taken from the run's buffer at one redraw tick (several per message)."""
+
+    record: RunRecord
+    samples: tuple[Sample, ...]
+
+
+@dataclass
+class RunFinished(Message):
+    """The run ended: ran its course, or was stopped (``result.status == "interrupted"``)."""
+
+    record: RunRecord
+    result: RunResult
+
+
+@dataclass
+class RunFailed(Message):
+    """The run could not start, or its engine reported an error; ``result`` holds what was measured."""
+
+    record: RunRecord
+    reason: str
+    result: RunResult | None
+
+
+@dataclass
+class RunStopped(Message):
+    """The run was stopped before its timed region began (nothing measured)."""
+
+    record: RunRecord
+
+
+@dataclass
+class BatchFinished(Message):
+    records: list[RunRecord]
+
+
+@dataclass
+class SetupRefused(Message, bubble=False):
+    """The setup cannot run as it is; ``where`` is the form control that says why."""
+
+    where: str
+    reason: str
+
+
+@dataclass
+class SnapshotExported(Message):
+    paths: list[str]
+
+
+@dataclass
+class ResultsLoaded(Message):
+    source: str
+    results: list[RunResult]
+
+
+@dataclass
+class MemPointMeasured(Message, bubble=False):
+    """One point of a memory sweep (``xferscope.engines.mem.MemPoint``), as soon as it is measured."""
+
+    point: object
+
+
+@dataclass
+class MemSweepFinished(Message, bubble=False):
+    """A memory sweep ended (``result.cancelled`` when stopped); ``result`` is its ``MemResult``."""
+
+    result: object
+
+
+@dataclass
+class MemSweepFailed(Message, bubble=False):
+    """A memory sweep could not run or its engine failed; ``reason`` in the engine's words."""
+
+    reason: str

@@ -1,0 +1,48 @@
+"""The console's side of profiles: save the setup, list and open profiles. No Textual here."""
+from __future__ import annotations
+
+import dataclasses
+
+from xferscope.errors import SpecError
+from xferscope.spec import RunSpec
+
+
+def save_setup(specs: list[RunSpec], name: str, description: str = "") -> str:
+    """Save the form's specs (one per path) as a profile; returns the file written."""
+    from xferscope.profiles import Profile, save_profile
+
+    if not name:
+        raise SpecError("name", "give the profile a name")
+    first = specs[0]
+    if any(s.replace(path=first.path) != first for s in specs):
+        raise SpecError("name", "this setup is an opened profile's grid: it is saved already as that profile; "
+                                "edit the form to save a setup of your own")
+    profile = Profile.from_spec(first, name, description)
+    paths = list(dict.fromkeys(s.path for s in specs))
+    if len(paths) > 1:
+        base = {k: v for k, v in profile.base.items() if k != "path"}
+        profile = dataclasses.replace(profile, base=base, grid={"path": paths})
+    return save_profile(profile)
+
+
+def available_profiles() -> list[tuple[str, str]]:
+    """(name, one line: points, paths, description) of every profile that loads."""
+    from xferscope.profiles import list_profiles
+
+    out = []
+    for info in list_profiles():
+        if info.error:
+            continue
+        what = f"{info.points} point{'s' if info.points != 1 else ''}, {', '.join(info.paths)}"
+        out.append((info.name, f"({what}) {info.description}".strip()))
+    return out
+
+
+def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str, str, list]:
+    """(name, kind, points) of a profile: RunSpecs for kind "io", MemSpecs for "mem"."""
+    from xferscope.profiles import load_profile
+
+    profile = load_profile(name_or_path)
+    if duration is not None:
+        profile = profile.with_changes(duration=duration)
+    return profile.name, profile.kind, profile.points()

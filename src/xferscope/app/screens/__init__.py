@@ -1,0 +1,1 @@
+"""The console's screens: setup, live view, comparison, memory sweep, help."""

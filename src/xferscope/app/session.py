@@ -1,0 +1,232 @@
+"""The console's runs, without any Textual: records, bounded sample buffers, and the batch loop.
+
+The batch loop runs in a worker thread. It hands samples over through a
+``SampleBuffer`` (an append from the sampler thread, never a wait) and reports
+state changes through ``BatchEvents``; the console turns those into messages
+and redraws at its own rate from the buffers.
+"""
+from __future__ import annotations
+
+import itertools
+import resource
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from xferscope.engines.base import RunResult, Sample
+from xferscope.errors import XferscopeError
+from xferscope.runner import Run
+from xferscope.spec import RunSpec
+from xferscope.target import Interrupted
+
+#: samples kept per run for the charts (10 minutes at the default 10 Hz); the run keeps all of them
+HISTORY_POINTS = 6000
+#: samples waiting for the next redraw; more than this means the console has stalled: drop the oldest
+BUFFER_POINTS = 2048
+
+
+class SampleBuffer:
+    """Samples from the sampler thread, taken by the console at its own rate. Bounded; never blocks."""
+
+    def __init__(self, maxlen: int = BUFFER_POINTS):
+        self._q: deque[Sample] = deque(maxlen=maxlen)
+
+    def push(self, sample: Sample | None) -> None:
+        if sample is not None:
+            self._q.append(sample)
+
+    def drain(self) -> list[Sample]:
+        out = []
+        while True:
+            try:
+                out.append(self._q.popleft())
+            except IndexError:
+                return out
+
+
+@dataclass
+class RunRecord:
+    """One run as the console shows it. Changed only on the console's thread."""
+
+    run_id: int
+    spec: RunSpec
+    batch_index: int = 0
+    batch_size: int = 1
+    state: str = "queued"  # queued, preparing, running, finished, stopped, failed, skipped
+    buffer: SampleBuffer = field(default_factory=SampleBuffer)
+    history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    result: RunResult | None = None
+    error: str | None = None
+    labels: list[str] = field(default_factory=list)
+    prepared_bytes: tuple[int, int] = (0, 0)
+    console_cpu_s: float = 0.0  # the console's own CPU time while this run was timed
+    _console_mark: float | None = None
+
+    @property
+    def latest(self) -> Sample | None:
+        return self.history[-1] if self.history else None
+
+    @property
+    def active(self) -> bool:
+        return self.state in ("queued", "preparing", "running")
+
+    @property
+    def title(self) -> str:
+        where = f" ({self.batch_index + 1}/{self.batch_size})" if self.batch_size > 1 else ""
+        return f"{self.spec.name}{where}"
+
+    def take_samples(self) -> list[Sample]:
+        samples = self.buffer.drain()
+        self.history.extend(samples)
+        return samples
+
+    def mark_console(self, now_s: float) -> None:
+        self._console_mark = now_s
+
+    def settle_console(self, now_s: float) -> None:
+        if self._console_mark is not None:
+            self.console_cpu_s += now_s - self._console_mark
+            self._console_mark = None
+
+
+_ids = itertools.count(1)
+
+
+def new_records(specs: list[RunSpec]) -> list[RunRecord]:
+    return [RunRecord(next(_ids), spec, i, len(specs)) for i, spec in enumerate(specs)]
+
+
+class BatchEvents(Protocol):
+    """What the batch loop reports; called from its thread, so implementations only post messages."""
+
+    def preparing(self, record: RunRecord) -> None: ...
+    def progress(self, record: RunRecord, done: int, total: int) -> None: ...
+    def started(self, record: RunRecord, labels: list[str]) -> None: ...
+    def finished(self, record: RunRecord, result: RunResult) -> None: ...
+    def failed(self, record: RunRecord, reason: str, result: RunResult | None) -> None: ...
+    def stopped(self, record: RunRecord) -> None: ...
+    def done(self, records: list[RunRecord]) -> None: ...
+
+
+class Batch:
+    """Runs records one after another in the calling thread. ``stop()`` may be called from any thread."""
+
+    def __init__(self, records: list[RunRecord], events: BatchEvents):
+        self.records = records
+        self.events = events
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._run: Run | None = None
+        self._finished = threading.Event()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self) -> None:
+        """Stop the run in progress (what it measured is kept) and skip the rest."""
+        self._stop.set()
+        with self._lock:
+            run = self._run
+        if run is not None:
+            run.stop()
+
+    def run(self) -> None:
+        try:
+            for record in self.records:
+                if self._stop.is_set():
+                    self.events.stopped(record)
+                    continue
+                self._one(record)
+        finally:
+            with self._lock:
+                self._run = None
+            self._finished.set()
+            self.events.done(self.records)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the loop to end (runs closed, scratch files removed); True when it has."""
+        return self._finished.wait(timeout)
+
+    def _one(self, record: RunRecord) -> None:
+        try:
+            run = Run(record.spec)
+        except XferscopeError as exc:
+            self.events.failed(record, str(exc), None)
+            return
+        run.subscribe(record.buffer.push)
+        with self._lock:
+            self._run = run
+        if self._stop.is_set():  # stop() came before the run was registered
+            run.stop()
+        self.events.preparing(record)
+        try:
+            run.prepare(progress=_throttled(lambda d, t: self.events.progress(record, d, t)))
+            if self._stop.is_set():
+                raise Interrupted("stopped before the run started")
+            run.start()
+        except Interrupted:
+            run.close()
+            self.events.stopped(record)
+            return
+        except XferscopeError as exc:
+            run.close()
+            self.events.failed(record, str(exc), None)
+            return
+        except Exception as exc:  # an engine bug must not take the console down
+            run.close()
+            self.events.failed(record, f"{record.spec.path}: unexpected error: {exc!r}", None)
+            return
+        self.events.started(record, list(run.engine.labels))
+        while not run.join(0.25):
+            pass
+        run.close()
+        try:
+            result = run.finish()
+        except XferscopeError as exc:
+            self.events.failed(record, str(exc), None)
+            return
+        if result.status == "failed":
+            self.events.failed(record, f"{record.spec.path}: {result.error}", result)
+        else:
+            self.events.finished(record, result)
+
+
+def _throttled(progress, every_s: float = 0.2):
+    """Scratch-file fill progress, at most five reports a second, and always the last one."""
+    last = [0.0]
+
+    def report(done: int, total: int) -> None:
+        now = time.monotonic()
+        if done >= total or now - last[0] >= every_s:
+            last[0] = now
+            progress(done, total)
+
+    return report
+
+
+class ThreadCpu:
+    """CPU time of the thread that creates and reads it (the console's event loop)."""
+
+    def __init__(self) -> None:
+        self._t, self._usr, self._sys = self._now()
+
+    @staticmethod
+    def _now() -> tuple[float, float, float]:
+        ru = resource.getrusage(resource.RUSAGE_THREAD)
+        return time.monotonic(), ru.ru_utime, ru.ru_stime
+
+    def seconds(self) -> float:
+        """CPU seconds this thread has used so far."""
+        _, usr, sys_ = self._now()
+        return usr + sys_
+
+    def read(self) -> tuple[float, float]:
+        """(user %, system %) of one core since the previous reading."""
+        t, usr, sys_ = self._now()
+        wall = max(t - self._t, 1e-9)
+        out = (100.0 * (usr - self._usr) / wall, 100.0 * (sys_ - self._sys) / wall)
+        self._t, self._usr, self._sys = t, usr, sys_
+        return out

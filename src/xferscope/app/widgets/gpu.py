@@ -1,0 +1,60 @@
+"""GPU telemetry of the run's GPUs: utilisation, memory, PCIe RX/TX against the measured link ceiling."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from xferscope.app import figures
+from xferscope.app.braille import bar
+from xferscope.app.session import RunRecord
+
+
+def _mb_s(v) -> str:
+    return figures.DASH if figures.missing(v) else f"{v / 1e3:.2f} GB/s" if v >= 1e3 else f"{v:.0f} MB/s"
+
+
+def gpu_text(readings: tuple[dict, ...] | list[dict], width: int) -> Text:
+    """One block a GPU, from the telemetry's readings; only the figures it reported are shown."""
+    out = Text(no_wrap=True, overflow="crop")
+    bar_w = max(width - 24, 4)
+    for i, g in enumerate(readings):
+        name = g.get("name", "")
+        out.append(f"GPU{g.get('index', i)} {name}".rstrip() + "\n", style="bold")
+        util = g.get("util_pct")
+        if util is not None:
+            out.append(f" util {util:5.1f}% ")
+            out.append(bar(util / 100, bar_w) + "\n", style="green")
+        used, total = g.get("mem_used_mib"), g.get("mem_total_mib")
+        if used is not None:
+            out.append(f" mem  {used / 1024:.1f}" + (f"/{total / 1024:.0f}" if total else "") + " GiB\n")
+        for key, word, ceiling_key in (("pcie_rx_mb_s", "RX", "h2d_ceiling_mb_s"),
+                                       ("pcie_tx_mb_s", "TX", "d2h_ceiling_mb_s")):
+            v = g.get(key)
+            if v is None:
+                continue
+            ceiling = g.get(ceiling_key)
+            out.append(f" PCIe {word} {_mb_s(v)}")
+            if ceiling:
+                out.append(f" of {_mb_s(ceiling)} ({100 * v / ceiling:.0f}%)")
+            out.append("\n")
+    return out
+
+
+class GpuPanel(Static):
+    """Shown only for runs with GPU telemetry or on GPU paths (it says why it is empty)."""
+
+    def __init__(self, **kwargs):
+        super().__init__("", **kwargs)
+        self.border_title = "GPU"
+
+    def show(self, record: RunRecord | None) -> None:
+        s = record.latest if record else None
+        readings = s.gpu if s is not None else ()
+        uses_gpu = record is not None and record.spec.uses_gpu
+        self.display = bool(readings) or uses_gpu
+        if not self.display:
+            return
+        if readings:
+            self.update(gpu_text(readings, self.size.width or 30))
+        else:
+            self.update(Text("no GPU telemetry for this run (NVML not available)", style="dim"))

@@ -1,0 +1,196 @@
+"""`run --mpi` and `compare --mpi`: the same commands, once per rank, with rank 0 doing the talking.
+
+Every rank runs the command; rank 0 shows the live line, writes the files and
+prints the result; the other ranks print nothing and exit with the same code as
+rank 0. On Ctrl-C rank 0 saves what was measured so far at once (the launcher
+may kill the ranks soon after), then again once every rank has stopped.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import sys
+from typing import Callable
+
+import typer
+
+from xferscope.cluster.report import cluster_lines, cluster_progress_text
+from xferscope.cluster.session import FollowerExit, RankFailed, _vote, agree_or_raise, run_spec_mpi
+from xferscope.cluster.world import World, open_world
+from xferscope.commands.run import _Progress, emit, install_hangup_handlers, write_files
+from xferscope.errors import ExitCode, RunFailed, XferscopeError
+from xferscope.spec import RunSpec
+
+
+class ClusterProgress(_Progress):
+    """The live line on rank 0's terminal: the whole job, and the slowest host."""
+
+    def sample(self, s, per_host=None) -> None:
+        if not self.enabled or s is None or s.t - self._last < 0.25:
+            return
+        self._last = s.t
+        self._write("\r\033[K" + cluster_progress_text(s, per_host or {}, self.duration))
+
+
+def print_cluster_run(results) -> None:
+    for r in results:
+        for line in cluster_lines(r):
+            typer.echo(line)
+
+
+def _build(make: Callable, world: World):
+    """Build on this rank; a failure becomes this rank's vote, so that rank 0 reports it for everyone."""
+    try:
+        return make(), None
+    except (XferscopeError, ValueError) as exc:
+        return None, _vote(exc)
+
+
+def _note_single_rank(world: World) -> None:
+    if world.size == 1 and world.launcher == "none":
+        typer.echo("xferscope: --mpi with one rank: start it with mpirun -np N (or srun) to run on several hosts",
+                   err=True)
+
+
+def run_mpi(make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json_path: str | None,
+            csv_path: str | None) -> None:
+    world = open_world()
+    root = world.is_root
+    spec, vote = _build(make_spec, world)
+    install_hangup_handlers()
+    progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration if spec else None)
+    if root:
+        _note_single_rank(world)
+
+    def save_partial(result) -> None:
+        write_files([result], json_path, csv_path)
+
+    try:
+        agree_or_raise(world, vote, "the spec check")
+        result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
+                              on_partial=save_partial if root else None, progress=progress.fill if root else None)
+    except FollowerExit as exc:
+        raise typer.Exit(exc.code) from None
+    except Exception as exc:
+        progress.clear()
+        partial = getattr(exc, "result", None)
+        if partial is not None:
+            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_cluster_run)
+        raise
+    if result is None:
+        return
+    progress.clear()
+    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_cluster_run)
+    if result.status == "interrupted":
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+
+
+def _same_paths(world: World, specs: list[RunSpec]) -> None:
+    """Every rank must run the same paths in the same order (a path may be unavailable on one host)."""
+    mine = [s.path for s in specs]
+    lists = world.comm.allgather((mine, socket.gethostname()))
+    for rank, (paths, host) in enumerate(lists):
+        if paths != lists[0][0]:
+            message = (f"rank {rank} on {host} would run {','.join(paths) or 'no path'} but rank 0 would run "
+                       f"{','.join(lists[0][0])}: every host needs the same paths (see `xferscope doctor` there)")
+            if world.is_root:
+                raise RankFailed(message, ExitCode.ENVIRONMENT)
+            raise FollowerExit(ExitCode.ENVIRONMENT, started=False)
+
+
+def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec], str | None]:
+    """With no --file/--dir, one scratch file per rank shared by all paths (as `compare` does on one host)."""
+    if specs[0].file or specs[0].directory:
+        return specs, None
+    from xferscope.target import default_scratch_parent
+
+    token = world.comm.bcast(secrets.token_hex(4) if world.is_root else None, root=0)
+    parent = default_scratch_parent()[0]
+    template = os.path.join(parent, f"xferscope-compare-{token}-{{rank}}")
+    mine = template.replace("{rank}", str(world.rank))
+    os.makedirs(mine, exist_ok=True)
+    file = os.path.join(template, "xferscope-scratch.dat")
+    return [s.replace(file=file, keep=True) for s in specs], mine
+
+
+def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, drop_cache: bool, fmt: str,
+                json_path: str | None, csv_path: str | None) -> None:
+    from xferscope.commands.compare import print_compare
+    from xferscope.target import drop_page_cache
+
+    world = open_world()
+    root = world.is_root
+    specs, vote = _build(make_specs, world)
+    install_hangup_handlers()
+    if root:
+        _note_single_rank(world)
+    try:
+        agree_or_raise(world, vote, "the spec check")
+        _same_paths(world, specs)
+    except FollowerExit as exc:
+        raise typer.Exit(exc.code) from None
+    specs, scratch = _scratch_per_rank(world, specs)
+    results = []
+    follower_code = 0  # on ranks other than 0: the exit code rank 0 will have
+    warned = False
+    try:
+        for i, spec in enumerate(specs):
+            if i and drop_cache and not drop_page_cache() and root and not warned:
+                typer.echo("xferscope: cannot drop the page cache (not root); buffered figures may be cached",
+                           err=True)
+                warned = True
+            progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration)
+            if progress.enabled:
+                sys.stderr.write(f"{spec.path}:\n")
+            try:
+                result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
+                                      on_partial=(lambda r: write_files(results + [r], json_path, csv_path))
+                                      if root else None,
+                                      progress=progress.fill if root else None)
+            except FollowerExit as exc:
+                if not exc.started:
+                    raise typer.Exit(exc.code) from None
+                follower_code = exc.code
+                if exc.code == ExitCode.INTERRUPTED:
+                    break
+                continue
+            except RunFailed as exc:
+                progress.clear()
+                results.append(exc.result)
+                typer.echo(f"xferscope: {exc}", err=True)
+                continue
+            progress.clear()
+            if result is not None:
+                results.append(result)
+                if result.status == "interrupted":
+                    break
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if not root:
+        raise typer.Exit(follower_code)
+    if not results:
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster(print_compare))
+    if any(r.status == "interrupted" for r in results) or len(results) < len(specs):
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if any(r.status == "failed" for r in results):
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+
+
+def _print_compare_cluster(print_compare):
+    from xferscope.cluster.report import layout_line, slowest_line
+
+    def printer(results) -> None:
+        print_compare(results)
+        typer.echo(layout_line(results[0]) + "; the table shows the whole job, workers per rank")
+        for r in results:
+            line = slowest_line(r)
+            if line:
+                typer.echo(f"{r.spec.path}: {line}")
+
+    return printer

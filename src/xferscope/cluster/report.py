@@ -1,0 +1,97 @@
+"""Text for a run over several hosts: the usual lines for the whole job, then one row per host."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from xferscope.engines.base import RunResult, Sample
+from xferscope.report import done_line, extras_line, gdsio_line, progress_text
+from xferscope.units import format_rate
+
+HOST_HEADERS = ("host", "ranks", "MiB/s", "IOPS", "avg lat", "p99 lat", "usr CPU %", "sys CPU %",
+                "first done", "last done", "status")
+
+
+def _f(v, fmt: str = "{:.1f}") -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+
+
+def whole_job(r: RunResult) -> RunResult:
+    """``r`` with the spec's worker count raised to every rank's workers, for gdsio's Threads and data set."""
+    total = (r.environment.get("cluster") or {}).get("workers_total")
+    if not total:
+        return r
+    return dataclasses.replace(r, spec=dataclasses.replace(r.spec, workers=total))
+
+
+def layout_line(r: RunResult) -> str:
+    c = r.environment.get("cluster") or {}
+    ranks, hosts, workers = c.get("ranks") or 0, len(c.get("hosts") or []), c.get("workers_per_rank") or 0
+    return (f"Cluster: {_n(ranks, 'rank')} on {_n(hosts, 'host')}, {_n(workers, 'worker')} per rank "
+            f"({c.get('launcher')}, {c.get('mpi')})")
+
+
+def _n(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"
+
+
+def host_rows(r: RunResult) -> list[tuple[str, ...]]:
+    rows = []
+    for h in r.hosts:
+        c = h.environment.get("cluster") or {}
+        rows.append((h.environment.get("host", "?"), str(c.get("ranks", "")), _f(h.throughput_mib_s),
+                     _f(h.iops, "{:,.0f}"), _f(h.latency_us.mean), _f(h.latency_us.p99),
+                     _f(h.cpu.get("usr_pct")), _f(h.cpu.get("sys_pct")),
+                     _f(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
+                     _f(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
+                     h.status + (f" ({h.error})" if h.error else "")))
+    return rows
+
+
+def host_table(r: RunResult) -> list[str]:
+    rows = [HOST_HEADERS, *host_rows(r)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(HOST_HEADERS) - 1)]
+    out = []
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:-1], widths[1:])]
+        out.append("  ".join(cells + [row[-1]]))
+    return out
+
+
+def slowest_line(r: RunResult) -> str | None:
+    """The slowest host and how far it is behind the fastest."""
+    name = (r.environment.get("cluster") or {}).get("slowest_host")
+    if not name or len(r.hosts) < 2:
+        return None
+    by_name = {h.environment.get("host"): h for h in r.hosts}
+    slow = by_name.get(name)
+    fast = max(r.hosts, key=lambda h: h.throughput_mib_s)
+    if slow is None:
+        return None
+    behind = 100.0 * (1 - slow.throughput_mib_s / fast.throughput_mib_s) if fast.throughput_mib_s > 0 else math.nan
+    return (f"Slowest host: {name} at {_f(slow.throughput_mib_s)} MiB/s, {_f(behind, '{:.0f}')}% below the fastest "
+            f"({fast.environment.get('host')}, {_f(fast.throughput_mib_s)} MiB/s)")
+
+
+def cluster_lines(r: RunResult) -> list[str]:
+    """Everything printed for one result of a run over several hosts."""
+    job = whole_job(r)
+    lines = [gdsio_line(job), extras_line(job)]
+    done = done_line(job)
+    if done:
+        lines.append(done)
+    lines.append(layout_line(r))
+    lines.extend(host_table(r))
+    slowest = slowest_line(r)
+    if slowest:
+        lines.append(slowest)
+    return lines
+
+
+def cluster_progress_text(s: Sample, per_host: dict[str, Sample], duration: float | None) -> str:
+    """The live line on rank 0: the whole job, then the slowest host this interval."""
+    text = progress_text(s, duration)
+    if len(per_host) > 1:
+        host, slow = min(per_host.items(), key=lambda kv: kv[1].throughput_gib_s)
+        text += f"  | {len(per_host)} hosts, slowest {host} {format_rate(slow.throughput_gib_s * (1 << 30))}"
+    return text

@@ -1,0 +1,151 @@
+"""The MPI world of a cluster run: loading mpi4py, who launched us, and agreement with a time limit.
+
+mpi4py is an optional extra (``xferscope[mpi]``); without it ``--mpi`` fails with
+one line and exit code 3. Only the main thread of each rank calls MPI, so the
+library's lowest thread level is enough.
+
+Every synchronisation point before and after the timed region is an
+*agreement*: each rank contributes its status (None, or the error it hit) and
+all ranks learn every rank's status, so one rank's failure stops all of them
+cleanly. A rank that never arrives (stuck on a hung mount, say) is not waited
+for forever: after ``XFERSCOPE_MPI_TIMEOUT`` seconds (default 600) the job is
+aborted with a message.
+"""
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from xferscope.errors import EnvironmentProblem
+
+#: tags of the point-to-point messages of the timed region
+TAG_RECORD = 71   # rank -> rank 0: one interval record
+TAG_STOP = 72     # rank 0 -> rank: stop now (another rank failed, or the user interrupted)
+
+DEFAULT_SYNC_TIMEOUT_S = 600.0
+POLL_S = 0.002
+
+
+def sync_timeout() -> float:
+    """Seconds a rank waits for the others at an agreement (``XFERSCOPE_MPI_TIMEOUT``)."""
+    text = os.environ.get("XFERSCOPE_MPI_TIMEOUT", "")
+    try:
+        value = float(text) if text else DEFAULT_SYNC_TIMEOUT_S
+    except ValueError:
+        value = DEFAULT_SYNC_TIMEOUT_S
+    return value if value > 0 else DEFAULT_SYNC_TIMEOUT_S
+
+
+def load_mpi():
+    """The ``mpi4py.MPI`` module, initialised; EnvironmentProblem (exit 3) when it cannot be had."""
+    try:
+        import mpi4py
+    except ImportError:
+        raise EnvironmentProblem("--mpi needs mpi4py: pip install 'xferscope[mpi]' "
+                                 "(and an MPI library such as Open MPI)") from None
+    # only the main thread calls MPI; ask for no more than that
+    mpi4py.rc.thread_level = "funneled"
+    try:
+        from mpi4py import MPI
+    except (ImportError, RuntimeError, OSError) as exc:
+        raise EnvironmentProblem(f"--mpi: mpi4py cannot load an MPI library ({exc}); install Open MPI or MPICH "
+                                 "(e.g. apt-get install openmpi-bin)") from None
+    return MPI
+
+
+def launcher() -> str:
+    """Who started this process, from the environment the launchers set."""
+    if "OMPI_COMM_WORLD_SIZE" in os.environ:
+        return "mpirun (Open MPI)"
+    if "SLURM_STEP_ID" in os.environ or "SLURM_PROCID" in os.environ:
+        return "srun"
+    if "PMI_RANK" in os.environ or "PMIX_RANK" in os.environ:
+        return "mpiexec"
+    return "none"
+
+
+class SyncTimeout(Exception):
+    """Not every rank reached an agreement in time."""
+
+
+@dataclass
+class World:
+    """This process's place in the job, and the few collective steps a cluster run needs."""
+
+    MPI: Any
+    comm: Any
+    rank: int
+    size: int
+    launcher: str
+    library: str
+
+    @property
+    def is_root(self) -> bool:
+        return self.rank == 0
+
+    def agree(self, status: Any, what: str, *, if_interrupted: Any = None,
+              timeout: float | None = None) -> list[Any]:
+        """Every rank's ``status`` (in rank order), once all ranks got here.
+
+        Ctrl-C while waiting is not lost: a rank that had nothing to report (None) reports
+        ``if_interrupted`` instead. Raises SyncTimeout when the others do not come.
+        """
+        limit = sync_timeout() if timeout is None else timeout
+        if not self.is_root:
+            limit += 5.0  # rank 0 gives up first, so it is the one that says what happened
+        req = self.comm.Ibarrier()
+        deadline = time.monotonic() + limit
+        interrupted = False
+        while True:
+            try:
+                if req.Test():
+                    break
+                if time.monotonic() > deadline:
+                    raise SyncTimeout(f"not every rank reached {what} within {limit:.0f} s "
+                                      "(a rank is stuck, or XFERSCOPE_MPI_TIMEOUT is too short)")
+                time.sleep(POLL_S)
+            except KeyboardInterrupt:
+                interrupted = True
+        if interrupted and status is None:
+            status = if_interrupted
+        return self.comm.allgather(status)
+
+    def barrier(self) -> None:
+        """A plain barrier: call only when every rank is known to be on its way (right after ``agree``)."""
+        self.comm.Barrier()
+
+    def abort(self, code: int, message: str | None = None) -> None:
+        """End the whole job now (every rank), after one line on stderr."""
+        if message:
+            try:
+                sys.stderr.write(f"xferscope: {message}\n")
+                sys.stderr.flush()
+            except OSError:
+                pass
+        self.comm.Abort(int(code) or 1)
+
+    def abort_at_exit(self, code: int) -> None:
+        """Abort the job when this process exits: for a rank that must not wait for a lost one."""
+        atexit.register(self.comm.Abort, int(code) or 1)
+
+
+_world: World | None = None
+
+
+def open_world() -> World:
+    """Initialise MPI (once per process) and describe this rank."""
+    global _world
+    if _world is None:
+        MPI = load_mpi()
+        comm = MPI.COMM_WORLD
+        try:
+            library = " ".join(MPI.Get_library_version().split()[:3]).rstrip(",")
+        except Exception:
+            library = "MPI"
+        _world = World(MPI=MPI, comm=comm, rank=comm.Get_rank(), size=comm.Get_size(),
+                       launcher=launcher(), library=library)
+    return _world

@@ -1,0 +1,87 @@
+"""A sweep's progress on stderr: a live line on a terminal, one line per finished or skipped point everywhere."""
+from __future__ import annotations
+
+import sys
+import time
+
+from xferscope.commands.run import _Progress
+from xferscope.sweep.execute import PointFinished, PointSkipped, RepetitionFinished, RepetitionStarted, SampleTaken
+
+
+def _f(value: float | None, fmt: str = "{:,.1f}") -> str:
+    return "-" if value is None or value != value else fmt.format(value)
+
+
+class SweepProgress(_Progress):
+    """A listener for ``Sweep``: call it with each event. The live line shows only on a terminal."""
+
+    def __init__(self, total: int):
+        super().__init__(sys.stderr.isatty(), None)
+        self.total = total
+        self.width = len(str(total))
+        self.prefix = ""
+        self.reasons: dict[str, int] = {}
+        self.earlier = 0
+        self._last_live = 0.0
+
+    def __call__(self, event) -> None:
+        if isinstance(event, RepetitionStarted):
+            self.prefix = (f"[{event.point.index:>{self.width}}/{self.total}] {event.point.label}"
+                           + (f" rep {event.repetition}/{event.repetitions}" if event.repetitions > 1 else ""))
+            self._live(self.prefix)
+        elif isinstance(event, SampleTaken):
+            now = time.monotonic()
+            if self.enabled and now - self._last_live >= 0.25:
+                self._last_live = now
+                self._live(f"{self.prefix}  {self._sample_text(event.sample)}")
+        elif isinstance(event, RepetitionFinished) and event.status != "ok":
+            self._line(f"{self._head(event.point)}: repetition {event.status}"
+                       + (f": {event.record.reason}" if event.record.reason else ""))
+        elif isinstance(event, PointFinished):
+            self._line(f"{self._head(event.point)}: {self._point_text(event.record)}")
+        elif isinstance(event, PointSkipped):
+            if event.already_done:
+                self.earlier += 1
+                return
+            first = event.reason not in self.reasons
+            self.reasons[event.reason] = self.reasons.get(event.reason, 0) + 1
+            if first:
+                self._line(f"{self._head(event.point)}: skipped: {event.reason}")
+
+    # ------------------------------------------------------------- text
+    def _head(self, point) -> str:
+        return f"[{point.index:>{self.width}}/{self.total}] {point.label}"
+
+    @staticmethod
+    def _sample_text(sample) -> str:
+        if hasattr(sample, "throughput_mb_s"):
+            from xferscope.report import progress_text
+
+            return progress_text(sample, None)
+        delay = "idle" if sample.delay is None else f"delay {sample.delay}"
+        return f"{delay}: latency {_f(sample.latency_ns)} ns, bandwidth {_f(sample.bandwidth_mb_s)} MB/s"
+
+    @staticmethod
+    def _point_text(record) -> str:
+        from xferscope.sweep.stats import io_stats, mem_rows
+
+        n = record.ok_count()
+        if "path" in record.identity:
+            st = io_stats(record.repetitions)["throughput_mib_s"]
+            spread = f" (stdev {_f(st['stdev'])}, {n} reps)" if n > 1 else ""
+            return f"{_f(st['median'])} MiB/s{spread}"
+        rows = mem_rows(record.repetitions)
+        idle = [r["latency_ns"]["median"] for r in rows if r["delay"] is None]
+        return f"{len(rows) - len(idle)} delays" + (f", idle latency {_f(idle[0])} ns" if idle else "") + \
+            (f" ({n} reps)" if n > 1 else "")
+
+    # ------------------------------------------------------------ output
+    def _live(self, text: str) -> None:
+        if self.enabled:
+            self._write("\r\033[K" + text)
+
+    def _line(self, text: str) -> None:
+        """A line that stays, on a terminal or not."""
+        self.clear()
+        self._write(text + "\n")
+        self._shown = False

@@ -1,0 +1,63 @@
+"""bounce: storage -> pinned host memory -> GPU, the path every GPU program has without GDS.
+
+``bounce`` (gdsio CPU_GPU, ``-x 2``): each worker reads a block into a pinned
+buffer (cuMemHostAlloc), copies it to the GPU (cuMemcpyHtoDAsync) and waits
+for the copy before the next read. Writes go GPU -> pinned host -> storage.
+
+``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): K pinned buffers per worker
+(K = --iodepth, at least 2) with an event each; the read of block n+1 goes
+into the next buffer while block n is still being copied, so the copy hides
+behind the read whenever PCIe is faster than storage.
+
+``--buffered`` (gdsio CPU_CACHED_GPU, ``-x 4``) reads through the page cache;
+the output says so.
+"""
+from __future__ import annotations
+
+from xferscope.engines.gpu_native import GpuNativeEngine
+
+MAX_PIPELINE = 64  # the native core's limit of buffers per worker
+
+
+def pipeline_depth(iodepth: int) -> int:
+    """Pinned buffers per worker for bounce-async: --iodepth, at least double-buffered."""
+    return max(2, min(iodepth, MAX_PIPELINE))
+
+
+class BounceEngine(GpuNativeEngine):
+    name = "bounce"
+    xfer_type = "CPU_GPU"
+    description = "storage -> pinned host -> GPU, each copy waited for (gdsio CPU_GPU)"
+    native_mode = 1  # _iocore.MODE_BOUNCE
+
+    def host_buffers(self) -> int:
+        return 1
+
+    def prepare_gpu(self):
+        if self.spec.buffered:
+            self.labels.append("CPU_CACHED_GPU (gdsio -x 4)")
+        self.path_labels()
+        return super().prepare_gpu()
+
+    def path_labels(self) -> None:
+        if self.spec.iodepth > 1:
+            self.labels.append(f"psync: queue depth {self.spec.iodepth} not used (one read, then one copy, "
+                               "per worker; bounce-async pipelines)")
+
+    def environment(self):
+        env = super().environment()
+        env["pinned_buffers_per_worker"] = self.host_buffers()
+        return env
+
+
+class BounceAsyncEngine(BounceEngine):
+    name = "bounce-async"
+    xfer_type = "CPU_ASYNC_GPU"
+    description = "storage -> pinned host -> GPU, read of block n+1 overlaps the copy of block n (gdsio CPU_ASYNC_GPU)"
+    native_mode = 2  # _iocore.MODE_BOUNCE_PIPE
+
+    def host_buffers(self) -> int:
+        return pipeline_depth(self.spec.iodepth)
+
+    def path_labels(self) -> None:
+        self.labels.append(f"pipelined: {self.host_buffers()} pinned buffers per worker")

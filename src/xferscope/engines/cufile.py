@@ -1,0 +1,416 @@
+"""cufile: storage -> GPU memory through cuFile (GPUDirect Storage), driven by cuda-python.
+
+``cufile`` (gdsio GPUD, ``-x 0``): every worker opens the file with O_DIRECT,
+registers its own handle (``handle_register``) and its own GPU buffer
+(``buf_register``) outside the timed region; the native core then calls
+cuFileRead/cuFileWrite, from the library the bindings loaded, with the GIL
+nowhere near.
+
+``cufile-batch`` (gdsio GPU_BATCH, ``-x 6``): ``batch_io_set_up/submit/get_status``
+with --iodepth operations per batch (queue depth = batch size).
+``cufile-async`` (gdsio GPU_DIRECT_ASYNC, ``-x 5``): ``read_async/write_async`` on a
+registered stream, --iodepth operations in flight. These two run in Python
+threads calling the bindings (which release the GIL while cuFile works) and
+count with ``Recorder`` in the native core's histogram buckets.
+
+Every run says which mode cuFile ran in: true GDS or compat mode (POSIX
+underneath), in ``labels`` and ``environment()["cufile_mode"]``.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import ctypes
+import os
+import random
+import threading
+import time
+from typing import Any
+
+from xferscope.engines import cufile_driver, gpu_setup
+from xferscope.engines.base import Engine, Snapshot
+from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
+from xferscope.engines.native import NativeEngine
+from xferscope.engines.recorder import Recorder
+from xferscope.errors import RunFailed, SpecError
+
+# cuFileStreamRegister flags: the size, file offset and buffer offset of each
+# operation are fixed once submitted, and page aligned.
+STREAM_FIXED = 0x1 | 0x2 | 0x4
+STREAM_PAGE_ALIGNED = 0x8
+
+
+def _reject_buffered(spec) -> None:
+    if spec.buffered:
+        raise SpecError("buffered", f"{spec.path} reads with O_DIRECT into GPU memory; --buffered applies to "
+                                    "host and bounce (gdsio -x 4 is `--path bounce --buffered`)")
+
+
+class _CufileMixin:
+    """What the three cuFile paths share: availability, the driver, the mode probe and labels."""
+
+    spec: Any
+    labels: list[str]
+    worker_gpus: list[int]
+    resources: gpu_setup.GpuResources
+    mode: cufile_driver.CufileMode | None = None
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return cufile_driver.unavailable_reason()
+
+    def open_cufile(self) -> None:
+        _reject_buffered(self.spec)
+        cufile_driver.open_driver(self.worker_gpus[0])
+
+    def register(self, index: int, gpu: int, fd: int, dev: int, size: int) -> int:
+        target = self.target
+        path = target.files[target.worker_files[index]].path
+        handle = cufile_driver.register_handle(self.resources, fd, path, target.filesystem.fstype)
+        cufile_driver.register_buffer(self.resources, gpu, dev, size)
+        return handle
+
+    def detect_mode(self, handle: int, dev: int) -> None:
+        """Label the run with the mode cuFile serves this file in (one probe read, untimed)."""
+        target = self.target
+        device = os.stat(target.files[target.worker_files[0]].path).st_dev
+        self.mode = cufile_driver.file_mode(handle, dev, self.spec.block_size, device)
+        self.labels.append(self.mode.label)
+
+    def cufile_environment(self) -> dict[str, Any]:
+        env: dict[str, Any] = {"cufile_version": cufile_driver.library_version(),
+                               "cufile_library": cufile_driver.library_path()}
+        if self.mode is not None:
+            env["cufile_mode"] = self.mode.mode
+            env["cufile_mode_reason"] = self.mode.reason
+        return env
+
+
+class CufileEngine(_CufileMixin, GpuNativeEngine):
+    name = "cufile"
+    xfer_type = "GPUD"
+    description = "storage -> GPU memory through cuFile (gdsio GPUD)"
+    native_mode = 3  # _iocore.MODE_CUFILE
+
+    def prepare_gpu(self):
+        self.open_cufile()
+        if self.spec.iodepth > 1:
+            self.labels.append(f"queue depth {self.spec.iodepth} not used (cuFileRead is synchronous; "
+                               "cufile-batch and cufile-async queue)")
+        gpu = super().prepare_gpu()
+        gpu["functions"].update(cufile_driver.functions())
+        first = self.gpu_workers[0]
+        self.detect_mode(first["handle"], first["dev"])
+        return gpu
+
+    def prepare_worker(self, index, gpu, worker):
+        worker["handle"] = self.register(index, gpu, self._fds[index], worker["dev"], self.spec.block_size)
+
+    def environment(self):
+        env = super().environment()
+        env.update(self.cufile_environment())
+        return env
+
+
+# ------------------------------------------------------------------ Python-thread engines
+
+class _Cursor:
+    """Offsets and directions of one worker, in the native core's order: sequential slices
+    wrapping at the end, or uniform random blocks, with the read share of --rwmix."""
+
+    def __init__(self, spec, start: int, length: int, worker: int):
+        self.bs = spec.block_size
+        self.start = start
+        self.blocks = max(1, length // self.bs)
+        self.random = spec.is_random
+        self.read_pct = spec.read_pct
+        self.pos = 0
+        self.rng = random.Random(spec.seed * 1_000_003 + worker)
+
+    def next(self) -> tuple[int, bool]:
+        if self.random:
+            off = self.start + self.rng.randrange(self.blocks) * self.bs
+        else:
+            off = self.start + self.pos * self.bs
+            self.pos = (self.pos + 1) % self.blocks
+        if self.read_pct >= 100:
+            return off, False
+        return off, self.read_pct <= 0 or self.rng.randrange(100) >= self.read_pct
+
+
+class _CufileThreadEngine(_CufileMixin, Engine):
+    """Workers are Python threads calling cuda.bindings.cufile; counters in a ``Recorder``."""
+
+    open_files = NativeEngine.open_files  # one O_DIRECT descriptor per worker, as the native paths
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self.worker_gpus = gpu_setup.assign_gpus(spec.gpus, spec.workers)
+        self.resources = gpu_setup.GpuResources()
+        self.recorder = Recorder(spec.workers)
+        self._fds: list[int] = []
+        self._workers: list[dict[str, Any]] = []
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self._go = threading.Event()
+        self._ready = threading.Barrier(spec.workers + 1)
+        self._closed = False
+        self._deadline_ns = int(spec.duration * 1e9) if spec.duration else 0
+        self._bytes_limit = 0
+        if spec.total_bytes:
+            per_worker = spec.total_bytes // spec.workers
+            self._bytes_limit = max(spec.block_size, per_worker // spec.block_size * spec.block_size)
+
+    @property
+    def depth(self) -> int:
+        return max(1, self.spec.iodepth)
+
+    def prepare(self) -> None:
+        spec, res = self.spec, self.resources
+        self.open_cufile()
+        self.open_files()
+        self.labels.append("O_DIRECT")
+        size = self.depth * spec.block_size
+        for i, gpu in enumerate(self.worker_gpus):
+            res.context(gpu)
+            dev = res.device_memory(gpu, size)
+            if spec.writes:
+                res.fill_device(gpu, dev, size, spec.seed)
+            start, length = self.target.worker_regions[i]
+            worker = {"gpu": gpu, "dev": dev, "handle": self.register(i, gpu, self._fds[i], dev, size),
+                      "cursor": _Cursor(spec, start, length, i)}
+            if i == 0:  # before any batch handle exists: cuFile's statistics and batches do not mix
+                self.detect_mode(worker["handle"], dev)
+            self.prepare_worker(worker)
+            self._workers.append(worker)
+
+    def prepare_worker(self, worker: dict[str, Any]) -> None:
+        """Path-specific set-up of one worker (a batch handle, a registered stream)."""
+
+    def run_worker(self, index: int, worker: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    # -- protocol ------------------------------------------------------------------
+    def start(self) -> None:
+        for i, worker in enumerate(self._workers):
+            t = threading.Thread(target=self._thread_main, args=(i, worker), name=f"xferscope-{self.name}-{i}",
+                                 daemon=True)
+            self._threads.append(t)
+            t.start()
+        self._ready.wait()
+        self.recorder.begin()
+        self._go.set()
+
+    def _thread_main(self, index: int, worker: dict[str, Any]) -> None:
+        try:
+            try:
+                self.resources.context(worker["gpu"])
+            except Exception as exc:
+                self.recorder.fail(f"worker {index}: {exc}")
+            self._ready.wait()
+            self._go.wait()
+            if not self.recorder.failed:
+                self.run_worker(index, worker)
+        except threading.BrokenBarrierError:
+            pass
+        except Exception as exc:  # a cuFile or CUDA error: the run fails with it, the others stop
+            self.recorder.fail(f"worker {index}: {exc}")
+            self._stop.set()
+        finally:
+            self.recorder.finish(index)
+
+    def keep_going(self, done_bytes: int) -> bool:
+        if self._stop.is_set() or self.recorder.failed:
+            return False
+        if self._deadline_ns and self.recorder.elapsed_ns() >= self._deadline_ns:
+            return False
+        return not (self._bytes_limit and done_bytes >= self._bytes_limit)
+
+    def snapshot(self) -> Snapshot:
+        return self.recorder.snapshot()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait(self, timeout: float) -> bool:
+        if not self._threads:
+            return True
+        return self.recorder.all_done.wait(None if timeout is None or timeout < 0 else timeout)
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._stop.set()
+        self._go.set()
+        if not self._threads:
+            self._ready.abort()
+        for t in self._threads:
+            t.join()
+        try:
+            self.resources.release()
+        finally:
+            while self._fds:
+                with contextlib.suppress(OSError):
+                    os.close(self._fds.pop())
+
+    def environment(self) -> dict[str, Any]:
+        env = {"io_engine": self.name, "direct_io": True, "queue_depth": self.depth}
+        env.update(gpu_environment(self.worker_gpus))
+        env.update(self.cufile_environment())
+        return env
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class CufileBatchEngine(_CufileThreadEngine):
+    name = "cufile-batch"
+    xfer_type = "GPU_BATCH"
+    description = "storage -> GPU memory through cuFile's batch API, queue depth = batch size (gdsio GPU_BATCH)"
+
+    def prepare(self) -> None:
+        limit = None
+        if self.depth > 1:
+            cufile_driver.open_driver(self.worker_gpus[0])
+            limit = cufile_driver.max_batch_size()
+        if limit and self.depth > limit:
+            raise SpecError("iodepth", f"cuFile takes batches of at most {limit} operations "
+                                       "(cufile.json properties.io_batchsize); lower --iodepth")
+        super().prepare()
+        self.labels.append(f"batch API, batch size {self.depth}")
+
+    def prepare_worker(self, worker):
+        import numpy as np
+
+        cf = cufile_driver.module()
+        n, bs = self.depth, self.spec.block_size
+        with gpu_setup.interrupts_deferred():
+            batch = int(cf.batch_io_set_up(n))
+            self.resources.on_release(worker["gpu"], "cuFileBatchIODestroy", lambda: cf.batch_io_destroy(batch))
+        params = np.zeros(n, dtype=cf.io_params_dtype)
+        params["mode"] = int(cf.BatchMode.BATCH)
+        params["fh"] = worker["handle"]
+        params["cookie"] = np.arange(n)
+        io = params["u"]["batch"]
+        io["dev_ptr_base"] = worker["dev"]
+        io["dev_ptr_offset"] = np.arange(n) * bs
+        io["size_"] = bs
+        worker.update(batch=batch, params=params, events=np.zeros(n, dtype=cf.io_events_dtype))
+
+    def run_worker(self, index, worker):
+        try:
+            self._batches(index, worker)
+        except BaseException:
+            try:  # nothing may still land in GPU memory once the buffers are freed
+                cufile_driver.module().batch_io_cancel(worker["batch"])
+            except Exception:
+                pass
+            raise
+
+    def _batches(self, index, worker):
+        import numpy as np
+
+        cf = cufile_driver.module()
+        bs, depth = self.spec.block_size, self.depth
+        read_op, write_op, complete = int(cf.Opcode.READ), int(cf.Opcode.WRITE), int(cf.Status.COMPLETE)
+        params, events, cursor = worker["params"], worker["events"], worker["cursor"]
+        offsets = params["u"]["batch"]["file_offset"]
+        opcodes = params["opcode"]
+        nr = ctypes.c_uint(0)
+        timeout = _Timespec(1, 0)
+        done = 0
+        while self.keep_going(done):
+            n = depth
+            if self._bytes_limit:
+                n = min(n, -(-(self._bytes_limit - done) // bs))
+            writes = np.zeros(n, dtype=bool)
+            for j in range(n):
+                offsets[j], writes[j] = cursor.next()
+            opcodes[:n] = np.where(writes, write_op, read_op)
+            t0 = time.monotonic_ns()
+            cf.batch_io_submit(worker["batch"], n, params.ctypes.data, 0)
+            remaining = n
+            while remaining:
+                nr.value = remaining
+                cf.batch_io_get_status(worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data,
+                                       ctypes.addressof(timeout))
+                k = nr.value
+                if not k:
+                    continue
+                lat = time.monotonic_ns() - t0
+                ev = events[:k]
+                cookies = ev["cookie"].astype(np.int64)
+                bad = (ev["status"] != complete) | (ev["ret"] != bs)
+                if bad.any():
+                    j = int(cookies[np.argmax(bad)])
+                    status, ret = int(ev["status"][np.argmax(bad)]), int(ev["ret"][np.argmax(bad)])
+                    raise RunFailed(f"batch {'write' if writes[j] else 'read'} at offset {int(offsets[j])} ended "
+                                    f"with status {cf.Status(status).name}, {ret} of {bs} bytes")
+                nw = int(writes[cookies].sum())
+                self.recorder.record(index, True, bs, lat, nw)
+                self.recorder.record(index, False, bs, lat, k - nw)
+                remaining -= k
+                done += k * bs
+
+
+class CufileAsyncEngine(_CufileThreadEngine):
+    name = "cufile-async"
+    xfer_type = "GPU_DIRECT_ASYNC"
+    description = "storage -> GPU memory through cuFile's stream API (gdsio GPU_DIRECT_ASYNC)"
+
+    def prepare(self) -> None:
+        super().prepare()
+        self.labels.append(f"stream API (read_async/write_async), {self.depth} in flight per worker")
+
+    def prepare_worker(self, worker):
+        res, gpu, n = self.resources, worker["gpu"], self.depth
+        stream = res.stream(gpu)
+        flags = STREAM_FIXED | (STREAM_PAGE_ALIGNED if self.spec.block_size % 4096 == 0 else 0)
+        cufile_driver.register_stream(res, gpu, stream, flags)
+        size = (ctypes.c_size_t * n)(*([self.spec.block_size] * n))
+        file_off = (ctypes.c_int64 * n)()
+        buf_off = (ctypes.c_int64 * n)(*[j * self.spec.block_size for j in range(n)])
+        done = (ctypes.c_ssize_t * n)()
+        # waits last as long as a whole read: sleep in them, so the CPU figures show cuFile's cost, not a spin
+        events = [res.event(gpu, blocking=True) for _ in range(n)]
+        worker.update(stream=stream, events=events, size=size, file_off=file_off, buf_off=buf_off, done=done)
+
+    def run_worker(self, index, worker):
+        cu, cf = gpu_setup.driver(), cufile_driver.module()
+        bs = self.spec.block_size
+        stream, events, cursor = worker["stream"], worker["events"], worker["cursor"]
+        handle, dev, sid = worker["handle"], worker["dev"], int(worker["stream"])
+        size, file_off, buf_off, done_b = worker["size"], worker["file_off"], worker["buf_off"], worker["done"]
+        step = ctypes.sizeof(ctypes.c_int64)
+        addr = {name: ctypes.addressof(arr) for name, arr in
+                (("size", size), ("file", file_off), ("buf", buf_off), ("done", done_b))}
+        free = collections.deque(range(self.depth))
+        inflight: collections.deque = collections.deque()
+        submitted = 0
+        while True:
+            if free and self.keep_going(submitted):
+                j = free.popleft()
+                off, write = cursor.next()
+                file_off[j] = off
+                done_b[j] = 0
+                call = cf.write_async if write else cf.read_async
+                t0 = time.monotonic_ns()
+                call(handle, dev, addr["size"] + j * step, addr["file"] + j * step, addr["buf"] + j * step,
+                     addr["done"] + j * step, sid)
+                gpu_setup.check(cu.cuEventRecord(events[j], stream), "cuEventRecord")
+                inflight.append((j, write, off, t0))
+                submitted += bs
+                continue
+            if not inflight:
+                break
+            j, write, off, t0 = inflight.popleft()
+            gpu_setup.check(cu.cuEventSynchronize(events[j]), "cuEventSynchronize")
+            lat = time.monotonic_ns() - t0
+            if done_b[j] != bs:
+                self._stop.set()
+                raise RunFailed(f"{'write' if write else 'read'}_async at offset {off} returned {done_b[j]} "
+                                f"(expected {bs})")
+            self.recorder.record(index, write, bs, lat)
+            free.append(j)

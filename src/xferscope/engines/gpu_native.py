@@ -1,0 +1,92 @@
+"""Native-core engines whose data ends in (or starts from) GPU memory: bounce and cufile.
+
+Per worker, outside the timed region: the primary context of its GPU (workers
+go round-robin over ``--gpu``), a stream, a device buffer, pinned host buffers
+and events where the path needs them. The hot loop is the native core's; it
+calls the CUDA driver through the addresses resolved in ``gpu_setup``.
+Everything is freed in ``release_gpu()``, which ``close()`` calls after a
+normal end, a failure or Ctrl-C.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from xferscope.engines import gpu_setup
+from xferscope.engines.native import NativeEngine
+
+
+class GpuNativeEngine(NativeEngine):
+    """Shared set-up of the GPU paths that run on ``_iocore``."""
+
+    def __init__(self, spec, target):
+        super().__init__(spec, target)
+        self.worker_gpus = gpu_setup.assign_gpus(spec.gpus, spec.workers)
+        self.resources = gpu_setup.GpuResources()
+        self.gpu_workers: list[dict[str, Any]] = []
+
+    @classmethod
+    def unavailable_reason(cls) -> str | None:
+        return gpu_setup.unavailable_reason()
+
+    # -- what a path needs per worker (overridden) -----------------------------
+    def host_buffers(self) -> int:
+        """Pinned host buffers per worker (0: none)."""
+        return 0
+
+    def device_blocks(self) -> int:
+        """Blocks of GPU memory per worker."""
+        return max(1, self.host_buffers())
+
+    def prepare_worker(self, index: int, gpu: int, worker: dict[str, Any]) -> None:
+        """Add path-specific entries (a cuFile handle, say) to one worker's native description."""
+
+    # -- NativeEngine hooks ------------------------------------------------------
+    def prepare_gpu(self) -> dict[str, Any]:
+        spec, res = self.spec, self.resources
+        bs = spec.block_size
+        functions = dict(gpu_setup.driver_functions())
+        if len(set(self.worker_gpus)) > 1:
+            self.labels.append("GPUs " + ",".join(map(str, sorted(set(self.worker_gpus)))) + " round-robin")
+        for i, gpu in enumerate(self.worker_gpus):
+            worker: dict[str, Any] = {"ctx": res.context_handle(gpu), "stream": int(res.stream(gpu))}
+            size = self.device_blocks() * bs
+            worker["dev"] = res.device_memory(gpu, size)
+            if spec.writes:
+                res.fill_device(gpu, worker["dev"], size, spec.seed)
+            k = self.host_buffers()
+            if k:
+                worker["host"] = [res.pinned_memory(gpu, bs) for _ in range(k)]
+                worker["events"] = [int(res.event(gpu)) for _ in range(k)]
+            self.prepare_worker(i, gpu, worker)
+            self.gpu_workers.append(worker)
+        return {"functions": functions, "workers": self.gpu_workers}
+
+    def release_gpu(self) -> None:
+        self.gpu_workers = []
+        self.resources.release()
+
+    def environment(self) -> dict[str, Any]:
+        env = super().environment()
+        env.update(gpu_environment(self.worker_gpus))
+        return env
+
+
+def gpu_environment(worker_gpus: list[int | None]) -> dict[str, Any]:
+    """GPUs, CUDA and cuda-python versions, and the measured link ceilings where known."""
+    gpus = sorted({g for g in worker_gpus if g is not None})
+    env: dict[str, Any] = {"cuda_driver": gpu_setup.cuda_driver_version(),
+                           "cuda_python": gpu_setup.cuda_python_version(), "gpus": []}
+    ceilings = {}
+    with contextlib.suppress(Exception):
+        from xferscope.telemetry.gpu import cached_link_ceiling
+
+        ceilings = {g: cached_link_ceiling(g) for g in gpus}
+    for g in gpus:
+        entry: dict[str, Any] = {"index": g}
+        with contextlib.suppress(Exception):
+            entry["name"] = gpu_setup.device_name(g)
+        if ceilings.get(g):
+            entry.update(ceilings[g])
+        env["gpus"].append(entry)
+    return env

@@ -1,0 +1,392 @@
+"""CUDA set-up for the GPU paths, through cuda-python (``cuda.bindings.driver``).
+
+What lives here: whether CUDA can run at all (and why not, in the user's
+terms), primary contexts, device and pinned host memory, streams and events,
+the addresses of the driver functions the native core calls, and teardown.
+
+Everything allocated goes through ``GpuResources``, which remembers how to undo
+each step and undoes them all in ``release()``: after a normal run, after a
+failure half-way through set-up, and after Ctrl-C. Signals that would raise
+``KeyboardInterrupt`` are held back while an allocation is being recorded, so
+an interrupt can never land between "allocated" and "remembered".
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import os
+import signal
+import threading
+from typing import Any, Callable, Iterator
+
+from xferscope.errors import EnvironmentProblem, SpecError
+
+#: cuMemHostAlloc flag: the pinned buffer is usable from every context.
+CU_MEMHOSTALLOC_PORTABLE = 0x01
+#: cuEventCreate flags: waiting blocks the thread instead of spinning; no timing (cheapest to record).
+CU_EVENT_BLOCKING_SYNC = 0x01
+CU_EVENT_DISABLE_TIMING = 0x02
+CU_STREAM_NON_BLOCKING = 0x01
+
+#: Job.gpu_functions key -> symbol in libcuda (the _v2 copies take 64-bit device pointers).
+DRIVER_SYMBOLS = {
+    "cuCtxSetCurrent": "cuCtxSetCurrent",
+    "cuMemcpyHtoDAsync": "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoHAsync": "cuMemcpyDtoHAsync_v2",
+    "cuStreamSynchronize": "cuStreamSynchronize",
+    "cuEventRecord": "cuEventRecord",
+    "cuEventSynchronize": "cuEventSynchronize",
+}
+
+
+class CudaError(EnvironmentProblem):
+    """A CUDA driver call failed; the message names the call and CUDA's error name."""
+
+    def __init__(self, what: str, code: int, name: str):
+        self.code = code
+        self.name = name
+        super().__init__(f"{what} failed: {name}")
+
+
+def driver():
+    """The ``cuda.bindings.driver`` module (ImportError when cuda-python is missing)."""
+    from cuda.bindings import driver as cu
+
+    return cu
+
+
+def _error_name(cu, err) -> str:
+    try:
+        rc, name = cu.cuGetErrorName(err)
+        if rc == cu.CUresult.CUDA_SUCCESS and name:
+            return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        pass
+    return str(err)
+
+
+def check(result, what: str):
+    """Unpack a cuda-python ``(CUresult, *values)`` tuple; raise CudaError unless it succeeded."""
+    cu = driver()
+    err = result[0]
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise CudaError(what, int(err), _error_name(cu, err))
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+# ------------------------------------------------------------------ availability
+
+@functools.lru_cache(maxsize=1)
+def cuda_status() -> tuple[str | None, int]:
+    """(None, number of GPUs) when CUDA works here; (reason, 0) when it does not."""
+    try:
+        cu = driver()
+    except ImportError:
+        return "cuda-python not installed (pip install cuda-python)", 0
+    try:
+        rc = cu.cuInit(0)[0]
+    except Exception:  # cuda.pathfinder cannot find libcuda.so: no NVIDIA driver
+        return "no GPU: the NVIDIA driver (libcuda) is not installed", 0
+    hidden = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if rc == cu.CUresult.CUDA_ERROR_NO_DEVICE:
+        why = f" (CUDA_VISIBLE_DEVICES={hidden!r})" if hidden is not None else ""
+        return f"no GPU: CUDA sees no device{why}", 0
+    if rc != cu.CUresult.CUDA_SUCCESS:
+        return f"no GPU: cuInit failed ({_error_name(cu, rc)})", 0
+    count = check(cu.cuDeviceGetCount(), "cuDeviceGetCount")
+    if not count:
+        return "no GPU: CUDA sees no device", 0
+    return None, int(count)
+
+
+def unavailable_reason() -> str | None:
+    """None when CUDA can run here, else why not ("no GPU", "cuda-python not installed", ...)."""
+    return cuda_status()[0]
+
+
+def cuda_driver_version() -> str | None:
+    """The CUDA version the driver supports, e.g. "13.0"; None without a driver."""
+    try:
+        cu = driver()
+        v = check(cu.cuDriverGetVersion(), "cuDriverGetVersion")
+    except Exception:
+        return None
+    return f"{v // 1000}.{v % 1000 // 10}"
+
+
+def cuda_python_version() -> str | None:
+    from importlib import metadata
+
+    for dist in ("cuda-bindings", "cuda-python"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _nvml_bus_id(index: int) -> str | None:
+    """PCI bus id of the GPU that nvidia-smi numbers ``index``, or None without NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        bus = pynvml.nvmlDeviceGetPciInfo(pynvml.nvmlDeviceGetHandleByIndex(index)).busId
+        return bus.decode() if isinstance(bus, bytes) else str(bus)
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def device(index: int):
+    """The CUdevice for GPU ``index``, numbered as nvidia-smi numbers them (PCI order).
+
+    CUDA's own order may differ (fastest first); matching by PCI bus id keeps
+    ``--gpu N`` and the telemetry of GPU N on the same card.
+    """
+    reason, count = cuda_status()
+    if reason:
+        raise EnvironmentProblem(reason)
+    cu = driver()
+    bus = _nvml_bus_id(index)
+    if bus:
+        rc, dev = cu.cuDeviceGetByPCIBusId(bus.encode())
+        if rc == cu.CUresult.CUDA_SUCCESS:
+            return dev
+        raise SpecError("gpu", f"GPU {index} ({bus}) is not visible to CUDA here; check CUDA_VISIBLE_DEVICES")
+    if index >= count:
+        raise SpecError("gpu", f"GPU {index} does not exist; CUDA sees {count} (indices 0..{count - 1})")
+    return check(cu.cuDeviceGet(index), f"cuDeviceGet({index})")
+
+
+def device_name(index: int) -> str:
+    cu = driver()
+    raw = check(cu.cuDeviceGetName(256, device(index)), "cuDeviceGetName")
+    return raw.split(b"\0", 1)[0].decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+
+
+# ------------------------------------------------------------------ signals
+
+_DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold back signals whose Python handler would raise (Ctrl-C) until the block ends.
+
+    Only the main thread receives signals in Python, so elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[tuple[int, Callable]] = []
+    saved: dict[int, Any] = {}
+    for sig in _DEFERRED:
+        old = signal.getsignal(sig)
+        if callable(old):
+            saved[sig] = old
+            signal.signal(sig, lambda signum, frame, _old=old: pending.append((signum, _old)))
+    try:
+        yield
+    finally:
+        for sig, old in saved.items():
+            signal.signal(sig, old)
+        if pending:
+            signum, handler = pending[0]
+            handler(signum, None)
+
+
+# ------------------------------------------------------------------ resources
+
+class GpuResources:
+    """Contexts and allocations of one engine (or one measurement), freed together.
+
+    Every ``alloc``-style method records how to undo itself before returning;
+    ``release()`` undoes everything in reverse order, never raises, and may be
+    called any number of times.
+    """
+
+    def __init__(self) -> None:
+        self._contexts: dict[int, tuple[Any, Any]] = {}  # gpu -> (CUdevice, CUcontext)
+        self._undo: list[tuple[int | None, str, Callable[[], Any]]] = []
+        self._lock = threading.Lock()
+        self.problems: list[str] = []  # what release() could not undo (reported, never raised)
+
+    # -- bookkeeping ---------------------------------------------------------
+    def on_release(self, gpu: int | None, what: str, undo: Callable[[], Any]) -> None:
+        """Remember ``undo`` (run with ``gpu``'s context current) for ``release()``."""
+        with self._lock:
+            self._undo.append((gpu, what, undo))
+
+    @property
+    def live(self) -> int:
+        """How many steps are still to undo (0 after ``release()``)."""
+        return len(self._undo) + len(self._contexts)
+
+    # -- contexts --------------------------------------------------------------
+    def context(self, gpu: int):
+        """Retain GPU ``gpu``'s primary context (once) and make it current in this thread."""
+        cu = driver()
+        if gpu not in self._contexts:
+            dev = device(gpu)
+            with interrupts_deferred():
+                ctx = check(cu.cuDevicePrimaryCtxRetain(dev), f"cuDevicePrimaryCtxRetain(GPU {gpu})")
+                self._contexts[gpu] = (dev, ctx)
+        ctx = self._contexts[gpu][1]
+        check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
+        return ctx
+
+    def context_handle(self, gpu: int) -> int:
+        return int(self.context(gpu))
+
+    # -- memory ----------------------------------------------------------------
+    def device_memory(self, gpu: int, size: int) -> int:
+        """``size`` bytes of GPU memory on ``gpu``; the address as an int."""
+        cu = driver()
+        self.context(gpu)
+        with interrupts_deferred():
+            rc, ptr = cu.cuMemAlloc(size)
+            if rc != cu.CUresult.CUDA_SUCCESS:
+                free = _free_memory(cu)
+                more = f" ({free / (1 << 20):.0f} MiB free)" if free is not None else ""
+                raise EnvironmentProblem(f"not enough GPU memory on GPU {gpu}: cuMemAlloc of "
+                                         f"{size / (1 << 20):.0f} MiB failed ({_error_name(cu, rc)}){more}; "
+                                         "lower --bs or --workers")
+            self.on_release(gpu, "cuMemFree", lambda p=ptr: check(cu.cuMemFree(p), "cuMemFree"))
+        return int(ptr)
+
+    def pinned_memory(self, gpu: int, size: int) -> int:
+        """``size`` bytes of page-locked host memory (portable across contexts); the address."""
+        cu = driver()
+        self.context(gpu)
+        with interrupts_deferred():
+            rc, ptr = cu.cuMemHostAlloc(size, CU_MEMHOSTALLOC_PORTABLE)
+            if rc != cu.CUresult.CUDA_SUCCESS:
+                raise EnvironmentProblem(f"cannot pin {size / (1 << 20):.0f} MiB of host memory "
+                                         f"({_error_name(cu, rc)}); lower --bs or --workers, or raise ulimit -l")
+            self.on_release(gpu, "cuMemFreeHost", lambda p=ptr: check(cu.cuMemFreeHost(p), "cuMemFreeHost"))
+        return int(ptr)
+
+    def stream(self, gpu: int):
+        """A non-blocking stream on ``gpu`` (the CUstream object; ``int()`` gives the handle)."""
+        cu = driver()
+        self.context(gpu)
+        with interrupts_deferred():
+            s = check(cu.cuStreamCreate(CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+            self.on_release(gpu, "cuStreamDestroy", lambda: check(cu.cuStreamDestroy(s), "cuStreamDestroy"))
+        return s
+
+    def event(self, gpu: int, timing: bool = False, blocking: bool = False):
+        """An event on ``gpu``; ``blocking``: cuEventSynchronize sleeps rather than spins (long waits)."""
+        cu = driver()
+        self.context(gpu)
+        flags = (0 if timing else CU_EVENT_DISABLE_TIMING) | (CU_EVENT_BLOCKING_SYNC if blocking else 0)
+        with interrupts_deferred():
+            e = check(cu.cuEventCreate(flags), "cuEventCreate")
+            self.on_release(gpu, "cuEventDestroy", lambda: check(cu.cuEventDestroy(e), "cuEventDestroy"))
+        return e
+
+    def fill_device(self, gpu: int, ptr: int, size: int, seed: int) -> None:
+        """Put xferscope's data pattern into GPU memory, so that writes carry data, not zeros."""
+        from xferscope import _iocore
+
+        cu = driver()
+        self.context(gpu)
+        chunk = min(size, 8 << 20)
+        buf = bytearray(chunk)
+        done = 0
+        while done < size:
+            n = min(chunk, size - done)
+            _iocore.fill_pattern(buf, done, seed)
+            check(cu.cuMemcpyHtoD(ptr + done, buf, n), "cuMemcpyHtoD")
+            done += n
+
+    # -- teardown ----------------------------------------------------------------
+    def release(self) -> None:
+        """Free everything, newest first. Never raises; problems go to ``self.problems``."""
+        cu = None
+        with contextlib.suppress(Exception):
+            cu = driver()
+        if cu is None:
+            return
+        for _, ctx in list(self._contexts.values()):  # nothing may still be in flight
+            with contextlib.suppress(Exception):
+                cu.cuCtxSetCurrent(ctx)
+                cu.cuCtxSynchronize()
+        while True:
+            with self._lock:
+                if not self._undo:
+                    break
+                gpu, what, undo = self._undo.pop()
+            try:
+                if gpu is not None and gpu in self._contexts:
+                    cu.cuCtxSetCurrent(self._contexts[gpu][1])
+                undo()
+            except Exception as exc:  # keep freeing the rest
+                self.problems.append(f"{what}: {exc}")
+        for gpu, (dev, _) in list(self._contexts.items()):
+            with contextlib.suppress(Exception):
+                cu.cuDevicePrimaryCtxRelease(dev)
+            del self._contexts[gpu]
+        with contextlib.suppress(Exception):
+            cu.cuCtxSetCurrent(cu.CUcontext(0))
+
+    def __enter__(self) -> "GpuResources":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _free_memory(cu) -> int | None:
+    try:
+        free, _total = check(cu.cuMemGetInfo(), "cuMemGetInfo")
+        return int(free)
+    except Exception:
+        return None
+
+
+def memory_info(gpu: int) -> tuple[int, int]:
+    """(free, total) bytes of GPU memory on ``gpu``, as CUDA sees them."""
+    with GpuResources() as res:
+        res.context(gpu)
+        free, total = check(driver().cuMemGetInfo(), "cuMemGetInfo")
+        return int(free), int(total)
+
+
+# ------------------------------------------------------------------ native entry points
+
+def loaded_library(fragment: str) -> str | None:
+    """Path of a shared library already mapped into this process whose name contains ``fragment``."""
+    try:
+        with open("/proc/self/maps") as fh:
+            for line in fh:
+                parts = line.split(maxsplit=5)
+                if len(parts) == 6 and fragment in os.path.basename(parts[5].strip()):
+                    return parts[5].strip()
+    except OSError:
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def driver_functions() -> dict[str, int]:
+    """Addresses of the driver functions the native core calls, from the libcuda cuda-python loaded."""
+    reason = unavailable_reason()
+    if reason:
+        raise EnvironmentProblem(reason)
+    lib = ctypes.CDLL(loaded_library("libcuda.so") or "libcuda.so.1")
+    return {key: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value for key, symbol in DRIVER_SYMBOLS.items()}
+
+
+def assign_gpus(gpus: list[int], workers: int) -> list[int]:
+    """Worker i runs on ``gpus[i % len(gpus)]`` (round-robin)."""
+    return [gpus[i % len(gpus)] for i in range(workers)]

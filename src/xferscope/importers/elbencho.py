@@ -1,0 +1,178 @@
+"""elbencho ``--csvfile`` results into RunResults: one per READ or WRITE row.
+
+Columns as elbencho writes them (``ISO date``, ``label``, ``path type``, ``paths``,
+``hosts``, ``threads``, ``file size``, ``block size``, ``direct IO``, ``random``,
+``IO depth``, ``operation``, ``time ms [first]``/``[last]``, ``IOPS [first]``/``[last]``,
+``MiB/s [first]``/``[last]``, ``CPU% [first]``/``[last]``, ``MiB [first]``/``[last]``,
+``IO lat us [min]``/``[avg]``/``[max]``, the ``rwmix read ...`` columns, ``version``,
+``command``). Columns are found by name, so files of older and newer elbencho
+versions read alike. elbencho replaces commas inside values with spaces, so a row
+splits on every comma. READ and WRITE rows become runs, and so do mixed phases
+(``RWMIX70``: 70% reads, ``MIX-T4``: 4 reader threads), whose plain columns are the
+writes and ``rwmix read`` columns the reads. Rows of other phases (MKDIRS, STAT,
+RMFILES, SYNC, ...) move no data and are left out.
+
+The transfer path comes from the command line: ``--cufile`` is cuFile, ``--gpuids``
+without it is the bounce path, neither is host memory. ``CPU%`` is elbencho's
+whole-system CPU utilisation; it is kept as ``cpu.sys_busy_pct``.
+"""
+from __future__ import annotations
+
+import re
+import shlex
+
+from xferscope.engines.base import DonePoint, RunResult
+from xferscope.errors import FormatError
+from xferscope.importers._result import checked_spec, imported_result, latency, read_text
+
+SOURCE = "elbencho"
+MIB = 1 << 20
+
+REQUIRED = ("operation", "threads", "block size", "time ms [first]", "time ms [last]", "MiB [first]", "MiB [last]")
+_PHASE = re.compile(r"^(?:(?P<plain>READ|WRITE)|RWMIX(?P<pct>\d+)|MIX-T(?P<readers>\d+))(?:\+[a-z]+)*$")
+
+
+def phase_kind(operation: str) -> tuple[str, int | None] | None:
+    """("read"|"write"|"mix", read percent or None) for a phase that moves data; None for the others."""
+    match = _PHASE.match(operation.strip().upper())
+    if not match:
+        return None
+    if match.group("plain"):
+        return match.group("plain").lower(), None
+    return "mix", int(match.group("pct")) if match.group("pct") else None
+
+
+def _number(row: dict[str, str], column: str, where: str, line: int, default: float | None = None) -> float | None:
+    text = row.get(column, "").strip()
+    if not text:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise FormatError(where, line, f"column {column!r}: {text!r} is not a number") from None
+
+
+def _command_options(command: str) -> dict[str, str | bool]:
+    """Long options of the elbencho command line as it sits in the CSV (quoted words, commas made spaces)."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.replace('"', " ").split()
+    options: dict[str, str | bool] = {}
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        name, eq, value = word[2:].partition("=")
+        if eq:
+            options[name] = value
+        elif i + 1 < len(words) and not words[i + 1].startswith("-"):
+            options[name] = words[i + 1]
+        else:
+            options[name] = True
+    return options
+
+
+def _gpu_ids(text: str) -> list[int]:
+    out: list[int] = []
+    for part in re.split(r"[\s,]+", text.strip()):
+        lo, sep, hi = part.partition("-")
+        if lo.isdigit() and (not sep or hi.isdigit()):
+            out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
+    return out
+
+
+def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, line: int) -> RunResult:
+    num = lambda column, default=None: _number(row, column, where, line, default)  # noqa: E731
+    operation, read_pct = kind
+    options = _command_options(row.get("command", ""))
+    mixed = operation == "mix"
+    t_first, t_last = num("time ms [first]", 0) / 1e3, num("time ms [last]", 0) / 1e3
+    if t_last <= 0:
+        raise FormatError(where, line, "'time ms [last]' is 0: the phase was too short to give rates")
+    main_last = num("MiB [last]", 0) * MIB
+    main_first = num("MiB [first]", 0) * MIB
+    read_last = (num("rwmix read MiB [last]", 0) or 0) * MIB
+    read_first = (num("rwmix read MiB [first]", 0) or 0) * MIB
+    main_ops = round(num("IOPS [last]", 0) * t_last)
+    read_ops = round((num("rwmix read IOPS [last]", 0) or 0) * t_last)
+    first_ops = round((num("IOPS [first]", 0) + (num("rwmix read IOPS [first]", 0) or 0)) * t_first)
+    random = num("random", 0) == 1
+    if mixed:
+        io = "randrw" if random else "rw"
+        rwmix = read_pct if read_pct is not None else \
+            round(100 * read_last / (read_last + main_last)) if read_last + main_last else 50
+    else:
+        io = ("rand" if random else "") + operation
+        rwmix = 70
+    gpus = _gpu_ids(options["gpuids"]) if isinstance(options.get("gpuids"), str) else []
+    path = "cufile" if options.get("cufile") else "bounce" if gpus else "host"
+    block = int(num("block size", 0))
+    threads = int(num("threads", 0)) * int(num("hosts", 1) or 1)
+    fields = dict(path=path, io=io, block_size=block, workers=threads, iodepth=int(num("IO depth", 1) or 1),
+                  file_size=max(int(num("file size", 0) or 0), block), rwmix=rwmix,
+                  buffered=num("direct IO", 1) == 0, duration=t_last, gpus=gpus or [0])
+    spec = checked_spec(where, line, **fields)
+    # with --rwmixpct the plain columns are the writes and "rwmix read" the reads
+    write_bytes = main_last if (mixed or operation == "write") else 0
+    read_bytes = read_last if mixed else (main_last if operation == "read" else 0)
+    write_ops = main_ops if (mixed or operation == "write") else 0
+    reads = read_ops if mixed else (main_ops if operation == "read" else 0)
+    io_lat = latency(min=num("IO lat us [min]", float("nan")), mean=num("IO lat us [avg]", float("nan")),
+                     max=num("IO lat us [max]", float("nan")))
+    read_lat = latency(min=num("rwmix read IO lat us [min]", float("nan")),
+                       mean=num("rwmix read IO lat us [avg]", float("nan")),
+                       max=num("rwmix read IO lat us [max]", float("nan"))) if mixed else None
+    overall = io_lat
+    if mixed and reads + write_ops:
+        overall = latency(min=min(io_lat.min, read_lat.min), max=max(io_lat.max, read_lat.max),
+                          mean=(io_lat.mean * write_ops + read_lat.mean * reads) / (reads + write_ops))
+    cpu = {}
+    busy = num("CPU% [last]")
+    if busy is not None:
+        cpu["sys_busy_pct"] = busy
+    label = row.get("label", "").strip()
+    environment = {k: row[c].strip() for k, c in (("elbencho_version", "version"), ("command", "command"),
+                                                   ("iso_date", "ISO date"), ("path_type", "path type"))
+                   if row.get(c, "").strip()}
+    return imported_result(
+        spec, source=SOURCE, seconds=t_last, read_bytes=int(read_bytes), write_bytes=int(write_bytes),
+        read_ops=reads, write_ops=write_ops, latency_us=overall,
+        read_latency_us=read_lat if mixed else None, write_latency_us=io_lat if mixed else None, cpu=cpu,
+        first_done=DonePoint(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
+        last_done=DonePoint(t_last, int(main_last + read_last), main_ops + read_ops),
+        environment=environment, labels=[label] if label else [],
+    )
+
+
+def parse_text(text: str, where: str) -> list[RunResult]:
+    results: list[RunResult] = []
+    header: list[str] | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip():
+            continue
+        cells = line.split(",")
+        if "operation" in cells and "threads" in cells:  # a header (files appended to each other repeat it)
+            missing = [c for c in REQUIRED if c not in cells]
+            if missing:
+                raise FormatError(where, number, f"elbencho CSV header lacks {', '.join(repr(m) for m in missing)}")
+            header = cells
+            continue
+        if header is None:
+            raise FormatError(where, number, "no elbencho CSV header before the first row "
+                                             "(expected columns such as 'operation', 'threads', 'MiB/s [last]')")
+        if len(cells) != len(header):
+            raise FormatError(where, number, f"row has {len(cells)} fields, the header has {len(header)}")
+        row = dict(zip(header, cells))
+        kind = phase_kind(row["operation"])
+        if kind is not None:
+            results.append(_row_result(row, kind, where, number))
+    if header is None:
+        raise FormatError(where, None, "empty: no elbencho CSV header (write it with elbencho --csvfile FILE)")
+    if not results:
+        raise FormatError(where, None, "no READ, WRITE or RWMIX rows to import")
+    return results
+
+
+def import_elbencho(path: str) -> list[RunResult]:
+    return parse_text(read_text(path), path)

@@ -1,0 +1,144 @@
+"""A profile: one run or a sweep (a cartesian grid over spec fields), with repetitions and a duration per point.
+
+Two kinds: ``io`` profiles make ``RunSpec``s (storage to host or GPU), ``mem``
+profiles make ``MemSpec``s (memory latency and bandwidth sweeps). A profile
+holds typed field values; ``xferscope.profiles.toml_format`` reads and writes
+them as TOML.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.errors import SpecError
+from xferscope.profiles import fields as F
+from xferscope.spec import RunSpec
+
+ORIGINS = ("bundled", "user", "file")
+
+
+@dataclass
+class Profile:
+    """What to run. ``base`` holds fixed field values; ``grid`` the values each varying field takes, in order."""
+
+    name: str
+    description: str = ""
+    source: str = ""
+    kind: str = "io"
+    repetitions: int = 1
+    duration: float | None = None  # seconds per point; None: the kind's default (or no limit with total_bytes)
+    base: dict[str, Any] = field(default_factory=dict)
+    grid: dict[str, list[Any]] = field(default_factory=dict)
+    file: str | None = None  # where it was read from
+    origin: str = "file"     # bundled, user or file
+
+    # ------------------------------------------------------------ the grid
+    @property
+    def point_count(self) -> int:
+        return math.prod(len(values) for values in self.grid.values()) if self.grid else 1
+
+    @property
+    def axes(self) -> list[str]:
+        return list(self.grid)
+
+    def combos(self) -> list[dict[str, Any]]:
+        """The varying values of each point, first grid key outermost."""
+        keys = list(self.grid)
+        return [dict(zip(keys, values)) for values in itertools.product(*(self.grid[k] for k in keys))]
+
+    def point_duration(self) -> float | None:
+        if self.duration is not None:
+            return self.duration
+        if self.kind == "io" and self.base.get("total_bytes") is not None:
+            return None
+        return F.DEFAULT_DURATION[self.kind]
+
+    def spec_for(self, combo: dict[str, Any]):
+        """The validated spec of one point (RunSpec for io, MemSpec for mem); SpecError names the field."""
+        values = {**self.base, **combo}
+        if self.kind == "mem":
+            return _mem_spec(values, self.point_duration())
+        return RunSpec(**values, duration=self.point_duration()).validate()
+
+    def points(self) -> list:
+        """Every point's spec, validated: RunSpecs for an io profile, MemSpecs for a mem profile."""
+        return [self.spec_for(c) for c in self.combos()]
+
+    def paths(self) -> list[str]:
+        """The transfer paths this profile measures (``mem`` for memory sweeps), in grid order."""
+        if self.kind == "mem":
+            return ["mem"]
+        values = self.grid.get("path", [self.base.get("path", RunSpec.path)])
+        return list(dict.fromkeys(values))
+
+    # ------------------------------------------------------------- changes
+    def with_changes(self, *, duration: float | None = None, repetitions: int | None = None,
+                     sets: dict[str, Any] | None = None) -> "Profile":
+        """A copy with a new duration, repetition count, or fixed values (each removes its grid axis)."""
+        base = dict(self.base)
+        grid = dict(self.grid)
+        for key, value in (sets or {}).items():
+            name = F.canonical(self.kind, key)
+            if name is None:
+                raise SpecError(key, f"not a field of {self.kind} profiles; valid fields: "
+                                     f"{', '.join(F.fields_of(self.kind))}")
+            try:
+                base[name] = F.convert(self.kind, name, value)
+            except ValueError as exc:
+                raise SpecError(name, str(exc)) from None
+            grid.pop(name, None)
+            if name == "file":
+                base.pop("directory", None)
+            elif name == "directory":
+                base.pop("file", None)
+        if repetitions is not None and repetitions < 1:
+            raise SpecError("reps", f"must be 1 or more, got {repetitions}")
+        return dataclasses.replace(self, base=base, grid=grid,
+                                   duration=self.duration if duration is None else duration,
+                                   repetitions=self.repetitions if repetitions is None else repetitions)
+
+    # --------------------------------------------------------- conversions
+    @classmethod
+    def from_spec(cls, spec: RunSpec, name: str, description: str = "") -> "Profile":
+        """A single-point profile that runs ``spec`` again (fields at their defaults are left out)."""
+        spec.validate()
+        defaults = RunSpec()
+        base: dict[str, Any] = {}
+        for key in F.IO_FIELDS:
+            value = getattr(spec, key)
+            if key in ("path", "io", "block_size", "workers") or value != getattr(defaults, key):
+                if value is not None:
+                    base[key] = list(value) if isinstance(value, (list, tuple)) else value
+        return cls(name=name, description=description, kind="io", duration=spec.duration, base=base)
+
+
+def point_identity(spec) -> dict[str, Any]:
+    """What a RunSpec or MemSpec measures, as plain values: the key for resume and ``--against``."""
+    if isinstance(spec, RunSpec):
+        out = {k: getattr(spec, k) for k in F.IO_IDENTITY}
+        out["rwmix"] = spec.read_pct
+        out["gpus"] = list(spec.gpus) if spec.uses_gpu else []
+        return out
+    return {"mode": spec.mode, "traffic": list(spec.traffic), "stride": list(spec.strides), "backend": spec.backend}
+
+
+def _mem_spec(values: dict[str, Any], seconds: float | None):
+    from xferscope.engines.mem import MemSpec
+
+    kwargs: dict[str, Any] = {"point_seconds": seconds}
+    renames = {"stride": "strides", "buffer": "buffer_bytes", "mlc": "mlc_path"}
+    for key, value in values.items():
+        if key in ("traffic", "stride"):
+            value = tuple(value) if isinstance(value, list) else (value,)
+        elif key in ("delays", "cpus"):
+            value = tuple(value)
+        kwargs[renames.get(key, key)] = value
+    try:
+        return MemSpec(**kwargs).validated()
+    except SpecError as exc:
+        if exc.field == "point_seconds":
+            raise SpecError("duration", str(exc).split(": ", 1)[-1]) from None
+        raise

@@ -1,0 +1,146 @@
+"""Per-point ratios of a sweep against earlier results: this run's median over the old figure.
+
+The old file may be a sweep results file (its medians are used), or any file of
+xferscope results (run, compare, import of gdsio/fio/elbencho: several results for
+one point give their median), or, for memory sweeps, ``mem --json`` / ``import mlc
+--json`` output. Points match by what they measure (path, pattern, block size,
+workers, depth, mix, GPUs; for memory: traffic, stride, delay and backend), never
+by where or how long.
+"""
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from xferscope.errors import FormatError
+from xferscope.sweep.plan import key_of, plain
+from xferscope.sweep.record import SCHEMA, ResultsFile
+from xferscope.sweep.stats import io_stats, mem_rows
+
+
+@dataclass
+class Ratio:
+    key: str            # point key (io) or point key plus delay (mem)
+    label: str
+    new: float | None   # this run's median (MiB/s for io, MB/s for memory bandwidth)
+    old: float | None
+    new_latency: float | None = None  # mean latency (us for io, ns for memory)
+    old_latency: float | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.new is None or self.old is None or not self.old or math.isnan(self.new) or math.isnan(self.old):
+            return None
+        return self.new / self.old
+
+    @property
+    def latency_ratio(self) -> float | None:
+        if not self.new_latency or not self.old_latency:
+            return None
+        return self.new_latency / self.old_latency
+
+
+def _median(values: list[float]) -> float | None:
+    values = [v for v in values if v is not None and not math.isnan(v)]
+    return statistics.median(values) if values else None
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
+    except FileNotFoundError:
+        raise FormatError(path, None, "no such file") from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from None
+    except OSError as exc:
+        raise FormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+
+
+def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any) -> str:
+    return key_of({"mode": identity.get("mode"), "traffic": traffic, "stride": stride,
+                   "backend": identity.get("backend"), "delay": delay})
+
+
+class OldResults:
+    """Figures of an earlier file by point key: (throughput or bandwidth, mean latency)."""
+
+    def __init__(self, path: str, kind: str):
+        self.path = path
+        self.kind = kind
+        self.figures: dict[str, tuple[float | None, float | None]] = {}
+        data = _read_json(path)
+        if isinstance(data, dict) and data.get("schema") == SCHEMA:
+            self._from_sweep(data)
+        elif kind == "mem":
+            self._from_mem(data)
+        else:
+            self._from_results(path)
+        if not self.figures:
+            raise FormatError(path, None, f"holds no {'memory sweep' if kind == 'mem' else 'transfer'} results "
+                                          "to compare against")
+
+    def _from_sweep(self, data: dict) -> None:
+        if data.get("kind", "io") != self.kind:
+            raise FormatError(self.path, None, f"holds a {data.get('kind')} sweep; this one is {self.kind}")
+        for point in data.get("points", []):
+            reps = point.get("repetitions") or []
+            if self.kind == "io":
+                st = io_stats(reps)
+                self.figures[point["key"]] = (st["throughput_mib_s"]["median"], st["lat_mean_us"]["median"])
+                continue
+            for row in mem_rows(reps):
+                key = mem_key(point.get("identity") or {}, row["traffic"], row["stride"], row["delay"])
+                self.figures[key] = (row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"])
+
+    def _from_mem(self, data: Any) -> None:
+        if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+            raise FormatError(self.path, None, "not a memory sweep result (mem --json, import mlc --json, or a "
+                                               "replay results file)")
+        mode = (data.get("spec") or {}).get("mode", "loaded")
+        identity = {"mode": mode, "backend": data.get("backend", "builtin")}
+        for p in data["points"]:
+            self.figures[mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))] = \
+                (p.get("bandwidth_mb_s"), p.get("latency_ns"))
+
+    def _from_results(self, path: str) -> None:
+        from xferscope.export import load_results
+        from xferscope.profiles.model import point_identity
+
+        groups: dict[str, list] = {}
+        for r in load_results(path):
+            if r.status == "ok":
+                key = key_of({k: plain(v) for k, v in point_identity(r.spec).items()})
+                groups.setdefault(key, []).append(r)
+        for key, results in groups.items():
+            self.figures[key] = (_median([r.throughput_mib_s for r in results]),
+                                 _median([r.latency_us.mean for r in results]))
+
+
+def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
+    """One ratio per measured point (per delay for memory sweeps) of this run, in grid order."""
+    out: list[Ratio] = []
+    for rec in results.planned():
+        if not rec.ok_count():
+            continue
+        if results.kind == "io":
+            st = io_stats(rec.repetitions)
+            before = old.figures.get(rec.key, (None, None))
+            out.append(Ratio(rec.key, rec.label, st["throughput_mib_s"]["median"], before[0],
+                             st["lat_mean_us"]["median"], before[1]))
+            continue
+        for row in mem_rows(rec.repetitions):
+            key = mem_key(rec.identity, row["traffic"], row["stride"], row["delay"])
+            before = old.figures.get(key, (None, None))
+            delay = "idle" if row["delay"] is None else f"delay {row['delay']}"
+            out.append(Ratio(key, f"{row['traffic']} stride {row['stride']} {delay}",
+                             row["bandwidth_mb_s"]["median"], before[0], row["latency_ns"]["median"], before[1]))
+    return out
+
+
+def below(found: list[Ratio], threshold: float) -> list[Ratio]:
+    """The ratios under ``threshold`` (points without a match in the old file are not counted)."""
+    return [r for r in found if r.ratio is not None and r.ratio < threshold]

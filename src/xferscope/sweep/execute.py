@@ -1,0 +1,225 @@
+"""Run every point of a profile, repetition by repetition, saving after each one.
+
+    sweep = Sweep(profile, "results.json", listener=print)
+    outcome = sweep.run()            # Ctrl-C: what was measured is saved, outcome.interrupted is set
+
+Points already finished in the results file are skipped (resume); points that
+cannot run here (no GPU, no cuFile, GPU index missing) are recorded as skipped with
+the reason. The listener gets past-tense events, from the thread that runs the
+sweep; it must not block (the console hands them to its own loop).
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from xferscope.errors import EnvironmentProblem, SpecError, XferscopeError
+from xferscope.profiles.model import Profile
+from xferscope.sweep.plan import Availability, SweepPoint, plan_points
+from xferscope.sweep.record import PointRecord, ResultsFile
+from xferscope.sweep.scratch import SweepScratch
+
+
+# ------------------------------------------------------------------ events
+@dataclass(frozen=True)
+class RepetitionStarted:
+    point: SweepPoint
+    repetition: int   # 1-based
+    repetitions: int
+
+
+@dataclass(frozen=True)
+class SampleTaken:
+    point: SweepPoint
+    sample: Any       # a runner Sample (io) or a MemPoint (mem)
+
+
+@dataclass(frozen=True)
+class RepetitionFinished:
+    point: SweepPoint
+    record: PointRecord
+    status: str       # ok, interrupted, failed
+
+
+@dataclass(frozen=True)
+class PointFinished:
+    point: SweepPoint
+    record: PointRecord
+
+
+@dataclass(frozen=True)
+class PointSkipped:
+    point: SweepPoint
+    reason: str
+    already_done: bool = False  # finished in an earlier run of the same results file
+
+
+@dataclass
+class SweepOutcome:
+    results: ResultsFile
+    interrupted: bool = False
+    ran: int = 0                                   # repetitions measured in this run
+    skipped: list[SweepPoint] = field(default_factory=list)
+    failed: list[SweepPoint] = field(default_factory=list)
+
+
+class _Stopped(Exception):
+    """The sweep was stopped (Ctrl-C or ``Sweep.stop()``) during a repetition."""
+
+
+# ------------------------------------------------------------------- sweep
+class Sweep:
+    def __init__(self, profile: Profile, results_path: str, *, listener: Callable[[Any], None] | None = None,
+                 availability: Availability | None = None):
+        self.profile = profile
+        self.points = plan_points(profile, availability)
+        self.results = ResultsFile(results_path, profile, self.points)
+        self.listener = listener or (lambda event: None)
+        self._stop = threading.Event()
+        self._current = None  # the Run or MemSweep in flight, for stop()
+
+    def stop(self) -> None:
+        """Stop after the repetition in flight ends (it ends within a second); keep what was measured."""
+        self._stop.set()
+        current = self._current
+        if current is not None:
+            (current.stop if hasattr(current, "stop") else current.cancel)()
+
+    def run(self) -> SweepOutcome:
+        outcome = SweepOutcome(self.results)
+        scratch = SweepScratch()
+        try:
+            for point in self.points:
+                if self._stop.is_set():
+                    outcome.interrupted = True
+                    break
+                self._run_point(point, outcome, scratch)
+        except (_Stopped, KeyboardInterrupt):
+            outcome.interrupted = True
+        finally:
+            self._current = None
+            scratch.cleanup()
+            with _interrupts_deferred():
+                self.results.save()
+        return outcome
+
+    # ------------------------------------------------------------- a point
+    def _run_point(self, point: SweepPoint, outcome: SweepOutcome, scratch: SweepScratch) -> None:
+        record = self.results.record(point)
+        reps = self.profile.repetitions
+        if record.ok_count() >= reps:  # measured earlier, here or on a machine that could
+            record.status, record.reason = "done", None
+            self.listener(PointSkipped(point, "finished earlier", already_done=True))
+            return
+        if point.skip:
+            record.status, record.reason = "skipped", point.skip
+            outcome.skipped.append(point)
+            self.listener(PointSkipped(point, point.skip))
+            return
+        record.reason = None
+        while record.ok_count() < reps:
+            rep = record.ok_count() + 1
+            self.listener(RepetitionStarted(point, rep, reps))
+            try:
+                status, data = self._measure(point, scratch)
+            except (EnvironmentProblem, SpecError) as exc:  # cannot run here after all: say why, go on
+                record.status, record.reason = ("partial" if record.ok_count() else "skipped"), str(exc)
+                outcome.skipped.append(point)
+                self._save()
+                self.listener(PointSkipped(point, str(exc)))
+                return
+            record.repetitions.append(data)
+            outcome.ran += 1
+            if status == "ok":
+                record.status = "done" if record.ok_count() >= reps else "partial"
+            elif status == "interrupted":
+                record.status = "partial" if record.ok_count() else "pending"
+            else:
+                record.status, record.reason = "failed", data.get("error") or "the run failed"
+            if status != "ok" or record.ok_count() >= reps or self.results.cheap_to_save:
+                self._save()
+            self.listener(RepetitionFinished(point, record, status))
+            if status == "interrupted" or self._stop.is_set():
+                raise _Stopped
+            if status == "failed":
+                outcome.failed.append(point)
+                return
+        self.listener(PointFinished(point, record))
+
+    def _save(self) -> None:
+        with _interrupts_deferred():
+            self.results.save()
+
+    def _measure(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
+        if self.profile.kind == "mem":
+            return self._measure_mem(point)
+        return self._measure_io(point, scratch)
+
+    def _measure_io(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
+        from xferscope.export import result_to_dict
+        from xferscope.runner import Run
+        from xferscope.target import Interrupted
+
+        run = Run(scratch.adapt(point.spec))
+        self._current = run
+        on_sample = lambda s: s is not None and self.listener(SampleTaken(point, s))  # noqa: E731
+        try:
+            result = run.execute(on_sample=on_sample)
+        except Interrupted:
+            raise _Stopped from None
+        except XferscopeError as exc:
+            partial = getattr(exc, "result", None)
+            if partial is None:
+                if isinstance(exc, (EnvironmentProblem, SpecError)):
+                    raise
+                return "failed", {"status": "failed", "error": str(exc)}
+            result = partial
+        finally:
+            self._current = None
+        self.results.environment = dict(result.environment)
+        return result.status, result_to_dict(result)
+
+    def _measure_mem(self, point: SweepPoint) -> tuple[str, dict]:
+        from xferscope.engines.mem import MemSweep
+
+        sweep = MemSweep(point.spec)
+        self._current = sweep
+        try:
+            for mem_point in sweep:
+                self.listener(SampleTaken(point, mem_point))
+        except KeyboardInterrupt:
+            sweep.cancel()
+        except XferscopeError as exc:
+            if isinstance(exc, (EnvironmentProblem, SpecError)):
+                raise
+            return "failed", {**sweep.result.to_dict(), "status": "failed", "error": str(exc)}
+        finally:
+            self._current = None
+        result = sweep.result
+        data = result.to_dict()
+        data["status"] = "interrupted" if result.cancelled else "ok"
+        self.results.environment = dict(result.environment)
+        return data["status"], data
+
+
+@contextmanager
+def _interrupts_deferred():
+    """Hold Ctrl-C while the results file is written; deliver it afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not in the main interpreter
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            raise KeyboardInterrupt

@@ -1,0 +1,151 @@
+"""What a sweep's plot shows, independent of how it is drawn (SVG here, PNG through matplotlib).
+
+For transfer sweeps: median MiB/s with standard-deviation bars against the grid's
+numeric field with the most values (block size, depth, workers), one line per value
+of the last other field, one panel per combination of the rest; when no field is
+numeric, grouped bars. For memory sweeps: the loaded-latency curve, latency (ns)
+against bandwidth (MB/s), one line per traffic type and stride.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.errors import SpecError
+from xferscope.sweep.plan import combo_text
+from xferscope.sweep.record import ResultsFile
+from xferscope.sweep.stats import io_stats, mem_rows
+from xferscope.units import format_size
+
+FORMATS = (".svg", ".png")
+NUMERIC_AXES = ("block_size", "iodepth", "workers", "rwmix", "file_size")
+
+
+@dataclass
+class Series:
+    name: str
+    points: list[tuple[float, float, float]] = field(default_factory=list)  # (x, y, error)
+
+
+@dataclass
+class Panel:
+    title: str
+    x_label: str
+    y_label: str
+    series: list[Series] = field(default_factory=list)
+    categories: list[str] | None = None  # categorical x: x values are indices into this list
+    x_log: bool = False
+    x_is_size: bool = False
+
+
+@dataclass
+class Chart:
+    title: str
+    panels: list[Panel]
+
+
+def check_plot_path(path: str) -> str:
+    """The format of ``path`` (.svg or .png); SpecError otherwise, or when .png has no matplotlib."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise SpecError("plot", f"{path}: plots are written as .svg or .png; name the file so")
+    if ext == ".png":
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise SpecError("plot", "a .png plot needs matplotlib: pip install matplotlib, or write .svg") from None
+    return ext
+
+
+def _value_text(axis: str, value: Any) -> str:
+    return combo_text({axis: value}).split("=", 1)[1]
+
+
+def io_chart(results: ResultsFile) -> Chart:
+    profile = results.profile
+    axes = list(profile.grid)
+    records = [r for r in results.planned() if r.ok_count()]
+    numeric = [a for a in axes if a in NUMERIC_AXES]
+    x_axis = max(numeric, key=lambda a: len(profile.grid[a])) if numeric else (axes[0] if axes else None)
+    rest = [a for a in axes if a != x_axis]
+    series_axis = rest[-1] if rest else None
+    panel_axes = rest[:-1]
+    categorical = x_axis is None or x_axis not in NUMERIC_AXES
+    categories = [_value_text(x_axis, v) for v in profile.grid[x_axis]] if x_axis and categorical else \
+        ([records[0].label] if records and x_axis is None else None)
+    x_values = profile.grid.get(x_axis, []) if x_axis else []
+    x_log = not categorical and min(x_values) > 0 and max(x_values) / min(x_values) >= 8
+    panels = []
+    for panel_values in itertools.product(*(profile.grid[a] for a in panel_axes)):
+        fixed = dict(zip(panel_axes, panel_values))
+        panel = Panel(title=combo_text(fixed),
+                      x_label=(x_axis or "point").replace("_", " "), y_label="MiB/s (median, bars: stdev)",
+                      categories=categories, x_log=x_log, x_is_size=x_axis in ("block_size", "file_size"))
+        for series_value in (profile.grid[series_axis] if series_axis else [None]):
+            name = _value_text(series_axis, series_value) if series_axis else "median"
+            series = Series(f"{series_axis}={name}" if series_axis else name)
+            for rec in records:
+                params = rec.params
+                if any(params.get(a) != v for a, v in fixed.items()):
+                    continue
+                if series_axis and params.get(series_axis) != series_value:
+                    continue
+                st = io_stats(rec.repetitions)["throughput_mib_s"]
+                if x_axis is None:
+                    x = 0.0
+                elif categorical:
+                    x = float(categories.index(_value_text(x_axis, params[x_axis])))
+                else:
+                    x = float(params[x_axis])
+                series.points.append((x, st["median"], st["stdev"]))
+            if series.points:
+                series.points.sort()
+                panel.series.append(series)
+        if panel.series:
+            panels.append(panel)
+    return Chart(f"{profile.name}: throughput", panels)
+
+
+def mem_chart(results: ResultsFile) -> Chart:
+    panel = Panel(title="latency against bandwidth", x_label="bandwidth (MB/s)", y_label="latency (ns, median)")
+    curves: dict[str, list[tuple[float, float, float]]] = {}
+    for rec in results.planned():
+        for row in mem_rows(rec.repetitions):
+            bw, lat = row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"]
+            if row["delay"] is None or bw != bw or lat != lat:
+                continue
+            name = f"{row['traffic']} stride {row['stride']}"
+            curves.setdefault(name, []).append((bw, lat, row["latency_ns"]["stdev"]))
+    panel.series = [Series(name, sorted(points)) for name, points in curves.items()]
+    return Chart(f"{results.profile.name}: loaded latency", [panel] if panel.series else [])
+
+
+def chart_of(results: ResultsFile) -> Chart:
+    return mem_chart(results) if results.kind == "mem" else io_chart(results)
+
+
+def write_plot(path: str, results: ResultsFile) -> bool:
+    """Draw the sweep into ``path`` (.svg or .png); False when no point has been measured yet."""
+    ext = check_plot_path(path)
+    chart = chart_of(results)
+    if not chart.panels:
+        return False
+    if ext == ".svg":
+        from xferscope.sweep.svg_chart import render_svg
+
+        text = render_svg(chart)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        from xferscope.sweep.png_chart import render_png
+
+        render_png(chart, path)
+    return True
+
+
+def tick_text(panel: Panel, value: float) -> str:
+    if panel.x_is_size:
+        return format_size(value)
+    return f"{value:g}"

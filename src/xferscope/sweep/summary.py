@@ -1,0 +1,112 @@
+"""A sweep's results as a table (one row per point, or per delay of a memory sweep) and as JSON for stdout."""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from xferscope.sweep.against import Ratio
+from xferscope.sweep.record import ResultsFile
+from xferscope.sweep.stats import io_stats, mem_rows
+
+
+def _f(v: Any, fmt: str = "{:,.1f}") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return fmt.format(v)
+
+
+IO_HEADERS = ("#", "point", "reps", "MiB/s", "stdev", "min", "max", "IOPS", "avg lat (us)", "p99 (us)", "usr %",
+              "sys %", "first-done MiB/s", "last-done MiB/s")
+MEM_HEADERS = ("#", "traffic", "stride", "delay", "reps", "latency (ns)", "stdev", "bandwidth (MB/s)", "stdev",
+               "read MB/s", "write MB/s")
+
+
+def _reps(rec, target: int) -> str:
+    n = rec.ok_count()
+    text = str(n) if n >= target else f"{n}/{target}"
+    return text + (" failed" if rec.status == "failed" else "")
+
+
+def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:
+    target = results.profile.repetitions
+    rows = []
+    for rec in results.planned():
+        if rec.status == "skipped" or (not rec.repetitions and rec.status == "pending"):
+            continue
+        st = io_stats(rec.repetitions)
+        med = {k: v["median"] for k, v in st.items()}
+        tp = st["throughput_mib_s"]
+        row = [str(rec.index), rec.label, _reps(rec, target), _f(tp["median"]), _f(tp["stdev"]), _f(tp["min"]),
+               _f(tp["max"]), _f(med["iops"], "{:,.0f}"), _f(med["lat_mean_us"]), _f(med["lat_p99_us"]),
+               _f(med["cpu_usr_pct"]), _f(med["cpu_sys_pct"]), _f(med["first_done_mib_s"]),
+               _f(med["last_done_mib_s"])]
+        if ratios:
+            r = ratios.get(rec.key)
+            row += [_f(r.old if r else None), _f(r.ratio if r else None, "{:.2f}")]
+        rows.append(tuple(row))
+    return rows
+
+
+def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:
+    from xferscope.sweep.against import mem_key
+
+    target = results.profile.repetitions
+    rows = []
+    for rec in results.planned():
+        for mr in mem_rows(rec.repetitions):
+            lat, bw = mr["latency_ns"], mr["bandwidth_mb_s"]
+            row = [str(rec.index), str(mr["traffic"]), str(mr["stride"]),
+                   "idle" if mr["delay"] is None else str(mr["delay"]), _reps(rec, target), _f(lat["median"], "{:.2f}"),
+                   _f(lat["stdev"], "{:.2f}"), _f(bw["median"]), _f(bw["stdev"]), _f(mr["read_mb_s"]["median"]),
+                   _f(mr["write_mb_s"]["median"])]
+            if ratios:
+                r = ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"]))
+                row += [_f(r.old if r else None), _f(r.ratio if r else None, "{:.2f}")]
+            rows.append(tuple(row))
+    return rows
+
+
+def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title: str | None = None):
+    """A Rich table of the sweep, with old figures and ratios when ``ratios`` is given."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    by_key = {r.key: r for r in ratios or []}
+    headers = IO_HEADERS if results.kind == "io" else MEM_HEADERS
+    rows = io_rows(results, by_key) if results.kind == "io" else mem_table_rows(results, by_key)
+    if ratios is not None:
+        headers = headers + (("old MiB/s" if results.kind == "io" else "old MB/s"), "ratio")
+    table = Table(title=title, header_style="bold")
+    for h in headers:
+        table.add_column(h, justify="left" if h in ("point", "traffic") else "right")
+    for row in rows:
+        table.add_row(*(escape(c) for c in row))
+    return table
+
+
+def skipped_lines(results: ResultsFile) -> list[str]:
+    """'N points skipped: reason' for each reason, with the first few point numbers."""
+    by_reason: dict[str, list[int]] = {}
+    for rec in results.planned():
+        if rec.status == "skipped":
+            by_reason.setdefault(rec.reason or "no reason given", []).append(rec.index)
+    lines = []
+    for reason, indices in by_reason.items():
+        shown = ", ".join(map(str, indices[:8])) + (", ..." if len(indices) > 8 else "")
+        lines.append(f"skipped {len(indices)} point{'s' if len(indices) > 1 else ''} ({shown}): {reason}")
+    return lines
+
+
+def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dict[str, Any]:
+    """What ``replay --format json`` prints: the points with statistics, without their repetitions."""
+    points = []
+    for rec in results.planned():
+        d = rec.to_dict(results.kind)
+        d.pop("repetitions")
+        points.append(d)
+    out: dict[str, Any] = {"profile": results.profile.name, "kind": results.kind, "results_file": results.path,
+                           "csv_file": results.csv_path, "points": points}
+    if ratios is not None:
+        out["against"] = [{"key": r.key, "label": r.label, "new": r.new, "old": r.old, "ratio": r.ratio,
+                           "latency_ratio": r.latency_ratio} for r in ratios]
+    return out

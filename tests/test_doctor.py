@@ -1,0 +1,134 @@
+"""`xferscope doctor`: every check says ok/warn/fail with a detail and, when wrong, the fix;
+it works without a GPU and says so; it prints the udev fix and never applies it."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from xferscope import doctor
+
+
+@pytest.fixture
+def no_gpu(monkeypatch, tmp_path):
+    """This machine as one without any GPU, whatever it has."""
+    from xferscope.engines import cufile_driver, gpu_setup
+    from xferscope.telemetry import gpu
+
+    def fail():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gpu, "_nvml", fail)
+    monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
+    monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def by_name(report, name):
+    return next(c for c in report["checks"] if c["name"] == name)
+
+
+def test_report_shape_and_statuses(tmp_path):
+    report = doctor.run_checks(str(tmp_path))
+    assert report["schema"] == "xferscope.doctor/1" and report["directory"] == str(tmp_path)
+    names = [c["name"] for c in report["checks"]]
+    for name in ("NVIDIA driver", "cuda-python", "cuFile library", "cufile.json", "nvidia-fs", "filesystem",
+                 "O_DIRECT", "free space", "IOMMU"):
+        assert name in names
+    for c in report["checks"]:
+        assert c["status"] in ("ok", "warn", "fail") and c["detail"]
+        if c["status"] == "fail":
+            assert c["fix"], c
+    assert sum(report["summary"].values()) == len(report["checks"])
+
+
+def test_without_gpu_it_works_and_says_so(no_gpu, tmp_path):
+    report = doctor.run_checks(str(tmp_path))
+    assert report["gpu"] is False
+    driver = by_name(report, "NVIDIA driver")
+    assert driver["status"] == "warn" and "host and memory paths work" in driver["detail"]
+    assert "no GPU here" in doctor.format_report(report)
+    assert report["summary"]["fail"] == 0 or all(c["fix"] for c in report["checks"] if c["status"] == "fail")
+
+
+def test_cli_json_and_exit_status(cli, tmp_path):
+    r = cli("doctor", "--dir", str(tmp_path), "--json")
+    data = json.loads(r.out)
+    assert r.code == (1 if data["summary"]["fail"] else 0)
+    assert data["checks"] and data["directory"] == str(tmp_path)
+    text = cli("doctor", "--dir", str(tmp_path))
+    assert text.out.startswith(f"xferscope doctor: {tmp_path}") and "Traceback" not in text.err
+
+
+def test_cli_bad_directory_is_one_line(cli, tmp_path):
+    r = cli("doctor", "--dir", str(tmp_path / "nope"))
+    assert r.code == 2 and r.err.strip().count("\n") == 0 and "is not a directory" in r.err
+
+
+def test_missing_udev_record_prints_the_fix_and_leaves_it_undone(no_gpu, tmp_path, monkeypatch):
+    from xferscope.engines import cufile_driver
+
+    if os.major(os.stat(tmp_path).st_dev) == 0:
+        pytest.skip("the temporary directory is not on a block device")
+    record = tmp_path / "udev" / "b1:2"
+    monkeypatch.setattr(cufile_driver, "udev_record_path", lambda path: str(record))
+    check = by_name(doctor.run_checks(str(tmp_path)), "udev record")
+    assert check["status"] in ("warn", "fail")
+    assert "mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem" in check["fix"]
+    assert not record.exists()
+    record.parent.mkdir()
+    record.write_text("E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n")
+    assert by_name(doctor.run_checks(str(tmp_path)), "udev record")["status"] == "ok"
+
+
+def test_cufile_json_with_comments_and_its_key_settings(no_gpu, tmp_path, monkeypatch):
+    cfg = tmp_path / "cufile.json"
+    cfg.write_text('{\n  // cuFile settings\n  "properties": {\n    "max_direct_io_size_kb": 16384,\n'
+                   '    "allow_compat_mode": true, /* VMs */\n    "use_poll_mode": false,\n  },\n'
+                   '  "logging": {"level": "ERROR"}\n}\n')
+    monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
+    check = by_name(doctor.run_checks(str(tmp_path)), "cufile.json")
+    assert check["status"] == "ok"
+    for words in ("allow_compat_mode=true", "max_direct_io_size_kb=16384", "use_poll_mode=false", "level=ERROR"):
+        assert words in check["detail"]
+
+
+def test_compat_mode_off_without_nvidia_fs_fails_with_a_fix(no_gpu, tmp_path, monkeypatch):
+    from xferscope.engines import cufile_driver
+
+    cfg = tmp_path / "cufile.json"
+    cfg.write_text('{"properties": {"allow_compat_mode": false}}')
+    monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
+    monkeypatch.setattr(cufile_driver, "nvidia_fs_version", lambda: None)
+    report = doctor.run_checks(str(tmp_path))
+    check = by_name(report, "cufile.json")
+    assert check["status"] == "fail" and "allow_compat_mode" in check["fix"]
+    nvfs = by_name(report, "nvidia-fs")
+    assert nvfs["status"] == "warn" and "compat mode" in nvfs["detail"] and "modprobe nvidia_fs" in nvfs["fix"]
+
+
+def test_unreadable_cufile_json_fails(no_gpu, tmp_path, monkeypatch):
+    cfg = tmp_path / "cufile.json"
+    cfg.write_text('{"properties": ')
+    monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
+    check = by_name(doctor.run_checks(str(tmp_path)), "cufile.json")
+    assert check["status"] == "fail" and str(cfg) in check["fix"]
+
+
+def test_o_direct_refused_fails_with_the_alternative(no_gpu, tmp_path, monkeypatch):
+    import xferscope.target
+
+    monkeypatch.setattr(xferscope.target, "probe_direct_io", lambda d: (False, "the filesystem refuses O_DIRECT"))
+    check = by_name(doctor.run_checks(str(tmp_path)), "O_DIRECT")
+    assert check["status"] == "fail" and "--buffered" in check["fix"]
+
+
+def test_a_broken_check_is_reported_and_the_rest_still_run(no_gpu, tmp_path, monkeypatch):
+    def broken(facts):
+        raise OSError("sysfs went away")
+
+    monkeypatch.setattr(doctor, "CHECKS", (broken,) + doctor.CHECKS)
+    report = doctor.run_checks(str(tmp_path))
+    assert report["checks"][0]["status"] == "warn" and "sysfs went away" in report["checks"][0]["detail"]
+    assert len(report["checks"]) > 5

@@ -1,0 +1,250 @@
+"""The GPU paths on a real GPU: every path reads and writes, verification catches a corrupted
+block, the cuFile mode is detected, GPU memory comes back after runs, failures and Ctrl-C,
+workers spread over two GPUs, telemetry reads. Skipped, with the reason, where there is no GPU."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+
+import pytest
+
+from xferscope.engines.registry import unavailable_reason
+from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.runner import Run
+from xferscope.spec import RunSpec
+
+GPU_REASON = unavailable_reason("bounce")
+CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
+needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
+
+ALL_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile),
+             pytest.param("cufile-batch", marks=needs_cufile), pytest.param("cufile-async", marks=needs_cufile)]
+VERIFY_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
+MIB = 1 << 20
+
+
+def spec_for(path: str, directory, **kw) -> RunSpec:
+    base = dict(path=path, io="read", block_size=MIB, workers=2, iodepth=4, file_size=32 * MIB, duration=None,
+                total_bytes=16 * MIB, directory=None, file=str(directory / "gpu.dat"), interval=0.05)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def gpu_free_bytes(gpu: int = 0) -> int:
+    from xferscope.engines import gpu_setup
+
+    return gpu_setup.memory_info(gpu)[0]
+
+
+@pytest.fixture
+def held_context():
+    """Keep GPU 0's primary context alive, so free memory is comparable before and after a run."""
+    from xferscope.engines.gpu_setup import GpuResources
+
+    res = GpuResources()
+    res.context(0)
+    yield res
+    res.release()
+
+
+@pytest.mark.parametrize("io", ["read", "write", "randread", "randrw"])
+@pytest.mark.parametrize("path", ALL_PATHS)
+def test_each_path_reads_and_writes(path, io, direct_dir):
+    result = Run(spec_for(path, direct_dir, io=io)).execute()
+    assert result.status == "ok", result.error
+    assert result.bytes >= 16 * MIB and result.ops == result.bytes // MIB
+    if io in ("read", "randread"):
+        assert result.write_bytes == 0
+    if io == "write":
+        assert result.read_bytes == 0
+    assert result.histogram.count == result.ops, "latency histogram counts every operation"
+    assert result.latency_us.p50 > 0
+    assert set(result.gpus) == {0} and result.gpus[0]["bytes"] == result.bytes
+    assert result.environment["gpus"][0]["index"] == 0
+    if path.startswith("cufile"):
+        assert result.environment["cufile_mode"] in ("gds", "compat")
+        assert any("cuFile" in label for label in result.labels)
+
+
+@pytest.mark.parametrize("path", VERIFY_PATHS)
+def test_verify_passes_on_good_data(path, direct_dir):
+    spec = spec_for(path, direct_dir, verify=True, io="randrw", rwmix=50)
+    assert Run(spec).execute().status == "ok"
+    assert Run(spec.replace(io="read")).execute().status == "ok"
+
+
+@pytest.mark.parametrize("path", VERIFY_PATHS)
+def test_verify_catches_a_corrupted_block(path, direct_dir):
+    spec = spec_for(path, direct_dir, workers=1, keep=True, total_bytes=32 * MIB)
+    Run(spec).execute()  # creates and fills the scratch file, and keeps it
+    bad = 5 * MIB + 4096
+    fd = os.open(direct_dir / "gpu.dat", os.O_WRONLY)
+    try:
+        os.pwrite(fd, b"\xa5" * 4096, bad)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    with pytest.raises(RunFailed) as info:
+        Run(spec.replace(verify=True, keep=False)).execute()
+    assert "verification failed" in str(info.value) and str(bad) in str(info.value)
+
+
+@needs_cufile
+def test_cufile_mode_is_detected_and_shown(direct_dir):
+    from xferscope.engines import cufile_driver
+
+    result = Run(spec_for("cufile", direct_dir)).execute()
+    mode = result.environment["cufile_mode"]
+    if cufile_driver.nvidia_fs_version() is None and not cufile_driver._param_bool("USE_PCIP2PDMA"):
+        assert mode == "compat", "without nvidia-fs or P2PDMA cuFile can only run in compat mode"
+    labels = " ".join(result.labels)
+    assert ("compat mode" in labels) == (mode == "compat")
+    from xferscope.report import compare_rows
+
+    assert compare_rows([result])[0][0] == ("cufile (compat)" if mode == "compat" else "cufile")
+
+
+@needs_cufile
+def test_cli_json_says_which_cufile_mode(cli, direct_dir):
+    r = cli("run", "--path", "cufile", "-s", "16M", "-T", "0.5", "--file", str(direct_dir / "c.dat"),
+            "--format", "json")
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["environment"]["cufile_mode"] in ("gds", "compat")
+    assert any("cuFile" in label for label in data["labels"])
+    assert data["environment"]["cufile_mode"] == "compat" or "compat" not in " ".join(data["labels"])
+
+
+def test_bounce_buffered_is_labelled(direct_dir):
+    result = Run(spec_for("bounce", direct_dir, buffered=True)).execute()
+    assert "CPU_CACHED_GPU (gdsio -x 4)" in result.labels and result.environment["io_mode"] == "buffered"
+    assert result.spec.xfer_type == "CPU_CACHED_GPU"
+
+
+# ------------------------------------------------------------------ GPU memory comes back
+
+LEAK_SLACK = 8 * MIB  # allocation granularity and driver bookkeeping
+
+
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile),
+                                  pytest.param("cufile-batch", marks=needs_cufile)])
+def test_gpu_memory_returns_after_run_and_stop(path, direct_dir, held_context):
+    spec = spec_for(path, direct_dir, block_size=16 * MIB, workers=4, iodepth=4, file_size=128 * MIB,
+                    total_bytes=None, duration=30.0)
+    before = gpu_free_bytes()
+    run = Run(spec)
+    run.prepare()
+    held_context.context(0)
+    during = gpu_free_bytes()
+    assert before - during >= 4 * 16 * MIB, "the engine's buffers show up as used GPU memory"
+    run.start()
+    threading.Timer(0.3, run.stop).start()  # what Ctrl-C does in `run`: stop, keep what was measured
+    run.join()
+    run.close()
+    assert run.finish().status == "interrupted"
+    assert run.engine.resources.live == 0
+    held_context.context(0)
+    assert gpu_free_bytes() >= before - LEAK_SLACK
+
+
+def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monkeypatch):
+    from xferscope.engines import gpu_setup
+
+    calls = {"n": 0}
+    real = gpu_setup.GpuResources.event
+
+    def failing_event(self, gpu, timing=False):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise EnvironmentProblem("injected failure half-way through set-up")
+        return real(self, gpu, timing)
+
+    monkeypatch.setattr(gpu_setup.GpuResources, "event", failing_event)
+    before = gpu_free_bytes()
+    run = Run(spec_for("bounce-async", direct_dir, block_size=16 * MIB, workers=4))
+    with pytest.raises(EnvironmentProblem, match="injected"):
+        run.execute()
+    assert run.engine.resources.live == 0
+    held_context.context(0)
+    assert gpu_free_bytes() >= before - LEAK_SLACK
+
+
+def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, monkeypatch):
+    from xferscope.engines import gpu_setup
+    from xferscope.target import Interrupted
+
+    real = gpu_setup.GpuResources.pinned_memory
+    calls = {"n": 0}
+
+    def interrupted(self, gpu, size):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return real(self, gpu, size)
+
+    monkeypatch.setattr(gpu_setup.GpuResources, "pinned_memory", interrupted)
+    before = gpu_free_bytes()
+    run = Run(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4))
+    with pytest.raises(Interrupted):
+        run.execute()
+    assert run.engine.resources.live == 0
+    held_context.context(0)
+    assert gpu_free_bytes() >= before - LEAK_SLACK
+
+
+@needs_cufile
+def test_registration_failure_is_explained(direct_dir, monkeypatch):
+    from xferscope.engines import cufile_driver
+
+    def refuse(exc_text):
+        raise EnvironmentProblem(cufile_driver.explain_registration(
+            RuntimeError(exc_text), "ERROR cufio-fs:408 udev property not found: ID_FS_USAGE vda",
+            str(direct_dir / "gpu.dat"), "ext4"))
+
+    monkeypatch.setattr(cufile_driver, "register_handle", lambda *a, **k: refuse("HANDLE_NOT_REGISTERED (5027)"))
+    with pytest.raises(EnvironmentProblem) as info:
+        Run(spec_for("cufile", direct_dir)).execute()
+    assert "/run/udev/data/b" in str(info.value) and "ID_FS_USAGE=filesystem" in str(info.value)
+
+
+# ------------------------------------------------------------------ several GPUs, telemetry
+
+def _gpu_count() -> int:
+    from xferscope.engines.gpu_setup import cuda_status
+
+    return cuda_status()[1]
+
+
+@pytest.mark.skipif(_gpu_count() < 2, reason="needs two GPUs")
+@pytest.mark.parametrize("path", ["bounce", pytest.param("cufile", marks=needs_cufile)])
+def test_two_workers_on_two_gpus(path, direct_dir):
+    result = Run(spec_for(path, direct_dir, gpus=[0, 1], workers=2)).execute()
+    assert [w.gpu for w in result.workers] == [0, 1]
+    assert set(result.gpus) == {0, 1} and all(g["bytes"] > 0 for g in result.gpus.values())
+    assert "GPUs 0,1 round-robin" in result.labels
+
+
+def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch, tmp_path):
+    from xferscope.telemetry import gpu
+    from xferscope.telemetry.gpu import GpuMeter, cache_file, gpu_inventory, measure_link_ceiling
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(gpu, "_session_ceilings", {})  # measure now, not from an earlier test
+    ceiling = measure_link_ceiling(0)
+    assert ceiling["link_ceiling_h2d_gb_s"] > 0.5 and ceiling["link_ceiling_d2h_gb_s"] > 0.5
+    assert json.load(open(cache_file()))["gpus"], "kept for this boot"
+    inv = gpu_inventory()
+    assert inv and inv[0]["index"] == 0 and inv[0]["name"] and "link_width_max" in inv[0]
+    meter = GpuMeter([0])
+    try:
+        (reading,) = meter.read()
+        for key in ("index", "name", "util_pct", "mem_used_mib", "mem_total_mib", "pcie_rx_mb_s", "pcie_tx_mb_s",
+                    "sm_clock_mhz", "link_gen", "link_gen_max", "link_width", "link_width_max",
+                    "link_ceiling_h2d_gb_s", "link_ceiling_d2h_gb_s"):
+            assert key in reading, key
+    finally:
+        meter.close()
+    result = Run(spec_for("bounce", direct_dir, total_bytes=None, duration=0.5)).execute()
+    assert any(s.gpu and s.gpu[0]["index"] == 0 for s in result.samples), "samples carry GPU telemetry"

@@ -1,0 +1,169 @@
+"""Where the GPU paths cannot run: one clear line and exit 3 through the real CLI, never a
+traceback; GPU telemetry degrades to "no GPU"; cuFile's failures are explained in the
+user's terms. These run on any machine: CUDA is hidden or cuda-python blocked on purpose."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+GPU_PATHS = ("bounce", "bounce-async", "cufile", "cufile-batch", "cufile-async")
+# how each way of "not here" reads, whichever applies on the machine running the tests
+REASONS = ("no GPU", "cuda-python not installed", "libcufile not found", "cuda-python has no cuFile bindings")
+
+BLOCK_CUDA_PYTHON = (
+    "import sys; sys.modules['cuda'] = None; sys.modules['cuda.bindings'] = None; "
+    "from xferscope.cli import main; sys.argv = ['xferscope'] + sys.argv[1:]; main()"
+)
+
+
+def _one_line_unavailable(r, path: str) -> str:
+    assert r.code == 3, (r.code, r.err)
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert len(lines) == 1, r.err
+    assert "Traceback" not in r.err and r.out == ""
+    assert lines[0].startswith(f"xferscope: {path}: unavailable: "), lines[0]
+    return lines[0]
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_cli_says_unavailable_when_cuda_sees_no_gpu(cli, direct_dir, path):
+    r = cli("run", "--path", path, "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "x.dat"),
+            env={"CUDA_VISIBLE_DEVICES": ""})
+    line = _one_line_unavailable(r, path)
+    assert any(reason in line for reason in REASONS), line
+    assert not (direct_dir / "x.dat").exists(), "nothing is created for a path that cannot run"
+
+
+@pytest.mark.parametrize("path", ["bounce", "cufile"])
+def test_cli_says_cuda_python_is_missing(direct_dir, path):
+    proc = subprocess.run([sys.executable, "-c", BLOCK_CUDA_PYTHON, "run", "--path", path, "-T", "0.5", "-s", "4M",
+                           "--file", str(direct_dir / "y.dat")], capture_output=True, text=True, timeout=120)
+
+    class R:
+        code, out, err = proc.returncode, proc.stdout, proc.stderr
+
+    line = _one_line_unavailable(R, path)
+    assert "cuda-python not installed (pip install cuda-python)" in line
+
+
+def test_gdsio_transfer_numbers_reach_the_gpu_paths(cli, direct_dir):
+    r = cli("run", "-x", "0", "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "z.dat"),
+            env={"CUDA_VISIBLE_DEVICES": ""})
+    _one_line_unavailable(r, "cufile")
+
+
+def test_availability_lists_every_gpu_path_with_a_reason():
+    code = ("from xferscope.engines.registry import availability; import json; print(json.dumps(availability()))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    import json
+
+    avail = json.loads(proc.stdout)
+    assert avail["host"] is None
+    for path in GPU_PATHS:
+        assert avail[path] and any(reason in avail[path] for reason in REASONS), (path, avail[path])
+
+
+# ------------------------------------------------------------------ telemetry degrades
+
+@pytest.fixture
+def no_nvml(monkeypatch, tmp_path):
+    """NVML and CUDA both report no GPU, and no cached link ceiling exists."""
+    from xferscope.engines import gpu_setup
+    from xferscope.telemetry import gpu
+
+    def fail():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gpu, "_nvml", fail)
+    monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
+    monkeypatch.setattr(gpu, "_session_ceilings", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_nvml):
+    from xferscope.telemetry.gpu import GpuMeter, gpu_inventory, measure_link_ceiling, no_gpu_reason
+
+    meter = GpuMeter([0, 1])
+    assert meter.read() == [] and not meter.available
+    assert meter.reason.startswith("no GPU")
+    meter.close()
+    meter.close()  # idempotent
+    assert gpu_inventory() == []
+    assert measure_link_ceiling(0) is None
+    assert no_gpu_reason().startswith("no GPU")
+
+
+def test_host_run_is_untouched_by_missing_gpu_telemetry(no_nvml, direct_dir):
+    from xferscope.runner import Run
+    from xferscope.spec import RunSpec
+
+    result = Run(RunSpec(path="host", file=str(direct_dir / "h.dat"), file_size=4 << 20, block_size=1 << 20,
+                         duration=None, total_bytes=4 << 20)).execute()
+    assert result.status == "ok" and result.gpus == {} and all(not s.gpu for s in result.samples)
+
+
+def test_engine_reports_unavailable_through_the_runner(no_nvml, direct_dir):
+    from xferscope.errors import EngineUnavailable
+    from xferscope.runner import Run
+    from xferscope.spec import RunSpec
+
+    with pytest.raises(EngineUnavailable) as info:
+        Run(RunSpec(path="bounce-async", file=str(direct_dir / "b.dat"), file_size=4 << 20)).execute()
+    assert str(info.value) == "bounce-async: unavailable: no GPU: CUDA sees no device"
+    assert info.value.exit_code == 3
+
+
+# ------------------------------------------------------------------ cuFile explained
+
+def test_udev_failure_is_explained_with_its_fix(tmp_path):
+    from xferscope.engines.cufile_driver import block_device, explain_registration
+
+    f = tmp_path / "f.dat"
+    f.write_bytes(b"x" * 4096)
+    log = ("22-11-2026 10:00:00:001 [pid:7 tid:7] ERROR  cufio-fs:408 udev property not found: ID_FS_USAGE vda\n"
+           "22-11-2026 10:00:00:002 [pid:7 tid:7] ERROR  cufio-obj:217 unable to get volume attributes for fd 5\n")
+    text = explain_registration(RuntimeError("HANDLE_NOT_REGISTERED"), log, str(f), "xfs")
+    major, minor = block_device(str(f))
+    assert f"/run/udev/data/b{major}:{minor}" in text and "E:ID_FS_TYPE=xfs" in text and "as root" in text
+
+
+@pytest.mark.parametrize("fstype, words", [("tmpfs", "cannot register files on tmpfs"),
+                                           ("ext4", "HANDLE_NOT_REGISTERED")])
+def test_other_registration_failures(tmp_path, fstype, words):
+    from xferscope.engines.cufile_driver import explain_registration
+
+    f = tmp_path / "f.dat"
+    f.write_bytes(b"x")
+    text = explain_registration(RuntimeError("HANDLE_NOT_REGISTERED"), "", str(f), fstype)
+    assert words in text and "\n" not in text
+
+
+def test_o_direct_refusal_is_explained(tmp_path):
+    from xferscope.engines.cufile_driver import explain_registration
+
+    f = tmp_path / "f.dat"
+    f.write_bytes(b"x")
+    text = explain_registration(RuntimeError("DIO_NOT_SET"), "ERROR cufio:1 file not opened with O_DIRECT",
+                                str(f), "ext4")
+    assert "O_DIRECT" in text and "--dir" in text
+
+
+def test_cufile_json_with_comments_parses():
+    from xferscope.engines.cufile_driver import strip_json_comments
+
+    text = '{\n // a comment\n "logging": {"dir": "/var/log//x", /* inline */ "level": "ERROR",},\n}\n'
+    import json
+
+    assert json.loads(strip_json_comments(text)) == {"logging": {"dir": "/var/log//x", "level": "ERROR"}}
+
+
+def test_buffered_cufile_is_refused_with_the_alternative():
+    from xferscope.engines.cufile import _reject_buffered
+    from xferscope.errors import SpecError
+    from xferscope.spec import RunSpec
+
+    with pytest.raises(SpecError, match="--path bounce --buffered"):
+        _reject_buffered(RunSpec(path="cufile", buffered=True))

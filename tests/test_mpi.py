@@ -1,0 +1,227 @@
+"""One benchmark across MPI ranks (`run --mpi`, `compare --mpi`).
+
+The tests that launch ranks need `mpirun` and mpi4py and are skipped, with the
+reason, where either is missing. They run 2 to 4 ranks on this one machine
+(oversubscribed), each rank on its own scratch directory (``--dir D/{rank}``).
+The aggregation itself is also checked without MPI, on synthetic records from
+ranks on two hosts.
+"""
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from xferscope.cluster.aggregate import LiveAggregate
+from xferscope.cluster.layout import expand, layout_from, prepare_waves, rank_spec, share
+from xferscope.cluster.merge import cluster_result
+from xferscope.errors import SpecError
+from xferscope.export import load_results
+from xferscope.spec import RunSpec
+from xferscope.stats import Histogram
+
+MPIRUN = shutil.which("mpirun")
+HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
+MISSING = [what for what, absent in (("mpirun (apt-get install openmpi-bin libopenmpi-dev)", not MPIRUN),
+                                     ("mpi4py (pip install 'xferscope[mpi]')", not HAVE_MPI4PY)) if absent]
+needs_mpi = pytest.mark.skipif(bool(MISSING), reason="needs " + " and ".join(MISSING))
+
+
+def _mpirun_flags() -> list[str]:
+    out = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True).stdout
+    if "Open MPI" not in out:
+        return []
+    flags = ["--oversubscribe"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        flags.append("--allow-run-as-root")
+    return flags
+
+
+def mpirun(ranks: int, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    """`mpirun -np RANKS python -m xferscope.cli ARGS`, as a user would start it."""
+    env = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+    cmd = [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def rank_dirs(base, ranks: int, skip: int | None = None) -> str:
+    for r in range(ranks):
+        if r != skip:
+            (base / str(r)).mkdir()
+    return str(base / "{rank}")
+
+
+def sparse_hist(d: dict) -> Histogram:
+    return Histogram.from_sparse({int(k): v for k, v in d.items()})
+
+
+# ------------------------------------------------------------------ through mpirun
+
+@needs_mpi
+@pytest.mark.parametrize("ranks", [2, 4])
+def test_ranks_add_up(direct_dir, ranks):
+    out_json, out_csv = direct_dir / "out.json", direct_dir / "out.csv"
+    proc = mpirun(ranks, "run", "--mpi", "-T", "1", "-s", "8M", "--bs", "64K", "-w", "2",
+                  "--dir", rank_dirs(direct_dir, ranks), "--json", str(out_json), "--csv", str(out_csv))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("Cluster: ") == 1  # only rank 0 prints
+
+    [r] = load_results(str(out_json))
+    cluster = r.environment["cluster"]
+    rows = cluster["per_rank"]
+    assert cluster["ranks"] == ranks and [row["rank"] for row in rows] == list(range(ranks))
+    assert cluster["workers_total"] == 2 * ranks
+    # every rank measured something, and the aggregate is the sum of what the ranks measured themselves
+    assert all(row["bytes"] > 0 and row["status"] == "ok" for row in rows)
+    assert r.bytes == sum(row["bytes"] for row in rows)
+    assert r.ops == sum(row["ops"] for row in rows)
+    assert r.bytes == sum(h.bytes for h in r.hosts) and len(r.hosts) == len(cluster["hosts"])
+    assert len(r.workers) == 2 * ranks and sum(w.bytes for w in r.workers) == r.bytes
+
+    # percentiles come from the ranks' histograms merged, not from averaged percentiles
+    combined = Histogram()
+    for row in rows:
+        combined = combined + sparse_hist(row["latency_histogram_ns"])
+    assert list(combined.counts) == list(r.histogram.counts) and combined.count == r.ops
+    p = combined.percentiles()
+    assert (r.latency_us.p50, r.latency_us.p90, r.latency_us.p99, r.latency_us.p999) == \
+        (p[50.0] / 1e3, p[90.0] / 1e3, p[99.0] / 1e3, p[99.9] / 1e3)
+
+    # elbencho's first-done / last-done over all ranks
+    assert r.first_done and r.last_done
+    assert r.first_done.seconds == min(row["first_done_s"] for row in rows)
+    assert r.last_done.seconds == max(row["seconds"] for row in rows) and r.last_done.bytes == r.bytes
+
+    # the live series adds up to the final figures; CSV rows for the whole job and for each host
+    data = json.loads(out_json.read_text())
+    assert sum(s["bytes"] for s in data["samples"]) == r.bytes
+    assert sum(s["bytes"] for s in data["hosts"][0]["samples"]) == r.hosts[0].bytes
+    with open(out_csv) as fh:
+        series = list(csv.DictReader(fh))
+    assert {row["host"] for row in series} == {"all", *cluster["hosts"]}
+    assert sum(int(row["bytes"]) for row in series if row["host"] == "all") == r.bytes
+    assert {row["ranks"] for row in series if row["host"] == "all"} == {str(ranks)}
+    # each rank removed the scratch files it created
+    assert all(not os.listdir(direct_dir / str(i)) for i in range(ranks))
+
+
+@needs_mpi
+def test_rank_with_bad_dir_stops_every_rank(direct_dir):
+    proc = mpirun(3, "run", "--mpi", "-T", "5", "-s", "8M", "--dir", rank_dirs(direct_dir, 3, skip=1))
+    assert proc.returncode == 2, proc.stderr  # the failing rank's own error: bad input
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
+    assert len(lines) == 1, proc.stderr  # one line, from rank 0
+    assert "rank 1 on " in lines[0] and "does not exist" in lines[0]
+    assert "Traceback" not in proc.stderr
+    assert not os.listdir(direct_dir / "0") and not os.listdir(direct_dir / "2")
+
+
+@needs_mpi
+def test_rank_failing_mid_run_stops_the_others(direct_dir, cli):
+    """Rank 2's scratch file is corrupted: --verify fails there, and ranks 0 and 1 stop long before -T."""
+    dirs = rank_dirs(direct_dir, 3)
+    made = cli("run", "-T", "0.2", "-s", "8M", "--dir", str(direct_dir / "2"), "--keep")
+    assert made.code == 0, made.err
+    [scratch] = [p for p in (direct_dir / "2").iterdir() if p.suffix == ".dat"]
+    with open(scratch, "r+b") as fh:
+        fh.write(os.urandom(4096))
+    out_json = direct_dir / "out.json"
+    proc = mpirun(3, "run", "--mpi", "-T", "30", "-s", "8M", "--verify", "--dir", dirs, "--json", str(out_json))
+    assert proc.returncode == 1, proc.stderr
+    assert "xferscope: rank 2 on " in proc.stderr and "verification failed" in proc.stderr
+    [r] = load_results(str(out_json))
+    assert r.status == "failed" and r.error.startswith("rank 2 on ")
+    rows = {row["rank"]: row for row in r.environment["cluster"]["per_rank"]}
+    assert rows[2]["status"] == "failed"
+    assert all(rows[i]["status"] == "interrupted" and rows[i]["seconds"] < 30 for i in (0, 1))
+
+
+@needs_mpi
+def test_compare_across_ranks(direct_dir):
+    out_json = direct_dir / "out.json"
+    proc = mpirun(2, "compare", "--mpi", "--paths", "host", "-T", "0.5", "-s", "8M", "--bs", "64K",
+                  "--dir", rank_dirs(direct_dir, 2), "--json", str(out_json))
+    assert proc.returncode == 0, proc.stderr
+    [r] = load_results(str(out_json))
+    rows = r.environment["cluster"]["per_rank"]
+    assert len(rows) == 2 and r.bytes == sum(row["bytes"] for row in rows) > 0
+    assert "Cluster: 2 ranks" in proc.stdout
+
+
+def test_mpi_without_mpi4py_says_how_to_get_it(tmp_path, cli):
+    blocker = tmp_path / "mpi4py"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('mpi4py is blocked for this test')\n")
+    res = cli("run", "--mpi", "-T", "1", env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    assert res.code == 3
+    assert "pip install 'xferscope[mpi]'" in res.err and "Traceback" not in res.err
+
+
+# ------------------------------------------------------------------ without MPI
+
+def test_ranks_on_a_host_share_its_gpus_and_cpus():
+    rows = [("a", (0, 1, 2, 3))] * 2 + [("b", (0, 1, 2, 3))] * 3
+    spec = RunSpec(path="bounce", directory="/scratch/{host}/{rank}", gpus=[0])
+    specs = [rank_spec(spec, layout_from(rows, me), gpu_given=False, gpus_on_host=2) for me in range(5)]
+    assert [s.gpus for s in specs] == [[0], [1], [0], [1], [0]]  # local_rank % gpus_on_host
+    assert [s.cpus for s in specs] == [[0, 1], [2, 3], [0, 1], [2], [3]]
+    assert specs[3].directory == "/scratch/b/3"
+    assert len({s.seed for s in specs}) == 5
+    given = [rank_spec(spec.replace(gpus=[4, 5, 6, 7]), layout_from(rows, me), gpu_given=True, gpus_on_host=8)
+             for me in (0, 1)]
+    assert [s.gpus for s in given] == [[4, 5], [6, 7]]
+    # a launcher that bound each rank to its own CPUs is left alone
+    bound = [("a", (0,)), ("a", (1,))]
+    assert rank_spec(RunSpec(), layout_from(bound, 1), gpu_given=False, gpus_on_host=0).cpus is None
+    assert share([0, 1, 2], 4, 5) == [1]
+
+
+def test_placeholders_and_prepare_waves():
+    layout = layout_from([("a", (0,))] * 2 + [("b", (0,))] * 2, 0)
+    with pytest.raises(SpecError, match="unknown placeholder"):
+        expand("/data/{node}", "dir", layout.mine)
+    assert prepare_waves(RunSpec(directory="/d/{rank}"), layout) == [{0, 1, 2, 3}]
+    assert prepare_waves(RunSpec(file="/shared/f.dat"), layout) == [{0}, {2}, {1, 3}]
+
+
+def _record(rank, t, nbytes, lat_ns, first=None, status="running", workers=1):
+    h = Histogram.from_values([lat_ns] * (nbytes // 4096))
+    return {"rank": rank, "seq": 0, "t": t, "rb": nbytes, "wb": 0, "ro": nbytes // 4096, "wo": 0,
+            "rl": lat_ns * (nbytes // 4096), "wl": 0, "hr": h.to_sparse(), "hw": {}, "lat_min": lat_ns,
+            "lat_max": lat_ns, "first": first, "done": 0, "wbytes": (0,) * workers, "error": None,
+            "cpu": (10.0, 5.0, 20.0, 10.0), "cores": (), "gpu": (), "status": status}
+
+
+def test_aggregation_merges_ranks_and_hosts():
+    """Three ranks on two hosts, fed synthetic records: sums, merged percentiles, first-done, slowest host."""
+    layout = layout_from([("fast", (0,)), ("fast", (0,)), ("slow", (0,))], 0)
+    live = LiveAggregate(layout)
+    lat = {0: 100_000, 1: 200_000, 2: 900_000}
+    for t in (1.0, 2.0):
+        for rank in range(3):
+            nbytes = (4 if rank < 2 else 1) * 4096 * 100
+            # rank 0's first worker finishes at 1.5 s: the others' totals are interpolated there
+            first = (1_500_000_000, 4096 * 600, 600) if rank == 0 and t == 2.0 else None
+            live.add(_record(rank, t, nbytes, lat[rank], first), now=t)
+        live.emit(t)
+    spec = RunSpec(directory="/d/{rank}")
+    r = cluster_result(spec, live, {"launcher": "test", "mpi": "test"})
+    per_rank = [st.bytes for st in live.states]
+    assert r.bytes == sum(per_rank) == sum(s.bytes for s in r.samples)
+    assert [h.environment["host"] for h in r.hosts] == ["fast", "slow"]
+    assert [h.bytes for h in r.hosts] == [per_rank[0] + per_rank[1], per_rank[2]]
+    assert r.environment["cluster"]["slowest_host"] == "slow"
+    combined = Histogram.from_values([lat[0]] * 800 + [lat[1]] * 800 + [lat[2]] * 200)
+    p = combined.percentiles()
+    assert (r.latency_us.p50, r.latency_us.p99) == (p[50.0] / 1e3, p[99.0] / 1e3)
+    assert r.latency_us.mean == pytest.approx((800 * lat[0] + 800 * lat[1] + 200 * lat[2]) / 1800 / 1e3)
+    # first done at 1.5 s: rank 0's own totals then, ranks 1 and 2 halfway between their 1 s and 2 s records
+    assert r.first_done.seconds == 1.5
+    assert r.first_done.bytes == 4096 * 600 + 4096 * 600 + 4096 * 150
+    assert r.cpu["usr_pct"] == 30.0 and r.status == "interrupted"  # no final records: a partial result

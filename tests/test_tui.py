@@ -1,0 +1,257 @@
+"""The console driven through Pilot with the real host engine on small temporary files."""
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tui_helpers import Messages, make_app, retype, screen_text, toast_text, wait_for
+from xferscope.app.messages import (BatchFinished, RunFailed, RunFinished, RunStarted, SamplesArrived,
+                                    SetupRefused, SnapshotExported)
+from xferscope.commands.tui import console_options
+from xferscope.app.app import XferscopeApp
+
+NUMBER = r"([0-9][0-9,]*\.?[0-9]*)"
+
+
+def figure(text: str, pattern: str) -> float:
+    """The number after ``pattern`` on the screen (fails the test when it is not there)."""
+    m = re.search(pattern + r"\s+" + NUMBER, text)
+    assert m, f"{pattern!r} not on screen:\n{text}"
+    return float(m.group(1).replace(",", ""))
+
+
+async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
+    """`xferscope tui --start`: a scratch file in a new temporary directory, the host path, started at once."""
+    monkeypatch.chdir(tmp_path)
+    options = console_options(start=True, duration=1.0, size="16M")
+    assert options.values.paths[0] == "host" and options.values.typed_path == ""
+    app = XferscopeApp(options)
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await wait_for(pilot, lambda: msgs.of(BatchFinished))
+        text = screen_text(app)
+    started = msgs.of(RunStarted)
+    assert len(started) == 1 and started[0].record.spec.path == "host"
+    assert started[0].record.spec.file is None and started[0].record.spec.directory is None
+    result = msgs.of(RunFinished)[0].result
+    assert result.status == "ok" and result.bytes > 0
+    assert "host read 1M w1" in text and "finished" in text
+    scratch = result.environment["target"]
+    assert not os.path.exists(scratch), "the scratch file of the embedded default is removed"
+
+
+async def test_short_run_panels_show_measured_figures(direct_dir):
+    app = make_app(direct_dir, duration="1.5", workers="2", bs="64K")
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: msgs.of(SamplesArrived) and msgs.of(SamplesArrived)[-1].samples[-1].t > 0.5)
+        live = screen_text(app)
+        await wait_for(pilot, lambda: msgs.of(RunFinished))
+        await pilot.pause(0.3)
+        done = screen_text(app)
+    result = msgs.of(RunFinished)[0].result
+    # while running: the last interval's figures, in explicit units
+    now = re.search(r"now (\d+\.\d+) (GiB|MiB)/s\s+([\d,]+) IOPS", live)
+    assert now and float(now.group(1)) > 0 and int(now.group(3).replace(",", "")) > 0, live
+    assert figure(live, "p50") > 0 and figure(live, "p99") > 0
+    assert re.search(r"│\s+1\s+[\d,]+\.\d\s+\d", live), live  # worker 1's row has its MiB/s
+    # after: whole-run averages equal to the engine's result
+    avg = re.search(r"avg (\d+\.\d+) (GiB|MiB)/s\s+([\d,]+) IOPS", done)
+    assert avg, done
+    rate = result.throughput_gib_s if avg.group(2) == "GiB" else result.throughput_mib_s
+    assert float(avg.group(1)) == pytest.approx(rate, abs=0.01 if avg.group(2) == "GiB" else 0.1)
+    assert int(avg.group(3).replace(",", "")) == round(result.iops)
+    assert "Latency (whole run)" in done and figure(done, "p99.9") > 0 and figure(done, "max") > 0
+    proc = re.search(r"process\s+([\d.]+)%\s+([\d.]+)%", done)
+    assert proc and float(proc.group(1)) + float(proc.group(2)) > 0, done
+    assert re.search(r"cpu0 .*\d+%", done) and re.search(r"console\s+[\d.]+%", done)
+    assert "first done" in done and "last done" in done
+    assert len(result.workers) == 2 and all(w.bytes > 0 for w in result.workers)
+
+
+async def test_stop_mid_run_keeps_partial_results(direct_dir):
+    app = make_app(direct_dir, duration="30")
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: sum(len(m.samples) for m in msgs.of(SamplesArrived)) >= 5)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=10)
+        await pilot.pause(0.3)
+        text = screen_text(app)
+    result = msgs.of(RunFinished)[0].result
+    assert result.status == "interrupted"
+    assert 0 < result.seconds < 10 and result.bytes > 0 and len(result.samples) >= 5
+    assert "stopped" in text and "avg" in text and figure(text, "avg") > 0
+    assert not [p for p in os.listdir(direct_dir) if p.startswith("xferscope-scratch")]
+
+
+async def test_comparison_of_two_configurations_fills_the_table(direct_dir):
+    app = make_app(direct_dir, duration="1")
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 1)
+        await pilot.press("s")
+        await retype(pilot, "#bs", "4K")
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 2)
+        await pilot.press("c")
+        await pilot.pause(0.3)
+        text = screen_text(app)
+        await pilot.press("down", "b")
+        await pilot.pause(0.2)
+        rebased = screen_text(app)
+    rows = [line for line in text.splitlines() if re.match(r"\s*[12] host", line)]
+    assert len(rows) == 2, text
+    assert " 1M " in rows[0] and " 4K " in rows[1]
+    assert rows[0].rstrip().endswith("1.00 *")
+    ratio = float(rows[1].split()[-1])
+    results = [m.result for m in msgs.of(RunFinished)]
+    assert ratio == pytest.approx(results[1].throughput_mib_s / results[0].throughput_mib_s, abs=0.006)
+    assert "CPU-s/GiB" in text and "usr%" in text and "sys%" in text
+    assert "against row 2" in rebased
+    assert "Throughput, all runs" in text and "■ 1 host read 1M w1" in text and "■ 2 host read 4K w1" in text
+
+
+@pytest.mark.parametrize("control,value,message", [
+    ("bs", "3000", "not a multiple of 512"),
+    ("workers", "0", "must be 1..1024"),
+    ("size", "lots", "not a size"),
+    ("duration", "-1", "not a duration"),
+])
+async def test_invalid_input_is_refused_in_place(direct_dir, control, value, message):
+    app = make_app(direct_dir)
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await retype(pilot, f"#{control}", value)
+        await pilot.pause(0.1)
+        await pilot.press("escape", "r")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+        assert app.screen.query_one(f"#{control}").has_class("-invalid-choice")
+    assert message in text
+    refused = msgs.of(SetupRefused)
+    assert refused and refused[-1].where == control and message in refused[-1].reason
+    assert not msgs.of(RunStarted)
+
+
+async def test_target_problems_are_explained_before_the_run(tmp_path):
+    missing = tmp_path / "no-such-dir" / "data.bin"
+    app = make_app(tmp_path)
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        app.screen.query_one("#target-path").value = str(missing)
+        await pilot.press("escape", "r")
+        await pilot.pause(0.2)
+        text = screen_text(app)
+    refused = msgs.of(SetupRefused)[-1]
+    assert refused.where == "target" and "does not exist" in refused.reason and not msgs.of(RunStarted)
+    assert "no-such-dir does not exist" in " ".join(text.split()), text
+
+
+async def test_csv_export_writes_the_snapshot(direct_dir):
+    app = make_app(direct_dir, duration="1")
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs, notifications=True) as pilot:
+        await pilot.press("e")  # nothing measured yet: says so, writes nothing
+        await pilot.pause(0.2)
+        assert "nothing measured yet" in screen_text(app)
+        await pilot.press("r")
+        await wait_for(pilot, lambda: msgs.of(BatchFinished))
+        await pilot.press("e")
+        await wait_for(pilot, lambda: msgs.of(SnapshotExported))
+        await pilot.pause(0.3)
+        text = screen_text(app)
+    paths = msgs.of(SnapshotExported)[0].paths
+    assert len(paths) == 2 and all(p.startswith(str(direct_dir)) and os.path.exists(p) for p in paths)
+    toast = toast_text(text)
+    assert "CSV snapshot written" in toast and paths[0] in toast and paths[1] in toast, text
+    series = list(csv.DictReader(open(paths[0])))
+    summary = list(csv.DictReader(open(paths[1])))
+    result = msgs.of(RunFinished)[0].result
+    assert len(series) == len(result.samples) and float(series[-1]["throughput_gib_s"]) >= 0
+    assert sum(int(r["bytes"]) for r in series) == result.bytes
+    assert len(summary) == 1 and int(summary[0]["bytes"]) == result.bytes
+
+
+async def test_engine_failure_shows_the_error_panel_and_the_console_goes_on(direct_dir):
+    data = direct_dir / "data.bin"
+    app = make_app(direct_dir, duration="20")
+    app.options.values.typed_path = str(data)
+    msgs = Messages()
+    async with app.run_test(message_hook=msgs) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: msgs.of(SamplesArrived))
+        os.truncate(data, 0)  # the file shrinks under the engine: reads come back short
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=10)
+        await pilot.pause(0.3)
+        failed = screen_text(app)
+        await pilot.press("s")
+        app.screen.query_one("#target-path").value = str(direct_dir)
+        app.screen.query_one("#duration").value = "0.5"
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 2)
+        await pilot.pause(0.3)
+        after = screen_text(app)
+    failure = msgs.of(RunFailed)[0]
+    assert "short read" in failure.reason and failure.result is not None and failure.result.bytes > 0
+    assert "Run failed" in failed and "short read" in failed
+    assert "Throughput" in failed and "avg" in failed  # the other panels still show what was measured
+    assert msgs.of(RunFinished)[-1].result.status == "ok"
+    assert "Run failed" not in after and "finished" in after
+
+
+async def test_80x24_layout_fits(direct_dir):
+    app = make_app(direct_dir, duration="0.5")
+    msgs = Messages()
+    async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
+        await pilot.press("r")
+        await wait_for(pilot, lambda: msgs.of(BatchFinished))
+        await pilot.pause(0.3)
+        screens = {}
+        for key in ("l", "c", "m", "s"):
+            await pilot.press(key)
+            await pilot.pause(0.3)
+            screens[key] = screen_text(app)
+            for widget in app.screen.query(".panel, Footer, .screen-title, #setup-buttons"):
+                if widget.display:
+                    r = widget.region
+                    assert r.right <= 80 and r.bottom <= 24 and r.width > 0, (key, widget, r)
+    for text in screens.values():
+        lines = text.splitlines()
+        assert len(lines) == 24 and all(len(line) <= 80 for line in lines)
+        assert "^p palette" in lines[-1]  # the footer's key bar is on the last line
+    live = screens["l"].splitlines()
+    for title in ("Throughput", "Latency", "CPU", "Workers"):
+        assert title in screens["l"]
+    boxes = [line for line in live[1:-1] if line.strip()]
+    assert all(line[0] in "╭│╰" and line.rstrip()[-1] in "╮│╯" for line in boxes), screens["l"]
+    assert "Start (r)" in screens["s"] and "Block size" in screens["s"] and "Duration" in screens["s"]
+    assert "CPU-s/GiB" in screens["c"] and "ratio" in screens["c"]
+    assert "Inject Delay" in screens["m"] and "Latency (ns)" in screens["m"]
+
+
+async def test_too_small_terminal_shows_a_message(direct_dir):
+    app = make_app(direct_dir)
+    async with app.run_test(size=(50, 14)) as pilot:
+        await pilot.pause(0.2)
+        assert "Terminal too small: 50x14" in screen_text(app)
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.3)
+        text = screen_text(app)
+    assert "too small" not in text and "Block size" in text
+
+
+def test_the_headless_cli_does_not_import_textual():
+    code = ("import sys, xferscope.cli; "
+            "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.')); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

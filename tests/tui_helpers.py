@@ -1,0 +1,78 @@
+"""Drive the console in tests: build it on temporary files, read the screen as text, collect its messages."""
+from __future__ import annotations
+
+import io
+import time
+
+from rich.console import Console
+
+from xferscope.app.app import ConsoleOptions, Machine, XferscopeApp
+from xferscope.app.setup_model import FormValues
+from xferscope.engines.registry import availability
+
+
+def host_only_machine() -> Machine:
+    """This machine's real availability, with the form offering the host path."""
+    return Machine(gpus=[], no_gpu_reason="", availability=availability())
+
+
+def make_app(tmp_dir, *, duration="1", size="16M", bs="1M", workers="1", start=False, **values) -> XferscopeApp:
+    form = FormValues(paths=["host"], duration=duration, size=size, bs=bs, workers=workers,
+                      typed_path=str(tmp_dir), **values)
+    return XferscopeApp(ConsoleOptions(form, host_only_machine(), start=start, export_to=str(tmp_dir)))
+
+
+def screen_text(app) -> str:
+    """What the terminal shows now, as plain text (modal screens over their background)."""
+    width, height = app.size
+    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True,
+                      color_system=None, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
+    return console.export_text()
+
+
+class Messages:
+    """A ``message_hook`` that keeps every message, by type."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, message) -> None:
+        self.seen.append(message)
+
+    def of(self, kind) -> list:
+        return [m for m in self.seen if isinstance(m, kind)]
+
+
+async def wait_for(pilot, condition, timeout: float = 20.0, step: float = 0.1):
+    """Let the app run until ``condition()`` holds; fail with the screen's text if it never does."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        await pilot.pause(step)
+    raise AssertionError("timed out; the screen shows:\n" + screen_text(pilot.app))
+
+
+async def retype(pilot, selector: str, text: str) -> None:
+    """Focus an input, delete what it holds and type ``text``, as a person would."""
+    widget = pilot.app.screen.query_one(selector)
+    await pilot.click(selector)
+    await pilot.press("end", *["backspace"] * len(widget.value), *text)
+
+
+def toast_text(text: str) -> str:
+    """The notifications on a screen (their lines joined, so wrapped paths read whole)."""
+    parts = []
+    for line in text.splitlines():
+        if "▌" in line:
+            parts.append(line[line.rindex("▌") + 1:].rstrip().rstrip("│╮╯─").strip())
+    return "".join(parts)
+
+
+async def paste(pilot, selector: str, text: str) -> None:
+    """Focus an input and put ``text`` in it at once (long paths, where typing key by key is slow)."""
+    widget = pilot.app.screen.query_one(selector)
+    widget.focus()
+    widget.value = text
+    await pilot.pause()
