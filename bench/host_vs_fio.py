@@ -92,17 +92,23 @@ def main() -> int:
             if wanted and name not in wanted:
                 continue
             xs, fi = [], []
-            for _ in range(args.rounds):
-                xs.append(run_xferscope(path, io, bs, workers, depth, args.seconds))
-                fi.append(run_fio(args.fio, path, size, io, bs, workers, depth, args.seconds))
-            row = {"case": name}
+            for rnd in range(args.rounds):
+                # alternate who goes first, so neither tool always meets the device in the same state
+                order = [("xs", xs), ("fio", fi)] if rnd % 2 == 0 else [("fio", fi), ("xs", xs)]
+                for tool, rows in order:
+                    if tool == "xs":
+                        rows.append(run_xferscope(path, io, bs, workers, depth, args.seconds))
+                    else:
+                        rows.append(run_fio(args.fio, path, size, io, bs, workers, depth, args.seconds))
+            row = {"case": name, "rounds": [{"xs_mib_s": a["mib_s"], "fio_mib_s": b["mib_s"]} for a, b in zip(xs, fi)]}
             for key in ("mib_s", "lat_mean_us", "lat_p99_us"):
                 row[f"xs_{key}"], row[f"fio_{key}"] = median(xs, key), median(fi, key)
                 row[f"ratio_{key}"] = row[f"xs_{key}"] / row[f"fio_{key}"]
             report.append(row)
             print(f"{name:<18} {row['xs_mib_s']:>10.1f} {row['fio_mib_s']:>10.1f} {row['ratio_mib_s']:>6.3f} "
                   f"{row['xs_lat_mean_us']:>8.1f} {row['fio_lat_mean_us']:>8.1f} {row['ratio_lat_mean_us']:>6.3f} "
-                  f"{row['xs_lat_p99_us']:>8.1f} {row['fio_lat_p99_us']:>8.1f} {row['ratio_lat_p99_us']:>6.3f}",
+                  f"{row['xs_lat_p99_us']:>8.1f} {row['fio_lat_p99_us']:>8.1f} {row['ratio_lat_p99_us']:>6.3f}  "
+                  f"per round: " + " ".join(f"{r['xs_mib_s'] / r['fio_mib_s']:.2f}" for r in row["rounds"]),
                   flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

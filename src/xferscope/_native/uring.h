@@ -127,8 +127,10 @@ static void uring_prep(uring_t *r, int write, int fd, void *buf, unsigned len, u
 static int uring_enter(uring_t *r, unsigned min_complete)
 {
     for (;;) {
-        int n = (int)syscall(__NR_io_uring_enter, r->fd, r->sq_pending, min_complete,
-                             min_complete ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
+        /* GETEVENTS also when only submitting: with deferred task work it is what posts the
+         * completions that are already there, so they can be reaped without sleeping */
+        int n = (int)syscall(__NR_io_uring_enter, r->fd, r->sq_pending, min_complete, IORING_ENTER_GETEVENTS,
+                             NULL, 0);
         if (n >= 0) {
             r->sq_pending -= (unsigned)n < r->sq_pending ? (unsigned)n : r->sq_pending;
             return 0;
