@@ -13,8 +13,10 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -43,11 +45,17 @@ def _mpirun_flags() -> list[str]:
     return flags
 
 
-def mpirun(ranks: int, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+# shared memory without cross-process single copy, which some containers forbid
+MPI_ENV = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+
+
+def mpirun_cmd(ranks: int, *args: str) -> list[str]:
     """`mpirun -np RANKS python -m xferscope.cli ARGS`, as a user would start it."""
-    env = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none", "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-    cmd = [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    return [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
+
+
+def mpirun(ranks: int, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
+    return subprocess.run(mpirun_cmd(ranks, *args), capture_output=True, text=True, timeout=timeout, env=MPI_ENV)
 
 
 def rank_dirs(base, ranks: int, skip: int | None = None) -> str:
@@ -143,6 +151,30 @@ def test_rank_failing_mid_run_stops_the_others(direct_dir, cli):
 
 
 @needs_mpi
+def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
+    ranks, out_json = 2, direct_dir / "out.json"
+    cmd = mpirun_cmd(ranks, "run", "--mpi", "-T", "30", "-s", "8M", "--dir", rank_dirs(direct_dir, ranks),
+                     "--json", str(out_json))
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
+    try:
+        deadline = time.monotonic() + 30
+        while not all(any(p.suffix == ".xferscope" for p in (direct_dir / str(r)).iterdir()) for r in range(ranks)):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.1)
+        time.sleep(2)  # scratch files made: the timed region starts right after
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=30)  # every rank ends
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    [r] = load_results(str(out_json))  # rank 0 saved the figures of every rank
+    rows = r.environment["cluster"]["per_rank"]
+    assert r.status == "interrupted" and r.seconds < 30
+    assert all(row["bytes"] > 0 for row in rows) and r.bytes == sum(row["bytes"] for row in rows)
+    assert all(not any(p.suffix == ".dat" for p in (direct_dir / str(i)).iterdir()) for i in range(ranks))
+
+
+@needs_mpi
 def test_compare_across_ranks(direct_dir):
     out_json = direct_dir / "out.json"
     proc = mpirun(2, "compare", "--mpi", "--paths", "host", "-T", "0.5", "-s", "8M", "--bs", "64K",
@@ -158,7 +190,8 @@ def test_mpi_without_mpi4py_says_how_to_get_it(tmp_path, cli):
     blocker = tmp_path / "mpi4py"
     blocker.mkdir()
     (blocker / "__init__.py").write_text("raise ImportError('mpi4py is blocked for this test')\n")
-    res = cli("run", "--mpi", "-T", "1", env={"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"})
+    path = f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"
+    res = cli("run", "--mpi", "-T", "1", env={"PYTHONPATH": path})
     assert res.code == 3
     assert "pip install 'xferscope[mpi]'" in res.err and "Traceback" not in res.err
 

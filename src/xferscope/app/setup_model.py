@@ -40,6 +40,7 @@ class FormValues:
     mount: str = DEFAULT_TARGET
     typed_path: str = ""
     gpu: int | None = None
+    buffered: bool = False  # through the page cache (no O_DIRECT)
     base: RunSpec = field(default_factory=RunSpec)  # fields the form does not show (from a profile)
 
     @classmethod
@@ -48,7 +49,7 @@ class FormValues:
                    iodepth=str(spec.iodepth), size=format_size(spec.file_size),
                    duration=f"{spec.duration:g}" if spec.duration else "",
                    typed_path=spec.file or spec.directory or "", gpu=spec.gpus[0] if spec.gpus else None,
-                   base=spec)
+                   buffered=spec.buffered, base=spec)
 
 
 def default_paths(avail: dict[str, str | None] | None = None) -> list[str]:
@@ -95,7 +96,8 @@ def build_specs(values: FormValues) -> list[RunSpec]:
         file_size=_size(values.size, "file_size"), duration=duration,
         total_bytes=values.base.total_bytes if duration is None else None,
         file=file, directory=directory,
-        gpus=[values.gpu] if values.gpu is not None else list(values.base.gpus), label=None,
+        gpus=[values.gpu] if values.gpu is not None else list(values.base.gpus), buffered=values.buffered,
+        label=None,
     )
     specs = [spec.replace(path=p).validate() for p in values.paths]
     return specs

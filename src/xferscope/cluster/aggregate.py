@@ -194,6 +194,7 @@ class LiveAggregate:
         self.layout = layout
         self.states = [RankState(p) for p in layout.places]
         self.hosts = layout.hosts
+        self._by_host = {h: [st for st in self.states if st.host == h] for h in self.hosts}
         self.samples: list[Sample] = []
         self.host_samples: dict[str, list[Sample]] = {h: [] for h in self.hosts}
         self._sums = IntervalSums()
@@ -201,7 +202,7 @@ class LiveAggregate:
         self._last_t = 0.0
 
     def states_on(self, host: str) -> list[RankState]:
-        return [st for st in self.states if st.host == host]
+        return self._by_host[host]
 
     def add(self, rec: dict[str, Any], now: float) -> None:
         st = self.states[rec["rank"]]
@@ -217,12 +218,11 @@ class LiveAggregate:
     def _watch_first_done(self) -> None:
         """Ask every rank for its totals at the cluster's (and each host's) first-done time."""
         t_all = first_done_time(self.states)
+        t_host = {h: first_done_time(states) for h, states in self._by_host.items()}
         for st in self.states:
-            if t_all is not None:
-                st.watch(t_all)
-            t_host = first_done_time(self.states_on(st.host))
-            if t_host is not None:
-                st.watch(t_host)
+            for t in (t_all, t_host[st.host]):
+                if t is not None:
+                    st.watch(t)
 
     def emit(self, t: float) -> tuple[Sample, dict[str, Sample]]:
         """The aggregate and per-host samples of the interval that ends now (``t`` s since the start)."""

@@ -7,6 +7,8 @@ may kill the ranks soon after), then again once every rank has stopped.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import secrets
 import shutil
@@ -17,9 +19,9 @@ from typing import Callable
 import typer
 
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
-from xferscope.cluster.session import FollowerExit, RankFailed, _vote, agree_or_raise, run_spec_mpi
+from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
-from xferscope.commands.run import _Progress, emit, install_hangup_handlers, write_files
+from xferscope.commands.run import _Progress, emit, execute_and_report, install_hangup_handlers, write_files
 from xferscope.errors import ExitCode, RunFailed, XferscopeError
 from xferscope.spec import RunSpec
 
@@ -41,11 +43,14 @@ def print_cluster_run(results) -> None:
 
 
 def _build(make: Callable, world: World):
-    """Build on this rank; a failure becomes this rank's vote, so that rank 0 reports it for everyone."""
+    """Build on this rank; a failure becomes this rank's vote, so that rank 0 reports it for everyone.
+    Notes printed while building (a skipped path) come from rank 0 only."""
+    quiet = contextlib.nullcontext() if world.is_root else contextlib.redirect_stderr(io.StringIO())
     try:
-        return make(), None
+        with quiet:
+            return make(), None
     except (XferscopeError, ValueError) as exc:
-        return None, _vote(exc)
+        return None, failure_vote(exc)
 
 
 def _note_single_rank(world: World) -> None:
@@ -67,25 +72,16 @@ def run_mpi(make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json
     def save_partial(result) -> None:
         write_files([result], json_path, csv_path)
 
-    try:
+    def execute():
         agree_or_raise(world, vote, "the spec check")
-        result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                              on_partial=save_partial if root else None, progress=progress.fill if root else None)
+        return run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
+                            on_partial=save_partial if root else None, progress=progress.fill if root else None)
+
+    try:
+        execute_and_report(execute, progress, fmt=fmt, json_path=json_path, csv_path=csv_path,
+                           printer=print_cluster_run)
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
-    except Exception as exc:
-        progress.clear()
-        partial = getattr(exc, "result", None)
-        if partial is not None:
-            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_cluster_run)
-        raise
-    if result is None:
-        return
-    progress.clear()
-    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_cluster_run)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
 
 
 def _same_paths(world: World, specs: list[RunSpec]) -> None:
@@ -183,11 +179,11 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
 
 
 def _print_compare_cluster(print_compare):
-    from xferscope.cluster.report import layout_line, slowest_line
+    from xferscope.cluster.report import layout_line, slowest_line, whole_job
 
     def printer(results) -> None:
-        print_compare(results)
-        typer.echo(layout_line(results[0]) + "; the table shows the whole job, workers per rank")
+        print_compare([whole_job(r) for r in results])
+        typer.echo(layout_line(results[0]) + "; the table shows the whole job")
         for r in results:
             line = slowest_line(r)
             if line:

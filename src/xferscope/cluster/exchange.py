@@ -14,8 +14,11 @@ thread never touch MPI and never wait for it.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import Layout
@@ -56,6 +59,24 @@ def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | 
     return maker.make(snap, status=status, summary=summary)
 
 
+@contextlib.contextmanager
+def interrupts_as_flag() -> Iterator[threading.Event]:
+    """Ctrl-C, SIGTERM and SIGHUP set a flag instead of raising, so that no record is lost half-handled;
+    the loops look at the flag every tick."""
+    flag = threading.Event()
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: flag.set())
+        except (ValueError, OSError):  # not the main thread, or not settable here
+            pass
+    try:
+        yield flag
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 class Ticker:
     """Wake every ``interval`` seconds; after a stall, skip ahead instead of bursting."""
 
@@ -82,14 +103,16 @@ class Follower:
         self._sends: list = []
 
     def loop(self) -> None:
+        with interrupts_as_flag() as interrupted:
+            self._loop(interrupted)
+
+    def _loop(self, interrupted: threading.Event) -> None:
         comm = self.world.comm
         ticker = Ticker(self.run.spec.interval)
         while True:
-            try:
-                finished = self.run.join(ticker.remaining()) or self.start_error is not None
-            except KeyboardInterrupt:  # the launcher's SIGTERM/SIGINT: stop, and still report
+            finished = self.run.join(ticker.remaining()) or self.start_error is not None
+            if interrupted.is_set():  # the launcher's SIGTERM/SIGINT: stop, and still report
                 self.run.stop()
-                continue
             ticker.advance()
             rec = own_record(self.run, self.maker, finished, self.start_error)
             self._sends.append(comm.isend(rec, dest=0, tag=TAG_RECORD))
@@ -126,21 +149,23 @@ class Leader:
         self._sends: list = []
 
     def loop(self) -> None:
+        with interrupts_as_flag() as interrupted:
+            self._loop(interrupted)
+
+    def _loop(self, interrupted: threading.Event) -> None:
         ticker = Ticker(self.run.spec.interval)
         started = time.monotonic()
         for st in self.live.states:
             st.last_seen = started
         own_done = False
         while True:
-            try:
-                if own_done:
-                    time.sleep(ticker.remaining())
-                    finished = True
-                else:
-                    finished = self.run.join(ticker.remaining()) or self.start_error is not None
-            except KeyboardInterrupt:
+            if own_done:
+                time.sleep(ticker.remaining())
+                finished = True
+            else:
+                finished = self.run.join(ticker.remaining()) or self.start_error is not None
+            if interrupted.is_set() and not self.interrupted:
                 self._interrupt()
-                continue
             ticker.advance()
             now = time.monotonic()
             if not own_done:
@@ -158,13 +183,15 @@ class Leader:
             self._give_up_on_silent(now)
             if self.live.settled:
                 break
-        self._sends = [r for r in self._sends if not r.Test()]
+
+    def finish_sends(self) -> None:
+        """Complete the stop messages (call after the outcome went out: every rank has drained them)."""
+        self.world.MPI.Request.Waitall(self._sends)
 
     def _interrupt(self) -> None:
-        first = not self.interrupted
         self.interrupted = True
         self.run.stop()
-        if first and self.on_interrupt is not None:
+        if self.on_interrupt is not None:
             try:
                 self.on_interrupt(self.live)  # save what we have now: the launcher may kill us soon
             except Exception:

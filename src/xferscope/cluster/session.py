@@ -49,7 +49,7 @@ class FollowerExit(Exception):
         self.started = started  # False: the run failed before its timed region
 
 
-def _vote(exc: BaseException) -> tuple[str, int, str]:
+def failure_vote(exc: BaseException) -> tuple[str, int, str]:
     """What a rank tells the others about its failure: (message, exit code, host)."""
     host = socket.gethostname()
     if isinstance(exc, KeyboardInterrupt):
@@ -64,7 +64,7 @@ def agree_or_raise(world: World, vote: tuple[str, int, str] | None, what: str,
     """Wait for every rank at ``what``; when any voted a failure, raise on every rank: rank 0 the
     failing rank's error (named by rank and host, with its exit code), the others FollowerExit."""
     try:
-        votes = world.agree(vote, what, if_interrupted=_vote(KeyboardInterrupt()))
+        votes = world.agree(vote, what, if_interrupted=failure_vote(KeyboardInterrupt()))
     except SyncTimeout as exc:
         if cleanup:
             cleanup()
@@ -95,16 +95,28 @@ class ClusterRun:
         self.layout: Layout | None = None
         self.template: RunSpec | None = None
         self.run: Run | None = None
+        self._closed = False
 
     def _agree(self, vote, what: str) -> None:
-        agree_or_raise(self.world, vote, what, cleanup=self._close)
+        agree_or_raise(self.world, vote, what, cleanup=self.close)
 
-    def _close(self) -> None:
-        if self.run is not None:
+    def close(self) -> None:
+        """Free the engine and remove the files this rank created (once)."""
+        if self.run is not None and not self._closed:
+            self._closed = True
             try:
                 self.run.close()
             except Exception:
                 pass
+
+    def close_in_turn(self) -> None:
+        """Close with every rank present: the ranks that created files last, so that a shared
+        scratch file is not removed while another rank still updates its sidecar."""
+        created = bool(self.run and self.run.target and self.run.target.created)
+        if not created:
+            self.close()
+        self.world.barrier()
+        self.close()
 
     # ---------------------------------------------------------------- steps
     def setup(self) -> None:
@@ -121,7 +133,7 @@ class ClusterRun:
                 gpus_on_host = gpu_count()[0]
             self.run = Run(rank_spec(template, self.layout, gpu_given=self.gpu_given, gpus_on_host=gpus_on_host))
         except (Exception, KeyboardInterrupt) as exc:
-            vote = _vote(exc)
+            vote = failure_vote(exc)
         self._agree(vote, "the spec check")
 
     def prepare(self, progress: Callable[[int, int], None] | None) -> None:
@@ -131,7 +143,7 @@ class ClusterRun:
                 try:
                     self.run.prepare(progress if self.world.is_root else None)
                 except (Exception, KeyboardInterrupt) as exc:
-                    vote = _vote(exc)
+                    vote = failure_vote(exc)
             self._agree(vote, "the end of preparation")
 
     def timed_region(self, on_sample, on_interrupt) -> Leader | Follower:
@@ -143,7 +155,7 @@ class ClusterRun:
         try:
             self.run.start()
         except Exception as exc:
-            start_error = _vote(exc)[0]
+            start_error = failure_vote(exc)[0]
         if self.world.is_root:
             side = Leader(self.world, self.layout, self.run, maker, on_sample=on_sample,
                           on_interrupt=on_interrupt, start_error=start_error)
@@ -182,7 +194,7 @@ def run_spec_mpi(spec: RunSpec | Callable[[], RunSpec], *, gpu_given: bool = Tru
     except (RankFailed, FollowerExit, AgreedInterrupt):
         raise
     except BaseException as exc:
-        message, code, _ = _vote(exc)
+        message, code, _ = failure_vote(exc)
         world.abort(code, f"rank {world.rank}: {message}")
         raise  # not reached: Abort ends the process
     if not world.is_root:
@@ -213,13 +225,15 @@ def _run_everywhere(world: World, spec, gpu_given, on_sample, on_partial, progre
             code = _exit_code(result)
             if side.lost_ranks:  # they cannot hear the outcome: end the job when this process is done
                 world.abort_at_exit(code or ExitCode.RUN_FAILED)
-            else:
-                world.comm.bcast(code, root=0)
+                return code, result
+            world.comm.bcast(code, root=0)
+            side.finish_sends()
         else:
             code = world.comm.bcast(None, root=0)
             side.drain_stops()
+        job.close_in_turn()
     finally:
-        job._close()
+        job.close()
     return code, result
 
 

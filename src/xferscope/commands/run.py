@@ -120,7 +120,6 @@ def run_command(
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
     from xferscope.runner import Run
-    from xferscope.target import Interrupted
 
     check_format(fmt)
     spec_args = dict(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
@@ -135,19 +134,26 @@ def run_command(
     install_hangup_handlers()
     progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
     run = Run(spec)
+    execute_and_report(lambda: run.execute(on_sample=progress.sample, progress=progress.fill), progress,
+                       fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
+
+
+def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None,
+                       printer) -> None:
+    """Call ``execute()`` for one result, then save and print it; a failure's partial result is saved and
+    printed before the error goes on; an interrupted run exits 130. ``None`` from ``execute``: nothing to say."""
     try:
-        result = run.execute(on_sample=progress.sample, progress=progress.fill)
-    except Interrupted:
-        progress.clear()
-        raise
+        result = execute()
     except Exception as exc:
         progress.clear()
         partial = getattr(exc, "result", None)
         if partial is not None:
-            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
+            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
         raise
     progress.clear()
-    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
+    if result is None:
+        return
+    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
     if result.status == "interrupted":
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))

@@ -47,7 +47,8 @@ def _gpu_label(g) -> str:
 def console_options(start: bool = False, profile: str | None = None, duration: float | None = None,
                     path: str | None = None, directory: str | None = None, file: str | None = None,
                     bs: str | None = None, workers: int | None = None, iodepth: int | None = None,
-                    size: str | None = None, export_to: str | None = None):
+                    size: str | None = None, io: str | None = None, buffered: bool = False,
+                    export_to: str | None = None):
     """What the console opens on: the embedded default (or a profile) with the overrides applied."""
     from xferscope.app.app import ConsoleOptions
     from xferscope.app.setup_model import FormValues, default_paths
@@ -64,12 +65,15 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
         else:
             profile_points = points
             values = FormValues.from_spec(points[0], list(dict.fromkeys(p.path for p in points)))
-    for key, value in {"bs": bs, "workers": workers, "iodepth": iodepth, "size": size}.items():
+    for key, value in {"io": io, "bs": bs, "workers": workers, "iodepth": iodepth, "size": size}.items():
         if value is not None:
             setattr(values, key, str(value))
             profile_points = None  # the command line changed the profile: run the form as shown
     if directory or file:
         values.typed_path = directory or file
+        profile_points = None
+    if buffered:
+        values.buffered = True
         profile_points = None
     if duration is not None:
         values.duration = f"{duration:g}"
@@ -81,7 +85,8 @@ def open_console(start: bool = False, profile: str | None = None, duration: floa
                  **overrides) -> int:
     """Open the console on the embedded default (or a profile); returns the exit code.
 
-    ``overrides``: path, directory, file, bs, workers, iodepth, size, export_to (see ``console_options``).
+    ``overrides``: path, directory, file, io, bs, workers, iodepth, size, buffered, export_to
+    (see ``console_options``).
     """
     from xferscope.app.app import XferscopeApp
 
@@ -100,13 +105,15 @@ def tui_command(
     path: Optional[str] = typer.Option(None, "--path", "-x", help="transfer path instead of the default ones"),
     directory: Optional[str] = typer.Option(None, "--dir", "-D", help="directory for the scratch files"),
     file: Optional[str] = typer.Option(None, "--file", "-f", help="file to read (or create as scratch)"),
+    io: Optional[str] = typer.Option(None, "--io", "-I", help="read, write, randread, randwrite, randrw, rw"),
     bs: Optional[str] = typer.Option(None, "--bs", "-i", help="block size, e.g. 64K"),
     workers: Optional[int] = typer.Option(None, "--workers", "-w", help="worker threads"),
     iodepth: Optional[int] = typer.Option(None, "--iodepth", "--qd", help="I/O in flight per worker"),
     size: Optional[str] = typer.Option(None, "--size", "-s", help="scratch file size, e.g. 256M"),
+    buffered: bool = typer.Option(False, "--buffered", help="through the page cache (no O_DIRECT)"),
 ) -> None:
     """Open the live console (the default command)."""
-    from xferscope.commands.options import parse_path
+    from xferscope.commands.options import parse_io, parse_path
     from xferscope.units import parse_duration
 
     if directory and file:
@@ -116,7 +123,8 @@ def tui_command(
     except ValueError as exc:
         raise SpecError("duration", str(exc)) from None
     code = open_console(start=start, profile=profile, duration=seconds, path=parse_path(path) if path else None,
-                        directory=directory, file=file, bs=bs, workers=workers, iodepth=iodepth, size=size)
+                        directory=directory, file=file, io=parse_io(io) if io else None, bs=bs, workers=workers,
+                        iodepth=iodepth, size=size, buffered=buffered)
     raise typer.Exit(code)
 
 

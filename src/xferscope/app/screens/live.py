@@ -5,12 +5,13 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Footer, Static
+from textual.widgets import Footer
 
 from xferscope.app.session import RunRecord
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.cpu import CpuPanel
 from xferscope.app.widgets.error_panel import ErrorPanel
+from xferscope.app.widgets.figures_line import FiguresText
 from xferscope.app.widgets.gpu import GpuPanel
 from xferscope.app.widgets.latency import LatencyPanel
 from xferscope.app.widgets.throughput import ThroughputPanel
@@ -55,7 +56,7 @@ class LiveScreen(ViewScreen):
         self.paused = False
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="live-status", classes="screen-title")
+        yield FiguresText(id="live-status", classes="screen-title")
         with Horizontal(id="live-top"):
             yield ThroughputPanel(id="throughput", classes="panel")
             yield LatencyPanel(id="latency", classes="panel")
@@ -80,7 +81,7 @@ class LiveScreen(ViewScreen):
         """Redraw from the app's records; called by the app's redraw timer while this screen shows."""
         app = self.app
         record = app.current_record
-        self.query_one("#live-status", Static).update(status_line(record, self.paused))
+        self.query_one("#live-status", FiguresText).show(status_line(record, self.paused))
         if self.paused:  # the status line says so; the panels keep their last picture
             return
         self.query_one(ThroughputPanel).show(record)

@@ -5,7 +5,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
-from textual.widgets import Button, Footer, Input, Select, SelectionList, Static
+from textual.widgets import Button, Checkbox, Footer, Input, Select, SelectionList, Static
 
 from xferscope.app import setup_model
 from xferscope.app.messages import SetupRefused
@@ -77,6 +77,7 @@ class SetupScreen(ConsoleScreen):
     @on(Input.Changed)
     @on(Select.Changed)
     @on(SelectionList.SelectedChanged)
+    @on(Checkbox.Changed)
     def _edited(self) -> None:
         if self.profile_points is not None:
             self.profile_points = None
@@ -111,7 +112,7 @@ class SetupScreen(ConsoleScreen):
         """Show a profile in the form; a grid that the form cannot show is run point by point as it is."""
         first = points[0]
         same_but_path = all(p.replace(path=first.path) == first for p in points)
-        with self.prevent(Input.Changed, Select.Changed, SelectionList.SelectedChanged):
+        with self.prevent(Input.Changed, Select.Changed, SelectionList.SelectedChanged, Checkbox.Changed):
             self.form.load(FormValues.from_spec(first, list(dict.fromkeys(p.path for p in points))))
         self.profile_name = name
         if same_but_path:

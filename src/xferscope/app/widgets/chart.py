@@ -1,9 +1,17 @@
-"""A braille line chart with a y axis in explicit units; several series share one scale."""
+"""A braille line chart with a y axis in explicit units; several series share one scale.
+
+Drawn line by line as strips of segments (one per run of equal colour), cached
+until the data or the size changes: the cheapest way Textual offers to paint a
+picture that changes five times a second.
+"""
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Callable, Sequence
 
-from rich.text import Text
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
 from textual.widget import Widget
 
 from xferscope.app import figures
@@ -12,9 +20,13 @@ from xferscope.app.braille import Series, nice_ceiling, plot
 GUTTER = 8
 UnitPicker = Callable[[float], tuple[str, float]]
 
-#: series colours that read on dark and light themes and in 256 colours
-PALETTE = ("bright_cyan", "bright_magenta", "bright_yellow", "bright_green", "bright_red", "bright_blue",
-           "cyan", "magenta")
+#: series colours that read on dark and light themes (and map well to 256 colours)
+PALETTE = ("#5fd7ff", "#ff87d7", "#ffd75f", "#87d787", "#ff5f5f", "#87afff", "#d7af87", "#afafaf")
+
+
+@lru_cache(maxsize=64)
+def _style(spec: str | None) -> Style:
+    return Style.parse(spec) if spec else Style()
 
 
 def time_axis_end(record) -> float | None:
@@ -23,7 +35,7 @@ def time_axis_end(record) -> float | None:
 
 
 class LineChart(Widget):
-    """Values over time. ``unit_for(max_value)`` gives the axis unit and divisor (e.g. GiB/s, 2**30)."""
+    """Values over x (time by default). ``unit_for(max_value)`` gives the y unit and divisor (GiB/s, 2**30)."""
 
     DEFAULT_CSS = """
     LineChart { height: 1fr; min-height: 3; }
@@ -37,6 +49,8 @@ class LineChart(Widget):
         self.x_format = x_format
         self._series: Sequence[Series] = ()
         self._x_range = (0.0, 1.0)
+        self._strips: list[Strip] | None = None
+        self._strips_size = (0, 0)
 
     def set_data(self, series: Sequence[Series], x_end: float | None = None, x_start: float | None = None) -> None:
         """Draw ``series`` (points in ascending x); x runs from ``x_start`` (default: the first point,
@@ -50,29 +64,44 @@ class LineChart(Widget):
         x1 = max(xs + [x_end or 0.0]) if xs or x_end else 1.0
         self._series = series
         self._x_range = (x0, max(x1, x0 + 1e-3))
+        self._strips = None
         self.refresh()
 
-    def render(self) -> Text:
-        width, height = self.size.width, self.size.height
+    def render_line(self, y: int) -> Strip:
+        size = (self.size.width, self.size.height)
+        if self._strips is None or self._strips_size != size:
+            self._strips, self._strips_size = self._draw(*size), size
+        return self._strips[y] if y < len(self._strips) else Strip.blank(size[0])
+
+    def _draw(self, width: int, height: int) -> list[Strip]:
         values = [y for s in self._series for _, y in s.points if not figures.missing(y)]
+        dim = _style("dim")
         if not values or width <= GUTTER + 2 or height < 2:
-            return Text(self.empty if width > len(self.empty) else "", style="dim")
+            text = self.empty[:width] if width > len(self.empty) else ""
+            return [Strip([Segment(text, dim)]).adjust_cell_length(width)] if height else []
         unit, div = self.unit_for(max(values))
         top = nice_ceiling(max(values) / div)
         rows = height - 1
         grid = plot([Series(s.name, [(x, y / div) for x, y in s.points], s.color) for s in self._series],
                     width - GUTTER, rows, self._x_range, top)
-        out = Text(no_wrap=True, overflow="crop")
-        labels = {0: figures.scaled(top), rows // 2: figures.scaled(top / 2) if rows > 2 else "",
-                  rows - 1: "0"}
+        labels = {0: figures.scaled(top), rows // 2: figures.scaled(top / 2) if rows > 2 else "", rows - 1: "0"}
+        strips = []
         for r, row in enumerate(grid):
-            out.append(labels.get(r, "").rjust(GUTTER - 2) + " ┤", style="dim")
-            for ch, color in row:
-                out.append(ch, style=color)
-            out.append("\n")
+            segments = [Segment(labels.get(r, "").rjust(GUTTER - 2) + " ┤", dim)]
+            run, color = [], None
+            for ch, col in row:
+                if col != color and run:
+                    segments.append(Segment("".join(run), _style(color)))
+                    run = []
+                run.append(ch)
+                color = col
+            if run:
+                segments.append(Segment("".join(run), _style(color)))
+            strips.append(Strip(segments).adjust_cell_length(width))
         x0, x1 = self._x_range
         left, right = self.x_format(x0), self.x_format(x1)
         axis_w = width - GUTTER
-        out.append(unit.rjust(GUTTER - 1)[: GUTTER - 1] + " ", style="bold")
-        out.append((left + right.rjust(max(axis_w - len(left), 0)))[:axis_w], style="dim")
-        return out
+        strips.append(Strip([Segment(unit.rjust(GUTTER - 1)[: GUTTER - 1] + " ", _style("bold")),
+                             Segment((left + right.rjust(max(axis_w - len(left), 0)))[:axis_w], dim)])
+                      .adjust_cell_length(width))
+        return strips

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from xferscope.app import figures
 from xferscope.app.braille import bar, level
 from xferscope.app.session import RunRecord
+from xferscope.app.widgets.figures_line import FiguresText
 
 
 def _load_style(pct: float) -> str:
@@ -38,17 +38,17 @@ def core_lines(cores: tuple[float, ...] | list[float], width: int, height: int) 
 
 class CpuPanel(Vertical):
     DEFAULT_CSS = """
-    CpuPanel > #cpu-figures { height: auto; max-height: 5; text-wrap: nowrap; text-overflow: clip; }
+    CpuPanel > #cpu-figures { height: 5; text-wrap: nowrap; text-overflow: clip; }
     CpuPanel > #cpu-cores { height: 1fr; }
     """
 
     def __init__(self, **kwargs):
-        super().__init__(Static("", id="cpu-figures"), Static("", id="cpu-cores"), **kwargs)
+        super().__init__(FiguresText(id="cpu-figures"), FiguresText(id="cpu-cores"), **kwargs)
         self.border_title = "CPU"
 
     def show(self, record: RunRecord | None, console: tuple[float, float] | None) -> None:
-        figs = self.query_one("#cpu-figures", Static)
-        cores_w = self.query_one("#cpu-cores", Static)
+        figs = self.query_one("#cpu-figures", FiguresText)
+        cores_w = self.query_one("#cpu-cores", FiguresText)
         s = record.latest if record else None
         lines = []
         if record is not None and record.result is not None and record.result.cpu:
@@ -75,6 +75,6 @@ class CpuPanel(Vertical):
             lines.append(f"system  {figures.pct(system[0]):>7}{figures.pct(system[1]):>7}  of {len(cores)} cores")
         if console is not None:
             lines.append(f"console {figures.pct(console[0]):>7}{figures.pct(console[1]):>7}  of 1 core")
-        figs.update(Text("\n".join(lines)))
+        figs.show(Text("\n".join(lines)))
         size = cores_w.size
-        cores_w.update(core_lines(tuple(cores), size.width or 30, size.height or 4))
+        cores_w.show(core_lines(tuple(cores), size.width or 30, size.height or 4))

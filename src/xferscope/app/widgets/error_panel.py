@@ -14,8 +14,12 @@ class ErrorPanel(Static):
     def __init__(self, **kwargs):
         super().__init__("", **kwargs)
         self.border_title = "Run failed"
+        self._shown: tuple[str | None, str | None] = (None, None)
 
     def show_error(self, title: str | None, reason: str | None) -> None:
+        if (title, reason) == self._shown:
+            return
+        self._shown = (title, reason)
         if not reason:
             self.set_class(False, "-shown")
             return

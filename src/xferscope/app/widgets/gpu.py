@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import Static
 
 from xferscope.app import figures
 from xferscope.app.braille import bar
 from xferscope.app.session import RunRecord
+from xferscope.app.widgets.figures_line import FiguresText
 
 
 def _mb_s(v) -> str:
@@ -40,11 +40,11 @@ def gpu_text(readings: tuple[dict, ...] | list[dict], width: int) -> Text:
     return out
 
 
-class GpuPanel(Static):
+class GpuPanel(FiguresText):
     """Shown only for runs with GPU telemetry or on GPU paths (it says why it is empty)."""
 
     def __init__(self, **kwargs):
-        super().__init__("", **kwargs)
+        super().__init__(**kwargs)
         self.border_title = "GPU"
 
     def show(self, record: RunRecord | None) -> None:
@@ -55,6 +55,6 @@ class GpuPanel(Static):
         if not self.display:
             return
         if readings:
-            self.update(gpu_text(readings, self.size.width or 30))
+            self.show(gpu_text(readings, self.size.width or 30))
         else:
-            self.update(Text("no GPU telemetry for this run (NVML not available)", style="dim"))
+            self.show(Text("no GPU telemetry for this run (NVML not available)", style="dim"))

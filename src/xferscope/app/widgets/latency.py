@@ -2,15 +2,16 @@
 from __future__ import annotations
 
 from textual.containers import Vertical
-from textual.widgets import Static
 
 from xferscope.app import figures
 from xferscope.app.braille import Series
 from xferscope.app.session import RunRecord
+from xferscope.app.widgets.figures_line import FiguresText
 from xferscope.app.widgets.chart import LineChart, time_axis_end
 
 #: (label, LatencySummary field, colour) drawn over time
-CURVES = (("p50", "p50", "bright_green"), ("p99", "p99", "bright_yellow"), ("max", "max", "bright_red"))
+CURVES = (("p50", "p50", "#87d787"), ("p99", "p99", "#ffd75f"), ("max", "max", "#ff5f5f"))
+COLOR = {name: color for name, _, color in CURVES}
 
 
 class LatencyPanel(Vertical):
@@ -20,16 +21,16 @@ class LatencyPanel(Vertical):
 
     def __init__(self, **kwargs):
         super().__init__(
-            Static("", classes="figures", id="latency-now"),
+            FiguresText(classes="figures", id="latency-now"),
             LineChart(figures.latency_unit, id="latency-chart"), **kwargs)
         self.border_title = "Latency"
 
     def show(self, record: RunRecord | None) -> None:
-        now = self.query_one("#latency-now", Static)
+        now = self.query_one("#latency-now", FiguresText)
         chart = self.query_one(LineChart)
         s = record.latest if record else None
         if s is None:
-            now.update("")
+            now.show("")
             chart.set_data([])
             return
         lat = s.latency_us
@@ -38,8 +39,9 @@ class LatencyPanel(Vertical):
             self.border_title = "Latency (whole run)"
         else:
             self.border_title = "Latency (last interval)"
-        now.update(f"[bright_green]p50[/] {figures.latency(lat.p50)}  [bright_yellow]p99[/] {figures.latency(lat.p99)}"
-                   f"\np99.9 {figures.latency(lat.p999)}  [bright_red]max[/] {figures.latency(lat.max)}")
+        now.show(f"[{COLOR['p50']}]p50[/] {figures.latency(lat.p50)}  [{COLOR['p99']}]p99[/] "
+                   f"{figures.latency(lat.p99)}\np99.9 {figures.latency(lat.p999)}  [{COLOR['max']}]max[/] "
+                   f"{figures.latency(lat.max)}")
         series = [Series(name, [(x.t, getattr(x.latency_us, key)) for x in record.history], color)
                   for name, key, color in CURVES]
         chart.set_data(series, time_axis_end(record))

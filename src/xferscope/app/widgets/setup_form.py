@@ -5,7 +5,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Input, Label, Select, SelectionList, Static
+from textual.widgets import Checkbox, Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
 from xferscope.app.setup_model import DEFAULT_TARGET, FormValues, Mount
@@ -78,6 +78,7 @@ class SetupForm(Horizontal):
             yield Label("Transfer paths ([b]space[/b] ticks)", classes="form-title")
             yield SelectionList(*self._path_choices(v.paths), compact=True, id="paths")
             yield Static("", id="error-paths", classes="form-error")
+            yield Checkbox("through the page cache (no O_DIRECT)", v.buffered, compact=True, id="buffered")
             yield Static("", id="profile-note")
 
     def _path_choices(self, chosen: list[str]) -> list[Selection]:
@@ -130,6 +131,7 @@ class SetupForm(Horizontal):
             mount=str(self.query_one("#target", Select).value),
             typed_path=self.query_one("#target-path", Input).value,
             gpu=gpu if isinstance(gpu, int) else None,
+            buffered=self.query_one("#buffered", Checkbox).value,
             base=self._initial.base,
             **{cid: self.query_one(f"#{cid}", Input).value for cid, _, _ in TYPED},
         )
@@ -141,6 +143,7 @@ class SetupForm(Horizontal):
             self.query_one(f"#{cid}", Input).value = getattr(values, cid)
         self.query_one("#target-path", Input).value = values.typed_path
         self.query_one("#io", Select).value = values.io
+        self.query_one("#buffered", Checkbox).value = values.buffered
         paths = self.query_one("#paths", SelectionList)
         paths.deselect_all()
         for p in values.paths:

@@ -1,14 +1,18 @@
 """Per-worker progress, and elbencho's first-done / last-done figures when the run ends."""
 from __future__ import annotations
 
+import time
+
 from rich.text import Text
 from textual.containers import Vertical
-from textual.widgets import DataTable, Static
+from textual.widgets import DataTable
 
 from xferscope.app import figures
 from xferscope.app.session import RunRecord
+from xferscope.app.widgets.figures_line import FiguresText
 from xferscope.units import MIB
 
+REDRAW_S = 1.0
 COLUMNS = ("worker", "MiB/s", "data", "done")
 GPU_COLUMNS = COLUMNS + ("GPU",)
 
@@ -44,15 +48,16 @@ def done_text(record: RunRecord) -> str:
 class WorkersPanel(Vertical):
     DEFAULT_CSS = """
     WorkersPanel > DataTable { height: 1fr; scrollbar-size-horizontal: 0; }
-    WorkersPanel > #workers-done { height: auto; max-height: 2; }
+    WorkersPanel > #workers-done { height: 2; }
     """
 
     def __init__(self, **kwargs):
         super().__init__(DataTable(cursor_type="none", zebra_stripes=True, id="workers-table"),
-                         Static("", id="workers-done"), **kwargs)
+                         FiguresText(id="workers-done"), **kwargs)
         self.border_title = "Workers"
         self._rows: list[tuple[str, ...]] = []
         self._columns: tuple[str, ...] = ()
+        self._drawn_at = 0.0
 
     def show(self, record: RunRecord | None) -> None:
         table = self.query_one(DataTable)
@@ -61,6 +66,10 @@ class WorkersPanel(Vertical):
             table.clear(columns=True)
             table.add_columns(*columns)
             self._columns, self._rows = columns, []
+        now = time.monotonic()
+        if record is not None and record.result is None and self._rows and now - self._drawn_at < REDRAW_S:
+            return  # a run's per-worker averages move slowly: once a second is enough
+        self._drawn_at = now
         rows = worker_rows(record) if record else []
         if len(self._rows) != len(rows):
             table.clear()
@@ -72,4 +81,4 @@ class WorkersPanel(Vertical):
                     if before != value:
                         table.update_cell(str(i), col.key, value, update_width=True)
         self._rows = rows
-        self.query_one("#workers-done", Static).update(Text(done_text(record) if record else ""))
+        self.query_one("#workers-done", FiguresText).show(Text(done_text(record) if record else ""))
