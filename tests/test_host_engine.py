@@ -158,3 +158,39 @@ def test_buffered_mode_is_labelled(tmp_path):
                     duration=0.2)).execute()
     assert r.environment["io_mode"] == "buffered"
     assert any("buffered" in label for label in r.labels)
+
+
+def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_dir, monkeypatch):
+    """A driver call that never returns (seen with cuFile's batch API) must not hang Ctrl-C."""
+    import _thread
+    import threading
+    import time
+
+    import xferscope.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
+    real, closed = {}, []
+    original_prepare = Run.prepare
+
+    def prepare(self, progress=None):
+        original_prepare(self, progress)
+        engine = self.engine
+        real.update(stop=engine.stop, close=engine.close)
+        engine.stop = lambda: None                       # the workers ignore the request ...
+        engine.wait = lambda timeout: (time.sleep(min(timeout, 0.05)), False)[1]  # ... and never finish
+        engine.close = lambda: closed.append(True)
+
+    monkeypatch.setattr(Run, "prepare", prepare)
+    run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=4 * MIB, duration=30, block_size=4096))
+    threading.Timer(1.0, _thread.interrupt_main).start()
+    t0 = time.monotonic()
+    try:
+        r = run_.execute()
+        assert time.monotonic() - t0 < 5
+        assert run_.stuck and r.status == "interrupted" and "did not stop" in r.error
+        assert r.bytes > 0
+        assert not closed, "a stuck engine is not joined"
+        assert not (direct_dir / "x.dat").exists(), "the scratch file is removed all the same"
+    finally:
+        real["stop"]()
+        real["close"]()

@@ -28,6 +28,7 @@ from xferscope.telemetry.cpu import CpuMeter, ThreadCpuMeter
 
 _END = object()
 GRACE_S = 5.0  # workers stop themselves at the deadline; this is only a safety net
+STOP_GRACE_S = 5.0  # after a stop request, how long workers get to finish the operation in flight
 
 
 def _latency(hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None = None,
@@ -69,6 +70,8 @@ class Run:
         self._started_at = 0.0
         self._sampler_error: BaseException | None = None
         self._finished = threading.Event()
+        #: workers did not stop when asked (stuck in a driver call): their threads are left behind
+        self.stuck = False
 
     # ------------------------------------------------------------ listeners
     def subscribe(self, callback: Callable[[Sample | None], None]) -> None:
@@ -154,10 +157,23 @@ class Run:
         # an Event, not Thread.join: Ctrl-C during join() can leave a live thread marked stopped
         return self._finished.wait(timeout)
 
+    def _abandon(self) -> None:
+        """Workers ignore the stop request (a driver call that never returns): keep what they measured
+        and let the caller go; their threads and buffers are left to the process's exit."""
+        self.stuck = True
+        try:
+            self._final = self.engine.snapshot()
+        except Exception:
+            pass
+        self._sampler_error = RuntimeError(
+            f"workers did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck in a driver call?); "
+            "the figures measured until then are kept")
+        self._finished.set()
+
     def close(self) -> None:
         """Free the engine and remove the files this run created (unless --keep). Idempotent."""
         try:
-            if self.engine is not None:
+            if self.engine is not None and not self.stuck:
                 self.engine.stop()
                 self.engine.close()
             if self._gpu_meter is not None:
@@ -184,10 +200,16 @@ class Run:
                 pass
         except KeyboardInterrupt:
             self.stop()
-            while self._thread is not None and not self.join(0.2):
-                pass
             if self._thread is None:
                 raise targets.Interrupted("interrupted before the run started") from None
+            deadline = time.monotonic() + STOP_GRACE_S
+            try:
+                while not self.join(0.2):
+                    if time.monotonic() > deadline:
+                        self._abandon()
+                        break
+            except KeyboardInterrupt:  # asked twice: do not wait any longer
+                self._abandon()
         finally:
             self.close()
         result = self.finish()
@@ -303,6 +325,8 @@ class Run:
         status, error = "ok", None
         if snap.error:
             status, error = "failed", snap.error[0]
+        elif self.stuck:
+            status, error = "interrupted", str(self._sampler_error)
         elif self._sampler_error is not None:
             status, error = "failed", f"sampler failed: {self._sampler_error!r}"
         elif self._stopped_by_user:

@@ -9,7 +9,8 @@ from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, Dep
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
                                         MixOpt, MpiOpt, NumaOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
-from xferscope.commands.run import _Progress, check_format, emit, install_hangup_handlers
+from xferscope.commands.run import (_Progress, check_format, emit, exit_leaving_stuck_workers,
+                                    install_hangup_handlers)
 from xferscope.errors import ExitCode, SpecError
 
 
@@ -87,6 +88,7 @@ def compare_command(
         specs = [s.replace(file=f"{shared_tmp}/xferscope-scratch.dat", keep=True) for s in specs]
     results = []
     warned = False
+    stuck_run = None
     try:
         for i, spec in enumerate(specs):
             if i and drop_cache and not drop_page_cache() and not warned:
@@ -112,6 +114,8 @@ def compare_command(
                 results.append(partial)
                 typer.echo(f"xferscope: {exc}", err=True)
             progress.clear()
+            if run.stuck:
+                stuck_run = run
             if results and results[-1].status == "interrupted":
                 break
     finally:
@@ -122,6 +126,8 @@ def compare_command(
     if not results:
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_compare)
+    if stuck_run is not None:
+        exit_leaving_stuck_workers(stuck_run.result.error if stuck_run.result else None)
     if any(r.status == "interrupted" for r in results) or len(results) < len(specs):
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
