@@ -66,10 +66,20 @@ class Kvikio:
         except Exception:
             return "?"
 
+    @staticmethod
+    def _make_current() -> None:
+        """GPU 0's primary context current in this thread (an xferscope run in between may have left none)."""
+        from cuda.bindings import driver
+
+        _, dev = driver.cuDeviceGet(0)
+        _, ctx = driver.cuDevicePrimaryCtxRetain(dev)
+        driver.cuCtxSetCurrent(ctx)
+
     def register(self, on: bool) -> bool:
         """Register KvikIO's whole buffer with cuFile (as xferscope registers its own), or not."""
         import kvikio.buffer
 
+        self._make_current()
         try:
             (kvikio.buffer.memory_register if on else kvikio.buffer.memory_deregister)(self.buf)
             return True
@@ -78,6 +88,7 @@ class Kvikio:
             return False
 
     def read(self, bs: int, workers: int) -> float:
+        self._make_current()
         self._set("num_threads", workers)
         self._set("task_size", bs)
         t0 = time.perf_counter()

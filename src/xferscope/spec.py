@@ -60,6 +60,7 @@ class RunSpec:
     cpus: list[int] | None = None
     verify: bool = False
     buffered: bool = False
+    register_buffers: bool = True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)
     force: bool = False
     keep: bool = False
     seed: int = 0x5EED

@@ -31,6 +31,9 @@ CsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write the time ser
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json on stdout")]
 IntervalOpt = Annotated[float, typer.Option("--interval", help="sample interval in seconds")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the data pattern")]
+RegisterOpt = Annotated[bool, typer.Option("--register/--no-register",
+                                           help="cuFile paths: register the GPU buffers with cuFile (buf_register), "
+                                                "as gdsio does; in compat mode large reads can be faster without")]
 MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "
                                                    "srun); --dir/--file may hold {rank} and {host}")]
 
@@ -81,7 +84,7 @@ def gpu_list(text: str | None) -> list[int]:
 def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size: str, duration: str | None,
                total: str | None, file: str | None, directory: str | None, gpu: str | None, numa: int | None,
                cpus: str | None, rwmix: int, verify: bool, buffered: bool, force: bool, keep: bool,
-               interval: float, seed: int) -> RunSpec:
+               interval: float, seed: int, register: bool = True) -> RunSpec:
     """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
     try:
         dur = parse_duration(duration) if duration is not None else (None if total else 10.0)
@@ -92,7 +95,7 @@ def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size:
         file_size=_size(size, "size"), duration=dur, total_bytes=_size(total, "total") if total else None,
         file=file, directory=directory, rwmix=rwmix, gpus=gpu_list(gpu), numa_node=numa,
         cpus=parse_int_list(cpus, "cpus") if cpus else None, verify=verify, buffered=buffered, force=force,
-        keep=keep, interval=interval, seed=seed,
+        keep=keep, interval=interval, seed=seed, register_buffers=register,
     )
     spec.validate()
     if gpu is not None or spec.uses_gpu:

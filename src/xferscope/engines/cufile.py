@@ -38,6 +38,10 @@ from xferscope.errors import RunFailed, SpecError
 # operation are fixed once submitted, and page aligned.
 STREAM_FIXED = 0x1 | 0x2 | 0x4
 STREAM_PAGE_ALIGNED = 0x8
+#: a batch with no completion for this long is stuck (seen in compat mode with 8 workers x 16): fail, don't hang
+BATCH_STALL_S = 30.0
+#: once the run is asked to stop, wait this long for a batch in flight before cancelling it
+BATCH_STOP_GRACE_S = 5.0
 
 
 def _reject_buffered(spec) -> None:
@@ -67,7 +71,10 @@ class _CufileMixin:
         target = self.target
         path = target.files[target.worker_files[index]].path
         handle = cufile_driver.register_handle(self.resources, fd, path, target.filesystem.fstype)
-        cufile_driver.register_buffer(self.resources, gpu, dev, size)
+        if self.spec.register_buffers:
+            cufile_driver.register_buffer(self.resources, gpu, dev, size)
+        elif "GPU buffers not registered" not in self.labels:
+            self.labels.append("GPU buffers not registered")
         return handle
 
     def detect_mode(self, handle: int, dev: int) -> None:
@@ -331,14 +338,16 @@ class CufileBatchEngine(_CufileThreadEngine):
             opcodes[:n] = np.where(writes, write_op, read_op)
             t0 = time.monotonic_ns()
             cf.batch_io_submit(worker["batch"], n, params.ctypes.data, 0)
-            remaining = n
+            remaining, progress = n, time.monotonic()
             while remaining:
                 nr.value = remaining
                 cf.batch_io_get_status(worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data,
                                        ctypes.addressof(timeout))
                 k = nr.value
                 if not k:
+                    self.check_stall(time.monotonic() - progress, remaining, n)
                     continue
+                progress = time.monotonic()
                 lat = time.monotonic_ns() - t0
                 ev = events[:k]
                 cookies = ev["cookie"].astype(np.int64)
@@ -353,6 +362,17 @@ class CufileBatchEngine(_CufileThreadEngine):
                 self.recorder.record(index, False, bs, lat, k - nw)
                 remaining -= k
                 done += k * bs
+
+
+    def check_stall(self, idle_s: float, pending: int, batch: int) -> None:
+        """Give up on a batch that completes nothing (run_worker then cancels it), instead of hanging."""
+        limit = BATCH_STOP_GRACE_S if self._stop.is_set() else BATCH_STALL_S
+        if idle_s < limit:
+            return
+        in_flight = self.spec.workers * batch
+        raise RunFailed(f"cuFile batch stalled: {pending} of {batch} operations still pending after {idle_s:.1f} s "
+                        f"({self.spec.workers} workers x batch size {batch} = {in_flight} in flight); "
+                        "lower --workers or --iodepth")
 
 
 class CufileAsyncEngine(_CufileThreadEngine):

@@ -137,6 +137,7 @@ IO_FIELDS: dict[str, Converter] = {
     "cpus": to_int_list,
     "verify": to_bool,
     "buffered": to_bool,
+    "register_buffers": to_bool,
     "force": to_bool,
     "keep": to_bool,
     "seed": to_int,
@@ -149,7 +150,7 @@ IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes")
 
 # Fields that say what a point measures (the rest say where and how long): the identity of a point when
 # results are resumed or compared against another file.
-IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered")
+IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered", "register_buffers")
 
 # ----------------------------------------------------------------- mem kind
 
