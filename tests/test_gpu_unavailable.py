@@ -167,3 +167,36 @@ def test_buffered_cufile_is_refused_with_the_alternative():
 
     with pytest.raises(SpecError, match="--path bounce --buffered"):
         _reject_buffered(RunSpec(path="cufile", buffered=True))
+
+
+def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkeypatch):
+    """cuFile's compat batches were seen to stop completing (8 workers x batch 16): the worker
+    must give up, cancel the batch and fail the run with advice, not hang the process."""
+    np = pytest.importorskip("numpy")
+    import ctypes
+    from types import SimpleNamespace
+
+    from xferscope.engines import cufile, cufile_driver
+    from xferscope.errors import RunFailed
+    from xferscope.spec import RunSpec
+
+    def nothing_completes(batch, min_nr, nr_address, events, timeout):
+        ctypes.c_uint.from_address(nr_address).value = 0
+
+    cancelled = []
+    fake = SimpleNamespace(
+        Opcode=SimpleNamespace(READ=0, WRITE=1), Status=SimpleNamespace(COMPLETE=16),
+        batch_io_submit=lambda *a: None, batch_io_get_status=nothing_completes, batch_io_cancel=cancelled.append)
+    monkeypatch.setattr(cufile_driver, "module", lambda: fake)
+    monkeypatch.setattr(cufile, "BATCH_STALL_S", 0.05)
+    batch = [("dev_ptr_base", "<i8"), ("file_offset", "<i8"), ("dev_ptr_offset", "<i8"), ("size_", "<u8")]
+    params = np.zeros(4, dtype=[("mode", "<i4"), ("u", [("batch", batch)]), ("fh", "<i8"), ("opcode", "<i4"),
+                                ("cookie", "<i8")])
+    events = np.zeros(4, dtype=[("cookie", "<i8"), ("status", "<i4"), ("ret", "<u8")])
+    spec = RunSpec(path="cufile-batch", workers=2, iodepth=4, block_size=1 << 20)
+    engine = cufile.CufileBatchEngine(spec, target=None)
+    worker = {"batch": 1234, "params": params, "events": events, "cursor": cufile._Cursor(spec, 0, 64 << 20, 0)}
+    with pytest.raises(RunFailed, match=r"stalled: 4 of 4 operations .*\(2 workers x batch size 4 = 8 in flight\)"):
+        engine.run_worker(0, worker)
+    assert cancelled == [1234]
+    engine.check_stall(0.01, 4, 4)  # not yet stalled: no error
