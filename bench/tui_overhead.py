@@ -14,9 +14,11 @@ Cases: 4 KiB random read and 1 MiB sequential read, one worker, through the page
 cached first: the engine is CPU-bound, so any CPU the console takes from it shows) and with O_DIRECT
 (what the device gives; on shared virtual disks this varies a lot from run to run).
 
-Prints per case the medians over rounds: throughput with the console and headless, their ratio
-(goal >= 0.98), the console's own CPU as it reports it (its event-loop thread over the timed region,
-percent of one core) and the difference in process CPU between the two runs over the run's seconds.
+Prints per case the medians over rounds: throughput with the console and headless, the median of
+the per-round ratios console/headless (goal >= 0.98; pairing the two runs of a round cancels the slow
+drift of a shared virtual machine), the console's own CPU as it reports it (its event-loop thread over
+the timed region, percent of one core) and the difference in process CPU between the two runs of a
+round over the run's seconds.
 """
 from __future__ import annotations
 
@@ -73,7 +75,7 @@ def wait_screen(needle: str, timeout: float) -> str:
         text = screen()
         if needle in text:
             return text
-        time.sleep(0.25)
+        time.sleep(0.5)
     raise RuntimeError(f"the console never showed {needle!r}; it shows: {screen()}")
 
 
@@ -132,7 +134,8 @@ def main() -> None:
         print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}, "
               f"Python {platform.python_version()}; file {args.size} in {args.dir}; {args.seconds:g} s a run, "
               f"{args.rounds} rounds, console in tmux {args.cols}x{args.rows}")
-        print(f"{'case':<24}{'console MiB/s':>14}{'headless MiB/s':>16}{'ratio':>7}{'own CPU':>9}{'Δ process CPU':>15}")
+        print(f"{'case':<24}{'console MiB/s':>14}{'headless MiB/s':>16}{'ratio':>7}{'own CPU':>9}"
+              f"{'Δ process CPU':>15}")
         for name, io, bs, buffered in CASES:
             if buffered:  # bring the whole file into the page cache first
                 subprocess.run(xs + ["--buffered", "--duration", "2"], check=True, capture_output=True)
@@ -146,13 +149,14 @@ def main() -> None:
                         without.append(headless(path, io, bs, buffered, args.seconds))
             c = statistics.median(r["mib_s"] for r in with_console)
             h = statistics.median(r["mib_s"] for r in without)
+            ratio = statistics.median(a["mib_s"] / b["mib_s"] for a, b in zip(with_console, without))
             own = statistics.median(r["own_pct"] for r in with_console)
             extra = statistics.median((a["cpu_s"] - b["cpu_s"]) / a["seconds"] * 100
                                       for a, b in zip(with_console, without))
-            print(f"{name:<24}{c:>14.1f}{h:>16.1f}{c / h:>7.3f}{own:>8.1f}%{extra:>14.1f}%")
+            print(f"{name:<24}{c:>14.1f}{h:>16.1f}{ratio:>7.3f}{own:>8.1f}%{extra:>14.1f}%")
             for a, b in zip(with_console, without):
                 print(f"    console {a['mib_s']:8.1f} MiB/s {a['cpu_s']:6.3f} CPU-s (own {a['own_pct']:.1f}%) | "
-                      f"headless {b['mib_s']:8.1f} MiB/s {b['cpu_s']:6.3f} CPU-s")
+                      f"headless {b['mib_s']:8.1f} MiB/s {b['cpu_s']:6.3f} CPU-s | {a['mib_s'] / b['mib_s']:.3f}")
     finally:
         tmux("kill-server", check=False)
         shutil.rmtree(scratch, ignore_errors=True)

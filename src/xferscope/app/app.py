@@ -1,7 +1,7 @@
 """The console: setup, live view, comparison and memory sweeps over the engines, redrawn at a steady rate.
 
 Runs execute in a thread worker (``session.Batch``); samples reach the console
-through a bounded buffer per run that a timer drains five times a second, so
+through a bounded buffer per run that a timer drains four times a second, so
 the engine never waits for the screen. State changes arrive as messages.
 """
 from __future__ import annotations
@@ -21,8 +21,8 @@ from xferscope.app.screens.help import HelpScreen
 from xferscope.app.screens.live import LiveScreen
 from xferscope.app.screens.memory import MemoryScreen
 from xferscope.app.screens.setup import SetupScreen
-from xferscope.app.screens.view import ViewScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
+from xferscope.app.screens.view import ViewScreen
 from xferscope.app.session import Batch, RunRecord, ThreadCpu, new_records
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
@@ -30,7 +30,7 @@ from xferscope.engines.base import RunResult
 from xferscope.errors import XferscopeError
 from xferscope.spec import RunSpec
 
-REDRAW_HZ = 5
+REDRAW_HZ = 4
 
 
 @dataclass
@@ -129,7 +129,7 @@ class XferscopeApp(App):
         self.check_size()
 
     def _load_initial_profile(self) -> None:
-        self._setup_screen().load_profile(self.options.profile_name or "profile", self.options.profile_points)
+        self.setup_screen.load_profile(self.options.profile_name or "profile", self.options.profile_points)
 
     async def _open_initial_sweep(self) -> None:
         await self.open_memory_sweep(self.options.mem_points)
@@ -137,10 +137,7 @@ class XferscopeApp(App):
             self.screen.action_start()
 
     def _start_from_setup(self) -> None:
-        self._setup_screen().action_start()
-
-    def _setup_screen(self) -> SetupScreen:
-        return self.setup_screen
+        self.setup_screen.action_start()
 
     def check_size(self) -> None:
         """Cover the screen with a message while the terminal is too small; uncover it after."""
@@ -326,12 +323,13 @@ class XferscopeApp(App):
         self.restart_batch()
 
     def action_start(self) -> None:
-        self._setup_screen().action_start()
+        self.setup_screen.action_start()
 
     def action_pause(self) -> None:
-        if self.current_mode != "live":
-            self.switch_mode("live")
-        self.screen.action_pause()
+        if isinstance(self.screen, LiveScreen):
+            self.screen.action_pause()
+        else:
+            self.notify("pausing applies to the live view: press l, then space")
 
     # ------------------------------------------------------------ profiles
     def ask_save_profile(self, specs: list[RunSpec]) -> None:
@@ -355,7 +353,7 @@ class XferscopeApp(App):
 
     def action_save_profile(self) -> None:
         self.switch_mode("setup")
-        self._setup_screen().action_save_profile()
+        self.setup_screen.action_save_profile()
 
     def ask_open_profile(self) -> None:
         from xferscope.app.profile_io import available_profiles, open_profile
@@ -382,7 +380,7 @@ class XferscopeApp(App):
             self.call_next(self.open_memory_sweep, points)
             return
         self.switch_mode("setup")
-        self._setup_screen().load_profile(name, points)
+        self.setup_screen.load_profile(name, points)
 
     async def open_memory_sweep(self, specs: list) -> None:
         await self.switch_mode("memory")

@@ -26,8 +26,6 @@ ACTIONS = (
 class ConsoleCommands(Provider):
     def _actions(self):
         for name, help_text, action in ACTIONS:
-            if action == "show('memory')" and "memory" not in self.app.MODES:
-                continue
             yield name, help_text, partial(self.app.run_action, action)
 
     async def discover(self) -> Hits:

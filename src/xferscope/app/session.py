@@ -8,6 +8,7 @@ and redraws at its own rate from the buffers.
 from __future__ import annotations
 
 import itertools
+import math
 import resource
 import threading
 import time
@@ -23,6 +24,8 @@ from xferscope.target import Interrupted
 
 #: samples kept per run for the charts (10 minutes at the default 10 Hz); the run keeps all of them
 HISTORY_POINTS = 6000
+#: the window that "now" figures average over: steadier than one 0.1 s interval, still current
+WINDOW_S = 1.0
 #: samples waiting for the next redraw; more than this means the console has stalled: drop the oldest
 BUFFER_POINTS = 2048
 
@@ -76,6 +79,17 @@ class RunRecord:
     def title(self) -> str:
         where = f" ({self.batch_index + 1}/{self.batch_size})" if self.batch_size > 1 else ""
         return f"{self.spec.name}{where}"
+
+    def recent(self, seconds: float = WINDOW_S) -> list[Sample]:
+        """The samples of the last ``seconds`` (at least the latest one): what "now" figures average."""
+        out = []
+        if self.history:
+            end = self.history[-1].t
+            for sample in reversed(self.history):
+                if out and sample.t <= end - seconds:
+                    break
+                out.append(sample)
+        return out[::-1]
 
     def take_samples(self) -> list[Sample]:
         samples = self.buffer.drain()
@@ -230,3 +244,16 @@ class ThreadCpu:
         out = (100.0 * (usr - self._usr) / wall, 100.0 * (sys_ - self._sys) / wall)
         self._t, self._usr, self._sys = t, usr, sys_
         return out
+
+
+def window_average(samples: list[Sample], field: str) -> float:
+    """A percentage over several intervals, each weighted by its length (intervals without it left out)."""
+    pairs = [(getattr(s, field), s.dt) for s in samples if math.isfinite(getattr(s, field))]
+    total = sum(dt for _, dt in pairs)
+    return sum(v * dt for v, dt in pairs) / total if total > 0 else math.nan
+
+
+def window_rate(samples: list[Sample], field: str) -> float:
+    """``bytes`` or ``ops`` per second over several intervals."""
+    total = sum(s.dt for s in samples)
+    return sum(getattr(s, field) for s in samples) / total if total > 0 else math.nan

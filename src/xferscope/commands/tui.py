@@ -15,32 +15,32 @@ def _machine():
     from xferscope.gpus import gpu_count
 
     avail = availability()
-    descriptions = {}
-    for path, reason in avail.items():
-        if reason is None:
-            descriptions[path] = engine_class(path).description
-    gpus: list[tuple[str, int]] = []
+    descriptions = {path: engine_class(path).description for path, reason in avail.items() if reason is None}
     try:
-        from xferscope.telemetry.gpu import gpu_inventory
+        from xferscope.telemetry import gpu as telemetry
     except ImportError:
-        gpu_inventory = None
-    if gpu_inventory is not None:
-        try:
-            gpus = [(_gpu_label(g), g.index) for g in gpu_inventory()]
-        except Exception:  # telemetry never stops the console
-            gpus = []
-    reason = "" if gpus else gpu_count()[1]
+        telemetry = None
+    gpus: list[tuple[str, int]] = []
+    reason = ""
+    if telemetry is not None:
+        gpus = [(gpu_label(g), int(g["index"])) for g in telemetry.gpu_inventory()]
+        reason = "" if gpus else (telemetry.no_gpu_reason() or "")
+    if not gpus and not reason:
+        reason = gpu_count()[1]
     return Machine(gpus, reason, avail, descriptions)
 
 
-def _gpu_label(g) -> str:
-    parts = [f"{g.index}: {g.name}"]
-    link = getattr(g, "pcie_link", None)
-    if link:
-        parts.append(str(link))
-    mem = getattr(g, "memory_total_mib", None)
-    if mem:
-        parts.append(f"{mem / 1024:.0f} GiB")
+def gpu_label(g: dict) -> str:
+    """'0: NVIDIA H100 80GB HBM3 · PCIe gen5 x16 · 80 GiB' from an inventory entry."""
+    parts = [f"{g['index']}: {g.get('name', 'GPU')}"]
+    if g.get("link_gen") and g.get("link_width"):
+        link = f"PCIe gen{g['link_gen']} x{g['link_width']}"
+        if (g.get("link_gen_max"), g.get("link_width_max")) not in ((None, None),
+                                                                  (g["link_gen"], g["link_width"])):
+            link += f" (max gen{g.get('link_gen_max')} x{g.get('link_width_max')})"
+        parts.append(link)
+    if g.get("mem_total_mib"):
+        parts.append(f"{g['mem_total_mib'] / 1024:.0f} GiB")
     return " · ".join(parts)
 
 

@@ -10,7 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 ABOUT = (
-    "Runs go one after another in a background thread; the display redraws five times a second from a "
+    "Runs go one after another in a background thread; the display redraws four times a second from a "
     "bounded buffer, so it never slows the engine. Pausing the display (space) keeps measuring; stopping (x) "
     "keeps what was measured; e writes a CSV snapshot and says where. Throughput is in binary units "
     "(GiB/s, MiB/s). Process CPU is percent of one core and includes the console, whose own use has a line "

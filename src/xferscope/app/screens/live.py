@@ -7,8 +7,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Footer
 
-from xferscope.app.session import RunRecord
+from xferscope.app import figures
 from xferscope.app.screens.view import ViewScreen
+from xferscope.app.session import RunRecord
 from xferscope.app.widgets.cpu import CpuPanel
 from xferscope.app.widgets.error_panel import ErrorPanel
 from xferscope.app.widgets.figures_line import FiguresText
@@ -16,7 +17,6 @@ from xferscope.app.widgets.gpu import GpuPanel
 from xferscope.app.widgets.latency import LatencyPanel
 from xferscope.app.widgets.throughput import ThroughputPanel
 from xferscope.app.widgets.workers import WorkersPanel
-from xferscope.units import format_bytes
 
 STATE_WORDS = {"queued": "waiting", "preparing": "preparing", "running": "running", "finished": "finished",
                "stopped": "stopped", "failed": "failed", "skipped": "skipped"}
@@ -36,7 +36,7 @@ def status_line(record: RunRecord | None, paused: bool) -> Text:
     out.append(STATE_WORDS.get(state, state), style=style)
     if state == "preparing" and record.prepared_bytes[1]:
         done, total = record.prepared_bytes
-        out.append(f" scratch file {format_bytes(done)}/{format_bytes(total)}")
+        out.append(f" scratch file {figures.size(done)}/{figures.size(total)}")
     if record.labels:
         out.append(" · " + ", ".join(record.labels), style="dim")
     if paused:

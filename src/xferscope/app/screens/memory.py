@@ -17,9 +17,9 @@ from xferscope.app.braille import Series, nice_ceiling
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
 from xferscope.app.mem_model import (MEM_FIELD_CONTROL, TABLE_HEADERS, MemFormValues, build_mem_spec, mlc_row,
                                      series_key)
+from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.engines.mem import IDLE
-from xferscope.app.screens.view import ConsoleScreen
 from xferscope.errors import SpecError, XferscopeError
 
 #: (control id, label, width, placeholder) of the typed fields

@@ -10,8 +10,8 @@ from textual.widgets import Button, Checkbox, Footer, Input, Select, SelectionLi
 from xferscope.app import setup_model
 from xferscope.app.messages import SetupRefused
 from xferscope.app.setup_model import FIELD_CONTROL, FormValues
-from xferscope.app.widgets.setup_form import SetupForm
 from xferscope.app.screens.view import ConsoleScreen
+from xferscope.app.widgets.setup_form import SetupForm
 from xferscope.errors import SpecError
 from xferscope.spec import RunSpec
 
@@ -120,8 +120,11 @@ class SetupScreen(ConsoleScreen):
             self._note(f"profile [b]{name}[/b]")
         else:
             self.profile_points = list(points)
+            avail = self.app.options.machine.availability
+            blocked = sum(1 for p in points if avail.get(p.path))
+            cannot = f"; {blocked} use paths that cannot run here and will fail" if blocked else ""
             self._note(f"profile [b]{name}[/b]: {len(points)} points run one after another "
-                       "(the form shows the first; editing it replaces the profile)")
+                       f"(the form shows the first; editing it replaces the profile){cannot}")
 
     def _note(self, text: str) -> None:
         self.query_one("#profile-note", Static).update(text)

@@ -2,7 +2,7 @@
 
 Drawn line by line as strips of segments (one per run of equal colour), cached
 until the data or the size changes: the cheapest way Textual offers to paint a
-picture that changes five times a second.
+picture that changes several times a second.
 """
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ class LineChart(Widget):
     def set_data(self, series: Sequence[Series], x_end: float | None = None, x_start: float | None = None) -> None:
         """Draw ``series`` (points in ascending x); x runs from ``x_start`` (default: the first point,
         or 0 when that is under 1) to ``x_end`` or the last point, whichever is further."""
-        xs = [p[0] for s in series for p in (s.points[0], s.points[-1]) if s.points] if series else []
+        xs = [x for s in series if s.points for x in (s.points[0][0], s.points[-1][0])]
         if x_start is None:
             x0 = min(xs) if xs else 0.0
             x0 = 0.0 if x0 < 1.0 else x0  # a run's chart starts at 0 s until the window slides

@@ -6,7 +6,7 @@ from textual.widgets import Static
 
 class FiguresText(Static):
     """``show()`` repaints only when the text changed, and never asks for a new layout (its size is set
-    by CSS), which is what keeps a 5 Hz redraw cheap."""
+    by CSS), which is what keeps a steady redraw cheap."""
 
     def __init__(self, *args, **kwargs):
         super().__init__("", *args, **kwargs)

@@ -14,28 +14,34 @@ def _mb_s(v) -> str:
 
 
 def gpu_text(readings: tuple[dict, ...] | list[dict], width: int) -> Text:
-    """One block a GPU, from the telemetry's readings; only the figures it reported are shown."""
+    """One block a GPU, from ``xferscope.telemetry.gpu`` readings; only the figures it reported are shown.
+
+    PCIe RX is what the GPU receives (host to device), TX what it sends; each is set against the
+    copy ceiling measured for that direction (``link_ceiling_h2d_gb_s`` / ``_d2h_``) when there is one.
+    """
     out = Text(no_wrap=True, overflow="crop")
-    bar_w = max(width - 24, 4)
+    bar_w = max(width - 16, 4)
     for i, g in enumerate(readings):
-        name = g.get("name", "")
-        out.append(f"GPU{g.get('index', i)} {name}".rstrip() + "\n", style="bold")
+        out.append(f"GPU{g.get('index', i)} {g.get('name', '')}".rstrip(), style="bold")
+        if g.get("link_gen") and g.get("link_width"):
+            out.append(f"  PCIe gen{g['link_gen']} x{g['link_width']}", style="dim")
+        out.append("\n")
         util = g.get("util_pct")
         if util is not None:
             out.append(f" util {util:5.1f}% ")
             out.append(bar(util / 100, bar_w) + "\n", style="green")
         used, total = g.get("mem_used_mib"), g.get("mem_total_mib")
         if used is not None:
-            out.append(f" mem  {used / 1024:.1f}" + (f"/{total / 1024:.0f}" if total else "") + " GiB\n")
-        for key, word, ceiling_key in (("pcie_rx_mb_s", "RX", "h2d_ceiling_mb_s"),
-                                       ("pcie_tx_mb_s", "TX", "d2h_ceiling_mb_s")):
+            out.append(f" mem  {used / 1024:.1f}" + (f" of {total / 1024:.0f}" if total else "") + " GiB\n")
+        for key, word, ceiling_key in (("pcie_rx_mb_s", "RX", "link_ceiling_h2d_gb_s"),
+                                       ("pcie_tx_mb_s", "TX", "link_ceiling_d2h_gb_s")):
             v = g.get(key)
             if v is None:
                 continue
-            ceiling = g.get(ceiling_key)
             out.append(f" PCIe {word} {_mb_s(v)}")
+            ceiling = g.get(ceiling_key)
             if ceiling:
-                out.append(f" of {_mb_s(ceiling)} ({100 * v / ceiling:.0f}%)")
+                out.append(f" of {ceiling:.1f} GB/s ({100 * v / (ceiling * 1e3):.0f}%)")
             out.append("\n")
     return out
 

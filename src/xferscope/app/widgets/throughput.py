@@ -1,43 +1,29 @@
-"""Throughput now and over time, with IOPS and how far the run has got."""
+"""Throughput now (the last second) and over time, with IOPS and how far the run has got."""
 from __future__ import annotations
-
-from textual.containers import Vertical
 
 from xferscope.app import figures
 from xferscope.app.braille import Series
-from xferscope.app.session import RunRecord
-from xferscope.app.widgets.figures_line import FiguresText
-from xferscope.app.widgets.chart import PALETTE, LineChart, time_axis_end
+from xferscope.app.session import RunRecord, window_rate
+from xferscope.app.widgets.chart import PALETTE
+from xferscope.app.widgets.chart_panel import ChartPanel
 from xferscope.units import GIB
 
 
-class ThroughputPanel(Vertical):
-    DEFAULT_CSS = """
-    ThroughputPanel > .figures { height: 1; }
-    """
-
+class ThroughputPanel(ChartPanel):
     def __init__(self, **kwargs):
-        super().__init__(
-            FiguresText(classes="figures", id="throughput-now"),
-            LineChart(figures.rate_unit, id="throughput-chart"), **kwargs)
-        self.border_title = "Throughput"
+        super().__init__(figures.rate_unit, "Throughput", **kwargs)
 
-    def show(self, record: RunRecord | None) -> None:
-        now = self.query_one("#throughput-now", FiguresText)
-        chart = self.query_one(LineChart)
-        s = record.latest if record else None
-        if s is None:
-            now.show("")
-            chart.set_data([])
-            return
-        r = record.result
-        if r is not None:
-            now.show(f"avg [b]{figures.rate(r.throughput_gib_s * GIB)}[/b]  {figures.count(r.iops)} IOPS  "
-                       f"{figures.size(r.bytes)} in {figures.seconds(r.seconds)}")
-        else:
-            when = f"{figures.seconds(s.t)}/{figures.seconds(record.spec.duration)}" if record.spec.duration \
-                else figures.seconds(s.t)
-            now.show(f"now [b]{figures.rate(s.throughput_gib_s * GIB)}[/b]  {figures.count(s.iops)} IOPS  "
-                       f"{when}  {figures.size(s.total_bytes)}")
-        points = [(x.t, x.throughput_gib_s * GIB) for x in record.history]
-        chart.set_data([Series(record.spec.name, points, PALETTE[0])], time_axis_end(record))
+    def figures(self, record: RunRecord) -> str:
+        r, s = record.result, record.latest
+        if r is not None:  # the whole run
+            return (f"avg [b]{figures.rate(r.throughput_gib_s * GIB)}[/b]  {figures.count(r.iops)} IOPS  "
+                    f"{figures.seconds(r.seconds)}  {figures.size(r.bytes)}")
+        when = figures.seconds(s.t)
+        if record.spec.duration:
+            when += f"/{figures.seconds(record.spec.duration)}"
+        recent = record.recent()
+        return (f"now [b]{figures.rate(window_rate(recent, 'bytes'))}[/b]  "
+                f"{figures.count(window_rate(recent, 'ops'))} IOPS  {when}  {figures.size(s.total_bytes)}")
+
+    def curves(self, record: RunRecord) -> list[Series]:
+        return [Series(record.spec.name, [(x.t, x.throughput_gib_s * GIB) for x in record.history], PALETTE[0])]
