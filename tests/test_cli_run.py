@@ -122,6 +122,7 @@ def test_write_test_refuses_a_foreign_file_and_leaves_it_alone(cli, direct_dir):
     assert foreign.read_bytes() == content
     r = cli("run", "--io", "read", "--bs", "4K", "-T", "0.2", "-f", str(foreign))
     assert r.code == 0, r.err
+    assert "/1024(KiB)" in r.out, "DataSetSize shows the file's real size (1 MiB), not --size"
     assert foreign.read_bytes() == content and foreign.exists(), "reading a user's file leaves it in place"
     r = cli("run", "--io", "write", "--bs", "4K", "-T", "0.2", "-f", str(foreign), "--force")
     assert r.code == 0, r.err

@@ -15,11 +15,19 @@ def _f(v: float | None, fmt: str = "{:.1f}") -> str:
     return fmt.format(v)
 
 
+def _dataset_bytes(r: RunResult) -> int:
+    """The size of the files the run used (as measured when it ran), else what the spec asked for."""
+    measured = r.environment.get("dataset_bytes")
+    if measured:
+        return int(measured)
+    return r.spec.file_size * (r.spec.workers if r.spec.directory else 1)
+
+
 def gdsio_line(r: RunResult) -> str:
     """The line gdsio prints, with the same fields and units."""
     spec = r.spec
     return (f"IoType: {GDSIO_IO_NAME[spec.io]} XferType: {spec.xfer_type} Threads: {spec.workers} "
-            f"DataSetSize: {r.bytes // 1024}/{spec.file_size * (spec.workers if spec.directory else 1) // 1024}(KiB) "
+            f"DataSetSize: {r.bytes // 1024}/{_dataset_bytes(r) // 1024}(KiB) "
             f"IOSize: {spec.block_size // 1024}(KiB) Throughput: {r.throughput_gib_s:.6f} GiB/sec, "
             f"Avg_Latency: {r.latency_us.mean:.6f} usecs ops: {r.ops} total_time {r.seconds:.6f} secs")
 

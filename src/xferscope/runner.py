@@ -373,6 +373,7 @@ class Run:
             fs = self.target.filesystem
             env.update({"target": self.target.description, "filesystem": fs.fstype, "mountpoint": fs.mountpoint,
                         "device": fs.device, "logical_block_size": fs.logical_block,
+                        "dataset_bytes": sum(f.size for f in self.target.files),
                         "io_mode": "O_DIRECT" if self.target.direct else "buffered"})
         if self.engine is not None:
             env.update(self.engine.environment())
