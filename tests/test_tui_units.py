@@ -94,7 +94,9 @@ def test_sample_buffer_is_bounded_and_a_stopped_batch_skips_the_rest():
     for i in range(5):
         buf.push(i)
     buf.push(None)
-    assert buf.drain() == [2, 3, 4] and buf.drain() == []
+    drained = buf.drain()
+    assert [s for _, s in drained] == [2, 3, 4] and buf.drain() == []
+    assert [t for t, _ in drained] == sorted(t for t, _ in drained)  # when each was taken, in order
 
     events = []
 
@@ -102,11 +104,13 @@ def test_sample_buffer_is_bounded_and_a_stopped_batch_skips_the_rest():
         def __getattr__(self, name):
             return lambda *args: events.append(name)
 
-    records = new_records([RunSpec(duration=1.0), RunSpec(duration=1.0)])
+    records = new_records([RunSpec(duration=1.0), RunSpec(duration=1.0)], repetitions=2)
+    assert [(r.point, r.repetition) for r in records] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert records[1].title.endswith("(1/2) rep 2/2")
     batch = Batch(records, Events())
     batch.stop()
     batch.run()
-    assert events == ["stopped", "stopped", "done"] and batch.wait(0)
+    assert events == ["stopped"] * 4 + ["done"] and batch.wait(0)
 
 
 def test_many_cores_become_one_cell_each():
@@ -123,3 +127,15 @@ def test_console_command_errors_come_before_the_console_opens(cli):
     assert r.code == 2 and "no profile named 'no-such-profile-here'" in r.err
     r = cli("tui", "--file", "a", "--dir", "b")
     assert r.code == 2 and "either --file or --dir" in r.err
+
+
+def test_a_profile_made_for_an_mpi_job_is_refused_with_how_to_start_it(tmp_path):
+    from test_replay import SMALL
+
+    from xferscope.app.profile_io import open_profile
+    from xferscope.errors import SpecError
+
+    profile = tmp_path / "cluster.toml"
+    profile.write_text("ranks = 2\n" + SMALL.format(duration=0.3))
+    with pytest.raises(SpecError, match=r"ranks: profile .* needs 2 MPI ranks; start it with mpirun -np 2"):
+        open_profile(str(profile))

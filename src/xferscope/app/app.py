@@ -13,17 +13,19 @@ from textual.app import App
 from textual.binding import Binding
 
 from xferscope.app.commands import ConsoleCommands
+from xferscope.app.grid_model import GridRun
 from xferscope.app.messages import (BatchFinished, PrepareProgressed, ResultsLoaded, RunFailed, RunFinished,
                                     RunPreparing, RunStarted, RunStopped, SamplesArrived, SnapshotExported)
 from xferscope.app.screens.compare import CompareScreen
 from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
+from xferscope.app.screens.grid import GridScreen
 from xferscope.app.screens.help import HelpScreen
 from xferscope.app.screens.live import LiveScreen
 from xferscope.app.screens.memory import MemoryScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.session import Batch, RunRecord, ThreadCpu, new_records
+from xferscope.app.session import Batch, CpuLog, RunRecord, ThreadCpu, new_records
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
@@ -50,6 +52,7 @@ class ConsoleOptions:
     start: bool = False
     profile_name: str | None = None
     profile_points: list[RunSpec] | None = None
+    profile_repetitions: int = 1  # runs of each profile point
     mem_points: list | None = None  # a memory-sweep profile's MemSpecs: opens on the memory screen
     export_to: str | None = None  # directory for CSV snapshots (default: the current one)
 
@@ -86,13 +89,15 @@ class XferscopeApp(App):
     CSS_PATH = "xferscope.tcss"
     TITLE = "xferscope"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
-    MODES = {"setup": SetupScreen, "live": LiveScreen, "compare": CompareScreen, "memory": MemoryScreen}
+    MODES = {"setup": SetupScreen, "live": LiveScreen, "compare": CompareScreen, "grid": GridScreen,
+             "memory": MemoryScreen}
     DEFAULT_MODE = "setup"
     BINDINGS = [
         Binding("question_mark", "help", "Help", id="help"),
         Binding("s", "show('setup')", "Setup", id="show-setup"),
         Binding("l", "show('live')", "Live", id="show-live"),
         Binding("c", "show('compare')", "Compare", id="show-compare"),
+        Binding("g", "show('grid')", "Grid", id="show-grid"),
         Binding("m", "show('memory')", "Memory", id="show-memory"),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
@@ -105,10 +110,12 @@ class XferscopeApp(App):
         self.loaded: list[RunResult] = []
         self.batch: Batch | None = None
         self.last_specs: list[RunSpec] | None = None
+        self.last_repetitions = 1
+        self.grid: GridRun | None = None  # the last profile grid started (several points or repetitions)
         self.current_record: RunRecord | None = None
         self.last_failure: RunRecord | None = None
         self.baseline = 0
-        self.console_cpu_pct: tuple[float, float] | None = None
+        self.console_log: CpuLog | None = None  # the console thread's own CPU time, read every tick
         self._console_cpu: ThreadCpu | None = None
         self._cpu_read_at = 0.0
         self._dirty = True
@@ -118,6 +125,8 @@ class XferscopeApp(App):
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
         self._console_cpu = ThreadCpu()
+        self.console_log = CpuLog(self._console_cpu)
+        self.console_log.take()
         self.set_interval(1 / REDRAW_HZ, self._tick, name="redraw")
         opts = self.options
         if opts.profile_points:
@@ -129,7 +138,8 @@ class XferscopeApp(App):
         self.check_size()
 
     def _load_initial_profile(self) -> None:
-        self.setup_screen.load_profile(self.options.profile_name or "profile", self.options.profile_points)
+        self.setup_screen.load_profile(self.options.profile_name or "profile", self.options.profile_points,
+                                       self.options.profile_repetitions)
 
     async def _open_initial_sweep(self) -> None:
         await self.open_memory_sweep(self.options.mem_points)
@@ -168,15 +178,16 @@ class XferscopeApp(App):
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:
+        if self.console_log is not None:  # before the samples: every sample drained is inside the readings
+            self.console_log.take()
         for record in self.records:
             if record.active:
                 samples = record.take_samples()
                 if samples:
                     self.post_message(SamplesArrived(record, tuple(samples)))
         now = time.monotonic()
-        if now - self._cpu_read_at >= 1.0 and self._console_cpu is not None:
+        if now - self._cpu_read_at >= 1.0:
             self._cpu_read_at = now
-            self.console_cpu_pct = self._console_cpu.read()
             self._dirty = self._dirty or self.batch is not None
         if self._dirty:
             self._dirty = False
@@ -191,13 +202,18 @@ class XferscopeApp(App):
         self._dirty = True
 
     # ------------------------------------------------------------ runs
-    def start_batch(self, specs: list[RunSpec]) -> None:
+    def start_batch(self, specs: list[RunSpec], repetitions: int = 1) -> None:
+        """Run ``specs`` one after another, each ``repetitions`` times; several points or repetitions
+        (a profile's grid) are also drawn on the grid view as they finish."""
         if self.batch is not None:
             self.notify("a run is in progress: stop it (x) first", severity="warning")
             return
-        records = new_records(specs)
+        records = new_records(specs, repetitions)
         self.records.extend(records)
+        if GridRun.is_grid(specs, repetitions):
+            self.grid = GridRun(records)
         self.last_specs = list(specs)
+        self.last_repetitions = repetitions
         self.last_failure = None
         self.current_record = records[0]
         self.batch = Batch(records, _PostEvents(self))
@@ -217,7 +233,7 @@ class XferscopeApp(App):
         if self.last_specs is None:
             self.notify("nothing to restart yet: start from the setup (s, then r)", severity="warning")
             return
-        self.start_batch(self.last_specs)
+        self.start_batch(self.last_specs, self.last_repetitions)
 
     def on_run_preparing(self, message: RunPreparing) -> None:
         message.record.state = "preparing"
@@ -233,7 +249,7 @@ class XferscopeApp(App):
         record.state = "running"
         record.labels = list(message.labels)
         if self._console_cpu is not None:
-            record.mark_console(self._console_cpu.seconds())
+            record.mark_console(self._console_cpu.times())
         self._changed()
 
     def on_samples_arrived(self, message: SamplesArrived) -> None:
@@ -246,7 +262,7 @@ class XferscopeApp(App):
         record.result = result
         record.state = state
         if self._console_cpu is not None:
-            record.settle_console(self._console_cpu.seconds())
+            record.settle_console(self._console_cpu.times())
         self._changed()
 
     def on_run_finished(self, message: RunFinished) -> None:
@@ -269,7 +285,8 @@ class XferscopeApp(App):
         self._changed()
         measured = [r for r in message.records if r.result is not None]
         if len(measured) > 1 and self.current_mode == "live":
-            self.switch_mode("compare")
+            grid = self.grid is not None and self.grid.records is message.records
+            self.switch_mode("grid" if grid else "compare")
 
     # ------------------------------------------------------ comparison
     def compared_results(self) -> list[RunResult]:
@@ -375,12 +392,12 @@ class XferscopeApp(App):
 
         self.push_screen(ProfilePicker(available_profiles(), check), done)
 
-    def show_profile(self, name: str, kind: str, points: list) -> None:
+    def show_profile(self, name: str, kind: str, points: list, repetitions: int = 1) -> None:
         if kind == "mem":
             self.call_next(self.open_memory_sweep, points)
             return
         self.switch_mode("setup")
-        self.setup_screen.load_profile(name, points)
+        self.setup_screen.load_profile(name, points, repetitions)
 
     async def open_memory_sweep(self, specs: list) -> None:
         await self.switch_mode("memory")

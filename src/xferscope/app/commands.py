@@ -15,6 +15,7 @@ ACTIONS = (
     ("Show setup", "Choose GPU, target, paths and sizes", "show('setup')"),
     ("Show live view", "Panels of the run in progress", "show('live')"),
     ("Show comparison", "Runs and saved results side by side", "show('compare')"),
+    ("Show grid", "A profile's points as they finish: median and spread over repetitions", "show('grid')"),
     ("Show memory sweep", "Latency against bandwidth, point by point", "show('memory')"),
     ("Save setup as profile", "Write the setup as a TOML profile", "save_profile"),
     ("Open profile", "Load a bundled or saved profile into the setup", "open_profile"),

@@ -38,11 +38,12 @@ def available_profiles() -> list[tuple[str, str]]:
     return out
 
 
-def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str, str, list]:
-    """(name, kind, points) of a profile: RunSpecs for kind "io", MemSpecs for "mem"."""
+def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str, str, list, int]:
+    """(name, kind, points, repetitions) of a profile: RunSpecs for kind "io", MemSpecs for "mem"."""
     from xferscope.profiles import load_profile
 
     profile = load_profile(name_or_path)
+    profile.check_ranks(False, None)  # a profile made for an MPI job is replayed with mpirun, not here
     if duration is not None:
         profile = profile.with_changes(duration=duration)
-    return profile.name, profile.kind, profile.points()
+    return profile.name, profile.kind, profile.points(), profile.repetitions

@@ -34,13 +34,14 @@ class SampleBuffer:
     """Samples from the sampler thread, taken by the console at its own rate. Bounded; never blocks."""
 
     def __init__(self, maxlen: int = BUFFER_POINTS):
-        self._q: deque[Sample] = deque(maxlen=maxlen)
+        self._q: deque[tuple[float, Sample]] = deque(maxlen=maxlen)
 
     def push(self, sample: Sample | None) -> None:
+        """Keep ``sample`` with the monotonic time it was taken (the end of its CPU interval)."""
         if sample is not None:
-            self._q.append(sample)
+            self._q.append((time.monotonic(), sample))
 
-    def drain(self) -> list[Sample]:
+    def drain(self) -> list[tuple[float, Sample]]:
         out = []
         while True:
             try:
@@ -57,15 +58,21 @@ class RunRecord:
     spec: RunSpec
     batch_index: int = 0
     batch_size: int = 1
+    point: int = 0          # the grid point this run measures (0-based), for a profile's grid
+    repetition: int = 0     # which repetition of its point (0-based)
+    repetitions: int = 1
     state: str = "queued"  # queued, preparing, running, finished, stopped, failed, skipped
     buffer: SampleBuffer = field(default_factory=SampleBuffer)
     history: deque = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    taken_at: deque = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # monotonic, per history
     result: RunResult | None = None
     error: str | None = None
     labels: list[str] = field(default_factory=list)
     prepared_bytes: tuple[int, int] = (0, 0)
     console_cpu_s: float = 0.0  # the console's own CPU time while this run was timed
-    _console_mark: float | None = None
+    console_usr_s: float = 0.0
+    console_sys_s: float = 0.0
+    _console_mark: tuple[float, float] | None = None
 
     @property
     def latest(self) -> Sample | None:
@@ -78,7 +85,8 @@ class RunRecord:
     @property
     def title(self) -> str:
         where = f" ({self.batch_index + 1}/{self.batch_size})" if self.batch_size > 1 else ""
-        return f"{self.spec.name}{where}"
+        rep = f" rep {self.repetition + 1}/{self.repetitions}" if self.repetitions > 1 else ""
+        return f"{self.spec.name}{where}{rep}"
 
     def recent(self, seconds: float = WINDOW_S) -> list[Sample]:
         """The samples of the last ``seconds`` (at least the latest one): what "now" figures average."""
@@ -92,24 +100,40 @@ class RunRecord:
         return out[::-1]
 
     def take_samples(self) -> list[Sample]:
-        samples = self.buffer.drain()
+        stamped = self.buffer.drain()
+        samples = [s for _, s in stamped]
         self.history.extend(samples)
+        self.taken_at.extend(t for t, _ in stamped)
         return samples
 
-    def mark_console(self, now_s: float) -> None:
-        self._console_mark = now_s
+    def recent_window(self, seconds: float = WINDOW_S) -> tuple[float, float] | None:
+        """(start, end) in monotonic time of the intervals ``recent()`` averages: the window of the
+        process figures, which the sampler read when it took each sample."""
+        recent = self.recent(seconds)
+        if not recent or len(self.taken_at) != len(self.history):
+            return None
+        end = self.taken_at[-1]
+        return end - sum(s.dt for s in recent), end
 
-    def settle_console(self, now_s: float) -> None:
+    def mark_console(self, usr_sys_s: tuple[float, float]) -> None:
+        self._console_mark = usr_sys_s
+
+    def settle_console(self, usr_sys_s: tuple[float, float]) -> None:
         if self._console_mark is not None:
-            self.console_cpu_s += now_s - self._console_mark
+            usr, sys_ = usr_sys_s[0] - self._console_mark[0], usr_sys_s[1] - self._console_mark[1]
+            self.console_usr_s += usr
+            self.console_sys_s += sys_
+            self.console_cpu_s += usr + sys_
             self._console_mark = None
 
 
 _ids = itertools.count(1)
 
 
-def new_records(specs: list[RunSpec]) -> list[RunRecord]:
-    return [RunRecord(next(_ids), spec, i, len(specs)) for i, spec in enumerate(specs)]
+def new_records(specs: list[RunSpec], repetitions: int = 1) -> list[RunRecord]:
+    """One record per run: each spec ``repetitions`` times in a row (a grid point's repetitions together)."""
+    return [RunRecord(next(_ids), spec, i, len(specs), point=i, repetition=rep, repetitions=repetitions)
+            for i, spec in enumerate(specs) for rep in range(repetitions)]
 
 
 class BatchEvents(Protocol):
@@ -224,26 +248,50 @@ def _throttled(progress, every_s: float = 0.2):
 class ThreadCpu:
     """CPU time of the thread that creates and reads it (the console's event loop)."""
 
-    def __init__(self) -> None:
-        self._t, self._usr, self._sys = self._now()
-
     @staticmethod
-    def _now() -> tuple[float, float, float]:
+    def times() -> tuple[float, float]:
+        """(user, system) CPU seconds this thread has used so far."""
         ru = resource.getrusage(resource.RUSAGE_THREAD)
-        return time.monotonic(), ru.ru_utime, ru.ru_stime
+        return ru.ru_utime, ru.ru_stime
 
-    def seconds(self) -> float:
-        """CPU seconds this thread has used so far."""
-        _, usr, sys_ = self._now()
-        return usr + sys_
 
-    def read(self) -> tuple[float, float]:
-        """(user %, system %) of one core since the previous reading."""
-        t, usr, sys_ = self._now()
-        wall = max(t - self._t, 1e-9)
-        out = (100.0 * (usr - self._usr) / wall, 100.0 * (sys_ - self._sys) / wall)
-        self._t, self._usr, self._sys = t, usr, sys_
-        return out
+class CpuLog:
+    """Readings of the console thread's CPU time, taken at every redraw tick, to tell its use over any
+    recent window (the one the process figure covers). Bounded; the console's thread only."""
+
+    def __init__(self, meter: ThreadCpu, keep: int = 64):
+        self.meter = meter
+        self.readings: deque[tuple[float, float, float]] = deque(maxlen=keep)
+
+    def take(self, now: float | None = None) -> None:
+        usr, sys_ = self.meter.times()
+        self.readings.append((time.monotonic() if now is None else now, usr, sys_))
+
+    def at(self, t: float) -> tuple[float, float] | None:
+        """(user, system) CPU seconds at monotonic time ``t``, interpolated between readings; None
+        outside the readings kept."""
+        r = self.readings
+        if not r or t < r[0][0] or t > r[-1][0]:
+            return None
+        for (t0, u0, s0), (t1, u1, s1) in zip(r, list(r)[1:]):
+            if t0 <= t <= t1:
+                f = (t - t0) / (t1 - t0) if t1 > t0 else 1.0
+                return u0 + f * (u1 - u0), s0 + f * (s1 - s0)
+        return r[-1][1], r[-1][2]
+
+    def pct_between(self, start: float, end: float) -> tuple[float, float] | None:
+        """(user %, system %) of one core between two monotonic times; None where not covered."""
+        a, b = self.at(start), self.at(end)
+        if a is None or b is None or end <= start:
+            return None
+        wall = end - start
+        return 100.0 * (b[0] - a[0]) / wall, 100.0 * (b[1] - a[1]) / wall
+
+
+def bounded_by_process(console: tuple[float, float], process: tuple[float, float]) -> tuple[float, float]:
+    """The console's (user %, system %), at most the process's over the same window: the console's thread
+    is part of the process, so more can only come from readings a redraw tick apart at the window's edges."""
+    return tuple(c if math.isnan(p) else min(c, p) for c, p in zip(console, process))  # type: ignore
 
 
 def window_average(samples: list[Sample], field: str) -> float:

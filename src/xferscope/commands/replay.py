@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
 
-from xferscope.commands.options import FormatOpt
+from xferscope.commands.options import FormatOpt, MpiOpt
 from xferscope.commands.run import check_format, install_hangup_handlers
-from xferscope.errors import ExitCode, SpecError
+from xferscope.errors import ExitCode, SpecError, XferscopeError
 
 
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
@@ -58,20 +59,26 @@ def results_paths(given: str | None, name: str) -> str:
 
 
 def prepared_profile(name: str, duration: str | None, reps: int | None, sets: list[str], directory: str | None,
-                     file: str | None):
+                     file: str | None, *, mpi_size: int | None = None):
+    """The profile with the command line's changes, every point checked; ``mpi_size``: the ranks of an
+    ``--mpi`` job (None without --mpi), checked against the ranks the profile needs."""
     from xferscope.profiles import load_profile
     from xferscope.profiles.fields import to_seconds
 
     profile = load_profile(name)
+    profile.check_ranks(mpi_size is not None, mpi_size)
+    if mpi_size is not None and profile.kind == "mem":
+        raise SpecError("mpi", f"{profile.name} is a memory sweep, measured on one host: replay it without --mpi")
     changes = parse_sets(sets)
     if directory and file:
         raise SpecError("dir", "give either --dir or --file, not both")
+    per_rank = mpi_size is not None and "{" in (directory or file or "")  # each rank checks its own
     if directory:
-        if not os.path.isdir(directory):
+        if not per_rank and not os.path.isdir(directory):
             raise SpecError("dir", f"{directory} is not a directory (create it, or check the mount)")
         changes["directory"] = directory
     if file:
-        if not os.path.isdir(os.path.dirname(os.path.abspath(file))):
+        if not per_rank and not os.path.isdir(os.path.dirname(os.path.abspath(file))):
             raise SpecError("file", f"the directory of {file} does not exist")
         changes["file"] = file
     seconds = None
@@ -83,6 +90,37 @@ def prepared_profile(name: str, duration: str | None, reps: int | None, sets: li
     profile = profile.with_changes(duration=seconds, repetitions=reps, sets=changes)
     profile.points()  # every point valid before anything runs
     return profile
+
+
+@dataclass
+class ReplayPlan:
+    """What a replay needs before it measures: the profile, where results go, what to compare with."""
+
+    profile: object
+    results_path: str
+    old: object  # OldResults or None
+
+
+def check_options(fmt: str, against: str | None, fail_below: float | None, plot: str | None) -> None:
+    from xferscope.sweep.plot import check_plot_path
+
+    check_format(fmt)
+    if fail_below is not None and not against:
+        raise SpecError("fail-below", "compares against earlier results: give --against FILE too")
+    if fail_below is not None and not fail_below > 0:
+        raise SpecError("fail-below", f"must be a ratio above 0, e.g. 0.9, got {fail_below}")
+    if plot:
+        check_plot_path(plot)
+
+
+def plan_replay(profile_name: str, duration: str | None, reps: int | None, sets: list[str], directory: str | None,
+                file: str | None, results: str | None, against: str | None, *,
+                mpi_size: int | None = None) -> ReplayPlan:
+    from xferscope.sweep.against import OldResults
+
+    profile = prepared_profile(profile_name, duration, reps, sets, directory, file, mpi_size=mpi_size)
+    results_path = results_paths(results, profile.name)
+    return ReplayPlan(profile, results_path, OldResults(against, profile.kind) if against else None)
 
 
 def print_plan(sweep, results_path: str) -> None:
@@ -112,34 +150,45 @@ def replay_command(
     profile_name: ProfileArg, duration: DurationOpt = None, reps: RepsOpt = None, sets: SetOpt = None,
     results: ResultsOpt = None, against: AgainstOpt = None, fail_below: FailBelowOpt = None, plot: PlotOpt = None,
     directory: DirOpt = None, file: FileOpt = None, fmt: FormatOpt = "table", dry_run: DryRunOpt = False,
+    mpi: MpiOpt = False,
 ) -> None:
     """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max."""
     from xferscope.commands.sweep_progress import SweepProgress
     from xferscope.sweep import Sweep
-    from xferscope.sweep.against import OldResults, below, ratios
-    from xferscope.sweep.plot import check_plot_path, write_plot
 
-    check_format(fmt)
-    if fail_below is not None and not against:
-        raise SpecError("fail-below", "compares against earlier results: give --against FILE too")
-    if fail_below is not None and not fail_below > 0:
-        raise SpecError("fail-below", f"must be a ratio above 0, e.g. 0.9, got {fail_below}")
-    if plot:
-        check_plot_path(plot)
-    profile = prepared_profile(profile_name, duration, reps, sets or [], directory, file)
-    results_path = results_paths(results, profile.name)
-    old = OldResults(against, profile.kind) if against else None
-    progress = SweepProgress(profile.point_count)
-    sweep = Sweep(profile, results_path, listener=progress)
+    check_options(fmt, against, fail_below, plot)
+    if mpi:
+        from xferscope.cluster.replay import replay_mpi
+
+        def plan(size: int) -> ReplayPlan:
+            return plan_replay(profile_name, duration, reps, sets or [], directory, file, results, against,
+                               mpi_size=size)
+
+        return replay_mpi(plan, lambda outcome, plan, progress, failure: report(
+            outcome, plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt, failure=failure),
+            dry_run=dry_run)
+    plan = plan_replay(profile_name, duration, reps, sets or [], directory, file, results, against)
+    progress = SweepProgress(plan.profile.point_count)
+    sweep = Sweep(plan.profile, plan.results_path, listener=progress)
     if dry_run:
-        print_plan(sweep, results_path)
+        print_plan(sweep, plan.results_path)
         return
     install_hangup_handlers()
-    outcome = sweep.run()
+    report(sweep.run(), plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt)
+
+
+def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_below: float | None, plot: str | None,
+           fmt: str, failure: XferscopeError | None = None) -> None:
+    """Print the summary and where the files went; raise typer.Exit with the replay's exit code.
+    ``failure``: the error that ended the sweep early (a rank's, under --mpi), printed and its code used."""
+    from xferscope.sweep.against import below, ratios
+    from xferscope.sweep.plot import write_plot
+
     progress.clear()
+    results_path = plan.results_path
     if progress.earlier:
         typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
-    found = ratios(outcome.results, old) if old else None
+    found = ratios(outcome.results, plan.old) if plan.old else None
     low = below(found, fail_below) if found is not None and fail_below is not None else []
     plotted = write_plot(plot, outcome.results) if plot else False
     _print_summary(outcome.results, found, against, fmt)
@@ -157,6 +206,11 @@ def replay_command(
         typer.echo(f"xferscope: {len(low)} of {len(found)} points below {fail_below:g} of {against}: {shown}",
                    err=True)
         raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if failure is not None:
+        point = outcome.failed[0] if outcome.failed else None
+        where = f"point {point.index} ({point.label}): " if point else ""
+        typer.echo(f"xferscope: {where}{failure}; rerun the same command to resume from {results_path}", err=True)
+        raise typer.Exit(int(failure.exit_code))
     if outcome.failed:
         typer.echo(f"xferscope: {len(outcome.failed)} point(s) failed; their reasons are in {results_path}", err=True)
         raise typer.Exit(int(ExitCode.RUN_FAILED))

@@ -56,10 +56,11 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
     machine = _machine()
     values = FormValues(paths=[path] if path else default_paths(machine.availability))
     profile_name = profile_points = mem_points = None
+    repetitions = 1
     if profile:
         from xferscope.app.profile_io import open_profile
 
-        profile_name, kind, points = open_profile(profile, duration)
+        profile_name, kind, points, repetitions = open_profile(profile, duration)
         if kind == "mem":
             mem_points = points
         else:
@@ -78,7 +79,8 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
     if duration is not None:
         values.duration = f"{duration:g}"
     return ConsoleOptions(values, machine, start=start, profile_name=profile_name,
-                          profile_points=profile_points, mem_points=mem_points, export_to=export_to)
+                          profile_points=profile_points, profile_repetitions=repetitions, mem_points=mem_points,
+                          export_to=export_to)
 
 
 def open_console(start: bool = False, profile: str | None = None, duration: float | None = None,

@@ -30,6 +30,7 @@ class Profile:
     kind: str = "io"
     repetitions: int = 1
     duration: float | None = None  # seconds per point; None: the kind's default (or no limit with total_bytes)
+    ranks: int | None = None       # MPI ranks the profile needs (replay --mpi under exactly that many); None: any
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     file: str | None = None  # where it was read from
@@ -73,6 +74,18 @@ class Profile:
             return ["mem"]
         values = self.grid.get("path", [self.base.get("path", RunSpec.path)])
         return list(dict.fromkeys(values))
+
+    def check_ranks(self, mpi: bool, world_size: int | None) -> None:
+        """SpecError when the profile needs N ranks and this replay is not an MPI job of N ranks."""
+        if self.ranks is None:
+            return
+        given = self.file if self.origin == "file" and self.file else self.name
+        start = f"mpirun -np {self.ranks} xferscope replay {given} --mpi"
+        if not mpi:
+            raise SpecError("ranks", f"profile {self.name} needs {self.ranks} MPI ranks; start it with {start}")
+        if world_size != self.ranks:
+            raise SpecError("ranks", f"profile {self.name} needs {self.ranks} MPI ranks, this job has {world_size}; "
+                                     f"start it with {start}")
 
     # ------------------------------------------------------------- changes
     def with_changes(self, *, duration: float | None = None, repetitions: int | None = None,

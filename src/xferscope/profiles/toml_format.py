@@ -6,6 +6,7 @@
     kind = "io"                          # io (storage paths) or mem (memory sweeps)
     repetitions = 3
     duration = 10                        # seconds per point (or "500ms")
+    ranks = 4                            # optional: replay only with --mpi under 4 MPI ranks
 
     [base]                               # fixed fields
     path = "host"
@@ -34,7 +35,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "source", "kind", "repetitions", "duration", "base", "grid")
+TOP_KEYS = ("name", "description", "source", "kind", "repetitions", "duration", "ranks", "base", "grid")
 TABLES = ("base", "grid")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -94,8 +95,11 @@ class _Reader:
         reps = self.top(data, "repetitions", F.to_int, 1)
         if reps < 1:
             raise self.fail("", "repetitions", f"repetitions must be 1 or more, got {reps}")
+        ranks = self.top(data, "ranks", F.to_int, None)
+        if ranks is not None and ranks < 1:
+            raise self.fail("", "ranks", f"ranks must be 1 or more (the MPI ranks the profile needs), got {ranks}")
         profile = Profile(
-            name=name, kind=kind, repetitions=reps,
+            name=name, kind=kind, repetitions=reps, ranks=ranks,
             description=self.top(data, "description", F.to_str, ""),
             source=self.top(data, "source", F.to_str, ""),
             duration=self.top(data, "duration", F.to_seconds, None),
@@ -200,6 +204,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     doc["repetitions"] = profile.repetitions
     if profile.duration is not None:
         doc["duration"] = int(profile.duration) if float(profile.duration).is_integer() else profile.duration
+    if profile.ranks is not None:
+        doc["ranks"] = profile.ranks
     doc["base"] = {k: F.to_toml_value(profile.kind, k, v) for k, v in profile.base.items() if v is not None}
     if profile.grid:
         doc["grid"] = {k: [F.to_toml_value(profile.kind, k, v) for v in values] for k, values in profile.grid.items()}

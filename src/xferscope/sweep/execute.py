@@ -72,6 +72,9 @@ class _Stopped(Exception):
 
 # ------------------------------------------------------------------- sweep
 class Sweep:
+    #: end the sweep at the first failed point (the points after it are left to a rerun)
+    stop_on_failure = False
+
     def __init__(self, profile: Profile, results_path: str, *, listener: Callable[[Any], None] | None = None,
                  availability: Availability | None = None):
         self.profile = profile
@@ -95,6 +98,8 @@ class Sweep:
             for point in self.points:
                 if self._stop.is_set():
                     outcome.interrupted = True
+                    break
+                if outcome.failed and self.stop_on_failure:
                     break
                 self._run_point(point, outcome, scratch)
         except (_Stopped, KeyboardInterrupt):
@@ -158,16 +163,21 @@ class Sweep:
             return self._measure_mem(point)
         return self._measure_io(point, scratch)
 
-    def _measure_io(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
-        from xferscope.export import result_to_dict
+    def _execute_io(self, point: SweepPoint, scratch: SweepScratch, on_sample: Callable[[Any], Any]):
+        """One repetition of an io point: its RunResult (a failure raises, as ``Run.execute``)."""
         from xferscope.runner import Run
-        from xferscope.target import Interrupted
 
         run = Run(scratch.adapt(point.spec))
         self._current = run
-        on_sample = lambda s: s is not None and self.listener(SampleTaken(point, s))  # noqa: E731
+        return run.execute(on_sample=on_sample)
+
+    def _measure_io(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
+        from xferscope.export import result_to_dict
+        from xferscope.target import Interrupted
+
+        on_sample = lambda s, *_: s is not None and self.listener(SampleTaken(point, s))  # noqa: E731
         try:
-            result = run.execute(on_sample=on_sample)
+            result = self._execute_io(point, scratch, on_sample)
         except Interrupted:
             raise _Stopped from None
         except XferscopeError as exc:

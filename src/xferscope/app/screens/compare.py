@@ -11,7 +11,7 @@ from xferscope.app import figures
 from xferscope.app.braille import Series
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
-from xferscope.app.widgets.comparison import ComparisonTable
+from xferscope.app.widgets.comparison import ComparisonTable, hosts_note, table_rows
 from xferscope.engines.base import RunResult
 from xferscope.units import GIB
 
@@ -61,7 +61,7 @@ class CompareScreen(ViewScreen):
     def refresh_view(self) -> None:
         app = self.app
         results = app.compared_results()
-        baseline = min(app.baseline, max(len(results) - 1, 0))
+        baseline = min(app.baseline, max(len(table_rows(results)) - 1, 0))
         table = self.query_one(ComparisonTable)
         table.show(results, baseline)
         title = Text(no_wrap=True, overflow="ellipsis")
@@ -78,4 +78,9 @@ class CompareScreen(ViewScreen):
         charts = list(self.query(LineChart))
         charts[0].set_data(overlay(results, lambda s: s.throughput_gib_s * GIB), end)
         charts[1].set_data(overlay(results, lambda s: s.latency_us.p99), end)
-        self.query_one("#compare-note", Static).update(Text(app.console_cost_note(), style="dim"))
+        note = Text(no_wrap=False)
+        hosts = hosts_note(results)
+        if hosts:
+            note.append(f"Per-host rows (↳) under each run over several hosts; {hosts}\n", style="yellow")
+        note.append(app.console_cost_note(), style="dim")
+        self.query_one("#compare-note", Static).update(note)

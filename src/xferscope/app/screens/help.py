@@ -14,7 +14,9 @@ ABOUT = (
     "bounded buffer, so it never slows the engine. Pausing the display (space) keeps measuring; stopping (x) "
     "keeps what was measured; e writes a CSV snapshot and says where. Throughput is in binary units "
     "(GiB/s, MiB/s). Process CPU is percent of one core and includes the console, whose own use has a line "
-    "of its own, as do the engine's worker threads; system CPU is percent of all cores."
+    "of its own over the same intervals, as do the engine's worker threads; system CPU is percent of all cores. "
+    "A profile with several points or repetitions runs each point its repetitions in a row; g shows the grid: "
+    "the median over repetitions with min, max and standard deviation, as lines or a heatmap (v)."
 )
 
 

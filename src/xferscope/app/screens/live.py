@@ -86,7 +86,7 @@ class LiveScreen(ViewScreen):
             return
         self.query_one(ThroughputPanel).show(record)
         self.query_one(LatencyPanel).show(record)
-        self.query_one(CpuPanel).show(record, app.console_cpu_pct)
+        self.query_one(CpuPanel).show(record, app.console_log)
         self.query_one(GpuPanel).show(record)
         self.query_one(WorkersPanel).show(record)
         failed = app.last_failure

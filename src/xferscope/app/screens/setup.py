@@ -28,6 +28,7 @@ class SetupScreen(ConsoleScreen):
         super().__init__(**kwargs)
         #: the points of an opened profile, run as they are until the form is edited
         self.profile_points: list[RunSpec] | None = None
+        self.profile_repetitions = 1
         self.profile_name: str | None = None
 
     def compose(self) -> ComposeResult:
@@ -92,7 +93,8 @@ class SetupScreen(ConsoleScreen):
     def action_start(self) -> None:
         specs = self.specs(check_target=True)
         if specs:
-            self.app.start_batch(specs)
+            reps = self.profile_repetitions if self.profile_points is not None else 1
+            self.app.start_batch(specs, reps)
 
     @on(Button.Pressed, "#save-profile")
     def action_save_profile(self) -> None:
@@ -108,14 +110,16 @@ class SetupScreen(ConsoleScreen):
         self.query_one("#start", Button).focus()
 
     # -------------------------------------------------------------- profiles
-    def load_profile(self, name: str, points: list[RunSpec]) -> None:
-        """Show a profile in the form; a grid that the form cannot show is run point by point as it is."""
+    def load_profile(self, name: str, points: list[RunSpec], repetitions: int = 1) -> None:
+        """Show a profile in the form; a grid that the form cannot show, or repetitions, run point by point
+        as the profile says (drawn on the grid view, g)."""
         first = points[0]
         same_but_path = all(p.replace(path=first.path) == first for p in points)
         with self.prevent(Input.Changed, Select.Changed, SelectionList.SelectedChanged, Checkbox.Changed):
             self.form.load(FormValues.from_spec(first, list(dict.fromkeys(p.path for p in points))))
         self.profile_name = name
-        if same_but_path:
+        self.profile_repetitions = repetitions
+        if same_but_path and repetitions == 1:
             self.profile_points = None
             self._note(f"profile [b]{name}[/b]")
         else:
@@ -123,7 +127,9 @@ class SetupScreen(ConsoleScreen):
             avail = self.app.options.machine.availability
             blocked = sum(1 for p in points if avail.get(p.path))
             cannot = f"; {blocked} use paths that cannot run here and will fail" if blocked else ""
-            self._note(f"profile [b]{name}[/b]: {len(points)} points run one after another "
+            reps = f", {repetitions} repetitions each" if repetitions > 1 else ""
+            self._note(f"profile [b]{name}[/b]: {len(points)} point{'s' if len(points) != 1 else ''}{reps} "
+                       f"run one after another, drawn on the grid view (g) "
                        f"(the form shows the first; editing it replaces the profile){cannot}")
 
     def _note(self, text: str) -> None:

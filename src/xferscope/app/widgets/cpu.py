@@ -6,7 +6,7 @@ from textual.containers import Vertical
 
 from xferscope.app import figures
 from xferscope.app.braille import Series, bar, level
-from xferscope.app.session import RunRecord, window_average
+from xferscope.app.session import WINDOW_S, CpuLog, RunRecord, bounded_by_process, window_average
 from xferscope.app.widgets.chart import LineChart, time_axis_end
 from xferscope.app.widgets.figures_line import FiguresText
 
@@ -69,6 +69,27 @@ def cpu_figures(record: RunRecord) -> tuple[str, dict[str, tuple[float, float]],
     return "CPU (last second)", lines, cores
 
 
+def console_figures(record: RunRecord | None, log: CpuLog | None) -> tuple[float, float] | None:
+    """The console's own (user %, system %) over the window of the process figures beside it: the whole
+    run once it ended, else the intervals of the last second; the last second while nothing ran."""
+    if log is None or not log.readings:
+        return None
+    if record is None or record.latest is None:
+        end = log.readings[-1][0]
+        return log.pct_between(end - WINDOW_S, end) or log.pct_between(log.readings[0][0], end)
+    _, values, _ = cpu_figures(record)
+    process = tuple(float("nan") if figures.missing(v) else v for v in values["process"])
+    r = record.result
+    if r is not None and r.cpu:
+        if r.seconds <= 0:
+            return None
+        console = (100.0 * record.console_usr_s / r.seconds, 100.0 * record.console_sys_s / r.seconds)
+    else:
+        window = record.recent_window()
+        console = log.pct_between(*window) if window else None
+    return None if console is None else bounded_by_process(console, process)
+
+
 class CpuPanel(Vertical):
     DEFAULT_CSS = """
     CpuPanel > #cpu-figures { height: 5; text-wrap: nowrap; text-overflow: clip; }
@@ -81,7 +102,8 @@ class CpuPanel(Vertical):
                          LineChart(_pct_of_one_core, empty="", id="cpu-chart"), **kwargs)
         self.border_title = "CPU"
 
-    def show(self, record: RunRecord | None, console: tuple[float, float] | None) -> None:
+    def show(self, record: RunRecord | None, console_log: CpuLog | None) -> None:
+        console = console_figures(record, console_log)
         lines = [f"{'':8}{'usr':>7}{'sys':>7}"]
         cores: tuple[float, ...] = ()
         if record is not None and record.latest is not None:

@@ -1,0 +1,164 @@
+"""`replay --mpi`: a profile's grid across MPI ranks, resumed, refused under the wrong rank count, compared.
+
+Like ``test_mpi``, the tests that launch ranks need `mpirun` and mpi4py and are
+skipped with the reason where either is missing; each rank runs on its own
+scratch directory (``--dir D/{rank}``).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from test_mpi import MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
+from test_replay import SMALL
+from xferscope.errors import FormatError
+from xferscope.export import load_results
+from xferscope.profiles import dump_profile, parse_profile
+
+LABELS = ["host read 4K w1", "host read 64K w1"]
+TWO_POINTS = ("--set", "io=read", "--reps", "1")  # of the small host grid: read at 4K and 64K, once each
+
+
+@pytest.fixture
+def tiny(tmp_path, direct_dir):
+    """The small host grid, the results file, and a {rank} directory template with a directory per rank."""
+    profile = tmp_path / "tiny.toml"
+    profile.write_text(SMALL.format(duration=0.3))
+    return profile, tmp_path / "tiny.results.json", rank_dirs(direct_dir, 2), direct_dir
+
+
+def _replay(ranks, profile, results, dirs, *extra):
+    return mpirun(ranks, *_args(profile, results, dirs, *extra))
+
+
+def _args(profile, results, dirs, *extra) -> list[str]:
+    return ["replay", str(profile), "--mpi", "--results", str(results), "--dir", dirs, *TWO_POINTS, *extra]
+
+
+def _points(results) -> list[dict]:
+    return json.loads(results.read_text())["points"]
+
+
+@needs_mpi
+def test_two_ranks_replay_the_grid_in_step_and_resume(tiny):
+    profile, results, dirs, base = tiny
+    proc = _replay(2, profile, results, dirs)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("small-host") == 1 and proc.stdout.count("host read 64K w1") == 1  # rank 0 prints
+    points = _points(results)
+    assert [p["label"] for p in points] == LABELS
+    for point in points:
+        assert point["status"] == "done" and point["repetitions_done"] == 1
+        [rep] = point["repetitions"]
+        cluster = rep["environment"]["cluster"]
+        assert cluster["ranks"] == 2 and [row["rank"] for row in cluster["per_rank"]] == [0, 1]
+        assert all(row["bytes"] > 0 for row in cluster["per_rank"])
+        assert rep["bytes"] == sum(row["bytes"] for row in cluster["per_rank"])  # aggregate rows
+        assert rep["bytes"] == sum(h["bytes"] for h in rep["hosts"])              # per-host figures kept
+        assert point["stats"]["throughput_mib_s"]["median"] == rep["throughput_mib_s"] > 0
+    assert [len(r.hosts) for r in load_results(str(results))] == [1, 1]
+    assert all(not os.listdir(base / str(r)) for r in range(2))  # every rank removed its scratch files
+
+    # forget the second point: a rerun measures it alone and keeps the first as measured
+    data = json.loads(results.read_text())
+    data["points"][1].update(status="pending", repetitions=[], repetitions_done=0)
+    results.write_text(json.dumps(data))
+    again = _replay(2, profile, results, dirs)
+    assert again.returncode == 0, again.stderr
+    assert "1 point(s) finished earlier" in again.stderr
+    resumed = _points(results)
+    assert resumed[0]["repetitions"] == points[0]["repetitions"]
+    assert resumed[1]["status"] == "done" and resumed[1]["repetitions_done"] == 1
+    assert resumed[1]["repetitions"][0]["environment"]["cluster"]["ranks"] == 2
+
+
+@needs_mpi
+def test_a_rank_that_cannot_run_ends_the_sweep_with_its_error(tiny, tmp_path):
+    profile, results, _, base = tiny
+    (base / "1").rmdir()
+    proc = _replay(2, profile, results, str(base / "{rank}"))
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
+    assert len(lines) == 1 and "point 1 (host read 4K w1): rank 1 on " in lines[0], proc.stderr
+    assert "does not exist" in lines[0] and "Traceback" not in proc.stderr
+    assert [(p["status"], bool(p["reason"])) for p in _points(results)] == [("failed", True), ("pending", False)]
+    assert not os.listdir(base / "0")
+
+
+@needs_mpi
+def test_ctrl_c_keeps_the_points_every_rank_finished(tiny):
+    profile, results, dirs, base = tiny
+    profile.write_text(SMALL.format(duration=4))
+    proc = subprocess.Popen(mpirun_cmd(2, *_args(profile, results, dirs)),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
+    try:
+        deadline = time.monotonic() + 30
+        while not (results.exists() and _points(results)[0]["status"] == "done"):
+            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(1)  # into the second point
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert f"interrupted; rerun the same command to resume from {results}" in err and "Traceback" not in err
+    first, second = _points(results)
+    assert first["status"] == "done" and first["repetitions"][0]["environment"]["cluster"]["ranks"] == 2
+    assert second["repetitions_done"] == 0
+    assert all(not any(p.suffix == ".dat" for p in (base / str(r)).iterdir()) for r in range(2))
+
+
+@needs_mpi
+def test_profile_that_needs_other_ranks_is_refused(tiny, cli):
+    profile, results, dirs, base = tiny
+    profile.write_text("ranks = 3\n" + SMALL.format(duration=0.3))
+    plain = cli("replay", str(profile), "--results", str(results), "--dir", str(base / "0"))
+    assert plain.code == 2
+    assert plain.err.strip() == (f"xferscope: ranks: profile small-host needs 3 MPI ranks; start it with "
+                                 f"mpirun -np 3 xferscope replay {profile} --mpi")
+    proc = _replay(2, profile, results, dirs)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
+    assert lines == [f"xferscope: ranks: profile small-host needs 3 MPI ranks, this job has 2; start it with "
+                     f"mpirun -np 3 xferscope replay {profile} --mpi"]
+    assert not results.exists()
+
+
+def test_ranks_is_a_checked_profile_field():
+    profile = parse_profile("ranks = 4\n" + SMALL.format(duration=1), "p.toml", "p")
+    assert profile.ranks == 4 and parse_profile(dump_profile(profile), "again.toml", "p").ranks == 4
+    assert parse_profile(SMALL.format(duration=1), "p.toml", "p").ranks is None
+    for bad, message in (('"four"', "expected a whole number"), ("0", "ranks must be 1 or more")):
+        with pytest.raises(FormatError, match=rf"^p.toml:1: .*{message}"):
+            parse_profile(f"ranks = {bad}\n" + SMALL.format(duration=1), "p.toml", "p")
+
+
+@needs_mpi
+def test_against_a_cluster_run_matches_the_aggregate(tiny, tmp_path):
+    profile, results, dirs, _ = tiny
+    run_json = tmp_path / "run.json"
+    proc = mpirun(2, "run", "--mpi", "-T", "0.3", "-s", "8M", "--bs", "4K", "--dir", dirs, "--json", str(run_json))
+    assert proc.returncode == 0, proc.stderr
+    [old] = load_results(str(run_json))
+    assert len(old.hosts) == 1 and old.environment["cluster"]["ranks"] == 2
+    proc = _replay(2, profile, results, dirs, "--against", str(run_json), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    found = {a["label"]: a for a in json.loads(proc.stdout)["against"]}
+    assert found[LABELS[0]]["old"] == pytest.approx(old.throughput_mib_s)
+    new = _points(results)[0]["stats"]["throughput_mib_s"]["median"]
+    assert found[LABELS[0]]["ratio"] == pytest.approx(new / old.throughput_mib_s)
+    assert found[LABELS[1]]["old"] is None and found[LABELS[1]]["ratio"] is None  # no 64K run to match
+
+    # the earlier cluster run was 4 times as fast: below 0.9, exit 1 (everything is measured: only compares)
+    data = json.loads(run_json.read_text())
+    data["bytes"] *= 4
+    run_json.write_text(json.dumps(data))
+    proc = _replay(2, profile, results, dirs, "--against", str(run_json), "--fail-below", "0.9")
+    assert proc.returncode == 1, proc.stderr
+    assert f"1 of 2 points below 0.9 of {run_json}: {LABELS[0]} (" in proc.stderr
