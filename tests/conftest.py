@@ -48,3 +48,20 @@ def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> 
 @pytest.fixture
 def cli():
     return xferscope_cli
+
+
+@pytest.fixture
+def no_gpu(monkeypatch, tmp_path):
+    """This machine as one without any GPU, whatever it has: NVML, CUDA and cuFile all see none, and no
+    link ceiling is cached."""
+    from xferscope.engines import cufile_driver, gpu_setup
+    from xferscope.telemetry import gpu
+
+    def fail():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gpu, "_nvml", fail)
+    monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
+    monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
+    monkeypatch.setattr(gpu, "_session_ceilings", {})
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -10,21 +10,6 @@ import pytest
 from xferscope import doctor
 
 
-@pytest.fixture
-def no_gpu(monkeypatch, tmp_path):
-    """This machine as one without any GPU, whatever it has."""
-    from xferscope.engines import cufile_driver, gpu_setup
-    from xferscope.telemetry import gpu
-
-    def fail():
-        raise RuntimeError("NVML Shared Library Not Found")
-
-    monkeypatch.setattr(gpu, "_nvml", fail)
-    monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
-    monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
 def by_name(report, name):
     return next(c for c in report["checks"] if c["name"] == name)
 

@@ -68,22 +68,8 @@ def test_availability_lists_every_gpu_path_with_a_reason():
 
 # ------------------------------------------------------------------ telemetry degrades
 
-@pytest.fixture
-def no_nvml(monkeypatch, tmp_path):
-    """NVML and CUDA both report no GPU, and no cached link ceiling exists."""
-    from xferscope.engines import gpu_setup
-    from xferscope.telemetry import gpu
 
-    def fail():
-        raise RuntimeError("NVML Shared Library Not Found")
-
-    monkeypatch.setattr(gpu, "_nvml", fail)
-    monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
-    monkeypatch.setattr(gpu, "_session_ceilings", {})
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-
-
-def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_nvml):
+def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_gpu):
     from xferscope.telemetry.gpu import GpuMeter, gpu_inventory, measure_link_ceiling, no_gpu_reason
 
     meter = GpuMeter([0, 1])
@@ -96,7 +82,7 @@ def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_nvml):
     assert no_gpu_reason().startswith("no GPU")
 
 
-def test_host_run_is_untouched_by_missing_gpu_telemetry(no_nvml, direct_dir):
+def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
     from xferscope.runner import Run
     from xferscope.spec import RunSpec
 
@@ -105,7 +91,7 @@ def test_host_run_is_untouched_by_missing_gpu_telemetry(no_nvml, direct_dir):
     assert result.status == "ok" and result.gpus == {} and all(not s.gpu for s in result.samples)
 
 
-def test_engine_reports_unavailable_through_the_runner(no_nvml, direct_dir):
+def test_engine_reports_unavailable_through_the_runner(no_gpu, direct_dir):
     from xferscope.errors import EngineUnavailable
     from xferscope.runner import Run
     from xferscope.spec import RunSpec
