@@ -7,9 +7,11 @@ KVIKIO_COMPAT_MODE is set to OFF so that KvikIO calls cuFile too (its AUTO
 mode may choose its own POSIX path instead); the cuFile mode (GDS or compat)
 is printed and is the same for both sides, as both go through one libcufile.
 
-    python bench/cufile_vs_kvikio.py --dir /data --size 2G [--reps 3] [--json out.json]
+    python bench/cufile_vs_kvikio.py --dir /data --size 2G [--reps 3] [--registered] [--json out.json]
 
-Prints the median throughput of each side and the ratio xferscope / KvikIO.
+Prints the median throughput of each side and the ratio xferscope / KvikIO, like with like: both with
+unregistered GPU buffers (KvikIO's default; xferscope `--no-register`) and, with --registered, both with
+their buffers registered with cuFile (xferscope's default, as gdsio).
 """
 from __future__ import annotations
 
@@ -34,10 +36,10 @@ def make_file(path: str, size: int) -> None:
                 total_bytes=1 << 20, keep=True)).execute()
 
 
-def xferscope_read(path: str, size: int, bs: int, workers: int) -> tuple[float, dict]:
+def xferscope_read(path: str, size: int, bs: int, workers: int, register: bool) -> tuple[float, dict]:
     """MiB/s reading the whole file once, and the run's environment (cuFile mode)."""
     r = Run(RunSpec(path="cufile", file=path, file_size=size, block_size=bs, workers=workers, duration=None,
-                    total_bytes=size, keep=True)).execute()
+                    total_bytes=size, keep=True, register_buffers=register)).execute()
     return r.throughput_mib_s, r.environment
 
 
@@ -102,6 +104,9 @@ class Kvikio:
         self.file.close()
 
 
+VARIANTS = ("xferscope", "kvikio", "xferscope_registered", "kvikio_registered")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=".", help="directory for the test file (a filesystem cuFile registers)")
@@ -110,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,8", help="thread counts")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--registered", action="store_true",
-                    help="also time KvikIO with its buffer registered with cuFile, as xferscope's buffers are")
+                    help="also time both sides with their GPU buffers registered with cuFile (buf_register)")
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     size = parse_size(args.size)
@@ -118,42 +123,49 @@ def main(argv: list[str] | None = None) -> int:
     make_file(path, size)
     kv = Kvikio(path, size)
     registered = args.registered and kv.register(True) and kv.register(False)
+    variants = VARIANTS if registered else VARIANTS[:2]
     rows, env = [], {}
+
+    def measure(variant: str, bs: int, workers: int) -> float:
+        nonlocal env
+        if variant.startswith("xferscope"):
+            mib_s, env = xferscope_read(path, size, bs, workers, register=variant.endswith("registered"))
+            return mib_s
+        if variant.endswith("registered"):
+            kv.register(True)
+            try:
+                return kv.read(bs, workers)
+            finally:
+                kv.register(False)
+        return kv.read(bs, workers)
+
     try:
         for bs in [parse_size(s) for s in args.sizes.split(",")]:
             for workers in [int(w) for w in args.workers.split(",")]:
-                ours, theirs, theirs_reg = [], [], []
-                for rep in range(args.reps):  # alternate who goes first
-                    first_ours = rep % 2 == 0
-                    if not first_ours:
-                        theirs.append(kv.read(bs, workers))
-                    mib_s, env = xferscope_read(path, size, bs, workers)
-                    ours.append(mib_s)
-                    if first_ours:
-                        theirs.append(kv.read(bs, workers))
-                    if registered:
-                        kv.register(True)
-                        theirs_reg.append(kv.read(bs, workers))
-                        kv.register(False)
-                row = {"block_size": bs, "workers": workers, "xferscope_mib_s": statistics.median(ours),
-                       "kvikio_mib_s": statistics.median(theirs), "xferscope_reps": ours, "kvikio_reps": theirs}
+                got: dict[str, list[float]] = {v: [] for v in variants}
+                for rep in range(args.reps):  # alternate the order, so drift favours neither side
+                    for v in (variants if rep % 2 == 0 else tuple(reversed(variants))):
+                        got[v].append(measure(v, bs, workers))
+                row = {"block_size": bs, "workers": workers,
+                       **{f"{v}_mib_s": statistics.median(r) for v, r in got.items()},
+                       **{f"{v}_reps": r for v, r in got.items()}}
                 row["ratio"] = row["xferscope_mib_s"] / row["kvikio_mib_s"]
-                if theirs_reg:
-                    row["kvikio_registered_mib_s"] = statistics.median(theirs_reg)
-                    row["kvikio_registered_reps"] = theirs_reg
-                    row["ratio_registered"] = row["xferscope_mib_s"] / row["kvikio_registered_mib_s"]
+                line = (f"{format_size(bs):>5} x{workers:<2}  unregistered: xferscope {row['xferscope_mib_s']:8.1f} "
+                        f"kvikio {row['kvikio_mib_s']:8.1f} MiB/s ratio {row['ratio']:.3f}")
+                if registered:
+                    row["ratio_registered"] = row["xferscope_registered_mib_s"] / row["kvikio_registered_mib_s"]
+                    line += (f" | registered: xferscope {row['xferscope_registered_mib_s']:8.1f} kvikio "
+                             f"{row['kvikio_registered_mib_s']:8.1f} ratio {row['ratio_registered']:.3f}")
                 rows.append(row)
-                reg = (f"  kvikio+registered {row['kvikio_registered_mib_s']:8.1f} ratio {row['ratio_registered']:.3f}"
-                       if theirs_reg else "")
-                print(f"{format_size(bs):>5} x{workers:<2}  xferscope {row['xferscope_mib_s']:8.1f} MiB/s  "
-                      f"kvikio {row['kvikio_mib_s']:8.1f} MiB/s  ratio {row['ratio']:.3f}{reg}  "
-                      f"(spread: ours {min(ours):.0f}-{max(ours):.0f}, kvikio {min(theirs):.0f}-{max(theirs):.0f})",
+                print(line, flush=True)
+                print("        spread: " + "  ".join(f"{v} {min(r):.0f}-{max(r):.0f}" for v, r in got.items()),
                       flush=True)
         mode = env.get("cufile_mode", "?")
         print(f"cuFile mode: {mode} ({env.get('cufile_mode_reason', '')}); cuFile {env.get('cufile_version')}; "
               f"KvikIO {kv.kvikio.__version__}, compat_mode={kv.compat_mode()}")
-        print(f"ratio xferscope/KvikIO: min {min(r['ratio'] for r in rows):.3f}, "
-              f"median {statistics.median(r['ratio'] for r in rows):.3f}")
+        for key in ("ratio", "ratio_registered")[:1 + bool(registered)]:
+            print(f"{key.replace('_', ' ')} xferscope/KvikIO: min {min(r[key] for r in rows):.3f}, "
+                  f"median {statistics.median(r[key] for r in rows):.3f}")
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"rows": rows, "cufile_mode": mode, "cufile_mode_reason": env.get("cufile_mode_reason"),

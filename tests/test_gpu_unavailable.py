@@ -3,6 +3,7 @@ traceback; GPU telemetry degrades to "no GPU"; cuFile's failures are explained i
 user's terms. These run on any machine: CUDA is hidden or cuda-python blocked on purpose."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -186,3 +187,35 @@ def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkey
         engine.run_worker(0, worker)
     assert cancelled == [1234]
     engine.check_stall(0.01, 4, 4)  # not yet stalled: no error
+
+
+def test_running_on_binds_this_thread_and_restores_it():
+    """Pinned buffers are allocated inside ``running_on``: their pages follow the CPUs it binds."""
+    from xferscope.engines.gpu_setup import running_on
+
+    before = os.sched_getaffinity(0)
+    one = min(before)
+    with running_on([one]):
+        assert os.sched_getaffinity(0) == {one}
+    assert os.sched_getaffinity(0) == before
+    with running_on(None):
+        assert os.sched_getaffinity(0) == before
+    with pytest.raises(RuntimeError), running_on([one]):
+        raise RuntimeError("allocation failed")
+    assert os.sched_getaffinity(0) == before  # restored after a failure too
+
+
+@pytest.mark.parametrize("given, nodes, expect, where", [
+    ({}, [0], None, None),                                                   # one node: nothing to place
+    ({}, [0, 1], [8, 9], "the GPU's NUMA node (1)"),                           # several: the GPU's CPUs
+    ({"cpus": [3, 5]}, [0, 1], [5], "each worker's CPU (--cpus)"),           # worker 1 runs on CPU 5
+])
+def test_pinned_buffers_are_placed_near_whoever_uses_them(monkeypatch, given, nodes, expect, where):
+    from xferscope.engines import bounce, gpu_setup
+    from xferscope.spec import RunSpec
+
+    monkeypatch.setattr(gpu_setup, "numa_nodes", lambda: nodes)
+    monkeypatch.setattr(gpu_setup, "gpu_local_cpus", lambda gpu: (1, [8, 9]))
+    engine = bounce.BounceAsyncEngine(RunSpec(path="bounce-async", workers=2, **given), target=None)
+    assert engine.pinned_cpus(1, 0) == expect
+    assert engine.pinned_placement == where

@@ -162,3 +162,39 @@ def test_against_a_cluster_run_matches_the_aggregate(tiny, tmp_path):
     proc = _replay(2, profile, results, dirs, "--against", str(run_json), "--fail-below", "0.9")
     assert proc.returncode == 1, proc.stderr
     assert f"1 of 2 points below 0.9 of {run_json}: {LABELS[0]} (" in proc.stderr
+
+
+def test_a_point_another_host_cannot_run_is_skipped_with_its_reason(tmp_path, monkeypatch):
+    """A host without what a point needs (no GPU there, say) skips that point, as a single-host replay
+    would, and the sweep goes on; a failing run or bad input still ends it (test above)."""
+    from xferscope.cluster import replay
+    from xferscope.cluster.session import RankFailed
+    from xferscope.errors import ExitCode
+
+    calls = []
+
+    def second_host_has_no_gpu(spec, **_):
+        calls.append(spec.block_size)
+        raise RankFailed("rank 1 on gpu-less: bounce: unavailable: no GPU", ExitCode.ENVIRONMENT,
+                         cannot_run_there=True)
+
+    class Everyone:  # every rank takes each step; the scratch files stay as the spec says
+        send = staticmethod(lambda step: True)
+        adapt = staticmethod(lambda spec: spec)
+
+    monkeypatch.setattr(replay, "run_spec_mpi", second_host_has_no_gpu)
+    profile = parse_profile(SMALL.format(duration=0.1), "small.toml", "small-host")
+    results = tmp_path / "results.json"
+    sweep = replay.ClusterSweep(profile, str(results), steps=Everyone(), scratch=Everyone())
+    outcome = sweep.run()
+    assert len(calls) == 4 and len(outcome.skipped) == 4 and not outcome.failed and sweep.failure is None
+    assert {(p["status"], p["reason"]) for p in _points(results)} == {
+        ("skipped", "rank 1 on gpu-less: bounce: unavailable: no GPU")}
+
+    def bad_directory(spec, **_):
+        raise RankFailed("rank 1 on other: dir: /nowhere does not exist", ExitCode.USAGE)
+
+    monkeypatch.setattr(replay, "run_spec_mpi", bad_directory)
+    again = replay.ClusterSweep(profile, str(tmp_path / "again.json"), steps=Everyone(), scratch=Everyone())
+    outcome = again.run()
+    assert len(outcome.failed) == 1 and "does not exist" in str(again.failure)

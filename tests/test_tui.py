@@ -36,7 +36,7 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
         await wait_for(pilot, lambda: msgs.of(BatchFinished))
         text = screen_text(app)
     started = msgs.of(RunStarted)
-    assert len(started) == 1 and started[0].record.spec.path == "host"
+    assert [m.record.spec.path for m in started] == options.values.paths  # host, then GPU paths where present
     assert started[0].record.spec.file is None and started[0].record.spec.directory is None
     result = msgs.of(RunFinished)[0].result
     assert result.status == "ok" and result.bytes > 0

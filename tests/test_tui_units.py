@@ -139,3 +139,31 @@ def test_a_profile_made_for_an_mpi_job_is_refused_with_how_to_start_it(tmp_path)
     profile.write_text("ranks = 2\n" + SMALL.format(duration=0.3))
     with pytest.raises(SpecError, match=r"ranks: profile .* needs 2 MPI ranks; start it with mpirun -np 2"):
         open_profile(str(profile))
+
+
+async def test_gpu_panel_draws_a_sample_with_gpu_readings():
+    """The panel as the live screen drives it: a run record whose last sample carries NVML readings."""
+    from textual.app import App
+
+    from xferscope.app.session import RunRecord
+    from xferscope.app.widgets.gpu import GpuPanel
+    from xferscope.engines.base import LatencySummary, Sample
+
+    lat = LatencySummary(1, 2, 2, 3, 4, 5, 6)
+    reading = {"index": 0, "name": "NVIDIA H200", "util_pct": 12.0, "pcie_rx_mb_s": 2500.0}
+    sample = Sample(1.0, 0.1, 1 << 20, 1, 1 << 20, 0, 0.01, 10.0, 10.0, lat, 5.0, 5.0, 1.0, 1.0, (), 1 << 20, 1,
+                    (1 << 20,), 0, gpu=(reading,))
+    record = RunRecord(1, RunSpec(path="bounce"))
+    record.history.append(sample)
+
+    class One(App):
+        def compose(self):
+            yield GpuPanel()
+
+    async with One().run_test(size=(60, 12)) as pilot:
+        panel = pilot.app.query_one(GpuPanel)
+        panel.show(record)
+        await pilot.pause()
+        assert panel.display and "PCIe RX 2.50 GB/s" in str(panel.render())
+        panel.show(RunRecord(2, RunSpec(path="host")))  # no readings, no GPU path: hidden
+        assert not panel.display

@@ -9,9 +9,11 @@ they print nothing and exit with rank 0's code.
 Each step is an agreement (``World.agree``): rank 0 contributes the step, the
 others contribute None, or "interrupted" after a Ctrl-C that reached them
 between repetitions; an interrupted vote ends the sweep on every rank, with what
-was measured saved. A point that fails (one rank's bad directory, an I/O error
-during the run) ends the sweep too: rank 0 records it, saves, and reports that
-rank's error.
+was measured saved. A point that some host cannot run (no GPU, no cuFile, no
+O_DIRECT there) is skipped with that host's reason, as a single-host replay skips
+it, and the sweep goes on. A point that fails otherwise (one rank's bad
+directory, an I/O error during the run) ends the sweep: rank 0 records it,
+saves, and reports that rank's error.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ from xferscope.cluster.layout import RankPlace, expand
 from xferscope.cluster.session import FollowerExit, RankFailed, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
 from xferscope.commands.run import install_hangup_handlers
-from xferscope.errors import ExitCode, RunFailed, XferscopeError
+from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import Sweep
 from xferscope.sweep.scratch import SweepScratch
@@ -118,7 +120,12 @@ class ClusterSweep(Sweep):
             raise AgreedInterrupt("interrupted between points")
         try:
             return run_spec_mpi(spec, gpu_given=self.gpu_given, on_sample=on_sample)
-        except (RankFailed, RunFailed) as exc:
+        except RankFailed as exc:
+            if exc.cannot_run_there:  # skipped with the host's reason; the next point goes on
+                raise EnvironmentProblem(str(exc)) from None
+            self.failure = exc
+            raise
+        except RunFailed as exc:
             self.failure = exc
             raise
 

@@ -22,18 +22,22 @@ from xferscope.cluster.merge import cluster_result
 from xferscope.cluster.records import RecordMaker
 from xferscope.cluster.world import SyncTimeout, World, open_world
 from xferscope.engines.base import RunResult, Sample
-from xferscope.errors import ExitCode, RunFailed, XferscopeError
+from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 
 
 class RankFailed(XferscopeError):
-    """A rank failed before the timed region; rank 0 says which and why, with that error's exit code."""
+    """A rank failed before the timed region; rank 0 says which and why, with that error's exit code.
 
-    def __init__(self, message: str, exit_code: int):
+    ``cannot_run_there``: every failing rank's host lacks what the run needs (no GPU, no cuFile,
+    no O_DIRECT: an EnvironmentProblem), as opposed to bad input or a failing run."""
+
+    def __init__(self, message: str, exit_code: int, *, cannot_run_there: bool = False):
         super().__init__(message)
         self.exit_code = exit_code
+        self.cannot_run_there = cannot_run_there
 
 
 class AgreedInterrupt(Interrupted):
@@ -49,17 +53,17 @@ class FollowerExit(Exception):
         self.started = started  # False: the run failed before its timed region
 
 
-def failure_vote(exc: BaseException) -> tuple[str, int, str]:
-    """What a rank tells the others about its failure: (message, exit code, host)."""
+def failure_vote(exc: BaseException) -> tuple[str, int, str, bool]:
+    """What a rank tells the others about its failure: (message, exit code, host, cannot run there)."""
     host = socket.gethostname()
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted", int(ExitCode.INTERRUPTED), host
+        return "interrupted", int(ExitCode.INTERRUPTED), host, False
     if isinstance(exc, XferscopeError):
-        return str(exc), int(exc.exit_code), host
-    return f"{type(exc).__name__}: {exc}", int(ExitCode.RUN_FAILED), host
+        return str(exc), int(exc.exit_code), host, isinstance(exc, EnvironmentProblem)
+    return f"{type(exc).__name__}: {exc}", int(ExitCode.RUN_FAILED), host, False
 
 
-def agree_or_raise(world: World, vote: tuple[str, int, str] | None, what: str,
+def agree_or_raise(world: World, vote: tuple[str, int, str, bool] | None, what: str,
                    cleanup: Callable[[], None] | None = None) -> None:
     """Wait for every rank at ``what``; when any voted a failure, raise on every rank: rank 0 the
     failing rank's error (named by rank and host, with its exit code), the others FollowerExit."""
@@ -80,9 +84,10 @@ def agree_or_raise(world: World, vote: tuple[str, int, str] | None, what: str,
     real = [(rank, v) for rank, v in failures if v[1] != ExitCode.INTERRUPTED]
     if not real:
         raise AgreedInterrupt(f"interrupted during {what}")
-    rank, (message, code, host) = real[0]
+    rank, (message, code, host, _) = real[0]
     more = f" (and {len(real) - 1} more rank{'s' if len(real) > 2 else ''})" if len(real) > 1 else ""
-    raise RankFailed(f"rank {rank} on {host}: {message}{more}", code)
+    raise RankFailed(f"rank {rank} on {host}: {message}{more}", code,
+                     cannot_run_there=all(v[3] for _, v in real))
 
 
 class ClusterRun:
@@ -194,7 +199,7 @@ def run_spec_mpi(spec: RunSpec | Callable[[], RunSpec], *, gpu_given: bool = Tru
     except (RankFailed, FollowerExit, AgreedInterrupt):
         raise
     except BaseException as exc:
-        message, code, _ = failure_vote(exc)
+        message, code, *_ = failure_vote(exc)
         world.abort(code, f"rank {world.rank}: {message}")
         raise  # not reached: Abort ends the process
     if not world.is_root:

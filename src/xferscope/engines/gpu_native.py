@@ -13,7 +13,7 @@ import contextlib
 from typing import Any
 
 from xferscope.engines import gpu_setup
-from xferscope.engines.native import NativeEngine
+from xferscope.engines.native import NativeEngine, numa_cpus
 
 
 class GpuNativeEngine(NativeEngine):
@@ -24,6 +24,7 @@ class GpuNativeEngine(NativeEngine):
         self.worker_gpus = gpu_setup.assign_gpus(spec.gpus, spec.workers)
         self.resources = gpu_setup.GpuResources()
         self.gpu_workers: list[dict[str, Any]] = []
+        self.pinned_placement: str | None = None  # where the pinned buffers' pages were put, when it mattered
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -56,11 +57,36 @@ class GpuNativeEngine(NativeEngine):
                 res.fill_device(gpu, worker["dev"], size, spec.seed)
             k = self.host_buffers()
             if k:
-                worker["host"] = [res.pinned_memory(gpu, bs) for _ in range(k)]
+                with gpu_setup.running_on(self.pinned_cpus(i, gpu)):
+                    worker["host"] = [res.pinned_memory(gpu, bs) for _ in range(k)]
                 worker["events"] = [int(res.event(gpu)) for _ in range(k)]
             self.prepare_worker(i, gpu, worker)
             self.gpu_workers.append(worker)
+        if self.pinned_placement:
+            self.labels.append(f"pinned buffers on {self.pinned_placement}")
         return {"functions": functions, "workers": self.gpu_workers}
+
+    def pinned_cpus(self, index: int, gpu: int) -> list[int] | None:
+        """CPUs to allocate worker ``index``'s pinned buffers from, so their pages sit on the right NUMA node.
+
+        With --cpus or --numa: the worker's own CPU or node (it reads into them). Otherwise, on a machine
+        of several NUMA nodes: the CPUs local to the worker's GPU (the copy engine reads them over PCIe).
+        On one node there is nothing to choose: None.
+        """
+        if self.spec.numa_node is not None:
+            self.pinned_placement = f"NUMA node {self.spec.numa_node} (--numa)"
+            return numa_cpus(self.spec.numa_node)
+        cpus = self.worker_cpus()
+        if cpus:
+            self.pinned_placement = "each worker's CPU (--cpus)"
+            return [cpus[index]]
+        if len(gpu_setup.numa_nodes()) < 2:
+            return None
+        node, local = gpu_setup.gpu_local_cpus(gpu)
+        if not local:
+            return None
+        self.pinned_placement = "the GPU's NUMA node" + (f" ({node})" if node is not None else "")
+        return local
 
     def release_gpu(self) -> None:
         self.gpu_workers = []
@@ -69,6 +95,8 @@ class GpuNativeEngine(NativeEngine):
     def environment(self) -> dict[str, Any]:
         env = super().environment()
         env.update(gpu_environment(self.worker_gpus))
+        if self.host_buffers():
+            env["pinned_buffers_placed_on"] = self.pinned_placement or "one NUMA node (nothing to place)"
         return env
 
 

@@ -18,7 +18,7 @@ import functools
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from xferscope.errors import EnvironmentProblem, SpecError
 
@@ -165,6 +165,58 @@ def device(index: int):
     if index >= count:
         raise SpecError("gpu", f"GPU {index} does not exist; CUDA sees {count} (indices 0..{count - 1})")
     return check(cu.cuDeviceGet(index), f"cuDeviceGet({index})")
+
+
+def numa_nodes() -> list[int]:
+    """The machine's NUMA nodes (those with CPUs), from sysfs; [] where sysfs does not say."""
+    try:
+        names = os.listdir("/sys/devices/system/node")
+    except OSError:
+        return []
+    return sorted(int(n[4:]) for n in names if n.startswith("node") and n[4:].isdigit())
+
+
+def gpu_local_cpus(index: int) -> tuple[int | None, list[int]]:
+    """The NUMA node of GPU ``index`` and the CPUs local to it (None, [] where unknown)."""
+    from xferscope.spec import parse_int_list
+
+    bus = _nvml_bus_id(index)
+    if not bus:
+        return None, []
+    sysfs = f"/sys/bus/pci/devices/{bus.lower()[-12:]}"
+    node: int | None = None
+    with contextlib.suppress(OSError, ValueError):
+        with open(f"{sysfs}/numa_node") as fh:
+            node = int(fh.read().strip())
+    cpus: list[int] = []
+    with contextlib.suppress(OSError, SpecError):
+        with open(f"{sysfs}/local_cpulist") as fh:
+            cpus = parse_int_list(fh.read().strip(), "local_cpulist")
+    return (node if node is not None and node >= 0 else None), cpus
+
+
+@contextlib.contextmanager
+def running_on(cpus: Iterable[int] | None) -> Iterator[None]:
+    """Run the block with this thread bound to ``cpus`` (nothing when None or empty), then restore.
+
+    Pinned host memory is allocated and faulted in by the calling thread, so its
+    pages land on the NUMA node of the CPUs it runs on.
+    """
+    wanted = set(cpus or ())
+    if not wanted:
+        yield
+        return
+    saved = os.sched_getaffinity(0)
+    usable = wanted & saved or wanted
+    try:
+        os.sched_setaffinity(0, usable)
+    except OSError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, saved)
 
 
 def device_name(index: int) -> str:

@@ -61,6 +61,6 @@ class GpuPanel(FiguresText):
         if not self.display:
             return
         if readings:
-            self.show(gpu_text(readings, self.size.width or 30))
+            super().show(gpu_text(readings, self.size.width or 30))
         else:
-            self.show(Text("no GPU telemetry for this run (NVML not available)", style="dim"))
+            super().show(Text("no GPU telemetry for this run (NVML not available)", style="dim"))
