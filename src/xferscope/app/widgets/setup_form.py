@@ -126,7 +126,7 @@ class SetupForm(Horizontal):
         gpu_widget = self.query_one("#gpu")
         gpu = gpu_widget.value if isinstance(gpu_widget, Select) else None
         return FormValues(
-            paths=list(self.query_one("#paths", SelectionList).selected),
+            paths=self._chosen_paths(),
             io=str(self.query_one("#io", Select).value),
             mount=str(self.query_one("#target", Select).value),
             typed_path=self.query_one("#target-path", Input).value,
@@ -135,6 +135,13 @@ class SetupForm(Horizontal):
             base=self._initial.base,
             **{cid: self.query_one(f"#{cid}", Input).value for cid, _, _ in TYPED},
         )
+
+    def _chosen_paths(self) -> list[str]:
+        """The ticked paths in the order they were given (the first is the comparison's baseline), then
+        those ticked since, in the list's order."""
+        ticked = set(self.query_one("#paths", SelectionList).selected)
+        given = [p for p in self._initial.paths if p in ticked]
+        return given + [p for p in PATHS if p in ticked and p not in given]
 
     def load(self, values: FormValues) -> None:
         """Fill the form (from a profile)."""
