@@ -75,6 +75,8 @@ def wait_screen(needle: str, timeout: float) -> str:
         text = screen()
         if needle in text:
             return text
+        if "[the console exited with" in text:
+            break
         time.sleep(0.5)
     raise RuntimeError(f"the console never showed {needle!r}; it shows: {screen()}")
 
@@ -86,8 +88,9 @@ def console(path: str, io: str, bs: str, buffered: bool, seconds: float, cols: i
         os.unlink(old)
     cmd = [sys.executable, "-m", "xferscope.cli", "tui", "--start", "--path", "host", "--file", path,
            "--io", io, "--bs", bs, "--duration", str(seconds)] + (["--buffered"] * buffered)
+    # a console that fails stays on screen with its error (Textual draws on stderr: leave it to the pane)
     tmux("new-session", "-d", "-s", "console", "-x", str(cols), "-y", str(rows), "-c", workdir,
-         shlex.join(cmd))
+         shlex.join(cmd) + ' || { echo "[the console exited with $?]"; sleep 60; }')
     try:
         wait_screen("(whole run)", seconds + 60)
         tmux("send-keys", "-t", "console", "c")
