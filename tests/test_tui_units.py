@@ -167,3 +167,13 @@ async def test_gpu_panel_draws_a_sample_with_gpu_readings():
         assert panel.display and "PCIe RX 2.50 GB/s" in str(panel.render())
         panel.show(RunRecord(2, RunSpec(path="host")))  # no readings, no GPU path: hidden
         assert not panel.display
+
+
+def test_clearing_a_selection_before_any_screen_is_shown_is_harmless(tmp_path):
+    """Textual's Input clears the selection when given its first value; where the setup screen is composed
+    before it is on the stack (seen with Python 3.12 in a real terminal), that must not end the console."""
+    from tui_helpers import make_app
+
+    app = make_app(tmp_path, typed_path=str(tmp_path))
+    assert app.top_screen() is None
+    app.clear_selection()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from textual.app import App
+from textual.app import App, ScreenStackError
 from textual.binding import Binding
 
 from xferscope.app.commands import ConsoleCommands
@@ -149,11 +149,28 @@ class XferscopeApp(App):
     def _start_from_setup(self) -> None:
         self.setup_screen.action_start()
 
+    def top_screen(self):
+        """The screen on top, or None in the moment a mode switch has put none on its stack yet
+        (a redraw tick or a resize can land there)."""
+        try:
+            return self.screen
+        except ScreenStackError:
+            return None
+
+    def clear_selection(self) -> None:
+        """Textual's Input clears the text selection when it is given a value, even while the screen
+        being composed is not on the stack yet (seen with Python 3.12): nothing is selected then."""
+        if self.top_screen() is not None:
+            super().clear_selection()
+
     def check_size(self) -> None:
         """Cover the screen with a message while the terminal is too small; uncover it after."""
         w, h = self.size
         small = w < MIN_WIDTH or h < MIN_HEIGHT
-        shown = isinstance(self.screen, TooSmallScreen)
+        top = self.top_screen()
+        if top is None:
+            return
+        shown = isinstance(top, TooSmallScreen)
         if small and not shown:
             self.push_screen(TooSmallScreen())
         elif not small and shown:
@@ -194,7 +211,7 @@ class XferscopeApp(App):
             self._redraw()
 
     def _redraw(self) -> None:
-        screen = self.screen
+        screen = self.top_screen()
         if isinstance(screen, ViewScreen) and screen.ready:
             screen.refresh_view()
 
