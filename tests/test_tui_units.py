@@ -174,6 +174,6 @@ def test_clearing_a_selection_before_any_screen_is_shown_is_harmless(tmp_path):
     before it is on the stack (seen with Python 3.12 in a real terminal), that must not end the console."""
     from tui_helpers import make_app
 
-    app = make_app(tmp_path, typed_path=str(tmp_path))
+    app = make_app(tmp_path)  # the form holds a typed path: its Input gets a value while composed
     assert app.top_screen() is None
     app.clear_selection()
