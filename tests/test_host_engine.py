@@ -194,3 +194,35 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
     finally:
         real["stop"]()
         real["close"]()
+
+
+def _anon_huge_kib() -> int:
+    with open("/proc/self/smaps_rollup") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith("AnonHugePages:"))
+
+
+@pytest.mark.parametrize("iodepth", [1, 8])
+def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
+    """--huge-pages: the workers' buffers sit on 2 MiB pages while they run, and the result says so."""
+    from xferscope.engines.host import thp_mode
+
+    if thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"transparent huge pages are off here ({thp_mode()})")
+    spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=64 << 20, block_size=1 << 20, workers=2,
+                   iodepth=iodepth, duration=1.0, huge_pages=True)
+    seen = []
+    result = Run(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
+    assert result.status == "ok" and result.bytes > 0
+    assert seen and max(seen) >= 2 * 2048, seen  # a 2 MiB page at least under each worker's buffers
+    assert "buffers on 2 MiB huge pages" in result.labels
+    assert result.environment["host_buffers"] == "2 MiB transparent huge pages"
+    plain = run(direct_dir, file_size=64 << 20, block_size=1 << 20, total_bytes=8 << 20, duration=None)
+    assert plain.environment["host_buffers"] == "4 KiB pages" and plain.status == "ok"
+
+
+def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, monkeypatch):
+    from xferscope.engines import host
+
+    monkeypatch.setattr(host, "thp_mode", lambda: "never")
+    with pytest.raises(Exception, match=r"--huge-pages: transparent huge pages are off on this machine"):
+        Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2, huge_pages=True)).execute()

@@ -60,6 +60,7 @@ class RunSpec:
     cpus: list[int] | None = None
     verify: bool = False
     buffered: bool = False
+    huge_pages: bool = False  # host path: back its buffers with transparent huge pages (2 MiB) instead of 4 KiB pages
     register_buffers: bool = True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)
     force: bool = False
     keep: bool = False

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -142,7 +143,7 @@ typedef struct {
 
 struct job {
     PyObject_HEAD
-    int mode, nworkers, iodepth, read_pct, random, verify, use_uring;
+    int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
     uint64_t block_size, duration_ns, bytes_limit, seed;
     gpu_fns_t fn;
     worker_t *workers;
@@ -561,6 +562,16 @@ static void mark_done(worker_t *w, const struct rusage *before)
     pthread_mutex_unlock(&job->lock);
 }
 
+#define HUGE_PAGE (2u << 20)
+
+/* A host worker's buffers share one anonymous mapping, rounded up to whole 2 MiB pages so that,
+ * with --huge-pages, transparent huge pages can back it: an O_DIRECT request then hands the device
+ * a few large contiguous pieces instead of one 4 KiB page per 4 KiB of buffer. */
+static size_t host_arena_size(uint64_t bytes)
+{
+    return (size_t)((bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE);
+}
+
 static void *worker_main(void *arg)
 {
     worker_t *w = arg;
@@ -569,6 +580,8 @@ static void *worker_main(void *arg)
     int nbufs = (job->mode == MODE_HOST && job->use_uring) ? job->iodepth : 1;
     void **bufs = calloc((size_t)nbufs, sizeof(void *));
     void *scratch = NULL;
+    void *arena = NULL; /* MODE_HOST: every buffer of this worker, in one mapping */
+    size_t arena_len = 0;
     uring_t ring;
     int ring_ok = 0;
     cursor_t c = {0};
@@ -593,11 +606,21 @@ static void *worker_main(void *arg)
         goto wait_and_finish;
     }
     if (job->mode == MODE_HOST) {
+        size_t need = host_arena_size((uint64_t)nbufs * bs);
+        arena_len = need + HUGE_PAGE; /* room to start on a 2 MiB boundary */
+        arena = mmap(NULL, arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (arena == MAP_FAILED) {
+            arena = NULL;
+            job_fail(job, 0, "cannot allocate %llu bytes of buffers", (unsigned long long)arena_len);
+            goto wait_and_finish;
+        }
+        char *base = (char *)(((uintptr_t)arena + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+        if (job->huge_pages && madvise(base, need, MADV_HUGEPAGE)) {
+            job_fail(job, 0, "transparent huge pages refused (madvise: %s)", strerror(errno));
+            goto wait_and_finish;
+        }
         for (int i = 0; i < nbufs; i++) {
-            if (posix_memalign(&bufs[i], 4096, bs)) {
-                job_fail(job, 0, "cannot allocate %llu-byte aligned buffers", (unsigned long long)bs);
-                goto wait_and_finish;
-            }
+            bufs[i] = base + (size_t)i * bs;
             pattern_fill(bufs[i], bs, (uint64_t)i * bs, c.rng); /* writes carry data, not zeros */
         }
     } else if (job->mode == MODE_BOUNCE) {
@@ -635,9 +658,8 @@ wait_and_finish:
     mark_done(w, &cpu_at_start);
     if (ring_ok)
         uring_exit(&ring);
-    if (bufs && job->mode == MODE_HOST)
-        for (int i = 0; i < nbufs; i++)
-            free(bufs[i]);
+    if (arena)
+        munmap(arena, arena_len);
     free(bufs);
     free(scratch);
     return NULL;
@@ -702,13 +724,14 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
-                             "use_uring", "gpu_functions", "gpu_workers", NULL};
+                             "use_uring", "gpu_functions", "gpu_workers", "huge_pages", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1;
-    int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOO", kwlist, &fds, &starts, &lengths, &block_size,
+    int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOp", kwlist, &fds, &starts, &lengths, &block_size,
                                      &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
-                                     &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers))
+                                     &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
+                                     &huge_pages))
         return -1;
     Py_ssize_t n = PySequence_Size(fds);
     if (n <= 0 || n > 65536) {
@@ -725,6 +748,7 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     }
     job->nworkers = (int)n;
     job->block_size = block_size;
+    job->huge_pages = huge_pages;
     job->mode = mode;
     job->read_pct = read_pct;
     job->random = random;

@@ -7,7 +7,7 @@ import typer
 
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
+                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
 from xferscope.commands.run import (_Progress, check_format, emit, exit_leaving_stuck_workers,
                                     install_hangup_handlers)
@@ -40,7 +40,7 @@ def compare_command(
                                           help="leave out paths that cannot run here instead of failing"),
     drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
                                     help="drop the page cache between runs (needs root; warns otherwise)"),
-    mpi: MpiOpt = False, register: RegisterOpt = True,
+    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False,
 ) -> None:
     """Run several paths with the same spec and print them side by side (seed 001's table)."""
     from xferscope.engines.registry import unavailable_reason
@@ -65,7 +65,7 @@ def compare_command(
             specs.append(build_spec(path=name, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size,
                                     duration=duration, total=total, file=file, directory=directory, gpu=gpu,
                                     numa=numa, cpus=cpus, rwmix=rwmix, verify=verify, buffered=buffered, force=force,
-                                    keep=keep, interval=interval, seed=seed, register=register))
+                                    keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages))
         if not specs:
             raise EngineUnavailable(",".join(names), "none of these paths can run here")
         return specs

@@ -7,6 +7,20 @@ the output says which.
 from __future__ import annotations
 
 from xferscope.engines.native import NativeEngine, uring_status
+from xferscope.errors import EnvironmentProblem
+
+THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+
+def thp_mode() -> str | None:
+    """The transparent huge page mode in effect (always, madvise, never), or None where the kernel has none."""
+    try:
+        with open(THP_SETTING) as fh:
+            text = fh.read()
+    except OSError:
+        return None
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else None
 
 
 class HostEngine(NativeEngine):
@@ -14,6 +28,21 @@ class HostEngine(NativeEngine):
     xfer_type = "CPUONLY"
     description = "storage -> CPU memory (O_DIRECT)"
     native_mode = 0
+
+    def huge_pages(self) -> bool:
+        if not self.spec.huge_pages:
+            return False
+        mode = thp_mode()
+        if mode not in ("always", "madvise"):
+            raise EnvironmentProblem(f"--huge-pages: transparent huge pages are off on this machine ({THP_SETTING}: "
+                                     f"{mode or 'absent'}); as root: echo madvise > {THP_SETTING}")
+        self.labels.append("buffers on 2 MiB huge pages")
+        return True
+
+    def environment(self):
+        env = super().environment()
+        env["host_buffers"] = "2 MiB transparent huge pages" if self.spec.huge_pages else "4 KiB pages"
+        return env
 
     def use_uring(self) -> bool:
         if self.spec.iodepth <= 1:

@@ -48,6 +48,10 @@ class NativeEngine(Engine):
     def use_uring(self) -> bool:
         return False
 
+    def huge_pages(self) -> bool:
+        """Back the host buffers with transparent huge pages (the host path, with --huge-pages)."""
+        return False
+
     # -- protocol --------------------------------------------------------------
     def open_files(self) -> None:
         flags = os.O_RDWR if self.spec.writes else os.O_RDONLY
@@ -97,6 +101,7 @@ class NativeEngine(Engine):
                 use_uring=uring,
                 gpu_functions=gpu.get("functions"),
                 gpu_workers=gpu.get("workers"),
+                huge_pages=self.huge_pages(),
             )
         except (ValueError, TypeError) as exc:
             raise RunFailed(f"{self.name}: cannot set up the workers: {exc}") from None

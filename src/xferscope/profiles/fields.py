@@ -138,6 +138,7 @@ IO_FIELDS: dict[str, Converter] = {
     "verify": to_bool,
     "buffered": to_bool,
     "register_buffers": to_bool,
+    "huge_pages": to_bool,
     "force": to_bool,
     "keep": to_bool,
     "seed": to_int,
@@ -150,7 +151,8 @@ IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes")
 
 # Fields that say what a point measures (the rest say where and how long): the identity of a point when
 # results are resumed or compared against another file.
-IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered", "register_buffers")
+IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered", "register_buffers",
+               "huge_pages")
 
 # ----------------------------------------------------------------- mem kind
 
