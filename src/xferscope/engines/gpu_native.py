@@ -96,7 +96,7 @@ class GpuNativeEngine(NativeEngine):
         env = super().environment()
         env.update(gpu_environment(self.worker_gpus))
         if self.host_buffers():
-            env["pinned_buffers_placed_on"] = self.pinned_placement or "one NUMA node (nothing to place)"
+            env["pinned_buffers_placed_on"] = self.pinned_placement or "not placed (one NUMA node, or the GPU's is unknown)"
         return env
 
 

@@ -168,7 +168,7 @@ def device(index: int):
 
 
 def numa_nodes() -> list[int]:
-    """The machine's NUMA nodes (those with CPUs), from sysfs; [] where sysfs does not say."""
+    """The machine's NUMA nodes, from sysfs; [] where sysfs does not say."""
     try:
         names = os.listdir("/sys/devices/system/node")
     except OSError:
