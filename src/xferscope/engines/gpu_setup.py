@@ -179,19 +179,16 @@ def numa_nodes() -> list[int]:
 def gpu_local_cpus(index: int) -> tuple[int | None, list[int]]:
     """The NUMA node of GPU ``index`` and the CPUs local to it (None, [] where unknown)."""
     from xferscope.spec import parse_int_list
+    from xferscope.telemetry.gpu import pci_locality
 
     bus = _nvml_bus_id(index)
     if not bus:
         return None, []
-    sysfs = f"/sys/bus/pci/devices/{bus.lower()[-12:]}"
-    node: int | None = None
-    with contextlib.suppress(OSError, ValueError):
-        with open(f"{sysfs}/numa_node") as fh:
-            node = int(fh.read().strip())
+    where = pci_locality(bus)
     cpus: list[int] = []
-    with contextlib.suppress(OSError, SpecError):
-        with open(f"{sysfs}/local_cpulist") as fh:
-            cpus = parse_int_list(fh.read().strip(), "local_cpulist")
+    with contextlib.suppress(SpecError):
+        cpus = parse_int_list(where.get("local_cpus", ""), "local_cpulist") if where.get("local_cpus") else []
+    node = where.get("numa_node")
     return (node if node is not None and node >= 0 else None), cpus
 
 

@@ -77,6 +77,20 @@ def _read_sysfs(path: str) -> str | None:
         return None
 
 
+def pci_locality(bus_id: str) -> dict[str, Any]:
+    """Where a PCI device sits, from sysfs: ``numa_node`` (-1: the kernel does not know) and
+    ``local_cpus`` (the kernel's cpulist text), each only when sysfs has it."""
+    sysfs = f"/sys/bus/pci/devices/{_sysfs_pci(bus_id)}"
+    out: dict[str, Any] = {}
+    node = _read_sysfs(f"{sysfs}/numa_node")
+    if node is not None and node.lstrip("-").isdigit():
+        out["numa_node"] = int(node)
+    cpus = _read_sysfs(f"{sysfs}/local_cpulist")
+    if cpus:
+        out["local_cpus"] = cpus
+    return out
+
+
 def _static(nv, handle, index: int) -> dict[str, Any]:
     """What does not change during a run: name, UUID, bus, link maxima, memory size, NUMA node."""
     d: dict[str, Any] = {"index": index, "name": _text(_try(nv.nvmlDeviceGetName, handle) or "GPU")}
@@ -86,13 +100,7 @@ def _static(nv, handle, index: int) -> dict[str, Any]:
     pci = _try(nv.nvmlDeviceGetPciInfo, handle)
     if pci is not None:
         d["pci_bus_id"] = _text(pci.busId)
-        sysfs = f"/sys/bus/pci/devices/{_sysfs_pci(d['pci_bus_id'])}"
-        node = _read_sysfs(f"{sysfs}/numa_node")
-        if node is not None and node.lstrip("-").isdigit():
-            d["numa_node"] = int(node)
-        cpus = _read_sysfs(f"{sysfs}/local_cpulist")
-        if cpus:
-            d["local_cpus"] = cpus
+        d.update(pci_locality(d["pci_bus_id"]))
     for key, fn in (("link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
                     ("link_width_max", "nvmlDeviceGetMaxPcieLinkWidth")):
         value = _try(getattr(nv, fn), handle)
