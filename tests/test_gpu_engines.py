@@ -106,6 +106,30 @@ def test_cufile_mode_is_detected_and_shown(direct_dir):
     assert compare_rows([result])[0][0] == ("cufile (compat)" if mode == "compat" else "cufile")
 
 
+@pytest.mark.parametrize("io", ["read", "write"])
+@pytest.mark.parametrize("path", ["cufile", "cufile-batch", "cufile-async"])
+@needs_cufile
+def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
+    """A cuFile path that reads or writes through the page cache (compat batch does) must say so:
+    the run's label and io_mode agree with what the kernel holds in the cache after the run."""
+    from xferscope.engines import page_cache
+    from xferscope.report import compare_rows
+
+    spec = spec_for(path, direct_dir, io=io, workers=1, keep=True)
+    assert Run(spec.replace(io="read", total_bytes=MIB)).execute().status == "ok"  # the file exists
+    page_cache.evict(spec.file)
+    result = Run(spec).execute()
+    assert result.status == "ok", result.error
+    cached = page_cache.resident_bytes(spec.file)
+    seen = result.environment["page_cache_probe"][io]
+    assert seen is not None, "the probe can tell on a filesystem where O_DIRECT works"
+    assert seen == (cached > 0), f"probe said {seen}, the cache holds {cached} bytes after the run"
+    assert (result.environment["io_mode"] == "buffered") == seen
+    assert any(label.startswith("page cache") for label in result.labels) == seen
+    assert ("O_DIRECT" in result.labels) != seen
+    assert ("page cache" in compare_rows([result])[0][0]) == seen
+
+
 @needs_cufile
 def test_cli_json_says_which_cufile_mode(cli, direct_dir):
     r = cli("run", "--path", "cufile", "-s", "16M", "-T", "0.5", "--file", str(direct_dir / "c.dat"),

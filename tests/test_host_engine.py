@@ -158,6 +158,21 @@ def test_buffered_mode_is_labelled(tmp_path):
                     duration=0.2)).execute()
     assert r.environment["io_mode"] == "buffered"
     assert any("buffered" in label for label in r.labels)
+    from xferscope.report import compare_rows
+
+    assert compare_rows([r])[0][0] == "host (buffered)"
+
+
+def test_compare_rows_say_when_the_page_cache_was_not_asked_for(tmp_path):
+    """A path that went through the page cache on its own (cuFile's compat batch does) reads so in the
+    table's path column, next to one that was asked to."""
+    from xferscope.report import compare_rows
+
+    r = Run(RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True,
+                    duration=0.2)).execute()
+    r.spec = r.spec.replace(buffered=False)
+    r.labels.append("cuFile compat mode (POSIX underneath)")
+    assert compare_rows([r])[0][0] == "host (page cache, compat)"
 
 
 def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_dir, monkeypatch):

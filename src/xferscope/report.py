@@ -70,15 +70,23 @@ COMPARE_HEADERS = ("path", "io", "block", "workers", "qd", "MiB/s", "IOPS", "avg
                    "usr CPU %", "sys CPU %", "CPU-s/GiB", "ratio")
 
 
+def path_qualifiers(r: RunResult) -> list[str]:
+    """What a path's name alone does not say: through the page cache (asked for, or not), compat mode."""
+    quals = []
+    if r.environment.get("io_mode") == "buffered":
+        quals.append("buffered" if r.spec.buffered else "page cache")
+    if any("compat" in label for label in r.labels):
+        quals.append("compat")
+    return quals
+
+
 def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[str, ...]]:
     """Rows in seed 001's shape; ratio is bandwidth against ``results[baseline]``."""
     base = results[baseline].throughput_mib_s if results else 0.0
     rows = []
     for r in results:
         ratio = r.throughput_mib_s / base if base > 0 else math.nan
-        path = r.spec.path + (" (buffered)" if r.environment.get("io_mode") == "buffered" else "")
-        if any("compat" in label for label in r.labels):
-            path += " (compat)"
+        path = r.spec.path + (f" ({', '.join(q)})" if (q := path_qualifiers(r)) else "")
         if r.source != "xferscope":
             path += f" [{r.source}]"
         rows.append((path, r.spec.io, format_size(r.spec.block_size), str(r.spec.workers), str(r.spec.iodepth),
@@ -95,7 +103,7 @@ def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | 
 
     table = Table(title=title, header_style="bold")
     for h in COMPARE_HEADERS:
-        table.add_column(h, justify="left" if h in ("path", "io") else "right")
+        table.add_column(h, justify="left" if h in ("path", "io") else "right", no_wrap=h == "path")
     for row in compare_rows(results, baseline):
         table.add_row(*(escape(cell) for cell in row))  # "[fio]" is text, not Rich markup
     return table

@@ -19,7 +19,8 @@ def print_compare(results) -> None:
 
     from xferscope.report import compare_table, gdsio_line
 
-    console = Console(width=max(120, Console().width))
+    screen = Console()
+    console = Console(width=max(120, screen.width) if screen.is_terminal else 160)  # files and pipes: whole rows
     for r in results:
         typer.echo(gdsio_line(r))
     console.print(compare_table(results, title=f"ratio against {results[0].spec.path}"))
