@@ -2,6 +2,7 @@
 """Does the console slow the engine? The same host run with the console open and headless, alternating.
 
     python bench/tui_overhead.py [--dir DIR] [--size 256M] [--seconds 5] [--rounds 3] [--cols 80 --rows 24]
+                                 [--cases TEXT]
 
 The console runs as a person would see it: `xferscope tui --start` in a tmux window of the given size
 (a real terminal emulator drawing every frame), on a tmux server of its own. When the panels show the
@@ -124,6 +125,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--cols", type=int, default=80)
     ap.add_argument("--rows", type=int, default=24)
+    ap.add_argument("--cases", default="", help="only the cases whose name holds this text, e.g. '4K page'")
     args = ap.parse_args()
     if not shutil.which("tmux"):
         raise SystemExit("tmux is needed: the console is measured in a real terminal emulator")
@@ -139,7 +141,7 @@ def main() -> None:
               f"{args.rounds} rounds, console in tmux {args.cols}x{args.rows}")
         print(f"{'case':<24}{'console MiB/s':>14}{'headless MiB/s':>16}{'ratio':>7}{'own CPU':>9}"
               f"{'Δ process CPU':>15}")
-        for name, io, bs, buffered in CASES:
+        for name, io, bs, buffered in (c for c in CASES if args.cases in c[0]):
             if buffered:  # bring the whole file into the page cache first
                 subprocess.run(xs + ["--buffered", "--duration", "2"], check=True, capture_output=True)
             with_console, without = [], []
