@@ -272,3 +272,9 @@ def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch
         meter.close()
     result = Run(spec_for("bounce", direct_dir, total_bytes=None, duration=0.5)).execute()
     assert any(s.gpu and s.gpu[0]["index"] == 0 for s in result.samples), "samples carry GPU telemetry"
+    g = result.gpus[0]
+    assert g["readings"] >= 1 and g["pcie_rx_mb_s"] >= 0 and g["mem_used_mib_max"] > 0, g
+    assert "pcie_rx_pct_of_link" in g, "the run's mean RX is set against the measured ceiling"
+    from xferscope.report import extras_line
+
+    assert "PCIe (NVML, mean): GPU 0 RX" in extras_line(result)

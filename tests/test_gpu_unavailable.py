@@ -219,3 +219,30 @@ def test_pinned_buffers_are_placed_near_whoever_uses_them(monkeypatch, given, no
     engine = bounce.BounceAsyncEngine(RunSpec(path="bounce-async", workers=2, **given), target=None)
     assert engine.pinned_cpus(1, 0) == expect
     assert engine.pinned_placement == where
+
+
+def test_a_runs_gpu_readings_add_up_to_means_against_the_link():
+    """The per-run PCIe evidence a scaling sweep keeps per point, from NVML readings (no GPU needed)."""
+    from xferscope.sweep.stats import io_stats
+    from xferscope.telemetry.gpu import run_means
+
+    ceiling = {"link_ceiling_h2d_gb_s": 50.0, "link_ceiling_d2h_gb_s": 40.0}
+    samples = [[{"index": 0, "pcie_rx_mb_s": 1000.0, "pcie_tx_mb_s": 10.0, "util_pct": 0.0, "mem_used_mib": 900.0,
+                 **ceiling},
+                {"index": 1, "pcie_rx_mb_s": 500.0}],
+               [{"index": 0, "pcie_rx_mb_s": 3000.0, "pcie_tx_mb_s": 30.0, "util_pct": 10.0, "mem_used_mib": 1100.0,
+                 **ceiling}],
+               []]
+    means = run_means(samples)
+    assert means[0]["pcie_rx_mb_s"] == 2000.0 and means[0]["pcie_tx_mb_s"] == 20.0
+    assert means[0]["util_pct"] == 5.0 and means[0]["mem_used_mib_max"] == 1100.0 and means[0]["readings"] == 2
+    assert means[0]["pcie_rx_pct_of_link"] == pytest.approx(4.0)  # 2000 MB/s of 50 GB/s
+    assert means[0]["pcie_tx_pct_of_link"] == pytest.approx(0.05)
+    assert means[1] == {"readings": 1.0, "pcie_rx_mb_s": 500.0}, "no ceiling measured: no percentage"
+    assert run_means([]) == {}
+
+    reps = [{"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": means[0], "1": means[1]}},
+            {"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": {"pcie_rx_mb_s": 1500.0}}}]
+    st = io_stats(reps)
+    assert st["pcie_rx_mb_s"]["median"] == 2000.0, "a point's RX is the sum over its GPUs, median over repetitions"
+    assert io_stats([{"status": "ok", "throughput_mib_s": 1.0}])["pcie_rx_mb_s"]["n"] == 0

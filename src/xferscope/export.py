@@ -37,7 +37,8 @@ SUMMARY_COLUMNS = [
     "throughput_gib_s", "throughput_mib_s", "throughput_mb_s", "iops",
     "lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
     "cpu_usr_pct", "cpu_sys_pct", "sys_usr_pct", "sys_sys_pct", "cpu_s_per_gib",
-    "first_done_mib_s", "last_done_mib_s", "status", "io_mode", "labels", "source", "host", "ranks",
+    "first_done_mib_s", "last_done_mib_s", "pcie_rx_mb_s", "pcie_tx_mb_s", "status", "io_mode", "labels", "source",
+    "host", "ranks",
 ]
 
 
@@ -197,6 +198,12 @@ def with_hosts(results: Iterable[RunResult]) -> Iterable[RunResult]:
         yield from r.hosts
 
 
+def _gpu_sum(r: RunResult, key: str) -> float | None:
+    """NVML's mean ``key`` over the run, summed over its GPUs; None without GPU telemetry."""
+    values = [g[key] for g in r.gpus.values() if g.get(key) is not None]
+    return sum(values) if values else None
+
+
 def summary_row(r: RunResult) -> dict[str, Any]:
     lat = r.latency_us
     spec = r.spec
@@ -214,6 +221,7 @@ def summary_row(r: RunResult) -> dict[str, Any]:
         "cpu_s_per_gib": r.cpu_seconds_per_gib,
         "first_done_mib_s": r.first_done.throughput_mib_s if r.first_done else None,
         "last_done_mib_s": r.last_done.throughput_mib_s if r.last_done else None,
+        "pcie_rx_mb_s": _gpu_sum(r, "pcie_rx_mb_s"), "pcie_tx_mb_s": _gpu_sum(r, "pcie_tx_mb_s"),
         "status": r.status, "io_mode": r.environment.get("io_mode", ""),
         "labels": "; ".join(r.labels), "source": r.source, **cluster_columns(r),
     }

@@ -43,11 +43,29 @@ def extras_line(r: RunResult) -> str:
         f"system usr {_f(cpu.get('sys_usr_pct'))}% sys {_f(cpu.get('sys_sys_pct'))}%",
         f"CPU-s/GiB: {_f(r.cpu_seconds_per_gib, '{:.3f}')}",
     ]
+    pcie = pcie_text(r)
+    if pcie:
+        parts.append(pcie)
     if r.labels:
         parts.append("[" + ", ".join(r.labels) + "]")
     if r.status != "ok":
         parts.append(f"status: {r.status}" + (f" ({r.error})" if r.error else ""))
     return " | ".join(parts)
+
+
+def pcie_text(r: RunResult) -> str | None:
+    """'PCIe RX (NVML, mean): GPU 0 1,234 MB/s (2% of link)' for the GPUs a run's telemetry read."""
+    shown = []
+    for index, g in sorted(r.gpus.items()):
+        parts = []
+        for key, word in (("pcie_rx_mb_s", "RX"), ("pcie_tx_mb_s", "TX")):
+            if g.get(key) is None:
+                continue
+            pct = g.get(key.replace("_mb_s", "_pct_of_link"))
+            parts.append(f"{word} {g[key]:,.0f} MB/s" + (f" ({pct:.0f}% of link)" if pct is not None else ""))
+        if parts:
+            shown.append(f"GPU {index} " + " ".join(parts))
+    return "PCIe (NVML, mean): " + "; ".join(shown) if shown else None
 
 
 def done_line(r: RunResult) -> str | None:

@@ -342,6 +342,11 @@ class Run:
                 g["workers"] += 1
         for g in gpus.values():
             g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
+        if any(s.gpu for s in self.samples):
+            from xferscope.telemetry.gpu import run_means
+
+            for index, means in run_means([s.gpu for s in self.samples]).items():
+                gpus.setdefault(index, {}).update(means)
         self.result = RunResult(
             spec=self.spec, status=status, bytes=snap.bytes, ops=snap.ops,
             read_bytes=sum(w.read_bytes for w in snap.workers), write_bytes=sum(w.write_bytes for w in snap.workers),

@@ -128,6 +128,9 @@ def merged_result(template: RunSpec, states: list[RankState], samples: list[Samp
                 acc = gpus.setdefault(index, {"bytes": 0, "ops": 0, "workers": 0})
                 for key in ("bytes", "ops", "workers"):
                     acc[key] += g.get(key, 0)
+                for key, value in g.items():  # NVML reads the device, whichever rank asks: not to be summed
+                    if key not in ("bytes", "ops", "workers", "throughput_gib_s") and value is not None:
+                        acc[key] = max(acc.get(key, value), value)
     for g in gpus.values():
         g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
 

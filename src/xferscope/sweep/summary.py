@@ -16,7 +16,7 @@ def _f(v: Any, fmt: str = "{:,.1f}") -> str:
 
 
 IO_HEADERS = ("#", "point", "reps", "MiB/s", "stdev", "min", "max", "IOPS", "avg lat (us)", "p99 (us)", "usr %",
-              "sys %", "first-done MiB/s", "last-done MiB/s")
+              "sys %", "CPU-s/GiB", "first-done MiB/s", "last-done MiB/s", "PCIe RX MB/s")
 MEM_HEADERS = ("#", "traffic", "stride", "delay", "reps", "latency (ns)", "stdev", "bandwidth (MB/s)", "stdev",
                "read MB/s", "write MB/s")
 
@@ -38,8 +38,8 @@ def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, .
         tp = st["throughput_mib_s"]
         row = [str(rec.index), rec.label, _reps(rec, target), _f(tp["median"]), _f(tp["stdev"]), _f(tp["min"]),
                _f(tp["max"]), _f(med["iops"], "{:,.0f}"), _f(med["lat_mean_us"]), _f(med["lat_p99_us"]),
-               _f(med["cpu_usr_pct"]), _f(med["cpu_sys_pct"]), _f(med["first_done_mib_s"]),
-               _f(med["last_done_mib_s"])]
+               _f(med["cpu_usr_pct"]), _f(med["cpu_sys_pct"]), _f(med["cpu_s_per_gib"], "{:.3f}"),
+               _f(med["first_done_mib_s"]), _f(med["last_done_mib_s"]), _f(med["pcie_rx_mb_s"], "{:,.0f}")]
         if ratios:
             r = ratios.get(rec.key)
             row += [_f(r.old if r else None), _f(r.ratio if r else None, "{:.2f}")]
@@ -76,9 +76,13 @@ def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title
     rows = io_rows(results, by_key) if results.kind == "io" else mem_table_rows(results, by_key)
     if ratios is not None:
         headers = headers + (("old MiB/s" if results.kind == "io" else "old MB/s"), "ratio")
+    if results.kind == "io" and rows and all(row[IO_HEADERS.index("PCIe RX MB/s")] == "-" for row in rows):
+        drop = IO_HEADERS.index("PCIe RX MB/s")  # no GPU telemetry in this sweep: no empty column
+        headers = headers[:drop] + headers[drop + 1:]
+        rows = [row[:drop] + row[drop + 1:] for row in rows]
     table = Table(title=title, header_style="bold")
     for h in headers:
-        table.add_column(h, justify="left" if h in ("point", "traffic") else "right")
+        table.add_column(h, justify="left" if h in ("point", "traffic") else "right", no_wrap=h == "point")
     for row in rows:
         table.add_row(*(escape(c) for c in row))
     return table

@@ -259,6 +259,38 @@ class GpuMeter:
             self._nv = None
 
 
+def run_means(readings: list[list[dict[str, Any]]] | tuple) -> dict[int, dict[str, float]]:
+    """What a run's GPU readings (one list per sample) add up to, per GPU index: mean PCIe RX and TX
+    (MB/s) and utilisation, the most memory used, the number of readings, and RX/TX as a percent of
+    the measured copy ceiling where there is one. Evidence for where a run's scaling stops."""
+    acc: dict[int, dict[str, list[float]]] = {}
+    ceilings: dict[int, dict[str, float]] = {}
+    for sample in readings:
+        for g in sample:
+            index = g.get("index")
+            if index is None:
+                continue
+            seen = acc.setdefault(int(index), {})
+            for key in ("pcie_rx_mb_s", "pcie_tx_mb_s", "util_pct", "mem_used_mib"):
+                if g.get(key) is not None:
+                    seen.setdefault(key, []).append(float(g[key]))
+            ceilings[int(index)] = {k: g[k] for k in ("link_ceiling_h2d_gb_s", "link_ceiling_d2h_gb_s") if g.get(k)}
+    out: dict[int, dict[str, float]] = {}
+    for index, seen in acc.items():
+        d: dict[str, float] = {"readings": float(max((len(v) for v in seen.values()), default=0))}
+        for key in ("pcie_rx_mb_s", "pcie_tx_mb_s", "util_pct"):
+            if seen.get(key):
+                d[key] = statistics.fmean(seen[key])
+        if seen.get("mem_used_mib"):
+            d["mem_used_mib_max"] = max(seen["mem_used_mib"])
+        for key, ceiling_key in (("pcie_rx_mb_s", "link_ceiling_h2d_gb_s"), ("pcie_tx_mb_s", "link_ceiling_d2h_gb_s")):
+            ceiling = ceilings[index].get(ceiling_key)
+            if key in d and ceiling:
+                d[key.replace("_mb_s", "_pct_of_link")] = 100 * d[key] / (ceiling * 1e3)
+        out[index] = d
+    return out
+
+
 # ------------------------------------------------------------------ link ceiling
 
 def _boot_id() -> str:
