@@ -210,3 +210,19 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     assert rows[("R", 0)]["bandwidth_mb_s"]["median"] > rows[("R", 5000)]["bandwidth_mb_s"]["median"]
     with open(tmp_path / "mem.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 6  # idle, 0 and 5000 for each of the two points
+
+
+def test_a_point_that_measures_the_same_as_another_is_one_row(cli, tmp_path, direct_dir):
+    """`host` does not use GPUs: varying the GPU set gives the same point, measured and listed once."""
+    profile = tmp_path / "gpus.toml"
+    profile.write_text('name = "host-over-gpus"\nrepetitions = 1\nduration = 0.2\n\n[base]\npath = "host"\n'
+                       'file_size = "8M"\n\n[grid]\ngpus = ["0", "0,1"]\nblock_size = ["4K", "64K"]\n')
+    results = tmp_path / "gpus.results.json"
+    r = _replay(cli, profile, results, direct_dir)
+    assert r.code == 0, r.err
+    data = _load(results)
+    assert [p["label"] for p in data["points"]] == ["host read 4K w1", "host read 64K w1"]
+    assert [p["index"] for p in data["points"]] == [1, 2], "numbered as first planned"
+    assert len(data["results"]) == 2 and len(load_results(str(results))) == 2
+    with (results.with_suffix(".csv")).open() as fh:
+        assert [row["label"] for row in csv.DictReader(fh)] == ["host read 4K w1", "host read 64K w1"]

@@ -121,7 +121,20 @@ def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | 
 
     table = Table(title=title, header_style="bold")
     for h in COMPARE_HEADERS:
-        table.add_column(h, justify="left" if h in ("path", "io") else "right", no_wrap=h == "path")
+        table.add_column(h, justify="left" if h in ("path", "io") else "right", no_wrap=h == "path", overflow="fold")
     for row in compare_rows(results, baseline):
         table.add_row(*(escape(cell) for cell in row))  # "[fio]" is text, not Rich markup
     return table
+
+
+def print_table(table) -> None:
+    """Print a Rich table whole: in a terminal at the terminal's width (cells fold, figures are never cut
+    short), into a file or pipe at the table's own width (one line per row)."""
+    from rich.console import Console
+
+    screen = Console()
+    if screen.is_terminal:
+        screen.print(table)
+        return
+    width = Console(width=4000).measure(table).maximum
+    Console(width=max(80, width)).print(table)

@@ -15,15 +15,11 @@ from xferscope.errors import ExitCode, SpecError
 
 
 def print_compare(results) -> None:
-    from rich.console import Console
+    from xferscope.report import compare_table, gdsio_line, print_table
 
-    from xferscope.report import compare_table, gdsio_line
-
-    screen = Console()
-    console = Console(width=max(120, screen.width) if screen.is_terminal else 160)  # files and pipes: whole rows
     for r in results:
         typer.echo(gdsio_line(r))
-    console.print(compare_table(results, title=f"ratio against {results[0].spec.path}"))
+    print_table(compare_table(results, title=f"ratio against {results[0].spec.path}"))
     for r in results:
         if r.labels:
             typer.echo(f"{r.spec.path}: " + ", ".join(r.labels))

@@ -26,13 +26,11 @@ TOOL_HELP = {
 
 def print_imported(title: str):
     def printer(results) -> None:
-        from rich.console import Console
-
-        from xferscope.report import compare_table, gdsio_line
+        from xferscope.report import compare_table, gdsio_line, print_table
 
         for r in results:
             typer.echo(gdsio_line(r))
-        Console(width=max(120, Console().width)).print(compare_table(results, title=title))
+        print_table(compare_table(results, title=title))
 
     return printer
 

@@ -228,11 +228,11 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
             for line in skipped_lines(results):
                 typer.echo(line, err=True)
             return
-        from rich.console import Console
+        from xferscope.report import print_table
 
         title = f"{results.profile.name}" + (f" against {os.path.basename(against)}" if against else "")
         if any(rec.repetitions for rec in results.planned()):
-            Console(width=max(160, Console().width)).print(summary_table(results, found, title=title))
+            print_table(summary_table(results, found, title=title))
         for line in skipped_lines(results):
             typer.echo(line)
     except OSError:  # closed terminal: the files are written already

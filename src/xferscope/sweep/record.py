@@ -87,6 +87,8 @@ class ResultsFile:
         self._load_existing()
         self.order: list[str] = []
         for point in points:
+            if point.key in self.order:  # a point that measures the same as an earlier one: one record, one row
+                continue
             record = self.records.get(point.key)
             if record is None:
                 record = PointRecord(point.key, point.label, point.index, _params(point), point.identity)

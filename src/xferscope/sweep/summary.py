@@ -82,7 +82,8 @@ def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title
         rows = [row[:drop] + row[drop + 1:] for row in rows]
     table = Table(title=title, header_style="bold")
     for h in headers:
-        table.add_column(h, justify="left" if h in ("point", "traffic") else "right", no_wrap=h == "point")
+        table.add_column(h, justify="left" if h in ("point", "traffic") else "right", no_wrap=h == "point",
+                         overflow="fold")
     for row in rows:
         table.add_row(*(escape(c) for c in row))
     return table
