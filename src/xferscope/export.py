@@ -20,6 +20,7 @@ from typing import Any, Iterable
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
 from xferscope.spec import RunSpec
+from xferscope.telemetry.gpu import summed_over_gpus
 from xferscope.stats import Histogram
 
 SCHEMA = "xferscope.result/1"
@@ -198,12 +199,6 @@ def with_hosts(results: Iterable[RunResult]) -> Iterable[RunResult]:
         yield from r.hosts
 
 
-def _gpu_sum(r: RunResult, key: str) -> float | None:
-    """NVML's mean ``key`` over the run, summed over its GPUs; None without GPU telemetry."""
-    values = [g[key] for g in r.gpus.values() if g.get(key) is not None]
-    return sum(values) if values else None
-
-
 def summary_row(r: RunResult) -> dict[str, Any]:
     lat = r.latency_us
     spec = r.spec
@@ -221,7 +216,8 @@ def summary_row(r: RunResult) -> dict[str, Any]:
         "cpu_s_per_gib": r.cpu_seconds_per_gib,
         "first_done_mib_s": r.first_done.throughput_mib_s if r.first_done else None,
         "last_done_mib_s": r.last_done.throughput_mib_s if r.last_done else None,
-        "pcie_rx_mb_s": _gpu_sum(r, "pcie_rx_mb_s"), "pcie_tx_mb_s": _gpu_sum(r, "pcie_tx_mb_s"),
+        "pcie_rx_mb_s": summed_over_gpus(r.gpus, "pcie_rx_mb_s"),
+        "pcie_tx_mb_s": summed_over_gpus(r.gpus, "pcie_tx_mb_s"),
         "status": r.status, "io_mode": r.environment.get("io_mode", ""),
         "labels": "; ".join(r.labels), "source": r.source, **cluster_columns(r),
     }

@@ -27,7 +27,7 @@ import os
 import random
 import threading
 import time
-from typing import Any, Callable
+from typing import Any
 
 from xferscope.engines import cufile_driver, gpu_setup, page_cache
 from xferscope.engines.base import Engine, Snapshot
@@ -88,16 +88,21 @@ class _CufileMixin:
         self.mode = cufile_driver.file_mode(handle, dev, self.spec.block_size, device)
         self.labels.append(self.mode.label)
 
-    def check_page_cache(self, one_io: Callable[[int, bool], object]) -> None:
+    def _one_io(self, worker: dict[str, Any], offset: int, write: bool) -> None:
+        """One block through this path's own call, waited for (the untimed probe)."""
+        raise NotImplementedError
+
+    def check_page_cache(self, worker: dict[str, Any]) -> None:
         """Does this path really bypass the page cache? One untimed probe I/O per direction the run
-        uses (``one_io(offset, write)`` on worker 0's first block); where the pages land in the cache,
+        uses, through ``worker`` (the first) on its first block; where the pages land in the cache,
         the run is labelled as going through it, not as O_DIRECT."""
         target, spec = self.target, self.spec
         path = target.files[target.worker_files[0]].path
         offset = target.worker_regions[0][0]
         directions = ([("read", False)] if spec.read_pct > 0 else []) + ([("write", True)] if spec.writes else [])
         self.page_cache_seen = {
-            name: page_cache.passes_through(path, offset, spec.block_size, lambda w=write: one_io(offset, w))
+            name: page_cache.passes_through(path, offset, spec.block_size,
+                                            lambda w=write: self._one_io(worker, offset, w))
             for name, write in directions}
         cached = [name for name, seen in self.page_cache_seen.items() if seen]
         if cached:
@@ -134,7 +139,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):
         gpu["functions"].update(cufile_driver.functions())
         first = self.gpu_workers[0]
         self.detect_mode(first["handle"], first["dev"])
-        self.check_page_cache(lambda offset, write: self._one_io(first, offset, write))
+        self.check_page_cache(first)
         return gpu
 
     def _one_io(self, worker, offset: int, write: bool) -> None:
@@ -320,7 +325,7 @@ class CufileBatchEngine(_CufileThreadEngine):
                                        "(cufile.json properties.io_batchsize); lower --iodepth")
         super().prepare()
         self.labels.append(f"batch API, batch size {self.depth}")
-        self.check_page_cache(lambda offset, write: self._one_io(self._workers[0], offset, write))
+        self.check_page_cache(self._workers[0])
 
     def _one_io(self, worker, offset: int, write: bool) -> None:
         """One operation through the worker's batch handle, waited for (untimed probes)."""
@@ -437,7 +442,7 @@ class CufileAsyncEngine(_CufileThreadEngine):
     def prepare(self) -> None:
         super().prepare()
         self.labels.append(f"stream API (read_async/write_async), {self.depth} in flight per worker")
-        self.check_page_cache(lambda offset, write: self._one_io(self._workers[0], offset, write))
+        self.check_page_cache(self._workers[0])
 
     def _one_io(self, worker, offset: int, write: bool) -> None:
         """One operation on the worker's stream, waited for (untimed probes)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from xferscope.stats import summarize
+from xferscope.telemetry.gpu import summed_over_gpus
 
 
 def _get(*keys: str) -> Callable[[dict], Any]:
@@ -22,13 +23,6 @@ def _get(*keys: str) -> Callable[[dict], Any]:
     return get
 
 
-def _gpu_sum(d: dict, key: str) -> float | None:
-    """A run's NVML mean ``key`` summed over its GPUs; None where no GPU telemetry was read."""
-    per_gpu = d.get("per_gpu") if isinstance(d, dict) else None
-    values = [g[key] for g in (per_gpu or {}).values() if isinstance(g, dict) and g.get(key) is not None]
-    return sum(values) if values else None
-
-
 #: The figures of an io point, as (name, how to read it from a result dictionary).
 IO_METRICS: dict[str, Callable[[dict], Any]] = {
     "throughput_mib_s": _get("throughput_mib_s"),
@@ -40,8 +34,8 @@ IO_METRICS: dict[str, Callable[[dict], Any]] = {
     "first_done_mib_s": _get("first_done", "throughput_mib_s"),
     "last_done_mib_s": _get("last_done", "throughput_mib_s"),
     "cpu_s_per_gib": _get("cpu_s_per_gib"),
-    "pcie_rx_mb_s": lambda d: _gpu_sum(d, "pcie_rx_mb_s"),
-    "pcie_tx_mb_s": lambda d: _gpu_sum(d, "pcie_tx_mb_s"),
+    "pcie_rx_mb_s": lambda d: summed_over_gpus(_get("per_gpu")(d), "pcie_rx_mb_s"),
+    "pcie_tx_mb_s": lambda d: summed_over_gpus(_get("per_gpu")(d), "pcie_tx_mb_s"),
 }
 #: The figures of one delay of a memory sweep.
 MEM_METRICS = ("latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s")

@@ -291,6 +291,13 @@ def run_means(readings: list[list[dict[str, Any]]] | tuple) -> dict[int, dict[st
     return out
 
 
+def summed_over_gpus(per_gpu: Any, key: str) -> float | None:
+    """A per-GPU figure (``per_gpu``: index -> dict, as results keep it) summed over the GPUs;
+    None where no GPU has it (no GPU telemetry was read)."""
+    values = [g[key] for g in (per_gpu or {}).values() if isinstance(g, dict) and g.get(key) is not None]
+    return sum(values) if values else None
+
+
 # ------------------------------------------------------------------ link ceiling
 
 def _boot_id() -> str:
