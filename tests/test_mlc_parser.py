@@ -6,14 +6,9 @@ import pytest
 
 from xferscope.engines.mem import CSV_COLUMNS, MemSpec
 from xferscope.errors import FormatError
-from xferscope.mlc import (
-    format_mlc_table,
-    idle_latency_command,
-    import_mlc_file,
-    loaded_latency_command,
-    parse_mlc_output,
-    peak_bandwidth_command,
-)
+from xferscope.engines.mem_mlc import idle_latency_command, loaded_latency_command, peak_bandwidth_command
+from xferscope.importers.mlc import import_mlc, parse_mlc_output
+from xferscope.mem_report import format_mlc_table
 
 # A default `mlc` run as MLC prints it (tab-separated tables), with the warnings it prints
 # when it cannot reach the prefetcher MSRs, and sections we do not read.
@@ -174,7 +169,8 @@ def test_garbage_in_unknown_sections_is_skipped():
 
 
 def test_command_lines(monkeypatch):
-    monkeypatch.setattr("xferscope.engines.mem.allowed_cpus", lambda: tuple(range(16)))
+    for module in ("mem_spec", "mem_mlc"):
+        monkeypatch.setattr(f"xferscope.engines.{module}.allowed_cpus", lambda: tuple(range(16)))
     spec = MemSpec(traffic=("W6",), strides=(256,), delays=(100,), point_seconds=2, cpus=(1, 2, 3, 5),
                    latency_cpu=0, buffer_bytes=512 << 20).validated()
     assert loaded_latency_command("mlc", spec, "W6", 256) == [
@@ -197,12 +193,12 @@ def test_mlc_shaped_table():
     assert any(line.split() == ["00100", "150.12", "205112.0"] for line in table.splitlines())
 
 
-def test_import_writes_the_mem_columns(tmp_path, capsys):
+def test_import_writes_the_mem_columns(cli, tmp_path):
     src = tmp_path / "mlc.txt"
     src.write_text(FULL_RUN)
     js, cs = tmp_path / "r.json", tmp_path / "r.csv"
-    assert import_mlc_file(str(src), json_out=str(js), csv_out=str(cs)) == 0
-    out = capsys.readouterr()
+    out = cli("import", "mlc", str(src), "--json", str(js), "--csv", str(cs))
+    assert out.code == 0, out.err
     assert "Inject Delay" in out.out and "warning: mlc: Unable to modify prefetchers" in out.err
     with open(cs) as fh:
         table = list(csv.reader(fh))
@@ -213,15 +209,18 @@ def test_import_writes_the_mem_columns(tmp_path, capsys):
     assert data["backend"] == "mlc" and data["idle_latency_ns"] == 81.4 and len(data["points"]) == 11
 
 
-def test_import_json_format_and_errors(tmp_path, capsys):
+def test_import_json_format_and_errors(cli, tmp_path):
     src = tmp_path / "mlc.txt"
     src.write_text(loaded_run("-W8 -l64", SEED_W6_64[:3]))
-    assert import_mlc_file(str(src), fmt="json") == 0
-    data = json.loads(capsys.readouterr().out)
+    out = cli("import", "mlc", str(src), "--format", "json")
+    assert out.code == 0, out.err
+    data = json.loads(out.out)
     assert [p["traffic"] for p in data["points"]] == ["W8"] * 3
     empty = tmp_path / "notes.txt"
     empty.write_text("nothing from mlc here\n")
     with pytest.raises(FormatError, match="no MLC section"):
-        import_mlc_file(str(empty))
+        import_mlc(str(empty))
     with pytest.raises(FormatError, match="cannot read"):
-        import_mlc_file(str(tmp_path / "missing.txt"))
+        import_mlc(str(tmp_path / "missing.txt"))
+    bad = cli("import", "mlc", str(empty))
+    assert bad.code == 2 and "no MLC section" in bad.err and "Traceback" not in bad.err

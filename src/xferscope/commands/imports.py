@@ -61,9 +61,15 @@ def _tool_command(tool: str):
 
 def import_mlc(file: FileArg, json_path: JsonOpt = None, csv_path: CsvOpt = None, fmt: FormatOpt = "table") -> None:
     """Import a saved Intel MLC output (idle latency, peak bandwidth, loaded latencies)."""
-    from xferscope.mlc import import_mlc_file
+    from xferscope.engines.mem_result import check_output_paths, write_outputs
+    from xferscope.importers.mlc import import_mlc as read_mlc
+    from xferscope.mem_report import emit_result
 
-    raise typer.Exit(import_mlc_file(file, json_out=json_path, csv_out=csv_path, fmt=fmt))
+    check_format(fmt)
+    check_output_paths(json_path, csv_path)
+    result = read_mlc(file)
+    write_outputs(result, json_path, csv_path)
+    emit_result(result, fmt)
 
 
 def register(app: typer.Typer) -> None:

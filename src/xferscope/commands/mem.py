@@ -96,7 +96,7 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -
 
     from xferscope.engines.mem import MemSweep, check_output_paths, write_outputs
     from xferscope.errors import ExitCode, SpecError
-    from xferscope.mlc import emit_result
+    from xferscope.mem_report import emit_result
 
     if fmt not in ("table", "json"):
         raise SpecError("--format", f"{fmt!r} is not a format; use table or json")

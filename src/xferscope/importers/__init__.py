@@ -2,8 +2,8 @@
 
 Each importer reads one file and returns a list of RunResults that the same
 exporters, comparisons and ``replay --against`` take as native runs. A malformed
-file is a FormatError naming the file and line. MLC output (memory sweeps) is read
-by ``xferscope.mlc``.
+file is a FormatError naming the file and line. MLC output (memory sweeps) becomes a
+``MemResult`` instead: ``xferscope.importers.mlc``.
 """
 from __future__ import annotations
 

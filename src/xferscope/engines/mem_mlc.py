@@ -1,0 +1,163 @@
+"""The ``mlc`` backend of memory sweeps: Intel's Memory Latency Checker binary, run for a ``MemSpec``.
+
+Its output is read by ``xferscope.importers.mlc`` (the same parser as ``import mlc``),
+so an mlc run and a saved mlc output give the same ``MemResult``.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+from dataclasses import replace
+from typing import Iterator
+
+from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list
+from xferscope.engines.mem_result import IDLE, MemPoint
+from xferscope.engines.mem_spec import DEFAULT_DELAYS, MemSpec
+from xferscope.errors import EngineUnavailable, RunFailed
+from xferscope.importers.mlc import MlcParser
+
+MLC_URL = "https://www.intel.com/content/www/us/en/developer/articles/tool/intelr-memory-latency-checker.html"
+
+
+def find_mlc(path: str | None = None) -> str:
+    """The mlc executable: ``path`` when given, else ``mlc`` on PATH."""
+    if path:
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+        raise EngineUnavailable("mlc", f"{path} is not an executable file; download Intel MLC from {MLC_URL} "
+                                       "and pass its path with --mlc")
+    found = shutil.which("mlc")
+    if not found:
+        raise EngineUnavailable("mlc", f"Intel MLC (mlc) is not on PATH; download it from {MLC_URL} and put it "
+                                       "on PATH or pass --mlc PATH")
+    return found
+
+
+def _buffer_option(spec: MemSpec) -> list[str]:
+    return [f"-b{spec.buffer_bytes // 1024}"] if spec.buffer_bytes else []
+
+
+def _load_cpu_option(spec: MemSpec) -> list[str]:
+    cpus = spec.cpus
+    if cpus is None and spec.threads is not None:
+        latency = spec.latency_cpu if spec.latency_cpu is not None else allowed_cpus()[0]
+        cpus = tuple(c for c in allowed_cpus() if c != latency)[: spec.threads]
+    return [f"-k{format_cpu_list(cpus)}"] if cpus else []
+
+
+def _latency_cpu_option(spec: MemSpec) -> list[str]:
+    return [f"-c{spec.latency_cpu}"] if spec.latency_cpu is not None else []
+
+
+def mlc_seconds(spec: MemSpec) -> int:
+    """MLC measures whole seconds per point."""
+    return max(1, round(spec.point_seconds))
+
+
+def loaded_latency_command(mlc: str, spec: MemSpec, traffic: str, stride: int,
+                           delays_file: str | None = None) -> list[str]:
+    """``mlc --loaded_latency`` for one traffic type and stride; ``delays_file`` when the delays are a list."""
+    cmd = [mlc, "--loaded_latency", "-R" if traffic == "R" else f"-{traffic}", f"-l{stride}", f"-t{mlc_seconds(spec)}"]
+    if len(spec.delays) == 1:
+        cmd.append(f"-d{spec.delays[0]}")
+    elif tuple(spec.delays) != DEFAULT_DELAYS:
+        if not delays_file:
+            raise ValueError("a delay list other than MLC's default needs a delays file")
+        cmd.append(f"-g{delays_file}")
+    return cmd + _buffer_option(spec) + _load_cpu_option(spec) + _latency_cpu_option(spec)
+
+
+def idle_latency_command(mlc: str, spec: MemSpec, stride: int) -> list[str]:
+    return [mlc, "--idle_latency", f"-l{stride}"] + _buffer_option(spec) + _latency_cpu_option(spec)
+
+
+def peak_bandwidth_command(mlc: str, spec: MemSpec) -> list[str]:
+    return [mlc, "--peak_injection_bandwidth"] + _buffer_option(spec) + _load_cpu_option(spec)
+
+
+class MlcRunner:
+    """Runs ``mlc`` for a spec and streams its points; ``stop()`` ends the running mlc."""
+
+    def __init__(self, spec: MemSpec, mlc: str):
+        self.spec = spec
+        self.mlc = mlc
+        self.warnings: list[str] = []
+        self.environment: dict = {"mlc_path": mlc, "mlc_commands": []}
+        self._proc: subprocess.Popen | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        if mlc_seconds(spec) != spec.point_seconds and spec.mode != "idle":
+            self.warnings.append(f"mlc measures whole seconds per point: ran -t{mlc_seconds(spec)} "
+                                 f"for --point-seconds {spec.point_seconds:g}")
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            if self._proc and self._proc.poll() is None:
+                self._proc.terminate()
+
+    def points(self, cancel: threading.Event) -> Iterator[MemPoint]:
+        spec = self.spec
+        with tempfile.TemporaryDirectory(prefix="xferscope-mlc-") as tmp:
+            delays_file = os.path.join(tmp, "delays.txt")
+            with open(delays_file, "w") as fh:
+                fh.write("".join(f"{d}\n" for d in spec.delays))
+            if spec.mode == "peak":
+                yield from self._peak(cancel)
+                return
+            for stride in spec.strides:
+                if cancel.is_set():
+                    return
+                yield from self._run(idle_latency_command(self.mlc, spec, stride), IDLE, stride, cancel)
+                if spec.mode == "idle":
+                    continue
+                for traffic in spec.traffic:
+                    if cancel.is_set():
+                        return
+                    cmd = loaded_latency_command(self.mlc, spec, traffic, stride, delays_file)
+                    yield from self._run(cmd, traffic, stride, cancel)
+
+    def _peak(self, cancel: threading.Event) -> Iterator[MemPoint]:
+        got = []
+        for point in self._run(peak_bandwidth_command(self.mlc, self.spec), None, None, cancel):
+            if point.traffic in self.spec.traffic:
+                got.append(point.traffic)
+                yield point
+        missing = [t for t in self.spec.traffic if t not in got]
+        if missing and not cancel.is_set():
+            self.warnings.append(f"mlc --peak_injection_bandwidth printed no row for {', '.join(missing)}")
+
+    def _run(self, cmd: list[str], traffic: str | None, stride: int | None,
+             cancel: threading.Event) -> Iterator[MemPoint]:
+        self.environment["mlc_commands"].append(" ".join(cmd))
+        parser = MlcParser(" ".join(cmd))
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                              errors="replace", bufsize=1)
+            except OSError as exc:
+                raise EngineUnavailable("mlc", f"cannot run {self.mlc}: {exc.strerror or exc}") from None
+        proc = self._proc
+        tail = []
+        try:
+            for line in proc.stdout:
+                tail = (tail + [line.strip()])[-3:] if line.strip() else tail
+                for point in parser.feed(line):
+                    if point.traffic != IDLE and traffic not in (None, IDLE):
+                        point = replace(point, traffic=traffic)
+                    yield replace(point, stride=stride if stride is not None else point.stride)
+                if cancel.is_set():
+                    self.stop()
+        finally:
+            if proc.poll() is None:
+                proc.terminate()
+            proc.wait()
+        self.warnings.extend(w for w in parser.warnings if w not in self.warnings)
+        self.environment.update({k: v for k, v in parser.environment.items() if k != "mlc_command_line"})
+        if proc.returncode != 0 and not cancel.is_set() and not self._stopped:
+            raise RunFailed(f"mlc exited with status {proc.returncode}: {' / '.join(tail) or 'no output'}")

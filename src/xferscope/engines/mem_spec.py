@@ -1,0 +1,109 @@
+"""What a memory sweep measures: ``MemSpec``, validated once, with errors naming the field and the fix."""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list
+from xferscope.errors import SpecError
+
+MODES = ("idle", "loaded", "peak")
+BACKENDS = ("builtin", "mlc")
+BUILTIN_TRAFFIC = ("R", "W2", "W3", "W5", "W6", "W7", "W8", "W9", "W10")
+NT_TRAFFIC = ("W6", "W7", "W8", "W9", "W10")
+# MLC's default injection delays for --loaded_latency.
+DEFAULT_DELAYS = (0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700, 2500, 3500, 5000, 9000, 20000)
+
+MIB = 1 << 20
+GIB = 1 << 30
+HUGE_PAGE = 2 * MIB
+MIN_BUFFER = MIB
+MAX_DELAY = 10_000_000
+
+
+@dataclass(frozen=True)
+class MemSpec:
+    """What to measure. ``validated()`` returns a normalised copy or raises SpecError."""
+
+    mode: str = "loaded"
+    traffic: tuple[str, ...] = ("R",)
+    strides: tuple[int, ...] = (64,)
+    delays: tuple[int, ...] = DEFAULT_DELAYS
+    point_seconds: float = 2.0
+    threads: int | None = None  # load threads; default: every CPU but the latency thread's
+    cpus: tuple[int, ...] | None = None  # load-thread CPUs (MLC's -k)
+    latency_cpu: int | None = None  # default: the first allowed CPU not in ``cpus``
+    buffer_bytes: int | None = None  # per thread (MLC's -b); default from the last-level cache size
+    backend: str = "builtin"
+    mlc_path: str | None = None
+    seed: int = 0x5EED
+
+    def validated(self) -> "MemSpec":
+        mode = str(self.mode).lower()
+        if mode not in MODES:
+            raise SpecError("mode", f"{self.mode!r} is not a mode; use idle, loaded or peak")
+        backend = str(self.backend).lower()
+        if backend not in BACKENDS:
+            raise SpecError("backend", f"{self.backend!r} is not a backend; use builtin or mlc")
+        traffic = tuple(_traffic_name(t, backend) for t in self.traffic)
+        if not traffic:
+            raise SpecError("traffic", "name at least one traffic type, e.g. R or W6")
+        strides = tuple(self.strides)
+        if not strides:
+            raise SpecError("stride", "name at least one stride in bytes, e.g. 64")
+        for s in strides:
+            if not isinstance(s, int) or s < 64 or s > 4096 or s % 64:
+                raise SpecError("stride", f"{s!r} is not a stride we measure; use a multiple of 64 from 64 to 4096")
+        delays = tuple(self.delays)
+        if not delays:
+            raise SpecError("delays", "name at least one injection delay, e.g. 0,100,1000")
+        for d in delays:
+            if not isinstance(d, int) or d < 0 or d > MAX_DELAY:
+                raise SpecError("delays", f"{d!r} is not a delay; use whole numbers from 0 to {MAX_DELAY}")
+        seconds = float(self.point_seconds)
+        if not (0.05 <= seconds <= 600) or math.isnan(seconds):
+            raise SpecError("point_seconds", f"{self.point_seconds!r} is out of range; use 0.05 to 600 seconds")
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise SpecError("threads", f"{self.threads!r} is not a thread count; use 1 or more")
+        cpus = None if self.cpus is None else tuple(self.cpus)
+        if cpus is not None:
+            if not cpus:
+                raise SpecError("cpus", "the CPU list is empty; name CPUs like 1-15 or 2,4,6")
+            if len(set(cpus)) != len(cpus):
+                raise SpecError("cpus", "a CPU is named twice; name each load CPU once")
+            allowed = allowed_cpus()
+            for c in cpus:
+                if c not in allowed:
+                    raise SpecError("cpus", f"CPU {c} is not available to this process; pick from {format_cpu_list(allowed)}")
+        if self.latency_cpu is not None and self.latency_cpu not in allowed_cpus():
+            raise SpecError("latency_cpu", f"CPU {self.latency_cpu} is not available; pick from {format_cpu_list(allowed_cpus())}")
+        if cpus is not None and self.latency_cpu is not None and self.latency_cpu in cpus and mode == "loaded":
+            raise SpecError("latency_cpu", f"CPU {self.latency_cpu} also runs a load thread; pick a CPU not in --cpus")
+        if self.buffer_bytes is not None:
+            if not isinstance(self.buffer_bytes, int) or self.buffer_bytes < MIN_BUFFER:
+                raise SpecError("buffer", f"{self.buffer_bytes!r} is too small; use at least 1M (default: 4x the last-level cache)")
+            if self.buffer_bytes // min(strides) >= 2**32:
+                raise SpecError("buffer", "the buffer holds more than 2^32 chase elements; use a smaller buffer or a larger stride")
+        return replace(self, mode=mode, backend=backend, traffic=traffic, strides=strides, delays=delays,
+                       point_seconds=seconds, cpus=cpus)
+
+
+def _traffic_name(name: Any, backend: str) -> str:
+    text = str(name).strip().upper()
+    if text in BUILTIN_TRAFFIC:
+        return text
+    if backend == "mlc" and re.fullmatch(r"W\d{1,2}", text):
+        return text
+    hint = ", ".join(BUILTIN_TRAFFIC)
+    raise SpecError("traffic", f"{name!r} is not a traffic type we generate; use one of {hint}")
+
+
+def parse_int_list(text: str, field_name: str) -> tuple[int, ...]:
+    """'0,100,1000' -> (0, 100, 1000); one line naming the field when it is not a list of whole numbers."""
+    items = [t for t in re.split(r"[,\s]+", str(text).strip()) if t]
+    try:
+        return tuple(int(t) for t in items)
+    except ValueError:
+        raise SpecError(field_name, f"{text!r} is not a list of whole numbers; write them like 0,100,1000") from None
