@@ -65,3 +65,28 @@ def no_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
     monkeypatch.setattr(gpu, "_session_ceilings", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def full_fs(tmp_path):
+    """A real filesystem with no space left: a 64 KiB tmpfs mounted for the test and filled, holding one
+    file ``r3.json`` ("previous"). Mounting needs root; skips with the reason elsewhere (the
+    ``XFERSCOPE_TEST_WRITE_ERROR`` seam covers full disks there)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        pytest.skip(f"cannot mount a small tmpfs here: {(proc.stderr or proc.stdout).strip() or 'not root'}")
+    try:
+        (mount / "r3.json").write_text("previous")
+        try:
+            with open(mount / "filler", "wb") as fh:
+                while True:
+                    fh.write(b"\0" * 4096)
+                    fh.flush()
+        except OSError:
+            pass
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)

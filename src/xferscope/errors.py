@@ -13,6 +13,7 @@ class ExitCode(IntEnum):
     RUN_FAILED = 1
     USAGE = 2
     ENVIRONMENT = 3
+    NOT_WRITTEN = 4   # measured (and shown) but a file asked for could not be written
     INTERRUPTED = 130
 
 
@@ -66,3 +67,15 @@ class FormatError(XferscopeError):
         self.line = line
         where = f"{path}:{line}" if line else str(path)
         super().__init__(f"{where}: {message}")
+
+
+class NotWritten(XferscopeError):
+    """A file xferscope was asked to write could not be written (full disk, no permission, a device
+    that refuses data). Nothing of the file's previous version is lost; the message names the file."""
+
+    exit_code = ExitCode.NOT_WRITTEN
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"could not write {path}: {reason}")

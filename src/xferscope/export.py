@@ -1,7 +1,8 @@
 """RunResults to and from JSON and CSV: the summary, the time series, and tables of several runs.
 
 The same keys and columns serve native runs, comparisons, replays and imports
-(gdsio, fio, elbencho), so any of them can be read back and compared.
+(gdsio, fio, elbencho), so any of them can be read back and compared. Files are written through
+``xferscope.safe_write`` (``-`` is stdout; a failure is ``NotWritten``, the previous version kept).
 
 A run over several hosts (``--mpi``) is one aggregate result whose ``hosts``
 holds one result per host: the JSON key ``"hosts"`` (read back into
@@ -14,11 +15,11 @@ import csv
 import io
 import json
 import math
-import os
 from typing import Any, Iterable
 
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
+from xferscope.safe_write import write_output
 from xferscope.spec import RunSpec
 from xferscope.telemetry.gpu import summed_over_gpus
 from xferscope.stats import Histogram
@@ -174,12 +175,13 @@ def load_results(path: str) -> list[RunResult]:
     return [result_from_dict(x, path) for x in items]
 
 
+def json_text(payload: Any) -> str:
+    return json.dumps(_clean(payload), indent=2) + "\n"
+
+
 def write_json(path: str, payload: Any) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as fh:
-        json.dump(_clean(payload), fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    """``payload`` as JSON to ``path`` through the safe writer (``-`` is stdout; NotWritten on failure)."""
+    write_output(path, json_text(payload))
 
 
 def cluster_columns(r: RunResult) -> dict[str, Any]:
@@ -231,12 +233,21 @@ def _fmt(v: Any) -> Any:
     return v
 
 
+def _csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=columns)
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: _fmt(v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def summary_csv_text(results: Iterable[RunResult]) -> str:
+    return _csv_text(SUMMARY_COLUMNS, (summary_row(r) for r in with_hosts(results)))
+
+
 def write_summary_csv(path: str, results: Iterable[RunResult]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=SUMMARY_COLUMNS)
-        w.writeheader()
-        for r in with_hosts(results):
-            w.writerow({k: _fmt(v) for k, v in summary_row(r).items()})
+    write_output(path, summary_csv_text(results))
 
 
 def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
@@ -260,19 +271,9 @@ def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
         }
 
 
+def series_csv_text(results: Iterable[RunResult]) -> str:
+    return _csv_text(SERIES_COLUMNS, (row for r in with_hosts(results) for row in series_rows(r)))
+
+
 def write_series_csv(path: str, results: Iterable[RunResult]) -> None:
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=SERIES_COLUMNS)
-        w.writeheader()
-        for r in with_hosts(results):
-            for row in series_rows(r):
-                w.writerow({k: _fmt(v) for k, v in row.items()})
-
-
-def series_csv_text(r: RunResult) -> str:
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=SERIES_COLUMNS)
-    w.writeheader()
-    for row in (row for x in with_hosts([r]) for row in series_rows(x)):
-        w.writerow({k: _fmt(v) for k, v in row.items()})
-    return buf.getvalue()
+    write_output(path, series_csv_text(results))

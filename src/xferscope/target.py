@@ -9,6 +9,7 @@ ends (also on Ctrl-C or failure) unless ``--keep`` is given.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import mmap
@@ -20,7 +21,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from xferscope.errors import EnvironmentProblem, SpecError, XferscopeError
+from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
+from xferscope.safe_write import write_output
 from xferscope.spec import RunSpec
 from xferscope.units import format_bytes, format_size
 
@@ -157,13 +159,11 @@ def read_sidecar(path: str) -> dict | None:
 
 
 def write_sidecar(path: str, seed: int, intact: bool) -> None:
+    """Mark ``path`` as xferscope's scratch file (replaced whole; NotWritten when it cannot be written)."""
     st = os.stat(path)
     meta = {"magic": SIDECAR_MAGIC, "size": st.st_size, "inode": st.st_ino, "pattern_seed": seed,
             "pattern_intact": intact}
-    tmp = sidecar_path(path) + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(meta, fh)
-    os.replace(tmp, sidecar_path(path))
+    write_output(sidecar_path(path), json.dumps(meta))
 
 
 # -------------------------------------------------------------------- plan
@@ -294,7 +294,10 @@ def materialize(target: Target, cancel: threading.Event | None = None, progress=
         if tf.create:
             target.created.append(tf.path)
         _fill(tf, target.direct, cancel, progress, _iocore)
-        write_sidecar(tf.path, tf.pattern_seed, intact=True)
+        try:
+            write_sidecar(tf.path, tf.pattern_seed, intact=True)
+        except NotWritten as exc:
+            raise EnvironmentProblem(f"{exc}; the scratch file needs it beside it") from None
         if tf.create:
             target.created.append(sidecar_path(tf.path))
         tf.create = tf.refill = False
@@ -339,7 +342,11 @@ def mark_written(target: Target) -> None:
     """After a write run without verification the pattern is gone: say so in the sidecars."""
     for tf in target.files:
         if tf.owned and os.path.exists(tf.path):
-            write_sidecar(tf.path, tf.pattern_seed, intact=False)
+            try:
+                write_sidecar(tf.path, tf.pattern_seed, intact=False)
+            except NotWritten:  # never leave a sidecar that vouches for a pattern the run overwrote
+                with contextlib.suppress(OSError):
+                    os.unlink(sidecar_path(tf.path))
 
 
 def cleanup(target: Target, keep: bool) -> list[str]:

@@ -29,7 +29,7 @@ from xferscope.app.session import Batch, CpuLog, RunRecord, ThreadCpu, new_recor
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
-from xferscope.errors import XferscopeError
+from xferscope.errors import NotWritten, XferscopeError
 from xferscope.spec import RunSpec
 
 REDRAW_HZ = 4
@@ -341,11 +341,11 @@ class XferscopeApp(App):
                 paths = [self.screen.export_csv(directory)]
             else:
                 paths = write_snapshot(directory, self.records, self.loaded)
+        except NotWritten as exc:  # a full disk, no permission: say which file and why; the session goes on
+            self.notify(str(exc), title="CSV snapshot not written", severity="error", timeout=15)
+            return
         except XferscopeError as exc:
             self.notify(str(exc), severity="warning")
-            return
-        except OSError as exc:
-            self.notify(f"cannot write the snapshot: {exc.strerror or exc}", severity="error")
             return
         self.notify("\n".join(paths), title="CSV snapshot written", timeout=10)
         self.post_message(SnapshotExported(paths))

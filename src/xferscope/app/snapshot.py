@@ -10,7 +10,7 @@ from typing import Iterable
 
 from xferscope.app.session import RunRecord
 from xferscope.engines.base import LatencySummary, RunResult
-from xferscope.errors import XferscopeError
+from xferscope.errors import NotWritten, XferscopeError
 from xferscope.export import write_series_csv, write_summary_csv
 
 
@@ -33,7 +33,11 @@ def series_so_far(record: RunRecord) -> RunResult:
 
 def export_dir(preferred: str | None = None) -> str:
     """The directory given, else the current one, else the temporary directory: the first writable."""
-    for cand in (preferred, os.getcwd(), tempfile.gettempdir()):
+    try:
+        here = os.getcwd()
+    except OSError:  # the current directory was removed
+        here = None
+    for cand in (preferred, here, tempfile.gettempdir()):
         if cand and os.path.isdir(cand) and os.access(cand, os.W_OK):
             return cand
     raise XferscopeError("no writable directory for the snapshot")
@@ -49,7 +53,8 @@ def _free_name(directory: str, stem: str) -> str:
 
 
 def write_snapshot(directory: str, records: Iterable[RunRecord], loaded: Iterable[RunResult] = ()) -> list[str]:
-    """Write ``…-series.csv`` and ``…-summary.csv``; returns their paths. Raises when nothing was measured."""
+    """Write ``…-series.csv`` and ``…-summary.csv``; returns their paths. XferscopeError when nothing was
+    measured; NotWritten (naming the file, and the one written before it) when a file cannot be written."""
     records = list(records)
     finished = [r.result for r in records if r.result is not None]
     running = [series_so_far(r) for r in records if r.result is None and r.history]
@@ -58,11 +63,16 @@ def write_snapshot(directory: str, records: Iterable[RunRecord], loaded: Iterabl
     if not series and not summaries:
         raise XferscopeError("nothing measured yet: start a run (r) or open saved results first")
     base = _free_name(directory, "xferscope-" + time.strftime("%Y%m%d-%H%M%S"))
-    paths = []
-    if series:
-        write_series_csv(base + "-series.csv", series)
-        paths.append(base + "-series.csv")
-    if summaries:
-        write_summary_csv(base + "-summary.csv", summaries)
-        paths.append(base + "-summary.csv")
+    paths: list[str] = []
+    try:
+        if series:
+            write_series_csv(base + "-series.csv", series)
+            paths.append(base + "-series.csv")
+        if summaries:
+            write_summary_csv(base + "-summary.csv", summaries)
+            paths.append(base + "-summary.csv")
+    except NotWritten as exc:
+        if paths:
+            raise NotWritten(exc.path, f"{exc.reason}; {paths[0]} was written") from None
+        raise
     return paths

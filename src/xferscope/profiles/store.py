@@ -8,9 +8,10 @@ import os
 from dataclasses import dataclass, field
 from importlib import resources
 
-from xferscope.errors import FormatError, SpecError
+from xferscope.errors import FormatError, NotWritten, SpecError
 from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import NAME_RE, dump_profile, read_profile_file
+from xferscope.safe_write import reason_of, write_output
 
 SUFFIX = ".toml"
 
@@ -56,7 +57,8 @@ def load_profile(name_or_path: str) -> Profile:
 
 
 def save_profile(profile: Profile, path: str | None = None) -> str:
-    """Write ``profile`` as TOML (default: ``NAME.toml`` in the user profile directory); returns the path."""
+    """Write ``profile`` as TOML (default: ``NAME.toml`` in the user profile directory); returns the path.
+    NotWritten (one line) when it cannot be written."""
     if not NAME_RE.match(profile.name):
         raise SpecError("name", f"{profile.name!r} must be letters, digits, '.', '_' or '-'")
     if path is None:
@@ -65,12 +67,9 @@ def save_profile(profile: Profile, path: str | None = None) -> str:
     directory = os.path.dirname(os.path.abspath(path))
     try:
         os.makedirs(directory, exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
     except OSError as exc:
-        raise FormatError(path, None, f"cannot write: {exc.strerror or exc}") from None
+        raise NotWritten(path, reason_of(exc)) from None
+    write_output(path, text)  # atomically: a crash or a full disk leaves the previous version
     return path
 
 

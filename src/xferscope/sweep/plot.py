@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.safe_write import write_output
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
@@ -127,7 +128,8 @@ def chart_of(results: ResultsFile) -> Chart:
 
 
 def write_plot(path: str, results: ResultsFile) -> bool:
-    """Draw the sweep into ``path`` (.svg or .png); False when no point has been measured yet."""
+    """Draw the sweep into ``path`` (.svg or .png); False when no point has been measured yet; NotWritten
+    when the file cannot be written."""
     ext = check_plot_path(path)
     chart = chart_of(results)
     if not chart.panels:
@@ -135,13 +137,11 @@ def write_plot(path: str, results: ResultsFile) -> bool:
     if ext == ".svg":
         from xferscope.sweep.svg_chart import render_svg
 
-        text = render_svg(chart)
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        write_output(path, render_svg(chart))
     else:
         from xferscope.sweep.png_chart import render_png
 
-        render_png(chart, path)
+        write_output(path, render_png(chart))
     return True
 
 

@@ -1,12 +1,13 @@
 """A Chart as a PNG through matplotlib (imported only here; ``check_plot_path`` says when it is missing)."""
 from __future__ import annotations
 
+import io
 import math
 
 from xferscope.sweep.plot import Chart, tick_text
 
 
-def render_png(chart: Chart, path: str) -> None:
+def render_png(chart: Chart) -> bytes:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -43,5 +44,7 @@ def render_png(chart: Chart, path: str) -> None:
         ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     fig.suptitle(chart.title)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", dpi=110)
     plt.close(fig)
+    return out.getvalue()

@@ -4,23 +4,27 @@ The JSON holds the profile, one entry per point (its repetitions as measured,
 their statistics, its status and any reason it was skipped or failed) and, under
 ``results``, the median repetition of each finished point, so that every reader
 of xferscope results (``load_results``) can take it. It is rewritten atomically
-after every point, after every repetition while that is cheap, and when the sweep
-stops (Ctrl-C included): an interrupted sweep loses nothing it measured.
+(``xferscope.safe_write``) after every point, after every repetition while that is
+cheap, and when the sweep stops (Ctrl-C included): an interrupted sweep loses nothing
+it measured, and a write that fails (a full disk, a crash) leaves the previous complete
+version of both files.
 """
 from __future__ import annotations
 
 import csv
 import datetime as _dt
+import io
 import json
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.errors import FormatError, SpecError
+from xferscope.errors import FormatError, NotWritten, SpecError
 from xferscope.export import write_json
 from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import profile_to_dict
+from xferscope.safe_write import reason_of, write_output
 from xferscope.sweep.plan import SweepPoint, plain
 from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, STAT_NAMES, io_stats, median_repetition, mem_rows
 
@@ -97,6 +101,7 @@ class ResultsFile:
             self.order.append(point.key)
         # points of an earlier plan that this one lacks stay in the file, after the planned ones
         self.order += [k for k in self.records if k not in self.order]
+        self.saved_repetitions = self.repetitions_measured()  # what the file on disk holds
 
     # ---------------------------------------------------------------- reading
     def _load_existing(self) -> None:
@@ -136,6 +141,9 @@ class ResultsFile:
     def planned(self) -> list[PointRecord]:
         return [self.records[k] for k in self.order if self.records[k].index > 0]
 
+    def repetitions_measured(self) -> int:
+        return sum(self.records[k].ok_count() for k in self.order)
+
     # ---------------------------------------------------------------- writing
     def to_dict(self) -> dict[str, Any]:
         points = [self.records[k].to_dict(self.kind) for k in self.order]
@@ -148,14 +156,16 @@ class ResultsFile:
         return out
 
     def save(self) -> None:
+        """Both files, each replaced whole; NotWritten names the one that could not be written."""
         started = time.monotonic()
         directory = os.path.dirname(os.path.abspath(self.path))
         try:
             os.makedirs(directory, exist_ok=True)
-            write_json(self.path, self.to_dict())
-            write_csv(self.csv_path, self)
         except OSError as exc:
-            raise FormatError(self.path, None, f"cannot write results: {exc.strerror or exc}") from None
+            raise NotWritten(self.path, reason_of(exc)) from None
+        write_json(self.path, self.to_dict())
+        write_csv(self.csv_path, self)
+        self.saved_repetitions = self.repetitions_measured()
         self.last_save_s = time.monotonic() - started
 
     @property
@@ -218,10 +228,9 @@ def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
 
 
 def write_csv(path: str, results: ResultsFile) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=csv_columns(results.kind))
-        writer.writeheader()
-        for row in csv_rows(results):
-            writer.writerow({k: _cell(v) for k, v in row.items()})
-    os.replace(tmp, path)
+    buf = io.StringIO(newline="")
+    writer = csv.DictWriter(buf, fieldnames=csv_columns(results.kind))
+    writer.writeheader()
+    for row in csv_rows(results):
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+    write_output(path, buf.getvalue())

@@ -23,6 +23,9 @@ import threading
 import time
 from typing import Any
 
+from xferscope.errors import NotWritten
+from xferscope.safe_write import write_output
+
 CEILING_BYTES = 256 << 20
 CEILING_REPS = 5
 _session_ceilings: dict[str, dict[str, float]] = {}
@@ -337,14 +340,11 @@ def _load_file() -> dict[str, dict[str, float]]:
 
 def _save_file(key: str, value: dict[str, float]) -> None:
     path = cache_file()
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, NotWritten):  # a cache: measured again next time when it cannot be kept
         os.makedirs(os.path.dirname(path), exist_ok=True)
         gpus = _load_file()
         gpus[key] = value
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as fh:
-            json.dump({"boot_id": _boot_id(), "gpus": gpus}, fh)
-        os.replace(tmp, path)
+        write_output(path, json.dumps({"boot_id": _boot_id(), "gpus": gpus}))
 
 
 def cached_link_ceiling(index: int) -> dict[str, float] | None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import io
 import os
 import time
 
@@ -21,6 +22,7 @@ from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.engines.mem import IDLE
 from xferscope.errors import SpecError, XferscopeError
+from xferscope.safe_write import write_output
 
 #: (control id, label, width, placeholder) of the typed fields
 FIELDS = (
@@ -267,9 +269,10 @@ class MemoryScreen(ConsoleScreen):
         if not self.points:
             raise XferscopeError("no memory points measured yet: start a sweep (r) first")
         path = os.path.join(directory, "xferscope-mem-" + time.strftime("%Y%m%d-%H%M%S") + ".csv")
-        with open(path, "w", newline="") as fh:
-            writer = csv.writer(fh)
-            writer.writerow(CSV_COLUMNS)
-            for p in self.points:
-                writer.writerow(p.csv_row())
+        text = io.StringIO(newline="")
+        writer = csv.writer(text)
+        writer.writerow(CSV_COLUMNS)
+        for p in self.points:
+            writer.writerow(p.csv_row())
+        write_output(path, text.getvalue())
         return path
