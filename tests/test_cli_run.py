@@ -153,13 +153,13 @@ def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_
 
 def test_compare_prints_side_by_side(cli, direct_dir, tmp_path):
     js = tmp_path / "c.json"
-    r = cli("compare", "--paths", "host,1", "-I", "randread", "-i", "4K", "-s", "8M", "-T", "0.3",
+    r = cli("compare", "--paths", "host,1", "-I", "randread", "-i", "4K", "-s", "8M", "-T", "0.3", "--rounds", "2",
             "--json", str(js), "--no-drop-cache")
     assert r.code == 0, r.err
-    assert r.out.count("XferType: CPUONLY") == 2
+    assert r.out.count("XferType: CPUONLY") == 4
     assert "MiB/s" in r.out and "ratio" in r.out and "1.00" in r.out
     data = json.loads(js.read_text())
-    assert [x["path"] for x in data["results"]] == ["host", "host"]
+    assert [x["path"] for x in data["results"]] == ["host"] * 4
 
 
 def test_compare_unavailable_path_is_skipped_or_refused(cli):

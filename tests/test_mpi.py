@@ -26,6 +26,7 @@ from xferscope.cluster.merge import cluster_result
 from xferscope.errors import SpecError
 from xferscope.export import load_results
 from xferscope.spec import RunSpec
+from xferscope.verdict import RULE, WORDS
 from xferscope.stats import Histogram
 
 MPIRUN = shutil.which("mpirun")
@@ -178,13 +179,18 @@ def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
 @needs_mpi
 def test_compare_across_ranks(direct_dir):
     out_json = direct_dir / "out.json"
-    proc = mpirun(2, "compare", "--mpi", "--paths", "host", "-T", "0.5", "-s", "8M", "--bs", "64K",
-                  "--dir", rank_dirs(direct_dir, 2), "--json", str(out_json))
+    proc = mpirun(2, "compare", "--mpi", "--paths", "host,host", "-T", "0.3", "-s", "8M", "--bs", "64K",
+                  "--rounds", "2", "--dir", rank_dirs(direct_dir, 2), "--json", str(out_json))
     assert proc.returncode == 0, proc.stderr
-    [r] = load_results(str(out_json))
-    rows = r.environment["cluster"]["per_rank"]
-    assert len(rows) == 2 and r.bytes == sum(row["bytes"] for row in rows) > 0
-    assert "Cluster: 2 ranks" in proc.stdout
+    results = load_results(str(out_json))
+    assert len(results) == 4  # two paths, two rounds, each run across both ranks
+    for r in results:
+        rows = r.environment["cluster"]["per_rank"]
+        assert len(rows) == 2 and r.bytes == sum(row["bytes"] for row in rows) > 0
+    comp = json.loads(out_json.read_text())["comparison"]
+    assert comp["order"] == [["host#1", "host#2"], ["host#2", "host#1"]]
+    assert comp["paths"][1]["verdict"] in WORDS and len(comp["paths"][1]["rounds"]) == 2
+    assert "Cluster: 2 ranks" in proc.stdout and "host#2" in proc.stdout and RULE in proc.stdout
 
 
 def test_mpi_without_mpi4py_says_how_to_get_it(tmp_path, cli):

@@ -138,3 +138,48 @@ def print_table(table) -> None:
         return
     width = Console(width=4000).measure(table).maximum
     Console(width=max(80, width)).print(table)
+
+
+ROUNDS_HEADERS = ("path", "io", "block", "workers", "qd", "rounds", "MiB/s", "min-max", "IOPS", "avg lat (us)",
+                  "p99 lat (us)", "usr CPU %", "sys CPU %", "CPU-s/GiB", "ratio (range)", "verdict")
+
+
+def rounds_rows(comp) -> list[tuple[str, ...]]:
+    """One row per path of a ``rounds.Comparison``: medians over its rounds, the throughput's range, the
+    median paired ratio to the baseline with its range, and the verdict."""
+    rows = []
+    for slot, label in enumerate(comp.labels):
+        spec = comp.specs[slot]
+        measured = [run.result for run in comp.runs if run.slot == slot and run.ok]
+        quals = path_qualifiers(measured[0]) if measured else []
+        med = {key: comp.spread(slot, key) for key in ("throughput_mib_s", "iops", "lat_mean_us", "lat_p99_us",
+                                                       "cpu_usr_pct", "cpu_sys_pct", "cpu_s_per_gib")}
+        tp = med["throughput_mib_s"]
+        planned = sum(1 for run in comp.runs if run.slot == slot)
+        if slot == 0:
+            ratio, word = "1.00", "baseline"
+        else:
+            v = comp.verdict(slot)
+            ratio, word = (v.spread(), v.word) if v else ("-", "no paired round")
+        rows.append((label + (f" ({', '.join(quals)})" if quals else ""), spec.io, format_size(spec.block_size),
+                     str(spec.workers), str(spec.iodepth),
+                     str(tp["n"]) if tp["n"] == planned else f"{tp['n']}/{planned}",
+                     _f(tp["median"]), f"{_f(tp['min'])}-{_f(tp['max'])}" if tp["n"] else "-",
+                     _f(med["iops"]["median"], "{:,.0f}"), _f(med["lat_mean_us"]["median"]),
+                     _f(med["lat_p99_us"]["median"]), _f(med["cpu_usr_pct"]["median"]),
+                     _f(med["cpu_sys_pct"]["median"]), _f(med["cpu_s_per_gib"]["median"], "{:.3f}"), ratio, word))
+    return rows
+
+
+def rounds_table(comp, title: str | None = None):
+    """A Rich table of a comparison in rounds (``rounds_rows``); ``comp.notes()`` go under it."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=title, header_style="bold")
+    for h in ROUNDS_HEADERS:
+        table.add_column(h, justify="left" if h in ("path", "io", "verdict") else "right", no_wrap=h == "path",
+                         overflow="fold")
+    for row in rounds_rows(comp):
+        table.add_row(*(escape(cell) for cell in row))
+    return table

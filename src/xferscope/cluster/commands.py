@@ -113,8 +113,10 @@ def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec]
 
 
 def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, drop_cache: bool, fmt: str,
-                json_path: str | None, csv_path: str | None) -> None:
-    from xferscope.commands.compare import print_compare
+                json_path: str | None, csv_path: str | None, rounds: int = 1) -> None:
+    """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
+    from xferscope.commands.compare import comparison_payload, emit_comparison
+    from xferscope.rounds import Comparison
     from xferscope.target import drop_page_cache
 
     world = open_world()
@@ -129,22 +131,34 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
     specs, scratch = _scratch_per_rank(world, specs)
-    results = []
+    comp = Comparison(specs, rounds)
     follower_code = 0  # on ranks other than 0: the exit code rank 0 will have
-    warned = False
+    interrupted = failed = False
+
+    def save_partial(planned, result) -> None:
+        planned.result = result
+        if json_path:
+            from xferscope.export import write_json
+
+            write_json(json_path, comparison_payload(comp, samples=True))
+
     try:
-        for i, spec in enumerate(specs):
-            if i and drop_cache and not drop_page_cache() and root and not warned:
-                typer.echo("xferscope: cannot drop the page cache (not root); buffered figures may be cached",
-                           err=True)
-                warned = True
+        for planned in comp.runs:
+            if not drop_cache:
+                comp.note_cache(False, "--no-drop-cache")
+            elif drop_page_cache():
+                comp.note_cache(True)
+            else:
+                if root and comp.cache_dropped is None:
+                    typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
+                comp.note_cache(False, "not root")
+            spec = planned.spec
             progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration)
             if progress.enabled:
-                sys.stderr.write(f"{spec.path}:\n")
+                sys.stderr.write(f"round {planned.round + 1}/{comp.rounds} {comp.labels[planned.slot]}:\n")
             try:
                 result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                                      on_partial=(lambda r: write_files(results + [r], json_path, csv_path))
-                                      if root else None,
+                                      on_partial=(lambda r, p=planned: save_partial(p, r)) if root else None,
                                       progress=progress.fill if root else None)
             except FollowerExit as exc:
                 if not exc.started:
@@ -155,38 +169,45 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
                 continue
             except RunFailed as exc:
                 progress.clear()
-                results.append(exc.result)
+                planned.result = exc.result
+                failed = True
                 typer.echo(f"xferscope: {exc}", err=True)
                 continue
             progress.clear()
             if result is not None:
-                results.append(result)
+                planned.result = result
                 if result.status == "interrupted":
+                    interrupted = True
                     break
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
     if not root:
         raise typer.Exit(follower_code)
-    if not results:
+    if not comp.done():
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster(print_compare))
-    if any(r.status == "interrupted" for r in results) or len(results) < len(specs):
+    emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster)
+    if interrupted or len(comp.done()) < len(comp.runs):
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if any(r.status == "failed" for r in results):
+    if failed:
         raise typer.Exit(int(ExitCode.RUN_FAILED))
 
 
-def _print_compare_cluster(print_compare):
+def _print_compare_cluster(comp) -> None:
+    """The comparison of the whole job (per-host figures in the files), the layout, and each run's slowest host."""
     from xferscope.cluster.report import layout_line, slowest_line, whole_job
+    from xferscope.commands.compare import print_comparison
+    from xferscope.rounds import Comparison
 
-    def printer(results) -> None:
-        print_compare([whole_job(r) for r in results])
-        typer.echo(layout_line(results[0]) + "; the table shows the whole job")
-        for r in results:
-            line = slowest_line(r)
-            if line:
-                typer.echo(f"{r.spec.path}: {line}")
-
-    return printer
+    whole = Comparison(comp.specs, comp.rounds)
+    whole.cache_note, whole.cache_dropped = comp.cache_note, comp.cache_dropped
+    for mine, planned in zip(whole.runs, comp.runs):
+        mine.result = whole_job(planned.result) if planned.result is not None else None
+    print_comparison(whole)
+    first = next(run.result for run in comp.runs if run.result is not None)
+    typer.echo(layout_line(first) + "; the table shows the whole job")
+    for planned in comp.runs:
+        line = slowest_line(planned.result) if planned.result is not None else None
+        if line:
+            typer.echo(f"round {planned.round + 1} {comp.labels[planned.slot]}: {line}")

@@ -1,49 +1,127 @@
-"""`xferscope compare`: several transfer paths with one spec, one after another, side by side."""
+"""`xferscope compare`: several transfer paths with one spec, in rotated rounds over one dataset, side by side."""
 from __future__ import annotations
 
 import sys
+from typing import Annotated, Optional
 
 import typer
 
-from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
+from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
                                         HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
-from xferscope.commands.run import (_Progress, check_format, emit, exit_leaving_stuck_workers,
-                                    install_hangup_handlers)
+from xferscope.commands.run import check_format, exit_leaving_stuck_workers, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
+from xferscope.rounds import DEFAULT_ROUNDS
 
 
-def print_compare(results) -> None:
-    from xferscope.report import compare_table, gdsio_line, print_table
+def print_comparison(comp, printed_runs: bool = True) -> None:
+    """gdsio's line of every run (round by round), the table of medians, ratios and verdicts, and its notes."""
+    from xferscope.report import gdsio_line, print_table, rounds_table
 
-    for r in results:
-        typer.echo(gdsio_line(r))
-    print_table(compare_table(results, title=f"ratio against {results[0].spec.path}"))
-    for r in results:
-        if r.labels:
-            typer.echo(f"{r.spec.path}: " + ", ".join(r.labels))
+    if printed_runs:
+        for r in range(comp.rounds):
+            runs = [run for run in comp.runs if run.round == r and run.result is not None]
+            if not runs:
+                continue
+            if comp.rounds > 1:
+                typer.echo(f"round {r + 1}/{comp.rounds}: " + ", ".join(comp.labels[run.slot] for run in runs))
+            for run in runs:
+                typer.echo(gdsio_line(run.result))
+    rounds = f"{comp.rounds_done()} of {comp.rounds} rounds" if comp.rounds_done() < comp.rounds else \
+        f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
+    print_table(rounds_table(comp, title=f"{rounds}, order rotated; ratio: paired per round against "
+                                          f"{comp.labels[0]}"))
+    for line in comp.notes():
+        typer.echo(line)
+    labels = {}
+    for run in comp.runs:
+        if run.result is not None and run.result.labels:
+            labels.setdefault(comp.labels[run.slot], run.result.labels)
+    for label, notes in labels.items():
+        typer.echo(f"{label}: " + ", ".join(notes))
+
+
+def comparison_payload(comp, *, samples: bool) -> dict:
+    """``{"comparison": ..., "results": [...]}``: the comparison and every run's result in the order they ran
+    (``load_results`` reads the results back)."""
+    from xferscope.export import result_to_dict
+
+    results = [run.result for run in comp.runs if run.result is not None]
+    index = {id(r): i for i, r in enumerate(results)}
+    return {"comparison": comp.to_dict(lambda r: index.get(id(r))),
+            "results": [result_to_dict(r, samples=samples) for r in results]}
+
+
+def write_rounds_csv(path: str, comp) -> None:
+    import csv
+    import os
+
+    from xferscope.export import SUMMARY_COLUMNS, _fmt
+    from xferscope.rounds import ROUNDS_CSV_COLUMNS, csv_rows
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS)
+        w.writeheader()
+        for row in csv_rows(comp):
+            w.writerow({k: _fmt(v) for k, v in row.items()})
+    os.replace(tmp, path)
+
+
+def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> None:
+    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
+    import json
+
+    from xferscope.export import write_json
+
+    if json_path:
+        write_json(json_path, comparison_payload(comp, samples=True))
+    if csv_path:
+        write_rounds_csv(csv_path, comp)
+    try:
+        if fmt == "json":
+            from xferscope.export import _clean
+
+            typer.echo(json.dumps(_clean(comparison_payload(comp, samples=False)), indent=2))
+        else:
+            (printer or print_comparison)(comp)
+        for label, path in (("JSON", json_path), ("CSV", csv_path)):
+            if path:
+                typer.echo(f"{label} written to {path}", err=True)
+    except OSError:
+        pass
+
+
+CompareCsvOpt = Annotated[Optional[str], typer.Option(
+    "--csv", help="write one row per run (round, place, ratio to the baseline in that round, verdict, figures) "
+                  "to FILE")]
+RoundsOpt = typer.Option(DEFAULT_ROUNDS, "--rounds", "-R", min=1,
+                         help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
+                              "rotated; ratios are paired per round and give the verdict; 1 is a single pass "
+                              "with no verdict")
 
 
 def compare_command(
     paths: str = typer.Option("host,bounce,bounce-async,cufile", "--paths", "-P",
-                              help="comma list of paths (or gdsio -x numbers); the first is the baseline"),
+                              help="comma list of paths (or gdsio -x numbers); the first is the baseline; a path "
+                                   "may repeat (host,host: an A/A check of the noise)"),
+    rounds: int = RoundsOpt,
     io: IoOpt = "read", bs: BsOpt = "1M", workers: WorkersOpt = 1, iodepth: DepthOpt = 1, size: SizeOpt = "1G",
     duration: DurationOpt = None, total: TotalOpt = None, file: FileOpt = None, directory: DirOpt = None,
     gpu: GpuOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None, rwmix: MixOpt = 70, verify: VerifyOpt = False,
     buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False, json_path: JsonOpt = None,
-    csv_path: CsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
+    csv_path: CompareCsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
     skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
                                           help="leave out paths that cannot run here instead of failing"),
     drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
-                                    help="drop the page cache between runs (needs root; warns otherwise)"),
+                                    help="drop the page cache before every run (needs root; warns otherwise)"),
     mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False,
 ) -> None:
-    """Run several paths with the same spec and print them side by side (seed 001's table)."""
+    """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
+    its range, the paired ratio to the first path and a verdict (seed 001's table)."""
     from xferscope.engines.registry import unavailable_reason
     from xferscope.errors import EngineUnavailable
-    from xferscope.runner import Run
-    from xferscope.target import drop_page_cache
 
     check_format(fmt)
 
@@ -71,65 +149,93 @@ def compare_command(
         from xferscope.cluster.commands import compare_mpi
 
         return compare_mpi(make_specs, gpu_given=gpu is not None, drop_cache=drop_cache, fmt=fmt,
-                           json_path=json_path, csv_path=csv_path)
-    specs = make_specs()
+                           json_path=json_path, csv_path=csv_path, rounds=rounds)
+    from xferscope.rounds import Comparison
+
+    comp = Comparison(make_specs(), rounds)
     install_hangup_handlers()
-    # one scratch file for all paths when none is given, so every path reads the same data
-    shared_tmp = None
-    if not file and not directory:
-        import tempfile
+    outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
+    if not comp.done():
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if outcome.stuck is not None:
+        exit_leaving_stuck_workers(outcome.stuck.result.error if outcome.stuck.result else None)
+    if outcome.interrupted:
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if outcome.failed:
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
 
-        from xferscope.target import default_scratch_parent
 
-        shared_tmp = tempfile.mkdtemp(prefix="xferscope-compare-", dir=default_scratch_parent()[0])
-        specs = [s.replace(file=f"{shared_tmp}/xferscope-scratch.dat", keep=True) for s in specs]
-    results = []
-    warned = False
-    stuck_run = None
+class Outcome:
+    def __init__(self):
+        self.interrupted = False
+        self.failed: set[int] = set()   # slots whose run failed (not run again in later rounds)
+        self.stuck = None                # a Run whose workers did not stop
+
+
+def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
+    """Prepare the dataset once, then run the plan round by round, filling ``comp``; the dataset is removed
+    at the end, also on Ctrl-C or failure. Prints the plan, the page-cache warning and failures on stderr."""
+    from xferscope.commands.compare_progress import RoundsProgress, plan_text
+    from xferscope.dataset import SharedDataset
+    from xferscope.runner import Run
+    from xferscope.target import Interrupted, drop_page_cache
+
+    outcome = Outcome()
+    dataset = SharedDataset(comp.specs[0])
+    typer.echo(f"xferscope: {plan_text(comp, dataset.size)}", err=True)
+    progress = RoundsProgress(live, comp)
     try:
-        for i, spec in enumerate(specs):
-            if i and drop_cache and not drop_page_cache() and not warned:
-                typer.echo("xferscope: cannot drop the page cache (not root); buffered figures may be cached",
-                           err=True)
-                warned = True
-            progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
-            if progress.enabled:
-                sys.stderr.write(f"{spec.path}:\n")
-            run = Run(spec)
+        try:
+            dataset.prepare(progress=progress.fill)
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted while preparing the dataset; nothing was measured") from None
+        finally:
+            progress.clear()
+        for i, planned in enumerate(comp.runs):
+            if planned.slot in outcome.failed:
+                continue
+            if not drop_cache:
+                comp.note_cache(False, "--no-drop-cache")
+            elif drop_page_cache():
+                comp.note_cache(True)
+            else:
+                if comp.cache_dropped is None:
+                    typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
+                comp.note_cache(False, "not root")
+            progress.begin(i)
+            run = Run(dataset.spec_for(planned.spec))
             try:
-                results.append(run.execute(on_sample=progress.sample, progress=progress.fill))
-            except KeyboardInterrupt:
-                progress.clear()
-                if run.result is not None:
-                    results.append(run.result)
-                break
+                planned.result = run.execute(on_sample=progress.sample)
+            except (KeyboardInterrupt, Interrupted):
+                planned.result = run.result
+                outcome.interrupted = True
             except Exception as exc:
-                progress.clear()
                 partial = getattr(exc, "result", None)
                 if partial is None:
                     raise
-                results.append(partial)
-                typer.echo(f"xferscope: {exc}", err=True)
-            progress.clear()
+                planned.result = partial
+                outcome.failed.add(planned.slot)
+                progress.clear()
+                typer.echo(f"xferscope: round {planned.round + 1}: {exc}"
+                           + ("; not run again" if planned.round + 1 < comp.rounds else ""), err=True)
+            finally:
+                progress.clear()
+            progress.end()
+            planned.files = dataset.identity()
             if run.stuck:
-                stuck_run = run
-            if results and results[-1].status == "interrupted":
+                outcome.stuck = run
                 break
+            if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
+                outcome.interrupted = True
+                break
+    except KeyboardInterrupt:
+        outcome.interrupted = True
     finally:
-        if shared_tmp:
-            import shutil
-
-            shutil.rmtree(shared_tmp, ignore_errors=True)
-    if not results:
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_compare)
-    if stuck_run is not None:
-        exit_leaving_stuck_workers(stuck_run.result.error if stuck_run.result else None)
-    if any(r.status == "interrupted" for r in results) or len(results) < len(specs):
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if any(r.status == "failed" for r in results):
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
+        progress.clear()
+        dataset.close()
+    return outcome
 
 
 def register(app: typer.Typer) -> None:

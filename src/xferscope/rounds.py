@@ -1,0 +1,213 @@
+"""A comparison in rounds: each round runs every path once, the order rotated from round to round, and each
+path's figure is set against the baseline's figure of the same round (``xferscope.verdict``).
+
+``Comparison`` is the plan (which path runs when) and what was measured; the CLI (``commands/compare.py``),
+``compare --mpi`` and the console fill it run by run and show it.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from xferscope.engines.base import RunResult
+from xferscope.spec import RunSpec
+from xferscope.verdict import RULE, Verdict, drift, paired_verdict
+
+DEFAULT_ROUNDS = 3
+
+#: the figures of a path shown as a median with its range: (key, how to read it from a result)
+FIGURES: dict[str, Callable[[RunResult], float | None]] = {
+    "throughput_mib_s": lambda r: r.throughput_mib_s,
+    "iops": lambda r: r.iops,
+    "lat_mean_us": lambda r: r.latency_us.mean,
+    "lat_p99_us": lambda r: r.latency_us.p99,
+    "cpu_usr_pct": lambda r: r.cpu.get("usr_pct"),
+    "cpu_sys_pct": lambda r: r.cpu.get("sys_pct"),
+    "cpu_s_per_gib": lambda r: r.cpu_seconds_per_gib,
+}
+
+
+def round_orders(paths: int, rounds: int) -> list[list[int]]:
+    """The order of the paths in each round: rotated by one each round, so no path goes first (or last)
+    twice in a row when there are two paths or more."""
+    return [[(r + i) % paths for i in range(paths)] for r in range(rounds)]
+
+
+def path_labels(paths: Sequence[str]) -> list[str]:
+    """Names that tell the paths apart: a path given twice (an A/A comparison) is ``host#1`` and ``host#2``."""
+    counts = {p: paths.count(p) for p in paths}
+    seen: dict[str, int] = {}
+    out = []
+    for p in paths:
+        seen[p] = seen.get(p, 0) + 1
+        out.append(f"{p}#{seen[p]}" if counts[p] > 1 else p)
+    return out
+
+
+@dataclass
+class PlannedRun:
+    """One run of the plan: which round, which place in it, which path (``slot``), and what it measured."""
+
+    round: int              # 0-based
+    position: int           # 0-based place in its round
+    slot: int               # index of the path in the comparison (0 is the baseline)
+    spec: RunSpec
+    result: RunResult | None = None
+    files: list[tuple[int, int]] = field(default_factory=list)  # (st_dev, st_ino) of the files it read
+
+    @property
+    def ok(self) -> bool:
+        return self.result is not None and self.result.status == "ok" and self.result.throughput_mib_s > 0
+
+
+def _clean(v: float | None) -> float | None:
+    return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v)
+
+
+class Comparison:
+    """The runs of a comparison in the order they run, and what they measured."""
+
+    def __init__(self, specs: Sequence[RunSpec], rounds: int = DEFAULT_ROUNDS):
+        if rounds < 1:
+            raise ValueError("rounds must be 1 or more")
+        self.labels = path_labels([s.path for s in specs])
+        self.specs = [s.replace(label=label) if label != s.path else s for s, label in zip(specs, self.labels)]
+        self.rounds = rounds
+        self.runs = [PlannedRun(r, pos, slot, self.specs[slot])
+                     for r, order in enumerate(round_orders(len(self.specs), rounds))
+                     for pos, slot in enumerate(order)]
+        #: how the page cache was handled: None (not yet said), True dropped before every run, or the reason not
+        self.cache_note: str | None = None
+        self.cache_dropped: bool | None = None
+
+    @classmethod
+    def single_pass(cls, results: Sequence[RunResult]) -> "Comparison":
+        """A comparison of results measured once each, in the order given (``compare --mpi``, old files)."""
+        comp = cls([r.spec for r in results], 1)
+        for run, r in zip(comp.runs, results):
+            run.result = r
+        return comp
+
+    # ------------------------------------------------------------ progress
+    @property
+    def paths(self) -> int:
+        return len(self.specs)
+
+    def done(self) -> list[PlannedRun]:
+        return [r for r in self.runs if r.result is not None]
+
+    def rounds_done(self) -> int:
+        """Rounds whose every run has a result."""
+        return sum(1 for r in range(self.rounds)
+                   if all(run.result is not None for run in self.runs if run.round == r))
+
+    def note_cache(self, dropped: bool, why_not: str = "") -> None:
+        """Record whether the page cache was dropped before a run; once not, the comparison says so."""
+        if dropped and self.cache_dropped is None:
+            self.cache_dropped, self.cache_note = True, "page cache dropped before every run"
+        elif not dropped and self.cache_dropped is not False:
+            self.cache_dropped, self.cache_note = False, f"page cache not dropped ({why_not})"
+
+    # ------------------------------------------------------------ figures
+    def figures(self, slot: int, key: str = "throughput_mib_s") -> list[float | None]:
+        """The figure of ``slot`` in each round (None where that round's run failed or has not run)."""
+        get = FIGURES[key]
+        out: list[float | None] = [None] * self.rounds
+        for run in self.runs:
+            if run.slot == slot and run.ok:
+                out[run.round] = _clean(get(run.result))
+        return out
+
+    def spread(self, slot: int, key: str = "throughput_mib_s") -> dict[str, float | int | None]:
+        """Median, min and max over the rounds measured, and how many."""
+        values = [v for v in self.figures(slot, key) if v is not None]
+        if not values:
+            return {"median": None, "min": None, "max": None, "n": 0}
+        return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+    def verdict(self, slot: int, baseline: int = 0) -> Verdict | None:
+        """``slot`` against ``baseline`` over the rounds where both were measured; None for the baseline
+        itself or when no round has both."""
+        if slot == baseline:
+            return None
+        base, other = self.figures(baseline), self.figures(slot)
+        pairs = [(b, o) for b, o in zip(base, other) if b and o]
+        if not pairs:
+            return None
+        return paired_verdict([b for b, _ in pairs], [o for _, o in pairs])
+
+    def drift(self, baseline: int = 0) -> str | None:
+        values = [v for v in self.figures(baseline) if v]
+        return drift(values) if len(values) >= 2 else None
+
+    def notes(self, baseline: int = 0) -> list[str]:
+        """The lines printed under the table: the rule, then drift and the page cache where they apply."""
+        lines = [RULE]
+        d = self.drift(baseline)
+        if d:
+            lines.append(d)
+        if self.cache_dropped is False:
+            lines.append(f"{self.cache_note}: figures may come from the host's cache")
+        return lines
+
+    # ------------------------------------------------------------- output
+    def to_dict(self, result_index: Callable[[RunResult], int | None] | None = None) -> dict[str, Any]:
+        """What ``compare --json`` writes beside the runs' results: the plan, each path's figures per round
+        with median and range, the paired ratio and verdict, the rule, drift and the page cache."""
+        paths = []
+        for slot, label in enumerate(self.labels):
+            entry: dict[str, Any] = {"label": label, "path": self.specs[slot].path, "rounds": self.figures(slot)}
+            for key in FIGURES:
+                entry[key] = self.spread(slot, key)
+            v = self.verdict(slot)
+            if slot == 0:
+                entry["baseline"] = True
+            else:
+                entry.update({"verdict": v.word if v else None, "ratio": v.ratio if v else None,
+                              "ratio_min": v.low if v else None, "ratio_max": v.high if v else None,
+                              "paired_rounds": v.rounds if v else 0})
+            paths.append(entry)
+        runs = []
+        for run in self.runs:
+            d: dict[str, Any] = {"round": run.round + 1, "position": run.position + 1, "label": self.labels[run.slot],
+                                 "status": run.result.status if run.result else "not run",
+                                 "throughput_mib_s": _clean(run.result.throughput_mib_s) if run.result else None,
+                                 "files": [list(f) for f in run.files]}
+            if result_index is not None and run.result is not None:
+                d["result"] = result_index(run.result)
+            runs.append(d)
+        return {"rounds": self.rounds, "rounds_done": self.rounds_done(), "baseline": self.labels[0],
+                "order": [[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
+                "rule": RULE, "drift": self.drift(), "page_cache": self.cache_note,
+                "page_cache_dropped": self.cache_dropped, "paths": paths, "runs": runs}
+
+
+def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> float | None:
+    """The run's throughput over the baseline's in the same round (1.0 for the baseline itself)."""
+    if not run.ok:
+        return None
+    base = comp.figures(baseline)[run.round]
+    mine = _clean(run.result.throughput_mib_s)
+    return mine / base if base and mine is not None else None
+
+
+ROUNDS_CSV_COLUMNS = ["round", "position", "compared_as", "ratio_to_baseline", "verdict"]
+
+
+def csv_rows(comp: Comparison) -> list[dict[str, Any]]:
+    """One row per run that has a result, in the order they ran: where it ran (round, place), its paired
+    ratio to the baseline in that round, its path's verdict, then the columns of ``export.SUMMARY_COLUMNS``."""
+    from xferscope.export import summary_row
+
+    rows = []
+    for run in comp.runs:
+        if run.result is None:
+            continue
+        v = comp.verdict(run.slot)
+        rows.append({"round": run.round + 1, "position": run.position + 1, "compared_as": comp.labels[run.slot],
+                     "ratio_to_baseline": ratio_in_round(comp, run),
+                     "verdict": "baseline" if run.slot == 0 else (v.word if v else ""),
+                     **summary_row(run.result)})
+    return rows
