@@ -238,6 +238,7 @@ def test_a_runs_gpu_readings_add_up_to_means_against_the_link():
     assert means[0]["util_pct"] == 5.0 and means[0]["mem_used_mib_max"] == 1100.0 and means[0]["readings"] == 2
     assert means[0]["pcie_rx_pct_of_link"] == pytest.approx(4.0)  # 2000 MB/s of 50 GB/s
     assert means[0]["pcie_tx_pct_of_link"] == pytest.approx(0.05)
+    assert means[0]["link_ceiling_h2d_gb_s"] == 50.0, "the ceiling itself, for verdicts that sum it over GPUs"
     assert means[1] == {"readings": 1.0, "pcie_rx_mb_s": 500.0}, "no ceiling measured: no percentage"
     assert run_means([]) == {}
 

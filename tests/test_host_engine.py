@@ -83,6 +83,9 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
     # the worker threads' own CPU, told apart from the sampler's
     assert 0 < r.cpu["engine_cpu_seconds"] <= r.seconds * spec.workers * 1.05
     assert any(s.engine_sys_pct >= 0 for s in r.samples)
+    # the busiest worker thread, against one core (one worker here: all of the engine's CPU)
+    assert r.cpu["engine_busiest_thread_pct"] == pytest.approx(r.cpu["engine_usr_pct"] + r.cpu["engine_sys_pct"],
+                                                               rel=0.05)
 
 
 def test_async_iteration_for_asyncio_consumers(direct_dir):

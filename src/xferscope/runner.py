@@ -321,7 +321,8 @@ class Run:
             if done_times and engine_usr + engine_sys > 0 and seconds > 0:
                 # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
                 cpu_d.update({"engine_usr_pct": 100 * engine_usr / seconds, "engine_sys_pct": 100 * engine_sys / seconds,
-                              "engine_cpu_seconds": engine_usr + engine_sys})
+                              "engine_cpu_seconds": engine_usr + engine_sys,
+                              "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns)})
         status, error = "ok", None
         if snap.error:
             status, error = "failed", snap.error[0]
@@ -383,6 +384,16 @@ class Run:
         if self.engine is not None:
             env.update(self.engine.environment())
         return env
+
+
+def _busiest_thread_pct(workers, t_ns: int) -> float:
+    """The busiest worker thread's CPU time over its own time in the timed region, percent of one core."""
+    busiest = 0.0
+    for w in workers:
+        seconds = (w.done_ns or t_ns) / 1e9
+        if seconds > 0:
+            busiest = max(busiest, 100 * (w.cpu_usr_us + w.cpu_sys_us) / 1e6 / seconds)
+    return busiest
 
 
 def _cpu_model() -> str:

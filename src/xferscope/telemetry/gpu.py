@@ -288,6 +288,8 @@ def run_means(readings: list[list[dict[str, Any]]] | tuple) -> dict[int, dict[st
             d["mem_used_mib_max"] = max(seen["mem_used_mib"])
         for key, ceiling_key in (("pcie_rx_mb_s", "link_ceiling_h2d_gb_s"), ("pcie_tx_mb_s", "link_ceiling_d2h_gb_s")):
             ceiling = ceilings[index].get(ceiling_key)
+            if ceiling:
+                d[ceiling_key] = ceiling
             if key in d and ceiling:
                 d[key.replace("_mb_s", "_pct_of_link")] = 100 * d[key] / (ceiling * 1e3)
         out[index] = d
