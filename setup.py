@@ -53,6 +53,12 @@ setup(
             extra_compile_args=CFLAGS,
             libraries=["dl", "pthread"],
         ),
+        Extension(  # host stand-ins for the CUDA calls of _iocore: the GPU modes' test seam
+            "xferscope._gpusim",
+            sources=[os.path.join(NATIVE, "gpusim.c")],
+            extra_compile_args=CFLAGS,
+            libraries=["pthread"],
+        ),
         Extension(
             "xferscope._memcore",
             sources=[os.path.join(NATIVE, "memcore.c")],

@@ -90,3 +90,20 @@ def full_fs(tmp_path):
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+
+
+@pytest.fixture
+def sim_gpu(monkeypatch):
+    """The bounce engines with host stand-ins for CUDA (xferscope._gpusim, see tests/gpu_standins.py):
+    their set-up and the real native loop run here, on host memory. Yields the _gpusim module."""
+    from gpu_standins import SimResources
+
+    from xferscope import _gpusim
+    from xferscope.engines import gpu_native, gpu_setup
+
+    _gpusim.reset()
+    monkeypatch.setattr(gpu_setup, "GpuResources", SimResources)
+    monkeypatch.setattr(gpu_setup, "unavailable_reason", lambda: None)
+    monkeypatch.setattr(gpu_native.GpuNativeEngine, "functions", lambda self: _gpusim.functions())
+    yield _gpusim
+    _gpusim.reset()

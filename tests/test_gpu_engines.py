@@ -77,10 +77,14 @@ def test_verify_passes_on_good_data(path, direct_dir):
 
 @pytest.mark.parametrize("path", VERIFY_PATHS)
 def test_verify_catches_a_corrupted_block(path, direct_dir):
-    spec = spec_for(path, direct_dir, workers=1, keep=True, total_bytes=32 * MIB)
-    Run(spec).execute()  # creates and fills the scratch file, and keeps it
-    bad = 5 * MIB + 4096
-    fd = os.open(direct_dir / "gpu.dat", os.O_WRONLY)
+    verify_finds_corruption(spec_for(path, direct_dir, workers=1, keep=True, total_bytes=32 * MIB),
+                            direct_dir / "gpu.dat", 5 * MIB + 4096)
+
+
+def verify_finds_corruption(spec: RunSpec, file, bad: int) -> None:
+    """Run ``spec`` once to make (and keep) its file, spoil 4 KiB at ``bad``, then --verify must name it."""
+    Run(spec).execute()
+    fd = os.open(file, os.O_WRONLY)
     try:
         os.pwrite(fd, b"\xa5" * 4096, bad)
         os.fsync(fd)
@@ -89,6 +93,70 @@ def test_verify_catches_a_corrupted_block(path, direct_dir):
     with pytest.raises(RunFailed) as info:
         Run(spec.replace(verify=True, keep=False)).execute()
     assert "verification failed" in str(info.value) and str(bad) in str(info.value)
+
+
+SPLIT_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
+
+
+@pytest.mark.parametrize("path", SPLIT_PATHS)
+def test_split_requests_carry_the_right_data(path, direct_dir):
+    """--split through the real GPU path: blocks of 5M as sub-requests of 2M, 2M and 1M, read and
+    written with --verify (what reached the GPU is checked against the file's pattern)."""
+    for io in ("randrw", "read"):
+        spec = spec_for(path, direct_dir, io=io, rwmix=50, block_size=5 * MIB, split=2 * MIB, file_size=40 * MIB,
+                        total_bytes=20 * MIB, verify=True)
+        result = Run(spec).execute()
+        assert result.status == "ok", result.error
+        assert "each 5M request as 3 sub-requests of 2M, the last 1M, 3 in flight (--split)" in result.labels
+        assert result.environment["split"] == 2 * MIB
+
+
+@pytest.mark.parametrize("path", SPLIT_PATHS)
+def test_split_requests_catch_a_corrupted_sub_request(path, direct_dir):
+    spec = spec_for(path, direct_dir, workers=1, block_size=5 * MIB, split=2 * MIB, file_size=40 * MIB,
+                    total_bytes=40 * MIB, keep=True)
+    verify_finds_corruption(spec, direct_dir / "gpu.dat", 3 * 5 * MIB + 4 * MIB + 4096)  # 4th block, 3rd sub-request
+
+
+@pytest.mark.parametrize("path", ["bounce", "bounce-async"])
+def test_bounce_buffers_on_huge_pages(path, direct_dir):
+    from xferscope.engines.host import thp_mode
+
+    if thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"transparent huge pages are off here ({thp_mode()})")
+    result = Run(spec_for(path, direct_dir, io="randrw", verify=True, huge_pages=True)).execute()
+    assert result.status == "ok", result.error
+    assert "pinned buffers on 2 MiB huge pages" in result.labels
+    assert result.environment["pinned_buffers"].startswith("2 MiB")
+
+
+def test_bounce_async_timeline_on_the_gpu(direct_dir):
+    """The pipeline's intervals on a real GPU: each read's copy is issued right after it, and while PCIe
+    outruns the disk two of the four buffers are all the reads need."""
+    from xferscope import _iocore
+    from xferscope import target as targets
+    from xferscope.engines.bounce import BounceAsyncEngine
+
+    spec = spec_for("bounce-async", direct_dir, workers=1, block_size=16 * MIB, file_size=128 * MIB,
+                    total_bytes=128 * MIB).validate()
+    target = targets.plan(spec)
+    targets.materialize(target)
+    engine = BounceAsyncEngine(spec, target)
+    engine.timeline_records = 1024
+    try:
+        engine.prepare()
+        engine.start()
+        assert engine.wait(120)
+        (worker,) = engine.timeline()
+    finally:
+        engine.close()
+        targets.cleanup(target, keep=False)
+    recs = worker["records"]
+    reads = [r for r in recs if r[0] == _iocore.TL_READ]
+    copies = [r for r in recs if r[0] == _iocore.TL_COPY]
+    assert len(reads) == len(copies) == 8
+    assert {r[2] for r in reads} <= {0, 1}
+    assert all(c[3] >= r[4] for r, c in zip(reads, copies))
 
 
 @needs_cufile

@@ -45,3 +45,14 @@ def test_histograms_subtract_and_merge():
 def test_summarize_over_repetitions():
     s = summarize([1.0, 2.0, 3.0, float("nan")])
     assert s == {"median": 2.0, "stdev": 1.0, "min": 1.0, "max": 3.0, "n": 3}
+
+
+def test_percentiles_never_pass_the_measured_extremes():
+    """A percentile is the middle of its bucket; with few samples that middle can lie beyond the max measured."""
+    from xferscope.runner import _latency
+
+    values = [30_000] * 998 + [9_488_309, 9_488_309]  # the middle of their bucket is 9,502,720
+    hist = Histogram.from_values(values)
+    lat = _latency(hist, sum(values), len(values), lat_min=30_000, lat_max=9_488_309)
+    assert lat.min <= lat.p50 <= lat.p90 <= lat.p99 <= lat.p999 <= lat.max
+    assert lat.p999 == 9488.309

@@ -6,7 +6,7 @@ from typing import Sequence
 
 from xferscope.engines.base import RunResult, Sample
 from xferscope.spec import GDSIO_IO_NAME
-from xferscope.units import format_rate, format_size
+from xferscope.units import format_rate
 
 
 def _f(v: float | None, fmt: str = "{:.1f}") -> str:
@@ -107,11 +107,24 @@ def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[
         path = r.spec.path + (f" ({', '.join(q)})" if (q := path_qualifiers(r)) else "")
         if r.source != "xferscope":
             path += f" [{r.source}]"
-        rows.append((path, r.spec.io, format_size(r.spec.block_size), str(r.spec.workers), str(r.spec.iodepth),
+        rows.append((path, r.spec.io, r.spec.block_text, str(r.spec.workers), str(r.spec.iodepth),
                      _f(r.throughput_mib_s), _f(r.iops, "{:,.0f}"), _f(r.latency_us.mean), _f(r.latency_us.p99),
                      _f(r.cpu.get("usr_pct")), _f(r.cpu.get("sys_pct")), _f(r.cpu_seconds_per_gib, "{:.3f}"),
                      _f(ratio, "{:.2f}")))
     return rows
+
+
+def advice_notes(results: Sequence[RunResult]) -> list[str]:
+    """Suggestions to print under a comparison: where a run would clearly gain from ``--split``
+    (the rule is ``engines.split.split_advice``, which the saturation finder uses too)."""
+    from xferscope.engines.split import split_advice
+
+    notes: list[str] = []
+    for r in results:
+        line = split_advice(r.spec.path, r.spec.block_size, r.spec.split, r.environment.get("cufile_mode"))
+        if line and line not in notes:
+            notes.append(line)
+    return notes
 
 
 def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | None = None):
@@ -161,7 +174,7 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
         else:
             v = comp.verdict(slot)
             ratio, word = (v.spread(), v.word) if v else ("-", "no paired round")
-        rows.append((label + (f" ({', '.join(quals)})" if quals else ""), spec.io, format_size(spec.block_size),
+        rows.append((label + (f" ({', '.join(quals)})" if quals else ""), spec.io, spec.block_text,
                      str(spec.workers), str(spec.iodepth),
                      str(tp["n"]) if tp["n"] == planned else f"{tp['n']}/{planned}",
                      _f(tp["median"]), f"{_f(tp['min'])}-{_f(tp['max'])}" if tp["n"] else "-",

@@ -39,6 +39,8 @@ def _latency(hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None =
     p = hist.percentiles()
     lo = hist.min() if lat_min is None else lat_min
     hi = hist.max() if lat_max is None else lat_max
+    # a percentile is the middle of its histogram bucket: never past the latencies measured at either end
+    p = {k: min(max(v, lo), hi) for k, v in p.items()}
     return LatencySummary(min=lo / 1e3, mean=lat_sum_ns / ops / 1e3, p50=p[50.0] / 1e3, p90=p[90.0] / 1e3,
                           p99=p[99.0] / 1e3, p999=p[99.9] / 1e3, max=hi / 1e3)
 
@@ -316,8 +318,8 @@ class Run:
                      "cpu_seconds": cpu.proc_cpu_seconds,
                      "cpu_s_per_gib": cpu.proc_cpu_seconds / gib if gib > 0 else math.nan,
                      "per_core_pct": list(cpu.per_core_busy_pct)}
-            engine_usr = sum(w.cpu_usr_us for w in snap.workers) / 1e6
-            engine_sys = sum(w.cpu_sys_us for w in snap.workers) / 1e6
+            engine_usr = sum(w.cpu_usr_us + w.lanes_usr_us for w in snap.workers) / 1e6
+            engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6
             if done_times and engine_usr + engine_sys > 0 and seconds > 0:
                 # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
                 cpu_d.update({"engine_usr_pct": 100 * engine_usr / seconds, "engine_sys_pct": 100 * engine_sys / seconds,
@@ -387,12 +389,12 @@ class Run:
 
 
 def _busiest_thread_pct(workers, t_ns: int) -> float:
-    """The busiest worker thread's CPU time over its own time in the timed region, percent of one core."""
+    """The busiest worker thread's (or lane's) CPU time over its own time in the timed region, percent of one core."""
     busiest = 0.0
     for w in workers:
         seconds = (w.done_ns or t_ns) / 1e9
         if seconds > 0:
-            busiest = max(busiest, 100 * (w.cpu_usr_us + w.cpu_sys_us) / 1e6 / seconds)
+            busiest = max(busiest, 100 * max(w.cpu_usr_us + w.cpu_sys_us, w.lane_max_us) / 1e6 / seconds)
     return busiest
 
 

@@ -25,6 +25,8 @@ PATHS: dict[str, tuple[int, str]] = {
 }
 GDSIO_XFER = {number: name for name, (number, _) in PATHS.items()}
 GPU_PATHS = frozenset(p for p in PATHS if p != "host")
+#: paths whose requests --split can split (one synchronous request at a time per worker)
+SPLIT_PATHS = ("host", "bounce", "bounce-async", "cufile")
 
 #: I/O patterns, with gdsio's ``-I`` number where gdsio has one.
 IO_PATTERNS = ("read", "write", "randread", "randwrite", "randrw", "rw")
@@ -60,7 +62,8 @@ class RunSpec:
     cpus: list[int] | None = None
     verify: bool = False
     buffered: bool = False
-    huge_pages: bool = False  # host path: back its buffers with transparent huge pages (2 MiB) instead of 4 KiB pages
+    huge_pages: bool = False  # host and bounce paths: their buffers on transparent huge pages (2 MiB), not 4 KiB pages
+    split: int | None = None  # one request of block_size as parallel sub-requests of this size (KvikIO's task size)
     register_buffers: bool = True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)
     force: bool = False
     keep: bool = False
@@ -97,11 +100,17 @@ class RunSpec:
         """A short label such as ``host randread 4K w4 qd32``."""
         if self.label:
             return self.label
-        parts = [self.path + (" buffered" if self.buffered else ""), self.io, format_size(self.block_size),
-                 f"w{self.workers}"]
+        parts = [self.path + (" buffered" if self.buffered else ""), self.io, self.block_text, f"w{self.workers}"]
         if self.iodepth > 1:
             parts.append(f"qd{self.iodepth}")
         return " ".join(parts)
+
+    @property
+    def block_text(self) -> str:
+        """The block size, and the sub-request size when split: ``16M`` or ``16M/4M``."""
+        if self.split and self.split < self.block_size:
+            return f"{format_size(self.block_size)}/{format_size(self.split)}"
+        return format_size(self.block_size)
 
     # --------------------------------------------------------------- validation
     def validate(self) -> "RunSpec":
@@ -141,6 +150,20 @@ class RunSpec:
             raise SpecError("cpus", f"CPU numbers must be 0 or more, got {self.cpus}")
         if not 0.01 <= self.interval <= 10:
             raise SpecError("interval", f"sample interval must be 0.01..10 s, got {self.interval}")
+        if self.split is not None:
+            if self.path not in SPLIT_PATHS:
+                raise SpecError("split", f"--split applies to {', '.join(SPLIT_PATHS)}, not {self.path} "
+                                         "(it queues its own requests: use --iodepth)")
+            if self.path == "host" and self.iodepth > 1:
+                raise SpecError("split", "--split splits one request at a time (psync); host at --iodepth > 1 "
+                                         "queues whole blocks through io_uring: use one or the other")
+            if not MIN_BLOCK <= self.split <= MAX_BLOCK:
+                raise SpecError("split", f"{self.split} bytes is outside {MIN_BLOCK} B .. 1 GiB")
+            if not self.buffered and self.split % MIN_BLOCK:
+                raise SpecError("split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; "
+                                         "use a multiple of 4K")
+            if self.split % 8:
+                raise SpecError("split", f"{self.split} bytes is not a multiple of 8")
         if self.verify and self.path in ("cufile-batch", "cufile-async"):
             raise SpecError("verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}")
         return self

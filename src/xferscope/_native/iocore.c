@@ -13,7 +13,16 @@
  *   CUFILE          cuFileRead/cuFileWrite straight into GPU memory (gdsio GPUD)
  * The GPU modes call CUDA driver and cuFile functions through addresses that
  * the Python side resolves from the libraries it loaded; nothing here links
- * against CUDA.
+ * against CUDA. That table of addresses is also the test seam: xferscope._gpusim
+ * provides host stand-ins with the same signatures, so the scheduling of the GPU
+ * modes (and their data, with --verify) can be checked on a machine without a GPU.
+ *
+ * With split > 0 (psync modes), one request of block_size becomes sub-requests of
+ * `split` bytes that the worker and its helper threads (its "lanes") issue in
+ * parallel; the request completes when all have.
+ *
+ * With timeline > 0, every worker records up to that many intervals (reads,
+ * writes, sub-requests, copies issued, waits for copies) for Job.timeline().
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -41,6 +50,12 @@ enum { MODE_HOST = 0, MODE_BOUNCE = 1, MODE_BOUNCE_PIPE = 2, MODE_CUFILE = 3 };
 enum { DIR_READ = 0, DIR_WRITE = 1 };
 #define MAX_SLOTS 4096
 #define URING_POLL_NS 50000u /* how long to poll for completions before sleeping */
+#define MAX_PIPE 64   /* pinned buffers per worker, bounce-async */
+#define MAX_LANES 16  /* threads per worker that issue the sub-requests of a split request */
+#define CUDA_ERROR_NOT_READY 600
+
+/* What a timeline record is: an interval of one worker (or one of its lanes). */
+enum { TL_READ = 0, TL_WRITE = 1, TL_COPY = 2, TL_WAIT = 3, TL_SUB_READ = 4, TL_SUB_WRITE = 5 };
 
 /* ------------------------------------------------------------------ helpers */
 
@@ -96,6 +111,7 @@ typedef int (*cu_dtoh_t)(void *dst, uint64_t src, size_t n, void *stream);
 typedef int (*cu_sync_t)(void *stream);
 typedef int (*cu_event_record_t)(void *event, void *stream);
 typedef int (*cu_event_sync_t)(void *event);
+typedef int (*cu_event_query_t)(void *event);
 typedef ssize_t (*cufile_rw_t)(void *handle, void *dev, size_t size, off_t file_off, off_t dev_off);
 
 typedef struct {
@@ -105,6 +121,7 @@ typedef struct {
     cu_sync_t stream_sync;
     cu_event_record_t event_record;
     cu_event_sync_t event_sync;
+    cu_event_query_t event_query;
     cufile_rw_t cufile_read;
     cufile_rw_t cufile_write;
 } gpu_fns_t;
@@ -112,6 +129,15 @@ typedef struct {
 /* ------------------------------------------------------------------ worker */
 
 typedef struct job job_t;
+typedef struct split_team split_t;
+
+typedef struct {
+    uint32_t kind, lane; /* TL_*; 0 = the worker itself, 1.. its helper threads */
+    int32_t buf;         /* pinned buffer (bounce-async), else -1 */
+    uint32_t pad;
+    uint64_t t0, t1;     /* CLOCK_MONOTONIC ns */
+    uint64_t off, len;   /* file offset and bytes */
+} tl_rec_t;
 
 typedef struct {
     /* written by the worker, read by snapshot(): relaxed atomics, one writer */
@@ -119,6 +145,7 @@ typedef struct {
     uint64_t lat_min, lat_max;
     uint64_t done_ns; /* 0 while running */
     uint64_t cpu_usr_us, cpu_sys_us; /* the worker thread's CPU time in the timed region, set when done */
+    uint64_t lanes_usr_us, lanes_sys_us, lane_max_us; /* its lanes' (split requests): sum, and the busiest one */
     uint64_t hist[2][HIST_NBUCKETS];
 } wstat_t;
 
@@ -132,19 +159,26 @@ typedef struct {
     /* GPU */
     void *ctx, *stream, *handle;
     uint64_t dev;             /* device buffer, slots * block_size bytes */
-    void *host[64];            /* pinned host buffers (bounce) */
-    void *events[64];
+    void *host[MAX_PIPE];      /* pinned host buffers (bounce) */
+    void *events[MAX_PIPE];
     int nhost;
     pthread_t thread;
     int started;
     volatile int tid;         /* kernel thread id, for per-thread CPU accounting */
     wstat_t *st;
+    split_t *team;            /* lanes for split requests, or NULL */
+    tl_rec_t *tl;             /* timeline records, or NULL */
+    uint32_t tl_cap;
+    atomic_uint tl_n;         /* records taken (may exceed tl_cap: the rest were dropped) */
 } worker_t;
 
 struct job {
     PyObject_HEAD
     int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
     uint64_t block_size, duration_ns, bytes_limit, seed;
+    uint64_t split;        /* sub-request size (0: none) */
+    int lanes;             /* threads per worker issuing sub-requests, the worker included (1: no split) */
+    uint32_t timeline;     /* timeline records per worker (0: none) */
     gpu_fns_t fn;
     worker_t *workers;
     wstat_t *stats;
@@ -254,7 +288,285 @@ static int verify_host(worker_t *w, const void *buf, uint64_t off)
     return 0;
 }
 
-/* psync loop for HOST, BOUNCE and CUFILE (one operation in flight per worker). */
+/* ------------------------------------------------------------------ timeline */
+
+static void tl_put(worker_t *w, int kind, int lane, int buf, uint64_t t0, uint64_t t1, uint64_t off, uint64_t len)
+{
+    unsigned i = atomic_fetch_add_explicit(&w->tl_n, 1, memory_order_relaxed);
+    if (i >= w->tl_cap)
+        return;
+    tl_rec_t *r = &w->tl[i];
+    r->kind = (uint32_t)kind;
+    r->lane = (uint32_t)lane;
+    r->buf = buf;
+    r->t0 = t0;
+    r->t1 = t1;
+    r->off = off;
+    r->len = len;
+}
+
+/* Record an interval when the timeline is on; the arguments (clock reads) are not evaluated otherwise. */
+#define tl_add(w, ...)              \
+    do {                            \
+        if ((w)->tl)                \
+            tl_put((w), __VA_ARGS__); \
+    } while (0)
+
+/* ------------------------------------------------------------------ split requests
+ *
+ * One request of block_size bytes at file offset `off` becomes n = ceil(block_size / split)
+ * sub-requests; sub-request i covers [i * split, min((i + 1) * split, block_size)) of the block
+ * (the last one is shorter when split does not divide the block). The worker and its lanes take
+ * sub-requests in turn from a shared counter, so up to `lanes` of them are in flight at once, and
+ * the request is done when every sub-request is. xferscope.engines.split.plan_split is the same
+ * plan in Python. */
+
+static inline uint64_t split_count(uint64_t bs, uint64_t split)
+{
+    return split && split < bs ? (bs + split - 1) / split : 1;
+}
+
+typedef struct {
+    split_t *team;
+    int lane;
+    pthread_t thread;
+    int started;
+    volatile int tid;
+    uint64_t cpu_usr_us, cpu_sys_us; /* set when the lane ends */
+} lane_t;
+
+struct split_team {
+    worker_t *w;
+    int nlanes; /* helper threads (the worker itself is lane 0) */
+    lane_t lanes[MAX_LANES];
+    pthread_mutex_t mu;
+    pthread_cond_t go, done;
+    uint64_t gen;   /* one per request */
+    int quit;
+    int active;     /* helpers taking sub-requests of the current request */
+    /* the request: set by the worker while no helper is active */
+    int write;
+    uint64_t off;
+    char *host;     /* host buffer (host and bounce modes) */
+    int nsub;
+    atomic_int next, remaining;
+    /* the first sub-request that failed */
+    int failed;
+    ssize_t fail_n;
+    uint64_t fail_off, fail_len;
+    int fail_errno;
+};
+
+static void split_work(split_t *t, int lane)
+{
+    worker_t *w = t->w;
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size, sz = job->split;
+    for (;;) {
+        int i = atomic_fetch_add(&t->next, 1);
+        if (i >= t->nsub)
+            break;
+        uint64_t so = (uint64_t)i * sz;
+        uint64_t len = bs - so < sz ? bs - so : sz;
+        uint64_t t0 = now_ns();
+        ssize_t n;
+        errno = 0;
+        if (job->mode == MODE_CUFILE)
+            n = t->write ? fn->cufile_write(w->handle, (void *)(uintptr_t)w->dev, len, (off_t)(t->off + so), (off_t)so)
+                         : fn->cufile_read(w->handle, (void *)(uintptr_t)w->dev, len, (off_t)(t->off + so), (off_t)so);
+        else
+            n = t->write ? pwrite(w->fd, t->host + so, len, (off_t)(t->off + so))
+                         : pread(w->fd, t->host + so, len, (off_t)(t->off + so));
+        int err = errno;
+        tl_add(w, t->write ? TL_SUB_WRITE : TL_SUB_READ, lane, -1, t0, now_ns(), t->off + so, len);
+        if (n != (ssize_t)len) {
+            pthread_mutex_lock(&t->mu);
+            if (!t->failed) {
+                t->failed = 1;
+                t->fail_n = n;
+                t->fail_off = t->off + so;
+                t->fail_len = len;
+                t->fail_errno = err;
+            }
+            pthread_mutex_unlock(&t->mu);
+        }
+        if (atomic_fetch_sub(&t->remaining, 1) == 1) {
+            pthread_mutex_lock(&t->mu);
+            pthread_cond_signal(&t->done);
+            pthread_mutex_unlock(&t->mu);
+        }
+    }
+}
+
+static void *lane_main(void *arg)
+{
+    lane_t *l = arg;
+    split_t *t = l->team;
+    job_t *job = t->w->job;
+    struct rusage r0, r1;
+    l->tid = (int)syscall(SYS_gettid);
+    if (t->w->cpu >= 0) {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(t->w->cpu, &set);
+        pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+    }
+    if (job->mode != MODE_HOST && job->fn.ctx_set_current(t->w->ctx))
+        job_fail(job, 0, "cuCtxSetCurrent failed in a lane of worker %d", t->w->id);
+    memset(&r0, 0, sizeof r0);
+    getrusage(RUSAGE_THREAD, &r0);
+    uint64_t seen = 0;
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        while (t->gen == seen && !t->quit)
+            pthread_cond_wait(&t->go, &t->mu);
+        if (t->quit)
+            break;
+        seen = t->gen;
+        t->active++;
+        pthread_mutex_unlock(&t->mu);
+        split_work(t, l->lane);
+        pthread_mutex_lock(&t->mu);
+        t->active--;
+        pthread_cond_signal(&t->done);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (getrusage(RUSAGE_THREAD, &r1) == 0) {
+        l->cpu_usr_us = (uint64_t)(r1.ru_utime.tv_sec - r0.ru_utime.tv_sec) * 1000000u +
+                        (uint64_t)(r1.ru_utime.tv_usec - r0.ru_utime.tv_usec);
+        l->cpu_sys_us = (uint64_t)(r1.ru_stime.tv_sec - r0.ru_stime.tv_sec) * 1000000u +
+                        (uint64_t)(r1.ru_stime.tv_usec - r0.ru_stime.tv_usec);
+    }
+    return NULL;
+}
+
+/* The lanes of worker w (job->lanes - 1 helper threads), started before the timed region. */
+static split_t *split_start(worker_t *w)
+{
+    split_t *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->w = w;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->go, NULL);
+    pthread_cond_init(&t->done, NULL);
+    int want = w->job->lanes - 1;
+    for (int i = 0; i < want && i < MAX_LANES; i++) {
+        lane_t *l = &t->lanes[i];
+        l->team = t;
+        l->lane = i + 1;
+        if (pthread_create(&l->thread, NULL, lane_main, l))
+            break;
+        l->started = 1;
+        t->nlanes++;
+    }
+    return t;
+}
+
+/* Stop and join the lanes; their CPU time goes beside the worker's. The team itself stays (its
+ * thread ids may still be asked for) until split_free(). */
+static void split_stop(split_t *t, wstat_t *st)
+{
+    if (!t || t->quit)
+        return;
+    pthread_mutex_lock(&t->mu);
+    t->quit = 1;
+    pthread_cond_broadcast(&t->go);
+    pthread_mutex_unlock(&t->mu);
+    for (int i = 0; i < t->nlanes; i++) {
+        if (t->lanes[i].started) {
+            pthread_join(t->lanes[i].thread, NULL);
+            lane_t *l = &t->lanes[i];
+            st->lanes_usr_us += l->cpu_usr_us;
+            st->lanes_sys_us += l->cpu_sys_us;
+            if (l->cpu_usr_us + l->cpu_sys_us > st->lane_max_us)
+                st->lane_max_us = l->cpu_usr_us + l->cpu_sys_us;
+            t->lanes[i].started = 0;
+        }
+    }
+}
+
+static void split_free(split_t *t)
+{
+    if (!t)
+        return;
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->go);
+    pthread_cond_destroy(&t->done);
+    free(t);
+}
+
+/* One request as parallel sub-requests: 0 when every one moved its bytes, else -1 (job failed). */
+static int split_io(worker_t *w, int write, uint64_t off, void *host)
+{
+    split_t *t = w->team;
+    job_t *job = w->job;
+    pthread_mutex_lock(&t->mu);
+    while (t->active > 0) /* a helper still leaving the previous request */
+        pthread_cond_wait(&t->done, &t->mu);
+    t->write = write;
+    t->off = off;
+    t->host = host;
+    t->nsub = (int)split_count(job->block_size, job->split);
+    t->failed = 0;
+    atomic_store(&t->next, 0);
+    atomic_store(&t->remaining, t->nsub);
+    t->gen++;
+    pthread_cond_broadcast(&t->go);
+    pthread_mutex_unlock(&t->mu);
+    split_work(t, 0);
+    pthread_mutex_lock(&t->mu);
+    while (atomic_load(&t->remaining) > 0)
+        pthread_cond_wait(&t->done, &t->mu);
+    int failed = t->failed;
+    pthread_mutex_unlock(&t->mu);
+    if (!failed)
+        return 0;
+    const char *what = job->mode == MODE_CUFILE ? (write ? "cuFileWrite" : "cuFileRead") : (write ? "write" : "read");
+    if (t->fail_n < 0 && job->mode != MODE_CUFILE)
+        job_fail(job, t->fail_off, "%s of a sub-request at offset %llu failed: %s", what,
+                 (unsigned long long)t->fail_off, strerror(t->fail_errno));
+    else
+        job_fail(job, t->fail_off, "%s of a sub-request at offset %llu returned %zd (expected %llu)", what,
+                 (unsigned long long)t->fail_off, t->fail_n, (unsigned long long)t->fail_len);
+    return -1;
+}
+
+/* One whole block to or from the host buffer: split across the lanes, or one pread/pwrite. */
+static int host_io(worker_t *w, int write, void *buf, uint64_t off)
+{
+    if (w->team)
+        return split_io(w, write, off, buf);
+    ssize_t n = 0;
+    if (io_full(w->fd, write, buf, w->job->block_size, off, &n)) {
+        report_short(w->job, write, n, w->job->block_size, off);
+        return -1;
+    }
+    return 0;
+}
+
+/* One whole block through cuFile into (or out of) the worker's GPU buffer. */
+static int cufile_io(worker_t *w, int write, uint64_t off)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size;
+    if (w->team)
+        return split_io(w, write, off, NULL);
+    ssize_t n = write ? fn->cufile_write(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0)
+                      : fn->cufile_read(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0);
+    if (n != (ssize_t)bs) {
+        job_fail(job, off, "%s at offset %llu returned %zd (expected %llu)", write ? "cuFileWrite" : "cuFileRead",
+                 (unsigned long long)off, n, (unsigned long long)bs);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ psync loop */
+
+/* HOST, BOUNCE and CUFILE: one request in flight per worker (split across its lanes, if asked). */
 static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
 {
     job_t *job = w->job;
@@ -264,8 +576,6 @@ static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
     while (keep_going(w, c, now_ns())) {
         uint64_t off = next_offset(w, c);
         int write = next_is_write(job, c);
-        ssize_t n = 0;
-        int rc = 0;
         if (write && job->verify) { /* the data written carries the pattern of its offset */
             if (job->mode == MODE_HOST) {
                 pattern_fill(buf, bs, off, w->pattern_seed);
@@ -277,42 +587,42 @@ static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
                 }
             }
         }
-        uint64_t t0 = now_ns();
+        uint64_t t0 = now_ns(), tio_start = t0, tio = t0;
+        int rc = 0;
         switch (job->mode) {
         case MODE_HOST:
-            rc = io_full(w->fd, write, buf, bs, off, &n);
+            rc = host_io(w, write, buf, off);
             break;
         case MODE_BOUNCE:
             if (write) {
                 if (fn->dtoh(buf, w->dev, bs, w->stream) || fn->stream_sync(w->stream)) {
                     job_fail(job, off, "cuMemcpyDtoHAsync failed");
-                    goto out;
+                    rc = -1;
+                    break;
                 }
-                rc = io_full(w->fd, 1, buf, bs, off, &n);
+                tio_start = now_ns();
+                tl_add(w, TL_COPY, 0, 0, t0, tio_start, off, bs);
+                rc = host_io(w, 1, buf, off);
             } else {
-                rc = io_full(w->fd, 0, buf, bs, off, &n);
+                rc = host_io(w, 0, buf, off);
+                tio = now_ns();
                 if (!rc && (fn->htod(w->dev, buf, bs, w->stream) || fn->stream_sync(w->stream))) {
                     job_fail(job, off, "cuMemcpyHtoDAsync failed");
-                    goto out;
+                    rc = -1;
                 }
+                tl_add(w, TL_COPY, 0, 0, tio, now_ns(), off, bs);
             }
             break;
         case MODE_CUFILE:
-            n = write ? fn->cufile_write(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0)
-                      : fn->cufile_read(w->handle, (void *)(uintptr_t)w->dev, bs, (off_t)off, 0);
-            if (n != (ssize_t)bs) {
-                job_fail(job, off, "%s at offset %llu returned %zd (expected %llu)",
-                         write ? "cuFileWrite" : "cuFileRead", (unsigned long long)off, n,
-                         (unsigned long long)bs);
-                goto out;
-            }
+            rc = cufile_io(w, write, off);
             break;
         }
+        if (rc)
+            break;
         uint64_t t1 = now_ns();
-        if (rc) {
-            report_short(job, write, n, bs, off);
-            break;
-        }
+        if (job->mode != MODE_BOUNCE || write)
+            tio = t1;
+        tl_add(w, write ? TL_WRITE : TL_READ, 0, -1, tio_start, tio, off, bs);
         record(w->st, write, bs, t1 - t0);
         c->done_bytes += bs;
         if (job->verify && !write) {
@@ -328,127 +638,227 @@ static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
                 break;
         }
     }
-out:;
 }
 
-/* BOUNCE_PIPE: K pinned buffers per worker. A read of block n+1 goes into the
- * next buffer while block n is still being copied to the GPU; a buffer is
- * reused only once its copy has landed (an event per buffer). Writes stage the
- * next buffer's device-to-host copy before writing the current one. */
+/* ------------------------------------------------------------------ bounce-async pipeline
+ *
+ * K pinned buffers per worker (K = the pipeline depth), each with an event and its own block of
+ * GPU memory, all copies on the worker's stream (they land in the order they were issued).
+ *
+ * Reads: block n is read into a free buffer and its copy to the GPU is issued (cuMemcpyHtoDAsync,
+ * then the buffer's event); the worker goes straight on to read block n+1 into another free
+ * buffer, so the copy of block n runs while block n+1 is read and never sits between two reads.
+ * A buffer is free again once its copy has landed (cuEventQuery, which does not wait). The free
+ * buffer taken is the one whose copy landed last: when copies keep up with reads, two buffers
+ * take turns and the others stay untouched; more come into play only while copies fall behind.
+ * The worker waits for a copy (the oldest in flight) only when all K buffers are being copied.
+ *
+ * Writes: a buffer is filled from the GPU (cuMemcpyDtoHAsync) before it is written; while block n
+ * is being written, the data of the next write is already being copied into another buffer.
+ */
 typedef struct {
-    int pending[64]; /* a copy into or out of host[i] is in flight (events[i] recorded) */
-    int h2d[64];     /* that copy carries a read of offs[i] to the GPU */
-    int staged[64];  /* host[i] is being filled from the GPU for an upcoming write */
-    uint64_t offs[64];
+    int k;
+    int ring[MAX_PIPE]; /* buffers whose copy to the GPU is in flight, oldest first */
+    int head, len;
+    int free[MAX_PIPE]; /* free buffers; the top one's copy landed last */
+    int nfree;
+    int staged;         /* a buffer being filled from the GPU for the next write, or -1 */
+    uint64_t offs[MAX_PIPE];
 } pipe_t;
 
-static int pipe_settle(worker_t *w, pipe_t *p, int i, void *scratch)
+static inline uint64_t pipe_dev(worker_t *w, int i)
+{
+    return w->dev + (uint64_t)i * w->job->block_size;
+}
+
+/* The copy out of buffer i has landed: check what reached the GPU (--verify) and free the buffer. */
+static int pipe_landed(worker_t *w, pipe_t *p, int i, void *scratch)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
     uint64_t bs = job->block_size;
-    if (!p->pending[i])
-        return 0;
-    if (fn->event_sync(w->events[i])) {
-        job_fail(job, p->offs[i], "cuEventSynchronize failed");
-        return -1;
-    }
-    p->pending[i] = 0;
-    if (job->verify && p->h2d[i]) {
-        if (fn->dtoh(scratch, w->dev + (uint64_t)i * bs, bs, w->stream) || fn->stream_sync(w->stream)) {
+    if (job->verify) {
+        if (fn->dtoh(scratch, pipe_dev(w, i), bs, w->stream) || fn->stream_sync(w->stream)) {
             job_fail(job, p->offs[i], "cuMemcpyDtoHAsync failed while verifying");
             return -1;
         }
         if (verify_host(w, scratch, p->offs[i]))
             return -1;
     }
-    p->h2d[i] = 0;
+    p->free[p->nfree++] = i;
     return 0;
 }
 
-static int pipe_stage_write(worker_t *w, pipe_t *p, int i, void *scratch)
+/* Free every buffer whose copy has landed, without waiting. */
+static int pipe_reap(worker_t *w, pipe_t *p, void *scratch)
+{
+    gpu_fns_t *fn = &w->job->fn;
+    while (p->len) {
+        int i = p->ring[p->head];
+        int rc = fn->event_query(w->events[i]);
+        if (rc == CUDA_ERROR_NOT_READY)
+            return 0;
+        if (rc) {
+            job_fail(w->job, p->offs[i], "cuEventQuery failed (CUDA error %d)", rc);
+            return -1;
+        }
+        p->head = (p->head + 1) % p->k;
+        p->len--;
+        if (pipe_landed(w, p, i, scratch))
+            return -1;
+    }
+    return 0;
+}
+
+/* Wait for the oldest copy in flight, and free its buffer. */
+static int pipe_wait_oldest(worker_t *w, pipe_t *p, void *scratch)
+{
+    int i = p->ring[p->head];
+    uint64_t t0 = now_ns();
+    if (w->job->fn.event_sync(w->events[i])) {
+        job_fail(w->job, p->offs[i], "cuEventSynchronize failed");
+        return -1;
+    }
+    tl_add(w, TL_WAIT, 0, i, t0, now_ns(), p->offs[i], w->job->block_size);
+    p->head = (p->head + 1) % p->k;
+    p->len--;
+    return pipe_landed(w, p, i, scratch);
+}
+
+/* A free buffer (waiting for a copy only when none is): its index, or -1 on failure. */
+static int pipe_acquire(worker_t *w, pipe_t *p, void *scratch)
+{
+    if (pipe_reap(w, p, scratch))
+        return -1;
+    if (!p->nfree && pipe_wait_oldest(w, p, scratch))
+        return -1;
+    return p->free[--p->nfree];
+}
+
+/* Buffer i, staged for a write that did not come: wait for its copy from the GPU and free it. */
+static int pipe_unstage(worker_t *w, pipe_t *p)
+{
+    int i = p->staged;
+    if (i < 0)
+        return 0;
+    p->staged = -1;
+    if (w->job->fn.event_sync(w->events[i])) {
+        job_fail(w->job, 0, "cuEventSynchronize failed");
+        return -1;
+    }
+    p->free[p->nfree++] = i;
+    return 0;
+}
+
+/* Start filling buffer i from its block of GPU memory (for a write). */
+static int pipe_from_gpu(worker_t *w, int i)
+{
+    gpu_fns_t *fn = &w->job->fn;
+    if (fn->dtoh(w->host[i], pipe_dev(w, i), w->job->block_size, w->stream) ||
+        fn->event_record(w->events[i], w->stream)) {
+        job_fail(w->job, 0, "cuMemcpyDtoHAsync failed");
+        return -1;
+    }
+    return 0;
+}
+
+static int pipe_read(worker_t *w, pipe_t *p, uint64_t off, void *scratch)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
     uint64_t bs = job->block_size;
-    if (pipe_settle(w, p, i, scratch))
+    if (pipe_unstage(w, p))
         return -1;
-    if (fn->dtoh(w->host[i], w->dev + (uint64_t)i * bs, bs, w->stream) || fn->event_record(w->events[i], w->stream)) {
-        job_fail(job, 0, "cuMemcpyDtoHAsync failed");
+    int i = pipe_acquire(w, p, scratch);
+    if (i < 0)
+        return -1;
+    uint64_t t0 = now_ns();
+    if (host_io(w, 0, w->host[i], off))
+        return -1;
+    uint64_t t1 = now_ns();
+    if (fn->htod(pipe_dev(w, i), w->host[i], bs, w->stream) || fn->event_record(w->events[i], w->stream)) {
+        job_fail(job, off, "cuMemcpyHtoDAsync failed");
         return -1;
     }
-    p->pending[i] = 1;
-    p->staged[i] = 1;
+    uint64_t t2 = now_ns();
+    p->ring[(p->head + p->len) % p->k] = i;
+    p->len++;
+    p->offs[i] = off;
+    tl_add(w, TL_READ, 0, i, t0, t1, off, bs);
+    tl_add(w, TL_COPY, 0, i, t1, t2, off, bs);
+    record(w->st, 0, bs, t2 - t0);
+    return 0;
+}
+
+static int pipe_write(worker_t *w, pipe_t *p, uint64_t off, void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size;
+    int i;
+    uint64_t t0;
+    if (job->verify) { /* the GPU block must hold this offset's pattern: nothing staged ahead */
+        if (pipe_unstage(w, p) || (i = pipe_acquire(w, p, scratch)) < 0)
+            return -1;
+        pattern_fill(scratch, bs, off, w->pattern_seed);
+        if (fn->htod(pipe_dev(w, i), scratch, bs, w->stream) || fn->stream_sync(w->stream)) {
+            job_fail(job, off, "cuMemcpyHtoDAsync failed while preparing verification data");
+            return -1;
+        }
+        t0 = now_ns();
+        if (pipe_from_gpu(w, i))
+            return -1;
+    } else {
+        t0 = now_ns();
+        if (p->staged >= 0) {
+            i = p->staged;
+            p->staged = -1;
+        } else if ((i = pipe_acquire(w, p, scratch)) < 0 || pipe_from_gpu(w, i)) {
+            return -1;
+        }
+        int j = pipe_acquire(w, p, scratch); /* the next write's data, copied while this one is written */
+        if (j < 0 || pipe_from_gpu(w, j))
+            return -1;
+        p->staged = j;
+    }
+    uint64_t tw = now_ns();
+    if (fn->event_sync(w->events[i])) {
+        job_fail(job, off, "cuEventSynchronize failed");
+        return -1;
+    }
+    uint64_t t1 = now_ns();
+    tl_add(w, TL_WAIT, 0, i, tw, t1, off, bs);
+    if (host_io(w, 1, w->host[i], off))
+        return -1;
+    uint64_t t2 = now_ns();
+    tl_add(w, TL_WRITE, 0, i, t1, t2, off, bs);
+    p->free[p->nfree++] = i;
+    record(w->st, 1, bs, t2 - t0);
     return 0;
 }
 
 static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
 {
     job_t *job = w->job;
-    uint64_t bs = job->block_size;
     gpu_fns_t *fn = &job->fn;
-    int k = w->nhost;
     pipe_t p;
     memset(&p, 0, sizeof p);
-    for (uint64_t n_op = 0; keep_going(w, c, now_ns()); n_op++) {
-        int i = (int)(n_op % (uint64_t)k);
+    p.k = w->nhost;
+    p.staged = -1;
+    for (int i = p.k - 1; i >= 0; i--) /* buffer 0 on top */
+        p.free[p.nfree++] = i;
+    while (keep_going(w, c, now_ns())) {
         uint64_t off = next_offset(w, c);
         int write = next_is_write(job, c);
-        ssize_t n = 0;
-        uint64_t t0, t1;
-        if (write) {
-            if (job->verify) { /* the GPU buffer must hold this offset's pattern: no staging ahead */
-                if (pipe_settle(w, &p, i, scratch))
-                    break;
-                pattern_fill(scratch, bs, off, w->pattern_seed);
-                if (fn->htod(w->dev + (uint64_t)i * bs, scratch, bs, w->stream) || fn->stream_sync(w->stream)) {
-                    job_fail(job, off, "cuMemcpyHtoDAsync failed while preparing verification data");
-                    break;
-                }
-                p.staged[i] = 0;
-            }
-            t0 = now_ns();
-            if (!p.staged[i] && pipe_stage_write(w, &p, i, scratch))
-                break;
-            int j = (i + 1) % k;
-            if (!job->verify && !p.staged[j] && pipe_stage_write(w, &p, j, scratch))
-                break;
-            if (fn->event_sync(w->events[i])) {
-                job_fail(job, off, "cuEventSynchronize failed");
-                break;
-            }
-            p.pending[i] = p.staged[i] = 0;
-            if (io_full(w->fd, 1, w->host[i], bs, off, &n)) {
-                report_short(job, 1, n, bs, off);
-                break;
-            }
-            t1 = now_ns();
-        } else {
-            if (pipe_settle(w, &p, i, scratch))
-                break;
-            p.staged[i] = 0;
-            t0 = now_ns();
-            if (io_full(w->fd, 0, w->host[i], bs, off, &n)) {
-                report_short(job, 0, n, bs, off);
-                break;
-            }
-            if (fn->htod(w->dev + (uint64_t)i * bs, w->host[i], bs, w->stream) ||
-                fn->event_record(w->events[i], w->stream)) {
-                job_fail(job, off, "cuMemcpyHtoDAsync failed");
-                break;
-            }
-            t1 = now_ns();
-            p.pending[i] = p.h2d[i] = 1;
-            p.offs[i] = off;
-        }
-        record(w->st, write, bs, t1 - t0);
-        c->done_bytes += bs;
+        if (write ? pipe_write(w, &p, off, scratch) : pipe_read(w, &p, off, scratch))
+            break;
+        c->done_bytes += job->block_size;
     }
-    /* every copy issued must land before the worker counts as done */
+    /* every copy issued must land (and be checked) before the worker counts as done */
     if (fn->stream_sync(w->stream) && !atomic_load(&job->has_error))
         job_fail(job, 0, "cuStreamSynchronize failed at the end of the run");
-    for (int i = 0; i < k && !atomic_load(&job->has_error); i++)
-        if (pipe_settle(w, &p, i, scratch))
+    while (p.len && !atomic_load(&job->has_error))
+        if (pipe_wait_oldest(w, &p, scratch))
             break;
 }
 
@@ -638,6 +1048,13 @@ static void *worker_main(void *arg)
         }
         ring_ok = 1;
     }
+    if (job->lanes > 1) {
+        w->team = split_start(w);
+        if (!w->team || w->team->nlanes < job->lanes - 1) {
+            job_fail(job, 0, "cannot start the threads of split requests in worker %d", w->id);
+            goto wait_and_finish;
+        }
+    }
 
 wait_and_finish:
     /* everyone starts the timed region together */
@@ -655,6 +1072,7 @@ wait_and_finish:
         else
             run_sync(w, &c, bufs, scratch);
     }
+    split_stop(w->team, w->st);
     mark_done(w, &cpu_at_start);
     if (ring_ok)
         uring_exit(&ring);
@@ -686,6 +1104,11 @@ static void Job_dealloc(job_t *job)
         job_join_all(job);
         Py_END_ALLOW_THREADS
     }
+    if (job->workers)
+        for (int i = 0; i < job->nworkers; i++) {
+            free(job->workers[i].tl);
+            split_free(job->workers[i].team);
+        }
     free(job->workers);
     free(job->stats);
     pthread_mutex_destroy(&job->lock);
@@ -724,14 +1147,15 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
-                             "use_uring", "gpu_functions", "gpu_workers", "huge_pages", NULL};
+                             "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
-    unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1;
+    unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
+    unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOp", kwlist, &fds, &starts, &lengths, &block_size,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKI", kwlist, &fds, &starts, &lengths, &block_size,
                                      &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
                                      &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
-                                     &huge_pages))
+                                     &huge_pages, &split, &timeline))
         return -1;
     Py_ssize_t n = PySequence_Size(fds);
     if (n <= 0 || n > 65536) {
@@ -758,6 +1182,18 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     job->seed = seed;
     job->verify = verify;
     job->use_uring = use_uring && mode == MODE_HOST && iodepth > 1;
+    if (split && (split % 8 || (job->use_uring && split < block_size))) {
+        PyErr_SetString(PyExc_ValueError, "split must be a multiple of 8, and psync (io_uring queues its own requests)");
+        return -1;
+    }
+    job->split = split < block_size ? split : 0;
+    uint64_t nsub = split_count(block_size, job->split);
+    job->lanes = (int)(nsub < MAX_LANES ? nsub : MAX_LANES);
+    if (timeline > (1u << 24)) {
+        PyErr_SetString(PyExc_ValueError, "timeline: at most 16777216 records per worker");
+        return -1;
+    }
+    job->timeline = timeline;
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->cond, NULL);
     job->workers = calloc((size_t)n, sizeof(worker_t));
@@ -786,6 +1222,15 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
         w->cpu = -1;
         w->st = &job->stats[i];
         w->st->lat_min = UINT64_MAX;
+        if (timeline) {
+            w->tl = calloc(timeline, sizeof(tl_rec_t));
+            if (!w->tl) {
+                PyErr_NoMemory();
+                rc = -1;
+                break;
+            }
+            w->tl_cap = timeline;
+        }
         if (w->length < block_size) {
             PyErr_Format(PyExc_ValueError, "worker %d: region of %llu bytes is smaller than one block", i,
                          (unsigned long long)w->length);
@@ -816,13 +1261,14 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
         job->fn.stream_sync = (cu_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuStreamSynchronize");
         job->fn.event_record = (cu_event_record_t)(uintptr_t)dict_u64(gpu_fns, "cuEventRecord");
         job->fn.event_sync = (cu_event_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuEventSynchronize");
+        job->fn.event_query = (cu_event_query_t)(uintptr_t)dict_u64(gpu_fns, "cuEventQuery");
         job->fn.cufile_read = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileRead");
         job->fn.cufile_write = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileWrite");
         if (PyErr_Occurred())
             return -1;
         int need_copy = mode != MODE_CUFILE || verify;
         if (!job->fn.ctx_set_current || (need_copy && (!job->fn.htod || !job->fn.dtoh || !job->fn.stream_sync)) ||
-            (mode == MODE_BOUNCE_PIPE && (!job->fn.event_record || !job->fn.event_sync)) ||
+            (mode == MODE_BOUNCE_PIPE && (!job->fn.event_record || !job->fn.event_sync || !job->fn.event_query)) ||
             (mode == MODE_CUFILE && (!job->fn.cufile_read || !job->fn.cufile_write))) {
             PyErr_SetString(PyExc_ValueError, "gpu_functions lacks an entry point this mode needs");
             return -1;
@@ -850,8 +1296,8 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
             PyObject *host = PyDict_GetItemString(d, "host");
             PyObject *events = PyDict_GetItemString(d, "events");
             w->nhost = host ? (int)PySequence_Size(host) : 0;
-            if (w->nhost > 64)
-                w->nhost = 64;
+            if (w->nhost > MAX_PIPE)
+                w->nhost = MAX_PIPE;
             for (int k = 0; k < w->nhost; k++) {
                 PyObject *item = PySequence_GetItem(host, k);
                 w->host[k] = item ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(item) : NULL;
@@ -970,14 +1416,16 @@ static PyObject *Job_snapshot(job_t *job, PyObject *Py_UNUSED(ignored))
             lmax = mx;
         uint64_t done = __atomic_load_n(&s->done_ns, __ATOMIC_ACQUIRE);
         PyObject *row = Py_BuildValue(
-            "(KKKKKKNKK)", (unsigned long long)__atomic_load_n(&s->ops[0], __ATOMIC_RELAXED),
+            "(KKKKKKNKKKKK)", (unsigned long long)__atomic_load_n(&s->ops[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->ops[1], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->bytes[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->bytes[1], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->lat_sum[0], __ATOMIC_RELAXED),
             (unsigned long long)__atomic_load_n(&s->lat_sum[1], __ATOMIC_RELAXED),
             done ? PyLong_FromUnsignedLongLong(done) : (Py_INCREF(Py_None), Py_None),
-            (unsigned long long)(done ? s->cpu_usr_us : 0), (unsigned long long)(done ? s->cpu_sys_us : 0));
+            (unsigned long long)(done ? s->cpu_usr_us : 0), (unsigned long long)(done ? s->cpu_sys_us : 0),
+            (unsigned long long)(done ? s->lanes_usr_us : 0), (unsigned long long)(done ? s->lanes_sys_us : 0),
+            (unsigned long long)(done ? s->lane_max_us : 0));
         if (!row)
             goto fail;
         PyList_SET_ITEM(workers, i, row);
@@ -1010,19 +1458,73 @@ fail:
     return NULL;
 }
 
-/* tids() -> kernel thread ids of the workers (0 for one not started yet). */
+/* tids() -> kernel thread ids of the workers (0 for one not started yet), then of their lanes. */
 static PyObject *Job_tids(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(0);
+    if (!out)
+        return NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < job->nworkers; i++) {
+            worker_t *w = &job->workers[i];
+            split_t *t = w->team;
+            int n = pass == 0 ? 1 : (t ? t->nlanes : 0);
+            for (int j = 0; j < n; j++) {
+                PyObject *v = PyLong_FromLong(pass == 0 ? w->tid : t->lanes[j].tid);
+                if (!v || PyList_Append(out, v)) {
+                    Py_XDECREF(v);
+                    Py_DECREF(out);
+                    return NULL;
+                }
+                Py_DECREF(v);
+            }
+        }
+    }
+    return out;
+}
+
+/* timeline() -> per worker, its records as (kind, lane, buffer, t0_ns, t1_ns, offset, bytes), and how
+ * many were dropped (over the capacity). Meant for after wait(): records of a running worker may be
+ * half written. Times are CLOCK_MONOTONIC (time.monotonic_ns()). */
+static PyObject *Job_timeline(job_t *job, PyObject *Py_UNUSED(ignored))
 {
     PyObject *out = PyList_New(job->nworkers);
     if (!out)
         return NULL;
-    for (int i = 0; i < job->nworkers; i++)
-        PyList_SET_ITEM(out, i, PyLong_FromLong(job->workers[i].tid));
+    for (int i = 0; i < job->nworkers; i++) {
+        worker_t *w = &job->workers[i];
+        unsigned taken = atomic_load(&w->tl_n);
+        unsigned n = taken < w->tl_cap ? taken : w->tl_cap;
+        PyObject *recs = PyList_New(n);
+        if (!recs) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        for (unsigned j = 0; j < n; j++) {
+            tl_rec_t *r = &w->tl[j];
+            PyObject *t = Py_BuildValue("(IIiKKKK)", r->kind, r->lane, r->buf, (unsigned long long)r->t0,
+                                        (unsigned long long)r->t1, (unsigned long long)r->off,
+                                        (unsigned long long)r->len);
+            if (!t) {
+                Py_DECREF(recs);
+                Py_DECREF(out);
+                return NULL;
+            }
+            PyList_SET_ITEM(recs, j, t);
+        }
+        PyObject *entry = Py_BuildValue("{s:N,s:I}", "records", recs, "dropped", taken - n);
+        if (!entry) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, entry);
+    }
     return out;
 }
 
 static PyMethodDef Job_methods[] = {
-    {"tids", (PyCFunction)Job_tids, METH_NOARGS, "Kernel thread ids of the workers."},
+    {"tids", (PyCFunction)Job_tids, METH_NOARGS, "Kernel thread ids of the workers, then of their lanes."},
+    {"timeline", (PyCFunction)Job_timeline, METH_NOARGS, "Each worker's recorded intervals (timeline=N)."},
     {"start", (PyCFunction)Job_start, METH_NOARGS, "Start the workers; the timed region begins when all are ready."},
     {"stop", (PyCFunction)Job_stop, METH_NOARGS, "Ask every worker to stop after its operation in flight."},
     {"wait", (PyCFunction)Job_wait, METH_VARARGS, "wait(timeout=-1) -> True when every worker has finished."},
@@ -1085,6 +1587,30 @@ static PyObject *py_bucket_index(PyObject *self, PyObject *arg)
     return PyLong_FromUnsignedLong(hist_index(v));
 }
 
+/* split_plan(block_size, split) -> [(offset, length), ...]: the sub-requests of one request, as the
+ * workers issue them. */
+static PyObject *py_split_plan(PyObject *self, PyObject *args)
+{
+    unsigned long long bs, split;
+    if (!PyArg_ParseTuple(args, "KK", &bs, &split))
+        return NULL;
+    uint64_t n = split_count(bs, split);
+    uint64_t sz = n > 1 ? split : bs;
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    if (!out)
+        return NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t so = i * sz, len = bs - so < sz ? bs - so : sz;
+        PyObject *t = Py_BuildValue("(KK)", (unsigned long long)so, (unsigned long long)len);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+    }
+    return out;
+}
+
 /* uring_probe() -> 0 when io_uring works here, else the errno that io_uring_setup gave. */
 static PyObject *py_uring_probe(PyObject *self, PyObject *Py_UNUSED(ignored))
 {
@@ -1101,6 +1627,7 @@ static PyMethodDef module_methods[] = {
      "check_pattern(buffer, file_offset, seed) -> None, or the offset of the first bad word."},
     {"bucket_index", py_bucket_index, METH_O, "Histogram bucket of a latency in ns."},
     {"uring_probe", py_uring_probe, METH_NOARGS, "0 when io_uring works here, else the errno."},
+    {"split_plan", py_split_plan, METH_VARARGS, "split_plan(block_size, split) -> [(offset, length)]."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1123,5 +1650,13 @@ PyMODINIT_FUNC PyInit__iocore(void)
     PyModule_AddIntConstant(m, "MODE_BOUNCE_PIPE", MODE_BOUNCE_PIPE);
     PyModule_AddIntConstant(m, "MODE_CUFILE", MODE_CUFILE);
     PyModule_AddIntConstant(m, "MAX_SLOTS", MAX_SLOTS);
+    PyModule_AddIntConstant(m, "MAX_PIPE", MAX_PIPE);
+    PyModule_AddIntConstant(m, "MAX_LANES", MAX_LANES);
+    PyModule_AddIntConstant(m, "TL_READ", TL_READ);
+    PyModule_AddIntConstant(m, "TL_WRITE", TL_WRITE);
+    PyModule_AddIntConstant(m, "TL_COPY", TL_COPY);
+    PyModule_AddIntConstant(m, "TL_WAIT", TL_WAIT);
+    PyModule_AddIntConstant(m, "TL_SUB_READ", TL_SUB_READ);
+    PyModule_AddIntConstant(m, "TL_SUB_WRITE", TL_SUB_WRITE);
     return m;
 }

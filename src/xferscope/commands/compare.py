@@ -8,7 +8,8 @@ import typer
 
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
+                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
+                                        TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
 from xferscope.commands.run import check_format, exit_leaving_stuck_workers, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
@@ -17,7 +18,7 @@ from xferscope.rounds import DEFAULT_ROUNDS
 
 def print_comparison(comp, printed_runs: bool = True) -> None:
     """gdsio's line of every run (round by round), the table of medians, ratios and verdicts, and its notes."""
-    from xferscope.report import gdsio_line, print_table, rounds_table
+    from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table
 
     if printed_runs:
         for r in range(comp.rounds):
@@ -34,6 +35,8 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
                                           f"{comp.labels[0]}"))
     for line in comp.notes():
         typer.echo(line)
+    for note in advice_notes([run.result for run in comp.runs if run.result is not None]):
+        typer.echo(f"note: {note}")
     labels = {}
     for run in comp.runs:
         if run.result is not None and run.result.labels:
@@ -116,7 +119,7 @@ def compare_command(
                                           help="leave out paths that cannot run here instead of failing"),
     drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
                                     help="drop the page cache before every run (needs root; warns otherwise)"),
-    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False,
+    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False, split: SplitOpt = None,
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
@@ -140,7 +143,8 @@ def compare_command(
             specs.append(build_spec(path=name, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size,
                                     duration=duration, total=total, file=file, directory=directory, gpu=gpu,
                                     numa=numa, cpus=cpus, rwmix=rwmix, verify=verify, buffered=buffered, force=force,
-                                    keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages))
+                                    keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages,
+                                    split=split))
         if not specs:
             raise EngineUnavailable(",".join(names), "none of these paths can run here")
         return specs

@@ -34,8 +34,12 @@ SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the d
 RegisterOpt = Annotated[bool, typer.Option("--register/--no-register",
                                            help="cuFile paths: register the GPU buffers with cuFile (buf_register), "
                                                 "as gdsio does; in compat mode large reads can be faster without")]
-HugePagesOpt = Annotated[bool, typer.Option("--huge-pages", help="host path: buffers on 2 MiB transparent huge pages "
-                                            "(as pinned bounce buffers behave), not 4 KiB pages (as fio's malloc)")]
+HugePagesOpt = Annotated[bool, typer.Option("--huge-pages", help="host and bounce paths: buffers on 2 MiB transparent "
+                                            "huge pages, not 4 KiB pages (as fio's malloc); bounce buffers are then "
+                                            "pinned with cuMemHostRegister")]
+SplitOpt = Annotated[Optional[str], typer.Option("--split", help="host, bounce, bounce-async, cufile: each request of "
+                                                 "--bs as parallel sub-requests of this size (KvikIO's task size), "
+                                                 "e.g. --bs 16M --split 4M")]
 MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "
                                                    "srun); --dir/--file may hold {rank} and {host}")]
 
@@ -86,7 +90,8 @@ def gpu_list(text: str | None) -> list[int]:
 def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size: str, duration: str | None,
                total: str | None, file: str | None, directory: str | None, gpu: str | None, numa: int | None,
                cpus: str | None, rwmix: int, verify: bool, buffered: bool, force: bool, keep: bool,
-               interval: float, seed: int, register: bool = True, huge_pages: bool = False) -> RunSpec:
+               interval: float, seed: int, register: bool = True, huge_pages: bool = False,
+               split: str | None = None) -> RunSpec:
     """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
     try:
         dur = parse_duration(duration) if duration is not None else (None if total else 10.0)
@@ -98,6 +103,7 @@ def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size:
         file=file, directory=directory, rwmix=rwmix, gpus=gpu_list(gpu), numa_node=numa,
         cpus=parse_int_list(cpus, "cpus") if cpus else None, verify=verify, buffered=buffered, force=force,
         keep=keep, interval=interval, seed=seed, register_buffers=register, huge_pages=huge_pages,
+        split=_size(split, "split") if split else None,
     )
     spec.validate()
     if gpu is not None or spec.uses_gpu:

@@ -9,8 +9,8 @@ import typer
 
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, TotalOpt, VerifyOpt, WorkersOpt,
-                                        build_spec)
+                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
+                                        TotalOpt, VerifyOpt, WorkersOpt, build_spec)
 from xferscope.errors import ExitCode, SpecError
 
 
@@ -127,7 +127,7 @@ def run_command(
     gpu: GpuOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None, rwmix: MixOpt = 70, verify: VerifyOpt = False,
     buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False, json_path: JsonOpt = None,
     csv_path: CsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
-    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False,
+    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False, split: SplitOpt = None,
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
     from xferscope.runner import Run
@@ -136,7 +136,7 @@ def run_command(
     spec_args = dict(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
                      total=total, file=file, directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix,
                      verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed,
-                     register=register, huge_pages=huge_pages)
+                     register=register, huge_pages=huge_pages, split=split)
     if mpi:
         from xferscope.cluster.commands import run_mpi
 

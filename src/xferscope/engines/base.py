@@ -34,6 +34,9 @@ class WorkerCounters:
     done_ns: int | None  # time since start when the worker finished, None while running
     cpu_usr_us: int = 0  # the worker thread's CPU time in the timed region (known once it is done)
     cpu_sys_us: int = 0
+    lanes_usr_us: int = 0  # the CPU time of its lanes (threads issuing the sub-requests of --split), summed
+    lanes_sys_us: int = 0
+    lane_max_us: int = 0   # the busiest lane's user + system time
 
     @property
     def ops(self) -> int:

@@ -5,9 +5,18 @@ buffer (cuMemHostAlloc), copies it to the GPU (cuMemcpyHtoDAsync) and waits
 for the copy before the next read. Writes go GPU -> pinned host -> storage.
 
 ``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): K pinned buffers per worker
-(K = --iodepth, at least 2) with an event each; the read of block n+1 goes
-into the next buffer while block n is still being copied, so the copy hides
-behind the read whenever PCIe is faster than storage.
+(K = --iodepth, at least 2) with an event each. Block n is read into a free
+buffer and its copy issued; block n+1 is then read into another free buffer
+while block n's copy is in flight, so the copy never sits between two reads.
+A buffer is free once its copy has landed (checked without waiting); the one
+that landed last is reused first, so two buffers take turns while PCIe is
+faster than storage, and the worker waits for a copy only when all K are in
+flight (PCIe slower than storage). ``--iodepth`` is that slack, not reads in
+flight: each worker has one read in flight, as ``bounce`` and gdsio have.
+
+Both: ``--huge-pages`` puts the pinned buffers on 2 MiB transparent huge pages
+(cuMemHostRegister), the same memory ``host --huge-pages`` reads into;
+``--split SIZE`` reads each block as parallel sub-requests of SIZE.
 
 ``--buffered`` (gdsio CPU_CACHED_GPU, ``-x 4``) reads through the page cache;
 the output says so.
@@ -60,4 +69,5 @@ class BounceAsyncEngine(BounceEngine):
         return pipeline_depth(self.spec.iodepth)
 
     def path_labels(self) -> None:
-        self.labels.append(f"pipelined: {self.host_buffers()} pinned buffers per worker")
+        self.labels.append(f"pipelined: reads go on while copies land, up to {self.host_buffers()} pinned buffers "
+                           "per worker")

@@ -2,8 +2,12 @@
 
 Per worker, outside the timed region: the primary context of its GPU (workers
 go round-robin over ``--gpu``), a stream, a device buffer, pinned host buffers
-and events where the path needs them. The hot loop is the native core's; it
-calls the CUDA driver through the addresses resolved in ``gpu_setup``.
+and events where the path needs them. A worker's pinned buffers are one
+allocation (cuMemHostAlloc), or with ``--huge-pages`` one mapping on 2 MiB
+transparent huge pages that is then pinned (cuMemHostRegister), as ``host
+--huge-pages`` reads into. The hot loop is the native core's; it calls the
+CUDA driver through the addresses resolved in ``gpu_setup`` (or, in tests,
+host stand-ins from ``xferscope._gpusim``: ``functions()`` is the seam).
 Everything is freed in ``release_gpu()``, which ``close()`` calls after a
 normal end, a failure or Ctrl-C.
 """
@@ -12,8 +16,11 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from xferscope.engines import gpu_setup
+from xferscope.engines import gpu_setup, host
 from xferscope.engines.native import NativeEngine, numa_cpus
+
+#: pinned buffers of a worker start at multiples of this within their allocation (O_DIRECT alignment)
+PINNED_ALIGN = 4096
 
 
 class GpuNativeEngine(NativeEngine):
@@ -42,11 +49,18 @@ class GpuNativeEngine(NativeEngine):
     def prepare_worker(self, index: int, gpu: int, worker: dict[str, Any]) -> None:
         """Add path-specific entries (a cuFile handle, say) to one worker's native description."""
 
+    def functions(self) -> dict[str, int]:
+        """Addresses of the CUDA entry points the native core calls (the test seam: stand-ins go here)."""
+        return dict(gpu_setup.driver_functions())
+
     # -- NativeEngine hooks ------------------------------------------------------
     def prepare_gpu(self) -> dict[str, Any]:
         spec, res = self.spec, self.resources
         bs = spec.block_size
-        functions = dict(gpu_setup.driver_functions())
+        functions = self.functions()
+        huge = bool(spec.huge_pages and self.host_buffers())
+        if huge:
+            host.require_huge_pages()
         if len(set(self.worker_gpus)) > 1:
             self.labels.append("GPUs " + ",".join(map(str, sorted(set(self.worker_gpus)))) + " round-robin")
         for i, gpu in enumerate(self.worker_gpus):
@@ -57,13 +71,17 @@ class GpuNativeEngine(NativeEngine):
                 res.fill_device(gpu, worker["dev"], size, spec.seed)
             k = self.host_buffers()
             if k:
+                stride = -(-bs // PINNED_ALIGN) * PINNED_ALIGN
                 with gpu_setup.running_on(self.pinned_cpus(i, gpu)):
-                    worker["host"] = [res.pinned_memory(gpu, bs) for _ in range(k)]
+                    base = (res.pinned_huge_memory if huge else res.pinned_memory)(gpu, k * stride)
+                worker["host"] = [base + j * stride for j in range(k)]
                 worker["events"] = [int(res.event(gpu)) for _ in range(k)]
             self.prepare_worker(i, gpu, worker)
             self.gpu_workers.append(worker)
         if self.pinned_placement:
             self.labels.append(f"pinned buffers on {self.pinned_placement}")
+        if huge:
+            self.labels.append("pinned buffers on 2 MiB huge pages")
         return {"functions": functions, "workers": self.gpu_workers}
 
     def pinned_cpus(self, index: int, gpu: int) -> list[int] | None:
@@ -97,6 +115,8 @@ class GpuNativeEngine(NativeEngine):
         env.update(gpu_environment(self.worker_gpus))
         if self.host_buffers():
             env["pinned_buffers_placed_on"] = self.pinned_placement or "not placed (one NUMA node, or the GPU's is unknown)"
+            env["pinned_buffers"] = ("2 MiB transparent huge pages, cuMemHostRegister" if self.spec.huge_pages
+                                     else "cuMemHostAlloc")
         return env
 
 

@@ -24,6 +24,9 @@ from xferscope.errors import EnvironmentProblem, SpecError
 
 #: cuMemHostAlloc flag: the pinned buffer is usable from every context.
 CU_MEMHOSTALLOC_PORTABLE = 0x01
+#: cuMemHostRegister flag: the same, for memory allocated elsewhere.
+CU_MEMHOSTREGISTER_PORTABLE = 0x01
+HUGE_PAGE = 2 << 20
 #: cuEventCreate flags: waiting blocks the thread instead of spinning; no timing (cheapest to record).
 CU_EVENT_BLOCKING_SYNC = 0x01
 CU_EVENT_DISABLE_TIMING = 0x02
@@ -37,6 +40,7 @@ DRIVER_SYMBOLS = {
     "cuStreamSynchronize": "cuStreamSynchronize",
     "cuEventRecord": "cuEventRecord",
     "cuEventSynchronize": "cuEventSynchronize",
+    "cuEventQuery": "cuEventQuery",
 }
 
 
@@ -324,6 +328,24 @@ class GpuResources:
             self.on_release(gpu, "cuMemFreeHost", lambda p=ptr: check(cu.cuMemFreeHost(p), "cuMemFreeHost"))
         return int(ptr)
 
+    def pinned_huge_memory(self, gpu: int, size: int) -> int:
+        """``size`` bytes of host memory on 2 MiB transparent huge pages, page-locked and registered with
+        CUDA (cuMemHostRegister, portable); the address. The pages are faulted in by the calling thread."""
+        cu = driver()
+        self.context(gpu)
+        with interrupts_deferred():
+            raw, length, base = map_huge_pages(size)
+            self.on_release(gpu, "munmap", lambda: unmap(raw, length))
+        with interrupts_deferred():
+            rc = cu.cuMemHostRegister(base, size, CU_MEMHOSTREGISTER_PORTABLE)[0]
+            if rc != cu.CUresult.CUDA_SUCCESS:
+                raise EnvironmentProblem(f"cannot pin {size / (1 << 20):.0f} MiB of host memory on huge pages "
+                                         f"(cuMemHostRegister: {_error_name(cu, rc)}); lower --bs or --workers, "
+                                         "or raise ulimit -l")
+            self.on_release(gpu, "cuMemHostUnregister",
+                            lambda: check(cu.cuMemHostUnregister(base), "cuMemHostUnregister"))
+        return base
+
     def stream(self, gpu: int):
         """A non-blocking stream on ``gpu`` (the CUstream object; ``int()`` gives the handle)."""
         cu = driver()
@@ -393,6 +415,45 @@ class GpuResources:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+_PROT_RW = 0x1 | 0x2                 # PROT_READ | PROT_WRITE
+_MAP_ANON_PRIVATE = 0x02 | 0x20      # MAP_PRIVATE | MAP_ANONYMOUS
+_MADV_HUGEPAGE = 14
+_MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def map_huge_pages(size: int) -> tuple[int, int, int]:
+    """Anonymous memory for ``size`` bytes on 2 MiB transparent huge pages, faulted in by the calling
+    thread: (mapping address, mapping length, the 2 MiB-aligned address to use). ``unmap`` frees it."""
+    libc = _libc()
+    length = -(-size // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE  # room to start on a 2 MiB boundary
+    raw = libc.mmap(None, length, _PROT_RW, _MAP_ANON_PRIVATE, -1, 0)
+    if not raw or raw == _MAP_FAILED:
+        raise EnvironmentProblem(f"cannot map {length / (1 << 20):.0f} MiB of host memory "
+                                 f"({os.strerror(ctypes.get_errno())}); lower --bs or --workers")
+    base = -(-raw // HUGE_PAGE) * HUGE_PAGE
+    if libc.madvise(ctypes.c_void_p(base), ctypes.c_size_t(length - (base - raw)), _MADV_HUGEPAGE):
+        err = ctypes.get_errno()
+        unmap(raw, length)
+        raise EnvironmentProblem(f"--huge-pages: madvise(MADV_HUGEPAGE) refused ({os.strerror(err)})")
+    ctypes.memset(base, 0, size)  # fault the pages in now, as huge pages, on this thread's NUMA node
+    return raw, length, base
+
+
+def unmap(address: int, length: int) -> None:
+    _libc().munmap(ctypes.c_void_p(address), ctypes.c_size_t(length))
+
+
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """libc's mmap, madvise and munmap, with their C types."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    return libc
 
 
 def _free_memory(cu) -> int | None:

@@ -23,6 +23,14 @@ def thp_mode() -> str | None:
     return text[start + 1:end] if 0 <= start < end else None
 
 
+def require_huge_pages() -> None:
+    """Raise EnvironmentProblem, with the fix, where transparent huge pages cannot be had (--huge-pages)."""
+    mode = thp_mode()
+    if mode not in ("always", "madvise"):
+        raise EnvironmentProblem(f"--huge-pages: transparent huge pages are off on this machine ({THP_SETTING}: "
+                                 f"{mode or 'absent'}); as root: echo madvise > {THP_SETTING}")
+
+
 class HostEngine(NativeEngine):
     name = "host"
     xfer_type = "CPUONLY"
@@ -32,10 +40,7 @@ class HostEngine(NativeEngine):
     def huge_pages(self) -> bool:
         if not self.spec.huge_pages:
             return False
-        mode = thp_mode()
-        if mode not in ("always", "madvise"):
-            raise EnvironmentProblem(f"--huge-pages: transparent huge pages are off on this machine ({THP_SETTING}: "
-                                     f"{mode or 'absent'}); as root: echo madvise > {THP_SETTING}")
+        require_huge_pages()
         self.labels.append("buffers on 2 MiB huge pages")
         return True
 

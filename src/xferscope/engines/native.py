@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from xferscope.engines.base import Engine, Snapshot
+from xferscope.engines.split import lanes, split_label
 from xferscope.errors import EnvironmentProblem, RunFailed
 
 
@@ -28,6 +29,9 @@ class NativeEngine(Engine):
     """Shared plumbing for engines driven by ``_iocore.Job``."""
 
     native_mode: int = 0
+    #: records per worker of the native timeline (0: none); set before prepare() to read
+    #: ``timeline()`` after the run (bench/bounce_timeline.py, the scheduling tests)
+    timeline_records: int = 0
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
@@ -75,6 +79,9 @@ class NativeEngine(Engine):
             self.labels.append("buffered (page cache)")
         gpu = self.prepare_gpu()
         uring = self.use_uring()
+        label = split_label(spec.block_size, spec.split)
+        if label:
+            self.labels.append(label)
         self.io_engine = "io_uring" if uring else "psync"
         duration_ns = int(spec.duration * 1e9) if spec.duration else 0
         bytes_limit = 0
@@ -102,6 +109,8 @@ class NativeEngine(Engine):
                 gpu_functions=gpu.get("functions"),
                 gpu_workers=gpu.get("workers"),
                 huge_pages=self.huge_pages(),
+                split=spec.split or 0,
+                timeline=self.timeline_records,
             )
         except (ValueError, TypeError) as exc:
             raise RunFailed(f"{self.name}: cannot set up the workers: {exc}") from None
@@ -121,6 +130,12 @@ class NativeEngine(Engine):
 
     def snapshot(self) -> Snapshot:
         return Snapshot.from_native(self._job.snapshot())
+
+    def timeline(self) -> list[dict[str, Any]]:
+        """Per worker, the intervals it recorded (``timeline_records`` > 0), after ``wait()`` and before
+        ``close()``: ``{"records": [(kind, lane, buffer, t0_ns, t1_ns, offset, bytes)], "dropped": n}``,
+        kinds as ``_iocore.TL_*``, times from ``time.monotonic_ns()``'s clock."""
+        return self._job.timeline() if self._job is not None else []
 
     def thread_ids(self) -> list[int]:
         return [t for t in self._job.tids() if t] if self._job is not None else []
@@ -152,7 +167,11 @@ class NativeEngine(Engine):
             self._fds.clear()
 
     def environment(self) -> dict[str, Any]:
-        return {"io_engine": self.io_engine, "direct_io": self.target.direct}
+        env: dict[str, Any] = {"io_engine": self.io_engine, "direct_io": self.target.direct}
+        if self.spec.split:
+            env["split"] = self.spec.split
+            env["sub_requests_in_flight_per_worker"] = lanes(self.spec.block_size, self.spec.split)
+        return env
 
 
 def numa_cpus(node: int) -> list[int]:

@@ -139,6 +139,7 @@ IO_FIELDS: dict[str, Converter] = {
     "buffered": to_bool,
     "register_buffers": to_bool,
     "huge_pages": to_bool,
+    "split": to_size,
     "force": to_bool,
     "keep": to_bool,
     "seed": to_int,
@@ -147,12 +148,12 @@ IO_FIELDS: dict[str, Converter] = {
 }
 IO_ALIASES = {"bs": "block_size", "size": "file_size", "qd": "iodepth", "gpu": "gpus", "dir": "directory",
               "xfer": "path", "pattern": "io", "total": "total_bytes"}
-IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes")
+IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes", "split")
 
 # Fields that say what a point measures (the rest say where and how long): the identity of a point when
 # results are resumed or compared against another file.
 IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered", "register_buffers",
-               "huge_pages")
+               "huge_pages", "split")
 
 # ----------------------------------------------------------------- mem kind
 

@@ -1,0 +1,150 @@
+"""Where a bounce worker's time goes: the native core's timeline of `bounce` and `bounce-async`, side by side.
+
+Each variant reads the same file with one worker (or --workers N) while the native core records every
+interval of every worker: reads, copies issued (for `bounce`: issued and waited for), waits for a copy
+to land. Per variant the medians over rounds (order rotated per round) of:
+
+  MiB/s          bytes over the span from the first read's start to the last read's end
+  read ms        median time of one read (pread into the pinned buffer)
+  gap us         median time between the end of one read and the start of the next: what the
+                 path puts on the read's critical path (bounce: copy + sync; bounce-async: issuing
+                 the copy and finding a free buffer)
+  waits          reads that had to wait for a copy to land first, and the time spent waiting
+  buffers        how many pinned buffers the reads went into
+  read ms by buffer   whether reads into some buffers are slower than into others
+
+    python bench/bounce_timeline.py --dir /data [--size 2G] [--bs 16M] [--workers 1] [--iodepth 1] \
+        [--seconds 3] [--rounds 5] [--variants bounce,bounce-async,bounce-async+huge]
+
+A variant is a path with `+huge` for --huge-pages. `--standins` runs on host stand-ins for CUDA
+(xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import statistics
+import sys
+import threading
+
+from xferscope import _iocore
+from xferscope import target as targets
+from xferscope.engines.registry import engine_class
+from xferscope.spec import RunSpec
+from xferscope.units import format_size, parse_size
+
+
+def use_standins() -> None:
+    """Put xferscope._gpusim's host stand-ins behind the bounce engines (as tests/gpu_standins.py does)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+    from gpu_standins import SimResources
+
+    from xferscope import _gpusim
+    from xferscope.engines import gpu_native, gpu_setup
+
+    gpu_setup.GpuResources = SimResources
+    gpu_setup.unavailable_reason = lambda: None
+    gpu_native.GpuNativeEngine.functions = lambda self: _gpusim.functions()
+
+
+def run_variant(variant: str, file: str, size: int, bs: int, workers: int, iodepth: int, seconds: float) -> dict:
+    path, _, extra = variant.partition("+")
+    spec = RunSpec(path=path, file=file, file_size=size, block_size=bs, workers=workers, iodepth=iodepth,
+                   duration=seconds, keep=True, huge_pages=extra == "huge").validate()
+    target = targets.plan(spec)
+    targets.materialize(target, threading.Event(), None)
+    engine = engine_class(path)(spec, target)
+    engine.timeline_records = 1 << 20
+    try:
+        engine.prepare()
+        engine.start()
+        while not engine.wait(0.5):
+            pass
+        timeline = engine.timeline()
+        labels = list(engine.labels)
+    finally:
+        engine.close()
+    return summarise(timeline, bs) | {"labels": labels}
+
+
+def summarise(timeline: list[dict], bs: int) -> dict:
+    """The figures of one run from its workers' timelines."""
+    reads, gaps, waits, wait_ns, by_buf, spans = [], [], 0, 0, {}, []
+    nbytes = 0
+    for worker in timeline:
+        recs = sorted(worker["records"], key=lambda r: r[3])
+        rd = [r for r in recs if r[0] == _iocore.TL_READ]
+        if not rd:
+            continue
+        spans.append((rd[0][3], rd[-1][4]))
+        nbytes += len(rd) * bs
+        for r in rd:
+            reads.append(r[4] - r[3])
+            by_buf.setdefault(r[2], []).append(r[4] - r[3])
+        gaps += [b[3] - a[4] for a, b in zip(rd, rd[1:])]
+        last = rd[-1][4]
+        for w in (r for r in recs if r[0] == _iocore.TL_WAIT and r[3] < last):
+            waits += 1
+            wait_ns += w[4] - w[3]
+    span = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
+    return {"mib_s": nbytes / (1 << 20) / (span / 1e9) if span else 0.0,
+            "read_ms": statistics.median(reads) / 1e6 if reads else 0.0,
+            "gap_us": statistics.median(gaps) / 1e3 if gaps else 0.0,
+            "waits": waits, "wait_ms": wait_ns / 1e6, "reads": len(reads), "buffers": len(by_buf),
+            "read_ms_by_buffer": {b: statistics.median(v) / 1e6 for b, v in sorted(by_buf.items())}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default=".")
+    ap.add_argument("--size", default="2G")
+    ap.add_argument("--bs", default="16M")
+    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--iodepth", type=int, default=1)
+    ap.add_argument("--seconds", type=float, default=3.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variants", default="bounce,bounce-async,bounce-async+huge")
+    ap.add_argument("--standins", action="store_true", help="host stand-ins for CUDA: checks the script only")
+    ap.add_argument("--json")
+    args = ap.parse_args(argv)
+    if args.standins:
+        use_standins()
+    size, bs = parse_size(args.size), parse_size(args.bs)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    file = os.path.join(os.path.abspath(args.dir), "xferscope-timeline-bench.dat")
+    got: dict[str, list[dict]] = {v: [] for v in variants}
+    print(f"# {format_size(bs)} x{args.workers} qd{args.iodepth}, {args.seconds:g}s x {args.rounds} rounds, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}" + (" [STAND-INS, no GPU]" if args.standins
+                                                                             else ""), flush=True)
+    try:
+        for rnd in range(args.rounds):
+            k = rnd % len(variants)
+            for v in variants[k:] + variants[:k]:
+                got[v].append(run_variant(v, file, size, bs, args.workers, args.iodepth, args.seconds))
+        for v, runs in got.items():
+            med = {key: statistics.median(r[key] for r in runs)
+                   for key in ("mib_s", "read_ms", "gap_us", "waits", "wait_ms", "buffers")}
+            bufs = {}
+            for r in runs:
+                for b, ms in r["read_ms_by_buffer"].items():
+                    bufs.setdefault(b, []).append(ms)
+            print(f"{v:<22} {med['mib_s']:9.1f} MiB/s ({min(r['mib_s'] for r in runs):.0f}-"
+                  f"{max(r['mib_s'] for r in runs):.0f})  read {med['read_ms']:.3f} ms  gap {med['gap_us']:.1f} us  "
+                  f"waits {med['waits']:.0f} ({med['wait_ms']:.1f} ms)  buffers {med['buffers']:.0f}  read ms by "
+                  f"buffer " + " ".join(f"{b}:{statistics.median(ms):.3f}" for b, ms in sorted(bufs.items())),
+                  flush=True)
+            print(f"{'':<22} {'; '.join(runs[-1]['labels'])}")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"args": vars(args), "runs": got}, fh, indent=2, default=str)
+    finally:
+        for p in (file, file + ".xferscope"):
+            with contextlib.suppress(OSError):
+                os.unlink(p)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

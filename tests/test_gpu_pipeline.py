@@ -1,0 +1,115 @@
+"""The bounce paths' scheduling, checked without a GPU: the real engines and native loop, with host
+stand-ins for CUDA (tests/gpu_standins.py). In the stand-ins' default (lazy) mode a copy lands only
+once a later copy is issued on its stream or somebody waits for it, so the checks below do not depend
+on how fast anything runs: a loop that waited for a copy it did not need would show it every time."""
+from __future__ import annotations
+
+import pytest
+
+from gpu_standins import run_engine
+from xferscope import _iocore
+from xferscope.spec import RunSpec
+
+K, M = 1 << 10, 1 << 20
+BLOCKS = [4 * K, 64 * K, M, 16 * M]
+
+
+def spec_for(path: str, directory, bs: int, blocks: int = 8, **kw) -> RunSpec:
+    base = dict(path=path, io="read", block_size=bs, workers=1, iodepth=1, file_size=max(bs * blocks, 4 * M),
+                duration=None, total_bytes=bs * blocks, file=str(directory / "pipe.dat"), interval=0.05)
+    base.update(kw)
+    return RunSpec(**base)
+
+
+def in_flight_at(copies, t: int) -> int:
+    return sum(1 for c in copies if c.issued <= t < c.landed)
+
+
+@pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
+def test_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs):
+    run = run_engine(spec_for("bounce-async", direct_dir, bs))
+    assert run.error is None
+    reads, copies = run.reads(), run.copies_from()
+    assert len(reads) == len(copies) == 8
+    for n in range(len(reads) - 1):
+        nxt = reads[n + 1]
+        assert copies[n].issued <= nxt.t0 and copies[n].landed >= nxt.t1, \
+            f"block {n + 1}'s read does not lie inside block {n}'s copy"
+    # the read of each block goes into a buffer whose copy has landed, and two buffers take turns
+    for n in range(1, len(reads)):
+        assert reads[n].buf != reads[n - 1].buf
+    assert {r.buf for r in reads} == {0, 1}
+
+
+def test_serial_bounce_fails_the_overlap_check(sim_gpu, direct_dir):
+    """The same check on `bounce` (each copy waited for) finds no overlap: it can fail."""
+    run = run_engine(spec_for("bounce", direct_dir, 64 * K))
+    reads, copies = run.reads(), run.copies_from()
+    assert len(reads) == len(copies) == 8
+    assert all(copies[n].landed <= reads[n + 1].t0 for n in range(len(reads) - 1))
+
+
+@pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
+def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs):
+    depth = 3
+    # a device slower than any storage: a copy lands only when the worker waits for it
+    sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
+    run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=10, iodepth=depth))
+    assert run.error is None
+    reads, copies = run.reads(), run.copies_from()
+    assert len(reads) == len(copies) == 10
+    assert len(run.host_buffers[0]) == depth
+    for r in reads:  # the buffer being read into, and the copies still in flight
+        assert in_flight_at(copies, r.t0) + 1 <= depth
+    for c, r in zip(copies, reads):  # a buffer is read into only after its previous copy landed
+        earlier = [p for p in copies if p.buf == c.buf and p.issued < c.issued]
+        assert not earlier or earlier[-1].landed <= r.t0
+    # it waits for a copy exactly when all buffers are in flight: from the (depth + 1)-th read on
+    waits = [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
+    assert len(waits) == len(reads) - depth
+
+
+def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir):
+    run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, blocks=16, iodepth=8))
+    assert len(run.host_buffers[0]) == 8
+    reads = run.reads()
+    assert {r.buf for r in reads} == {0, 1}
+    # no waiting for a copy during the run (the end of the run waits for the last ones)
+    assert not [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
+
+
+@pytest.mark.parametrize("io", ["read", "write", "randrw"])
+@pytest.mark.parametrize("path", ["bounce", "bounce-async"])
+def test_data_reaches_the_gpu_intact(sim_gpu, direct_dir, path, io):
+    """--verify compares what landed in "GPU" memory with the file's pattern, and writes carry it."""
+    spec = spec_for(path, direct_dir, 64 * K, blocks=24, io=io, rwmix=50, verify=True, iodepth=4, workers=2,
+                    file_size=4 * M, total_bytes=48 * 64 * K)
+    run = run_engine(spec)
+    assert run.error is None
+    assert run.bytes == 48 * 64 * K
+
+
+def test_a_copy_issued_too_late_is_caught_by_verify(sim_gpu, direct_dir):
+    """The stand-in copies when a copy lands, not when it is issued: data read from a file that does not
+    hold the pattern reaches the "GPU" as it is, and --verify reports the first bad offset."""
+    path = direct_dir / "pipe.dat"
+    run_engine(spec_for("bounce-async", direct_dir, 64 * K, keep=True))  # make the file
+    with open(path, "r+b") as fh:
+        fh.seek(3 * 64 * K + 128)
+        fh.write(b"\0" * 8)
+    run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, verify=True))
+    assert run.error is not None and run.error[1] == 3 * 64 * K + 128
+    path.unlink()
+    (direct_dir / "pipe.dat.xferscope").unlink(missing_ok=True)
+
+
+def test_huge_page_buffers_for_bounce_paths(sim_gpu, direct_dir):
+    from xferscope.engines.host import thp_mode
+
+    if thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"transparent huge pages are off here ({thp_mode()})")
+    run = run_engine(spec_for("bounce-async", direct_dir, M, huge_pages=True, verify=True, iodepth=2))
+    assert run.error is None
+    assert "pinned buffers on 2 MiB huge pages" in run.labels
+    assert all(addr % 4096 == 0 for addr in run.host_buffers[0])
+    assert run.host_buffers[0][0] % (2 << 20) == 0
