@@ -84,3 +84,11 @@ def test_little_s_law_mismatch_is_named():
 def test_an_unsaturated_search_says_to_raise_the_limit():
     found = bottleneck(ev(unsaturated="workers", limit="16 workers"))
     assert any("--max-workers" in a for a in found.advice)
+
+
+def test_cufile_in_compat_mode_at_large_blocks_is_advised_to_split():
+    big = dict(path="cufile", block_size=16 << 20, plateau_gib_s=1.5, compat=True)
+    advice = bottleneck(ev(**big)).advice
+    assert any("--split 4M" in a for a in advice), advice
+    assert not any("--split" in a for a in bottleneck(ev(**big, split=4 << 20)).advice), "split already"
+    assert not any("--split" in a for a in bottleneck(ev(**{**big, "compat": False})).advice), "GDS"

@@ -12,7 +12,7 @@ import sys
 
 import typer
 
-COMMAND_MODULES = ("tui", "run", "compare", "mem", "replay", "profiles", "imports", "doctor")
+COMMAND_MODULES = ("tui", "run", "compare", "saturate", "mem", "replay", "profiles", "imports", "doctor")
 
 app = typer.Typer(
     name="xferscope",

@@ -160,15 +160,22 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
         raise FormatError(where, None, f"not an xferscope result: {exc}") from None
 
 
-def load_results(path: str) -> list[RunResult]:
-    """Results from a JSON file written by run/compare/replay/import (one object or a list)."""
+def read_json(path: str) -> Any:
+    """The JSON document in ``path``; FormatError names the file (and the line) when it cannot be read."""
     try:
-        with open(path) as fh:
-            data = json.load(fh)
+        with open(path, encoding="utf-8") as fh:
+            return json.load(fh)
     except FileNotFoundError:
         raise FormatError(path, None, "no such file") from None
     except json.JSONDecodeError as exc:
         raise FormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise FormatError(path, None, f"cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+
+
+def load_results(path: str) -> list[RunResult]:
+    """Results from a JSON file written by run/compare/replay/import/saturate (one object or a list)."""
+    data = read_json(path)
     if isinstance(data, dict) and "results" in data:
         data = data["results"]
     items = data if isinstance(data, list) else [data]

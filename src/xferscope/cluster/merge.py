@@ -80,6 +80,11 @@ def _cpu(states: list[RankState], owns: dict[int, RunResult | None], gib: float)
     if all(owns[st.rank] for st in states):
         d["cpu_seconds"] = cpu_s
         d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
+        engines = [owns[st.rank].cpu for st in states]
+        if all("engine_usr_pct" in c for c in engines):  # the workers alone: summed over ranks, the busiest thread
+            d["engine_usr_pct"] = sum(c["engine_usr_pct"] for c in engines)
+            d["engine_sys_pct"] = sum(c["engine_sys_pct"] for c in engines)
+            d["engine_busiest_thread_pct"] = max(c.get("engine_busiest_thread_pct") or 0.0 for c in engines)
     if len({st.host for st in states}) == 1:
         own = owns[states[0].rank]
         d["per_core_pct"] = list(own.cpu.get("per_core_pct", [])) if own and own.cpu else list(states[0].cores)

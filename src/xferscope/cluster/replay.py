@@ -168,12 +168,10 @@ def _plan_on_root(world: World, plan: Callable[[int], Any]):
     return made
 
 
-def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_run: bool) -> None:
-    """``replay --mpi`` on one rank. ``plan(ranks)`` builds the ReplayPlan (rank 0 only); ``report(outcome,
-    plan, progress, failure)`` prints and raises typer.Exit with the replay's code (rank 0 only)."""
-    from xferscope.commands.replay import print_plan
-    from xferscope.commands.sweep_progress import SweepProgress
-
+def lead_and_follow(plan: Callable[[int], Any], lead: Callable[[Any, Steps, RankScratch], None]) -> None:
+    """On every rank of the job: rank 0 builds the plan (``plan(ranks)``) and calls ``lead(plan, steps,
+    scratch)``, which announces each step before it runs it; the other ranks follow those steps. Every rank
+    ends with rank 0's exit code (``typer.Exit``)."""
     world = open_world()
     made = _plan_on_root(world, plan)
     install_hangup_handlers()
@@ -188,17 +186,7 @@ def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_r
     _note_single_rank(world)
     code = int(ExitCode.RUN_FAILED)
     try:
-        progress = SweepProgress(made.profile.point_count)
-        sweep = ClusterSweep(made.profile, made.results_path, steps=steps, scratch=scratch, listener=progress)
-        if dry_run:
-            print_plan(sweep, made.results_path)
-            code = 0
-            return
-        try:
-            outcome = sweep.run()
-        finally:
-            scratch.cleanup()
-        report(outcome, made, progress, sweep.failure)
+        lead(made, steps, scratch)
         code = 0
     except typer.Exit as exc:
         code = int(exc.exit_code or 0)
@@ -210,7 +198,29 @@ def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_r
         code = int(ExitCode.INTERRUPTED)
         raise
     finally:
+        scratch.cleanup()
         _end(steps, code)
+
+
+def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_run: bool) -> None:
+    """``replay --mpi`` on one rank. ``plan(ranks)`` builds the ReplayPlan (rank 0 only); ``report(outcome,
+    plan, progress, failure)`` prints and raises typer.Exit with the replay's code (rank 0 only)."""
+    from xferscope.commands.replay import print_plan
+    from xferscope.commands.sweep_progress import SweepProgress
+
+    def lead(made, steps: Steps, scratch: RankScratch) -> None:
+        progress = SweepProgress(made.profile.point_count)
+        sweep = ClusterSweep(made.profile, made.results_path, steps=steps, scratch=scratch, listener=progress)
+        if dry_run:
+            print_plan(sweep, made.results_path)
+            return
+        try:
+            outcome = sweep.run()
+        finally:
+            scratch.cleanup()
+        report(outcome, made, progress, sweep.failure)
+
+    lead_and_follow(plan, lead)
 
 
 def _end(steps: Steps, code: int) -> None:

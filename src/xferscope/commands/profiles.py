@@ -46,6 +46,10 @@ def show_command(name: str, as_json: bool) -> None:
         return
     typer.echo(f"# {profile.origin} profile: {profile.file}")
     typer.echo(dump_profile(profile).rstrip())
+    if profile.kind == "saturate":
+        typer.echo(f"# a saturate plan: {profile.point_count} knee searches (paths x GPU sets x block sizes); "
+                   f"run it with `xferscope replay {name}` or `xferscope saturate --profile {name}`")
+        return
     points = plan_points(profile)
     seconds = (profile.point_duration() or 0.0) * profile.repetitions
     skipped = sum(1 for p in points if p.skip)

@@ -152,10 +152,23 @@ def replay_command(
     directory: DirOpt = None, file: FileOpt = None, fmt: FormatOpt = "table", dry_run: DryRunOpt = False,
     mpi: MpiOpt = False,
 ) -> None:
-    """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max."""
+    """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max
+    (a saturate profile runs its knee searches, as `xferscope saturate --profile NAME`)."""
     from xferscope.commands.sweep_progress import SweepProgress
+    from xferscope.profiles import load_profile
     from xferscope.sweep import Sweep
 
+    try:
+        held = load_profile(profile_name)
+    except XferscopeError:  # reported below, by rank 0 alone under --mpi (whose followers take the same steps)
+        held = None
+    if held is not None and held.kind == "saturate":
+        from xferscope.commands.saturate import replay_plan
+
+        return replay_plan(held, duration=duration, sets=sets or [], directory=directory, file=file,
+                           results=results, fmt=fmt, dry_run=dry_run, mpi=mpi,
+                           not_for_plans={"--reps": reps, "--against": against, "--fail-below": fail_below,
+                                          "--plot": plot})
     check_options(fmt, against, fail_below, plot)
     if mpi:
         from xferscope.cluster.replay import replay_mpi

@@ -13,7 +13,7 @@ from xferscope.units import format_size, parse_duration, parse_size
 
 Converter = Callable[[Any], Any]
 
-KINDS = ("io", "mem")
+KINDS = ("io", "mem", "saturate")
 
 
 def _describe(value: Any) -> str:
@@ -183,20 +183,82 @@ MEM_ALIASES = {"strides": "stride", "buffer_bytes": "buffer", "mlc_path": "mlc",
 MEM_SIZE_FIELDS = ("buffer",)
 MEM_IDENTITY = ("mode", "traffic", "stride", "backend")
 
-#: What a duration means for each kind.
-DEFAULT_DURATION = {"io": 10.0, "mem": 2.0}
+# ------------------------------------------------------------ saturate kind
+# A saturate plan: [base] holds the run's other fields; the search sets path, block size, GPUs, workers and
+# queue depth from the [saturate] table.
+
+SEARCHED = ("path", "block_size", "gpus", "workers", "iodepth", "total_bytes", "verify", "label")
+SATURATE_BASE_FIELDS = {k: v for k, v in IO_FIELDS.items() if k not in SEARCHED}
+SATURATE_BASE_ALIASES = {k: v for k, v in IO_ALIASES.items() if v in SATURATE_BASE_FIELDS}
+
+
+def _list_of(convert: Converter) -> Converter:
+    """A non-empty list: [a, b] or "a,b"."""
+
+    def of(value: Any) -> list:
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list) or not items:
+            raise ValueError(f"expected a non-empty list such as [a, b] or \"a,b\", got {_describe(value)}")
+        return [convert(v.strip() if isinstance(v, str) else v) for v in items]
+
+    return of
+
+
+def to_positive(value: Any) -> int:
+    number = to_int(value)
+    if number < 1:
+        raise ValueError(f"expected 1 or more, got {number}")
+    return number
+
+
+def to_gpu_sets(value: Any) -> list[list[int]]:
+    """[[0], [0, 1]] or ["0", "0-3"]: one GPU set each."""
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"expected a list of GPU sets such as [[0], [0, 1]] or [\"0\", \"0-3\"], got {_describe(value)}")
+    return [to_int_list(v) for v in value]
+
+
+SATURATE_FIELDS: dict[str, Converter] = {
+    "paths": _list_of(choice(tuple(PATHS), GDSIO_XFER)),
+    "block_sizes": _list_of(to_size),
+    "gpu_sets": to_gpu_sets,
+    "max_workers": to_positive,
+    "max_qd": to_positive,
+    "min_rounds": to_positive,
+    "max_rounds": to_positive,
+    "max_points": to_positive,
+    "storage": to_str,
+}
+SATURATE_ALIASES = {"path": "paths", "bs": "block_sizes", "block_size": "block_sizes", "gpus": "gpu_sets",
+                    "gpu": "gpu_sets"}
+
+#: What a duration means for each kind (saturate: each measurement of a search).
+DEFAULT_DURATION = {"io": 10.0, "mem": 2.0, "saturate": 1.0}
 
 
 def fields_of(kind: str) -> dict[str, Converter]:
-    return IO_FIELDS if kind == "io" else MEM_FIELDS
+    return {"io": IO_FIELDS, "mem": MEM_FIELDS, "saturate": SATURATE_BASE_FIELDS}[kind]
 
 
 def aliases_of(kind: str) -> dict[str, str]:
-    return IO_ALIASES if kind == "io" else MEM_ALIASES
+    return {"io": IO_ALIASES, "mem": MEM_ALIASES, "saturate": SATURATE_BASE_ALIASES}[kind]
 
 
 def identity_fields(kind: str) -> tuple[str, ...]:
-    return IO_IDENTITY if kind == "io" else MEM_IDENTITY
+    return MEM_IDENTITY if kind == "mem" else IO_IDENTITY
+
+
+def canonical_plan(key: str) -> str | None:
+    """The [saturate] field a key names (aliases resolved), or None."""
+    key = SATURATE_ALIASES.get(key, key)
+    return key if key in SATURATE_FIELDS else None
+
+
+def plan_toml_value(key: str, value: Any) -> Any:
+    """A [saturate] value as a profile file writes it: block sizes as "4K"."""
+    if key == "block_sizes":
+        return [to_toml_value("io", "block_size", v) for v in value]
+    return value
 
 
 def canonical(kind: str, key: str) -> str | None:
@@ -212,7 +274,7 @@ def convert(kind: str, key: str, value: Any) -> Any:
 
 def to_toml_value(kind: str, key: str, value: Any) -> Any:
     """The value as a profile file writes it: sizes as "4K" where that is exact."""
-    sizes = IO_SIZE_FIELDS if kind == "io" else MEM_SIZE_FIELDS
+    sizes = MEM_SIZE_FIELDS if kind == "mem" else IO_SIZE_FIELDS
     if key in sizes and isinstance(value, int):
         text = format_size(value)
         return text if not text.isdigit() else value

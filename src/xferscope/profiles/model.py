@@ -1,9 +1,11 @@
 """A profile: one run or a sweep (a cartesian grid over spec fields), with repetitions and a duration per point.
 
-Two kinds: ``io`` profiles make ``RunSpec``s (storage to host or GPU), ``mem``
-profiles make ``MemSpec``s (memory latency and bandwidth sweeps). A profile
-holds typed field values; ``xferscope.profiles.toml_format`` reads and writes
-them as TOML.
+Three kinds: ``io`` profiles make ``RunSpec``s (storage to host or GPU), ``mem``
+profiles make ``MemSpec``s (memory latency and bandwidth sweeps), and ``saturate``
+profiles hold a saturation plan (``xferscope saturate``: the paths, block sizes
+and limits of its knee searches in ``saturate``, the runs' other fields in
+``base``). A profile holds typed field values; ``xferscope.profiles.toml_format``
+reads and writes them as TOML.
 """
 from __future__ import annotations
 
@@ -33,12 +35,17 @@ class Profile:
     ranks: int | None = None       # MPI ranks the profile needs (replay --mpi under exactly that many); None: any
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
+    saturate: dict[str, Any] = field(default_factory=dict)  # kind "saturate": the plan's fields
     file: str | None = None  # where it was read from
     origin: str = "file"     # bundled, user or file
 
     # ------------------------------------------------------------ the grid
     @property
     def point_count(self) -> int:
+        """Points of the grid; for a saturate plan, its knee searches (paths x GPU sets x block sizes)."""
+        if self.kind == "saturate":
+            return len(self.paths()) * len(self.saturate.get("gpu_sets") or [[0]]) * \
+                len(self.saturate.get("block_sizes") or [0] * 4)
         return math.prod(len(values) for values in self.grid.values()) if self.grid else 1
 
     @property
@@ -72,6 +79,8 @@ class Profile:
         """The transfer paths this profile measures (``mem`` for memory sweeps), in grid order."""
         if self.kind == "mem":
             return ["mem"]
+        if self.kind == "saturate":
+            return list(self.saturate.get("paths") or ["host"])
         values = self.grid.get("path", [self.base.get("path", RunSpec.path)])
         return list(dict.fromkeys(values))
 
@@ -93,8 +102,16 @@ class Profile:
         """A copy with a new duration, repetition count, or fixed values (each removes its grid axis)."""
         base = dict(self.base)
         grid = dict(self.grid)
+        plan = dict(self.saturate)
         for key, value in (sets or {}).items():
             name = F.canonical(self.kind, key)
+            if name is None and self.kind == "saturate" and F.canonical_plan(key):
+                name = F.canonical_plan(key)
+                try:
+                    plan[name] = F.SATURATE_FIELDS[name](value)
+                except ValueError as exc:
+                    raise SpecError(name, str(exc)) from None
+                continue
             if name is None:
                 raise SpecError(key, f"not a field of {self.kind} profiles; valid fields: "
                                      f"{', '.join(F.fields_of(self.kind))}")
@@ -109,7 +126,7 @@ class Profile:
                 base.pop("file", None)
         if repetitions is not None and repetitions < 1:
             raise SpecError("reps", f"must be 1 or more, got {repetitions}")
-        return dataclasses.replace(self, base=base, grid=grid,
+        return dataclasses.replace(self, base=base, grid=grid, saturate=plan,
                                    duration=self.duration if duration is None else duration,
                                    repetitions=self.repetitions if repetitions is None else repetitions)
 

@@ -7,6 +7,9 @@
     repetitions = 3
     duration = 10                        # seconds per point (or "500ms")
     ranks = 4                            # optional: replay only with --mpi under 4 MPI ranks
+    kind = "saturate"                    # or a saturation plan: [base] for the runs, [saturate] for the
+    [saturate]                           # searches: paths, block_sizes, gpu_sets, max_workers, max_qd,
+                                         # min_rounds, max_rounds, max_points, storage (no [grid])
 
     [base]                               # fixed fields
     path = "host"
@@ -35,7 +38,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "source", "kind", "repetitions", "duration", "ranks", "base", "grid")
+TOP_KEYS = ("name", "description", "source", "kind", "repetitions", "duration", "ranks", "base", "grid", "saturate")
 TABLES = ("base", "grid")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -104,13 +107,39 @@ class _Reader:
             source=self.top(data, "source", F.to_str, ""),
             duration=self.top(data, "duration", F.to_seconds, None),
             base=self.table(data, "base", kind), grid=self.table(data, "grid", kind),
-            file=self.where, origin=origin,
+            saturate=self.plan(data, kind), file=self.where, origin=origin,
         )
         both = sorted(set(profile.base) & set(profile.grid))
         if both:
             raise self.fail("grid", both[0], f"{both[0]} is in both [base] and [grid]; keep one")
         self.check_points(profile)
         return profile
+
+    def plan(self, data: dict[str, Any], kind: str) -> dict[str, Any]:
+        """The [saturate] table of a saturate profile (only those have one; they have no [grid])."""
+        if kind != "saturate":
+            if "saturate" in data:
+                raise self.fail("", "saturate", 'only kind = "saturate" profiles have a [saturate] table')
+            return {}
+        if data.get("grid"):
+            raise self.fail("", "grid", "a saturate profile has no [grid]: the search chooses workers and queue "
+                                        "depth; list paths, block_sizes and gpu_sets under [saturate]")
+        raw = data.get("saturate", {})
+        if not isinstance(raw, dict):
+            raise self.fail("", "saturate", "saturate must be a table: write [saturate] on a line of its own")
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            name = F.canonical_plan(key)
+            if name is None:
+                raise self.fail("saturate", key, f"[saturate] unknown field {key!r}; valid fields: "
+                                                 f"{', '.join(F.SATURATE_FIELDS)}")
+            if name in out:
+                raise self.fail("saturate", key, f"[saturate] {key} sets {name} a second time")
+            try:
+                out[name] = F.SATURATE_FIELDS[name](value)
+            except ValueError as exc:
+                raise self.fail("saturate", key, f"[saturate] {key}: {exc}") from None
+        return out
 
     def table(self, data: dict[str, Any], table: str, kind: str) -> dict[str, Any]:
         raw = data.get(table, {})
@@ -119,6 +148,9 @@ class _Reader:
         out: dict[str, Any] = {}
         for key, value in raw.items():
             name = F.canonical(kind, key)
+            if name is None and kind == "saturate" and F.canonical("io", key) in F.SEARCHED:
+                raise self.fail(table, key, f"[{table}] {key}: a saturate plan searches it; paths, block sizes and "
+                                            "GPU sets go under [saturate] (workers and queue depth are found)")
             if name is None:
                 raise self.fail(table, key, f"[{table}] unknown field {key!r} for {kind} profiles; valid fields: "
                                             f"{', '.join(F.fields_of(kind))}")
@@ -209,6 +241,8 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     doc["base"] = {k: F.to_toml_value(profile.kind, k, v) for k, v in profile.base.items() if v is not None}
     if profile.grid:
         doc["grid"] = {k: [F.to_toml_value(profile.kind, k, v) for v in values] for k, values in profile.grid.items()}
+    if profile.saturate:
+        doc["saturate"] = {k: F.plan_toml_value(k, v) for k, v in profile.saturate.items() if v is not None}
     return doc
 
 

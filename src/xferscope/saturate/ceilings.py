@@ -48,10 +48,11 @@ class Evidence:
     system_busy_pct: float | None = None
     page_cache: bool = False                # reads or writes went through the page cache
     compat: bool = False                    # cuFile in compat mode: POSIX I/O through its own bounce buffers
+    split: int | None = None                # each request split into sub-requests of this size (--split)
     little_ratio: float | None = None       # IOPS x mean latency / concurrency
     little_in_flight: float | None = None
     concurrency: int | None = None          # in flight across all workers (and ranks)
-    unsaturated: str | None = None          # "workers" / "iodepth" when doubling still gained at the limit
+    unsaturated: str | None = None          # "workers", "iodepth" or both: doubling still gained at the limit
     limit: str | None = None                # "16 workers x qd 64": the most the search was allowed
 
 
@@ -94,7 +95,7 @@ def gib(value: float) -> str:
 def storage_check(e: Evidence) -> Check:
     if e.path == "host":
         note = f", {e.storage_note}" if e.storage_note else ""
-        return Check("storage", f"the storage reference (host O_DIRECT{note})", None)
+        return Check("storage", f"(the storage reference: host O_DIRECT{note})", None)
     if not _known(e.storage_gib_s) or not e.storage_gib_s:
         return Check("storage", f"storage not measured ({e.storage_note or 'no host plateau at this block size'})",
                      None)
@@ -194,8 +195,9 @@ def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
     """What to try next, where xferscope knows it."""
     out: list[str] = []
     if e.unsaturated:
-        option = "--max-workers" if e.unsaturated == "workers" else "--max-qd"
-        out.append(f"still gaining at {e.limit}: the plateau may lie beyond; raise {option}")
+        options = " and ".join(o for axis, o in (("workers", "--max-workers"), ("iodepth", "--max-qd"))
+                               if axis in e.unsaturated)
+        out.append(f"still gaining at {e.limit}: the plateau may lie beyond; raise {options}")
     if kind == "CPU":
         detail = _cpu_detail(e)
         if detail.startswith("one thread"):
@@ -223,11 +225,11 @@ def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
 
 
 def split_advice(e: Evidence) -> str | None:
-    """Hook for the advice that a cuFile path would gain from splitting large requests (``--split``).
+    """Whether the path would gain from splitting its requests (``--split``): the one rule of
+    ``engines.split``, which the other outputs that give advice use too."""
+    from xferscope.engines.split import split_advice as rule
 
-    The rule belongs with the ``--split`` option of the cuFile paths; until that option exists, xferscope
-    gives no such advice (returns None)."""
-    return None
+    return rule(e.path, e.block_size, e.split, "compat" if e.compat else None)
 
 
 def verdict_line(e: Evidence, found: Bottleneck) -> str:
@@ -236,5 +238,5 @@ def verdict_line(e: Evidence, found: Bottleneck) -> str:
     checks = [c.text for c in found.checks if c.ceiling not in ("storage", "Little")]
     storage = next(c for c in found.checks if c.ceiling == "storage")
     head = f"{format_size(e.block_size)}: {e.path} plateau {gib(e.plateau_gib_s)} at {e.knee}"
-    joiner = " = " if storage.binds is not None else "; "
+    joiner = " = " if storage.binds is not None else " " if e.path == "host" else "; "
     return f"{head}{joiner}{storage.text}" + "".join(f"; {c}" for c in checks) + f" → {found.word}"

@@ -9,13 +9,13 @@ by where or how long.
 """
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 from xferscope.errors import FormatError
+from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
 from xferscope.sweep.record import SCHEMA, ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
@@ -48,18 +48,6 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return json.load(fh)
-    except FileNotFoundError:
-        raise FormatError(path, None, "no such file") from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(path, exc.lineno, f"not valid JSON: {exc.msg}") from None
-    except OSError as exc:
-        raise FormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
-
-
 def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any) -> str:
     return key_of({"mode": identity.get("mode"), "traffic": traffic, "stride": stride,
                    "backend": identity.get("backend"), "delay": delay})
@@ -72,7 +60,7 @@ class OldResults:
         self.path = path
         self.kind = kind
         self.figures: dict[str, tuple[float | None, float | None]] = {}
-        data = _read_json(path)
+        data = read_json(path)
         if isinstance(data, dict) and data.get("schema") == SCHEMA:
             self._from_sweep(data)
         elif kind == "mem":

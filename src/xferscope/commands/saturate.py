@@ -1,0 +1,346 @@
+"""`xferscope saturate`: how much concurrency each path needs at each block size, and which ceiling binds."""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, Optional
+
+import typer
+
+from xferscope.commands.options import (BufferedOpt, CpusOpt, DirOpt, FileOpt, ForceOpt, FormatOpt, HugePagesOpt,
+                                        IoOpt, KeepOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SizeOpt, gpu_list,
+                                        parse_path)
+from xferscope.commands.run import _Progress, check_format, install_hangup_handlers
+from xferscope.errors import ExitCode, SpecError
+
+PathsOpt = Annotated[Optional[str], typer.Option(
+    "--path", "-x", help="path, or a comma list (host first is the storage reference): host, bounce, bounce-async, "
+                         "cufile, cufile-batch, cufile-async")]
+BlocksOpt = Annotated[Optional[str], typer.Option("--bs", "-i", help="block sizes, e.g. 4K,64K,1M,16M (default)")]
+MaxWorkersOpt = Annotated[Optional[int], typer.Option("--max-workers", help="most workers the search tries (16)")]
+MaxQdOpt = Annotated[Optional[int], typer.Option(
+    "--max-qd", help="deepest queue the search tries where the path has one: host io_uring, cufile-batch (64)")]
+MinRoundsOpt = Annotated[Optional[int], typer.Option(
+    "--min-rounds", help="interleaved rounds before two neighbours are judged (3)")]
+MaxRoundsOpt = Annotated[Optional[int], typer.Option(
+    "--max-rounds", help="cap: rounds after which two neighbours that cannot be told apart count as equal (5)")]
+MaxPointsOpt = Annotated[Optional[int], typer.Option("--max-points", help="cap: points per search (24)")]
+PointSecondsOpt = Annotated[Optional[str], typer.Option(
+    "--duration", "-T", help="seconds per measurement (default 1)")]
+GpuSetsOpt = Annotated[Optional[list[str]], typer.Option(
+    "--gpu", "-d", help="GPU set, e.g. 0 | 0,1 | 0-3 | all; repeat for several sets (each searched)")]
+StorageOpt = Annotated[Optional[str], typer.Option(
+    "--storage", help="storage ceiling: auto (search host too when it is not among the paths), none, or the JSON "
+                      "of an earlier `saturate --path host`")]
+JsonOut = Annotated[Optional[str], typer.Option("--json", help="write the saturation (searches, runs, verdicts) "
+                                                               "as JSON to FILE")]
+CsvOut = Annotated[Optional[str], typer.Option("--csv", help="write one row per measured point as CSV to FILE")]
+ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="take the plan from a saturate profile "
+                                                                     "(options given here override it)")]
+SaveProfileOpt = Annotated[Optional[str], typer.Option("--save-profile", metavar="NAME",
+                                                       help="save this plan as a profile and exit")]
+FromOpt = Annotated[Optional[str], typer.Option("--from", metavar="FILE", help="show a saved saturation again "
+                                                                                "(judged by today's rules); no "
+                                                                                "measuring")]
+DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the searches, the full grids and the most time "
+                                                           "they can take")]
+
+
+class SaturateProgress(_Progress):
+    """One line on a terminal: which search, which point, how far."""
+
+    def __init__(self, enabled: bool):
+        super().__init__(enabled, None)
+        self.series = None
+        self.index = self.total = 0
+        self.points = self.runs = 0
+
+    def __call__(self, event) -> None:
+        from xferscope.saturate.execute import MeasurementStarted, PointMeasured, SeriesStarted
+
+        if isinstance(event, SeriesStarted):
+            self.series, self.index, self.total = event.series, event.index, event.total
+            self.points = self.runs = 0
+        elif isinstance(event, PointMeasured):
+            self.runs += 1
+        elif isinstance(event, MeasurementStarted) and self.enabled:
+            from xferscope.saturate.report import progress_text
+
+            self.points = max(self.points, 0)
+            self._write("\r\033[K" + progress_text(event.series.label, self.index, self.total, event.shape.label,
+                                                   self.points, self.runs))
+
+
+PLAN_DEFAULTS = {"paths": ["host"], "block_sizes": None, "gpu_sets": [[0]], "max_workers": 16, "max_qd": 64,
+                 "min_rounds": 3, "max_rounds": 5, "max_points": 24, "storage": "auto"}
+
+
+def _sizes(text: str) -> list[int]:
+    from xferscope.units import parse_size
+
+    out = []
+    for part in text.split(","):
+        if part.strip():
+            try:
+                out.append(parse_size(part.strip()))
+            except ValueError as exc:
+                raise SpecError("bs", str(exc)) from None
+    return out
+
+
+def make_plan(profile_name: str | None = None, profile=None, **given):
+    """The validated SaturatePlan: each value from the command line where given (not None), else from the
+    profile (``profile``, or the one named ``profile_name``), else the default. SpecError names the option."""
+    from xferscope.commands.options import _size, parse_io
+    from xferscope.saturate.plan import DEFAULT_BLOCKS, DEFAULT_DURATION, SaturatePlan
+    from xferscope.spec import SPLIT_PATHS, RunSpec, parse_int_list
+    from xferscope.units import parse_duration
+
+    if profile_name and profile is None:
+        from xferscope.profiles import load_profile
+
+        profile = load_profile(profile_name)
+    if profile is not None:
+        if profile.kind != "saturate":
+            raise SpecError("profile", f"{profile.name} is a {profile.kind} profile, not a saturate plan; "
+                                       f"replay it with `xferscope replay {profile_name}`")
+    held = dict(profile.saturate) if profile else {}
+    cli_plan = {
+        "paths": [parse_path(p) for p in given["paths"].split(",") if p.strip()] if given.get("paths") else None,
+        "block_sizes": _sizes(given["bs"]) if given.get("bs") else None,
+        "gpu_sets": [gpu_list(g) for g in given["gpu"]] if given.get("gpu") else None,
+        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")},
+    }
+    values = {k: cli_plan[k] if cli_plan.get(k) is not None else held.get(k, default)
+              for k, default in PLAN_DEFAULTS.items()}
+    values["block_sizes"] = values["block_sizes"] or list(DEFAULT_BLOCKS)
+    try:
+        duration = parse_duration(given["duration"]) if given.get("duration") is not None else \
+            (profile.duration if profile and profile.duration else DEFAULT_DURATION)
+    except ValueError as exc:
+        raise SpecError("duration", str(exc)) from None
+    fields = dict(profile.base) if profile else {}
+    typed = {"io": parse_io(given["io"]) if given.get("io") else None,
+             "file_size": _size(given["size"], "size") if given.get("size") else None,
+             "file": given.get("file"), "directory": given.get("directory"), "numa_node": given.get("numa"),
+             "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
+             "rwmix": given.get("rwmix"), "register_buffers": given.get("register"), "seed": given.get("seed"),
+             "interval": given.get("interval"), "split": _size(given["split"], "split") if given.get("split") else None}
+    fields.update({k: v for k, v in typed.items() if v is not None})
+    if given.get("file") or given.get("directory"):  # one replaces the other of a profile
+        fields = {k: v for k, v in fields.items() if k not in ("file", "directory")} | \
+                 {k: typed[k] for k in ("file", "directory") if typed[k]}
+    for flag in ("buffered", "force", "keep", "huge_pages"):
+        if given.get(flag):
+            fields[flag] = True
+    split = fields.pop("split", None)
+    base = RunSpec(**fields, path=values["paths"][0], block_size=values["block_sizes"][0],
+                   gpus=list(values["gpu_sets"][0]), duration=duration).validate().replace(split=split)
+    if split and not any(p in SPLIT_PATHS and p != "host" for p in values["paths"]):
+        raise SpecError("split", f"--split applies to {', '.join(p for p in SPLIT_PATHS if p != 'host')} here; "
+                                 "none of the paths takes it")
+    storage = values["storage"]
+    if storage not in ("auto", "none"):
+        import os
+
+        if not os.path.isfile(storage):
+            raise SpecError("storage", f"{storage}: no such file (auto, none, or the JSON of an earlier "
+                                       "`xferscope saturate --path host`)")
+    plan = SaturatePlan(base=base, paths=values["paths"], block_sizes=values["block_sizes"],
+                        gpu_sets=[list(g) for g in values["gpu_sets"]], max_workers=values["max_workers"],
+                        max_qd=values["max_qd"], min_rounds=values["min_rounds"], max_rounds=values["max_rounds"],
+                        max_points=values["max_points"], storage=storage)
+    plan.validate()
+    if given.get("gpu") or any(p != "host" for p in plan.paths):
+        from xferscope.gpus import check_gpu_indices, gpu_count
+
+        if gpu_count()[0]:
+            for gpus in plan.gpu_sets:
+                check_gpu_indices(gpus)
+    return plan
+
+
+def print_dry_run(plan) -> None:
+    from xferscope.saturate.plan import seconds_text
+
+    series = plan.series()
+    for i, s in enumerate(series, start=1):
+        role = " (storage reference)" if s.role != "measured" else ""
+        typer.echo(f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} grid points, "
+                   f"up to {plan.limit_text(s.path)}")
+    typer.echo(f"{len(series)} searches; each point {plan.base.duration:g} s a run, {plan.min_rounds}-"
+               f"{plan.max_rounds} interleaved rounds per comparison; at most {seconds_text(plan.worst_case_seconds())}"
+               " of measuring")
+
+
+def saturate_command(
+    paths: PathsOpt = None, bs: BlocksOpt = None, io: IoOpt = None, max_workers: MaxWorkersOpt = None,
+    max_qd: MaxQdOpt = None, min_rounds: MinRoundsOpt = None, max_rounds: MaxRoundsOpt = None,
+    max_points: MaxPointsOpt = None, duration: PointSecondsOpt = None, size: SizeOpt = None, file: FileOpt = None,
+    directory: DirOpt = None, gpu: GpuSetsOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None,
+    rwmix: MixOpt = None, buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False,
+    storage: StorageOpt = None, json_path: JsonOut = None, csv_path: CsvOut = None, fmt: FormatOpt = "table",
+    interval: Annotated[Optional[float], typer.Option("--interval", help="sample interval in seconds")] = None,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
+    register: RegisterOpt = None,
+    huge_pages: HugePagesOpt = False, profile: ProfileOpt = None, save_profile: SaveProfileOpt = None,
+    from_file: FromOpt = None, dry_run: DryRunOpt = False, mpi: MpiOpt = False,
+    split: Annotated[Optional[str], typer.Option(
+        "--split", help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
+                        "storage reference, runs whole blocks)")] = None,
+) -> None:
+    """Find each path's knee (the least concurrency within 5% of its plateau) per block size, adaptively, and
+    say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
+    check_format(fmt)
+    if from_file:
+        from xferscope.saturate.record import load_saturation
+
+        report(load_saturation(from_file), fmt=fmt, json_path=json_path, csv_path=csv_path)
+        return
+
+    given = dict(paths=paths, bs=bs, io=io, max_workers=max_workers, max_qd=max_qd, min_rounds=min_rounds,
+                 max_rounds=max_rounds, max_points=max_points, duration=duration, size=size, file=file,
+                 directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix, buffered=buffered, force=force,
+                 keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages, storage=storage,
+                 split=split)
+
+    def make():
+        return make_plan(profile, **given)
+
+    if mpi:
+        from xferscope.cluster.saturate import saturate_mpi
+
+        return saturate_mpi(make, gpu_given=bool(gpu), fmt=fmt, json_path=json_path, csv_path=csv_path,
+                            dry_run=dry_run)
+    plan = make()
+    if save_profile:
+        from xferscope.saturate.plan import profile_of
+
+        from xferscope.profiles import save_profile as save
+
+        typer.echo(f"profile {save_profile} saved to {save(profile_of(plan, save_profile))}")
+        return
+    if dry_run:
+        print_dry_run(plan)
+        return
+    run_plan(plan, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def check_paths(plan) -> None:
+    from xferscope.engines.registry import unavailable_reason
+    from xferscope.errors import EngineUnavailable
+
+    for path in dict.fromkeys(s.path for s in plan.series()):
+        reason = unavailable_reason(path)
+        if reason:
+            raise EngineUnavailable(path, reason)
+
+
+def storage_of(plan):
+    """(ceilings, source) from ``--storage FILE``; (None, None) otherwise."""
+    if plan.storage in ("auto", "none"):
+        return None, None
+    from xferscope.saturate.execute import storage_from_file
+
+    return storage_from_file(plan.storage), plan.storage
+
+
+def announce(plan) -> None:
+    from xferscope.saturate.plan import seconds_text
+
+    series = plan.series()
+    grid = sum(plan.grid_points(s.path) for s in series)
+    typer.echo(f"xferscope: {len(series)} searches against {grid} points of the full grids; at most "
+               f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), "
+               "usually far less", err=True)
+
+
+def run_plan(plan, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    from xferscope.saturate.execute import LocalRunner, Saturation
+
+    check_paths(plan)
+    storage, source = storage_of(plan)
+    install_hangup_handlers()
+    announce(plan)
+    progress = SaturateProgress(sys.stderr.isatty() and fmt != "json")
+    runner = LocalRunner()
+    saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
+    try:
+        outcome = saturation.run()
+    finally:
+        progress.clear()
+    report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if runner.stuck is not None:
+        from xferscope.commands.run import exit_leaving_stuck_workers
+
+        exit_leaving_stuck_workers(runner.stuck.result.error if runner.stuck.result else None)
+    finish(outcome)
+
+
+def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    """Print the saturation, then write the files asked for (a closed terminal loses neither: the files are
+    written even when printing fails)."""
+    from xferscope.saturate.record import saturation_to_dict, write_csv, write_json
+    from xferscope.saturate.report import print_saturation
+
+    try:
+        if fmt == "json":
+            typer.echo(json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"}, indent=2))
+        else:
+            print_saturation(outcome, typer.echo)
+    except OSError:
+        pass
+    for label, path, write in (("JSON", json_path, write_json), ("CSV", csv_path, write_csv)):
+        if path:
+            write(path, outcome)
+            try:
+                typer.echo(f"{label} written to {path}", err=True)
+            except OSError:
+                pass
+
+
+def finish(outcome) -> None:
+    """The exit code: interrupted 130, a failed run 1, nothing measured 1."""
+    if outcome.stopped == "interrupted":
+        typer.echo("xferscope: interrupted; what was measured is above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if outcome.failed:
+        typer.echo(f"xferscope: {outcome.stopped}", err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+
+
+def replay_plan(profile, *, duration: str | None, sets: list[str], directory: str | None, file: str | None,
+                results: str | None, fmt: str, dry_run: bool, mpi: bool, not_for_plans: dict) -> None:
+    """`xferscope replay NAME` of a saturate profile: its plan, run as `saturate --profile NAME` would, the
+    saturation written to ``--results`` (default NAME.saturate.json, a CSV of its points beside it)."""
+    from xferscope.commands.replay import parse_sets
+
+    given = [option for option, value in not_for_plans.items() if value]
+    if given:
+        raise SpecError(given[0].lstrip("-"), f"{given[0]} does not apply to a saturate plan ({profile.name}); "
+                                              "its searches repeat each point until it can be told apart")
+    if directory and file:
+        raise SpecError("dir", "give either --dir or --file, not both")
+    profile = profile.with_changes(sets=parse_sets(sets))
+    json_path = results or f"{profile.name}.saturate.json"
+    csv_path = json_path[:-5] + ".csv" if json_path.endswith(".json") else json_path + ".csv"
+    check_format(fmt)
+
+    def make():
+        return make_plan(profile=profile, duration=duration, directory=directory, file=file)
+
+    if mpi:
+        from xferscope.cluster.saturate import saturate_mpi
+
+        return saturate_mpi(make, gpu_given="gpu_sets" in profile.saturate, fmt=fmt, json_path=json_path,
+                            csv_path=csv_path, dry_run=dry_run)
+    plan = make()
+    if dry_run:
+        print_dry_run(plan)
+        typer.echo(f"results: {json_path}")
+        return
+    run_plan(plan, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("saturate")(saturate_command)

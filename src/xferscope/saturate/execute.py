@@ -1,0 +1,288 @@
+"""Run a saturation: one knee search per (path, GPU set, block size), host first as the storage reference.
+
+    saturation = Saturation(plan, LocalRunner(), listener=print)
+    outcome = saturation.run()       # Ctrl-C or stop(): what was measured is kept, outcome.stopped says why
+
+Every measurement is a real run of the engine (``RunResult``), one after another,
+on one dataset: without ``--file``/``--dir`` all points read the same scratch
+file, created once and removed at the end. The listener gets past-tense events
+from the thread that runs the saturation; it must not block.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from xferscope.errors import SpecError, XferscopeError
+from xferscope.saturate.ceilings import Bottleneck, Evidence
+from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
+from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
+from xferscope.saturate.search import Comparison, KneeSearch, Point, SearchResult, Shape, StopSearch
+from xferscope.spec import RunSpec
+from xferscope.target import Interrupted
+
+
+# ------------------------------------------------------------------ events
+@dataclass(frozen=True)
+class SeriesStarted:
+    series: Series
+    index: int       # 1-based
+    total: int
+
+
+@dataclass(frozen=True)
+class MeasurementStarted:
+    series: Series
+    shape: Shape
+    spec: RunSpec
+
+
+@dataclass(frozen=True)
+class PointMeasured:
+    series: Series
+    point: Point
+
+
+@dataclass(frozen=True)
+class Compared:
+    series: Series
+    comparison: Comparison
+
+
+@dataclass(frozen=True)
+class SeriesFinished:
+    series: Series
+    outcome: "SeriesOutcome"
+
+
+# ----------------------------------------------------------------- outcome
+@dataclass
+class SeriesOutcome:
+    series: Series
+    found: SearchResult
+    grid_points: int
+    limit: str
+    figures: Figures | None = None
+    evidence: Evidence | None = None
+    bottleneck: Bottleneck | None = None
+    error: str | None = None  # the run that ended this search failed
+
+    @property
+    def points_measured(self) -> int:
+        return len([p for p in self.found.points if p.measurements])
+
+    @property
+    def share_of_grid(self) -> float:
+        return self.points_measured / self.grid_points if self.grid_points else 0.0
+
+
+@dataclass
+class SaturationOutcome:
+    plan: SaturatePlan
+    series: list[SeriesOutcome] = field(default_factory=list)
+    stopped: str | None = None          # "interrupted", or the failure that ended the saturation
+    failed: bool = False
+    storage_source: str | None = None   # where the storage ceilings came from, when not from this run
+    storage: dict[int, tuple[float, str | None]] | None = None  # those ceilings: block size -> (GiB/s, note)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def of(self, series: Series) -> SeriesOutcome | None:
+        return next((o for o in self.series if o.series == series), None)
+
+
+def analyse(outcome: SaturationOutcome) -> None:
+    """Figures and verdicts of every series: each plateau against the host plateau at its block size (from this
+    saturation's host searches, else from ``outcome.storage``)."""
+    plan, storage = outcome.plan, outcome.storage
+    writes = plan.base.writes
+    hosts = {}
+    for o in outcome.series:
+        o.figures = figures_of(o.found, writes)
+        if o.series.path == "host" and o.figures is not None:
+            hosts[o.series.block_size] = o
+    for o in outcome.series:
+        if o.figures is None:
+            o.evidence = o.bottleneck = None
+            continue
+        value, note = _storage_of(o, hosts, storage, plan)
+        o.evidence, o.bottleneck = judge(o.series, o.found, o.figures, writes=writes, limit=o.limit,
+                                         storage_gib_s=value, storage_note=note)
+
+
+def _storage_of(o: SeriesOutcome, hosts: dict, storage: dict | None, plan: SaturatePlan):
+    host = hosts.get(o.series.block_size)
+    if host is not None:
+        if host is o:  # the host search is the storage reference: say what limits it, if not the device
+            return o.figures.plateau_gib_s, None
+        value = host.figures.plateau_gib_s
+        notes = []
+        if host.bottleneck is not None and host.bottleneck.kind not in ("storage",):
+            notes.append(f"itself {host.bottleneck.word}")
+        if host.found.stopped:
+            notes.append(f"its search {host.found.stopped}")
+        return value, "; ".join(notes) or None
+    if storage and o.series.block_size in storage:
+        return storage[o.series.block_size]
+    if plan.storage == STORAGE_NONE:
+        return None, "--storage none"
+    return None, "no host search at this block size"
+
+
+# ------------------------------------------------------------------ runners
+class LocalRunner:
+    """Runs each measurement on this host through ``runner.Run``, on one set of scratch files."""
+
+    def __init__(self) -> None:
+        from xferscope.sweep.scratch import SweepScratch
+
+        self.scratch = SweepScratch()
+        self._current = None
+        self._stop = threading.Event()
+        self.stuck = None  # a Run whose workers did not stop
+
+    def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
+        from xferscope.runner import Run
+
+        if self._stop.is_set():
+            raise StopSearch
+        run = Run(self.scratch.adapt(spec))
+        self._current = run
+        try:
+            return run.execute(on_sample=on_sample)
+        finally:
+            self._current = None
+            if run.stuck:
+                self.stuck = run
+
+    def stop(self) -> None:
+        self._stop.set()
+        current = self._current
+        if current is not None:
+            current.stop()
+
+    def cleanup(self) -> None:
+        self.scratch.cleanup()
+
+
+# --------------------------------------------------------------- saturation
+class Saturation:
+    def __init__(self, plan: SaturatePlan, runner, *, listener: Callable[[Any], None] | None = None,
+                 storage: dict[int, tuple[float, str | None]] | None = None, storage_source: str | None = None):
+        self.plan = plan
+        self.runner = runner
+        self.listener = listener or (lambda event: None)
+        self.outcome = SaturationOutcome(plan, storage_source=storage_source, storage=storage)
+        self._stop = threading.Event()
+        self._search: KneeSearch | None = None
+
+    def stop(self) -> None:
+        """End after the measurement in flight (it stops within a second); keep what was measured."""
+        self._stop.set()
+        stop = getattr(self.runner, "stop", None)
+        if stop:
+            stop()
+
+    def run(self) -> SaturationOutcome:
+        series_list = self.plan.series()
+        try:
+            for index, series in enumerate(series_list, start=1):
+                if self._stop.is_set():
+                    self.outcome.stopped = "interrupted"
+                    break
+                self.listener(SeriesStarted(series, index, len(series_list)))
+                done = self._run_series(series)
+                self.listener(SeriesFinished(series, done))
+                if done.found.stopped == "interrupted":
+                    self.outcome.stopped = "interrupted"
+                    break
+                if done.error:
+                    self.outcome.stopped, self.outcome.failed = done.error, True
+                    break
+        except KeyboardInterrupt:
+            self.outcome.stopped = "interrupted"
+            if self._search is not None:  # Ctrl-C between two measurements: keep the search's points
+                self._keep_partial("interrupted")
+        finally:
+            self._search = None
+            cleanup = getattr(self.runner, "cleanup", None)
+            if cleanup:
+                cleanup()
+        analyse(self.outcome)
+        return self.outcome
+
+    def _run_series(self, series: Series) -> SeriesOutcome:
+        plan = self.plan
+        error: list[str] = []
+
+        def measure(shape: Shape) -> Measurement:
+            if self._stop.is_set():
+                raise StopSearch
+            spec = plan.spec(series, shape.workers, shape.iodepth)
+            self.listener(MeasurementStarted(series, shape, spec))
+            try:
+                result = self.runner(spec)
+            except Interrupted:
+                raise StopSearch from None
+            except XferscopeError as exc:  # the engine failed, or this machine cannot run the point
+                error.append(str(exc))
+                raise StopSearch(f"failed: {exc}") from None
+            if result.status == "interrupted":
+                raise StopSearch
+            if result.status != "ok":
+                error.append(result.error or "the run failed")
+                raise StopSearch(f"failed: {result.error or 'the run failed'}")
+            return Measurement(result, cpus_allowed(spec))
+
+        def relay(event) -> None:
+            self.listener(PointMeasured(series, event) if isinstance(event, Point) else Compared(series, event))
+
+        search = KneeSearch(measure, max_workers=plan.max_workers, max_qd=plan.max_qd_of(series.path),
+                            min_rounds=plan.min_rounds, max_rounds=plan.max_rounds,
+                            max_points=plan.points_budget(series.path), listener=relay)
+        self._search = search
+        found = search.run()
+        self._search = None
+        done = SeriesOutcome(series, found, plan.grid_points(series.path), plan.limit_text(series.path),
+                             error=error[0] if error else None)
+        self.outcome.series.append(done)
+        self._environment(found)
+        analyse(self.outcome)  # the verdicts so far, for listeners that show them as they come
+        return done
+
+    def _keep_partial(self, reason: str) -> None:
+        series = self.plan.series()[len(self.outcome.series)]
+        found = self._search.result(reason)
+        self.outcome.series.append(SeriesOutcome(series, found, self.plan.grid_points(series.path),
+                                                 self.plan.limit_text(series.path)))
+
+    def _environment(self, found: SearchResult) -> None:
+        if self.outcome.environment:
+            return
+        for point in found.points:
+            for m in point.measurements:
+                self.outcome.environment = {k: v for k, v in m.result.environment.items()
+                                            if k not in ("cluster",)}
+                return
+
+
+def storage_from_file(path: str) -> dict[int, tuple[float, str | None]]:
+    """Host plateaus by block size from an earlier saturation's JSON (``--storage FILE``)."""
+    from xferscope.saturate.record import load_saturation
+
+    earlier = load_saturation(path)
+    out = {}
+    for o in earlier.series:
+        if o.series.path == "host" and o.figures is not None:
+            note = f"from {path}"
+            if o.bottleneck is not None and o.bottleneck.kind != "storage":
+                note += f", itself {o.bottleneck.word}"
+            out[o.series.block_size] = (o.figures.plateau_gib_s, note)
+    if not out:
+        raise SpecError("storage", f"{path} holds no host saturation to take the storage ceiling from; run "
+                                   "`xferscope saturate --path host --json FILE` first")
+    return out
+
+
+__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse", "storage_from_file",
+           "SeriesStarted", "MeasurementStarted", "PointMeasured", "Compared", "SeriesFinished", "STORAGE_AUTO"]

@@ -1,0 +1,290 @@
+"""The knee search: how much concurrency a path needs at one block size to reach its plateau.
+
+    search = KneeSearch(measure, max_workers=16, max_qd=64)
+    found = search.run()          # found.knee, found.plateau, found.points, found.comparisons
+
+``measure(shape)`` runs the path once at ``shape`` (workers, queue depth) and
+returns something with a ``throughput`` (any unit, higher is better). The search
+never invents a figure: every number it reasons about was measured.
+
+How it walks:
+
+1. Workers first, at queue depth 1: 1, 2, 4, ... up to ``max_workers``. Each new
+   point is measured in interleaved rounds with the point before it (the order
+   rotates every round) until the comparison rule of ``xferscope.verdict`` tells
+   the two apart, or ``max_rounds`` rounds are done. Doubling stops at the first
+   step that does not gain at least 5% (told apart and the paired median ratio
+   at least 1.05): the gain has flattened.
+2. Then it bisects between the last point below the plateau and the first point
+   on it, to a resolution of one eighth of the upper value (1 for small values):
+   a midpoint is below the plateau when the point above it gains 5% over it by
+   the same rule.
+3. Paths with a queue depth (host io_uring, cufile-batch) then do the same over
+   the queue depth at the workers' knee.
+
+The knee is the smallest concurrency (workers x queue depth; fewer workers on a
+tie) whose median throughput is within 5% of the plateau, the best median of any
+point measured. At most ``max_points`` distinct points are measured per search.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Protocol
+
+from xferscope.verdict import FASTER, MARGIN, Verdict, paired_verdict
+
+GAIN = 1 + MARGIN       # a step that gains less (or cannot be told apart from its neighbour) is flat
+PLATEAU_SHARE = 0.95    # the knee: the smallest concurrency within 5% of the plateau
+MIN_ROUNDS = 3
+MAX_ROUNDS = 5
+MAX_POINTS = 24
+
+#: one line for every output that shows a knee: how it was found
+SEARCH_RULE = (f"knee: the smallest concurrency within {100 - 100 * PLATEAU_SHARE:.0f}% of the plateau (the best "
+               f"median); workers, then queue depth, doubled until a step gains under {100 * GAIN - 100:.0f}% "
+               "or cannot be told apart, then bisected")
+
+
+class Measured(Protocol):
+    throughput: float
+
+
+@dataclass(frozen=True, order=True)
+class Shape:
+    """How much is in flight: ``workers`` threads with ``iodepth`` I/Os each."""
+
+    workers: int
+    iodepth: int = 1
+
+    @property
+    def concurrency(self) -> int:
+        return self.workers * self.iodepth
+
+    @property
+    def label(self) -> str:
+        text = f"{self.workers} worker" + ("s" if self.workers != 1 else "")
+        return text + (f" x qd {self.iodepth}" if self.iodepth > 1 else "")
+
+    @property
+    def short(self) -> str:
+        """``w4`` or ``w2 qd16``."""
+        return f"w{self.workers}" + (f" qd{self.iodepth}" if self.iodepth > 1 else "")
+
+    def with_axis(self, axis: str, value: int) -> "Shape":
+        return replace(self, **{axis: value})
+
+
+def sort_key(shape: Shape) -> tuple[int, int]:
+    """Smaller concurrency first; on a tie, fewer workers (the cheaper way to keep as much in flight)."""
+    return shape.concurrency, shape.workers
+
+
+@dataclass
+class Point:
+    """Every measurement of one shape, in the order taken, and the stage of the search that asked for it."""
+
+    shape: Shape
+    stage: str
+    measurements: list[Any] = field(default_factory=list)
+
+    @property
+    def values(self) -> list[float]:
+        return [float(m.throughput) for m in self.measurements]
+
+    @property
+    def median(self) -> float:
+        values = [v for v in self.values if math.isfinite(v)]
+        return statistics.median(values) if values else math.nan
+
+    @property
+    def low(self) -> float:
+        return min(self.values, default=math.nan)
+
+    @property
+    def high(self) -> float:
+        return max(self.values, default=math.nan)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Interleaved rounds of two neighbours; ``baseline`` is the one with less in flight."""
+
+    baseline: Shape
+    other: Shape
+    verdict: Verdict
+    stage: str
+
+    @property
+    def told_apart(self) -> bool:
+        return self.verdict.decided
+
+    @property
+    def gain(self) -> bool:
+        """``other`` gains over ``baseline`` by the comparison rule (every round by more than its margin), and by
+        at least 5% in the median."""
+        return self.verdict.word == FASTER and self.verdict.ratio >= GAIN
+
+
+@dataclass
+class SearchResult:
+    points: list[Point]
+    comparisons: list[Comparison]
+    knee: Shape | None
+    plateau: Shape | None
+    #: the axes whose doubling still gained at their limit: the plateau may lie beyond (raise the limit)
+    unsaturated: list[str] = field(default_factory=list)
+    #: why the search ended early ("interrupted", "point budget of 24 reached", "failed: ..."); None: it finished
+    stopped: str | None = None
+
+    @property
+    def measurements(self) -> int:
+        return sum(len(p.measurements) for p in self.points)
+
+    def point(self, shape: Shape | None) -> Point | None:
+        return next((p for p in self.points if p.shape == shape), None)
+
+
+def knee_of(points: list[Point]) -> tuple[Shape | None, Shape | None]:
+    """(knee, plateau): the plateau is the point with the best median; the knee the smallest concurrency whose
+    median is within 5% of it."""
+    measured = [p for p in points if p.measurements and math.isfinite(p.median)]
+    if not measured:
+        return None, None
+    best = max(measured, key=lambda p: (p.median, [-x for x in sort_key(p.shape)]))
+    near = [p for p in measured if p.median >= PLATEAU_SHARE * best.median]
+    knee = min(near, key=lambda p: sort_key(p.shape))
+    return knee.shape, best.shape
+
+
+def doubling(start: int, limit: int) -> list[int]:
+    """The values after ``start`` up to ``limit``: each twice the one before, ``limit`` last."""
+    out, v = [], start
+    while v < limit:
+        v = min(2 * v, limit)
+        out.append(v)
+    return out
+
+
+def resolution(upper: int) -> int:
+    """How close bisection brings its two ends: one eighth of the upper value, at least 1."""
+    return max(1, upper // 8)
+
+
+class StopSearch(Exception):
+    """Raised by ``measure`` to end the search early (Ctrl-C, the console's stop); the points so far are kept."""
+
+    def __init__(self, reason: str = "interrupted"):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class BudgetReached(Exception):
+    pass
+
+
+class KneeSearch:
+    """One adaptive search at one block size. ``listener(event)`` gets ``Point`` after every measurement and
+    ``Comparison`` after every finished comparison (from the thread that runs the search; it must not block)."""
+
+    def __init__(self, measure: Callable[[Shape], Measured], *, max_workers: int, max_qd: int = 1,
+                 min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, max_points: int = MAX_POINTS,
+                 listener: Callable[[Any], None] | None = None):
+        if max_workers < 1 or max_qd < 1:
+            raise ValueError("max_workers and max_qd must be 1 or more")
+        if not 2 <= min_rounds <= max_rounds:
+            raise ValueError("need 2 <= min_rounds <= max_rounds (one round gives no verdict)")
+        if max_points < 2:
+            raise ValueError("max_points must be 2 or more")
+        self.measure = measure
+        self.max_workers = max_workers
+        self.max_qd = max_qd
+        self.min_rounds = min_rounds
+        self.max_rounds = max_rounds
+        self.max_points = max_points
+        self.listener = listener or (lambda event: None)
+        self.points: dict[Shape, Point] = {}
+        self.comparisons: list[Comparison] = []
+        self.unsaturated: list[str] = []
+
+    # ------------------------------------------------------------ the walk
+    def run(self) -> SearchResult:
+        stopped = None
+        try:
+            knee = self._axis(Shape(1, 1), "workers", self.max_workers, "workers")
+            if self.max_qd > 1:
+                self._axis(knee, "iodepth", self.max_qd, "queue depth")
+        except StopSearch as exc:
+            stopped = exc.reason
+        except BudgetReached:
+            stopped = f"point budget of {self.max_points} reached"
+        return self.result(stopped)
+
+    def result(self, stopped: str | None = None) -> SearchResult:
+        points = sorted(self.points.values(), key=lambda p: sort_key(p.shape))
+        knee, plateau = knee_of(points)
+        limits = {"workers": self.max_workers, "iodepth": self.max_qd}
+        # an axis still gaining at its limit matters where the answer sits at that limit
+        unsaturated = [axis for axis in self.unsaturated if plateau is not None and getattr(plateau, axis) == limits[axis]]
+        return SearchResult(points, list(self.comparisons), knee, plateau, unsaturated, stopped)
+
+    def _axis(self, start: Shape, axis: str, limit: int, stage: str) -> Shape:
+        """Double ``axis`` from ``start`` until a step is flat, then bisect; the knee along this axis."""
+        below: Shape | None = None
+        current = start
+        flattened = False
+        for value in doubling(getattr(start, axis), limit):
+            step = current.with_axis(axis, value)
+            if not self._compare(current, step, stage).gain:
+                flattened = True
+                break
+            below, current = current, step
+        if not flattened and getattr(start, axis) < limit:
+            self.unsaturated.append(axis)
+            return current
+        if not flattened or below is None:
+            return current
+        lo, hi = getattr(below, axis), getattr(current, axis)
+        while hi - lo > resolution(hi):
+            mid = (lo + hi) // 2
+            if self._compare(current.with_axis(axis, mid), current.with_axis(axis, hi), f"{stage} bisection").gain:
+                lo = mid
+            else:
+                hi = mid
+        return current.with_axis(axis, hi)
+
+    # ------------------------------------------------------- measurements
+    def _compare(self, baseline: Shape, other: Shape, stage: str) -> Comparison:
+        """Interleaved, rotated rounds of the two shapes until the rule tells them apart, or the cap."""
+        for shape in (baseline, other):
+            if shape not in self.points:
+                if len(self.points) >= self.max_points:
+                    raise BudgetReached
+                self.points[shape] = Point(shape, stage)
+        base_values: list[float] = []
+        other_values: list[float] = []
+        verdict = None
+        for round_no in range(self.max_rounds):
+            order = [(baseline, base_values), (other, other_values)]
+            if round_no % 2:
+                order.reverse()
+            for shape, values in order:
+                values.append(float(self._measure(shape).throughput))
+            if round_no + 1 >= self.min_rounds:
+                verdict = paired_verdict(base_values, other_values)
+                if verdict.decided:
+                    break
+        comparison = Comparison(baseline, other, verdict, stage)
+        self.comparisons.append(comparison)
+        self.listener(comparison)
+        return comparison
+
+    def _measure(self, shape: Shape):
+        measured = self.measure(shape)
+        if not measured.throughput > 0:  # the rule compares positive figures only: a run that moved nothing
+            raise StopSearch(f"failed: {shape.label} moved no data")
+        point = self.points[shape]
+        point.measurements.append(measured)
+        self.listener(point)
+        return measured

@@ -1,0 +1,126 @@
+"""The knee search on synthetic throughput models with a known knee and noise. No engine runs here: the models
+stand in for ``measure``."""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+
+from xferscope.saturate.search import (KneeSearch, Shape, StopSearch, doubling, knee_of, resolution)
+
+
+@dataclass
+class Reading:
+    throughput: float
+
+
+class Model:
+    """Throughput of a path that needs ``per_io`` per I/O in flight, is held to ``per_thread`` by one thread's
+    CPU, and to ``plateau`` by the device; each reading off by gaussian noise (relative ``noise``)."""
+
+    def __init__(self, *, per_io: float, plateau: float, per_thread: float = float("inf"), noise: float = 0.02,
+                 seed: int = 7, peak_then_drop: int | None = None):
+        self.per_io, self.plateau, self.per_thread = per_io, plateau, per_thread
+        self.noise = noise
+        self.rng = random.Random(seed)
+        self.peak_then_drop = peak_then_drop
+        self.calls: list[Shape] = []
+
+    def true(self, shape: Shape) -> float:
+        value = min(self.per_io * shape.concurrency, self.per_thread * shape.workers, self.plateau)
+        if self.peak_then_drop and shape.workers > self.peak_then_drop:  # thrashing past a point
+            value *= 0.8
+        return value
+
+    def __call__(self, shape: Shape) -> Reading:
+        self.calls.append(shape)
+        return Reading(self.true(shape) * (1 + self.rng.gauss(0, self.noise)))
+
+
+def search(model, **kwargs) -> KneeSearch:
+    return KneeSearch(model, **{"max_workers": 16, "max_qd": 1, **kwargs})
+
+
+@pytest.mark.parametrize("per_io, plateau, knee", [(100.0, 1000.0, 10), (400.0, 1200.0, 3), (70.0, 1000.0, 14),
+                                                   (1000.0, 1000.0, 1)])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_workers_knee_is_found_within_one_step_and_within_the_budget(per_io, plateau, knee, seed):
+    model = Model(per_io=per_io, plateau=plateau, seed=seed)
+    found = search(model, max_workers=32, max_points=12).run()
+    assert found.stopped is None
+    step = resolution(knee)
+    assert abs(found.knee.workers - knee) <= step, (found.knee, [(p.shape, round(p.median)) for p in found.points])
+    assert found.knee.iodepth == 1
+    assert len(found.points) <= 12
+    assert found.measurements == len(model.calls), "every measurement is kept with its point"
+    assert model.true(found.plateau) >= 0.95 * plateau
+
+
+def test_queue_depth_is_searched_at_the_workers_knee():
+    # two workers' CPU stays under the device; the device needs 12 I/Os in flight for 95% of its plateau
+    model = Model(per_io=100.0, per_thread=250.0, plateau=1000.0, seed=5)
+    found = search(model, max_workers=4, max_qd=64).run()
+    assert found.unsaturated == ["workers"], "doubling workers at qd 1 still gained at the limit"
+    assert found.knee.workers == 4 and abs(found.knee.iodepth - 3) <= resolution(3), found.knee
+    assert found.knee.concurrency == pytest.approx(12, abs=4)
+    stages = {p.stage for p in found.points}
+    assert {"workers", "queue depth"} <= stages
+    assert max(p.shape.iodepth for p in found.points) <= 8, "it stops doubling once the queue depth is flat"
+
+
+def test_the_search_stops_at_its_point_budget_and_keeps_what_it_measured():
+    model = Model(per_io=10.0, plateau=10_000.0)
+    found = search(model, max_workers=1024, max_points=4).run()
+    assert found.stopped == "point budget of 4 reached"
+    assert len(found.points) == 4 and all(p.measurements for p in found.points)
+    assert found.knee is not None
+
+
+def test_a_flat_path_stops_after_the_first_step():
+    model = Model(per_io=1e9, plateau=500.0, noise=0.01)
+    found = search(model, max_qd=64).run()
+    assert found.knee == Shape(1, 1)
+    assert {p.shape for p in found.points} == {Shape(1, 1), Shape(2, 1), Shape(1, 2)}
+
+
+def test_a_path_that_thrashes_past_its_peak_keeps_the_peak():
+    model = Model(per_io=150.0, plateau=1000.0, peak_then_drop=8)
+    found = search(model, max_workers=32).run()
+    assert found.knee.workers == 7 and model.true(found.plateau) == 1000.0
+    assert not found.unsaturated
+
+
+def test_neighbours_that_cannot_be_told_apart_count_as_flat_after_the_round_cap():
+    model = Model(per_io=1e9, plateau=1000.0, noise=0.10, seed=4)  # the same throughput, 10% noise
+    found = search(model, max_rounds=4).run()
+    first = found.comparisons[0]
+    assert first.verdict.rounds == 4 and not first.told_apart and not first.gain
+    assert len(found.points) == 2
+
+
+def test_measuring_alternates_the_order_of_neighbours():
+    model = Model(per_io=1000.0, plateau=1000.0, noise=0.5, seed=3)  # noisy: every comparison goes to the cap
+    search(model, max_workers=2, max_rounds=4).run()
+    pairs = [model.calls[i:i + 2] for i in range(0, 8, 2)]
+    assert [p[0] for p in pairs] == [Shape(1), Shape(2), Shape(1), Shape(2)], "rotated every round"
+
+
+def test_a_stop_keeps_the_points_so_far():
+    model = Model(per_io=100.0, plateau=1000.0)
+
+    def measure(shape):
+        if len(model.calls) == 7:
+            raise StopSearch
+        return model(shape)
+
+    found = KneeSearch(measure, max_workers=16).run()
+    assert found.stopped == "interrupted" and found.measurements == 7
+
+
+def test_helpers():
+    assert doubling(1, 16) == [2, 4, 8, 16] and doubling(1, 12) == [2, 4, 8, 12] and doubling(4, 4) == []
+    assert resolution(3) == 1 and resolution(16) == 2 and resolution(64) == 8
+    assert knee_of([]) == (None, None)
+    with pytest.raises(ValueError):
+        KneeSearch(lambda s: None, max_workers=4, min_rounds=1)
