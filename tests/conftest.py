@@ -107,3 +107,34 @@ def sim_gpu(monkeypatch):
     monkeypatch.setattr(gpu_native.GpuNativeEngine, "functions", lambda self: _gpusim.functions())
     yield _gpusim
     _gpusim.reset()
+
+
+@pytest.fixture
+def fifo_with_reader(tmp_path):
+    """A named pipe with a reader thread on it: yields (path, received), where ``received()`` waits for the
+    writer to close the pipe and returns the bytes read."""
+    import threading
+
+    fifo = tmp_path / "results.fifo"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+
+    def reader():
+        with open(fifo, "rb") as fh:
+            got.append(fh.read())
+
+    thread = threading.Thread(target=reader, daemon=True)
+    thread.start()
+
+    def received() -> bytes:
+        thread.join(timeout=60)
+        assert not thread.is_alive(), "the writer never closed the FIFO"
+        return got[0]
+
+    yield fifo, received
+    if thread.is_alive():  # nothing ever wrote: release the reader
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+        thread.join(timeout=5)

@@ -198,3 +198,17 @@ def test_a_point_another_host_cannot_run_is_skipped_with_its_reason(tmp_path, mo
     again = replay.ClusterSweep(profile, str(tmp_path / "again.json"), steps=Everyone(), scratch=Everyone())
     outcome = again.run()
     assert len(outcome.failed) == 1 and "does not exist" in str(again.failure)
+
+
+@needs_mpi
+def test_results_that_cannot_be_written_stop_every_rank_with_the_summary_shown(tiny):
+    from xferscope.safe_write import TEST_ERROR_ENV
+
+    profile, results, dirs, base = tiny
+    proc = subprocess.run(mpirun_cmd(2, *_args(profile, results, dirs)), capture_output=True, text=True,
+                          timeout=90, env={**MPI_ENV, TEST_ERROR_ENV: "tiny.results.json=ENOSPC"})
+    assert proc.returncode == 4, proc.stderr
+    assert proc.stdout.count("host read 4K w1") == 1  # what was measured, printed once by rank 0
+    assert f"could not write {results}: no space left on device (results shown above)" in proc.stderr
+    assert "Traceback" not in proc.stderr and not results.exists()
+    assert not [n for n in os.listdir(results.parent) if n.endswith(".xferscope-tmp")]

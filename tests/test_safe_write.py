@@ -7,7 +7,6 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -61,21 +60,10 @@ def test_a_symlink_is_followed_and_stays_a_symlink(tmp_path):
     assert leftovers(tmp_path) == []
 
 
-def test_a_fifo_is_streamed_to_its_reader_and_stays_a_fifo(tmp_path):
-    fifo = tmp_path / "pipe"
-    os.mkfifo(fifo)
-    got: list[bytes] = []
-
-    def reader():
-        with open(fifo, "rb") as fh:
-            got.append(fh.read())
-
-    t = threading.Thread(target=reader)
-    t.start()
+def test_a_fifo_is_streamed_to_its_reader_and_stays_a_fifo(fifo_with_reader, tmp_path):
+    fifo, received = fifo_with_reader
     write_output(str(fifo), '{"iops": 1}\n')
-    t.join(timeout=30)
-    assert not t.is_alive()
-    assert got == [b'{"iops": 1}\n']
+    assert received() == b'{"iops": 1}\n'
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     assert leftovers(tmp_path) == []
 

@@ -78,6 +78,18 @@ def is_stdout(path: str | None) -> bool:
     return bool(path) and stream_fd(path) == 1
 
 
+def is_stream(path: str) -> bool:
+    """Whether ``path`` is written in place as a stream (stdout, a descriptor, a FIFO, a device), not
+    replaced as a file: such a target takes its content once, at the end, never a partial save."""
+    if stream_fd(path) is not None:
+        return True
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def reason_of(exc: OSError) -> str:
     """'no space left on device' from an OSError: its message, as words in a sentence."""
     text = exc.strerror or str(exc) or type(exc).__name__

@@ -29,6 +29,7 @@ from xferscope.units import format_bytes, format_size
 SIDECAR_SUFFIX = ".xferscope"
 SIDECAR_MAGIC = "xferscope-scratch/1"
 FILL_CHUNK = 8 << 20
+FREE_SPACE_MARGIN = 64 << 20  # left free beside new scratch files: the run must not fill the filesystem
 
 
 class Interrupted(XferscopeError):
@@ -227,9 +228,12 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
     to_create = sum(f.size for f in files if f.create)
     if to_create:
         free = shutil.disk_usage(directory).free
-        if to_create + (64 << 20) > free:
-            raise EnvironmentProblem(f"not enough free space in {directory} for the scratch file: need "
-                                     f"{format_bytes(to_create)}, {format_bytes(free)} free; lower --size")
+        if to_create + FREE_SPACE_MARGIN > free:
+            raise EnvironmentProblem(
+                f"not enough free space in {directory}: the scratch file needs {format_bytes(to_create)} and "
+                f"{format_bytes(FREE_SPACE_MARGIN)} more stay free beside it (so that the run never fills the "
+                f"filesystem, and its results can still be written), {format_bytes(to_create + FREE_SPACE_MARGIN)} "
+                f"in all; {format_bytes(free)} free. Lower --size or make room")
     if not os.access(directory, os.W_OK) and to_create:
         raise EnvironmentProblem(f"cannot create files in {directory}: permission denied")
     worker_files, regions = _regions(spec, files)

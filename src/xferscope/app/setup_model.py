@@ -58,6 +58,19 @@ def default_paths(avail: dict[str, str | None] | None = None) -> list[str]:
     return ["host"] + [p for p in PATHS if p in GPU_PATHS and avail.get(p) is None]
 
 
+def path_order(chosen: list[str]) -> list[str]:
+    """Every path in the order the setup lists them, which is the order they run: the chosen ones as given
+    (the first is the comparison's baseline), then the others."""
+    return list(dict.fromkeys([p for p in chosen if p in PATHS] + list(PATHS)))
+
+
+def no_gpu_text(reason: str) -> str:
+    """The setup's GPU line where there is none: the reason, saying "no GPU" once."""
+    if not reason:
+        return "no GPU"
+    return reason if "no GPU" in reason else f"no GPU ({reason})"
+
+
 def _int(text: str, name: str) -> int:
     try:
         return int(str(text).strip())

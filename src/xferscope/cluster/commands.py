@@ -21,7 +21,8 @@ import typer
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
 from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
-from xferscope.commands.run import _Progress, emit, execute_and_report, install_hangup_handlers, write_files
+from xferscope.commands.outputs import result_outputs, save_partial
+from xferscope.commands.run import _Progress, execute_and_report, install_hangup_handlers
 from xferscope.errors import ExitCode, RunFailed, XferscopeError
 from xferscope.spec import RunSpec
 
@@ -69,13 +70,13 @@ def run_mpi(make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json
     if root:
         _note_single_rank(world)
 
-    def save_partial(result) -> None:
-        write_files([result], json_path, csv_path)
+    def save_partial_result(result) -> None:
+        save_partial(result_outputs([result], json_path, csv_path))
 
     def execute():
         agree_or_raise(world, vote, "the spec check")
         return run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                            on_partial=save_partial if root else None, progress=progress.fill if root else None)
+                            on_partial=save_partial_result if root else None, progress=progress.fill if root else None)
 
     try:
         execute_and_report(execute, progress, fmt=fmt, json_path=json_path, csv_path=csv_path,
@@ -115,7 +116,7 @@ def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec]
 def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, drop_cache: bool, fmt: str,
                 json_path: str | None, csv_path: str | None, rounds: int = 1) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
-    from xferscope.commands.compare import comparison_payload, emit_comparison
+    from xferscope.commands.compare import comparison_outputs, emit_comparison
     from xferscope.rounds import Comparison
     from xferscope.target import drop_page_cache
 
@@ -135,12 +136,9 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
     follower_code = 0  # on ranks other than 0: the exit code rank 0 will have
     interrupted = failed = False
 
-    def save_partial(planned, result) -> None:
+    def save_partial_comparison(planned, result) -> None:
         planned.result = result
-        if json_path:
-            from xferscope.export import write_json
-
-            write_json(json_path, comparison_payload(comp, samples=True))
+        save_partial(comparison_outputs(comp, json_path, None))
 
     try:
         for planned in comp.runs:
@@ -158,7 +156,7 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
                 sys.stderr.write(f"round {planned.round + 1}/{comp.rounds} {comp.labels[planned.slot]}:\n")
             try:
                 result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                                      on_partial=(lambda r, p=planned: save_partial(p, r)) if root else None,
+                                      on_partial=(lambda r, p=planned: save_partial_comparison(p, r)) if root else None,
                                       progress=progress.fill if root else None)
             except FollowerExit as exc:
                 if not exc.started:
@@ -186,12 +184,15 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
         raise typer.Exit(follower_code)
     if not comp.done():
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster)
+    written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path,
+                              printer=_print_compare_cluster)
     if interrupted or len(comp.done()) < len(comp.runs):
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if failed:
         raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
 
 
 def _print_compare_cluster(comp) -> None:

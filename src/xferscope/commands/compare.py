@@ -11,6 +11,7 @@ from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, D
                                         HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
                                         TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
+from xferscope.commands.outputs import Output, check_outputs, human_output, write_outputs
 from xferscope.commands.run import check_format, exit_leaving_stuck_workers, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
 from xferscope.rounds import DEFAULT_ROUNDS
@@ -56,44 +57,46 @@ def comparison_payload(comp, *, samples: bool) -> dict:
             "results": [result_to_dict(r, samples=samples) for r in results]}
 
 
-def write_rounds_csv(path: str, comp) -> None:
+def rounds_csv_text(comp) -> str:
+    """One row per run: round, place, ratio to the baseline in that round, verdict, and its figures."""
     import csv
-    import os
+    import io
 
     from xferscope.export import SUMMARY_COLUMNS, _fmt
     from xferscope.rounds import ROUNDS_CSV_COLUMNS, csv_rows
 
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS)
-        w.writeheader()
-        for row in csv_rows(comp):
-            w.writerow({k: _fmt(v) for k, v in row.items()})
-    os.replace(tmp, path)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS)
+    w.writeheader()
+    for row in csv_rows(comp):
+        w.writerow({k: _fmt(v) for k, v in row.items()})
+    return buf.getvalue()
 
 
-def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> None:
-    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
+def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> list[Output]:
+    """``--json`` (the comparison and every run with its time series) and ``--csv`` (one row per run)."""
+    from xferscope.export import json_text
+
+    return [Output("JSON", "--json", json_path, lambda: json_text(comparison_payload(comp, samples=True))),
+            Output("CSV", "--csv", csv_path, lambda: rounds_csv_text(comp))]
+
+
+def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> int:
+    """Print the comparison, then write the files asked for (``commands.outputs``); ExitCode.NOT_WRITTEN
+    when a file could not be written (a line said which and why), else 0."""
     import json
 
-    from xferscope.export import write_json
-
-    if json_path:
-        write_json(json_path, comparison_payload(comp, samples=True))
-    if csv_path:
-        write_rounds_csv(csv_path, comp)
     try:
-        if fmt == "json":
-            from xferscope.export import _clean
+        with human_output(json_path, csv_path):
+            if fmt == "json":
+                from xferscope.export import _clean
 
-            typer.echo(json.dumps(_clean(comparison_payload(comp, samples=False)), indent=2))
-        else:
-            (printer or print_comparison)(comp)
-        for label, path in (("JSON", json_path), ("CSV", csv_path)):
-            if path:
-                typer.echo(f"{label} written to {path}", err=True)
-    except OSError:
+                typer.echo(json.dumps(_clean(comparison_payload(comp, samples=False)), indent=2))
+            else:
+                (printer or print_comparison)(comp)
+    except OSError:  # a closed terminal: the files still get the result
         pass
+    return write_outputs(comparison_outputs(comp, json_path, csv_path))
 
 
 CompareCsvOpt = Annotated[Optional[str], typer.Option(
@@ -127,6 +130,7 @@ def compare_command(
     from xferscope.errors import EngineUnavailable
 
     check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
 
     def make_specs():
         names = [parse_path(p) for p in paths.split(",") if p.strip()]
@@ -161,7 +165,7 @@ def compare_command(
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if outcome.stuck is not None:
         exit_leaving_stuck_workers(outcome.stuck.result.error if outcome.stuck.result else None)
     if outcome.interrupted:
@@ -169,6 +173,8 @@ def compare_command(
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if outcome.failed:
         raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
 
 
 class Outcome:

@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 import typer
 
 from xferscope.commands.options import CsvOpt, FormatOpt, JsonOpt
-from xferscope.commands.run import check_format, emit
+from xferscope.commands.outputs import check_outputs, emit
+from xferscope.commands.run import check_format
 
 FileArg = Annotated[str, typer.Argument(help="the file the tool wrote (or the text pasted from its output)")]
 SummaryCsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write one summary row per result to FILE")]
@@ -36,18 +37,17 @@ def print_imported(title: str):
 
 
 def import_results(tool: str, path: str, json_path: str | None, csv_path: str | None, fmt: str) -> None:
-    from xferscope.export import write_summary_csv
+    from xferscope.export import summary_csv_text
     from xferscope.importers import import_file
 
     check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
     results = import_file(tool, path)
-    if csv_path:
-        write_summary_csv(csv_path, results)
-    emit(results, fmt=fmt, json_path=json_path, csv_path=None,
-         printer=print_imported(f"{len(results)} {tool} result{'s' if len(results) != 1 else ''} from {path} "
-                                f"(ratio against the first)"))
-    if csv_path:
-        typer.echo(f"CSV written to {csv_path}", err=True)
+    written = emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, csv_text=summary_csv_text,
+                   printer=print_imported(f"{len(results)} {tool} result{'s' if len(results) != 1 else ''} from "
+                                          f"{path} (ratio against the first)"))
+    if written:
+        raise typer.Exit(written)
 
 
 def _tool_command(tool: str):
@@ -61,15 +61,12 @@ def _tool_command(tool: str):
 
 def import_mlc(file: FileArg, json_path: JsonOpt = None, csv_path: CsvOpt = None, fmt: FormatOpt = "table") -> None:
     """Import a saved Intel MLC output (idle latency, peak bandwidth, loaded latencies)."""
-    from xferscope.engines.mem_result import check_output_paths, write_outputs
+    from xferscope.commands.mem import emit_mem
     from xferscope.importers.mlc import import_mlc as read_mlc
-    from xferscope.mem_report import emit_result
 
     check_format(fmt)
-    check_output_paths(json_path, csv_path)
-    result = read_mlc(file)
-    write_outputs(result, json_path, csv_path)
-    emit_result(result, fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    raise typer.Exit(emit_mem(read_mlc(file), fmt, json_path, csv_path))
 
 
 def register(app: typer.Typer) -> None:

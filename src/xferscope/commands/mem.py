@@ -94,13 +94,13 @@ def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, l
 def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -> int:
     import sys
 
-    from xferscope.engines.mem import MemSweep, check_output_paths, write_outputs
+    from xferscope.commands.outputs import check_outputs
+    from xferscope.engines.mem import MemSweep
     from xferscope.errors import ExitCode, SpecError
-    from xferscope.mem_report import emit_result
 
     if fmt not in ("table", "json"):
         raise SpecError("--format", f"{fmt!r} is not a format; use table or json")
-    check_output_paths(json_out, csv_out)
+    check_outputs(fmt, {"--json": json_out, "--csv": csv_out})
     spec = build_spec(**options)
     sweep = _named_for_cli(lambda: MemSweep(spec))
     progress = _Progress(sweep.spec) if sys.stderr.isatty() else None
@@ -115,12 +115,27 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -
         if progress:
             progress.close()
     result = sweep.result
-    write_outputs(result, json_out, csv_out)
-    emit_result(result, fmt)
+    written = emit_mem(result, fmt, json_out, csv_out)
     if interrupted:
         sys.stderr.write(f"xferscope: interrupted; {len(result.points)} points measured\n")
         return int(ExitCode.INTERRUPTED)
-    return 0
+    return written
+
+
+def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None) -> int:
+    """Print a memory result (MLC's table, or JSON), then write ``--json``/``--csv``; 4 when one could not be
+    written (a line says which and why), else 0."""
+    from xferscope.commands.outputs import Output, human_output, write_outputs
+    from xferscope.engines.mem import csv_text, result_json
+    from xferscope.mem_report import emit_result
+
+    try:
+        with human_output(json_out, csv_out) as out:
+            emit_result(result, fmt, out=out)
+    except OSError:  # a closed terminal: the files still get the result
+        pass
+    return write_outputs([Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
+                          Output("CSV", "--csv", csv_out, lambda: csv_text(result))])
 
 
 class _Progress:

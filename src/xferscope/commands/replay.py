@@ -49,10 +49,18 @@ def default_results_path(name: str) -> str:
 
 def results_paths(given: str | None, name: str) -> str:
     """The JSON results file (the CSV goes beside it, same name, .csv)."""
+    from xferscope.safe_write import is_stream
+
     path = given or default_results_path(name)
     if path.endswith(".csv"):
         path = path[:-4] + ".json"
-    directory = os.path.dirname(os.path.abspath(path))
+    if is_stream(path):
+        raise SpecError("results", f"{path} is not a regular file: the results are rewritten after every point "
+                                   "and read back to resume; name a file")
+    target = os.path.realpath(path)
+    if os.path.isdir(target):
+        raise SpecError("results", f"{path} is a folder; name a file")
+    directory = os.path.dirname(target)
     if not os.path.isdir(directory) or not os.access(directory, os.W_OK):
         raise SpecError("results", f"cannot write {path}: {directory} is not a writable directory")
     return path
@@ -195,7 +203,6 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
     """Print the summary and where the files went; raise typer.Exit with the replay's exit code.
     ``failure``: the error that ended the sweep early (a rank's, under --mpi), printed and its code used."""
     from xferscope.sweep.against import below, ratios
-    from xferscope.sweep.plot import write_plot
 
     progress.clear()
     results_path = plan.results_path
@@ -203,14 +210,19 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
         typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
     found = ratios(outcome.results, plan.old) if plan.old else None
     low = below(found, fail_below) if found is not None and fail_below is not None else []
-    plotted = write_plot(plot, outcome.results) if plot else False
     _print_summary(outcome.results, found, against, fmt)
-    for label, path in (("results", outcome.results.path), ("CSV", outcome.results.csv_path),
-                        ("plot", plot if plotted else None)):
-        if path:
+    not_written = outcome.not_written
+    if not_written is None:
+        for label, path in (("results", outcome.results.path), ("CSV", outcome.results.csv_path)):
             typer.echo(f"{label} written to {path}", err=True)
-    if plot and not plotted:
-        typer.echo("xferscope: nothing measured yet, so no plot was drawn", err=True)
+    else:
+        kept = outcome.results.saved_repetitions
+        typer.echo(f"xferscope: {not_written} (results shown above); the sweep stopped there. {results_path} "
+                   f"holds the {kept} repetition(s) saved before it: make room and rerun the same command to "
+                   "resume", err=True)
+    plot_code = _plot(plot, outcome.results) if plot else 0
+    if not_written is not None:
+        raise typer.Exit(int(not_written.exit_code))
     if outcome.interrupted:
         typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -230,6 +242,20 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
     if not any(rec.ok_count() for rec in outcome.results.planned()):
         typer.echo("xferscope: none of the points can run on this machine; the reasons are above", err=True)
         raise typer.Exit(int(ExitCode.ENVIRONMENT))
+    if plot_code:
+        raise typer.Exit(plot_code)
+
+
+def _plot(path: str, results) -> int:
+    """Draw ``--plot`` after the summary was printed; 4 when the file cannot be written."""
+    from xferscope.commands.outputs import Output, write_outputs
+    from xferscope.sweep.plot import render_plot
+
+    content = render_plot(path, results)
+    if content is None:
+        typer.echo("xferscope: nothing measured yet, so no plot was drawn", err=True)
+        return 0
+    return write_outputs([Output("plot", "--plot", path, lambda: content)], shown="results shown above")
 
 
 def _print_summary(results, found, against: str | None, fmt: str) -> None:

@@ -1,7 +1,6 @@
 """`xferscope run`: one transfer path, headless, with gdsio's result line and what gdsio leaves out."""
 from __future__ import annotations
 
-import json
 import signal
 import sys
 
@@ -11,6 +10,7 @@ from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, Dep
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
                                         HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
                                         TotalOpt, VerifyOpt, WorkersOpt, build_spec)
+from xferscope.commands.outputs import check_outputs, emit
 from xferscope.errors import ExitCode, SpecError
 
 
@@ -61,36 +61,6 @@ def install_hangup_handlers() -> None:
             pass
 
 
-def write_files(results, json_path: str | None, csv_path: str | None) -> None:
-    """The summary as JSON (with the time series) and the time series as CSV, where asked for."""
-    from xferscope.export import result_to_dict, write_json, write_series_csv
-
-    if json_path:
-        payload = result_to_dict(results[0], samples=True) if len(results) == 1 else \
-            {"results": [result_to_dict(r, samples=True) for r in results]}
-        write_json(json_path, payload)
-    if csv_path:
-        write_series_csv(csv_path, results)
-
-
-def emit(results, *, fmt: str, json_path: str | None, csv_path: str | None, printer) -> None:
-    """Write the files asked for, then print (files first: a closed terminal must not lose them)."""
-    from xferscope.export import result_to_dict
-
-    write_files(results, json_path, csv_path)
-    try:
-        if fmt == "json":
-            payload = result_to_dict(results[0]) if len(results) == 1 else [result_to_dict(r) for r in results]
-            typer.echo(json.dumps(payload, indent=2))
-        else:
-            printer(results)
-        for label, path in (("JSON", json_path), ("CSV", csv_path)):
-            if path:
-                typer.echo(f"{label} written to {path}", err=True)
-    except OSError:
-        pass
-
-
 def print_run(results) -> None:
     from xferscope.report import done_line, extras_line, gdsio_line
 
@@ -133,6 +103,7 @@ def run_command(
     from xferscope.runner import Run
 
     check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     spec_args = dict(path=path, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size, duration=duration,
                      total=total, file=file, directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix,
                      verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed,
@@ -156,8 +127,9 @@ def run_command(
 
 def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None,
                        printer) -> None:
-    """Call ``execute()`` for one result, then save and print it; a failure's partial result is saved and
-    printed before the error goes on; an interrupted run exits 130. ``None`` from ``execute``: nothing to say."""
+    """Call ``execute()`` for one result, then print and save it; a failure's partial result is printed and
+    saved before the error goes on; an interrupted run exits 130, a file not written 4. ``None`` from
+    ``execute``: nothing to say."""
     try:
         result = execute()
     except Exception as exc:
@@ -169,10 +141,12 @@ def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, cs
     progress.clear()
     if result is None:
         return
-    emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
+    written = emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
     if result.status == "interrupted":
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if written:
+        raise typer.Exit(written)
 
 
 def register(app: typer.Typer) -> None:

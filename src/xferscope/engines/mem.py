@@ -26,9 +26,8 @@ from typing import Any, Callable, Iterator
 from xferscope.engines.mem_machine import (allowed_cpus, cpu_model, format_cpu_list, llc_bytes, parse_cpu_list,
                                            thp_coverage, thp_mode)
 from xferscope.engines.mem_plan import MemPlan, buffers_per_load_thread, resolve_plan
-from xferscope.engines.mem_result import (CSV_COLUMNS, IDLE, MemPoint, MemResult,
-                                          check_output_paths, group_series, result_json, sanity_warnings, write_csv,
-                                          write_json, write_outputs)
+from xferscope.engines.mem_result import (CSV_COLUMNS, IDLE, MemPoint, MemResult, csv_text, group_series,
+                                          result_json, sanity_warnings)
 from xferscope.engines.mem_spec import (BACKENDS, BUILTIN_TRAFFIC, DEFAULT_DELAYS, MODES, NT_TRAFFIC, MemSpec,
                                         parse_int_list)
 from xferscope.errors import EnvironmentProblem
@@ -319,7 +318,7 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
 
 __all__ = [
     "BACKENDS", "BUILTIN_TRAFFIC", "CSV_COLUMNS", "DEFAULT_DELAYS", "IDLE", "MODES", "MemPlan", "MemPoint",
-    "MemResult", "MemSpec", "MemSweep", "allowed_cpus", "check_output_paths", "format_cpu_list", "group_series",
+    "MemResult", "MemSpec", "MemSweep", "allowed_cpus", "csv_text", "format_cpu_list", "group_series",
     "llc_bytes", "parse_cpu_list", "parse_int_list", "point_from_windows", "resolve_plan", "result_json",
-    "sanity_warnings", "thp_coverage", "write_csv", "write_json", "write_outputs",
+    "sanity_warnings", "thp_coverage",
 ]

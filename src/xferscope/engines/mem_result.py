@@ -5,12 +5,10 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable
 
 from xferscope.engines.mem_spec import MemSpec
-from xferscope.errors import SpecError
 
 CSV_COLUMNS = ("delay", "latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s", "traffic", "stride", "backend")
 IDLE = "idle"  # the traffic label of an idle-latency point
@@ -81,49 +79,18 @@ class MemResult:
         }
 
 
-def write_csv(result: MemResult, target: str | io.TextIOBase) -> None:
-    """One row per point, columns CSV_COLUMNS."""
-    if isinstance(target, str):
-        with open(target, "w", newline="", encoding="utf-8") as fh:
-            write_csv(result, fh)
-        return
-    writer = csv.writer(target, lineterminator="\n")
+def csv_text(result: MemResult) -> str:
+    """One row per point, columns CSV_COLUMNS (what ``mem --csv`` writes)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
     for point in result.points:
         writer.writerow(point.csv_row())
+    return out.getvalue()
 
 
 def result_json(result: MemResult) -> str:
     return json.dumps(result.to_dict(), indent=2)
-
-
-def write_json(result: MemResult, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(result_json(result) + "\n")
-
-
-def check_output_paths(json_out: str | None, csv_out: str | None) -> None:
-    """Fail before measuring when an output file could not be written afterwards."""
-    for option, path in (("--json", json_out), ("--csv", csv_out)):
-        if not path:
-            continue
-        folder = os.path.dirname(os.path.abspath(path))
-        if os.path.isdir(path):
-            raise SpecError(option, f"{path} is a folder; name a file")
-        if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-            raise SpecError(option, f"cannot write {path}: its folder does not exist or is not writable; "
-                                    "pick a writable path")
-
-
-def write_outputs(result: MemResult, json_out: str | None, csv_out: str | None) -> None:
-    """Write the files a command was asked for; an unwritable path is one line naming the option."""
-    for option, path, writer in (("--json", json_out, write_json), ("--csv", csv_out, write_csv)):
-        if not path:
-            continue
-        try:
-            writer(result, path)
-        except OSError as exc:
-            raise SpecError(option, f"cannot write {path}: {exc.strerror or exc}; pick a writable path") from None
 
 
 IDLE_RANGE_NS = (60.0, 200.0)

@@ -1,7 +1,8 @@
 """Run every point of a profile, repetition by repetition, saving after each one.
 
     sweep = Sweep(profile, "results.json", listener=print)
-    outcome = sweep.run()            # Ctrl-C: what was measured is saved, outcome.interrupted is set
+    outcome = sweep.run()            # Ctrl-C: what was measured is saved, outcome.interrupted is set;
+                                     # a results file that cannot be written stops it: outcome.not_written
 
 Points already finished in the results file are skipped (resume); points that
 cannot run here (no GPU, no cuFile, GPU index missing) are recorded as skipped with
@@ -16,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from xferscope.errors import EnvironmentProblem, SpecError, XferscopeError
+from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
 from xferscope.profiles.model import Profile
 from xferscope.sweep.plan import Availability, SweepPoint, plan_points
 from xferscope.sweep.record import PointRecord, ResultsFile
@@ -61,6 +62,7 @@ class PointSkipped:
 class SweepOutcome:
     results: ResultsFile
     interrupted: bool = False
+    not_written: NotWritten | None = None          # the results file could not be written: the sweep stopped
     ran: int = 0                                   # repetitions measured in this run
     skipped: list[SweepPoint] = field(default_factory=list)
     failed: list[SweepPoint] = field(default_factory=list)
@@ -104,11 +106,17 @@ class Sweep:
                 self._run_point(point, outcome, scratch)
         except (_Stopped, KeyboardInterrupt):
             outcome.interrupted = True
+        except NotWritten as exc:  # a full disk: stop measuring what could not be kept; the file holds the rest
+            outcome.not_written = exc
         finally:
             self._current = None
             scratch.cleanup()
-            with _interrupts_deferred():
-                self.results.save()
+            if outcome.not_written is None:
+                try:
+                    with _interrupts_deferred():
+                        self.results.save()
+                except NotWritten as exc:
+                    outcome.not_written = exc
         return outcome
 
     # ------------------------------------------------------------- a point

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.safe_write import write_output
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
@@ -127,22 +126,20 @@ def chart_of(results: ResultsFile) -> Chart:
     return mem_chart(results) if results.kind == "mem" else io_chart(results)
 
 
-def write_plot(path: str, results: ResultsFile) -> bool:
-    """Draw the sweep into ``path`` (.svg or .png); False when no point has been measured yet; NotWritten
-    when the file cannot be written."""
+def render_plot(path: str, results: ResultsFile) -> str | bytes | None:
+    """The sweep drawn for ``path`` (SVG text or PNG bytes, by its extension); None when no point has been
+    measured yet."""
     ext = check_plot_path(path)
     chart = chart_of(results)
     if not chart.panels:
-        return False
+        return None
     if ext == ".svg":
         from xferscope.sweep.svg_chart import render_svg
 
-        write_output(path, render_svg(chart))
-    else:
-        from xferscope.sweep.png_chart import render_png
+        return render_svg(chart)
+    from xferscope.sweep.png_chart import render_png
 
-        write_output(path, render_png(chart))
-    return True
+    return render_png(chart)
 
 
 def tick_text(panel: Panel, value: float) -> str:

@@ -53,14 +53,20 @@ def _try(fn, *args):
         return None
 
 
+def nvml_failure(exc: Exception) -> str:
+    """'no GPU (NVML Shared Library Not Found)', 'no GPU (NVML: Driver Not Loaded)': NVML named once."""
+    text = str(exc) or type(exc).__name__
+    return f"no GPU ({text})" if "NVML" in text else f"no GPU (NVML: {text})"
+
+
 def no_gpu_reason() -> str | None:
-    """None when NVML sees at least one GPU; else why not (e.g. "no GPU (NVML: driver not loaded)")."""
+    """None when NVML sees at least one GPU; else why not (e.g. "no GPU (NVML: Driver Not Loaded)")."""
     try:
         nv = _nvml()
     except ImportError:
         return "no GPU telemetry: nvidia-ml-py is not installed"
     except Exception as exc:
-        return f"no GPU (NVML: {exc})"
+        return nvml_failure(exc)
     try:
         return None if nv.nvmlDeviceGetCount() else "no GPU (NVML sees none)"
     finally:
@@ -207,7 +213,7 @@ class GpuMeter:
             self.reason = "no GPU telemetry: nvidia-ml-py is not installed"
             return
         except Exception as exc:
-            self.reason = f"no GPU (NVML: {exc})"
+            self.reason = nvml_failure(exc)
             return
         for g in self.gpus:
             handle = _try(self._nv.nvmlDeviceGetHandleByIndex, g)

@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import asyncio
-import csv
-import io
 import os
 import time
 
@@ -264,15 +262,10 @@ class MemoryScreen(ConsoleScreen):
     # ---------------------------------------------------------------- export
     def export_csv(self, directory: str) -> str:
         """The points measured so far, one row each (``xferscope mem --csv`` columns)."""
-        from xferscope.engines.mem import CSV_COLUMNS
+        from xferscope.engines.mem import MemResult, csv_text
 
         if not self.points:
             raise XferscopeError("no memory points measured yet: start a sweep (r) first")
         path = os.path.join(directory, "xferscope-mem-" + time.strftime("%Y%m%d-%H%M%S") + ".csv")
-        text = io.StringIO(newline="")
-        writer = csv.writer(text)
-        writer.writerow(CSV_COLUMNS)
-        for p in self.points:
-            writer.writerow(p.csv_row())
-        write_output(path, text.getvalue())
+        write_output(path, csv_text(MemResult(points=list(self.points))))
         return path

@@ -62,5 +62,7 @@ class GpuPanel(FiguresText):
             return
         if readings:
             super().show(gpu_text(readings, self.size.width or 30))
+        elif s is None and record.active:  # preparing: nothing was read yet, so nothing is known to be missing
+            super().show(Text(f"{record.state}: GPU telemetry comes with the first sample", style="dim"))
         else:
             super().show(Text("no GPU telemetry for this run (NVML not available)", style="dim"))

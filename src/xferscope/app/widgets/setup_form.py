@@ -8,8 +8,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Checkbox, Input, Label, Select, SelectionList, Static
 from textual.widgets.selection_list import Selection
 
-from xferscope.app.setup_model import DEFAULT_TARGET, FormValues, Mount
-from xferscope.spec import IO_PATTERNS, PATHS
+from xferscope.app.setup_model import DEFAULT_TARGET, FormValues, Mount, no_gpu_text, path_order
+from xferscope.spec import IO_PATTERNS
 
 #: (control id, label, placeholder) of the typed fields, in form order
 TYPED = (
@@ -37,6 +37,7 @@ class SetupForm(Horizontal):
                  availability: dict[str, str | None], descriptions: dict[str, str], **kwargs):
         super().__init__(**kwargs)
         self._initial = values
+        self._order = path_order(values.paths)  # the paths as listed, which is the order they run
         self._gpus = gpus
         self._no_gpu_reason = no_gpu_reason
         self._availability = availability
@@ -53,8 +54,7 @@ class SetupForm(Horizontal):
                 gpu = Select(self._gpus, value=v.gpu if v.gpu is not None else self._gpus[0][1],
                              allow_blank=False, compact=True, id="gpu")
             else:
-                gpu = Static(Text(f"no GPU ({self._no_gpu_reason})" if self._no_gpu_reason else "no GPU"),
-                             id="gpu", classes="form-static")
+                gpu = Static(Text(no_gpu_text(self._no_gpu_reason)), id="gpu", classes="form-static")
             with Horizontal(classes="form-row -auto"):
                 yield Label("GPU", classes="form-label")
                 yield gpu
@@ -82,8 +82,10 @@ class SetupForm(Horizontal):
             yield Static("", id="profile-note")
 
     def _path_choices(self, chosen: list[str]) -> list[Selection]:
+        """Every path, listed in the order ticked ones run."""
+        self._order = path_order(chosen)
         out = []
-        for path in PATHS:
+        for path in self._order:
             reason = self._availability.get(path)
             if reason:
                 out.append(Selection(Text(f"{path}: {reason}", style="dim"), path, False, disabled=True))
@@ -137,11 +139,10 @@ class SetupForm(Horizontal):
         )
 
     def _chosen_paths(self) -> list[str]:
-        """The ticked paths in the order they were given (the first is the comparison's baseline), then
-        those ticked since, in the list's order."""
+        """The ticked paths in the list's order, which starts with the paths given (the first is the
+        comparison's baseline)."""
         ticked = set(self.query_one("#paths", SelectionList).selected)
-        given = [p for p in self._initial.paths if p in ticked]
-        return given + [p for p in PATHS if p in ticked and p not in given]
+        return [p for p in self._order if p in ticked]
 
     def load(self, values: FormValues) -> None:
         """Fill the form (from a profile)."""
@@ -152,10 +153,8 @@ class SetupForm(Horizontal):
         self.query_one("#io", Select).value = values.io
         self.query_one("#buffered", Checkbox).value = values.buffered
         paths = self.query_one("#paths", SelectionList)
-        paths.deselect_all()
-        for p in values.paths:
-            if not self._availability.get(p):
-                paths.select(p)
+        paths.clear_options()
+        paths.add_options(self._path_choices(values.paths))
         gpu_widget = self.query_one("#gpu")
         if isinstance(gpu_widget, Select) and values.gpu is not None:
             if any(values.gpu == idx for _, idx in self._gpus):
