@@ -42,10 +42,10 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=40)
         await wait_for(pilot, lambda: app.current_mode == "grid")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "2/2 points" in screen_text(app))  # redrawn at its own pace under load
         lines = screen_text(app)
         await pilot.press("v")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "cells: median" in screen_text(app))
         heat = screen_text(app)
         await pilot.press("s", "ctrl+p")
         await pilot.pause(0.3)
