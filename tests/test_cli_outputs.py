@@ -227,3 +227,17 @@ def test_replay_plot_that_cannot_be_written(cli, direct_dir, tmp_path):
     assert "host read 64K w1" in r.out
     assert f"could not write {plot}: permission denied (results shown above)" in r.err
     assert f"results written to {tmp_path / 'two.results.json'}" in r.err and not plot.exists()
+
+
+def test_saturate_prints_its_verdicts_before_a_file_fails_and_json_goes_to_stdout(cli, direct_dir, tmp_path):
+    from test_saturate_cli import SMALL
+
+    saved = tmp_path / "sat.json"
+    r = cli("saturate", *SMALL, "--dir", str(direct_dir), "--json", str(saved), "--csv", "/dev/full")
+    assert r.code == NOT_WRITTEN, r.err
+    assert "Verdicts:" in r.out and "host 64K: " in r.out
+    assert "could not write /dev/full: no space left on device (result shown above)" in r.err
+    assert f"JSON written to {saved}" in r.err and json.loads(saved.read_text())["series"]
+    again = cli("saturate", "--from", str(saved), "--json", "-")
+    assert again.code == 0, again.err
+    assert json.loads(again.out)["series"] and "Verdicts:" in again.err

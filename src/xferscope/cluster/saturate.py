@@ -65,7 +65,6 @@ def saturate_mpi(make_plan: Callable[[], object], *, gpu_given: bool, fmt: str, 
             outcome = saturation.run()
         finally:
             progress.clear()
-        report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
-        finish(outcome)
+        finish(outcome, report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path))
 
     lead_and_follow(lambda ranks: make_plan(), lead)

@@ -10,6 +10,7 @@ import typer
 from xferscope.commands.options import (BufferedOpt, CpusOpt, DirOpt, FileOpt, ForceOpt, FormatOpt, HugePagesOpt,
                                         IoOpt, KeepOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SizeOpt, gpu_list,
                                         parse_path)
+from xferscope.commands.outputs import check_outputs
 from xferscope.commands.run import _Progress, check_format, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
 
@@ -192,10 +193,13 @@ def saturate_command(
     """Find each path's knee (the least concurrency within 5% of its plateau) per block size, adaptively, and
     say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
     check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     if from_file:
         from xferscope.saturate.record import load_saturation
 
-        report(load_saturation(from_file), fmt=fmt, json_path=json_path, csv_path=csv_path)
+        written = report(load_saturation(from_file), fmt=fmt, json_path=json_path, csv_path=csv_path)
+        if written:
+            raise typer.Exit(written)
         return
 
     given = dict(paths=paths, bs=bs, io=io, max_workers=max_workers, max_qd=max_qd, min_rounds=min_rounds,
@@ -269,44 +273,46 @@ def run_plan(plan, *, fmt: str, json_path: str | None, csv_path: str | None) -> 
         outcome = saturation.run()
     finally:
         progress.clear()
-    report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    written = report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if runner.stuck is not None:
         from xferscope.commands.run import exit_leaving_stuck_workers
 
         exit_leaving_stuck_workers(runner.stuck.result.error if runner.stuck.result else None)
-    finish(outcome)
+    finish(outcome, written)
 
 
-def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
-    """Print the saturation, then write the files asked for (a closed terminal loses neither: the files are
-    written even when printing fails)."""
-    from xferscope.saturate.record import saturation_to_dict, write_csv, write_json
+def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+    """Print the saturation, then write the files asked for (``commands.outputs``: ``-`` is stdout, a closed
+    terminal loses no file); ExitCode.NOT_WRITTEN when one could not be written (a line said which), else 0."""
+    from xferscope.commands.outputs import Output, human_output, write_outputs
+    from xferscope.export import json_text
+    from xferscope.saturate.record import csv_text, saturation_to_dict
     from xferscope.saturate.report import print_saturation
 
     try:
-        if fmt == "json":
-            typer.echo(json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"}, indent=2))
-        else:
-            print_saturation(outcome, typer.echo)
+        with human_output(json_path, csv_path):
+            if fmt == "json":
+                typer.echo(json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"},
+                                      indent=2))
+            else:
+                print_saturation(outcome, typer.echo)
     except OSError:
         pass
-    for label, path, write in (("JSON", json_path, write_json), ("CSV", csv_path, write_csv)):
-        if path:
-            write(path, outcome)
-            try:
-                typer.echo(f"{label} written to {path}", err=True)
-            except OSError:
-                pass
+    return write_outputs([Output("JSON", "--json", json_path, lambda: json_text(saturation_to_dict(outcome))),
+                          Output("CSV", "--csv", csv_path, lambda: csv_text(outcome))])
 
 
-def finish(outcome) -> None:
-    """The exit code: interrupted 130, a failed run 1, nothing measured 1."""
+def finish(outcome, written: int = 0) -> None:
+    """The exit code: interrupted 130, a failed run 1, nothing measured 1, then ``written`` (4: a file asked
+    for was not written)."""
     if outcome.stopped == "interrupted":
         typer.echo("xferscope: interrupted; what was measured is above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if outcome.failed:
         typer.echo(f"xferscope: {outcome.stopped}", err=True)
         raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
 
 
 def replay_plan(profile, *, duration: str | None, sets: list[str], directory: str | None, file: str | None,
@@ -322,9 +328,13 @@ def replay_plan(profile, *, duration: str | None, sets: list[str], directory: st
     if directory and file:
         raise SpecError("dir", "give either --dir or --file, not both")
     profile = profile.with_changes(sets=parse_sets(sets))
+    from xferscope.safe_write import is_stream
+
     json_path = results or f"{profile.name}.saturate.json"
-    csv_path = json_path[:-5] + ".csv" if json_path.endswith(".json") else json_path + ".csv"
+    csv_path = None if is_stream(json_path) else \
+        json_path[:-5] + ".csv" if json_path.endswith(".json") else json_path + ".csv"
     check_format(fmt)
+    check_outputs(fmt, {"--results": json_path}, folders=not mpi)
 
     def make():
         return make_plan(profile=profile, duration=duration, directory=directory, file=file)
