@@ -49,6 +49,7 @@ TEST_ERROR_ENV = "XFERSCOPE_TEST_WRITE_ERROR"
 #: test seam: called with (temporary path, target path) right before the rename
 before_rename: Callable[[str, str], None] | None = None
 
+_STD_NAMES = {"/dev/stdout": 1, "/dev/stderr": 2}
 _FD_PATH = re.compile(r"^/(?:dev/fd|proc/self/fd|proc/(\d+)/fd)/(\d+)$")
 _NAME_IN_TEMP = 100  # characters of the target's name kept in its temporary file's name (NAME_MAX is 255)
 
@@ -58,6 +59,9 @@ def stream_fd(path: str) -> int | None:
     (following symbolic links until one of those names appears); None for any other name."""
     if path == STDOUT:
         return 1
+    named = _STD_NAMES.get(os.path.abspath(path))
+    if named is not None:  # also where /dev has no such link (a bare container)
+        return named
     current = path
     for _ in range(40):
         absolute = os.path.abspath(current)
