@@ -164,8 +164,8 @@ class ResultsFile:
         except OSError as exc:
             raise NotWritten(self.path, reason_of(exc)) from None
         write_json(self.path, self.to_dict())
+        self.saved_repetitions = self.repetitions_measured()  # the JSON is the record; the CSV shows it
         write_csv(self.csv_path, self)
-        self.saved_repetitions = self.repetitions_measured()
         self.last_save_s = time.monotonic() - started
 
     @property
