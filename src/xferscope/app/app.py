@@ -22,6 +22,7 @@ from xferscope.app.screens.grid import GridScreen
 from xferscope.app.screens.help import HelpScreen
 from xferscope.app.screens.live import LiveScreen
 from xferscope.app.screens.memory import MemoryScreen
+from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
@@ -54,6 +55,7 @@ class ConsoleOptions:
     profile_points: list[RunSpec] | None = None
     profile_repetitions: int = 1  # runs of each profile point
     mem_points: list | None = None  # a memory-sweep profile's MemSpecs: opens on the memory screen
+    saturate_plan: object | None = None  # a saturate profile's SaturatePlan: opens on the saturation screen
     export_to: str | None = None  # directory for CSV snapshots (default: the current one)
 
 
@@ -90,7 +92,7 @@ class XferscopeApp(App):
     TITLE = "xferscope"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
     MODES = {"setup": SetupScreen, "live": LiveScreen, "compare": CompareScreen, "grid": GridScreen,
-             "memory": MemoryScreen}
+             "memory": MemoryScreen, "saturation": SaturationScreen}
     DEFAULT_MODE = "setup"
     BINDINGS = [
         Binding("question_mark", "help", "Help", id="help"),
@@ -99,6 +101,7 @@ class XferscopeApp(App):
         Binding("c", "show('compare')", "Compare", id="show-compare"),
         Binding("g", "show('grid')", "Grid", id="show-grid"),
         Binding("m", "show('memory')", "Memory", id="show-memory"),
+        Binding("t", "show('saturation')", "Saturation", id="show-saturation"),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -121,6 +124,7 @@ class XferscopeApp(App):
         self._dirty = True
         self._worker = None
         self.setup_screen: SetupScreen | None = None  # set by the screen when it mounts
+        self.saturation_screen: SaturationScreen | None = None  # likewise
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
@@ -133,6 +137,8 @@ class XferscopeApp(App):
             self.call_after_refresh(self._load_initial_profile)
         if opts.mem_points:
             self.call_after_refresh(self._open_initial_sweep)
+        elif opts.saturate_plan is not None:
+            self.call_after_refresh(self._open_initial_plan)
         elif opts.start:
             self.call_after_refresh(self._start_from_setup)
         self.check_size()
@@ -140,6 +146,11 @@ class XferscopeApp(App):
     def _load_initial_profile(self) -> None:
         self.setup_screen.load_profile(self.options.profile_name or "profile", self.options.profile_points,
                                        self.options.profile_repetitions)
+
+    async def _open_initial_plan(self) -> None:
+        await self.open_saturation_plan(self.options.saturate_plan)
+        if self.options.start:
+            self.screen.action_start()
 
     async def _open_initial_sweep(self) -> None:
         await self.open_memory_sweep(self.options.mem_points)
@@ -185,6 +196,12 @@ class XferscopeApp(App):
                     await self._worker.wait()
                 except Exception:
                     pass
+        saturating = self.saturation_screen
+        if saturating is not None and saturating.saturation is not None:
+            import asyncio
+
+            self.notify("stopping the saturation and removing its scratch files…")
+            await asyncio.to_thread(saturating.stop_and_wait)
         self.exit()
 
     def wait_for_runs(self, timeout: float = 30.0) -> None:
@@ -192,6 +209,8 @@ class XferscopeApp(App):
         if self.batch is not None:
             self.batch.stop()
             self.batch.wait(timeout)
+        if self.saturation_screen is not None:
+            self.saturation_screen.stop_and_wait(timeout)
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:
@@ -413,8 +432,15 @@ class XferscopeApp(App):
         if kind == "mem":
             self.call_next(self.open_memory_sweep, points)
             return
+        if kind == "saturate":
+            self.call_next(self.open_saturation_plan, points[0])
+            return
         self.switch_mode("setup")
         self.setup_screen.load_profile(name, points, repetitions)
+
+    async def open_saturation_plan(self, plan) -> None:
+        await self.switch_mode("saturation")
+        self.screen.load_plan(plan)
 
     async def open_memory_sweep(self, specs: list) -> None:
         await self.switch_mode("memory")

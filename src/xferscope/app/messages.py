@@ -109,3 +109,24 @@ class MemSweepFailed(Message, bubble=False):
     """A memory sweep could not run or its engine failed; ``reason`` in the engine's words."""
 
     reason: str
+
+
+@dataclass
+class SaturationProgressed(Message, bubble=False):
+    """A saturation moved on: one of ``xferscope.saturate.execute``'s events (a measurement, a search ended)."""
+
+    event: object
+
+
+@dataclass
+class SaturationEnded(Message, bubble=False):
+    """A saturation ended (finished, stopped or failed in a run); ``outcome`` is its ``SaturationOutcome``."""
+
+    outcome: object
+
+
+@dataclass
+class SaturationFailed(Message, bubble=False):
+    """A saturation could not go on (bad target, xferscope's own error); ``reason`` says why."""
+
+    reason: str

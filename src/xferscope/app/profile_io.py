@@ -39,11 +39,16 @@ def available_profiles() -> list[tuple[str, str]]:
 
 
 def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str, str, list, int]:
-    """(name, kind, points, repetitions) of a profile: RunSpecs for kind "io", MemSpecs for "mem"."""
+    """(name, kind, points, repetitions) of a profile: RunSpecs for kind "io", MemSpecs for "mem", the one
+    SaturatePlan for "saturate"."""
     from xferscope.profiles import load_profile
 
     profile = load_profile(name_or_path)
     profile.check_ranks(False, None)  # a profile made for an MPI job is replayed with mpirun, not here
     if duration is not None:
         profile = profile.with_changes(duration=duration)
+    if profile.kind == "saturate":
+        from xferscope.saturate.plan import plan_from
+
+        return profile.name, profile.kind, [plan_from(profile)], 1
     return profile.name, profile.kind, profile.points(), profile.repetitions

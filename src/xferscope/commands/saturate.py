@@ -72,10 +72,6 @@ class SaturateProgress(_Progress):
                                                    self.points, self.runs))
 
 
-PLAN_DEFAULTS = {"paths": ["host"], "block_sizes": None, "gpu_sets": [[0]], "max_workers": 16, "max_qd": 64,
-                 "min_rounds": 3, "max_rounds": 5, "max_points": 24, "storage": "auto"}
-
-
 def _sizes(text: str) -> list[int]:
     from xferscope.units import parse_size
 
@@ -93,65 +89,31 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
     """The validated SaturatePlan: each value from the command line where given (not None), else from the
     profile (``profile``, or the one named ``profile_name``), else the default. SpecError names the option."""
     from xferscope.commands.options import _size, parse_io
-    from xferscope.saturate.plan import DEFAULT_BLOCKS, DEFAULT_DURATION, SaturatePlan
-    from xferscope.spec import SPLIT_PATHS, RunSpec, parse_int_list
+    from xferscope.saturate.plan import plan_from
+    from xferscope.spec import parse_int_list
     from xferscope.units import parse_duration
 
     if profile_name and profile is None:
         from xferscope.profiles import load_profile
 
         profile = load_profile(profile_name)
-    if profile is not None:
-        if profile.kind != "saturate":
-            raise SpecError("profile", f"{profile.name} is a {profile.kind} profile, not a saturate plan; "
-                                       f"replay it with `xferscope replay {profile_name}`")
-    held = dict(profile.saturate) if profile else {}
-    cli_plan = {
-        "paths": [parse_path(p) for p in given["paths"].split(",") if p.strip()] if given.get("paths") else None,
-        "block_sizes": _sizes(given["bs"]) if given.get("bs") else None,
-        "gpu_sets": [gpu_list(g) for g in given["gpu"]] if given.get("gpu") else None,
-        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")},
-    }
-    values = {k: cli_plan[k] if cli_plan.get(k) is not None else held.get(k, default)
-              for k, default in PLAN_DEFAULTS.items()}
-    values["block_sizes"] = values["block_sizes"] or list(DEFAULT_BLOCKS)
     try:
-        duration = parse_duration(given["duration"]) if given.get("duration") is not None else \
-            (profile.duration if profile and profile.duration else DEFAULT_DURATION)
+        duration = parse_duration(given["duration"]) if given.get("duration") is not None else None
     except ValueError as exc:
         raise SpecError("duration", str(exc)) from None
-    fields = dict(profile.base) if profile else {}
-    typed = {"io": parse_io(given["io"]) if given.get("io") else None,
-             "file_size": _size(given["size"], "size") if given.get("size") else None,
-             "file": given.get("file"), "directory": given.get("directory"), "numa_node": given.get("numa"),
-             "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
-             "rwmix": given.get("rwmix"), "register_buffers": given.get("register"), "seed": given.get("seed"),
-             "interval": given.get("interval"), "split": _size(given["split"], "split") if given.get("split") else None}
-    fields.update({k: v for k, v in typed.items() if v is not None})
-    if given.get("file") or given.get("directory"):  # one replaces the other of a profile
-        fields = {k: v for k, v in fields.items() if k not in ("file", "directory")} | \
-                 {k: typed[k] for k in ("file", "directory") if typed[k]}
-    for flag in ("buffered", "force", "keep", "huge_pages"):
-        if given.get(flag):
-            fields[flag] = True
-    split = fields.pop("split", None)
-    base = RunSpec(**fields, path=values["paths"][0], block_size=values["block_sizes"][0],
-                   gpus=list(values["gpu_sets"][0]), duration=duration).validate().replace(split=split)
-    if split and not any(p in SPLIT_PATHS and p != "host" for p in values["paths"]):
-        raise SpecError("split", f"--split applies to {', '.join(p for p in SPLIT_PATHS if p != 'host')} here; "
-                                 "none of the paths takes it")
-    storage = values["storage"]
-    if storage not in ("auto", "none"):
-        import os
-
-        if not os.path.isfile(storage):
-            raise SpecError("storage", f"{storage}: no such file (auto, none, or the JSON of an earlier "
-                                       "`xferscope saturate --path host`)")
-    plan = SaturatePlan(base=base, paths=values["paths"], block_sizes=values["block_sizes"],
-                        gpu_sets=[list(g) for g in values["gpu_sets"]], max_workers=values["max_workers"],
-                        max_qd=values["max_qd"], min_rounds=values["min_rounds"], max_rounds=values["max_rounds"],
-                        max_points=values["max_points"], storage=storage)
-    plan.validate()
+    fields = {"io": parse_io(given["io"]) if given.get("io") else None,
+              "file_size": _size(given["size"], "size") if given.get("size") else None,
+              "file": given.get("file"), "directory": given.get("directory"), "numa_node": given.get("numa"),
+              "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
+              "rwmix": given.get("rwmix"), "register_buffers": given.get("register"), "seed": given.get("seed"),
+              "interval": given.get("interval"), "split": _size(given["split"], "split") if given.get("split") else None,
+              **{flag: True for flag in ("buffered", "force", "keep", "huge_pages") if given.get(flag)}}
+    plan = plan_from(
+        profile, fields=fields, duration=duration,
+        paths=[parse_path(p) for p in given["paths"].split(",") if p.strip()] if given.get("paths") else None,
+        block_sizes=_sizes(given["bs"]) if given.get("bs") else None,
+        gpu_sets=[gpu_list(g) for g in given["gpu"]] if given.get("gpu") else None,
+        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")})
     if given.get("gpu") or any(p != "host" for p in plan.paths):
         from xferscope.gpus import check_gpu_indices, gpu_count
 

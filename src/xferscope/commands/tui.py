@@ -55,7 +55,7 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
 
     machine = _machine()
     values = FormValues(paths=[path] if path else default_paths(machine.availability))
-    profile_name = profile_points = mem_points = None
+    profile_name = profile_points = mem_points = saturate_plan = None
     repetitions = 1
     if profile:
         from xferscope.app.profile_io import open_profile
@@ -63,6 +63,8 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
         profile_name, kind, points, repetitions = open_profile(profile, duration)
         if kind == "mem":
             mem_points = points
+        elif kind == "saturate":
+            saturate_plan = points[0]
         else:
             profile_points = points
             values = FormValues.from_spec(points[0], list(dict.fromkeys(p.path for p in points)))
@@ -80,7 +82,7 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
         values.duration = f"{duration:g}"
     return ConsoleOptions(values, machine, start=start, profile_name=profile_name,
                           profile_points=profile_points, profile_repetitions=repetitions, mem_points=mem_points,
-                          export_to=export_to)
+                          saturate_plan=saturate_plan, export_to=export_to)
 
 
 def open_console(start: bool = False, profile: str | None = None, duration: float | None = None,

@@ -175,6 +175,8 @@ class Saturation:
         self.outcome = SaturationOutcome(plan, storage_source=storage_source, storage=storage)
         self._stop = threading.Event()
         self._search: KneeSearch | None = None
+        #: set once ``run`` has ended and removed its scratch files
+        self.finished = threading.Event()
 
     def stop(self) -> None:
         """End after the measurement in flight (it stops within a second); keep what was measured."""
@@ -206,8 +208,11 @@ class Saturation:
         finally:
             self._search = None
             cleanup = getattr(self.runner, "cleanup", None)
-            if cleanup:
-                cleanup()
+            try:
+                if cleanup:
+                    cleanup()
+            finally:
+                self.finished.set()
         analyse(self.outcome)
         return self.outcome
 

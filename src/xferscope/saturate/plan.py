@@ -3,6 +3,7 @@ it is counted against."""
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -162,6 +163,49 @@ class SaturatePlan:
                    max_qd=int(d["max_qd"]), min_rounds=int(d.get("min_rounds", MIN_ROUNDS)),
                    max_rounds=int(d.get("max_rounds", MAX_ROUNDS)), max_points=int(d.get("max_points", MAX_POINTS)),
                    storage=str(d.get("storage", STORAGE_AUTO)))
+
+
+PLAN_DEFAULTS = {"paths": ["host"], "block_sizes": list(DEFAULT_BLOCKS), "gpu_sets": [[0]], "max_workers": 16,
+                 "max_qd": 64, "min_rounds": MIN_ROUNDS, "max_rounds": MAX_ROUNDS, "max_points": MAX_POINTS,
+                 "storage": STORAGE_AUTO}
+
+
+def plan_from(profile=None, *, fields: dict[str, Any] | None = None, duration: float | None = None,
+              **given: Any) -> SaturatePlan:
+    """The validated plan: each of its values (``paths``, ``block_sizes``, ``gpu_sets``, ``max_workers``, ...)
+    from ``given`` where not None, else from the saturate ``profile``, else the default; the runs' other fields
+    are the profile's ``[base]`` updated with ``fields``. SpecError names what is wrong."""
+    unknown = set(given) - set(PLAN_DEFAULTS)
+    if unknown:
+        raise TypeError(f"not a plan value: {sorted(unknown)}")
+    if profile is not None and profile.kind != "saturate":
+        raise SpecError("profile", f"{profile.name} is a {profile.kind} profile, not a saturate plan; replay it "
+                                   f"with `xferscope replay {profile.name}`")
+    held = dict(profile.saturate) if profile is not None else {}
+    values = {k: given[k] if given.get(k) is not None else held.get(k, default)
+              for k, default in PLAN_DEFAULTS.items()}
+    if duration is None:
+        duration = profile.duration if profile is not None and profile.duration else DEFAULT_DURATION
+    runs = dict(profile.base) if profile is not None else {}
+    fields = {k: v for k, v in (fields or {}).items() if v is not None}
+    if fields.get("file") or fields.get("directory"):  # one replaces the other of a profile
+        runs.pop("file", None)
+        runs.pop("directory", None)
+    runs.update(fields)
+    split = runs.pop("split", None)
+    base = RunSpec(**runs, path=values["paths"][0], block_size=values["block_sizes"][0],
+                   gpus=list(values["gpu_sets"][0]), duration=duration).validate().replace(split=split)
+    if split and not any(p in SPLIT_PATHS and p != "host" for p in values["paths"]):
+        raise SpecError("split", f"--split applies to {', '.join(p for p in SPLIT_PATHS if p != 'host')} here; "
+                                 "none of the paths takes it")
+    storage = values["storage"]
+    if storage not in (STORAGE_AUTO, STORAGE_NONE) and not os.path.isfile(storage):
+        raise SpecError("storage", f"{storage}: no such file (auto, none, or the JSON of an earlier "
+                                   "`xferscope saturate --path host`)")
+    return SaturatePlan(base=base, paths=list(values["paths"]), block_sizes=list(values["block_sizes"]),
+                        gpu_sets=[list(g) for g in values["gpu_sets"]], max_workers=values["max_workers"],
+                        max_qd=values["max_qd"], min_rounds=values["min_rounds"], max_rounds=values["max_rounds"],
+                        max_points=values["max_points"], storage=storage).validate()
 
 
 def profile_of(plan: SaturatePlan, name: str, description: str = ""):
