@@ -107,8 +107,10 @@ def test_interrupted_sweep_resumes_and_keeps_what_was_measured(small):
 
 
 def test_against_prints_ratios_and_fail_below_sets_the_exit_code(cli, small, tmp_path):
+    from xferscope.verdict import RULE_REPEATED
+
     profile, results, directory = small
-    r = _replay(cli, profile, results, directory, "--reps", "1")
+    r = _replay(cli, profile, results, directory, "--reps", "2")
     assert r.code == 0, r.err
     old = _load(results)
     for rep in old["points"][0]["repetitions"]:  # pretend the first point used to be 4x faster
@@ -116,16 +118,29 @@ def test_against_prints_ratios_and_fail_below_sets_the_exit_code(cli, small, tmp
     old_path = tmp_path / "before.json"
     old_path.write_text(json.dumps(old))
     # every point is finished in the results file, so this only compares
-    r = _replay(cli, profile, results, directory, "--reps", "1", "--against", str(old_path), "--fail-below", "0.9",
+    r = _replay(cli, profile, results, directory, "--reps", "2", "--against", str(old_path), "--fail-below", "0.9",
                 "--format", "json")
     assert r.code == 1, r.err
-    against = {a["label"]: a["ratio"] for a in json.loads(r.out)["against"]}
-    assert against["host read 4K w1"] == pytest.approx(0.25)
-    assert [against[k] for k in ("host read 64K w1", "host randread 4K w1", "host randread 64K w1")] == [1.0] * 3
-    assert "1 of 4 points below 0.9" in r.err and "host read 4K w1 (0.25)" in r.err
-    r = _replay(cli, profile, results, directory, "--reps", "1", "--against", str(old_path), "--fail-below", "0.2")
+    out = json.loads(r.out)
+    against = {a["label"]: a for a in out["against"]}
+    first = against["host read 4K w1"]
+    assert first["ratio"] == pytest.approx(0.25) and first["verdict"] == "slower"
+    assert first["ratio_max"] == pytest.approx(0.25 * max(first["new_values"]) / min(first["new_values"]))
+    for k in ("host read 64K w1", "host randread 4K w1", "host randread 64K w1"):
+        assert against[k]["ratio"] == 1.0 and against[k]["verdict"] == "within noise"
+    assert out["rule"] == RULE_REPEATED
+    assert "1 of 4 points slower and below 0.9" in r.err and "host read 4K w1 (0.25)" in r.err
+    r = _replay(cli, profile, results, directory, "--reps", "2", "--against", str(old_path), "--fail-below", "0.2")
     assert r.code == 0, r.err
-    assert "ratio" in r.out and "0.25" in r.out
+    assert "ratio" in r.out and "0.25 (0." in r.out and "slower" in r.out and RULE_REPEATED in r.out
+    # one earlier repetition is one noisy point: never called a regression
+    for point in old["points"]:
+        point["repetitions"] = point["repetitions"][:1]
+    old_path.write_text(json.dumps(old))
+    r = _replay(cli, profile, results, directory, "--reps", "2", "--against", str(old_path), "--fail-below", "0.9")
+    assert r.code == 0, r.err
+    assert "single pass: no verdict" in r.out
+    assert "point(s) below 0.9 but not slower under the rule" in r.err and "host read 4K w1 (0.25, single pass" in r.err
     r = _replay(cli, profile, results, directory, "--fail-below", "0.9")
     assert r.code == 2 and "give --against FILE too" in r.err
 

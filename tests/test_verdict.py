@@ -93,3 +93,18 @@ def test_bad_rounds_are_refused_plainly():
 def test_rule_is_one_line_naming_the_margin():
     assert "\n" not in RULE
     assert f"{MARGIN:.0%}" in RULE and "every round" in RULE
+
+
+def test_repeated_figures_need_every_cross_ratio_beyond_the_margin():
+    from xferscope.verdict import RULE_REPEATED, repeated_verdict
+
+    v = repeated_verdict([1000, 1050, 980], [700, 720, 690])
+    assert v.word == SLOWER and v.ratio == pytest.approx(700 / 1000) and v.rounds == 3
+    assert v.high == pytest.approx(720 / 980) and v.low == pytest.approx(690 / 1050)
+    assert repeated_verdict([1000, 1010], [1200, 1300, 1250]).word == FASTER
+    # the ranges overlap: one earlier repetition was as slow as the new ones
+    assert repeated_verdict([1000, 1050, 700], [700, 720, 690]).word == WITHIN_NOISE
+    # one noisy point on either side is never called a regression
+    lone = repeated_verdict([1000], [500, 510, 505])
+    assert lone.word == SINGLE_PASS and lone.ratio == pytest.approx(0.505)
+    assert "\n" not in RULE_REPEATED and f"{MARGIN:.0%}" in RULE_REPEATED

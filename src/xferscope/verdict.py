@@ -28,8 +28,8 @@ MARGIN = 0.05
 FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS = "faster", "slower", "within noise", "single pass: no verdict"
 WORDS = (FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS)
 
-RULE = (f"verdict: faster/slower only when every round's paired ratio (path/baseline, same round, order rotated) "
-        f"is beyond 1 ± {MARGIN:.0%}; otherwise within noise; one round gives no verdict")
+RULE = (f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
+        f"1 ± {MARGIN:.0%}; else within noise; 1 round: no verdict")
 
 
 @dataclass(frozen=True)
@@ -77,16 +77,20 @@ def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> list[flo
 def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict:
     """The verdict on ``other`` against ``baseline``, measured round by round (higher is better)."""
     ratios = paired_ratios(baseline, other)
-    ratio, low, high = statistics.median(ratios), min(ratios), max(ratios)
-    if len(ratios) < 2:
-        word = SINGLE_PASS
-    elif low > 1 + MARGIN:
-        word = FASTER
-    elif high < 1 - MARGIN:
-        word = SLOWER
-    else:
-        word = WITHIN_NOISE
-    return Verdict(word=word, ratio=ratio, low=low, high=high, rounds=len(ratios))
+    low, high = min(ratios), max(ratios)
+    return Verdict(word=_word(len(ratios), low, high), ratio=statistics.median(ratios), low=low, high=high,
+                   rounds=len(ratios))
+
+
+def _word(rounds: int, low: float, high: float) -> str:
+    """The rule itself: every ratio beyond the margin on one side, with two rounds (repetitions) or more."""
+    if rounds < 2:
+        return SINGLE_PASS
+    if low > 1 + MARGIN:
+        return FASTER
+    if high < 1 - MARGIN:
+        return SLOWER
+    return WITHIN_NOISE
 
 
 def drift(baseline: Sequence[float]) -> str | None:
@@ -99,3 +103,21 @@ def drift(baseline: Sequence[float]) -> str | None:
         return None
     return (f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
             f"(beyond the {MARGIN:.0%} the rule allows); the machine changed during the comparison")
+
+
+RULE_REPEATED = (f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
+                 f"with is beyond 1 ± {MARGIN:.0%}; else within noise; 1 repetition on a side: no verdict")
+
+
+def repeated_verdict(before: Sequence[float], after: Sequence[float]) -> Verdict:
+    """The verdict on ``after`` against ``before`` when their figures were not measured in the same rounds (a
+    sweep against an earlier file, grid points run one after another): the same margin over every ratio of
+    an ``after`` figure to a ``before`` figure, i.e. ``min(after)/max(before)`` and ``max(after)/min(before)``.
+    ``ratio`` is the ratio of the medians; ``rounds`` the fewer repetitions of the two sides."""
+    old, new = _figures("before", before), _figures("after", after)
+    if not old or not new:
+        raise ValueError("no figures to compare")
+    ratio = statistics.median(new) / statistics.median(old)
+    low, high = min(new) / max(old), max(new) / min(old)
+    n = min(len(old), len(new))
+    return Verdict(word=_word(n, low, high), ratio=ratio, low=low, high=high, rounds=n)

@@ -26,11 +26,12 @@ from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.session import Batch, CpuLog, RunRecord, ThreadCpu, new_records
+from xferscope.app.session import Batch, CpuLog, RunRecord, ThreadCpu, comparison_records, new_records
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
 from xferscope.errors import NotWritten, XferscopeError
+from xferscope.rounds import Comparison
 from xferscope.spec import RunSpec
 
 REDRAW_HZ = 4
@@ -115,6 +116,9 @@ class XferscopeApp(App):
         self.last_specs: list[RunSpec] | None = None
         self.last_repetitions = 1
         self.grid: GridRun | None = None  # the last profile grid started (several points or repetitions)
+        self.comparison: Comparison | None = None  # the last comparison in rounds started (several paths)
+        self.last_rounds: int | None = None  # rounds of the last batch when it was a comparison
+        self.comparison_baseline = 0  # the path the comparison's ratios are against (b on the Compare view)
         self.current_record: RunRecord | None = None
         self.last_failure: RunRecord | None = None
         self.baseline = 0
@@ -245,14 +249,31 @@ class XferscopeApp(App):
             self.notify("a run is in progress: stop it (x) first", severity="warning")
             return
         records = new_records(specs, repetitions)
-        self.records.extend(records)
         if GridRun.is_grid(specs, repetitions):
             self.grid = GridRun(records)
+        self.last_rounds = None
+        self._start(specs, records, repetitions)
+
+    def start_comparison(self, specs: list[RunSpec], rounds: int) -> None:
+        """Compare ``specs`` (the same but for the path; the first is the baseline) in ``rounds`` rounds with
+        the order rotated, over one dataset prepared once; the Compare view shows the rounds as they finish."""
+        if self.batch is not None:
+            self.notify("a run is in progress: stop it (x) first", severity="warning")
+            return
+        self.comparison = Comparison(specs, rounds)
+        self.comparison_baseline = 0
+        records = comparison_records(self.comparison)
+        self.last_rounds = rounds
+        self._start(specs, records, 1, self.comparison)
+
+    def _start(self, specs: list[RunSpec], records: list[RunRecord], repetitions: int,
+               comparison: Comparison | None = None) -> None:
+        self.records.extend(records)
         self.last_specs = list(specs)
         self.last_repetitions = repetitions
         self.last_failure = None
         self.current_record = records[0]
-        self.batch = Batch(records, _PostEvents(self))
+        self.batch = Batch(records, _PostEvents(self), comparison)
         self._worker = self.run_worker(self.batch.run, thread=True, exclusive=True, group="runs",
                                        exit_on_error=False, name="runs")
         self._changed()
@@ -269,7 +290,10 @@ class XferscopeApp(App):
         if self.last_specs is None:
             self.notify("nothing to restart yet: start from the setup (s, then r)", severity="warning")
             return
-        self.start_batch(self.last_specs, self.last_repetitions)
+        if self.last_rounds is not None:
+            self.start_comparison(self.last_specs, self.last_rounds)
+        else:
+            self.start_batch(self.last_specs, self.last_repetitions)
 
     def on_run_preparing(self, message: RunPreparing) -> None:
         message.record.state = "preparing"
@@ -297,6 +321,8 @@ class XferscopeApp(App):
             self.post_message(SamplesArrived(record, tuple(samples)))
         record.result = result
         record.state = state
+        if record.planned is not None:
+            record.planned.result = result
         if self._console_cpu is not None:
             record.settle_console(self._console_cpu.times())
         self._changed()

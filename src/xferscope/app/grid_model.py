@@ -16,7 +16,9 @@ from xferscope.profiles.model import point_identity
 from xferscope.spec import RunSpec
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.plot import NUMERIC_AXES
+from xferscope.sweep.against import io_values
 from xferscope.sweep.stats import io_stats
+from xferscope.verdict import Verdict, repeated_verdict
 
 MIB = 1 << 20
 
@@ -58,6 +60,7 @@ class PointStats:
     state: str                      # waiting, running, done, failed
     throughput: dict[str, float]    # MiB/s: median, stdev, min, max, n
     p99_us: dict[str, float]
+    figures: tuple[float, ...] = ()  # MiB/s of each finished repetition
 
 
 class GridRun:
@@ -154,7 +157,7 @@ class GridRun:
             values = {a: identity[a] for a in self.axes}
             label = combo_text(values) if values else records[0].spec.name
             point = PointStats(i, values, label, len(records), int(stats["throughput_mib_s"]["n"]), state,
-                               stats["throughput_mib_s"], stats["lat_p99_us"])
+                               stats["throughput_mib_s"], stats["lat_p99_us"], io_values(reps))
             self._stats[i] = (key, point)
             out.append(point)
         return out
@@ -185,6 +188,22 @@ class GridRun:
                     row[self.x_values.index(identity[self.x_axis]) if self.x_axis else 0] = p
             rows.append((self.series_label(key), row))
         return rows
+
+
+def point_verdict(point: PointStats, baseline: PointStats) -> Verdict | None:
+    """``point`` against ``baseline`` under the rule for repetitions run one after another (the words of
+    ``compare`` and ``replay --against``); None for the baseline itself or before both have a figure."""
+    if point.index == baseline.index or not point.figures or not baseline.figures:
+        return None
+    return repeated_verdict(baseline.figures, point.figures)
+
+
+def verdict_text(point: PointStats, baseline: PointStats) -> str:
+    """'0.83 slower', '1.02 within noise', 'baseline', or '-'."""
+    if point.index == baseline.index:
+        return "baseline"
+    v = point_verdict(point, baseline)
+    return f"{v.ratio:.2f} {v.word}" if v else "-"
 
 
 def spread_text(stats: dict[str, float]) -> str:

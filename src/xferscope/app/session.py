@@ -18,6 +18,8 @@ from typing import Protocol
 
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import XferscopeError
+from xferscope.dataset import SharedDataset
+from xferscope.rounds import Comparison, PlannedRun
 from xferscope.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
@@ -73,6 +75,7 @@ class RunRecord:
     console_usr_s: float = 0.0
     console_sys_s: float = 0.0
     _console_mark: tuple[float, float] | None = None
+    planned: PlannedRun | None = None  # the run of a comparison in rounds this record is
 
     @property
     def latest(self) -> Sample | None:
@@ -84,6 +87,9 @@ class RunRecord:
 
     @property
     def title(self) -> str:
+        if self.planned is not None:
+            return (f"{self.spec.name} ({self.batch_index + 1}/{self.batch_size}) "
+                    f"round {self.planned.round + 1}/{self.repetitions}")
         where = f" ({self.batch_index + 1}/{self.batch_size})" if self.batch_size > 1 else ""
         rep = f" rep {self.repetition + 1}/{self.repetitions}" if self.repetitions > 1 else ""
         return f"{self.spec.name}{where}{rep}"
@@ -136,6 +142,13 @@ def new_records(specs: list[RunSpec], repetitions: int = 1) -> list[RunRecord]:
             for i, spec in enumerate(specs) for rep in range(repetitions)]
 
 
+def comparison_records(comp: Comparison) -> list[RunRecord]:
+    """One record per run of a comparison, in the order the rounds run them."""
+    n = len(comp.runs)
+    return [RunRecord(next(_ids), run.spec, i, n, point=run.slot, repetition=run.round, repetitions=comp.rounds,
+                      planned=run) for i, run in enumerate(comp.runs)]
+
+
 class BatchEvents(Protocol):
     """What the batch loop reports; called from its thread, so implementations only post messages."""
 
@@ -149,11 +162,17 @@ class BatchEvents(Protocol):
 
 
 class Batch:
-    """Runs records one after another in the calling thread. ``stop()`` may be called from any thread."""
+    """Runs records one after another in the calling thread. ``stop()`` may be called from any thread.
 
-    def __init__(self, records: list[RunRecord], events: BatchEvents):
+    With a ``comparison``, the records are its runs: one dataset is prepared for all of them before the
+    first (reported as the first record's preparation) and removed after the last, and the page cache is
+    dropped before each run where that is allowed (the comparison notes whether it was)."""
+
+    def __init__(self, records: list[RunRecord], events: BatchEvents, comparison: Comparison | None = None):
         self.records = records
         self.events = events
+        self.comparison = comparison
+        self.dataset: SharedDataset | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._run: Run | None = None
@@ -173,6 +192,8 @@ class Batch:
 
     def run(self) -> None:
         try:
+            if self.comparison is not None and not self._prepare_dataset():
+                return
             for record in self.records:
                 if self._stop.is_set():
                     self.events.stopped(record)
@@ -181,16 +202,44 @@ class Batch:
         finally:
             with self._lock:
                 self._run = None
+            if self.dataset is not None:
+                self.dataset.close()
             self._finished.set()
             self.events.done(self.records)
+
+    def _prepare_dataset(self) -> bool:
+        """The comparison's files, once for every run; False (every record told why) when that fails."""
+        first = self.records[0]
+        self.dataset = SharedDataset(self.comparison.specs[0])
+        self.events.preparing(first)
+        try:
+            self.dataset.prepare(self._stop, _throttled(lambda d, t: self.events.progress(first, d, t)))
+        except Interrupted:
+            for record in self.records:
+                self.events.stopped(record)
+            return False
+        except XferscopeError as exc:
+            for record in self.records:
+                self.events.failed(record, str(exc), None)
+            return False
+        return True
+
+    def _drop_cache(self) -> None:
+        from xferscope.target import drop_page_cache
+
+        if self.comparison is not None:
+            dropped = drop_page_cache()
+            self.comparison.note_cache(dropped, "" if dropped else "not root")
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the loop to end (runs closed, scratch files removed); True when it has."""
         return self._finished.wait(timeout)
 
     def _one(self, record: RunRecord) -> None:
+        spec = self.dataset.spec_for(record.spec) if self.dataset is not None else record.spec
+        self._drop_cache()
         try:
-            run = Run(record.spec)
+            run = Run(spec)
         except XferscopeError as exc:
             self.events.failed(record, str(exc), None)
             return
@@ -221,6 +270,8 @@ class Batch:
         while not run.join(0.25):
             pass
         run.close()
+        if record.planned is not None and self.dataset is not None:
+            record.planned.files = self.dataset.identity()
         try:
             result = run.finish()
         except XferscopeError as exc:

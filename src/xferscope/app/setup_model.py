@@ -14,6 +14,7 @@ import psutil
 from xferscope import target as targets
 from xferscope.engines.registry import availability
 from xferscope.errors import SpecError, XferscopeError
+from xferscope.rounds import DEFAULT_ROUNDS
 from xferscope.spec import GPU_PATHS, PATHS, RunSpec
 from xferscope.units import format_bytes, format_size, parse_duration, parse_size
 
@@ -22,6 +23,7 @@ FIELD_CONTROL = {
     "path": "paths", "io": "io", "block_size": "bs", "bs": "bs", "workers": "workers", "iodepth": "iodepth",
     "file_size": "size", "size": "size", "duration": "duration", "file": "target", "dir": "target",
     "directory": "target", "gpus": "gpu", "gpu": "gpu", "total_bytes": "duration", "verify": "target",
+    "rounds": "rounds",
 }
 DEFAULT_TARGET = ""  # the embedded default: a scratch file in a new temporary directory
 
@@ -37,6 +39,7 @@ class FormValues:
     iodepth: str = "1"
     size: str = "1G"
     duration: str = "10"
+    rounds: str = str(DEFAULT_ROUNDS)  # with several paths: rounds of the comparison, order rotated
     mount: str = DEFAULT_TARGET
     typed_path: str = ""
     gpu: int | None = None
@@ -114,6 +117,14 @@ def build_specs(values: FormValues) -> list[RunSpec]:
     )
     specs = [spec.replace(path=p).validate() for p in values.paths]
     return specs
+
+
+def parse_rounds(values: FormValues) -> int:
+    """The comparison's rounds (several paths run in rounds, order rotated). Raises SpecError("rounds")."""
+    rounds = _int(values.rounds, "rounds")
+    if rounds < 1:
+        raise SpecError("rounds", f"must be 1 or more (1: a single pass, no verdict), got {rounds}")
+    return rounds
 
 
 def check_target(spec: RunSpec) -> None:

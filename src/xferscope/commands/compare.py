@@ -59,18 +59,10 @@ def comparison_payload(comp, *, samples: bool) -> dict:
 
 def rounds_csv_text(comp) -> str:
     """One row per run: round, place, ratio to the baseline in that round, verdict, and its figures."""
-    import csv
-    import io
-
-    from xferscope.export import SUMMARY_COLUMNS, _fmt
+    from xferscope.export import SUMMARY_COLUMNS, _csv_text
     from xferscope.rounds import ROUNDS_CSV_COLUMNS, csv_rows
 
-    buf = io.StringIO(newline="")
-    w = csv.DictWriter(buf, fieldnames=ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS)
-    w.writeheader()
-    for row in csv_rows(comp):
-        w.writerow({k: _fmt(v) for k, v in row.items()})
-    return buf.getvalue()
+    return _csv_text(ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS, csv_rows(comp))
 
 
 def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> list[Output]:

@@ -202,7 +202,7 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
            fmt: str, failure: XferscopeError | None = None) -> None:
     """Print the summary and where the files went; raise typer.Exit with the replay's exit code.
     ``failure``: the error that ended the sweep early (a rank's, under --mpi), printed and its code used."""
-    from xferscope.sweep.against import below, ratios
+    from xferscope.sweep.against import below, below_without_verdict, ratios
 
     progress.clear()
     results_path = plan.results_path
@@ -210,6 +210,7 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
         typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
     found = ratios(outcome.results, plan.old) if plan.old else None
     low = below(found, fail_below) if found is not None and fail_below is not None else []
+    unsure = below_without_verdict(found, fail_below) if found is not None and fail_below is not None else []
     _print_summary(outcome.results, found, against, fmt)
     not_written = outcome.not_written
     if not_written is None:
@@ -226,10 +227,15 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
     if outcome.interrupted:
         typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if unsure:
+        shown = ", ".join(f"{r.label} ({r.ratio:.2f}, {r.verdict.word if r.verdict else 'no verdict'})"
+                          for r in unsure[:5]) + (", ..." if len(unsure) > 5 else "")
+        typer.echo(f"xferscope: {len(unsure)} point(s) below {fail_below:g} but not slower under the rule, so not "
+                   f"counted as regressions (more repetitions, --reps, on both sides can tell): {shown}", err=True)
     if low:
         shown = ", ".join(f"{r.label} ({r.ratio:.2f})" for r in low[:5]) + (", ..." if len(low) > 5 else "")
-        typer.echo(f"xferscope: {len(low)} of {len(found)} points below {fail_below:g} of {against}: {shown}",
-                   err=True)
+        typer.echo(f"xferscope: {len(low)} of {len(found)} points slower and below {fail_below:g} of {against}: "
+                   f"{shown}", err=True)
         raise typer.Exit(int(ExitCode.RUN_FAILED))
     if failure is not None:
         point = outcome.failed[0] if outcome.failed else None
@@ -272,6 +278,10 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
         title = f"{results.profile.name}" + (f" against {os.path.basename(against)}" if against else "")
         if any(rec.repetitions for rec in results.planned()):
             print_table(summary_table(results, found, title=title))
+            if found is not None:
+                from xferscope.verdict import RULE_REPEATED
+
+                typer.echo(RULE_REPEATED)
         for line in skipped_lines(results):
             typer.echo(line)
     except OSError:  # closed terminal: the files are written already

@@ -6,6 +6,10 @@ one point give their median), or, for memory sweeps, ``mem --json`` / ``import m
 --json`` output. Points match by what they measure (path, pattern, block size,
 workers, depth, mix, GPUs; for memory: traffic, stride, delay and backend), never
 by where or how long.
+
+A point's verdict against the old file follows ``xferscope.verdict.repeated_verdict``: slower (a
+regression) only when every repetition of this run is below every earlier one by more than the margin, so
+one noisy point, or a point measured once on either side, is never called a regression.
 """
 from __future__ import annotations
 
@@ -18,7 +22,8 @@ from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
 from xferscope.sweep.record import SCHEMA, ResultsFile
-from xferscope.sweep.stats import io_stats, mem_rows
+from xferscope.sweep.stats import io_stats, mem_rows, ok_repetitions
+from xferscope.verdict import SLOWER, Verdict, repeated_verdict
 
 
 @dataclass
@@ -29,6 +34,15 @@ class Ratio:
     old: float | None
     new_latency: float | None = None  # mean latency (us for io, ns for memory)
     old_latency: float | None = None
+    new_values: tuple[float, ...] = ()  # every repetition's figure, this run
+    old_values: tuple[float, ...] = ()  # and the earlier file's
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """This run against the earlier one under the repeated-figures rule; None without a match."""
+        new = [v for v in self.new_values if v and v > 0 and math.isfinite(v)]
+        old = [v for v in self.old_values if v and v > 0 and math.isfinite(v)]
+        return repeated_verdict(old, new) if new and old else None
 
     @property
     def ratio(self) -> float | None:
@@ -60,6 +74,7 @@ class OldResults:
         self.path = path
         self.kind = kind
         self.figures: dict[str, tuple[float | None, float | None]] = {}
+        self.values: dict[str, tuple[float, ...]] = {}  # every repetition's throughput or bandwidth
         data = read_json(path)
         if isinstance(data, dict) and data.get("schema") == SCHEMA:
             self._from_sweep(data)
@@ -79,10 +94,14 @@ class OldResults:
             if self.kind == "io":
                 st = io_stats(reps)
                 self.figures[point["key"]] = (st["throughput_mib_s"]["median"], st["lat_mean_us"]["median"])
+                self.values[point["key"]] = io_values(reps)
                 continue
+            identity = point.get("identity") or {}
             for row in mem_rows(reps):
-                key = mem_key(point.get("identity") or {}, row["traffic"], row["stride"], row["delay"])
+                key = mem_key(identity, row["traffic"], row["stride"], row["delay"])
                 self.figures[key] = (row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"])
+            for key, values in mem_values(identity, reps).items():
+                self.values[key] = values
 
     def _from_mem(self, data: Any) -> None:
         if not isinstance(data, dict) or not isinstance(data.get("points"), list):
@@ -91,8 +110,9 @@ class OldResults:
         mode = (data.get("spec") or {}).get("mode", "loaded")
         identity = {"mode": mode, "backend": data.get("backend", "builtin")}
         for p in data["points"]:
-            self.figures[mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))] = \
-                (p.get("bandwidth_mb_s"), p.get("latency_ns"))
+            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))
+            self.figures[key] = (p.get("bandwidth_mb_s"), p.get("latency_ns"))
+            self.values[key] = _positive([p.get("bandwidth_mb_s")])
 
     def _from_results(self, path: str) -> None:
         from xferscope.export import load_results
@@ -106,6 +126,7 @@ class OldResults:
         for key, results in groups.items():
             self.figures[key] = (_median([r.throughput_mib_s for r in results]),
                                  _median([r.latency_us.mean for r in results]))
+            self.values[key] = _positive([r.throughput_mib_s for r in results])
 
 
 def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
@@ -118,17 +139,46 @@ def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
             st = io_stats(rec.repetitions)
             before = old.figures.get(rec.key, (None, None))
             out.append(Ratio(rec.key, rec.label, st["throughput_mib_s"]["median"], before[0],
-                             st["lat_mean_us"]["median"], before[1]))
+                             st["lat_mean_us"]["median"], before[1], io_values(rec.repetitions),
+                             old.values.get(rec.key, ())))
             continue
+        new_values = mem_values(rec.identity, rec.repetitions)
         for row in mem_rows(rec.repetitions):
             key = mem_key(rec.identity, row["traffic"], row["stride"], row["delay"])
             before = old.figures.get(key, (None, None))
             delay = "idle" if row["delay"] is None else f"delay {row['delay']}"
             out.append(Ratio(key, f"{row['traffic']} stride {row['stride']} {delay}",
-                             row["bandwidth_mb_s"]["median"], before[0], row["latency_ns"]["median"], before[1]))
+                             row["bandwidth_mb_s"]["median"], before[0], row["latency_ns"]["median"], before[1],
+                             new_values.get(key, ()), old.values.get(key, ())))
     return out
 
 
 def below(found: list[Ratio], threshold: float) -> list[Ratio]:
-    """The ratios under ``threshold`` (points without a match in the old file are not counted)."""
-    return [r for r in found if r.ratio is not None and r.ratio < threshold]
+    """The regressions: points whose verdict is slower and whose ratio is under ``threshold`` (points without
+    a match in the old file, or without a verdict, are not counted)."""
+    return [r for r in found if r.ratio is not None and r.ratio < threshold and r.verdict is not None
+            and r.verdict.word == SLOWER]
+
+
+def below_without_verdict(found: list[Ratio], threshold: float) -> list[Ratio]:
+    """Points under ``threshold`` that the rule does not call slower (within noise, or one repetition)."""
+    return [r for r in found if r.ratio is not None and r.ratio < threshold and r not in below(found, threshold)]
+
+
+def _positive(values) -> tuple[float, ...]:
+    return tuple(float(v) for v in values if v is not None and math.isfinite(float(v)) and float(v) > 0)
+
+
+def io_values(reps: list[dict]) -> tuple[float, ...]:
+    """The throughput (MiB/s) of each finished repetition of an io point."""
+    return _positive(r.get("throughput_mib_s") for r in ok_repetitions(reps))
+
+
+def mem_values(identity: dict[str, Any], reps: list[dict]) -> dict[str, tuple[float, ...]]:
+    """The bandwidth (MB/s) of each finished repetition, per (traffic, stride, delay) of a memory point."""
+    groups: dict[str, list] = {}
+    for rep in ok_repetitions(reps):
+        for p in rep.get("points", []):
+            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))
+            groups.setdefault(key, []).append(p.get("bandwidth_mb_s"))
+    return {key: _positive(values) for key, values in groups.items()}

@@ -7,6 +7,7 @@ from typing import Any
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
+from xferscope.verdict import RULE_REPEATED
 
 
 def _f(v: Any, fmt: str = "{:,.1f}") -> str:
@@ -27,6 +28,14 @@ def _reps(rec, target: int) -> str:
     return text + (" failed" if rec.status == "failed" else "")
 
 
+def _against_cells(r: Ratio | None) -> list[str]:
+    """old figure, ratio (with the range of the repetitions' ratios), verdict."""
+    if r is None or r.ratio is None:
+        return [_f(r.old if r else None), "-", "-"]
+    v = r.verdict
+    return [_f(r.old), v.spread() if v and v.rounds > 1 else _f(r.ratio, "{:.2f}"), v.word if v else "-"]
+
+
 def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:
     target = results.profile.repetitions
     rows = []
@@ -41,8 +50,7 @@ def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, .
                _f(med["cpu_usr_pct"]), _f(med["cpu_sys_pct"]), _f(med["cpu_s_per_gib"], "{:.3f}"),
                _f(med["first_done_mib_s"]), _f(med["last_done_mib_s"]), _f(med["pcie_rx_mb_s"], "{:,.0f}")]
         if ratios:
-            r = ratios.get(rec.key)
-            row += [_f(r.old if r else None), _f(r.ratio if r else None, "{:.2f}")]
+            row += _against_cells(ratios.get(rec.key))
         rows.append(tuple(row))
     return rows
 
@@ -60,8 +68,7 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
                    _f(lat["stdev"], "{:.2f}"), _f(bw["median"]), _f(bw["stdev"]), _f(mr["read_mb_s"]["median"]),
                    _f(mr["write_mb_s"]["median"])]
             if ratios:
-                r = ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"]))
-                row += [_f(r.old if r else None), _f(r.ratio if r else None, "{:.2f}")]
+                row += _against_cells(ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"])))
             rows.append(tuple(row))
     return rows
 
@@ -75,14 +82,14 @@ def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title
     headers = IO_HEADERS if results.kind == "io" else MEM_HEADERS
     rows = io_rows(results, by_key) if results.kind == "io" else mem_table_rows(results, by_key)
     if ratios is not None:
-        headers = headers + (("old MiB/s" if results.kind == "io" else "old MB/s"), "ratio")
+        headers = headers + (("old MiB/s" if results.kind == "io" else "old MB/s"), "ratio", "verdict")
     if results.kind == "io" and rows and all(row[IO_HEADERS.index("PCIe RX MB/s")] == "-" for row in rows):
         drop = IO_HEADERS.index("PCIe RX MB/s")  # no GPU telemetry in this sweep: no empty column
         headers = headers[:drop] + headers[drop + 1:]
         rows = [row[:drop] + row[drop + 1:] for row in rows]
     table = Table(title=title, header_style="bold")
     for h in headers:
-        table.add_column(h, justify="left" if h in ("point", "traffic") else "right", no_wrap=h == "point",
+        table.add_column(h, justify="left" if h in ("point", "traffic", "verdict") else "right", no_wrap=h == "point",
                          overflow="fold")
     for row in rows:
         table.add_row(*(escape(c) for c in row))
@@ -102,6 +109,12 @@ def skipped_lines(results: ResultsFile) -> list[str]:
     return lines
 
 
+def _verdict_fields(r: Ratio) -> dict[str, Any]:
+    v = r.verdict
+    return {"verdict": v.word if v else None, "ratio_min": v.low if v else None, "ratio_max": v.high if v else None,
+            "new_values": list(r.new_values), "old_values": list(r.old_values)}
+
+
 def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dict[str, Any]:
     """What ``replay --format json`` prints: the points with statistics, without their repetitions."""
     points = []
@@ -113,5 +126,6 @@ def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dic
                            "csv_file": results.csv_path, "points": points}
     if ratios is not None:
         out["against"] = [{"key": r.key, "label": r.label, "new": r.new, "old": r.old, "ratio": r.ratio,
-                           "latency_ratio": r.latency_ratio} for r in ratios]
+                           "latency_ratio": r.latency_ratio, **_verdict_fields(r)} for r in ratios]
+        out["rule"] = RULE_REPEATED
     return out

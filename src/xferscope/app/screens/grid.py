@@ -13,13 +13,14 @@ from textual.widgets import DataTable, Footer, Static
 
 from xferscope.app import figures
 from xferscope.app.braille import Series
-from xferscope.app.grid_model import MIB, GridRun, PointStats, spread_text
+from xferscope.app.grid_model import MIB, GridRun, PointStats, spread_text, verdict_text
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
+from xferscope.verdict import RULE_REPEATED
 
 #: heatmap shades, low to high (256-colour friendly), and the text colour that reads on each
 SHADES = ("#1c1c5f", "#005f87", "#00875f", "#5f8700", "#878700", "#af8700", "#d7af00", "#ffd700")
-TABLE_HEADERS = ("#", "point", "reps", "MiB/s", "±sd", "min–max", "p99 µs")
+TABLE_HEADERS = ("#", "point", "reps", "MiB/s", "±sd", "min–max", "p99 µs", "vs #{baseline}")
 
 
 def _num(v: float, fmt: str = "{:,.1f}") -> str:
@@ -77,6 +78,7 @@ def heatmap_text(grid: GridRun, points: list[PointStats], width: int) -> Text:
 class GridScreen(ViewScreen):
     BINDINGS = [
         Binding("v", "toggle_view", "Lines/heatmap", id="grid-view"),
+        Binding("b", "baseline", "Baseline", id="grid-baseline"),
     ]
 
     def __init__(self, **kwargs):
@@ -84,6 +86,7 @@ class GridScreen(ViewScreen):
         self.heatmap: bool | None = None  # None: what suits the grid
         self._table_key: tuple | None = None
         self._grid: GridRun | None = None
+        self.baseline = 0  # row of the point the others are set against
 
     def compose(self) -> ComposeResult:
         yield Static("", id="grid-title", classes="screen-title")
@@ -93,6 +96,7 @@ class GridScreen(ViewScreen):
                             id="grid-lines")
             yield Static("", id="grid-heatmap")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="grid-table")
+        yield Static(RULE_REPEATED, id="grid-rule")
         yield Footer()
 
     def _x_label(self, x: float) -> str:
@@ -101,6 +105,13 @@ class GridScreen(ViewScreen):
             return ""
         i = int(round(x))
         return grid.x_text(grid.x_values[i]) if 0 <= i < len(grid.x_values) else ""
+
+    def action_baseline(self) -> None:
+        table = self.query_one("#grid-table", DataTable)
+        if table.row_count:
+            self.baseline = table.cursor_row
+            self._table_key = None
+            self.refresh_view()
 
     def action_toggle_view(self) -> None:
         grid = self.app.grid
@@ -111,7 +122,7 @@ class GridScreen(ViewScreen):
     def refresh_view(self) -> None:
         grid: GridRun | None = self.app.grid
         if grid is not self._grid:
-            self._grid, self.heatmap, self._table_key = grid, None, None
+            self._grid, self.heatmap, self._table_key, self.baseline = grid, None, None, 0
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append("xferscope", style="bold")
         chart = self.query_one(LineChart)
@@ -151,13 +162,14 @@ class GridScreen(ViewScreen):
         table = self.query_one("#grid-table", DataTable)
         row = table.cursor_row
         table.clear(columns=True)
-        table.add_columns(*TABLE_HEADERS)
+        base = points[min(self.baseline, len(points) - 1)] if points else None
+        table.add_columns(*(h.format(baseline=base.index if base else 1) for h in TABLE_HEADERS))
         for p in points:
             st = p.throughput
             reps = f"{p.done}/{p.planned}" + ("" if p.state in ("done", "waiting") else f" {p.state}")
             spread = f"{_num(st['min'])}–{_num(st['max'])}" if p.done else "-"
             cells = (str(p.index), p.label, reps, _num(st["median"]), spread_text(st) or "-", spread,
-                     _num(p.p99_us["median"]))
+                     _num(p.p99_us["median"]), verdict_text(p, base))
             table.add_row(*(Text(c, style="dim" if not p.done else "") for c in cells), key=str(p.index))
         if points:
             table.move_cursor(row=min(row, len(points) - 1))

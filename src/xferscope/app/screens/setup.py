@@ -30,6 +30,8 @@ class SetupScreen(ConsoleScreen):
         self.profile_points: list[RunSpec] | None = None
         self.profile_repetitions = 1
         self.profile_name: str | None = None
+        #: rounds of a comparison (several paths), as the form says
+        self.rounds = setup_model.DEFAULT_ROUNDS
 
     def compose(self) -> ComposeResult:
         yield Static("[b]xferscope[/b] · setup", id="title", classes="screen-title")
@@ -64,7 +66,9 @@ class SetupScreen(ConsoleScreen):
         if self.profile_points is not None:
             return list(self.profile_points)
         try:
-            specs = setup_model.build_specs(self.form.values())
+            values = self.form.values()
+            specs = setup_model.build_specs(values)
+            self.rounds = setup_model.parse_rounds(values)
             if check_target:
                 setup_model.check_target(specs[0])
         except SpecError as exc:
@@ -92,7 +96,11 @@ class SetupScreen(ConsoleScreen):
     @on(Button.Pressed, "#start")
     def action_start(self) -> None:
         specs = self.specs(check_target=True)
-        if specs:
+        if not specs:
+            return
+        if self.profile_points is None and len(specs) > 1:
+            self.app.start_comparison(specs, self.rounds)
+        else:
             reps = self.profile_repetitions if self.profile_points is not None else 1
             self.app.start_batch(specs, reps)
 

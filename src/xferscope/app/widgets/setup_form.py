@@ -18,6 +18,7 @@ TYPED = (
     ("iodepth", "Queue depth", "I/O in flight per worker"),
     ("size", "File size", "scratch file size, e.g. 1G"),
     ("duration", "Duration", "seconds, e.g. 10 or 2m"),
+    ("rounds", "Rounds", "several paths run in rounds, e.g. 3"),
 )
 CONTROLS = ("gpu", "target", "paths", "io") + tuple(c for c, _, _ in TYPED)
 SCRATCH_LABEL = "new temporary directory"
@@ -71,7 +72,7 @@ class SetupForm(Horizontal):
             yield from _row("I/O", Select([(p, p) for p in IO_PATTERNS], value=v.io, allow_blank=False,
                                           compact=True, id="io"), "io")
             values = {"bs": v.bs, "workers": v.workers, "iodepth": v.iodepth, "size": v.size,
-                      "duration": v.duration}
+                      "duration": v.duration, "rounds": v.rounds}
             for cid, label, hint in TYPED:
                 yield from _row(label, Input(values[cid], placeholder=hint, compact=True, id=cid), cid)
         with Vertical(id="setup-right"):

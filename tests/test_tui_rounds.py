@@ -1,0 +1,79 @@
+"""The console compares paths in rounds: one dataset, rotated order, rounds shown as they finish, whiskers,
+the verdict column and the rule; the setup's rounds field."""
+from __future__ import annotations
+
+import os
+import re
+
+from tui_helpers import Messages, make_app, retype, screen_text, wait_for
+from xferscope.app.messages import BatchFinished, RunFinished, RunStarted, SetupRefused
+from xferscope.app.widgets.rounds import whisker_bar
+from xferscope.spec import RunSpec
+from xferscope.verdict import RULE, WORDS
+
+
+def test_the_whisker_runs_from_the_lowest_to_the_highest_round_on_one_scale():
+    assert whisker_bar(50, 40, 80, 100, 10).plain == "████▓──┤  "
+    assert whisker_bar(100, 100, 100, 100, 10).plain == "█" * 10
+    assert whisker_bar(None, None, None, 100, 4).plain == "    "
+
+
+async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
+    app = make_app(direct_dir, duration="0.4", size="8M", bs="64K")
+    spec = RunSpec(path="host", block_size=64 << 10, file_size=8 << 20, duration=0.4, directory=str(direct_dir))
+    msgs = Messages()
+    async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
+        app.start_comparison([spec, spec], 3)
+        files_during = []
+
+        def first_round_done() -> bool:  # the dataset as the remaining rounds find it
+            if app.comparison.rounds_done() >= 1:
+                files_during.extend(sorted(os.listdir(direct_dir)))
+                return True
+            return False
+
+        await wait_for(pilot, first_round_done)
+        await pilot.press("c")
+        await pilot.pause(0.3)
+        during = screen_text(app)
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=60)
+        await pilot.pause(0.5)
+        after = screen_text(app)
+        await pilot.press("t")
+        await pilot.pause(0.3)
+        all_runs = screen_text(app)
+    comp = app.comparison
+    started = [m.record.spec.name for m in msgs.of(RunStarted)]
+    assert started == ["host#1", "host#2", "host#2", "host#1", "host#1", "host#2"]  # rotated each round
+    assert len(msgs.of(RunFinished)) == 6 and comp.rounds_done() == 3
+    # one dataset: every run read the same files (device and inode), created once, removed at the end
+    assert len({tuple(run.files) for run in comp.runs}) == 1 and comp.runs[0].files
+    assert files_during == ["xferscope-scratch-8M-w0.dat", "xferscope-scratch-8M-w0.dat.xferscope"]
+    assert os.listdir(direct_dir) == []
+    # rounds as they finish, then the whole comparison: medians, whiskers, the verdict, the rule
+    assert "comparison ·" in during and "/3 rounds" in during
+    assert "3/3 rounds" in after and "host#1" in after and "host#2" in after and "baseline" in after
+    row = next(line for line in after.splitlines() if "host#2" in line and "3/3" in line)
+    v = comp.verdict(1)
+    assert v.word in WORDS and v.word in row and f"{v.ratio:.2f} ({v.low:.2f}-{v.high:.2f})" in row, row
+    assert "█" in row
+    assert RULE[:60] in after.replace("\n", " ") or RULE[:40] in after
+    if os.geteuid() == 0:
+        assert comp.cache_dropped is True and "not dropped" not in after
+    else:
+        assert comp.cache_dropped is False and "page cache not dropped (not root)" in after
+    for line in after.splitlines():
+        assert len(line.rstrip()) <= 80
+    # t: every run of the session instead, one row each
+    assert len([line for line in all_runs.splitlines() if re.match(r"\W*[1-6] host ", line)]) == 6, all_runs
+
+
+async def test_the_setup_refuses_zero_rounds(direct_dir):
+    app = make_app(direct_dir)
+    msgs = Messages()
+    async with app.run_test(size=(100, 40), message_hook=msgs) as pilot:
+        await retype(pilot, "#rounds", "0")
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: msgs.of(SetupRefused))
+    refused = msgs.of(SetupRefused)[-1]
+    assert refused.where == "rounds" and "1 or more" in refused.reason
