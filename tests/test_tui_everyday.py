@@ -49,7 +49,7 @@ async def test_a_bundled_grid_profile_opens_with_its_points(direct_dir):
     options = console_options(profile="ssd-block-mix-qd16", duration=1.0)
     app = XferscopeApp(options)
     async with app.run_test() as pilot:
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "run one after another" in screen_text(app))
         text = screen_text(app)
     first = options.profile_points[0]
     assert len(options.profile_points) > 1

@@ -42,7 +42,7 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=40)
         await wait_for(pilot, lambda: app.current_mode == "grid")
-        await wait_for(pilot, lambda: "2/2 points" in screen_text(app))  # redrawn at its own pace under load
+        await wait_for(pilot, lambda: "2/2 points" in screen_text(app) and "vs #1" in screen_text(app))  # redrawn at its own pace under load
         lines = screen_text(app)
         await pilot.press("v")
         await wait_for(pilot, lambda: "cells: median" in screen_text(app))
@@ -65,6 +65,13 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
         assert f"{low:,.1f}–{high:,.1f}" in row, row  # min-max over the two repetitions
         median = (low + high) / 2
         assert f"{median:,.1f}" in row, row
+    # each point against the first under the rule of replay --against, with the same words
+    from xferscope.verdict import repeated_verdict
+
+    v = repeated_verdict(by_point[0], by_point[1])
+    assert "baseline" in next(line for line in lines.splitlines() if "block_size=64K" in line)
+    assert f"{v.ratio:.2f} {v.word}" in next(line for line in lines.splitlines() if "block_size=1M" in line)
+    assert "verdict: faster/slower only if every repetition" in lines
     assert re.search("[\u2801-\u28ff]", lines), "the lines are drawn:\n" + lines
     assert "cells: median MiB/s over repetitions" in heat and "64K" in heat and "1M" in heat
     for line in lines.splitlines() + heat.splitlines():
