@@ -42,7 +42,8 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=40)
         await wait_for(pilot, lambda: app.current_mode == "grid")
-        await wait_for(pilot, lambda: "2/2 points" in screen_text(app) and "vs #1" in screen_text(app))  # redrawn at its own pace under load
+        # redrawn at its own pace under load
+        await wait_for(pilot, lambda: "2/2 points" in screen_text(app) and "vs #1" in screen_text(app))
         lines = screen_text(app)
         await pilot.press("v")
         await wait_for(pilot, lambda: "cells: median" in screen_text(app))
