@@ -1,15 +1,26 @@
-"""xferscope `bounce` and `bounce-async` against a minimal reference loop, and against `host`.
+"""xferscope `bounce` and `bounce-async` against `host --huge-pages`, each other, and a minimal reference loop.
 
-The reference is the loop a user would write: per thread, pread (O_DIRECT) into a
-pinned buffer, cuMemcpyHtoDAsync to the GPU, cuStreamSynchronize, in a tight
-Python loop over its slice of the file (the same slices xferscope's workers read).
-Two ratios are printed for each block size and worker count:
+Variants, run in rotated order in every round on one file (same slices per worker):
 
-  bounce / reference      the serial path against the hand-written loop
-  bounce-async / host     the pipelined path against reading into host memory
-                          alone; goal >= 0.95 where PCIe is not the bottleneck
+  host+huge          `host --huge-pages`: reads into 2 MiB pages, the baseline (no GPU copy at all)
+  host+huge#aa       the same again: the A/A noise floor of every ratio
+  bounce             serial: read, copy, wait
+  bounce-async       pipelined (pinned buffers from cuMemHostAlloc)
+  bounce-async+huge  pipelined, pinned buffers on 2 MiB huge pages (--huge-pages, cuMemHostRegister)
+  reference          the loop a user would write: per thread, pread (O_DIRECT) into a pinned buffer,
+                     cuMemcpyHtoDAsync, cuStreamSynchronize, in a tight Python loop
 
-    python bench/bounce_vs_reference.py --dir /data [--size 2G] [--seconds 2] [--reps 2]
+Per block size and worker count: each variant's median MiB/s with its spread, and paired verdicts
+(xferscope.verdict: median of the per-round ratios, min-max, faster/slower only when every round agrees):
+
+  bounce-async / host+huge         goal >= 0.95 (PCIe is not the bottleneck on these disks)
+  bounce-async+huge / host+huge    goal >= 0.95
+  bounce-async / bounce            goal: not slower, at every block size
+  bounce / reference               the serial path against the hand-written loop
+  A/A                              host+huge#aa / host+huge
+
+    python bench/bounce_vs_reference.py --dir /data [--size 2G] [--sizes 64K,1M,16M] [--workers 1,4,8] \
+        [--seconds 2] [--rounds 5] [--json out.json]
 """
 from __future__ import annotations
 
@@ -27,13 +38,21 @@ from xferscope.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.units import format_size, parse_size
 
-PATHS = ("host", "bounce", "bounce-async")
+VARIANTS = ("host+huge", "host+huge#aa", "bounce", "bounce-async", "bounce-async+huge", "reference")
+#: (name, variant, baseline, goal): the paired ratios variant/baseline that are printed
+RATIOS = (("bounce-async / host --huge-pages", "bounce-async", "host+huge", ">= 0.95"),
+          ("bounce-async --huge-pages / host --huge-pages", "bounce-async+huge", "host+huge", ">= 0.95"),
+          ("bounce-async / bounce", "bounce-async", "bounce", "not slower"),
+          ("bounce / reference", "bounce", "reference", ""),
+          ("A/A host --huge-pages", "host+huge#aa", "host+huge", "within noise"))
 
 
-def run_path(path: str, file: str, size: int, bs: int, workers: int, seconds: float) -> float:
+def run_path(variant: str, file: str, size: int, bs: int, workers: int, seconds: float) -> tuple[float, dict]:
+    """MiB/s of one xferscope run of ``variant`` (a path, ``+huge`` for --huge-pages, ``#...`` a repeat)."""
+    path, _, extra = variant.split("#")[0].partition("+")
     r = Run(RunSpec(path=path, file=file, file_size=size, block_size=bs, workers=workers, duration=seconds,
-                    keep=True)).execute()
-    return r.throughput_mib_s
+                    keep=True, huge_pages=extra == "huge")).execute()
+    return r.throughput_mib_s, {"labels": r.labels, "cpu_s_per_gib": r.cpu_seconds_per_gib}
 
 
 def reference(file: str, size: int, bs: int, workers: int, seconds: float) -> float:
@@ -86,45 +105,58 @@ def reference(file: str, size: int, bs: int, workers: int, seconds: float) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
+    from xferscope.verdict import RULE, paired_verdict
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=".")
     ap.add_argument("--size", default="2G")
     ap.add_argument("--sizes", default="64K,1M,16M")
-    ap.add_argument("--workers", default="1,8")
+    ap.add_argument("--workers", default="1,4,8")
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="a subset of " + ",".join(VARIANTS))
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     size = parse_size(args.size)
+    variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+    unknown = set(variants) - set(VARIANTS)
+    if unknown:
+        ap.error(f"unknown variants: {', '.join(sorted(unknown))}")
     file = os.path.join(os.path.abspath(args.dir), "xferscope-bounce-bench.dat")
     Run(RunSpec(path="host", file=file, file_size=size, duration=None, total_bytes=1 << 20, keep=True)).execute()
+    print(f"# {args.seconds:g}s x {args.rounds} rounds, variants in rotated order; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}", flush=True)
     rows = []
     try:
         for bs in [parse_size(s) for s in args.sizes.split(",")]:
             for workers in [int(w) for w in args.workers.split(",")]:
-                got: dict[str, list[float]] = {p: [] for p in (*PATHS, "reference")}
-                for rep in range(args.reps):
-                    order = list(got) if rep % 2 == 0 else list(reversed(got))
-                    for p in order:
-                        if p == "reference":
-                            got[p].append(reference(file, size, bs, workers, args.seconds))
+                got: dict[str, list[float]] = {v: [] for v in variants}
+                info: dict[str, dict] = {}
+                for rnd in range(args.rounds):
+                    k = rnd % len(variants)
+                    for v in variants[k:] + variants[:k]:
+                        if v == "reference":
+                            got[v].append(reference(file, size, bs, workers, args.seconds))
                         else:
-                            got[p].append(run_path(p, file, size, bs, workers, args.seconds))
-                row = {"block_size": bs, "workers": workers, **{f"{p}_mib_s": statistics.median(v)
-                                                                 for p, v in got.items()},
-                       "reps": got}
-                row["bounce_vs_reference"] = row["bounce_mib_s"] / row["reference_mib_s"]
-                row["bounce_async_vs_host"] = row["bounce-async_mib_s"] / row["host_mib_s"]
+                            mib_s, info[v] = run_path(v, file, size, bs, workers, args.seconds)
+                            got[v].append(mib_s)
+                row: dict = {"block_size": bs, "workers": workers, "rounds": got, "ratios": {},
+                             "medians": {v: statistics.median(r) for v, r in got.items()}, "info": info}
+                print(f"{format_size(bs):>5} x{workers:<2} " + "  ".join(
+                    f"{v} {statistics.median(r):.1f} ({min(r):.0f}-{max(r):.0f})" for v, r in got.items())
+                    + " MiB/s", flush=True)
+                for name, other, base, goal in RATIOS:
+                    if other in got and base in got:
+                        v = paired_verdict(got[base], got[other])
+                        row["ratios"][name] = v.as_dict() | {"goal": goal}
+                        print(f"        {name}: {v.spread()} {v.word}" + (f" (goal {goal})" if goal else ""),
+                              flush=True)
                 rows.append(row)
-                print(f"{format_size(bs):>5} x{workers:<2} host {row['host_mib_s']:8.1f}  bounce "
-                      f"{row['bounce_mib_s']:8.1f}  bounce-async {row['bounce-async_mib_s']:8.1f}  reference "
-                      f"{row['reference_mib_s']:8.1f} MiB/s | bounce/ref {row['bounce_vs_reference']:.3f}  "
-                      f"bounce-async/host {row['bounce_async_vs_host']:.3f}", flush=True)
-                print("        spread: " + "  ".join(f"{p} {min(v):.0f}-{max(v):.0f}" for p, v in got.items()),
-                      flush=True)
+        print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"rows": rows, "file_size": size, "seconds": args.seconds}, fh, indent=2)
+                json.dump({"rows": rows, "file_size": size, "seconds": args.seconds, "rounds": args.rounds}, fh,
+                          indent=2)
     finally:
         for p in (file, file + ".xferscope"):
             with contextlib.suppress(OSError):
