@@ -1,13 +1,25 @@
 #!/usr/bin/env python3
-"""xferscope's host engine against fio, side by side on the same file, alternating.
+"""xferscope's host engine against fio, side by side on the same file, in rotated rounds.
 
-    python bench/host_vs_fio.py --fio /path/to/fio --dir /mnt/nvme [--size 1G] [--seconds 5] [--rounds 3]
+    python bench/host_vs_fio.py --fio /path/to/fio --dir /mnt/nvme [--size 1G] [--seconds 5] [--rounds 5]
 
 Cases: 1 MiB sequential read (1 worker), 4 KiB random read (1 and 8 workers),
 4 KiB random read at queue depth 32 (io_uring), 1 MiB sequential write (1 worker).
-Prints, per case, the median over rounds of each tool and the ratios
-xferscope/fio for throughput, mean latency and p99 latency. Goal: throughput
-ratio >= 0.98, latency ratios <= 1.05.
+
+Each round runs three variants on the same file, in an order that rotates from
+round to round: xferscope, fio, and xferscope again (the A/A run: how far two
+runs of the same tool differ here, the noise floor of every ratio). Per case it
+prints the median over rounds of each tool, and the ratios xferscope/fio as the
+median of the per-round ratios with their spread (min-max) for:
+
+  throughput            goal >= 0.98
+  mean and p99 latency  goal <= 1.05
+  CPU-seconds per GiB   goal <= 1.00: the I/O threads' user+system CPU over the
+                        bytes they moved; xferscope's worker threads (getrusage
+                        per thread, the timed region) against fio's job thread
+                        (fio's usr_cpu + sys_cpu over its runtime, --thread).
+                        xferscope's whole process (sampler and Python included)
+                        is printed beside it.
 """
 from __future__ import annotations
 
@@ -21,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 
+GIB = 1 << 30
 CASES = [
     # name, io, bs, workers, iodepth
     ("seqread 1M w1", "read", "1M", 1, 1),
@@ -29,6 +42,7 @@ CASES = [
     ("randread 4K qd32", "randread", "4K", 1, 32),
     ("seqwrite 1M w1", "write", "1M", 1, 1),
 ]
+VARIANTS = ("xs", "fio", "xs_aa")
 
 
 def run_xferscope(path: str, io: str, bs: str, workers: int, depth: int, seconds: float) -> dict:
@@ -37,8 +51,11 @@ def run_xferscope(path: str, io: str, bs: str, workers: int, depth: int, seconds
            "--keep", "--format", "json", "--interval", "0.5"]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     d = json.loads(out)
+    gib = d["bytes"] / GIB
     return {"mib_s": d["throughput_mib_s"], "lat_mean_us": d["latency_us"]["mean"],
-            "lat_p99_us": d["latency_us"]["p99"], "iops": d["iops"], "labels": d["labels"]}
+            "lat_p99_us": d["latency_us"]["p99"], "iops": d["iops"], "labels": d["labels"],
+            "cpu_s_per_gib": d["cpu"]["engine_cpu_seconds"] / gib,
+            "process_cpu_s_per_gib": d["cpu"]["cpu_seconds"] / gib}
 
 
 def run_fio(fio: str, path: str, size: int, io: str, bs: str, workers: int, depth: int, seconds: float) -> dict:
@@ -51,12 +68,22 @@ def run_fio(fio: str, path: str, size: int, io: str, bs: str, workers: int, dept
     job = d["jobs"][0]
     side = job["write"] if io.endswith("write") else job["read"]
     lat = side["lat_ns"]
+    # usr_cpu/sys_cpu: percent of job_runtime; with group_reporting fio sums both the jobs' CPU times and
+    # their runtimes (job_runtime is N x the run's length for N jobs), so their product is the group's CPU time
+    cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] / 1000
     return {"mib_s": side["bw_bytes"] / (1 << 20), "lat_mean_us": lat["mean"] / 1e3,
-            "lat_p99_us": lat["percentile"]["99.000000"] / 1e3, "iops": side["iops"]}
+            "lat_p99_us": lat["percentile"]["99.000000"] / 1e3, "iops": side["iops"],
+            "cpu_s_per_gib": cpu_s / (side["io_bytes"] / GIB)}
 
 
-def median(rows: list[dict], key: str) -> float:
-    return statistics.median(r[key] for r in rows)
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def rotated(variants: tuple[str, ...], rnd: int) -> list[str]:
+    """Round ``rnd``'s order: the variants rotated by one place per round, so each goes first in turn."""
+    k = rnd % len(variants)
+    return list(variants[k:] + variants[:k])
 
 
 def main() -> int:
@@ -65,7 +92,7 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="directory on the storage to test (default: a temp dir)")
     ap.add_argument("--size", default="1G")
     ap.add_argument("--seconds", type=float, default=5.0)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--cases", default="", help="comma list of case names to run (default all)")
     ap.add_argument("--json", help="write the figures to this file")
     args = ap.parse_args()
@@ -82,36 +109,40 @@ def main() -> int:
                     "--keep", "--total", "1M", "--format", "json"], check=True, capture_output=True)
     fio_version = subprocess.run([args.fio, "--version"], capture_output=True, text=True).stdout.strip()
     print(f"# host vs fio ({fio_version}) on {platform.node()}, kernel {platform.release()}, "
-          f"{os.cpu_count()} CPUs, file {args.size} in {workdir}, {args.seconds:g}s x {args.rounds} rounds")
-    print(f"{'case':<18} {'xs MiB/s':>10} {'fio MiB/s':>10} {'tput':>6} {'xs lat':>8} {'fio lat':>8} {'lat':>6} "
-          f"{'xs p99':>8} {'fio p99':>8} {'p99':>6}")
+          f"{os.cpu_count()} CPUs, file {args.size} in {workdir}, {args.seconds:g}s x {args.rounds} rounds, "
+          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("# ratios xferscope/fio: median of the per-round ratios (min-max); A/A: xferscope/xferscope")
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
     report = []
     try:
         for name, io, bs, workers, depth in CASES:
             if wanted and name not in wanted:
                 continue
-            xs, fi = [], []
+            got: dict[str, list[dict]] = {v: [] for v in VARIANTS}
             for rnd in range(args.rounds):
-                # alternate who goes first, so neither tool always meets the device in the same state
-                order = [("xs", xs), ("fio", fi)] if rnd % 2 == 0 else [("fio", fi), ("xs", xs)]
-                for tool, rows in order:
-                    if tool == "xs":
-                        rows.append(run_xferscope(path, io, bs, workers, depth, args.seconds))
+                for variant in rotated(VARIANTS, rnd):
+                    if variant == "fio":
+                        got[variant].append(run_fio(args.fio, path, size, io, bs, workers, depth, args.seconds))
                     else:
-                        rows.append(run_fio(args.fio, path, size, io, bs, workers, depth, args.seconds))
-            row = {"case": name, "rounds": [{"xs_mib_s": a["mib_s"], "fio_mib_s": b["mib_s"]} for a, b in zip(xs, fi)]}
-            for key in ("mib_s", "lat_mean_us", "lat_p99_us"):
-                row[f"xs_{key}"], row[f"fio_{key}"] = median(xs, key), median(fi, key)
-                row[f"ratio_{key}"] = row[f"xs_{key}"] / row[f"fio_{key}"]
+                        got[variant].append(run_xferscope(path, io, bs, workers, depth, args.seconds))
+            xs, fi, aa = got["xs"], got["fio"], got["xs_aa"]
+            row: dict = {"case": name, "rounds": got}
+            for key in ("mib_s", "lat_mean_us", "lat_p99_us", "cpu_s_per_gib"):
+                row[f"xs_{key}"] = statistics.median(r[key] for r in xs)
+                row[f"fio_{key}"] = statistics.median(r[key] for r in fi)
+                row[f"ratios_{key}"] = [a[key] / b[key] for a, b in zip(xs, fi)]
+                row[f"aa_{key}"] = [a[key] / b[key] for a, b in zip(aa, xs)]
+            row["xs_process_cpu_s_per_gib"] = statistics.median(r["process_cpu_s_per_gib"] for r in xs)
             report.append(row)
-            print(f"{name:<18} {row['xs_mib_s']:>10.1f} {row['fio_mib_s']:>10.1f} {row['ratio_mib_s']:>6.3f} "
-                  f"{row['xs_lat_mean_us']:>8.1f} {row['fio_lat_mean_us']:>8.1f} {row['ratio_lat_mean_us']:>6.3f} "
-                  f"{row['xs_lat_p99_us']:>8.1f} {row['fio_lat_p99_us']:>8.1f} {row['ratio_lat_p99_us']:>6.3f}  "
-                  f"per round: " + " ".join(f"{r['xs_mib_s'] / r['fio_mib_s']:.2f}" for r in row["rounds"]),
-                  flush=True)
+            print(f"{name}: xferscope {row['xs_mib_s']:.1f} MiB/s, fio {row['fio_mib_s']:.1f} MiB/s")
+            print(f"    throughput {spread(row['ratios_mib_s'])}  A/A {spread(row['aa_mib_s'])}")
+            print(f"    mean lat   {spread(row['ratios_lat_mean_us'])}  p99 lat {spread(row['ratios_lat_p99_us'])}")
+            print(f"    CPU-s/GiB  xferscope workers {row['xs_cpu_s_per_gib']:.3f} (process "
+                  f"{row['xs_process_cpu_s_per_gib']:.3f}), fio {row['fio_cpu_s_per_gib']:.3f}: ratio "
+                  f"{spread(row['ratios_cpu_s_per_gib'])}  A/A {spread(row['aa_cpu_s_per_gib'])}", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=2)
