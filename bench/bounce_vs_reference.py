@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="64K,1M,16M")
     ap.add_argument("--workers", default="1,4,8")
     ap.add_argument("--seconds", type=float, default=2.0)
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", "--reps", type=int, default=5)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="a subset of " + ",".join(VARIANTS))
     ap.add_argument("--json")
     args = ap.parse_args(argv)

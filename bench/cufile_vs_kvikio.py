@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sizes", default="1M,16M", help="block sizes")
     ap.add_argument("--workers", default="1,8", help="thread counts")
     ap.add_argument("--split", default="4M", help="sub-request size of xferscope_split (KvikIO's default task size)")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--rounds", "--reps", type=int, default=5)
     ap.add_argument("--registered", action="store_true",
                     help="also time both sides with their GPU buffers registered with cuFile (buf_register)")
     ap.add_argument("--json", help="write the figures here")

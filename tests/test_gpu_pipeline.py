@@ -89,9 +89,9 @@ def test_data_reaches_the_gpu_intact(sim_gpu, direct_dir, path, io):
     assert run.bytes == 48 * 64 * K
 
 
-def test_a_copy_issued_too_late_is_caught_by_verify(sim_gpu, direct_dir):
-    """The stand-in copies when a copy lands, not when it is issued: data read from a file that does not
-    hold the pattern reaches the "GPU" as it is, and --verify reports the first bad offset."""
+def test_verify_through_the_standins_catches_spoiled_data(sim_gpu, direct_dir):
+    """What lands in the stand-ins' "GPU" memory is what was read: 8 spoiled bytes in the file reach it as they
+    are, and --verify reports their offset."""
     path = direct_dir / "pipe.dat"
     run_engine(spec_for("bounce-async", direct_dir, 64 * K, keep=True))  # make the file
     with open(path, "r+b") as fh:
