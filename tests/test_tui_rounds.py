@@ -39,7 +39,7 @@ async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=60)
         await pilot.pause(0.5)
         after = screen_text(app)
-        await pilot.press("t")
+        await pilot.press("a")
         await pilot.pause(0.3)
         all_runs = screen_text(app)
     comp = app.comparison
@@ -64,7 +64,7 @@ async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
         assert comp.cache_dropped is False and "page cache not dropped (not root)" in after
     for line in after.splitlines():
         assert len(line.rstrip()) <= 80
-    # t: every run of the session instead, one row each
+    # a: every run of the session instead, one row each
     assert len([line for line in all_runs.splitlines() if re.match(r"\W*[1-6] host ", line)]) == 6, all_runs
 
 

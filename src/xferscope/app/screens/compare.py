@@ -45,13 +45,13 @@ def latest_per_path(comp: Comparison) -> list[RunResult]:
 class CompareScreen(ViewScreen):
     BINDINGS = [
         Binding("b", "baseline", "Baseline", id="baseline"),
-        Binding("t", "toggle_rounds", "Rounds/all runs", id="toggle-rounds"),
+        Binding("a", "toggle_rounds", "Rounds/all runs", id="toggle-rounds"),
         Binding("o", "open_results", "Open results", id="open-results"),
     ]
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.all_runs = False  # with a comparison in rounds: show every run instead (t)
+        self.all_runs = False  # with a comparison in rounds: show every run instead (a)
 
     def compose(self) -> ComposeResult:
         yield Static("[b]xferscope[/b] · comparison", id="compare-title", classes="screen-title")
