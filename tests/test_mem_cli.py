@@ -38,9 +38,12 @@ def test_short_sweep_is_plausible_and_bandwidth_falls_with_delay(cli, two_cpus, 
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["backend"] == "builtin" and not data["cancelled"]
-    assert 5 < data["idle_latency_ns"] < 2000
+    assert 5 < data["idle_latency_ns"] < 2000 and 5 < data["whole_idle_latency_ns"] < 5000
+    assert data["idle_locality"] == "64-page" and data["pages"] == "thp" and data["spec"]["locality"] == "default"
     assert data["environment"]["ns_per_delay_iter"] > 0
     busy, quiet = [p for p in data["points"] if p["traffic"] == "R"]
+    # loaded latency uses the chosen locality: multichase's default window, 64 pages of 4 KiB
+    assert {(p["locality"], p["locality_bytes"]) for p in (busy, quiet)} == {("64-page", 64 * 4096)}
     assert (busy["delay"], quiet["delay"]) == (0, 20000)
     for p in (busy, quiet):
         assert 5 < p["latency_min_ns"] <= p["latency_ns"] <= p["latency_max_ns"] < 20000
@@ -51,27 +54,29 @@ def test_short_sweep_is_plausible_and_bandwidth_falls_with_delay(cli, two_cpus, 
     with open(out) as fh:
         rows = list(csv.reader(fh))
     assert tuple(rows[0]) == CSV_COLUMNS
-    assert [row[5] for row in rows[1:]] == [IDLE, "R", "R"]
-    assert rows[2][0] == "0" and rows[3][0] == "20000" and rows[1][7] == "builtin"
+    assert [row[5] for row in rows[1:]] == [IDLE, IDLE, "R", "R"]
+    assert [row[8] for row in rows[1:]] == ["64-page", "whole-buffer", "64-page", "64-page"]
+    assert rows[3][0] == "0" and rows[4][0] == "20000" and rows[1][7] == "builtin" and rows[1][9] == str(64 << 20)
 
 
 def test_table_in_mlc_shape_with_write_traffic(cli, two_cpus):
     r = cli("mem", "--traffic", "W7", "--stride", "128", "--delays", "0,500", "--point-seconds", "0.15", *SMALL)
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert lines[0].startswith("Idle latency: ")
-    assert "Loaded latency: traffic W7, stride 128 B, builtin" in r.out
+    assert lines[0].startswith("Idle latency: ") and "(64-page locality; whole-buffer " in lines[0]
+    assert "Loaded latency: traffic W7, stride 128 B, 64-page locality, builtin" in r.out
     head = next(line for line in lines if "Inject Delay" in line)
     assert "Latency (ns)" in head and "Bandwidth (MB/sec)" in head
     row = next(line.split() for line in lines if line.strip().startswith("00000"))
     total, read, write = float(row[2]), float(row[3]), float(row[4])
     assert read == pytest.approx(2 * write, rel=0.01) and total == pytest.approx(read + write, rel=0.01)
     assert "THP coverage:" in r.out and "ns per iteration" in r.out
+    assert "Pages: asked transparent huge pages (2 MiB), got " in r.out
 
 
 def test_write_only_traffic_sweep(two_cpus):
     result = MemSweep(MemSpec(traffic=("W6",), delays=(0,), point_seconds=0.1, buffer_bytes=8 << 20,
-                              threads=1)).run()
+                              threads=1, whole_idle=False)).run()
     idle, w6 = result.points
     assert idle.traffic == IDLE and w6.traffic == "W6"
     assert w6.read_mb_s == 0 and w6.write_mb_s == pytest.approx(w6.bandwidth_mb_s) and w6.bandwidth_mb_s > 0
@@ -130,11 +135,20 @@ if os.environ.get("FAKE_MLC_FAIL"):
 print("Intel(R) Memory Latency Checker - v3.11")
 print("Command line parameters: " + " ".join(args))
 print("*** Unable to modify prefetchers (try executing 'modprobe msr')")
+print("*** So, enabling random access for latency measurements")
+kib = [int(a[2:]) for a in args if a.startswith("-b")]
 if "--idle_latency" in args:
-    print("Each iteration took 190.3 core clocks ( 79.3\\tns)")
-elif "--peak_injection_bandwidth" in args:
-    print("Measuring Peak Injection Memory Bandwidths for the system")
+    size = kib[0] * 1024 if kib else 1 << 30  # a cache-level curve from a made-up machine: 48K, 1M, 32M
+    ns = 1.2 if size <= 48 << 10 else 4.5 if size <= 1 << 20 else 18.0 if size <= 32 << 20 else 79.3
+    print("Each iteration took 190.3 core clocks ( %.1f\\tns)" % ns)
+elif "--max_bandwidth" in args:
+    print("Measuring Maximum Memory Bandwidths for the system")
     print("ALL Reads        :\\t150000.5\\n3:1 Reads-Writes :\\t140000.0\\nStream-triad like:\\t120000.0")
+elif "--latency_matrix" in args:
+    print("Measuring idle latencies for random access (in ns)...\\n\\t\\tNuma node\\nNuma node\\t     0\\n       0\\t  80.1")
+elif "--bandwidth_matrix" in args:
+    print("Measuring Memory Bandwidths between nodes within system\\nUsing Read-only traffic type")
+    print("\\t\\tNuma node\\nNuma node\\t     0\\n       0\\t99000.5")
 else:
     delays = [0, 2, 8, 15, 50, 100, 200, 300, 400, 500, 700, 1000, 1300, 1700, 2500, 3500, 5000, 9000, 20000]
     for a in args:
@@ -171,10 +185,10 @@ def test_backend_mlc_runs_the_binary_and_parses_it(cli, fake_mlc, tmp_path):
     assert calls[2].startswith("--loaded_latency -W8 -l256 -t1 -g")
     with open(out) as fh:
         rows = list(csv.reader(fh))
-    assert rows[1] == ["", "79.30", "", "", "", "idle", "256", "mlc"]
-    assert rows[2:5] == [["0", "280.00", "150000.0", "", "", "W6", "256", "mlc"],
-                         ["100", "180.00", "75000.0", "", "", "W6", "256", "mlc"],
-                         ["1000", "98.18", "13636.4", "", "", "W6", "256", "mlc"]]
+    assert rows[1] == ["", "79.30", "", "", "", "idle", "256", "mlc", "mlc random", "", "", ""]
+    assert rows[2:5] == [["0", "280.00", "150000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
+                         ["100", "180.00", "75000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
+                         ["1000", "98.18", "13636.4", "", "", "W6", "256", "mlc", "mlc random", "", "", ""]]
     assert [row[5] for row in rows[5:]] == ["W8"] * 3
     assert "warning: mlc: Unable to modify prefetchers" in r.err
 
@@ -206,7 +220,7 @@ def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp
     assert "Traceback" not in stderr
     assert "Idle latency" in stdout and "Interrupted" in stdout
     data = json.loads(out.read_text())
-    assert data["cancelled"] is True and 1 <= len(data["points"]) < 11
+    assert data["cancelled"] is True and 1 <= len(data["points"]) < 12
 
 
 def test_the_command_module_imports_light():
@@ -224,14 +238,14 @@ def test_async_stream_and_cancel(two_cpus):
         got = []
         async for point in sweep:
             got.append(point)
-            if len(got) == 2:
+            if len(got) == 3:
                 sweep.cancel()
         return got
 
     t0 = time.monotonic()
     got = asyncio.run(consume())
     assert time.monotonic() - t0 < 6
-    assert [p.traffic for p in got] == [IDLE, "W5"]
+    assert [p.traffic for p in got] == [IDLE, IDLE, "W5"]
     assert sweep.result.cancelled and sweep.result.points == got
 
 
@@ -240,8 +254,8 @@ def test_blocking_stream_yields_points_as_they_come(two_cpus):
     t0, stamps = time.monotonic(), []
     for _ in sweep:
         stamps.append(time.monotonic() - t0)
-    assert len(stamps) == 3
-    assert stamps[1] - stamps[0] > 0.25 and stamps[2] - stamps[1] > 0.25, "one point at a time, not all at the end"
+    assert len(stamps) == 4  # idle at the chosen locality and over the whole buffer, then two delays
+    assert all(b - a > 0.25 for a, b in zip(stamps, stamps[1:])), "one point at a time, not all at the end"
     with pytest.raises(RuntimeError):
         next(iter(sweep))
 

@@ -90,8 +90,8 @@ def test_session_measures_then_frees_every_buffer():
     idle = s.measure("R", 0, False, True, 0.02, 0.05, 3)
     loaded = s.measure("W10", 0, True, True, 0.02, 0.05, 3)
     assert not idle["cancelled"] and len(idle["windows"]) == 3
-    assert all(steps > 0 and loads == 0 for _, steps, loads in idle["windows"])
-    assert all(steps > 0 and loads > 0 for _, steps, loads in loaded["windows"])
+    assert all(steps > 0 and loads == 0 for _, steps, loads, _ in idle["windows"])
+    assert all(steps > 0 and loads > 0 for _, steps, loads, _ in loaded["windows"])
     point = point_from_windows(loaded["windows"], traffic="W10", stride=64, delay=0, read_bytes=128, write_bytes=64,
                                backend="builtin", ns_per_iter=None, latency=True, bandwidth=True)
     assert point.read_mb_s == pytest.approx(2 * point.write_mb_s)
@@ -115,7 +115,7 @@ def test_idle_latency_in_a_session_without_read_buffers():
     assert s.start()
     assert len(s.regions()) == 2  # the chase and the one write buffer
     idle = s.measure("R", 0, False, True, 0.0, 0.01, 2)
-    assert all(steps > 0 for _, steps, _ in idle["windows"])
+    assert all(steps > 0 for _, steps, _, _ in idle["windows"])
     s.close()
 
 

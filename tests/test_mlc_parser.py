@@ -5,8 +5,9 @@ import json
 import pytest
 
 from xferscope.engines.mem import CSV_COLUMNS, MemSpec
-from xferscope.errors import FormatError
-from xferscope.engines.mem_mlc import idle_latency_command, loaded_latency_command, peak_bandwidth_command
+from xferscope.errors import FormatError, SpecError
+from xferscope.engines.mem_mlc import (idle_latency_command, loaded_latency_command, matrix_commands,
+                                       peak_bandwidth_command)
 from xferscope.importers.mlc import import_mlc, parse_mlc_output
 from xferscope.mem_report import format_mlc_table
 
@@ -95,17 +96,19 @@ def rows(result, traffic=None):
 def test_full_run_every_section():
     r = parse_mlc_output(FULL_RUN, "run.txt")
     assert r.backend == "mlc"
-    assert r.idle_latency_ns == 81.4
-    assert r.environment["idle_latency_matrix_ns"] == [[81.4, 139.8], [140.1, 81.9]]
+    assert r.idle_latency_ns == 81.4 and r.idle_locality == "mlc random"
+    assert r.matrix() == {"cpu_nodes": [0, 1], "mem_nodes": [0, 1], "latency_ns": [[81.4, 139.8], [140.1, 81.9]],
+                          "bandwidth_mb_s": [[114818.0, 34128.5], [34115.2, 114908.8]]}
     assert r.environment["mlc_version"] == "3.11"
-    peak = {p.traffic: p.bandwidth_mb_s for p in r.curve_points if p.latency_ns is None}
+    peak = {p.traffic: p.bandwidth_mb_s for p in r.peak_points}
     assert peak == {"R": 229432.2, "W3": 208066.6, "W2": 205839.1, "W5": 190624.4, "W10": 189543.2}
     assert rows(r, "R") == [(0, 204.91, 227633.8), (2, 205.43, 227605.6), (100, 150.12, 205112.0),
                             (1000, 92.66, 41372.4), (20000, 82.03, 3411.9)]
+    assert {p.locality for p in r.loaded_points} == {"mlc random"}
     assert any("Unable to modify prefetchers" in w for w in r.warnings)
     assert any("enabling random access" in w for w in r.warnings)
-    # the bandwidth matrix and cache-to-cache numbers are not points
-    assert len(r.points) == 1 + 5 + 5
+    # both 2x2 matrices are cells; cache-to-cache numbers are not points
+    assert len(r.points) == 4 + 5 + 4 + 5
 
 
 def test_spaces_instead_of_tabs_give_the_same_result():
@@ -147,7 +150,11 @@ def test_idle_latency_command_output():
             "Using buffer size of 2000.000MB\nEach iteration took 201.2 core clocks ( 80.5    ns)\n")
     r = parse_mlc_output(text, "idle.txt")
     assert r.idle_latency_ns == 80.5
-    assert r.idle_points[0].stride == 256
+    assert r.idle_points[0].stride == 256 and r.idle_points[0].locality == "mlc"
+    sequential = parse_mlc_output(text.replace("\nUsing buffer", "\nMeasuring idle latencies for sequential access"
+                                               " (in ns)...\nUsing buffer").replace("-l256", "-l256 -b2000000 -L"), "s")
+    assert sequential.idle_points[0].locality == "mlc sequential" and sequential.pages == "2m"
+    assert sequential.idle_points[0].size_bytes == 2000000 * 1024
 
 
 @pytest.mark.parametrize("bad, line", [
@@ -155,6 +162,7 @@ def test_idle_latency_command_output():
     (FULL_RUN.replace(" 01000\t 92.66\t  41372.4", " 01000\t 92.66"), 38),
     (FULL_RUN.replace("2:1 Reads-Writes :\t205839.1", "2:1 Reads-Writes :\tn/a"), 16),
     (FULL_RUN.replace("       1\t 140.1\t  81.9\t", "       1\t 140.1\t  8l.9\t"), 8),
+    (FULL_RUN.replace("       1\t34115.2\t114908.8\t", "       1\t34115.2\t\t"), 27),
 ])
 def test_malformed_numbers_in_known_sections_name_file_and_line(bad, line):
     with pytest.raises(FormatError) as err:
@@ -181,12 +189,25 @@ def test_command_lines(monkeypatch):
     default = MemSpec().validated()
     assert not any(a.startswith(("-d", "-g")) for a in loaded_latency_command("mlc", default, "R", 64))
     assert idle_latency_command("mlc", spec, 64) == ["mlc", "--idle_latency", "-l64", "-b524288", "-c0"]
-    assert peak_bandwidth_command("mlc", spec) == ["mlc", "--peak_injection_bandwidth", "-b524288", "-k1-3,5"]
+    assert idle_latency_command("mlc", spec, 64, size=48 << 10)[3] == "-b48"  # a point of the curve
+    assert peak_bandwidth_command("mlc", spec) == ["mlc", "--max_bandwidth", "-b524288", "-k1-3,5"]
+    whole = MemSpec(mode="matrix", locality="whole", pages="1g").validated()
+    assert matrix_commands("mlc", whole, 64) == [["mlc", "--latency_matrix", "-l64", "-r", "-h"],
+                                                 ["mlc", "--bandwidth_matrix", "-h"]]
+    assert loaded_latency_command("mlc", MemSpec(pages="2m").validated(), "R", 64)[-1] == "-L"
+    for bad, message in ((dict(locality="256K"), "mlc has no locality window"),
+                         (dict(pages="4k"), "no option for 4 KiB pages")):
+        with pytest.raises(SpecError, match=message):
+            MemSpec(backend="mlc", **bad).validated()
 
 
 def test_mlc_shaped_table():
     table = format_mlc_table(parse_mlc_output(FULL_RUN, "run.txt"))
-    assert "Idle latency: 81.40 ns" in table
+    assert "Idle latency: 81.40 ns (mlc random), CPU node 0 to its own memory" in table
+    assert "Idle latency matrix (ns), mlc random, mlc" in table and "Read bandwidth matrix (MB/sec)" in table
+    assert any(line.split() == ["1", "140.1", "81.9"] for line in table.splitlines())
+    assert "Maximum bandwidth (MB/sec" in table
+    assert "traffic R, stride not given, mlc random, mlc" in table
     assert "ALL Reads" in table and "229432.2" in table and "Stream-triad like" in table
     head = next(line for line in table.splitlines() if "Inject Delay" in line)
     assert "Latency (ns)" in head and "Bandwidth (MB/sec)" in head
@@ -203,10 +224,11 @@ def test_import_writes_the_mem_columns(cli, tmp_path):
     with open(cs) as fh:
         table = list(csv.reader(fh))
     assert tuple(table[0]) == CSV_COLUMNS
-    assert table[1] == ["", "81.40", "", "", "", "idle", "", "mlc"]
-    assert ["100", "150.12", "205112.0", "", "", "R", "", "mlc"] in table
+    assert table[1] == ["", "81.40", "", "", "", "idle", "", "mlc", "mlc random", "", "0", "0"]
+    assert ["100", "150.12", "205112.0", "", "", "R", "", "mlc", "mlc random", "", "", ""] in table
     data = json.loads(js.read_text())
-    assert data["backend"] == "mlc" and data["idle_latency_ns"] == 81.4 and len(data["points"]) == 11
+    assert data["backend"] == "mlc" and data["idle_latency_ns"] == 81.4 and len(data["points"]) == 18
+    assert data["matrix"]["latency_ns"] == [[81.4, 139.8], [140.1, 81.9]] and data["idle_locality"] == "mlc random"
 
 
 def test_import_json_format_and_errors(cli, tmp_path):

@@ -218,15 +218,20 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     outcome = Sweep(profile, str(tmp_path / "mem.json")).run()
     assert not outcome.interrupted
     data = _load(tmp_path / "mem.json")
-    rows = {(row["traffic"], row["delay"]): row for p in data["points"] for row in p["rows"]}
-    assert set(rows) == {("idle", None), ("R", 0), ("R", 5000), ("W6", 0), ("W6", 5000)}
-    for (traffic, delay), row in rows.items():
+    rows = {(row["traffic"], row["delay"], row["locality"]): row for p in data["points"] for row in p["rows"]}
+    # idle latency at the chosen locality (multichase's default, 64 pages) and over the whole buffer
+    assert set(rows) == {("idle", None, "64-page"), ("idle", None, "whole-buffer"), ("R", 0, "64-page"),
+                         ("R", 5000, "64-page"), ("W6", 0, "64-page"), ("W6", 5000, "64-page")}
+    for (traffic, delay, _), row in rows.items():
         assert row["latency_ns"]["n"] == 2 and row["latency_ns"]["min"] <= row["latency_ns"]["median"]
         if delay is not None:
             assert row["bandwidth_mb_s"]["median"] > 0
-    assert rows[("R", 0)]["bandwidth_mb_s"]["median"] > rows[("R", 5000)]["bandwidth_mb_s"]["median"]
+    assert rows[("R", 0, "64-page")]["bandwidth_mb_s"]["median"] > \
+        rows[("R", 5000, "64-page")]["bandwidth_mb_s"]["median"]
     with open(tmp_path / "mem.csv") as fh:
-        assert len(list(csv.DictReader(fh))) == 6  # idle, 0 and 5000 for each of the two points
+        table = list(csv.DictReader(fh))
+    assert len(table) == 8  # two idle rows, 0 and 5000 for each of the two points
+    assert [row["locality"] for row in table[:4]] == ["64-page", "whole-buffer", "64-page", "64-page"]
 
 
 def test_a_point_that_measures_the_same_as_another_is_one_row(cli, tmp_path, direct_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import os
 
-from tui_helpers import Messages, make_app, paste, retype, screen_text, toast_text, wait_for
+from tui_helpers import Messages, make_app, memory_view, paste, retype, screen_text, toast_text, wait_for
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import (BatchFinished, MemPointMeasured, MemSweepFinished, ResultsLoaded, RunStarted,
                                     SnapshotExported)
@@ -84,11 +84,7 @@ async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
 
 
 async def test_memory_sweep_draws_points_as_they_come(direct_dir):
-    app = make_app(direct_dir)
-    msgs = Messages()
-    async with app.run_test(message_hook=msgs) as pilot:
-        await pilot.press("m")
-        await pilot.pause(0.2)
+    async with memory_view(direct_dir) as (app, pilot, msgs):
         await retype(pilot, "#mem-delays", "0,5000")
         await retype(pilot, "#mem-seconds", "0.1")
         await retype(pilot, "#mem-buffer", "16M")

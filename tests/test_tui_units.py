@@ -5,7 +5,7 @@ import pytest
 
 from xferscope.app import figures
 from xferscope.app.braille import Series, bar, columns, nice_ceiling, plot
-from xferscope.app.mem_model import MemFormValues, build_mem_spec, mlc_row
+from xferscope.app.mem_model import MEM_FIELD_CONTROL, MemFormValues, build_mem_spec, mlc_row
 from xferscope.app.session import Batch, SampleBuffer, new_records
 from xferscope.app.setup_model import FIELD_CONTROL, FormValues, build_specs
 from xferscope.app.widgets.comparison import table_shape
@@ -82,6 +82,15 @@ def test_memory_form_and_mlc_rows():
     with pytest.raises(SpecError) as err:
         build_mem_spec(MemFormValues(delays="0,x"))
     assert err.value.field == "delays"
+    peak = build_mem_spec(MemFormValues(mode="peak"))
+    assert peak.traffic == ("R", "W3", "W2", "W5", "W10") and MemFormValues.from_spec(peak).traffic == ""
+    curve = build_mem_spec(MemFormValues(mode="curve", buffer="8M", locality="whole", pages="4k"))
+    assert (curve.max_size, curve.buffer_bytes, curve.locality, curve.pages) == (8 << 20, None, "whole", "4k")
+    again = MemFormValues.from_spec(build_mem_spec(MemFormValues(locality="128K")))
+    assert again.locality == "128K" and again.traffic == ""
+    with pytest.raises(SpecError) as err:
+        build_mem_spec(MemFormValues(locality="near"))
+    assert MEM_FIELD_CONTROL[err.value.field] == "mem-locality"
 
     class P:
         delay, latency_ns, bandwidth_mb_s = 200, 367.351, 865.14

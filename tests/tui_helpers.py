@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import time
+from contextlib import asynccontextmanager
 
 from rich.console import Console
 
@@ -76,3 +77,14 @@ async def paste(pilot, selector: str, text: str) -> None:
     widget.focus()
     widget.value = text
     await pilot.pause()
+
+
+@asynccontextmanager
+async def memory_view(tmp_dir, size: tuple[int, int] = (80, 24)):
+    """The console opened on its Memory view: (app, pilot, messages seen)."""
+    app = make_app(tmp_dir)
+    msgs = Messages()
+    async with app.run_test(size=size, message_hook=msgs) as pilot:
+        await pilot.press("m")
+        await pilot.pause(0.2)
+        yield app, pilot, msgs

@@ -1,13 +1,22 @@
 /* xferscope._memcore: memory latency under load, the way Intel MLC measures it.
  *
  * A Session owns plain pthreads that never touch Python objects:
- *   - one chaser: a dependent pointer chase over one random cycle (Sattolo)
- *     of stride-sized elements; it publishes its step count every CHASE_BATCH
- *     loads (never an atomic per load);
+ *   - one chaser: a dependent pointer chase over one cycle through every
+ *     stride-sized element of its buffer, built with multichase's -T locality:
+ *     the elements are cut into windows of `window` bytes, the windows are
+ *     visited in random order and each window's elements in a random order of
+ *     their own before the chase moves on (a window as large as the buffer is
+ *     one random cycle over all of it). A second, whole-buffer cycle may share
+ *     the buffer, in the second pointer of each element, so that idle latency
+ *     is measured both ways without a second buffer. The chaser publishes its
+ *     step count every CHASE_BATCH loads (never an atomic per load);
  *   - N loaders: each streams its own buffers per a traffic type and spins a
  *     plain countdown loop of `delay` iterations after every step.
- * Every thread pins itself to its CPU before it touches its memory, and asks
- * for transparent huge pages. The Python side calls measure() once per point
+ * Every thread pins itself to its CPU before it touches its memory (or, for
+ * memory placed on another NUMA node, to a CPU of that node, and binds the
+ * memory there, moving to its own CPU afterwards), and asks for the page size
+ * chosen: 4 KiB (THP refused), transparent huge pages, or hugetlbfs 2 MiB or
+ * 1 GiB pages from the reserved pool. The Python side calls measure() once per point
  * (the GIL is released while it runs): it releases the threads, drops a
  * warm-up, then reads the counters at the edges of its sub-windows.
  *
@@ -30,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -99,7 +109,21 @@ static int pin_self(int cpu)
     return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
-/* An anonymous mapping aligned to 2 MiB, with huge pages requested. */
+/* The page sizes a buffer may ask for. */
+enum { PAGES_4K = 0, PAGES_THP = 1, PAGES_2M = 2, PAGES_1G = 3 };
+static const char *const PAGE_NAMES[] = {"4k", "thp", "2m", "1g"};
+#define N_PAGE_MODES 4
+
+#ifndef MAP_HUGE_SHIFT
+#define MAP_HUGE_SHIFT 26
+#endif
+#ifndef MPOL_BIND
+#define MPOL_BIND 2
+#endif
+#define MAX_NODES 1024
+
+/* An anonymous mapping: for 4 KiB and THP aligned to 2 MiB with THP refused or
+ * asked for (madvise); for hugetlbfs pages mapped from the reserved pool. */
 typedef struct {
     void *base;
     size_t length;
@@ -107,24 +131,63 @@ typedef struct {
     size_t bytes;
 } region_t;
 
-static int region_map(region_t *r, size_t bytes, int hugepages)
+static int region_map(region_t *r, size_t bytes, int pages)
 {
+    if (pages == PAGES_2M || pages == PAGES_1G) {
+        size_t page = pages == PAGES_2M ? HUGE_PAGE : ((size_t)1 << 30);
+        int shift = pages == PAGES_2M ? 21 : 30;
+        size_t length = (bytes + page - 1) & ~(page - 1);
+#ifdef MAP_HUGETLB
+        void *base = mmap(NULL, length, PROT_READ | PROT_WRITE,
+                          MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (shift << MAP_HUGE_SHIFT), -1, 0);
+        if (base == MAP_FAILED)
+            return errno;
+        r->base = base;
+        r->length = length;
+        r->data = (char *)base;
+        r->bytes = bytes;
+        return 0;
+#else
+        (void)length, (void)shift;
+        return ENOTSUP;
+#endif
+    }
     size_t length = bytes + HUGE_PAGE;
     void *base = mmap(NULL, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED)
         return errno;
     uintptr_t aligned = ((uintptr_t)base + HUGE_PAGE - 1) & ~((uintptr_t)HUGE_PAGE - 1);
-#ifdef MADV_HUGEPAGE
-    if (hugepages)
-        madvise((void *)aligned, (bytes + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1), MADV_HUGEPAGE);
+    size_t span = (bytes + HUGE_PAGE - 1) & ~((size_t)HUGE_PAGE - 1);
+#if defined(MADV_HUGEPAGE) && defined(MADV_NOHUGEPAGE)
+    madvise((void *)aligned, span, pages == PAGES_THP ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
 #else
-    (void)hugepages;
+    (void)span;
 #endif
     r->base = base;
     r->length = length;
     r->data = (char *)aligned;
     r->bytes = bytes;
     return 0;
+}
+
+/* Bind a region's pages to one NUMA node before they are touched; 0 or errno. */
+static int region_bind(region_t *r, int node)
+{
+    if (node < 0)
+        return 0;
+    if (node >= MAX_NODES - 1)
+        return EINVAL;
+#ifdef SYS_mbind
+    unsigned long mask[MAX_NODES / (8 * sizeof(unsigned long))];
+    memset(mask, 0, sizeof(mask));
+    mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
+    size_t span = (r->bytes + 4095) & ~(size_t)4095;
+    if (syscall(SYS_mbind, r->data, span, MPOL_BIND, mask, (unsigned long)MAX_NODES, 0) != 0)
+        return errno;
+    return 0;
+#else
+    return ENOSYS;
+#endif
 }
 
 static void region_unmap(region_t *r)
@@ -136,30 +199,71 @@ static void region_unmap(region_t *r)
 
 /* ------------------------------------------------------------- the chase */
 
-/* Link n elements of `stride` bytes at `base` into one random cycle (Sattolo's
- * algorithm: a plain shuffle can leave short cycles that stay in cache).
- * Returns 0, ENOMEM, or EINTR when *stop was raised meanwhile. */
-static int build_chase(char *base, size_t n, size_t stride, uint64_t seed, atomic_int *stop)
+/* Shuffle a[0..n) in place (Fisher-Yates). */
+static void shuffle(uint32_t *a, size_t n, uint64_t *rng)
 {
-    uint32_t *next = malloc(n * sizeof(uint32_t));
-    if (!next)
+    for (size_t i = n; i > 1; i--) {
+        size_t j = (size_t)below(rng, i);
+        uint32_t t = a[i - 1];
+        a[i - 1] = a[j];
+        a[j] = t;
+    }
+}
+
+/* The visiting order of n elements cut into windows of w elements (the last
+ * window may be shorter): the windows in random order, each window's elements
+ * in a random order of their own, every element once. Returns 0, ENOMEM, or
+ * EINTR when *stop was raised meanwhile. */
+static int chase_order(uint32_t *order, size_t n, size_t w, uint64_t seed, atomic_int *stop)
+{
+    if (w == 0 || w > n)
+        w = n;
+    size_t windows = (n + w - 1) / w;
+    uint32_t *win = malloc(windows * sizeof(uint32_t));
+    if (!win)
         return ENOMEM;
-    for (size_t i = 0; i < n; i++)
-        next[i] = (uint32_t)i;
     uint64_t rng = seed;
-    for (size_t i = n - 1; i > 0; i--) {
-        size_t j = (size_t)below(&rng, i); /* j < i: one cycle, never a fixed point */
-        uint32_t t = next[i];
-        next[i] = next[j];
-        next[j] = t;
-        if ((i & 0xFFFFF) == 0 && stop && atomic_load_explicit(stop, memory_order_relaxed)) {
-            free(next);
+    for (size_t k = 0; k < windows; k++)
+        win[k] = (uint32_t)k;
+    shuffle(win, windows, &rng);
+    size_t at = 0;
+    for (size_t k = 0; k < windows; k++) {
+        size_t first = (size_t)win[k] * w, count = first + w > n ? n - first : w;
+        for (size_t i = 0; i < count; i++)
+            order[at + i] = (uint32_t)(first + i);
+        shuffle(order + at, count, &rng);
+        at += count;
+        if ((k & 0x3FF) == 0 && stop && atomic_load_explicit(stop, memory_order_relaxed)) {
+            free(win);
             return EINTR;
         }
     }
-    for (size_t i = 0; i < n; i++)
-        *(void **)(base + i * stride) = base + (size_t)next[i] * stride;
-    free(next);
+    free(win);
+    return 0;
+}
+
+/* Link n elements of `stride` bytes at `base` into one cycle that follows
+ * chase_order(): element order[i] points to element order[i + 1], the last to
+ * the first, so every element is visited once per cycle. The pointer sits at
+ * byte `offset` of each element (0, or 8 for the second chase of a buffer).
+ * *start is set to the element the cycle starts from. */
+static int build_chase(char *base, size_t n, size_t stride, size_t offset, size_t w, uint64_t seed,
+                       atomic_int *stop, void **start)
+{
+    uint32_t *order = malloc(n * sizeof(uint32_t));
+    if (!order)
+        return ENOMEM;
+    int rc = chase_order(order, n, w, seed, stop);
+    if (rc) {
+        free(order);
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t next = order[i + 1 == n ? 0 : i + 1];
+        *(void **)(base + (size_t)order[i] * stride + offset) = base + next * stride + offset;
+    }
+    *start = base + (size_t)order[0] * stride + offset;
+    free(order);
     return 0;
 }
 
@@ -374,6 +478,7 @@ struct session;
 typedef struct {
     struct session *s;
     int cpu;
+    int touch_cpu; /* the CPU that allocates and fills its buffers (-1: its own) */
     region_t rd0, rd1, wr;
     pthread_t thread;
     int started;
@@ -389,14 +494,24 @@ typedef struct session {
     int n_loaders;
     int *load_cpus;
     int needs_rd0, needs_rd1, needs_wr;
-    int hugepages;
+    int pages;            /* PAGES_* */
+    size_t window;        /* chase locality in elements (0: the whole buffer) */
+    int whole_chase;      /* also build the whole-buffer chase (second pointer of each element) */
+    int chase_touch_cpu;  /* CPU that allocates and links the chase buffer (-1: the chaser's own) */
+    int *load_touch_cpus; /* per loader: CPU that allocates and fills its buffers (-1: its own) */
+    int mem_node;         /* NUMA node every buffer is bound to (-1: no binding) */
     uint64_t seed;
     /* threads and memory */
     region_t chase;
+    void *chase_start[2]; /* the locality chase, the whole-buffer chase */
     pthread_t chase_thread;
     int chase_started;
     counter_t *counters; /* [0] the chaser, [1 + i] loader i: one cache line each */
     void *chase_sink;
+    atomic_int chase_kind; /* which chase measure() asked for: 0 locality, 1 whole buffer */
+    clockid_t chase_clock; /* the chaser's CPU-time clock: how long it really ran in a window */
+    int has_chase_clock;
+    atomic_int bind_errno; /* the first error of binding memory to mem_node, 0 when none */
     loader_t *loaders;
     /* control */
     atomic_int exit_flag, stop_flag, run_chase, run_loads;
@@ -430,31 +545,61 @@ static void fill_words(region_t *r, uint64_t value)
         w[i] = value;
 }
 
+/* Map a buffer for memory placed by this session's rules; 0 or errno. */
+static int place_region(Session *s, region_t *r, size_t bytes)
+{
+    int rc = region_map(r, bytes, s->pages);
+    if (rc)
+        return rc;
+    int bound = region_bind(r, s->mem_node);
+    if (bound) {
+        int expected = 0;
+        atomic_compare_exchange_strong(&s->bind_errno, &expected, bound);
+    }
+    return 0;
+}
+
 static void *chaser_main(void *arg)
 {
     Session *s = arg;
-    int rc = pin_self(s->chase_cpu);
+    int toucher = s->chase_touch_cpu >= 0 ? s->chase_touch_cpu : s->chase_cpu;
+    int rc = pin_self(toucher);
     if (rc) {
-        record_failure(s, "cannot pin the latency thread to CPU", rc, s->chase_cpu);
+        record_failure(s, "cannot pin the latency thread to CPU", rc, toucher);
         return NULL;
     }
-    rc = region_map(&s->chase, s->chase_bytes, s->hugepages);
+    size_t n = s->chase_bytes / s->stride;
+    rc = place_region(s, &s->chase, s->chase_bytes);
     if (!rc) {
         touch(&s->chase);
-        rc = build_chase(s->chase.data, s->chase_bytes / s->stride, s->stride, s->seed, &s->stop_flag);
+        rc = build_chase(s->chase.data, n, s->stride, 0, s->window, s->seed, &s->stop_flag, &s->chase_start[0]);
+        s->chase_start[1] = s->chase_start[0];
+        if (!rc && s->whole_chase)
+            rc = build_chase(s->chase.data, n, s->stride, sizeof(void *), 0, s->seed ^ 0x9E3779B97F4A7C15ull,
+                             &s->stop_flag, &s->chase_start[1]);
     }
     if (rc) {
-        record_failure(s, rc == EINTR ? "stopped" : "cannot allocate the latency buffer", rc, s->chase_cpu);
+        record_failure(s, rc == EINTR ? "stopped" : "cannot allocate the latency buffer", rc, toucher);
+        return NULL;
+    }
+    if (toucher != s->chase_cpu && (rc = pin_self(s->chase_cpu))) {
+        record_failure(s, "cannot pin the latency thread to CPU", rc, s->chase_cpu);
         return NULL;
     }
     atomic_fetch_add(&s->ready, 1);
 
-    void *p = s->chase.data;
+    int kind = 0;
+    void *p = s->chase_start[0];
     uint64_t steps = 0;
     while (!atomic_load_explicit(&s->exit_flag, memory_order_relaxed)) {
         if (!atomic_load_explicit(&s->run_chase, memory_order_relaxed)) {
             nap(NAP_NS);
             continue;
+        }
+        int want = atomic_load_explicit(&s->chase_kind, memory_order_relaxed);
+        if (want != kind) {
+            kind = want;
+            p = s->chase_start[kind];
         }
         for (int k = 0; k < CHASE_BATCH / 16; k++)
             CHASE16(p);
@@ -469,21 +614,26 @@ static void *loader_main(void *arg)
 {
     loader_t *L = arg;
     Session *s = L->s;
-    int rc = pin_self(L->cpu);
+    int toucher = L->touch_cpu >= 0 ? L->touch_cpu : L->cpu;
+    int rc = pin_self(toucher);
     if (rc) {
-        record_failure(s, "cannot pin a load thread to CPU", rc, L->cpu);
+        record_failure(s, "cannot pin a load thread to CPU", rc, toucher);
         return NULL;
     }
-    if ((s->needs_rd0 && (rc = region_map(&L->rd0, s->load_bytes, s->hugepages))) ||
-        (s->needs_rd1 && (rc = region_map(&L->rd1, s->load_bytes, s->hugepages))) ||
-        (s->needs_wr && (rc = region_map(&L->wr, s->load_bytes, s->hugepages)))) {
+    if ((s->needs_rd0 && (rc = place_region(s, &L->rd0, s->load_bytes))) ||
+        (s->needs_rd1 && (rc = place_region(s, &L->rd1, s->load_bytes))) ||
+        (s->needs_wr && (rc = place_region(s, &L->wr, s->load_bytes)))) {
         record_failure(s, "cannot allocate a load buffer on CPU", rc, L->cpu);
         return NULL;
     }
-    /* First touch by this pinned thread: the pages land on its node. */
+    /* First touch by a pinned thread: the pages land on its node (or the bound one). */
     if (L->rd0.data) fill_words(&L->rd0, 1);
     if (L->rd1.data) fill_words(&L->rd1, 1);
     if (L->wr.data) fill_words(&L->wr, 0);
+    if (toucher != L->cpu && (rc = pin_self(L->cpu))) {
+        record_failure(s, "cannot pin a load thread to CPU", rc, L->cpu);
+        return NULL;
+    }
     atomic_fetch_add(&s->ready, 1);
 
     streams_t st = {L->rd0.data, L->rd1.data, L->wr.data, s->stride, 1};
@@ -560,15 +710,34 @@ static void Session_dealloc(Session *s)
 
 static int Session_init(Session *s, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"chase_bytes", "stride", "chase_cpu", "load_cpus", "load_bytes",
-                             "traffic", "seed", "hugepages", NULL};
-    Py_ssize_t chase_bytes = 0, stride = 64, load_bytes = 0;
-    int chase_cpu = -1, hugepages = 1;
+    static char *kwlist[] = {"chase_bytes", "stride", "chase_cpu", "load_cpus", "load_bytes", "traffic", "seed",
+                             "pages", "window", "whole_chase", "chase_touch_cpu", "load_touch_cpus", "mem_node",
+                             NULL};
+    Py_ssize_t chase_bytes = 0, stride = 64, load_bytes = 0, window = 0;
+    int chase_cpu = -1, whole_chase = 0, chase_touch_cpu = -1, mem_node = -1;
     unsigned long long seed = 0x5eed;
-    PyObject *cpus = NULL, *traffic = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "nniOnO|Kp", kwlist, &chase_bytes, &stride, &chase_cpu, &cpus,
-                                     &load_bytes, &traffic, &seed, &hugepages))
+    const char *pages_name = "thp";
+    PyObject *cpus = NULL, *traffic = NULL, *touch = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "nniOnO|KsnpiOi", kwlist, &chase_bytes, &stride, &chase_cpu, &cpus,
+                                     &load_bytes, &traffic, &seed, &pages_name, &window, &whole_chase,
+                                     &chase_touch_cpu, &touch, &mem_node))
         return -1;
+    int pages = -1;
+    for (int i = 0; i < N_PAGE_MODES; i++)
+        if (strcmp(pages_name, PAGE_NAMES[i]) == 0)
+            pages = i;
+    if (pages < 0) {
+        PyErr_Format(PyExc_ValueError, "pages must be 4k, thp, 2m or 1g, not %s", pages_name);
+        return -1;
+    }
+    if (window < 0 || (window > 0 && (window < stride || window % stride))) {
+        PyErr_SetString(PyExc_ValueError, "window must be 0 (the whole buffer) or a multiple of stride");
+        return -1;
+    }
+    if (mem_node < -1 || mem_node >= MAX_NODES - 1) {
+        PyErr_SetString(PyExc_ValueError, "mem_node must be -1 (no binding) or a NUMA node number");
+        return -1;
+    }
     if (s->state != 0 || s->loaders) {
         PyErr_SetString(PyExc_RuntimeError, "a Session is configured once");
         return -1;
@@ -591,6 +760,7 @@ static int Session_init(Session *s, PyObject *args, PyObject *kw)
         return -1;
     }
     int ok = 0;
+    PyObject *touch_seq = NULL;
     Py_ssize_t n = PySequence_Fast_GET_SIZE(cpu_seq);
     s->needs_rd0 = s->needs_rd1 = s->needs_wr = 0;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(traffic_seq); i++) {
@@ -618,13 +788,29 @@ static int Session_init(Session *s, PyObject *args, PyObject *kw)
         goto out;
     }
     memset(s->counters, 0, (size_t)(n + 1) * sizeof(counter_t));
+    if (touch != Py_None) {
+        touch_seq = PySequence_Fast(touch, "load_touch_cpus must be None or one CPU per load CPU");
+        if (!touch_seq)
+            goto out;
+        if (PySequence_Fast_GET_SIZE(touch_seq) != n) {
+            PyErr_SetString(PyExc_ValueError, "load_touch_cpus must name one CPU per load CPU");
+            goto out;
+        }
+    }
     for (Py_ssize_t i = 0; i < n; i++) {
         long cpu = PyLong_AsLong(PySequence_Fast_GET_ITEM(cpu_seq, i));
         if (cpu == -1 && PyErr_Occurred())
             goto out;
+        long toucher = -1;
+        if (touch_seq) {
+            toucher = PyLong_AsLong(PySequence_Fast_GET_ITEM(touch_seq, i));
+            if (toucher == -1 && PyErr_Occurred())
+                goto out;
+        }
         s->load_cpus[i] = (int)cpu;
         s->loaders[i].s = s;
         s->loaders[i].cpu = (int)cpu;
+        s->loaders[i].touch_cpu = (int)toucher;
         s->loaders[i].count = &s->counters[1 + i];
     }
     s->n_loaders = (int)n;
@@ -633,11 +819,16 @@ static int Session_init(Session *s, PyObject *args, PyObject *kw)
     s->load_bytes = (size_t)load_bytes;
     s->chase_cpu = chase_cpu;
     s->seed = seed;
-    s->hugepages = hugepages;
+    s->pages = pages;
+    s->window = (size_t)window / (size_t)stride;
+    s->whole_chase = whole_chase && s->window && s->window < s->chase_bytes / (size_t)stride;
+    s->chase_touch_cpu = chase_touch_cpu;
+    s->mem_node = mem_node;
     ok = 1;
 out:
     Py_DECREF(cpu_seq);
     Py_DECREF(traffic_seq);
+    Py_XDECREF(touch_seq);
     return ok ? 0 : -1;
 }
 
@@ -654,7 +845,10 @@ static PyObject *Session_start(Session *s, PyObject *unused)
     if (s->chase_bytes) {
         rc = pthread_create(&s->chase_thread, NULL, chaser_main, s);
         if (rc) record_failure(s, "cannot start the latency thread", rc, s->chase_cpu);
-        else s->chase_started = 1;
+        else {
+            s->chase_started = 1;
+            s->has_chase_clock = pthread_getcpuclockid(s->chase_thread, &s->chase_clock) == 0;
+        }
     }
     for (int i = 0; !rc && i < s->n_loaders; i++) {
         rc = pthread_create(&s->loaders[i].thread, NULL, loader_main, &s->loaders[i]);
@@ -716,6 +910,15 @@ static int wait_for(Session *s, uint64_t ns, uint64_t *last_check)
     }
 }
 
+/* CPU time the chaser has run, in ns; 0 when its clock cannot be read. */
+static uint64_t chase_cpu_ns(Session *s)
+{
+    struct timespec ts;
+    if (!s->has_chase_clock || clock_gettime(s->chase_clock, &ts) != 0)
+        return 0;
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t sum_load_steps(Session *s)
 {
     uint64_t total = 0;
@@ -726,13 +929,13 @@ static uint64_t sum_load_steps(Session *s)
 
 static PyObject *Session_measure(Session *s, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"traffic", "delay", "loads", "chase", "warmup", "window", "windows", NULL};
+    static char *kwlist[] = {"traffic", "delay", "loads", "chase", "warmup", "window", "windows", "whole", NULL};
     const char *traffic_name = "R";
     unsigned long long delay = 0;
-    int loads = 1, chase = 1, windows = 5;
+    int loads = 1, chase = 1, windows = 5, whole = 0;
     double warmup = 0.1, window = 0.1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "sKppddi", kwlist, &traffic_name, &delay, &loads, &chase, &warmup,
-                                     &window, &windows))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "sKppddi|p", kwlist, &traffic_name, &delay, &loads, &chase, &warmup,
+                                     &window, &windows, &whole))
         return NULL;
     int traffic = traffic_index(traffic_name);
     if (traffic < 0) {
@@ -758,12 +961,16 @@ static PyObject *Session_measure(Session *s, PyObject *args, PyObject *kw)
         loads = 0;
     if (chase && !s->chase_bytes)
         chase = 0;
+    if (whole && !s->whole_chase && s->window) {
+        PyErr_SetString(PyExc_ValueError, "this session has no whole-buffer chase (pass whole_chase=True)");
+        return NULL;
+    }
     int expected = 0;
     if (!atomic_compare_exchange_strong(&s->busy, &expected, 1)) {
         PyErr_SetString(PyExc_RuntimeError, "measure() is already running on this session");
         return NULL;
     }
-    uint64_t *dt = calloc((size_t)windows, sizeof(uint64_t) * 3);
+    uint64_t *dt = calloc((size_t)windows, sizeof(uint64_t) * 4);
     if (!dt) {
         atomic_store(&s->busy, 0);
         return PyErr_NoMemory();
@@ -773,20 +980,24 @@ static PyObject *Session_measure(Session *s, PyObject *args, PyObject *kw)
     uint64_t last_check = now_ns();
     atomic_store(&s->traffic, traffic);
     atomic_store(&s->delay, (uint64_t)delay);
+    atomic_store(&s->chase_kind, whole ? 1 : 0);
     atomic_fetch_add_explicit(&s->generation, 1, memory_order_release);
     atomic_store(&s->run_loads, loads);
     atomic_store(&s->run_chase, chase);
     outcome = wait_for(s, (uint64_t)(warmup * 1e9), &last_check);
     uint64_t t0 = now_ns(), c0 = atomic_load(&s->counters[0].steps), l0 = sum_load_steps(s);
+    uint64_t r0 = chase_cpu_ns(s);
     for (; outcome == 0 && done < windows; done++) {
         outcome = wait_for(s, (uint64_t)(window * 1e9), &last_check);
         if (outcome)
             break;
         uint64_t t1 = now_ns(), c1 = atomic_load(&s->counters[0].steps), l1 = sum_load_steps(s);
-        dt[3 * done] = t1 - t0;
-        dt[3 * done + 1] = c1 - c0;
-        dt[3 * done + 2] = l1 - l0;
-        t0 = t1, c0 = c1, l0 = l1;
+        uint64_t r1 = chase_cpu_ns(s);
+        dt[4 * done] = t1 - t0;
+        dt[4 * done + 1] = c1 - c0;
+        dt[4 * done + 2] = l1 - l0;
+        dt[4 * done + 3] = (chase && r0 && r1) ? r1 - r0 : 0;
+        t0 = t1, c0 = c1, l0 = l1, r0 = r1;
     }
     atomic_store(&s->run_loads, 0);
     atomic_store(&s->run_chase, 0);
@@ -798,8 +1009,8 @@ static PyObject *Session_measure(Session *s, PyObject *args, PyObject *kw)
     }
     PyObject *list = PyList_New(done);
     for (int i = 0; list && i < done; i++) {
-        PyObject *row = Py_BuildValue("(KKK)", (unsigned long long)dt[3 * i], (unsigned long long)dt[3 * i + 1],
-                                      (unsigned long long)dt[3 * i + 2]);
+        PyObject *row = Py_BuildValue("(KKKK)", (unsigned long long)dt[4 * i], (unsigned long long)dt[4 * i + 1],
+                                      (unsigned long long)dt[4 * i + 2], (unsigned long long)dt[4 * i + 3]);
         if (!row) {
             Py_CLEAR(list);
             break;
@@ -863,16 +1074,28 @@ fail:
     return NULL;
 }
 
+/* What the session asked for and what it got: page mode, chase window, whether binding worked. */
+static PyObject *Session_info(Session *s, PyObject *unused)
+{
+    return Py_BuildValue("{s:s,s:n,s:n,s:O,s:i,s:i}", "pages", PAGE_NAMES[s->pages], "window_bytes",
+                         (Py_ssize_t)(s->window * s->stride), "chase_bytes", (Py_ssize_t)s->chase_bytes,
+                         "whole_chase", s->whole_chase ? Py_True : Py_False, "mem_node", s->mem_node, "bind_errno",
+                         atomic_load(&s->bind_errno));
+}
+
 static PyMethodDef Session_methods[] = {
     {"start", (PyCFunction)Session_start, METH_NOARGS,
      "start() -> bool: start the threads, pin them, allocate and touch their memory, build the chase.\n"
      "False when stop() was called meanwhile."},
     {"measure", (PyCFunction)(void (*)(void))Session_measure, METH_VARARGS | METH_KEYWORDS,
-     "measure(traffic, delay, loads, chase, warmup, window, windows) -> {'windows': [(ns, chase_steps, load_steps)], "
-     "'cancelled': bool}"},
+     "measure(traffic, delay, loads, chase, warmup, window, windows, whole=False) -> "
+     "{'windows': [(ns, chase_steps, load_steps, chase_cpu_ns)], 'cancelled': bool}; whole: chase the whole-buffer\n"
+     "cycle; chase_cpu_ns: how long the latency thread ran in the window (0 when not known)"},
     {"stop", (PyCFunction)Session_stop, METH_NOARGS, "stop(): make start()/measure() return within milliseconds"},
     {"close", (PyCFunction)Session_close, METH_NOARGS, "close(): stop and join the threads, free every buffer"},
     {"regions", (PyCFunction)Session_regions, METH_NOARGS, "regions() -> [(address, bytes)] of every buffer"},
+    {"info", (PyCFunction)Session_info, METH_NOARGS,
+     "info() -> {'pages', 'window_bytes', 'chase_bytes', 'whole_chase', 'mem_node', 'bind_errno'}"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -882,9 +1105,13 @@ static PyTypeObject SessionType = {
     .tp_basicsize = sizeof(Session),
     .tp_dealloc = (destructor)Session_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Session(chase_bytes, stride, chase_cpu, load_cpus, load_bytes, traffic, seed=..., hugepages=True)\n"
+    .tp_doc = "Session(chase_bytes, stride, chase_cpu, load_cpus, load_bytes, traffic, seed=..., pages='thp',\n"
+              "        window=0, whole_chase=False, chase_touch_cpu=-1, load_touch_cpus=None, mem_node=-1)\n"
               "One latency thread (chase_bytes > 0) and one load thread per CPU in load_cpus; traffic lists\n"
-              "the traffic types measure() may ask for (it decides which buffers exist).",
+              "the traffic types measure() may ask for (it decides which buffers exist). pages: 4k, thp, 2m\n"
+              "or 1g (hugetlbfs). window: chase locality in bytes (0: the whole buffer); whole_chase: also\n"
+              "link a whole-buffer chase in the same buffer. *_touch_cpu(s): the CPU that allocates and\n"
+              "touches a buffer (memory on its node); mem_node: bind every buffer to that NUMA node.",
     .tp_methods = Session_methods,
     .tp_init = (initproc)Session_init,
     .tp_new = PyType_GenericNew,
@@ -959,26 +1186,29 @@ static PyObject *mod_traffic_probe(PyObject *m, PyObject *args)
 
 static PyObject *mod_chase_successors(PyObject *m, PyObject *args)
 {
-    Py_ssize_t n, stride = LINE;
+    Py_ssize_t n, stride = LINE, window = 0, offset = 0;
     unsigned long long seed = 0x5eed;
-    if (!PyArg_ParseTuple(args, "n|nK", &n, &stride, &seed))
+    if (!PyArg_ParseTuple(args, "n|nKnn", &n, &stride, &seed, &window, &offset))
         return NULL;
-    if (n < 2 || n > (1 << 22) || stride < (Py_ssize_t)sizeof(void *) || stride % (Py_ssize_t)sizeof(void *)) {
-        PyErr_SetString(PyExc_ValueError, "n must be 2..2^22 and stride a multiple of the pointer size");
+    if (n < 2 || n > (1 << 22) || stride < 2 * (Py_ssize_t)sizeof(void *) || stride % (Py_ssize_t)sizeof(void *) ||
+        window < 0 || (offset != 0 && offset != (Py_ssize_t)sizeof(void *))) {
+        PyErr_SetString(PyExc_ValueError, "n must be 2..2^22, stride a multiple of the pointer size holding two, "
+                                          "window >= 0 elements, offset 0 or one pointer");
         return NULL;
     }
     char *base = malloc((size_t)n * (size_t)stride);
     if (!base)
         return PyErr_NoMemory();
-    int rc = build_chase(base, (size_t)n, (size_t)stride, seed, NULL);
+    void *start = NULL;
+    int rc = build_chase(base, (size_t)n, (size_t)stride, (size_t)offset, (size_t)window, seed, NULL, &start);
     if (rc) {
         free(base);
         return PyErr_NoMemory();
     }
     PyObject *list = PyList_New(n);
     for (Py_ssize_t i = 0; list && i < n; i++) {
-        char *target = *(char **)(base + (size_t)i * (size_t)stride);
-        PyObject *v = PyLong_FromSsize_t((target - base) / stride);
+        char *target = *(char **)(base + (size_t)i * (size_t)stride + offset);
+        PyObject *v = PyLong_FromSsize_t((target - offset - base) / stride);
         if (!v) {
             Py_CLEAR(list);
             break;
@@ -1026,7 +1256,8 @@ static PyMethodDef module_methods[] = {
     {"traffic_probe", mod_traffic_probe, METH_VARARGS,
      "traffic_probe(name, steps, stride=64) -> bytes the kernel actually loaded and stored in `steps` steps"},
     {"chase_successors", mod_chase_successors, METH_VARARGS,
-     "chase_successors(n, stride=64, seed=...) -> next index of each element of a chase built like the real one"},
+     "chase_successors(n, stride=64, seed=..., window=0, offset=0) -> next index of each element of a chase\n"
+     "built like the real one (window: locality in elements, 0 = all of them; offset: the pointer's byte)"},
     {"calibrate_delay", mod_calibrate_delay, METH_VARARGS,
      "calibrate_delay(iterations=2**22, repeats=5) -> nanoseconds per iteration of the delay loop (best of repeats)"},
     {"traffic_names", mod_traffic_names, METH_NOARGS, "traffic_names() -> the traffic types this build knows"},
@@ -1053,6 +1284,7 @@ PyMODINIT_FUNC PyInit__memcore(void)
     }
     PyModule_AddIntConstant(m, "LINE_BYTES", LINE);
     PyModule_AddIntConstant(m, "CHASE_BATCH", CHASE_BATCH);
+    PyModule_AddIntConstant(m, "PAGE_BYTES", (long)sysconf(_SC_PAGESIZE));
     PyModule_AddObject(m, "NT_STORES", PyBool_FromLong(HAVE_NT_STORES));
     return m;
 }

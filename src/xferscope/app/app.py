@@ -476,28 +476,41 @@ class XferscopeApp(App):
         self.ask_open_profile()
 
     def ask_open_results(self) -> None:
+        from xferscope.app.mem_model import load_mem_file
         from xferscope.export import load_results
 
         loaded: list[RunResult] = []
+        memory: list = []  # MemResults: memory sweeps and MLC output open in the memory view
 
         def check(path: str) -> str | None:
+            loaded.clear()
+            memory.clear()
             try:
                 loaded.extend(load_results(path))
             except XferscopeError as exc:
-                return str(exc)
+                try:
+                    memory.extend(load_mem_file(path))
+                except XferscopeError as mem_exc:
+                    return str(exc if path.endswith(".json") else mem_exc)
             except OSError as exc:
                 return f"{path}: {exc.strerror or exc}"
             return None
 
         def done(path: str | None) -> None:
-            if path and loaded:
+            if path and memory:
+                self.call_next(self._open_memory_results, path, list(memory))
+            elif path and loaded:
                 self.loaded.extend(loaded)
                 self.post_message(ResultsLoaded(path, list(loaded)))
                 self.switch_mode("compare")
                 self._changed()
 
-        self.push_screen(TextPrompt("Open saved results (JSON from run, compare, replay or import)",
-                                    "path of a .json file", check=check), done)
+        self.push_screen(TextPrompt("Open saved results (JSON from run, compare, replay, mem or import; mlc output)",
+                                    "path of a .json or mlc text file", check=check), done)
+
+    async def _open_memory_results(self, path: str, results: list) -> None:
+        await self.switch_mode("memory")
+        self.screen.add_results(results, path)
 
     def action_open_results(self) -> None:
         self.ask_open_results()

@@ -115,6 +115,8 @@ def compare_command(
     drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
                                     help="drop the page cache before every run (needs root; warns otherwise)"),
     mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False, split: SplitOpt = None,
+    mem: str = typer.Option(None, "--mem", help="instead of running paths: memory results side by side, a comma "
+                            "list of mem --json or import mlc --json files, or saved mlc output"),
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
@@ -123,6 +125,10 @@ def compare_command(
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
+    if mem is not None:
+        from xferscope.commands.mem_compare import compare_mem
+
+        return compare_mem(mem, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
     def make_specs():
         names = [parse_path(p) for p in paths.split(",") if p.strip()]

@@ -19,17 +19,39 @@ OPTION_NAMES = {
     "latency_cpu": "--latency-cpu",
     "buffer": "--buffer",
     "backend": "--backend",
+    "locality": "--locality",
+    "pages": "--pages",
+    "max_size": "--max-size",
+    "per_octave": "--per-octave",
+    "plot": "--plot",
 }
 
 
 def register(app: typer.Typer) -> None:
     @app.command("mem")
     def mem(
-        mode: str = typer.Option("loaded", "--mode", help="idle | loaded | peak (MLC's idle latency, loaded latency, peak injection bandwidth)"),
-        traffic: str = typer.Option("R", "--traffic", help="traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, W10"),
+        mode: str = typer.Option("loaded", "--mode", help="idle | loaded | peak | curve | matrix (MLC's idle latency, "
+                                 "loaded latency, max bandwidth table; lmbench's cache-level curve; MLC's NUMA matrix)"),
+        traffic: str = typer.Option(None, "--traffic", help="traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, "
+                                    "W10 (default R; peak: R,W3,W2,W5,W10 as mlc --max_bandwidth)"),
         stride: str = typer.Option("64", "--stride", help="bytes between accesses, comma list (64, 128, 256)"),
         delays: str = typer.Option(None, "--delays", help="injection delays, comma list (default: MLC's 19 delays)"),
-        point_seconds: str = typer.Option("2", "--point-seconds", help="measured time per point, e.g. 2, 0.5, 500ms"),
+        point_seconds: str = typer.Option(None, "--point-seconds", help="measured time per point, e.g. 2, 0.5, "
+                                          "500ms (default 2; curve 0.25; matrix 1)"),
+        locality: str = typer.Option("default", "--locality", help="latency chase: SIZE (random lines within a "
+                                     "window, windows in random order: multichase -T), page, whole (one random "
+                                     "cycle over the buffer) or default (64 pages, multichase's default)"),
+        whole_idle: bool = typer.Option(True, "--whole-idle/--no-whole-idle", help="the idle point also measures "
+                                        "the whole-buffer chase (the difference is the page-walk cost)"),
+        pages: str = typer.Option("thp", "--pages", help="4k | thp | 2m | 1g: 4 KiB pages, transparent huge pages, "
+                                  "or hugetlbfs pages reserved by the admin"),
+        max_size: str = typer.Option(None, "--max-size", help="curve: largest working set (default 8x the "
+                                     "last-level cache)"),
+        per_octave: int = typer.Option(4, "--per-octave", help="curve: working-set sizes per doubling"),
+        plot: str = typer.Option(None, "--plot", help="curve: draw it into FILE.svg or FILE.png (the loaded-latency "
+                                 "curve otherwise)"),
+        sysfs: str = typer.Option("/sys", "--sysfs", help="where CPU, cache, NUMA and huge-page facts are read "
+                                  "(a host's sysfs mounted elsewhere)"),
         threads: int = typer.Option(None, "--threads", help="load threads (default: every CPU but the latency thread's)"),
         cpus: str = typer.Option(None, "--cpus", help="load-thread CPUs like MLC's -k, e.g. 1-15"),
         latency_cpu: int = typer.Option(None, "--latency-cpu", help="CPU of the latency thread (default: the first free one)"),
@@ -44,7 +66,8 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(run_mem(mode=mode, traffic=traffic, stride=stride, delays=delays,
                                  point_seconds=point_seconds, threads=threads, cpus=cpus, latency_cpu=latency_cpu,
                                  buffer=buffer, backend=backend, mlc=mlc, json_out=json_out, csv_out=csv_out,
-                                 fmt=fmt))
+                                 fmt=fmt, locality=locality, whole_idle=whole_idle, pages=pages, max_size=max_size,
+                                 per_octave=per_octave, sysfs=sysfs, plot=plot))
 
 
 def _named_for_cli(fn):
@@ -58,40 +81,49 @@ def _named_for_cli(fn):
         raise SpecError(OPTION_NAMES.get(exc.field, exc.field), message) from None
 
 
-def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, latency_cpu, buffer, backend, mlc):
+def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, latency_cpu, buffer, backend, mlc,
+               locality="default", whole_idle=True, pages="thp", max_size=None, per_octave=4, sysfs="/sys"):
     """The MemSpec for these options, validated; errors name the option and the fix."""
     from xferscope.engines.mem import DEFAULT_DELAYS, MemSpec, parse_cpu_list, parse_int_list
     from xferscope.errors import SpecError
     from xferscope.units import parse_duration, parse_size
 
     try:
-        seconds = parse_duration(point_seconds)
+        seconds = None if point_seconds is None else parse_duration(point_seconds)
     except ValueError as exc:
         raise SpecError("--point-seconds", f"{exc}") from None
-    try:
-        buffer_bytes = None if buffer is None else parse_size(buffer)
-    except ValueError as exc:
-        raise SpecError("--buffer", f"{exc}") from None
+    sizes = {}
+    for option, text in (("--buffer", buffer), ("--max-size", max_size)):
+        try:
+            sizes[option] = None if text is None else parse_size(text)
+        except ValueError as exc:
+            raise SpecError(option, f"{exc}") from None
 
     def spec():
         return MemSpec(
             mode=mode,
-            traffic=tuple(t for t in traffic.replace(" ", "").split(",") if t),
+            traffic=None if traffic is None else tuple(t for t in traffic.replace(" ", "").split(",") if t),
             strides=parse_int_list(stride, "stride"),
             delays=DEFAULT_DELAYS if delays is None else parse_int_list(delays, "delays"),
             point_seconds=seconds,
             threads=threads,
             cpus=None if cpus is None else parse_cpu_list(cpus),
             latency_cpu=latency_cpu,
-            buffer_bytes=buffer_bytes,
+            buffer_bytes=sizes["--buffer"],
             backend=backend,
             mlc_path=mlc,
+            locality=locality,
+            whole_idle=whole_idle,
+            pages=pages,
+            max_size=sizes["--max-size"],
+            per_octave=per_octave,
+            sysfs=sysfs,
         ).validated()
 
     return _named_for_cli(spec)
 
 
-def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -> int:
+def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None, **options) -> int:
     import sys
 
     from xferscope.commands.outputs import check_outputs
@@ -100,10 +132,14 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -
 
     if fmt not in ("table", "json"):
         raise SpecError("--format", f"{fmt!r} is not a format; use table or json")
-    check_outputs(fmt, {"--json": json_out, "--csv": csv_out})
+    if plot:
+        from xferscope.sweep.plot import check_plot_path
+
+        _named_for_cli(lambda: check_plot_path(plot))
+    check_outputs(fmt, {"--json": json_out, "--csv": csv_out, "--plot": plot})
     spec = build_spec(**options)
     sweep = _named_for_cli(lambda: MemSweep(spec))
-    progress = _Progress(sweep.spec) if sys.stderr.isatty() else None
+    progress = _Progress(sweep.spec, sweep.expected_points()) if sys.stderr.isatty() else None
     interrupted = False
     try:
         for point in sweep:
@@ -115,50 +151,61 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, **options) -
         if progress:
             progress.close()
     result = sweep.result
-    written = emit_mem(result, fmt, json_out, csv_out)
+    written = emit_mem(result, fmt, json_out, csv_out, plot)
     if interrupted:
         sys.stderr.write(f"xferscope: interrupted; {len(result.points)} points measured\n")
         return int(ExitCode.INTERRUPTED)
     return written
 
 
-def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None) -> int:
-    """Print a memory result (MLC's table, or JSON), then write ``--json``/``--csv``; 4 when one could not be
-    written (a line says which and why), else 0."""
+def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None) -> int:
+    """Print a memory result (MLC's table, or JSON), then write ``--json``/``--csv`` and ``--plot`` (its cache
+    curve, or its loaded-latency curves); 4 when one could not be written (a line says which and why), else 0."""
+    import sys
+
     from xferscope.commands.outputs import Output, human_output, write_outputs
     from xferscope.engines.mem import csv_text, result_json
     from xferscope.mem_report import emit_result
 
     try:
-        with human_output(json_out, csv_out) as out:
+        with human_output(json_out, csv_out, plot) as out:
             emit_result(result, fmt, out=out)
     except OSError:  # a closed terminal: the files still get the result
         pass
-    return write_outputs([Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
-                          Output("CSV", "--csv", csv_out, lambda: csv_text(result))])
+    outputs = [Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
+               Output("CSV", "--csv", csv_out, lambda: csv_text(result))]
+    if plot:
+        from xferscope.sweep.plot import mem_result_chart, render_chart
+
+        drawing = render_chart(plot, mem_result_chart(result))
+        if drawing is None:
+            sys.stderr.write(f"xferscope: nothing to draw in {plot}: no point was measured\n")
+        else:
+            outputs.append(Output("Plot", "--plot", plot, lambda: drawing))
+    return write_outputs(outputs)
 
 
 class _Progress:
     """A live line on stderr: which curve, the last point, how many are left."""
 
-    def __init__(self, spec):
+    def __init__(self, spec, expected_points: int):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        strides = len(spec.strides)
-        if spec.mode == "idle":
-            total = strides
-        elif spec.mode == "peak":
-            total = len(spec.traffic) * (strides if spec.backend == "builtin" else 1)
-        else:
-            total = strides * (1 + len(spec.traffic) * len(spec.delays))
+        total = expected_points
         self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
         self._task = self._progress.add_task(f"mem {spec.mode} ({spec.backend})", total=total)
         self._progress.start()
 
     def advance(self, p) -> None:
-        parts = [p.traffic, f"stride {p.stride}" if p.stride else ""]
+        from xferscope.units import format_size
+
+        parts = [p.traffic, f"stride {p.stride}" if p.stride else "", p.locality or ""]
+        if p.traffic == "curve" and p.size_bytes:
+            parts.append(format_size(p.size_bytes))
+        if p.cpu_node is not None:
+            parts.append(f"CPU node {p.cpu_node} -> memory node {p.mem_node}")
         if p.delay is not None:
             parts.append(f"delay {p.delay:05d}")
         if p.latency_ns is not None:

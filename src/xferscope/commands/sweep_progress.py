@@ -71,8 +71,10 @@ class SweepProgress(_Progress):
             spread = f" (stdev {_f(st['stdev'])}, {n} reps)" if n > 1 else ""
             return f"{_f(st['median'])} MiB/s{spread}"
         rows = mem_rows(record.repetitions)
-        idle = [r["latency_ns"]["median"] for r in rows if r["delay"] is None]
-        return f"{len(rows) - len(idle)} delays" + (f", idle latency {_f(idle[0])} ns" if idle else "") + \
+        idle = [r for r in rows if r["delay"] is None]
+        where = f" ({idle[0]['locality']})" if idle and idle[0].get("locality") else ""
+        return f"{len(rows) - len(idle)} delays" + \
+            (f", idle latency {_f(idle[0]['latency_ns']['median'])} ns{where}" if idle else "") + \
             (f" ({n} reps)" if n > 1 else "")
 
     # ------------------------------------------------------------ output

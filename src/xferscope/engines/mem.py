@@ -17,32 +17,52 @@ Nothing here knows about terminals or the console.
 from __future__ import annotations
 
 import asyncio
+import os
 import platform
 import queue
 import statistics
 import threading
+from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, Callable, Iterator
 
-from xferscope.engines.mem_machine import (allowed_cpus, cpu_model, format_cpu_list, llc_bytes, parse_cpu_list,
-                                           thp_coverage, thp_mode)
-from xferscope.engines.mem_plan import MemPlan, buffers_per_load_thread, resolve_plan
-from xferscope.engines.mem_result import (CSV_COLUMNS, IDLE, MemPoint, MemResult, csv_text, group_series,
-                                          result_json, sanity_warnings)
-from xferscope.engines.mem_spec import (BACKENDS, BUILTIN_TRAFFIC, DEFAULT_DELAYS, MODES, NT_TRAFFIC, MemSpec,
-                                        parse_int_list)
-from xferscope.errors import EnvironmentProblem
+from xferscope.engines.mem_machine import (BASE_PAGE, allowed_cpus, cache_levels, cpu_model, format_cpu_list,
+                                           llc_bytes, nodes_obtained, pages_obtained, parse_cpu_list, thp_coverage,
+                                           thp_mode)
+from xferscope.engines.mem_plan import (HUGETLB_PAGE, MatrixCell, MemPlan, buffers_per_load_thread, curve_sizes_for,
+                                        resolve_plan)
+from xferscope.engines.mem_result import (CSV_COLUMNS, CURVE, IDLE, MemPoint, MemResult, csv_text, group_series,
+                                          pages_shares, result_json, sanity_warnings)
+from xferscope.engines.mem_spec import (BACKENDS, BUILTIN_TRAFFIC, DEFAULT_DELAYS, MODES, NT_TRAFFIC, PAGE_SIZE_TEXT,
+                                        MemSpec, locality_label, parse_int_list)
+from xferscope.errors import EnvironmentProblem, RunFailed
 
 
 # ------------------------------------------------------- from windows to points
 
 
-def point_from_windows(windows: list[tuple[int, int, int]], *, traffic: str, stride: int, delay: int | None,
+#: a window counts for latency when the latency thread ran for at least this share of it
+RAN_SHARE = 0.97
+
+
+def point_from_windows(windows: list[tuple[int, ...]], *, traffic: str, stride: int, delay: int | None,
                        read_bytes: int, write_bytes: int, backend: str, ns_per_iter: float | None,
                        latency: bool, bandwidth: bool) -> MemPoint | None:
-    """Median latency (and its min/max) and median bandwidth over complete sub-windows."""
-    lat = [ns / steps for ns, steps, _ in windows if steps > 0 and ns > 0] if latency else []
+    """Median latency (and its min/max) and median bandwidth over complete sub-windows.
+
+    A window is (ns, chase steps, load steps[, ns the latency thread ran]). Latency is window time per load,
+    leaving out the windows in which the latency thread was off its CPU (a busy machine: that time is not
+    memory latency); ``windows_short`` counts them. When every window was short, latency is the thread's own
+    running time per load instead (or, where that clock is unknown, window time as it was)."""
+    timed = [w for w in windows if w[1] > 0 and w[0] > 0] if latency else []
+    ran = [w for w in timed if len(w) < 4 or not w[3] or w[3] >= RAN_SHARE * w[0]]
+    short = len(timed) - len(ran)
+    if ran:
+        lat = [w[0] / w[1] for w in ran]
+    else:
+        lat = [w[3] / w[1] for w in timed if len(w) > 3 and w[3]] or [w[0] / w[1] for w in timed]
     step_bytes = read_bytes + write_bytes
-    bw = [loads * step_bytes / ns * 1e3 for ns, _, loads in windows if ns > 0] if bandwidth else []
+    bw = [w[2] * step_bytes / w[0] * 1e3 for w in windows if w[0] > 0] if bandwidth else []
     if (latency and not lat) or (bandwidth and not bw) or not windows:
         return None
     total = statistics.median(bw) if bw else None
@@ -61,6 +81,7 @@ def point_from_windows(windows: list[tuple[int, int, int]], *, traffic: str, str
         backend=backend,
         ns_per_delay_iter=ns_per_iter,
         windows=len(windows),
+        windows_short=short,
     )
 
 
@@ -90,6 +111,22 @@ class MemSweep:
         else:
             self._memcore = _load_memcore()
             self._plan = resolve_plan(self.spec)
+
+    def expected_points(self) -> int:
+        """How many points the sweep will measure (for progress; the mlc backend's count is a close guess)."""
+        spec = self.spec
+        strides = len(spec.strides)
+        idle = 2 if spec.whole_idle and spec.locality != "whole" else 1
+        if spec.mode == "idle":
+            return strides * idle
+        if spec.mode == "peak":
+            return len(spec.traffic) * (strides if spec.backend == "builtin" else 1)
+        if spec.mode == "curve":
+            sizes = len(self._plan.curve_sizes) if spec.backend == "builtin" else len(curve_sizes_for(spec, llc_bytes(spec.sysfs)))
+            return strides * sizes
+        if spec.mode == "matrix":
+            return strides * 2 * (len(self._plan.matrix) if spec.backend == "builtin" else 1)
+        return strides * (idle + len(spec.traffic) * len(spec.delays))
 
     # -- control
 
@@ -190,12 +227,22 @@ class MemSweep:
 
     def _finish(self) -> None:
         self.result.cancelled = self._cancel.is_set()
+        warning = busy_warning(self.result.points)
+        if warning:
+            self.result.warnings.append(warning)
         self.result.warnings.extend(w for w in sanity_warnings(self.result.points) if w not in self.result.warnings)
+        matrix = self.result.matrix()
+        if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in \
+                self.result.notes:
+            self.result.notes.append(ONE_NODE_NOTE)
 
     def _produce_mlc(self) -> Iterator[MemPoint]:
         from xferscope.engines.mem_mlc import MlcRunner
 
         runner = MlcRunner(self.spec, self._mlc_path)
+        cpu = self.spec.latency_cpu if self.spec.latency_cpu is not None else allowed_cpus()[0]
+        self.result.environment["caches"] = [{"name": c.name, "size": c.size}
+                                             for c in cache_levels(cpu, self.spec.sysfs)]
         forget = self._on_cancel(runner.stop)
         try:
             yield from runner.points(self._cancel)
@@ -203,80 +250,212 @@ class MemSweep:
             forget()
             self.result.warnings.extend(runner.warnings)
             self.result.environment.update(runner.environment)
+            self.result.pages = runner.pages
 
     def _produce_builtin(self) -> Iterator[MemPoint]:
         spec, plan, core = self.spec, self._plan, self._memcore
         self.result.warnings.extend(plan.notes)
-        if not core.NT_STORES and any(t in NT_TRAFFIC for t in spec.traffic):
+        self.result.pages = spec.pages
+        if not core.NT_STORES and any(t in NT_TRAFFIC for t in spec.traffic) and spec.mode in ("loaded", "peak"):
             self.result.warnings.append("this build has no non-temporal stores: W6..W10 use regular stores "
                                         "(and their read for ownership is counted)")
         ns_per_iter = core.calibrate_delay()
         self.result.environment.update(builtin_environment(spec, plan, ns_per_iter))
-        coverage: list[float] = []
+        self._obtained: dict[int, int] = {}
+        produce = {"curve": self._curve_stride, "matrix": self._matrix_stride}.get(spec.mode, self._sweep_stride)
         try:
             for stride in spec.strides:
                 if self._cancel.is_set():
                     return
-                yield from self._sweep_stride(core, stride, ns_per_iter, coverage)
+                yield from produce(core, stride, ns_per_iter)
         finally:
-            self.result.thp_coverage = min(coverage) if coverage else None
-            if self.result.thp_coverage is not None and self.result.thp_coverage < 0.5:
+            total = sum(self._obtained.values())
+            huge = sum(v for k, v in self._obtained.items() if k > BASE_PAGE)
+            self.result.thp_coverage = huge / total if total else None
+            self.result.pages_obtained = pages_shares(self._obtained)
+            wanted_huge = spec.pages != "4k" and spec.mode != "curve"  # a curve's small sets fit in one page
+            if wanted_huge and self.result.thp_coverage is not None and self.result.thp_coverage < 0.5:
                 self.result.warnings.append(
                     f"only {self.result.thp_coverage:.0%} of the buffers sit on huge pages (THP mode "
-                    f"{thp_mode() or 'unknown'}): latency includes page walks")
+                    f"{thp_mode(spec.sysfs) or 'unknown'}): latency includes page walks")
 
-    def _sweep_stride(self, core, stride: int, ns_per_iter: float, coverage: list[float]) -> Iterator[MemPoint]:
-        spec, plan = self.spec, self._plan
-        session = core.Session(plan.chase_bytes, stride, -1 if plan.latency_cpu is None else plan.latency_cpu,
-                               list(plan.load_cpus), plan.load_bytes, list(spec.traffic) if plan.load_cpus else [],
-                               spec.seed)
+    @contextmanager
+    def _session(self, core, chase_bytes: int, stride: int, chase_cpu: int | None, load_cpus, load_bytes: int,
+                 traffic, **options):
+        """A started native session (None when cancelled while starting), closed afterwards; the page sizes it
+        obtained are counted."""
+        session = core.Session(chase_bytes, stride, -1 if chase_cpu is None else chase_cpu, list(load_cpus),
+                               load_bytes, list(traffic), self.spec.seed, pages=self.spec.pages, **options)
         forget = self._on_cancel(session.stop)
         try:
             try:
                 started = session.start()
             except MemoryError:
-                raise EnvironmentProblem("not enough memory for the sweep buffers; pass a smaller --buffer or "
-                                         "fewer --threads") from None
+                raise EnvironmentProblem(self._no_memory_reason()) from None
             except OSError as exc:
                 raise EnvironmentProblem(f"memory sweep could not start: {exc}") from None
             if not started:
+                yield None
                 return
-            share = thp_coverage(session.regions())
-            if share is not None:
-                coverage.append(share)
-
-            def measure(traffic: str, delay: int | None, loads: bool, chase: bool) -> MemPoint | None:
-                info = core.traffic_info(traffic if loads else "R")
-                out = session.measure(traffic if loads else "R", delay or 0, loads, chase, plan.warmup_s,
-                                      plan.window_s, plan.windows)
-                if out["cancelled"]:  # a point cut short is not a point
-                    return None
-                return point_from_windows(out["windows"], traffic=traffic if loads else IDLE, stride=stride,
-                                          delay=delay, read_bytes=info["read_bytes"], write_bytes=info["write_bytes"],
-                                          backend="builtin", ns_per_iter=ns_per_iter if loads else None,
-                                          latency=chase, bandwidth=loads)
-
-            if spec.mode != "peak":
-                point = measure(IDLE, None, loads=False, chase=True)
-                if point is None:
-                    return
-                yield point
-            if spec.mode == "idle":
-                return
-            for traffic in spec.traffic:
-                for delay in (spec.delays if spec.mode == "loaded" else (0,)):
-                    if self._cancel.is_set():
-                        return
-                    point = measure(traffic, delay, loads=True, chase=spec.mode == "loaded")
-                    if point is None:
-                        return
-                    yield point
+            for page, got in pages_obtained(session.regions()).items():
+                self._obtained[page] = self._obtained.get(page, 0) + got
+            yield session
         finally:
             forget()
             session.close()
 
+    def _no_memory_reason(self) -> str:
+        if self.spec.pages in HUGETLB_PAGE:
+            return (f"the reserved {PAGE_SIZE_TEXT[self.spec.pages]} ran out (they may sit on another NUMA node); "
+                    "reserve more or use --pages thp")
+        return "not enough memory for the sweep buffers; pass a smaller --buffer or fewer --threads"
+
+    def _measure(self, session, traffic: str, delay: int | None, *, loads: bool, chase: bool, whole: bool = False):
+        """The sub-windows of one point, or None when it was cut short (a point cut short is not a point). A
+        measurement in which the threads made no progress at all (a machine busy enough that they never ran) is
+        taken again, and after a few tries fails saying so."""
+        plan = self._plan
+        for _ in range(TRIES):
+            out = session.measure(traffic if loads else "R", delay or 0, loads, chase, plan.warmup_s, plan.window_s,
+                                  plan.windows, whole=whole)
+            if out["cancelled"]:
+                return None
+            windows = out["windows"]
+            if (not chase or any(w[1] for w in windows)) and (not loads or any(w[2] for w in windows)):
+                return windows
+        who = "latency thread" if chase else "load threads"
+        raise RunFailed(f"the {who} made no progress in {TRIES} tries of {plan.warmup_s + plan.window_s * plan.windows:g}"
+                        " s each: this machine is too busy to measure; retry when it is quieter or with a longer "
+                        "--point-seconds")
+
+    def _latency_point(self, session, stride: int, window: int, buffer: int, *, whole: bool = False,
+                       traffic: str = IDLE, **where) -> MemPoint | None:
+        """An idle-latency point; ``window`` 0 is the whole buffer. A cache-curve point is named by the locality
+        asked for even where its working set fits in one window (the chase is then one cycle over all of it)."""
+        windows = self._measure(session, "R", None, loads=False, chase=True, whole=whole)
+        if windows is None:
+            return None
+        if traffic == CURVE:
+            window = self._plan.window_for(self.spec, stride, 1 << 62)
+        bytes_ = None if whole or not window else window
+        point = point_from_windows(windows, traffic=traffic, stride=stride, delay=None, read_bytes=0, write_bytes=0,
+                                   backend="builtin", ns_per_iter=None, latency=True, bandwidth=False)
+        return point and replace(point, locality=locality_label(bytes_, None if traffic == CURVE else buffer),
+                                 locality_bytes=bytes_, size_bytes=buffer, **where)
+
+    def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+        spec, plan = self.spec, self._plan
+        window = plan.window_for(spec, stride, plan.chase_bytes) if plan.chase_bytes else 0
+        whole_too = bool(window) and spec.whole_idle and spec.mode != "peak"
+        with self._session(core, plan.chase_bytes, stride, plan.latency_cpu, plan.load_cpus, plan.load_bytes,
+                           spec.traffic if plan.load_cpus else [], window=window,
+                           whole_chase=whole_too) as session:
+            if session is None:
+                return
+            if spec.mode != "peak":
+                for whole in (False, True) if whole_too else (False,):
+                    point = self._latency_point(session, stride, window, plan.chase_bytes, whole=whole)
+                    if point is None:
+                        return
+                    yield point
+            if spec.mode == "idle":
+                return
+            label = locality_label(window or None, plan.chase_bytes)
+            for traffic in spec.traffic:
+                info = core.traffic_info(traffic)
+                for delay in (spec.delays if spec.mode == "loaded" else (0,)):
+                    if self._cancel.is_set():
+                        return
+                    chase = spec.mode == "loaded"
+                    windows = self._measure(session, traffic, delay, loads=True, chase=chase)
+                    point = windows and point_from_windows(
+                        windows, traffic=traffic, stride=stride, delay=delay, read_bytes=info["read_bytes"],
+                        write_bytes=info["write_bytes"], backend="builtin", ns_per_iter=ns_per_iter,
+                        latency=chase, bandwidth=True)
+                    if not point:
+                        return
+                    if chase:
+                        point = replace(point, locality=label, locality_bytes=window or None,
+                                        size_bytes=plan.chase_bytes)
+                    yield point
+
+    def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+        """lmbench's lat_mem_rd: one chase per working-set size, 4 KiB to several times the last-level cache."""
+        spec, plan = self.spec, self._plan
+        for size in plan.curve_sizes:
+            if self._cancel.is_set():
+                return
+            size -= size % stride
+            window = plan.window_for(spec, stride, size)
+            with self._session(core, size, stride, plan.latency_cpu, (), 0, (), window=window) as session:
+                point = session and self._latency_point(session, stride, window, size, traffic=CURVE)
+                if not point:
+                    return
+                yield point
+
+    def _matrix_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+        """MLC's --latency_matrix and --bandwidth_matrix: each node's CPUs against each node's memory."""
+        spec, plan = self.spec, self._plan
+        window = plan.window_for(spec, stride, plan.chase_bytes)
+        read = core.traffic_info("R")
+        for cell in plan.matrix:
+            where = {"cpu_node": cell.cpu_node, "mem_node": cell.mem_node}
+            with self._session(core, plan.chase_bytes, stride, cell.latency_cpu, (), 0, (), window=window,
+                               chase_touch_cpu=cell.touch_cpu, mem_node=cell.mem_node) as session:
+                point = session and self._latency_point(session, stride, window, plan.chase_bytes, **where)
+                if not point:
+                    return
+                self._check_placement(session, cell)
+                yield point
+            if self._cancel.is_set():
+                return
+            touch = [cell.touch_cpu] * len(cell.load_cpus)
+            with self._session(core, 0, stride, None, cell.load_cpus, plan.load_bytes, ["R"],
+                               load_touch_cpus=touch, mem_node=cell.mem_node) as session:
+                windows = session and self._measure(session, "R", 0, loads=True, chase=False)
+                point = windows and point_from_windows(
+                    windows, traffic="R", stride=stride, delay=0, read_bytes=read["read_bytes"],
+                    write_bytes=read["write_bytes"], backend="builtin", ns_per_iter=ns_per_iter, latency=False,
+                    bandwidth=True)
+                if not point:
+                    return
+                self._check_placement(session, cell)
+                yield replace(point, **where)
+
+    def _check_placement(self, session, cell: MatrixCell) -> None:
+        """Say where a cell's memory really is when it is not (all) on the node asked for."""
+        info = session.info()
+        pages = nodes_obtained(session.regions())
+        total = sum(pages.values())
+        elsewhere = {n: c for n, c in pages.items() if n != cell.mem_node}
+        if not info["bind_errno"] and not elsewhere:
+            return
+        how = (f"the kernel refused to bind it there ({os.strerror(info['bind_errno'])}), so it was placed by first "
+               f"touch from CPU {cell.touch_cpu}" if info["bind_errno"] else "it was bound there")
+        got = ", ".join(f"{c / total:.0%} on node {n}" for n, c in sorted(pages.items())) if total else "not known"
+        warning = f"memory for node {cell.mem_node}: {how}; pages obtained: {got}"
+        if warning not in self.result.warnings:
+            self.result.warnings.append(warning)
+
+
+def busy_warning(points: list[MemPoint]) -> str | None:
+    """One line when the latency thread lost its CPU in some windows (their time is not memory latency)."""
+    timed = [p for p in points if p.latency_ns is not None and p.windows]
+    short = sum(p.windows_short for p in timed)
+    if not short:
+        return None
+    spoiled = sum(1 for p in timed if p.windows_short >= p.windows)
+    text = (f"the latency thread was off its CPU in {short} of {sum(p.windows for p in timed)} windows (the "
+            "machine is busy): those windows were left out")
+    if spoiled:
+        text += (f"; {spoiled} point(s) had no clean window: their latency is the thread's own running time per "
+                 "load; measure on a quieter machine")
+    return text
+
 
 _DONE = object()
+TRIES = 4  # measurements of a point before a thread that never ran fails the sweep
+ONE_NODE_NOTE = "one NUMA node: the matrix is 1x1 (local memory only)"
 
 
 def _unwrap(message: tuple[str, Any]) -> Any:
@@ -302,7 +481,10 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
         "cpus_allowed": format_cpu_list(allowed_cpus()),
         "kernel": platform.release(),
         "llc_bytes": plan.llc_bytes,
-        "thp_mode": thp_mode(),
+        "caches": [{"name": c.name, "size": c.size} for c in plan.caches],
+        "thp_mode": thp_mode(spec.sysfs),
+        "pages": spec.pages,
+        "locality": spec.locality,
         "latency_cpu": plan.latency_cpu,
         "load_cpus": format_cpu_list(plan.load_cpus),
         "load_threads": len(plan.load_cpus),
@@ -313,11 +495,15 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
         "window_s": plan.window_s,
         "windows": plan.windows,
         "ns_per_delay_iter": ns_per_iter,
+        **({"numa_nodes": [{"node": n.node, "cpus": format_cpu_list(n.cpus), "memory": n.memory}
+                           for n in plan.topology]} if plan.topology else {}),
+        **({"sysfs": spec.sysfs} if spec.sysfs != "/sys" else {}),
+        **({"curve_sizes": list(plan.curve_sizes)} if plan.curve_sizes else {}),
     }
 
 
 __all__ = [
-    "BACKENDS", "BUILTIN_TRAFFIC", "CSV_COLUMNS", "DEFAULT_DELAYS", "IDLE", "MODES", "MemPlan", "MemPoint",
+    "BACKENDS", "BUILTIN_TRAFFIC", "CSV_COLUMNS", "CURVE", "DEFAULT_DELAYS", "IDLE", "MODES", "MemPlan", "MemPoint",
     "MemResult", "MemSpec", "MemSweep", "allowed_cpus", "csv_text", "format_cpu_list", "group_series",
     "llc_bytes", "parse_cpu_list", "parse_int_list", "point_from_windows", "resolve_plan", "result_json",
     "sanity_warnings", "thp_coverage",

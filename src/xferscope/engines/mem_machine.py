@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import platform
 import re
+from dataclasses import dataclass
 from typing import Iterable
 
 from xferscope.errors import SpecError
@@ -51,29 +52,56 @@ def allowed_cpus() -> tuple[int, ...]:
         return tuple(range(os.cpu_count() or 1))
 
 
-def llc_bytes() -> int | None:
-    """Size of the last-level cache seen by CPU 0, from sysfs."""
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    best: tuple[int, int] | None = None
+SYSFS = "/sys"
+#: the kernel's base page (what "page" and multichase's default locality are counted in)
+BASE_PAGE = os.sysconf("SC_PAGESIZE") if hasattr(os, "sysconf") else 4096
+
+
+@dataclass(frozen=True)
+class CacheLevel:
+    """One data cache of a CPU, from sysfs: L1d, L2, L3."""
+
+    level: int
+    size: int
+    shared_cpus: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"L{self.level}" + ("d" if self.level == 1 else "")
+
+
+def _read(path: str) -> str | None:
     try:
-        entries = os.listdir(base)
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip()
     except OSError:
         return None
+
+
+def cache_levels(cpu: int = 0, sysfs: str = SYSFS) -> list[CacheLevel]:
+    """The data and unified caches ``cpu`` sees, smallest level first; [] where sysfs does not say."""
+    base = f"{sysfs}/devices/system/cpu/cpu{cpu}/cache"
+    try:
+        entries = sorted(e for e in os.listdir(base) if e.startswith("index"))
+    except OSError:
+        return []
+    levels: dict[int, CacheLevel] = {}
     for entry in entries:
-        if not entry.startswith("index"):
+        level, kind, size = (_read(f"{base}/{entry}/{name}") for name in ("level", "type", "size"))
+        if kind not in ("Unified", "Data") or not level or not size:
             continue
         try:
-            with open(f"{base}/{entry}/level") as fh:
-                level = int(fh.read())
-            with open(f"{base}/{entry}/type") as fh:
-                kind = fh.read().strip()
-            with open(f"{base}/{entry}/size") as fh:
-                size = _sysfs_size(fh.read())
-        except (OSError, ValueError):
+            found = CacheLevel(int(level), _sysfs_size(size), _read(f"{base}/{entry}/shared_cpu_list") or "")
+        except ValueError:
             continue
-        if kind in ("Unified", "Data") and (best is None or level > best[0]):
-            best = (level, size)
-    return best[1] if best else None
+        levels.setdefault(found.level, found)
+    return [levels[k] for k in sorted(levels)]
+
+
+def llc_bytes(sysfs: str = SYSFS) -> int | None:
+    """Size of the last-level cache seen by CPU 0, from sysfs."""
+    levels = cache_levels(0, sysfs)
+    return levels[-1].size if levels else None
 
 
 def _sysfs_size(text: str) -> int:
@@ -83,13 +111,67 @@ def _sysfs_size(text: str) -> int:
     return int(match.group(1)) * {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[match.group(2)]
 
 
-def thp_mode() -> str | None:
+@dataclass(frozen=True)
+class NumaNode:
+    """A NUMA node: its CPUs (those this process may use) and whether it holds memory."""
+
+    node: int
+    cpus: tuple[int, ...]
+    memory: bool = True
+
+
+def numa_topology(sysfs: str = SYSFS, usable: Iterable[int] | None = None) -> list[NumaNode]:
+    """The NUMA nodes from ``sysfs`` with the CPUs of each this process may use; one node holding every usable
+    CPU where sysfs says nothing (a kernel without NUMA)."""
+    usable = set(allowed_cpus() if usable is None else usable)
+    base = f"{sysfs}/devices/system/node"
     try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as fh:
-            match = re.search(r"\[(\w+)\]", fh.read())
-        return match.group(1) if match else None
+        names = sorted((int(n[4:]) for n in os.listdir(base) if n.startswith("node") and n[4:].isdigit()))
     except OSError:
+        names = []
+    if not names:
+        return [NumaNode(0, tuple(sorted(usable)))]
+    with_memory = _read(f"{base}/has_memory")
+    memory = set(parse_cpu_list(with_memory)) if with_memory else set(names)
+    nodes = []
+    for n in names:
+        try:
+            cpus = parse_cpu_list(_read(f"{base}/node{n}/cpulist") or "")
+        except SpecError:
+            cpus = ()
+        nodes.append(NumaNode(n, tuple(c for c in cpus if c in usable), n in memory))
+    return nodes
+
+
+def node_of_cpu(cpu: int, topology: list[NumaNode]) -> int | None:
+    return next((n.node for n in topology if cpu in n.cpus), None)
+
+
+@dataclass(frozen=True)
+class HugePool:
+    """The kernel's reserved hugetlbfs pages of one size."""
+
+    page_bytes: int
+    total: int
+    free: int
+
+
+def huge_pool(page_bytes: int, sysfs: str = SYSFS) -> HugePool | None:
+    """The hugetlbfs pool of ``page_bytes`` pages; None where the kernel has no such size."""
+    base = f"{sysfs}/kernel/mm/hugepages/hugepages-{page_bytes // 1024}kB"
+    total, free = _read(f"{base}/nr_hugepages"), _read(f"{base}/free_hugepages")
+    if total is None or free is None:
         return None
+    try:
+        return HugePool(page_bytes, int(total), int(free))
+    except ValueError:
+        return None
+
+
+def thp_mode(sysfs: str = SYSFS) -> str | None:
+    text = _read(f"{sysfs}/kernel/mm/transparent_hugepage/enabled")
+    match = re.search(r"\[(\w+)\]", text or "")
+    return match.group(1) if match else None
 
 
 def available_memory() -> int | None:
@@ -112,24 +194,79 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def _overlapping_vmas(regions: Iterable[tuple[int, int]], path: str):
+    """Yield (head line, {field: kB}) of each mapping in an smaps-like file that overlaps ``regions``."""
+    spans = [(start, start + size) for start, size in regions]
+    head, fields = None, {}
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            match = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+            if match:
+                if head is not None:
+                    yield head, fields
+                lo, hi = int(match.group(1), 16), int(match.group(2), 16)
+                head = line if any(lo < end and hi > start for start, end in spans) else None
+                fields = {}
+            elif head is not None:
+                key, _, rest = line.partition(":")
+                value = rest.split()
+                if value and value[0].isdigit():
+                    fields[key] = int(value[0])
+    if head is not None:
+        yield head, fields
+
+
+def pages_obtained(regions: Iterable[tuple[int, int]], smaps: str = "/proc/self/smaps") -> dict[int, int]:
+    """Resident bytes of the mappings holding ``regions``, by page size: {4096: .., 2097152: .., 1073741824: ..}."""
+    out: dict[int, int] = {}
+    try:
+        for _, f in _overlapping_vmas(list(regions), smaps):
+            page = f.get("KernelPageSize", 4) * 1024
+            hugetlb = (f.get("Private_Hugetlb", 0) + f.get("Shared_Hugetlb", 0)) * 1024
+            if hugetlb:
+                out[page] = out.get(page, 0) + hugetlb
+                continue
+            thp = f.get("AnonHugePages", 0) * 1024
+            rss = f.get("Rss", 0) * 1024
+            if thp:
+                out[2 << 20] = out.get(2 << 20, 0) + thp
+            if rss - thp > 0:
+                out[page] = out.get(page, 0) + rss - thp
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in out.items() if v}
+
+
 def thp_coverage(regions: Iterable[tuple[int, int]], smaps: str = "/proc/self/smaps") -> float | None:
     """Fraction of the resident bytes of the mappings holding ``regions`` that sit on huge pages."""
+    got = pages_obtained(regions, smaps)
+    total = sum(got.values())
+    return sum(v for k, v in got.items() if k > BASE_PAGE) / total if total else None
+
+
+def nodes_obtained(regions: Iterable[tuple[int, int]], maps: str = "/proc/self/maps",
+                   numa_maps: str = "/proc/self/numa_maps") -> dict[int, int]:
+    """Pages of the mappings holding ``regions`` on each NUMA node, from numa_maps: {node: pages}."""
     spans = [(start, start + size) for start, size in regions]
-    if not spans:
-        return None
-    rss = huge = 0
-    inside = False
+    starts = set()
+    out: dict[int, int] = {}
     try:
-        with open(smaps) as fh:
+        with open(maps, encoding="utf-8") as fh:
             for line in fh:
-                head = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
-                if head:
-                    lo, hi = int(head.group(1), 16), int(head.group(2), 16)
-                    inside = any(lo < end and hi > start for start, end in spans)
-                elif inside and line.startswith("Rss:"):
-                    rss += int(line.split()[1])
-                elif inside and line.startswith("AnonHugePages:"):
-                    huge += int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
-    return huge / rss if rss else None
+                match = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)
+                if match:
+                    lo, hi = int(match.group(1), 16), int(match.group(2), 16)
+                    if any(lo < end and hi > start for start, end in spans):
+                        starts.add(lo)
+        with open(numa_maps, encoding="utf-8") as fh:
+            for line in fh:
+                words = line.split()
+                if not words or not re.fullmatch(r"[0-9a-f]+", words[0]) or int(words[0], 16) not in starts:
+                    continue
+                for word in words[1:]:
+                    match = re.fullmatch(r"N(\d+)=(\d+)", word)
+                    if match:
+                        out[int(match.group(1))] = out.get(int(match.group(1)), 0) + int(match.group(2))
+    except OSError:
+        return {}
+    return out

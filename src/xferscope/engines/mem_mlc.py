@@ -1,7 +1,11 @@
 """The ``mlc`` backend of memory sweeps: Intel's Memory Latency Checker binary, run for a ``MemSpec``.
 
 Its output is read by ``xferscope.importers.mlc`` (the same parser as ``import mlc``),
-so an mlc run and a saved mlc output give the same ``MemResult``.
+so an mlc run and a saved mlc output give the same ``MemResult``. The modes map to
+mlc's: idle ``--idle_latency``, loaded ``--loaded_latency``, peak ``--max_bandwidth``,
+matrix ``--latency_matrix`` and ``--bandwidth_matrix``, curve ``--idle_latency -b``
+once per working-set size. ``--locality whole`` is mlc's ``-r`` (random access);
+``--pages 2m``/``1g`` are its ``-L``/``-h``.
 """
 from __future__ import annotations
 
@@ -13,9 +17,10 @@ import threading
 from dataclasses import replace
 from typing import Iterator
 
-from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list
-from xferscope.engines.mem_result import IDLE, MemPoint
-from xferscope.engines.mem_spec import DEFAULT_DELAYS, MemSpec
+from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list, llc_bytes
+from xferscope.engines.mem_plan import curve_sizes_for
+from xferscope.engines.mem_result import CURVE, IDLE, MemPoint
+from xferscope.engines.mem_spec import DEFAULT_DELAYS, WHOLE, MemSpec
 from xferscope.errors import EngineUnavailable, RunFailed
 from xferscope.importers.mlc import MlcParser
 
@@ -52,6 +57,15 @@ def _latency_cpu_option(spec: MemSpec) -> list[str]:
     return [f"-c{spec.latency_cpu}"] if spec.latency_cpu is not None else []
 
 
+def _chase_options(spec: MemSpec) -> list[str]:
+    """mlc's -r (random access for the latency thread) for --locality whole, and its page options."""
+    return (["-r"] if spec.locality == WHOLE else []) + _page_options(spec)
+
+
+def _page_options(spec: MemSpec) -> list[str]:
+    return {"2m": ["-L"], "1g": ["-h"]}.get(spec.pages, [])
+
+
 def mlc_seconds(spec: MemSpec) -> int:
     """MLC measures whole seconds per point."""
     return max(1, round(spec.point_seconds))
@@ -67,15 +81,24 @@ def loaded_latency_command(mlc: str, spec: MemSpec, traffic: str, stride: int,
         if not delays_file:
             raise ValueError("a delay list other than MLC's default needs a delays file")
         cmd.append(f"-g{delays_file}")
-    return cmd + _buffer_option(spec) + _load_cpu_option(spec) + _latency_cpu_option(spec)
+    return cmd + _buffer_option(spec) + _load_cpu_option(spec) + _latency_cpu_option(spec) + _chase_options(spec)
 
 
-def idle_latency_command(mlc: str, spec: MemSpec, stride: int) -> list[str]:
-    return [mlc, "--idle_latency", f"-l{stride}"] + _buffer_option(spec) + _latency_cpu_option(spec)
+def idle_latency_command(mlc: str, spec: MemSpec, stride: int, size: int | None = None) -> list[str]:
+    """``mlc --idle_latency``; ``size`` (bytes) in place of the spec's buffer for a point of the curve."""
+    buffer = [f"-b{max(1, size // 1024)}"] if size else _buffer_option(spec)
+    return [mlc, "--idle_latency", f"-l{stride}"] + buffer + _latency_cpu_option(spec) + _chase_options(spec)
 
 
 def peak_bandwidth_command(mlc: str, spec: MemSpec) -> list[str]:
-    return [mlc, "--peak_injection_bandwidth"] + _buffer_option(spec) + _load_cpu_option(spec)
+    """``mlc --max_bandwidth``: all reads, 3:1, 2:1, 1:1 and stream-triad-like in one table."""
+    return [mlc, "--max_bandwidth"] + _buffer_option(spec) + _load_cpu_option(spec) + _page_options(spec)
+
+
+def matrix_commands(mlc: str, spec: MemSpec, stride: int) -> list[list[str]]:
+    """``mlc --latency_matrix`` and ``mlc --bandwidth_matrix``."""
+    return [[mlc, "--latency_matrix", f"-l{stride}"] + _buffer_option(spec) + _chase_options(spec),
+            [mlc, "--bandwidth_matrix"] + _buffer_option(spec) + _page_options(spec)]
 
 
 class MlcRunner:
@@ -86,10 +109,11 @@ class MlcRunner:
         self.mlc = mlc
         self.warnings: list[str] = []
         self.environment: dict = {"mlc_path": mlc, "mlc_commands": []}
+        self.pages: str | None = None  # mlc's page option when one was given (2m, 1g)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
         self._stopped = False
-        if mlc_seconds(spec) != spec.point_seconds and spec.mode != "idle":
+        if mlc_seconds(spec) != spec.point_seconds and spec.mode == "loaded":
             self.warnings.append(f"mlc measures whole seconds per point: ran -t{mlc_seconds(spec)} "
                                  f"for --point-seconds {spec.point_seconds:g}")
 
@@ -111,6 +135,18 @@ class MlcRunner:
             for stride in spec.strides:
                 if cancel.is_set():
                     return
+                if spec.mode == "matrix":
+                    for cmd in matrix_commands(self.mlc, spec, stride):
+                        if not cancel.is_set():
+                            yield from self._run(cmd, None, stride, cancel)
+                    continue
+                if spec.mode == "curve":
+                    for size in curve_sizes_for(spec, llc_bytes(spec.sysfs)):
+                        if cancel.is_set():
+                            return
+                        yield from self._run(idle_latency_command(self.mlc, spec, stride, size), CURVE, stride,
+                                             cancel, size=size)
+                    continue
                 yield from self._run(idle_latency_command(self.mlc, spec, stride), IDLE, stride, cancel)
                 if spec.mode == "idle":
                     continue
@@ -128,12 +164,13 @@ class MlcRunner:
                 yield point
         missing = [t for t in self.spec.traffic if t not in got]
         if missing and not cancel.is_set():
-            self.warnings.append(f"mlc --peak_injection_bandwidth printed no row for {', '.join(missing)}")
+            self.warnings.append(f"mlc --max_bandwidth printed no row for {', '.join(missing)}")
 
     def _run(self, cmd: list[str], traffic: str | None, stride: int | None,
-             cancel: threading.Event) -> Iterator[MemPoint]:
+             cancel: threading.Event, size: int | None = None) -> Iterator[MemPoint]:
         self.environment["mlc_commands"].append(" ".join(cmd))
         parser = MlcParser(" ".join(cmd))
+        parser.learn_flags(cmd[1:])
         with self._lock:
             if self._stopped:
                 return
@@ -148,7 +185,9 @@ class MlcRunner:
             for line in proc.stdout:
                 tail = (tail + [line.strip()])[-3:] if line.strip() else tail
                 for point in parser.feed(line):
-                    if point.traffic != IDLE and traffic not in (None, IDLE):
+                    if traffic == CURVE and point.traffic == IDLE and not point.in_matrix:
+                        point = replace(point, traffic=CURVE, size_bytes=size)
+                    elif point.traffic != IDLE and traffic not in (None, IDLE, CURVE):
                         point = replace(point, traffic=traffic)
                     yield replace(point, stride=stride if stride is not None else point.stride)
                 if cancel.is_set():
@@ -159,5 +198,6 @@ class MlcRunner:
             proc.wait()
         self.warnings.extend(w for w in parser.warnings if w not in self.warnings)
         self.environment.update({k: v for k, v in parser.environment.items() if k != "mlc_command_line"})
+        self.pages = parser.pages or self.pages
         if proc.returncode != 0 and not cancel.is_set() and not self._stopped:
             raise RunFailed(f"mlc exited with status {proc.returncode}: {' / '.join(tail) or 'no output'}")

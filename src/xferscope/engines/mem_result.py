@@ -5,13 +5,20 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import asdict, dataclass, field
+import os
+import statistics
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Iterable
 
 from xferscope.engines.mem_spec import MemSpec
+from xferscope.errors import FormatError
+from xferscope.units import format_size
 
-CSV_COLUMNS = ("delay", "latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s", "traffic", "stride", "backend")
+CSV_COLUMNS = ("delay", "latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s", "traffic", "stride", "backend",
+               "locality", "size_bytes", "cpu_node", "mem_node")
 IDLE = "idle"  # the traffic label of an idle-latency point
+CURVE = "curve"  # the traffic label of a point of the cache-level curve (latency against working-set size)
+WHOLE_BUFFER = "whole-buffer"  # the locality label of a chase over the whole buffer
 
 
 @dataclass(frozen=True)
@@ -25,16 +32,27 @@ class MemPoint:
     bandwidth_mb_s: float | None
     read_mb_s: float | None
     write_mb_s: float | None
-    traffic: str  # R, W2..W10, or "idle" for an idle-latency point
+    traffic: str  # R, W2..W10, "idle" for an idle-latency point, "curve" for a cache-level curve point
     stride: int | None
     backend: str
     ns_per_delay_iter: float | None = None
     windows: int = 0  # sub-windows behind the medians
+    windows_short: int = 0  # of them, windows the latency thread was not running all through (left out)
+    locality: str | None = None  # how the latency chase moved: '64-page', 'whole-buffer', 'mlc random', ...
+    locality_bytes: int | None = None  # its window in bytes (None: the whole buffer, or not known)
+    size_bytes: int | None = None  # the chased working set (the curve's x; the latency buffer otherwise)
+    cpu_node: int | None = None  # matrix cells: the NUMA node of the CPUs that measured
+    mem_node: int | None = None  # matrix cells: the NUMA node of the memory
 
     def csv_row(self) -> list[str]:
         return [_cell(self.delay, "{}"), _cell(self.latency_ns, "{:.2f}"), _cell(self.bandwidth_mb_s, "{:.1f}"),
                 _cell(self.read_mb_s, "{:.1f}"), _cell(self.write_mb_s, "{:.1f}"), self.traffic,
-                _cell(self.stride, "{}"), self.backend]
+                _cell(self.stride, "{}"), self.backend, self.locality or "", _cell(self.size_bytes, "{}"),
+                _cell(self.cpu_node, "{}"), _cell(self.mem_node, "{}")]
+
+    @property
+    def in_matrix(self) -> bool:
+        return self.cpu_node is not None
 
 
 def _cell(value: Any, fmt: str) -> str:
@@ -47,36 +65,165 @@ class MemResult:
 
     points: list[MemPoint] = field(default_factory=list)
     backend: str = "builtin"
-    thp_coverage: float | None = None  # fraction of the buffers backed by huge pages
+    thp_coverage: float | None = None  # fraction of the buffers backed by huge pages (of any kind)
     warnings: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
     cancelled: bool = False
     spec: MemSpec | None = None
+    pages: str | None = None  # the page size asked for: 4k, thp, 2m, 1g (None: not known)
+    pages_obtained: dict[str, float] = field(default_factory=dict)  # {"4K": 0.02, "2M": 0.98}: resident shares
+    notes: list[str] = field(default_factory=list)  # facts printed under the tables (not warnings)
+    source: str | None = None  # the file an imported result came from
+
+    # -- the kinds of points
 
     @property
     def idle_points(self) -> list[MemPoint]:
-        return [p for p in self.points if p.traffic == IDLE]
+        """Idle latency (outside a NUMA matrix): the chosen locality first, then the whole buffer."""
+        return [p for p in self.points if p.traffic == IDLE and not p.in_matrix]
+
+    def _idle(self, whole: bool) -> MemPoint | None:
+        idle = [p for p in self.idle_points if p.latency_ns is not None]
+        if not idle:
+            local = [p for p in self.points if p.traffic == IDLE and p.in_matrix and p.cpu_node == p.mem_node]
+            return local[0] if local and not whole else None
+        if whole:
+            first = idle[0]
+            return next((p for p in idle[1:] if p.locality == WHOLE_BUFFER and p.stride == first.stride
+                         and first.locality != WHOLE_BUFFER), None)
+        return idle[0]
 
     @property
     def idle_latency_ns(self) -> float | None:
-        idle = self.idle_points
-        return idle[0].latency_ns if idle else None
+        point = self._idle(False)
+        return point.latency_ns if point else None
+
+    @property
+    def idle_locality(self) -> str | None:
+        point = self._idle(False)
+        return point.locality if point else None
+
+    @property
+    def whole_idle_latency_ns(self) -> float | None:
+        """The whole-buffer idle latency measured beside a windowed one (None when there is no such pair)."""
+        point = self._idle(True)
+        return point.latency_ns if point else None
 
     @property
     def curve_points(self) -> list[MemPoint]:
-        return [p for p in self.points if p.traffic != IDLE]
+        """Loaded-latency and peak-bandwidth points (neither idle, nor the cache curve, nor a matrix cell)."""
+        return [p for p in self.points if p.traffic not in (IDLE, CURVE) and not p.in_matrix]
+
+    @property
+    def loaded_points(self) -> list[MemPoint]:
+        return [p for p in self.curve_points if p.latency_ns is not None]
+
+    @property
+    def peak_points(self) -> list[MemPoint]:
+        return [p for p in self.curve_points if p.latency_ns is None]
+
+    @property
+    def cache_curve(self) -> list[MemPoint]:
+        return [p for p in self.points if p.traffic == CURVE]
+
+    @property
+    def matrix_points(self) -> list[MemPoint]:
+        return [p for p in self.points if p.in_matrix]
+
+    def matrix(self) -> dict[str, Any] | None:
+        """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
+        not measured); None when the result has no matrix cells."""
+        cells = self.matrix_points
+        if not cells:
+            return None
+        cpu_nodes = sorted({p.cpu_node for p in cells})
+        mem_nodes = sorted({p.mem_node for p in cells})
+        latency = [[None] * len(mem_nodes) for _ in cpu_nodes]
+        bandwidth = [[None] * len(mem_nodes) for _ in cpu_nodes]
+        for p in cells:
+            i, j = cpu_nodes.index(p.cpu_node), mem_nodes.index(p.mem_node)
+            if p.traffic == IDLE and p.latency_ns is not None:
+                latency[i][j] = p.latency_ns
+            elif p.bandwidth_mb_s is not None:
+                bandwidth[i][j] = p.bandwidth_mb_s
+        out: dict[str, Any] = {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes}
+        if any(v is not None for row in latency for v in row):
+            out["latency_ns"] = latency
+        if any(v is not None for row in bandwidth for v in row):
+            out["bandwidth_mb_s"] = bandwidth
+        return out
+
+    @property
+    def name(self) -> str:
+        """How the result is named beside others: 'builtin', 'mlc', 'mlc (imported from FILE)'."""
+        if self.source:
+            return f"{self.backend} ({os.path.basename(self.source)})"
+        return self.backend
 
     def to_dict(self) -> dict[str, Any]:
+        caches = self.environment.get("caches") or []
         return {
             "backend": self.backend,
+            "mode": self.spec.mode if self.spec else None,
             "cancelled": self.cancelled,
             "idle_latency_ns": self.idle_latency_ns,
+            "idle_locality": self.idle_locality,
+            "whole_idle_latency_ns": self.whole_idle_latency_ns,
+            "pages": self.pages,
+            "pages_obtained": dict(self.pages_obtained),
             "thp_coverage": self.thp_coverage,
+            "matrix": self.matrix(),
+            "cache_levels": cache_plateaus(self.cache_curve, caches) if self.cache_curve else None,
+            "notes": list(self.notes),
             "warnings": list(self.warnings),
+            "source": self.source,
             "environment": dict(self.environment),
             "spec": None if self.spec is None else asdict(self.spec),
             "points": [asdict(p) for p in self.points],
         }
+
+
+def result_from_dict(data: Any, where: str) -> MemResult:
+    """A MemResult from what ``to_dict`` wrote (``mem --json``, ``import mlc --json``); FormatError otherwise."""
+    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
+        raise FormatError(where, None, "not a memory sweep result (mem --json or import mlc --json)")
+    names = {f.name for f in fields(MemPoint)}
+    points = []
+    for p in data["points"]:
+        if not isinstance(p, dict) or "traffic" not in p:
+            raise FormatError(where, None, "a memory point without a traffic type")
+        values = {k: v for k, v in p.items() if k in names}
+        for key in ("delay", "latency_ns", "latency_min_ns", "latency_max_ns", "bandwidth_mb_s", "read_mb_s",
+                    "write_mb_s", "stride"):
+            values.setdefault(key, None)
+        values.setdefault("backend", data.get("backend", "builtin"))
+        points.append(MemPoint(**values))
+    spec = None
+    if isinstance(data.get("spec"), dict):
+        known = {f.name for f in fields(MemSpec)}
+        raw = {k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items() if k in known}
+        try:
+            spec = MemSpec(**raw)
+        except TypeError:
+            spec = None
+    return MemResult(points=points, backend=str(data.get("backend", "builtin")),
+                     thp_coverage=data.get("thp_coverage"), warnings=list(data.get("warnings") or []),
+                     environment=dict(data.get("environment") or {}), cancelled=bool(data.get("cancelled")),
+                     spec=spec, pages=data.get("pages"), pages_obtained=dict(data.get("pages_obtained") or {}),
+                     notes=list(data.get("notes") or []), source=data.get("source") or where)
+
+
+def is_mem_result(data: Any) -> bool:
+    """Whether parsed JSON looks like a memory result (a dict, or a list of them, with memory points)."""
+    first = data[0] if isinstance(data, list) and data else data
+    return isinstance(first, dict) and isinstance(first.get("points"), list) and "backend" in first \
+        and "throughput_mib_s" not in first
+
+
+def pages_shares(obtained: dict[int, int]) -> dict[str, float]:
+    """{page bytes: resident bytes} -> {"4K": share, "2M": share} in rising page size."""
+    total = sum(obtained.values())
+    return {format_size(k): v / total for k, v in sorted(obtained.items())} if total else {}
 
 
 def csv_text(result: MemResult) -> str:
@@ -93,23 +240,75 @@ def result_json(result: MemResult) -> str:
     return json.dumps(result.to_dict(), indent=2)
 
 
+# ------------------------------------------------------------ the cache curve
+
+
+def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The curve's plateaus: for each cache level (``caches``: [{"name": "L1d", "size": bytes}, ...] smallest
+    first) and for memory beyond the last, the median latency of the points well inside it (working sets from
+    twice the level below up to half the level; memory: from 4x the last level), and whether it is higher than
+    the plateau below (by 20 %: ``rises``)."""
+    curve = sorted((p.size_bytes, p.latency_ns) for p in points if p.size_bytes and p.latency_ns is not None)
+    levels = [(str(c["name"]), int(c["size"])) for c in caches if c.get("size")]
+    spans: list[tuple[str, int, float]] = []
+    below = 0
+    for name, size in levels:
+        spans.append((name, 2 * below, size / 2))
+        below = size
+    if levels:
+        spans.append(("memory", 4 * below, float("inf")))
+    out: list[dict[str, Any]] = []
+    previous = None
+    for name, lo, hi in spans:
+        inside = [lat for size, lat in curve if lo <= size <= hi]
+        entry: dict[str, Any] = {"level": name, "from_bytes": lo, "to_bytes": None if hi == float("inf") else int(hi),
+                                 "points": len(inside), "latency_ns": statistics.median(inside) if inside else None,
+                                 "rises": None}
+        if entry["latency_ns"] is not None and previous is not None:
+            entry["rises"] = entry["latency_ns"] > 1.2 * previous
+        if entry["latency_ns"] is not None:
+            previous = entry["latency_ns"]
+        out.append(entry)
+    return out
+
+
+def rising_plateaus(plateaus: list[dict[str, Any]]) -> int:
+    """How many plateaus were measured and rise in order from the first (the first counts as one)."""
+    measured = [p for p in plateaus if p["latency_ns"] is not None]
+    count = 1 if measured else 0
+    for p in measured[1:]:
+        if not p["rises"]:
+            break
+        count += 1
+    return count
+
+
+# ------------------------------------------------------------- sanity
+
+
 IDLE_RANGE_NS = (60.0, 200.0)
 
 
 def sanity_warnings(points: list[MemPoint]) -> list[str]:
     """The checks of a trustworthy curve; each is a warning, never a failure."""
     out: list[str] = []
-    idle_by_stride = {p.stride: p.latency_ns for p in points if p.traffic == IDLE and p.latency_ns}
-    for stride, idle in idle_by_stride.items():
-        if not IDLE_RANGE_NS[0] <= idle <= IDLE_RANGE_NS[1]:
-            out.append(f"idle latency {idle:.1f} ns (stride {stride}) is outside the 60-200 ns usual for DRAM: "
+    idle_of: dict[tuple[int | None, str | None], float] = {}
+    for p in points:
+        if p.traffic != IDLE or p.in_matrix or not p.latency_ns:
+            continue
+        idle_of.setdefault((p.stride, p.locality), p.latency_ns)
+        if not IDLE_RANGE_NS[0] <= p.latency_ns <= IDLE_RANGE_NS[1]:
+            where = f"stride {p.stride}" + (f", {p.locality}" if p.locality else "")
+            out.append(f"idle latency {p.latency_ns:.1f} ns ({where}) is outside the 60-200 ns usual for DRAM: "
                        "the buffer may fit in cache, or the memory is remote or slow")
-    for (traffic, stride), series in group_series(points).items():
-        if traffic == IDLE:
+    for (traffic, stride), series in group_series(p for p in points if not p.in_matrix).items():
+        if traffic in (IDLE, CURVE):
             continue
         series = sorted(series, key=lambda p: p.delay or 0)
-        idle = idle_by_stride.get(stride)
         lat = [p for p in series if p.latency_ns is not None]
+        idle = idle_of.get((stride, lat[0].locality)) if lat else None
+        if idle is None and lat:
+            idle = next((v for (s, _), v in idle_of.items() if s == stride), None)
         if idle and len(lat) >= 2:
             last = lat[-1]
             if abs(last.latency_ns - idle) > 0.05 * idle:

@@ -2,11 +2,17 @@
 
 ``parse_mlc_output`` reads what ``mlc`` prints (or a saved copy: tabs or spaces,
 ``***`` warning lines, several sections in any order, markdown pipes around
-pasted tables). Sections it recognises: idle latency (matrix, or ``Each iteration
-took ...``), peak injection bandwidths, loaded latencies. Others are skipped. A
-malformed number in a recognised section is a ``FormatError`` naming the file and
-line. The mlc backend (``xferscope.engines.mem_mlc``) reads mlc's output with the
-same parser, line by line as it comes.
+pasted tables). Sections it recognises: idle latency (``Each iteration took ...``,
+or the latency matrix: one point per CPU node and memory node), peak injection and
+maximum bandwidths (one table), the bandwidth matrix, loaded latencies. Others are
+skipped. A malformed number in a recognised section is a ``FormatError`` naming the
+file and line. The mlc backend (``xferscope.engines.mem_mlc``) reads mlc's output
+with the same parser, line by line as it comes.
+
+Every latency point names MLC's chase as its locality: ``mlc random`` when mlc
+says it measures random access (``-r``, or when it could not switch the hardware
+prefetchers off), ``mlc sequential`` when it says sequential, ``mlc`` otherwise.
+MLC's ``-L`` and ``-h`` are its 2 MiB and 1 GiB pages.
 """
 from __future__ import annotations
 
@@ -23,8 +29,8 @@ PEAK_LABELS = {
     "1:1 reads-writes": "W5",
     "stream-triad like": "W10",
 }
-# How a peak bandwidth row is labelled when we print one.
 UNKNOWN_TRAFFIC = "unknown"
+MLC_PAGES = {"-L": "2m", "-h": "1g"}
 
 
 _NUMBER = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -54,11 +60,13 @@ class MlcParser:
         self.points: list[MemPoint] = []
         self.warnings: list[str] = []
         self.environment: dict = {}
-        self.idle_matrix: list[list[float | None]] = []
         self._matrix_nodes: list[int] | None = None
         self._cmd_traffic: str | None = None
         self._cmd_stride: int | None = None
+        self._cmd_buffer: int | None = None
         self._section_traffic: str | None = None
+        self.access: str | None = None  # "random" or "sequential", as mlc says
+        self.pages: str | None = None
 
     # -- the pieces of a line
 
@@ -70,8 +78,15 @@ class MlcParser:
         if low.startswith("measuring idle latenc"):
             self.section = "idle"
             self._matrix_nodes = None
-        elif low.startswith("measuring peak injection"):
+            for access in ("random", "sequential"):
+                if f"{access} access" in low:
+                    self.access = access
+        elif low.startswith(("measuring peak injection", "measuring maximum memory bandwidth")):
             self.section = "peak"
+        elif low.startswith("measuring memory bandwidths between nodes"):
+            self.section = "bandwidth"
+            self._matrix_nodes = None
+            self._section_traffic = None
         elif low.startswith("measuring loaded latenc"):
             self.section = "loaded"
             self._section_traffic = None
@@ -80,22 +95,39 @@ class MlcParser:
 
     def _command_line(self, line: str) -> None:
         self.environment["mlc_command_line"] = line.split(":", 1)[1].strip()
-        for token in line.split():
+        self.learn_flags(line.split())
+
+    def learn_flags(self, tokens: list[str]) -> None:
+        """What mlc's flags say about the points that follow: traffic, stride, buffer, access, pages."""
+        for token in tokens:
             if token == "-R":
                 self._cmd_traffic = "R"
             elif re.fullmatch(r"-W\d+", token):
                 self._cmd_traffic = token[1:]
             elif re.fullmatch(r"-l\d+", token):
                 self._cmd_stride = int(token[2:])
+            elif re.fullmatch(r"-b\d+", token):
+                self._cmd_buffer = int(token[2:]) * 1024
+            elif token == "-r":
+                self.access = "random"
+            elif token in MLC_PAGES:
+                self.pages = MLC_PAGES[token]
 
     def _traffic(self) -> str:
         return self._cmd_traffic or self._section_traffic or UNKNOWN_TRAFFIC
 
-    def _idle_point(self, latency: float) -> MemPoint:
-        return MemPoint(delay=None, latency_ns=latency, latency_min_ns=None, latency_max_ns=None, bandwidth_mb_s=None,
-                        read_mb_s=None, write_mb_s=None, traffic=IDLE, stride=self._cmd_stride, backend="mlc")
+    @property
+    def locality(self) -> str:
+        """How mlc's latency thread moved, as mlc said: 'mlc random', 'mlc sequential', or 'mlc'."""
+        return f"mlc {self.access}" if self.access else "mlc"
 
-    def _idle_row(self, tokens: list[str]) -> list[MemPoint]:
+    def _idle_point(self, latency: float, **where) -> MemPoint:
+        return MemPoint(delay=None, latency_ns=latency, latency_min_ns=None, latency_max_ns=None, bandwidth_mb_s=None,
+                        read_mb_s=None, write_mb_s=None, traffic=IDLE, stride=self._cmd_stride, backend="mlc",
+                        locality=self.locality, size_bytes=self._cmd_buffer, **where)
+
+    def _matrix_row(self, tokens: list[str], what: str) -> list[MemPoint]:
+        """A row of the latency or bandwidth matrix: a CPU node, then one value per memory node."""
         if not tokens[0].isdigit():
             if tokens[0].lower() in ("numa", "socket", "memory", "node"):
                 nodes = [int(t) for t in tokens if t.isdigit()]
@@ -109,19 +141,25 @@ class MlcParser:
             elif _NUMBER.match(t):
                 values.append(float(t))
             else:
-                raise self._fail(f"idle latency row: {t!r} is not a number")
+                raise self._fail(f"{what} row: {t!r} is not a number")
         if not values:
-            raise self._fail("idle latency row has a node but no latencies")
+            raise self._fail(f"{what} row has a node but no values")
         if self._matrix_nodes and len(values) != len(self._matrix_nodes):
-            raise self._fail(f"idle latency row has {len(values)} values for {len(self._matrix_nodes)} nodes")
-        self.idle_matrix.append(values)
-        node = int(tokens[0])
-        if len(self.idle_matrix) == 1:
-            column = self._matrix_nodes.index(node) if self._matrix_nodes and node in self._matrix_nodes else 0
-            local = values[column] if column < len(values) else values[0]
-            if local is not None:
-                return [self._idle_point(local)]
-        return []
+            raise self._fail(f"{what} row has {len(values)} values for {len(self._matrix_nodes)} nodes")
+        columns = self._matrix_nodes or list(range(len(values)))
+        cpu_node = int(tokens[0])
+        out = []
+        for mem_node, value in zip(columns, values):
+            if value is None:
+                continue
+            if what == "idle latency":
+                out.append(self._idle_point(value, cpu_node=cpu_node, mem_node=mem_node))
+            else:
+                out.append(MemPoint(delay=0, latency_ns=None, latency_min_ns=None, latency_max_ns=None,
+                                    bandwidth_mb_s=value, read_mb_s=None, write_mb_s=None,
+                                    traffic=self._section_traffic or "R", stride=self._cmd_stride, backend="mlc",
+                                    cpu_node=cpu_node, mem_node=mem_node))
+        return out
 
     def _peak_row(self, line: str) -> list[MemPoint]:
         match = _PEAK_ROW.match(line)
@@ -142,7 +180,8 @@ class MlcParser:
                              f"{' '.join(tokens)!r}")
         return [MemPoint(delay=int(tokens[0]), latency_ns=float(tokens[1]), latency_min_ns=None, latency_max_ns=None,
                          bandwidth_mb_s=float(tokens[2]), read_mb_s=None, write_mb_s=None, traffic=self._traffic(),
-                         stride=self._cmd_stride, backend="mlc")]
+                         stride=self._cmd_stride, backend="mlc", locality=self.locality,
+                         size_bytes=self._cmd_buffer)]
 
     # -- one line
 
@@ -159,6 +198,8 @@ class MlcParser:
         low = line.lower()
         if line.startswith("***"):
             self.warnings.append("mlc: " + line.lstrip("*").strip())
+            if "random access" in low:
+                self.access = "random"
             return []
         if low.startswith("measuring"):
             self._start_section(line)
@@ -182,13 +223,15 @@ class MlcParser:
                 self._section_traffic = None
             return []
         traffic_line = _TRAFFIC_LINE.match(line)
-        if traffic_line and self.section == "loaded":
+        if traffic_line and self.section in ("loaded", "bandwidth"):
             what = traffic_line.group("what").strip()
             self._section_traffic = "R" if what.lower() == "read-only" else what
             return []
         tokens = _tokens(line)
         if self.section == "idle":
-            return self._idle_row(tokens) if tokens else []
+            return self._matrix_row(tokens, "idle latency") if tokens else []
+        if self.section == "bandwidth":
+            return self._matrix_row(tokens, "bandwidth matrix") if tokens else []
         if self.section == "peak":
             return self._peak_row(line)
         if self.section == "loaded" and tokens and tokens[0][0].isdigit():
@@ -197,9 +240,7 @@ class MlcParser:
 
     def result(self) -> MemResult:
         result = MemResult(points=list(self.points), backend="mlc", warnings=list(self.warnings),
-                           environment={"source": self.source, **self.environment})
-        if self.idle_matrix:
-            result.environment["idle_latency_matrix_ns"] = [list(r) for r in self.idle_matrix]
+                           environment={"source": self.source, **self.environment}, pages=self.pages)
         result.warnings.extend(sanity_warnings(result.points))
         return result
 
@@ -220,7 +261,28 @@ def import_mlc(path: str) -> MemResult:
     except OSError as exc:
         raise FormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
     result = parse_mlc_output(text, path)
+    result.source = path
     if not result.points:
         raise FormatError(path, None, "no MLC section found (idle latency, peak injection bandwidth or loaded "
                                       "latencies); pass the text mlc printed")
     return result
+
+
+def read_mem_results(path: str) -> list[MemResult]:
+    """Memory results from ``path``: JSON written by ``mem --json`` or ``import mlc --json`` (one result or a list),
+    or mlc's own text."""
+    from xferscope.engines.mem_result import is_mem_result, result_from_dict
+    from xferscope.export import read_json
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(64).lstrip()[:1]
+    except OSError as exc:
+        raise FormatError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    if head in ("{", "["):
+        data = read_json(path)
+        if not is_mem_result(data):
+            raise FormatError(path, None, "not a memory result (mem --json or import mlc --json); transfer "
+                                          "results are compared with `compare` paths or opened in the console")
+        return [result_from_dict(item, path) for item in (data if isinstance(data, list) else [data])]
+    return [import_mlc(path)]

@@ -157,7 +157,8 @@ IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus"
 
 # ----------------------------------------------------------------- mem kind
 
-MEM_MODES = ("idle", "loaded", "peak")
+MEM_MODES = ("idle", "loaded", "peak", "curve", "matrix")
+MEM_PAGES = ("4k", "thp", "2m", "1g")
 MEM_BACKENDS = ("builtin", "mlc")
 MEM_TRAFFIC = ("R", "W2", "W3", "W5", "W6", "W7", "W8", "W9", "W10")
 
@@ -178,10 +179,14 @@ MEM_FIELDS: dict[str, Converter] = {
     "backend": choice(MEM_BACKENDS),
     "mlc": to_str,
     "seed": to_int,
+    "locality": to_str,
+    "pages": choice(MEM_PAGES),
+    "max_size": to_size,
+    "per_octave": to_int,
 }
 MEM_ALIASES = {"strides": "stride", "buffer_bytes": "buffer", "mlc_path": "mlc", "delay": "delays"}
-MEM_SIZE_FIELDS = ("buffer",)
-MEM_IDENTITY = ("mode", "traffic", "stride", "backend")
+MEM_SIZE_FIELDS = ("buffer", "max_size")
+MEM_IDENTITY = ("mode", "traffic", "stride", "backend", "locality", "pages")
 
 # ------------------------------------------------------------ saturate kind
 # A saturate plan: [base] holds the run's other fields; the search sets path, block size, GPUs, workers and

@@ -152,7 +152,8 @@ def point_identity(spec) -> dict[str, Any]:
         out["rwmix"] = spec.read_pct
         out["gpus"] = list(spec.gpus) if spec.uses_gpu else []
         return out
-    return {"mode": spec.mode, "traffic": list(spec.traffic), "stride": list(spec.strides), "backend": spec.backend}
+    return {"mode": spec.mode, "traffic": list(spec.traffic), "stride": list(spec.strides), "backend": spec.backend,
+            "locality": spec.locality, "pages": spec.pages}
 
 
 def _mem_spec(values: dict[str, Any], seconds: float | None):

@@ -22,7 +22,7 @@ from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
 from xferscope.sweep.record import SCHEMA, ResultsFile
-from xferscope.sweep.stats import io_stats, mem_rows, ok_repetitions
+from xferscope.sweep.stats import io_stats, mem_rows, mem_where, ok_repetitions
 from xferscope.verdict import SLOWER, Verdict, repeated_verdict
 
 
@@ -62,9 +62,11 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any) -> str:
+def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any, **where: Any) -> str:
+    """A memory point's key: mode, backend, traffic, stride, delay, and where it measured (``mem_where``)."""
     return key_of({"mode": identity.get("mode"), "traffic": traffic, "stride": stride,
-                   "backend": identity.get("backend"), "delay": delay})
+                   "backend": identity.get("backend"), "delay": delay,
+                   **{k: v for k, v in where.items() if v is not None}})
 
 
 class OldResults:
@@ -98,7 +100,7 @@ class OldResults:
                 continue
             identity = point.get("identity") or {}
             for row in mem_rows(reps):
-                key = mem_key(identity, row["traffic"], row["stride"], row["delay"])
+                key = mem_key(identity, row["traffic"], row["stride"], row["delay"], **mem_where(row))
                 self.figures[key] = (row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"])
             for key, values in mem_values(identity, reps).items():
                 self.values[key] = values
@@ -110,7 +112,7 @@ class OldResults:
         mode = (data.get("spec") or {}).get("mode", "loaded")
         identity = {"mode": mode, "backend": data.get("backend", "builtin")}
         for p in data["points"]:
-            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))
+            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"), **mem_where(p))
             self.figures[key] = (p.get("bandwidth_mb_s"), p.get("latency_ns"))
             self.values[key] = _positive([p.get("bandwidth_mb_s")])
 
@@ -144,7 +146,7 @@ def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
             continue
         new_values = mem_values(rec.identity, rec.repetitions)
         for row in mem_rows(rec.repetitions):
-            key = mem_key(rec.identity, row["traffic"], row["stride"], row["delay"])
+            key = mem_key(rec.identity, row["traffic"], row["stride"], row["delay"], **mem_where(row))
             before = old.figures.get(key, (None, None))
             delay = "idle" if row["delay"] is None else f"delay {row['delay']}"
             out.append(Ratio(key, f"{row['traffic']} stride {row['stride']} {delay}",
@@ -179,6 +181,6 @@ def mem_values(identity: dict[str, Any], reps: list[dict]) -> dict[str, tuple[fl
     groups: dict[str, list] = {}
     for rep in ok_repetitions(reps):
         for p in rep.get("points", []):
-            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"))
+            key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"), **mem_where(p))
             groups.setdefault(key, []).append(p.get("bandwidth_mb_s"))
     return {key: _positive(values) for key, values in groups.items()}

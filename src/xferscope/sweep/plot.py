@@ -4,13 +4,16 @@ For transfer sweeps: median MiB/s with standard-deviation bars against the grid'
 numeric field with the most values (block size, depth, workers), one line per value
 of the last other field, one panel per combination of the rest; when no field is
 numeric, grouped bars. For memory sweeps: the loaded-latency curve, latency (ns)
-against bandwidth (MB/s), one line per traffic type and stride.
+against bandwidth (MB/s), one line per traffic type and stride; and for one memory
+result (``mem --plot``), its cache-level curve (latency against working-set size,
+both axes logarithmic, the cache sizes read from sysfs marked) or its loaded curve.
 """
 from __future__ import annotations
 
 import itertools
 import os
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from xferscope.errors import SpecError
@@ -38,6 +41,9 @@ class Panel:
     categories: list[str] | None = None  # categorical x: x values are indices into this list
     x_log: bool = False
     x_is_size: bool = False
+    y_log: bool = False
+    x_ticks: list[float] | None = None  # where to put x ticks (default: every x of a log axis)
+    marks: list[tuple[float, str]] = field(default_factory=list)  # vertical lines at x, labelled
 
 
 @dataclass
@@ -111,26 +117,83 @@ def io_chart(results: ResultsFile) -> Chart:
 def mem_chart(results: ResultsFile) -> Chart:
     panel = Panel(title="latency against bandwidth", x_label="bandwidth (MB/s)", y_label="latency (ns, median)")
     curves: dict[str, list[tuple[float, float, float]]] = {}
+    cache_points = []
     for rec in results.planned():
         for row in mem_rows(rec.repetitions):
+            if row["traffic"] == "curve":
+                cache_points.append(SimpleNamespace(size_bytes=row["size_bytes"], stride=row["stride"],
+                                                    locality=row["locality"], latency_ns=row["latency_ns"]["median"]))
+                continue
             bw, lat = row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"]
             if row["delay"] is None or bw != bw or lat != lat:
                 continue
             name = f"{row['traffic']} stride {row['stride']}"
             curves.setdefault(name, []).append((bw, lat, row["latency_ns"]["stdev"]))
     panel.series = [Series(name, sorted(points)) for name, points in curves.items()]
-    return Chart(f"{results.profile.name}: loaded latency", [panel] if panel.series else [])
+    panels = [panel] if panel.series else []
+    if cache_points:
+        caches = (getattr(results, "environment", None) or {}).get("caches") or []
+        curve = cache_curve_panel(cache_points, caches, "latency against working-set size")
+        panels += [curve] if curve else []
+    return Chart(f"{results.profile.name}: " + ("loaded latency" if panel.series else "cache-level curve"), panels)
 
 
 def chart_of(results: ResultsFile) -> Chart:
     return mem_chart(results) if results.kind == "mem" else io_chart(results)
 
 
+def size_ticks(lo: float, hi: float) -> list[float]:
+    """Powers of four from ``lo`` to ``hi`` (4K, 16K, 64K, ...): ticks that read on a log size axis."""
+    out, x = [], 4096.0
+    while x < lo:
+        x *= 4
+    while x <= hi:
+        out.append(x)
+        x *= 4
+    return out
+
+
+def cache_curve_panel(points, caches, title: str) -> Panel | None:
+    """Latency against working-set size, one line per stride, cache sizes (sysfs) marked."""
+    series: dict[str, list[tuple[float, float, float]]] = {}
+    for p in points:
+        if p.size_bytes and p.latency_ns:
+            series.setdefault(f"stride {p.stride}" + (f", {p.locality}" if p.locality else ""), []).append(
+                (float(p.size_bytes), p.latency_ns, float("nan")))
+    if not series:
+        return None
+    xs = [x for pts in series.values() for x, _, _ in pts]
+    marks = [(float(c["size"]), f"{c['name']} {format_size(c['size'])}") for c in caches if c.get("size")]
+    return Panel(title=title, x_label="working set (bytes)", y_label="latency (ns)",
+                 series=[Series(name, sorted(pts)) for name, pts in series.items()], x_log=True, x_is_size=True,
+                 y_log=True, x_ticks=size_ticks(min(xs), max(xs)), marks=marks)
+
+
+def mem_result_chart(result) -> Chart:
+    """One memory result (a ``MemResult``): its cache-level curve, else its loaded-latency curves."""
+    name = result.name
+    if result.cache_curve:
+        panel = cache_curve_panel(result.cache_curve, result.environment.get("caches") or [],
+                                  "latency against working-set size (cache sizes from sysfs)")
+        return Chart(f"{name}: cache-level curve", [panel] if panel else [])
+    panel = Panel(title="latency against bandwidth", x_label="bandwidth (MB/s)", y_label="latency (ns)")
+    curves: dict[str, list[tuple[float, float, float]]] = {}
+    for p in result.loaded_points:
+        key = f"{p.traffic} stride {p.stride}" + (f", {p.locality}" if p.locality else "")
+        curves.setdefault(key, []).append((p.bandwidth_mb_s, p.latency_ns, float("nan")))
+    panel.series = [Series(k, sorted(v)) for k, v in curves.items()]
+    return Chart(f"{name}: loaded latency", [panel] if panel.series else [])
+
+
 def render_plot(path: str, results: ResultsFile) -> str | bytes | None:
     """The sweep drawn for ``path`` (SVG text or PNG bytes, by its extension); None when no point has been
     measured yet."""
+    return render_chart(path, chart_of(results))
+
+
+def render_chart(path: str, chart: Chart) -> str | bytes | None:
+    """``chart`` drawn for ``path`` (SVG text or PNG bytes, by its extension); None when it has nothing to draw."""
     ext = check_plot_path(path)
-    chart = chart_of(results)
     if not chart.panels:
         return None
     if ext == ".svg":

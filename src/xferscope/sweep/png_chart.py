@@ -34,9 +34,16 @@ def render_png(chart: Chart) -> bytes:
             ax.set_xticks(range(len(panel.categories)), panel.categories)
         elif panel.x_log:
             ax.set_xscale("log", base=2)
-            ticks = sorted({x for s in panel.series for x, _, _ in s.points})
+            ticks = panel.x_ticks or sorted({x for s in panel.series for x, _, _ in s.points})
             ax.set_xticks(ticks, [tick_text(panel, t) for t in ticks])
-        ax.set_ylim(bottom=0)
+        for x, label in panel.marks:
+            ax.axvline(x, color="#888", linestyle="--", linewidth=0.8)
+            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
+                        textcoords="offset points", fontsize=7, color="#555")
+        if panel.y_log:
+            ax.set_yscale("log")
+        else:
+            ax.set_ylim(bottom=0)
         ax.set_xlabel(panel.x_label)
         ax.set_ylabel(panel.y_label)
         ax.set_title(panel.title, fontsize=10)

@@ -26,7 +26,8 @@ from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import profile_to_dict
 from xferscope.safe_write import reason_of, write_output
 from xferscope.sweep.plan import SweepPoint, plain
-from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, STAT_NAMES, io_stats, median_repetition, mem_rows
+from xferscope.sweep.stats import (IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition,
+                                   mem_rows)
 
 SCHEMA = "xferscope.sweep/1"
 CHEAP_SAVE_S = 0.05
@@ -191,7 +192,7 @@ def _cell(v: Any) -> Any:
 
 
 IO_ID_COLUMNS = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered")
-MEM_ID_COLUMNS = ("mode", "traffic", "stride", "backend", "delay")
+MEM_ID_COLUMNS = ("mode", "traffic", "stride", "backend", "delay", "locality", "size_bytes", "cpu_node", "mem_node")
 
 
 def csv_columns(kind: str) -> list[str]:
@@ -219,7 +220,7 @@ def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
         for mr in delay_rows:
             row = {**common, **ident, "traffic": mr.get("traffic", " ".join(rec.identity.get("traffic", []))),
                    "stride": mr.get("stride", " ".join(map(str, rec.identity.get("stride", [])))),
-                   "delay": mr.get("delay")}
+                   "delay": mr.get("delay"), **{k: mr.get(k) for k in MEM_WHERE}}
             for metric in MEM_METRICS:
                 st = mr.get(metric) or {}
                 row.update({f"{metric}_{s}": st.get(s) for s in STAT_NAMES})

@@ -39,6 +39,14 @@ IO_METRICS: dict[str, Callable[[dict], Any]] = {
 }
 #: The figures of one delay of a memory sweep.
 MEM_METRICS = ("latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s")
+#: What else tells two memory points of one delay apart: the chase's locality, the curve's working set, the
+#: matrix cell.
+MEM_WHERE = ("locality", "size_bytes", "cpu_node", "mem_node")
+
+
+def mem_where(d: dict) -> dict[str, Any]:
+    """The MEM_WHERE fields of a point or row that are set."""
+    return {k: d[k] for k in MEM_WHERE if d.get(k) is not None}
 STAT_NAMES = ("median", "stdev", "min", "max")
 
 
@@ -59,15 +67,17 @@ def median_repetition(reps: list[dict]) -> dict | None:
 
 
 def mem_rows(reps: list[dict]) -> list[dict[str, Any]]:
-    """One row per (traffic, stride, delay) with statistics of latency and bandwidth over the repetitions."""
+    """One row per (traffic, stride, delay, and MEM_WHERE) with statistics of latency and bandwidth over the
+    repetitions."""
     groups: dict[tuple, list[dict]] = {}
     for rep in ok_repetitions(reps):
         for p in rep.get("points", []):
-            groups.setdefault((p.get("traffic"), p.get("stride"), p.get("delay")), []).append(p)
+            key = (p.get("traffic"), p.get("stride"), p.get("delay"), *(p.get(k) for k in MEM_WHERE))
+            groups.setdefault(key, []).append(p)
     rows = []
-    for (traffic, stride, delay), points in groups.items():
+    for (traffic, stride, delay, *where), points in groups.items():
         row: dict[str, Any] = {"traffic": traffic, "stride": stride, "delay": delay,
-                               "backend": points[0].get("backend")}
+                               "backend": points[0].get("backend"), **dict(zip(MEM_WHERE, where))}
         for metric in MEM_METRICS:
             row[metric] = summarize(p.get(metric) for p in points)
         rows.append(row)

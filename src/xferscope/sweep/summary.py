@@ -6,7 +6,7 @@ from typing import Any
 
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
-from xferscope.sweep.stats import io_stats, mem_rows
+from xferscope.sweep.stats import io_stats, mem_rows, mem_where
 from xferscope.verdict import RULE_REPEATED
 
 
@@ -18,8 +18,22 @@ def _f(v: Any, fmt: str = "{:,.1f}") -> str:
 
 IO_HEADERS = ("#", "point", "reps", "MiB/s", "stdev", "min", "max", "IOPS", "avg lat (us)", "p99 (us)", "usr %",
               "sys %", "CPU-s/GiB", "first-done MiB/s", "last-done MiB/s", "PCIe RX MB/s")
-MEM_HEADERS = ("#", "traffic", "stride", "delay", "reps", "latency (ns)", "stdev", "bandwidth (MB/s)", "stdev",
+MEM_HEADERS = ("#", "traffic", "stride", "delay", "where", "reps", "latency (ns)", "stdev", "bandwidth (MB/s)", "stdev",
                "read MB/s", "write MB/s")
+
+
+def where_text(row: dict) -> str:
+    """A memory row's locality, working set and matrix cell: '64-page', '48K 64-page', 'node 0->1'."""
+    from xferscope.units import format_size
+
+    parts = []
+    if row.get("size_bytes") is not None and row.get("traffic") == "curve":
+        parts.append(format_size(row["size_bytes"]))
+    if row.get("locality"):
+        parts.append(str(row["locality"]))
+    if row.get("cpu_node") is not None:
+        parts.append(f"node {row['cpu_node']}->{row['mem_node']}")
+    return " ".join(parts)
 
 
 def _reps(rec, target: int) -> str:
@@ -64,11 +78,13 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
         for mr in mem_rows(rec.repetitions):
             lat, bw = mr["latency_ns"], mr["bandwidth_mb_s"]
             row = [str(rec.index), str(mr["traffic"]), str(mr["stride"]),
-                   "idle" if mr["delay"] is None else str(mr["delay"]), _reps(rec, target), _f(lat["median"], "{:.2f}"),
+                   "idle" if mr["delay"] is None else str(mr["delay"]), where_text(mr), _reps(rec, target),
+                   _f(lat["median"], "{:.2f}"),
                    _f(lat["stdev"], "{:.2f}"), _f(bw["median"]), _f(bw["stdev"]), _f(mr["read_mb_s"]["median"]),
                    _f(mr["write_mb_s"]["median"])]
             if ratios:
-                row += _against_cells(ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"])))
+                row += _against_cells(ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"],
+                                                           **mem_where(mr))))
             rows.append(tuple(row))
     return rows
 

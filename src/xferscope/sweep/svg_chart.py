@@ -48,14 +48,24 @@ class _Frame:
         else:
             ticks = nice_ticks(min(0.0, min(xs)), max(xs))
             self.x_lo, self.x_hi = ticks[0], ticks[-1]
-        self.y_ticks = nice_ticks(0.0, max(ys) * 1.05 if ys and max(ys) > 0 else 1.0)
-        self.y_hi = self.y_ticks[-1]
+        if panel.y_log:
+            positive = [y for y in ys if y > 0] or [1.0]
+            lo, hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+            self.y_lo, self.y_hi = float(lo), float(max(hi, lo + 1))
+            self.y_ticks = [10.0 ** k * m for k in range(lo, int(self.y_hi) + 1) for m in (1, 2, 5)
+                            if 10.0 ** k * m <= 10.0 ** self.y_hi]
+        else:
+            self.y_ticks = nice_ticks(0.0, max(ys) * 1.05 if ys and max(ys) > 0 else 1.0)
+            self.y_lo, self.y_hi = 0.0, self.y_ticks[-1]
 
     def px(self, x: float) -> float:
         v = math.log2(x) if self.panel.x_log and self.panel.categories is None else x
         return self.x0 + (v - self.x_lo) / (self.x_hi - self.x_lo) * self.w
 
     def py(self, y: float) -> float:
+        if self.panel.y_log:
+            v = math.log10(y) if y > 0 else self.y_lo
+            return self.y0 + self.h - (v - self.y_lo) / (self.y_hi - self.y_lo) * self.h
         return self.y0 + self.h - max(0.0, y) / self.y_hi * self.h
 
 
@@ -74,7 +84,8 @@ def _axes(f: _Frame) -> list[str]:
     if panel.categories is not None:
         ticks = [(float(i), c) for i, c in enumerate(panel.categories)]
     elif panel.x_log:
-        ticks = [(x, tick_text(panel, x)) for x in sorted({x for s in panel.series for x, _, _ in s.points})]
+        xs = panel.x_ticks or sorted({x for s in panel.series for x, _, _ in s.points})
+        ticks = [(x, tick_text(panel, x)) for x in xs]
     else:
         ticks = [(t, _fmt(t)) for t in nice_ticks(f.x_lo, f.x_hi)]
     for x, label in ticks:
@@ -86,6 +97,19 @@ def _axes(f: _Frame) -> list[str]:
     out.append(_text(f.x0 - 52, cy, panel.y_label, extra=f' transform="rotate(-90 {f.x0 - 52:.1f} {cy:.1f})"'))
     if panel.title:
         out.append(_text(f.x0 + f.w / 2, f.y0 - 12, panel.title, size=12, extra=' font-weight="bold"'))
+    return out
+
+
+def _marks_of(f: _Frame) -> list[str]:
+    """Vertical dashed lines at the panel's marks (cache sizes), labelled at the top."""
+    out = []
+    for i, (x, label) in enumerate(f.panel.marks):
+        px = f.px(x)
+        if not f.x0 <= px <= f.x0 + f.w:
+            continue
+        out.append(f'<line x1="{px:.1f}" y1="{f.y0:.1f}" x2="{px:.1f}" y2="{f.y0 + f.h:.1f}" stroke="#888" '
+                   'stroke-dasharray="4 3"/>')
+        out.append(_text(px + 3, f.y0 + 12 + 12 * (i % 2), label, "start", 10, ' fill="#555"'))
     return out
 
 
@@ -142,6 +166,6 @@ def render_svg(chart: Chart) -> str:
              _text(width / 2, 20, chart.title, size=14, extra=' font-weight="bold"')]
     for i, panel in enumerate(chart.panels):
         frame = _Frame(panel, (i % columns) * PANEL_W, 30 + (i // columns) * PANEL_H)
-        parts += _axes(frame) + _marks(frame) + _legend(frame)
+        parts += _axes(frame) + _marks_of(frame) + _marks(frame) + _legend(frame)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"

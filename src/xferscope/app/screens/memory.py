@@ -1,4 +1,7 @@
-"""Memory sweeps: latency against bandwidth drawn point by point, beside MLC's table."""
+"""Memory sweeps drawn point by point beside their table: latency against bandwidth with MLC's loaded-latency
+rows, the cache-level curve (latency against working set, cache sizes marked), the NUMA matrix, the max-bandwidth
+table; and every result of the session or opened from a file (a built-in run, an mlc run, an imported mlc
+output) side by side (``v``)."""
 from __future__ import annotations
 
 import asyncio
@@ -14,25 +17,37 @@ from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
 from xferscope.app.braille import Series, nice_ceiling
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
-from xferscope.app.mem_model import (MEM_FIELD_CONTROL, TABLE_HEADERS, MemFormValues, build_mem_spec, mlc_row,
-                                     series_key)
+from xferscope.app.mem_model import (MEM_FIELD_CONTROL, TABLE_HEADERS, MemFormValues, build_mem_spec, curve_rows,
+                                     idle_note, matrix_rows, mlc_row, peak_rows, series_key)
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
-from xferscope.engines.mem import IDLE
+from xferscope.engines.mem import CURVE, IDLE
 from xferscope.errors import SpecError, XferscopeError
 from xferscope.safe_write import write_output
 
 #: (control id, label, width, placeholder) of the typed fields
 FIELDS = (
-    ("mem-traffic", "Traffic", 10, "R,W6"),
+    ("mem-traffic", "Traffic", 8, "default"),
     ("mem-stride", "Stride", 8, "64,256"),
     ("mem-seconds", "Point s", 6, "0.5"),
+    ("mem-pages", "Pages", 4, "thp"),
     ("mem-delays", "Delays", 22, "MLC's 19 delays"),
     ("mem-threads", "Threads", 6, "all"),
     ("mem-buffer", "Buffer", 6, "auto"),
+    ("mem-locality", "Locality", 8, "default"),
 )
+FIRST_ROW = 4  # fields on the first form row, after the mode
 VALUE_OF = {"mem-traffic": "traffic", "mem-stride": "stride", "mem-seconds": "seconds", "mem-delays": "delays",
-            "mem-threads": "threads", "mem-buffer": "buffer"}
+            "mem-threads": "threads", "mem-buffer": "buffer", "mem-locality": "locality", "mem-pages": "pages"}
+MODES = ("loaded", "idle", "peak", "curve", "matrix")
+#: the table panel's width for what it shows (the chart takes the rest)
+TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr"}
+
+
+def _size_of_log2(x: float) -> str:
+    from xferscope.units import format_size
+
+    return format_size(int(round(2 ** x / 1024)) * 1024) if x >= 10 else format_size(int(round(2 ** x)))
 
 
 def _ns(max_ns: float) -> tuple[str, float]:
@@ -47,6 +62,8 @@ class MemoryScreen(ConsoleScreen):
     BINDINGS = [
         Binding("r", "start", "Start sweep", id="start-sweep"),
         Binding("x", "stop", "Stop", id="stop-sweep"),
+        Binding("v", "toggle_side_by_side", "Side by side", id="mem-side-by-side"),
+        Binding("o", "open_results", "Open results", id="mem-open-results"),
         Binding("escape", "leave_field", "Leave field", show=False, id="leave-mem-field"),
     ]
 
@@ -55,23 +72,25 @@ class MemoryScreen(ConsoleScreen):
         self.values = MemFormValues()
         self.queue: list = []       # MemSpecs still to run (a profile's points)
         self.points: list = []      # MemPoints measured, in order
-        self.results: list = []     # MemResults of finished sweeps
+        self.results: list = []     # MemResults of finished sweeps, then those opened from files
         self.state = "idle"
+        self.side_by_side = False   # the table shows every result side by side instead of this sweep's points
         self._sweep = None
+        self._environment: dict = {}  # what the running (or last) sweep's engine said about the machine
         self._series_seen: list[str] = []
 
     def compose(self) -> ComposeResult:
         yield Static("", id="mem-title", classes="screen-title")
         with Horizontal(classes="mem-form"):
             yield Label("Mode", classes="mem-label")
-            yield Select([(m, m) for m in ("loaded", "idle", "peak")], value=self.values.mode,
+            yield Select([(m, m) for m in MODES], value=self.values.mode,
                          allow_blank=False, compact=True, id="mem-mode")
-            for cid, label, width, hint in FIELDS[:3]:
+            for cid, label, width, hint in FIELDS[:FIRST_ROW]:
                 yield Label(label, classes="mem-label")
                 yield Input(getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid,
                             classes=f"w{width}")
         with Horizontal(classes="mem-form"):
-            for cid, label, width, hint in FIELDS[3:]:
+            for cid, label, width, hint in FIELDS[FIRST_ROW:]:
                 yield Label(label, classes="mem-label")
                 yield Input(getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid,
                             classes=f"w{width}")
@@ -145,6 +164,7 @@ class MemoryScreen(ConsoleScreen):
             specs = [spec]
         self.values = self.form_values()
         self.points, self._series_seen = [], []
+        self.side_by_side = False
         self._fill_table()
         self.state = "running"
         self._title()
@@ -165,6 +185,7 @@ class MemoryScreen(ConsoleScreen):
                 break
             try:
                 self._sweep = await asyncio.to_thread(MemSweep, spec)
+                self._environment = self._sweep.result.environment  # filled as the sweep starts
                 async for point in self._sweep:
                     self.post_message(MemPointMeasured(point))
             except XferscopeError as exc:
@@ -179,9 +200,8 @@ class MemoryScreen(ConsoleScreen):
     def on_mem_point_measured(self, message: MemPointMeasured) -> None:
         point = message.point
         self.points.append(point)
-        if point.traffic == IDLE:
-            self.query_one("#mem-notes", Static).update(Text(f"idle latency {point.latency_ns:.1f} ns"
-                                                             if point.latency_ns else ""))
+        if point.traffic == IDLE and point.cpu_node is None:
+            self.query_one("#mem-notes", Static).update(Text(idle_note(self.points)))
         else:
             key = series_key(point)
             if key not in self._series_seen:
@@ -189,34 +209,107 @@ class MemoryScreen(ConsoleScreen):
             self._fill_table()
         self._draw()
 
+    def _caches(self) -> list:
+        """The cache sizes the engine read from sysfs for this sweep (empty before it said)."""
+        return list(self._environment.get("caches") or [])
+
     def _fill_table(self) -> None:
-        """MLC's columns; a series column in front once there is more than one curve."""
+        """This sweep's table (MLC's loaded-latency columns, the max-bandwidth table, the cache curve, the NUMA
+        matrix), or every result side by side."""
         table = self.query_one("#mem-table", DataTable)
-        several = len(self._series_seen) > 1
+        panel = self.query_one("#mem-table-panel")
         table.clear(columns=True)
+        panel.styles.width = TABLE_WIDTH["side" if self.side_by_side and self.results else self._table_kind()]
+        if self.side_by_side and self.results:
+            from xferscope.mem_report import side_by_side
+
+            headers, rows = side_by_side(self.results)
+            table.add_columns("", *(f"{i + 1} {h}" for i, h in enumerate(headers[1:])))
+            for row in rows:
+                table.add_row(*row)
+            panel.border_title = f"{len(self.results)} results side by side (v: this sweep)"
+            return
+        shown = [p for p in self.points if not (p.traffic == IDLE and p.cpu_node is None)]
+        matrix = [p for p in shown if p.cpu_node is not None]
+        curve = [p for p in shown if p.traffic == CURVE]
+        peak = [p for p in shown if p.latency_ns is None and p.cpu_node is None]
+        if matrix:
+            headers, rows = matrix_rows(matrix)
+            table.add_columns(*headers)
+            for row in rows:
+                table.add_row(*row)
+            panel.border_title = "NUMA matrix: latency (ns), read bandwidth (MB/s)"
+            return
+        if curve:
+            table.add_columns("Size", "Latency (ns)", "Level")
+            for row in curve_rows(curve, self._caches()):
+                table.add_row(*(Text(c, style="dim") if row[0].startswith("──") else c for c in row))
+            table.scroll_end(animate=False)
+            panel.border_title = "Curve" + (f", {curve[0].locality} locality" if curve[0].locality else "")
+            return
+        if peak:
+            table.add_columns("Traffic", "Bandwidth (MB/sec)")
+            for row in peak_rows(peak):
+                table.add_row(*row)
+            panel.border_title = "Maximum bandwidth"
+            return
+        several = len(self._series_seen) > 1
         table.add_columns(*(("Series",) if several else ()), *TABLE_HEADERS)
-        for p in self.points:
-            if p.traffic == IDLE:
-                continue
+        for p in shown:
             key = series_key(p)
             color = PALETTE[self._series_seen.index(key) % len(PALETTE)]
             table.add_row(*((Text(key, style=color),) if several else ()), *mlc_row(p))
         table.scroll_end(animate=False)
-        self.query_one("#mem-table-panel").border_title = (
-            "Loaded latency" if not several else f"Loaded latency, {len(self._series_seen)} curves")
+        locality = next((f", {p.locality} locality" for p in shown if p.locality), "")
+        panel.border_title = ("Loaded latency" if not several else
+                              f"Loaded latency, {len(self._series_seen)} curves") + locality
+
+    def _table_kind(self) -> str:
+        shown = [p for p in self.points if not (p.traffic == IDLE and p.cpu_node is None)]
+        if any(p.cpu_node is not None for p in shown):
+            return "matrix"
+        if any(p.traffic == CURVE for p in shown):
+            return "curve"
+        if any(p.latency_ns is None for p in shown):
+            return "peak"
+        return "loaded"
+
+    def action_open_results(self) -> None:
+        self.app.ask_open_results()
+
+    def action_toggle_side_by_side(self) -> None:
+        if not self.results:
+            self.notify("no finished or opened memory results yet: run a sweep (r) or open one (o)")
+            return
+        self.side_by_side = not self.side_by_side
+        self._fill_table()
+
+    def add_results(self, results: list, source: str) -> None:
+        """Results opened from a file: shown side by side with the session's."""
+        self.results.extend(results)
+        self.side_by_side = True
+        self._fill_table()
+        self.query_one("#mem-notes", Static).update(
+            Text(f"opened {len(results)} memory result{'s' if len(results) != 1 else ''} from {source}; "
+                 "v: this sweep / side by side", style="dim"))
 
     def on_mem_sweep_finished(self, message: MemSweepFinished) -> None:
         self.results.append(message.result)
         if message.result.cancelled:
             self.state = "cancelled"
             self._title()
-        notes = []
-        if message.result.idle_latency_ns is not None:
-            notes.append(f"idle latency {message.result.idle_latency_ns:.1f} ns")
-        if message.result.thp_coverage is not None:
-            notes.append(f"huge pages {message.result.thp_coverage:.0%}")
-        notes.extend(message.result.warnings[:2])
-        self.query_one("#mem-notes", Static).update(Text(" · ".join(notes), style="dim"))
+        from xferscope.mem_report import pages_text
+
+        result = message.result
+        notes = [idle_note(result.points)] if result.idle_points else []
+        pages = pages_text(result)
+        if pages:
+            notes.append(f"pages: {pages}")
+        notes.extend(result.notes)
+        notes.extend(result.warnings[:2])
+        self.query_one("#mem-notes", Static).update(Text(" · ".join(n for n in notes if n), style="dim"))
+        if len(self.results) > 1 and not self.side_by_side:
+            self.notify("v: every result of this session side by side", timeout=4)
 
     def on_mem_sweep_failed(self, message: MemSweepFailed) -> None:
         self.state = "failed"
@@ -231,6 +324,15 @@ class MemoryScreen(ConsoleScreen):
 
     # -------------------------------------------------------------- drawing
     def _draw(self) -> None:
+        chart = self.query_one("#mem-chart", LineChart)
+        curve = [p for p in self.points if p.traffic == CURVE and p.size_bytes and p.latency_ns]
+        panel = self.query_one("#mem-curve")
+        if curve:
+            self._draw_curve(chart, curve)
+            panel.border_title = "Latency ns vs working set"
+            return
+        chart.y_log, chart.x_format = False, _mb_s
+        panel.border_title = "Latency ns vs bandwidth MB/s"
         groups: dict[str, list] = {}
         for p in self.points:
             if p.bandwidth_mb_s is not None and p.latency_ns is not None:
@@ -244,6 +346,29 @@ class MemoryScreen(ConsoleScreen):
         for s in series:
             legend.append("■ ", style=s.color)
             legend.append(s.name + "  ")
+        self.query_one("#mem-legend", Static).update(legend)
+
+    def _draw_curve(self, chart: LineChart, curve: list) -> None:
+        """lmbench's picture: latency against log2 of the working set, log latency, the caches marked."""
+        import math
+
+        from xferscope.units import format_size
+
+        groups: dict[str, list] = {}
+        for p in curve:
+            groups.setdefault(f"stride {p.stride}", []).append((math.log2(p.size_bytes), p.latency_ns))
+        series = [Series(k, sorted(v), PALETTE[i % len(PALETTE)]) for i, (k, v) in enumerate(groups.items())]
+        caches = self._caches()
+        marks = [(math.log2(c["size"]), str(c["name"]).rstrip("d")) for c in caches if c.get("size")]
+        planned = self._environment.get("curve_sizes")
+        largest = max([p.size_bytes for p in curve] + list(planned or []))
+        chart.y_log, chart.x_format = True, _size_of_log2
+        chart.set_data(series, x_start=12.0, x_end=math.log2(largest), marks=marks)
+        legend = Text(no_wrap=True, overflow="ellipsis")
+        for s in series:
+            legend.append("■ ", style=s.color)
+            legend.append(s.name + "  ")
+        legend.append("┊ " + ", ".join(f"{c['name']} {format_size(c['size'])}" for c in caches), style="dim")
         self.query_one("#mem-legend", Static).update(legend)
 
     def _title(self) -> None:

@@ -1,0 +1,58 @@
+"""`xferscope compare --mem A,B,...`: memory results side by side (built-in runs, mlc runs, imported mlc output).
+
+Only typer is imported at module level.
+"""
+from __future__ import annotations
+
+import typer
+
+
+def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    """Print the results of ``files`` (comma list) side by side, then write ``--json`` (the results as a list)
+    and ``--csv`` (every point, with the result it belongs to)."""
+    import json
+
+    from xferscope.commands.outputs import Output, human_output, write_outputs
+    from xferscope.errors import SpecError
+    from xferscope.importers.mlc import read_mem_results
+    from xferscope.mem_report import format_side_by_side
+
+    paths = [p.strip() for p in files.split(",") if p.strip()]
+    if not paths:
+        raise SpecError("--mem", "name at least one memory result file (mem --json, import mlc --json, mlc output)")
+    results = [r for path in paths for r in read_mem_results(path)]
+
+    def as_json() -> str:
+        return json.dumps([r.to_dict() for r in results], indent=2) + "\n"
+
+    try:
+        with human_output(json_path, csv_path):
+            if fmt == "json":
+                typer.echo(as_json(), nl=False)
+            else:
+                typer.echo(format_side_by_side(results))
+                for r in results:
+                    for warning in r.warnings:
+                        typer.echo(f"warning: {r.name}: {warning}", err=True)
+    except OSError:  # a closed terminal: the files still get the results
+        pass
+    written = write_outputs([Output("JSON", "--json", json_path, as_json),
+                             Output("CSV", "--csv", csv_path, lambda: points_csv(results))])
+    if written:
+        raise typer.Exit(written)
+
+
+def points_csv(results) -> str:
+    """Every point of every result, ``mem --csv``'s columns after a ``result`` column naming its result."""
+    import csv
+    import io
+
+    from xferscope.engines.mem_result import CSV_COLUMNS
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("result", *CSV_COLUMNS))
+    for r in results:
+        for p in r.points:
+            writer.writerow((r.name, *p.csv_row()))
+    return out.getvalue()

@@ -1,0 +1,89 @@
+"""The console's Memory view: the locality named, the cache-level curve with its cache sizes, the NUMA matrix,
+the max-bandwidth table, and a built-in run beside an opened MLC output."""
+from __future__ import annotations
+
+from textual.widgets import DataTable, Select
+
+from test_mlc_parser import FULL_RUN
+from tui_helpers import memory_view, paste, retype, screen_text, wait_for
+from xferscope.app.messages import MemSweepFinished
+
+
+async def sweep(pilot, msgs, mode: str, **fields) -> None:
+    """Set the form as a person would, start, and wait for the sweep to finish."""
+    app = pilot.app
+    app.screen.query_one("#mem-mode", Select).value = mode
+    for cid, text in fields.items():
+        await retype(pilot, f"#mem-{cid}", text)
+    done = len(msgs.of(MemSweepFinished))
+    await pilot.press("escape", "r")
+    await wait_for(pilot, lambda: len(msgs.of(MemSweepFinished)) > done, timeout=90)
+    await pilot.pause(0.3)
+
+
+async def test_idle_names_the_locality_and_the_whole_buffer_figure(direct_dir):
+    async with memory_view(direct_dir) as (app, pilot, msgs):
+        await sweep(pilot, msgs, "idle", seconds="0.1", buffer="16M", pages="4k")
+        await wait_for(pilot, lambda: "pages: asked" in screen_text(app))
+        text = " ".join(screen_text(app).split())
+    result = msgs.of(MemSweepFinished)[-1].result
+    assert result.idle_locality == "64-page" and result.whole_idle_latency_ns > 0
+    assert (f"idle latency {result.idle_latency_ns:.1f} ns (64-page locality; whole-buffer "
+            f"{result.whole_idle_latency_ns:.1f} ns)") in text
+    assert "pages: asked 4 KiB pages, got 100% 4K" in text
+
+
+async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
+    async with memory_view(direct_dir) as (app, pilot, msgs):
+        await sweep(pilot, msgs, "curve", seconds="0.05", buffer="2M")
+        await wait_for(pilot, lambda: "Curve, 64-page locality" in screen_text(app))
+        curve_text = screen_text(app)
+        table = app.screen.query_one("#mem-table", DataTable)
+        curve_rows = [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
+        await sweep(pilot, msgs, "matrix", seconds="0.1", buffer="16M")
+        await wait_for(pilot, lambda: "0 (MB/s)" in screen_text(app))
+        matrix_text = screen_text(app)
+        await sweep(pilot, msgs, "peak", seconds="0.1", buffer="8M")
+        await wait_for(pilot, lambda: "Stream-triad like" in screen_text(app))
+        peak_text = screen_text(app)
+        await pilot.press("v")
+        await wait_for(pilot, lambda: "3 results side by side" in screen_text(app))
+        side_text = screen_text(app)
+    curve = msgs.of(MemSweepFinished)[0].result
+    sizes = [p.size_bytes for p in curve.cache_curve]
+    assert sizes[0] == 4096 and sizes[-1] == 2 << 20
+    assert "Curve, 64-page locality" in curve_text and "Latency ns vs working set" in curve_text
+    caches = [c for c in curve.environment["caches"] if c["size"] <= 2 << 20]
+    for c in caches:  # the sysfs cache sizes, marked in the table and on the chart
+        assert any(row.startswith(f"── {c['name']}") for row in curve_rows)
+    assert len(curve_rows) == len(sizes) + len(caches)
+    if caches:
+        assert "┊" in curve_text and f"┊ {caches[0]['name']}" in curve_text
+    assert "NUMA matrix" in matrix_text and "mem 0" in matrix_text and "0 (ns)" in matrix_text
+    assert "0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split()) or \
+        len(msgs.of(MemSweepFinished)[1].result.matrix()["cpu_nodes"]) > 1
+    assert "Maximum bandwidth" in peak_text
+    for label in ("ALL Reads", "3:1 Reads-Writes", "2:1 Reads-Writes", "1:1 Reads-Writes", "Stream-triad like"):
+        assert label in peak_text
+    assert "3 results side by side" in side_text and "curve plateau L1d" in side_text
+
+
+async def test_an_opened_mlc_output_sits_beside_a_builtin_run(direct_dir, tmp_path):
+    saved = tmp_path / "full.txt"
+    saved.write_text(FULL_RUN)
+    async with memory_view(direct_dir, size=(110, 30)) as (app, pilot, msgs):
+        await sweep(pilot, msgs, "idle", seconds="0.1", buffer="16M")
+        await pilot.press("o")
+        await pilot.pause(0.2)
+        await paste(pilot, "#prompt-input", str(tmp_path / "missing.txt"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "cannot read" in screen_text(app) or "no such file" in screen_text(app))
+        refused = " ".join(screen_text(app).split())
+        await paste(pilot, "#prompt-input", str(saved))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "2 results side by side" in screen_text(app))
+        text = screen_text(app)
+    assert "cannot read" in refused or "no such file" in refused
+    assert "2 results side by side" in text and "1 builtin" in text and "2 mlc (full.txt)" in text
+    assert "81.40" in text and "mlc random" in text and "64-page locality" in text
+    assert "node 1->0 latency" in text
