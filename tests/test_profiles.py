@@ -27,7 +27,7 @@ def own_data_home(tmp_path, monkeypatch):
 
 
 def _same(a: Profile, b: Profile) -> None:
-    for attr in ("name", "description", "source", "kind", "repetitions", "duration", "base", "grid"):
+    for attr in ("name", "description", "source", "kind", "repetitions", "duration", "base", "grid", "saturate"):
         assert getattr(a, attr) == getattr(b, attr), attr
 
 
@@ -41,6 +41,39 @@ def test_every_bundled_profile_loads_validates_saves_and_loads_again(name, tmp_p
     again = load_profile(path)
     _same(profile, again)
     assert again.points() == points
+
+
+#: saturate plans bundled, and their knee searches (paths x GPU sets x block sizes)
+SATURATE_PLANS = {"saturate-host-4k-1m": 2, "saturate-gpu-paths": 12, "saturate-gds-gpu-sets": 16}
+
+
+@pytest.mark.parametrize("name", sorted(SATURATE_PLANS))
+def test_every_bundled_saturate_plan_loads_validates_saves_and_loads_again(name, tmp_path):
+    from xferscope.saturate.plan import plan_from
+
+    profile = load_profile(name)
+    assert profile.origin == "bundled" and profile.kind == "saturate" and profile.description and profile.source
+    plan = plan_from(profile)  # validates every search's largest point
+    assert profile.point_count == SATURATE_PLANS[name] == len([s for s in plan.series() if s.role == "measured"])
+    again = load_profile(save_profile(profile, str(tmp_path / f"{name}.toml")))
+    _same(profile, again)
+    assert plan_from(again).to_dict() == plan.to_dict()
+
+
+def test_bundled_saturate_plans_ask_what_their_experiments_asked():
+    host = plan_from_name("saturate-host-4k-1m")
+    assert host.paths == ["host"] and host.block_sizes == [4 << 10, 1 << 20]
+    assert host.grid_points("host") == 64, "workers 1..16 x qd 1, 4, 16, 64"
+    gds = plan_from_name("saturate-gds-gpu-sets")
+    assert gds.gpu_sets == [[0, 1], [0, 1, 2, 3], [0, 1, 6, 7], list(range(8))] and gds.max_workers == 128
+    assert gds.block_sizes == [64 << 10, 256 << 10, 1 << 20, 4 << 20]
+    assert [s.path for s in gds.series()][:4] == ["host"] * 4, "host first: the storage reference"
+
+
+def plan_from_name(name: str):
+    from xferscope.saturate.plan import plan_from
+
+    return plan_from(load_profile(name))
 
 
 def test_bundled_profiles_measure_what_their_experiments_measured():
@@ -62,15 +95,16 @@ def test_bundled_profiles_measure_what_their_experiments_measured():
 
 def test_list_profiles_and_the_json_listing(cli):
     infos = {i.name: i for i in list_profiles()}
-    assert set(infos) == set(BUNDLED)
+    every = {**BUNDLED, **SATURATE_PLANS}
+    assert set(infos) == set(every)
     assert infos["qd-iosize-scaling"].paths == ["cufile-batch", "host"]
     r = cli("profiles", "--json")
     assert r.code == 0, r.err
     listed = {d["name"]: d for d in json.loads(r.out)}
-    assert set(listed) == set(BUNDLED)
+    assert set(listed) == set(every)
     for name, d in listed.items():
         assert {"name", "description", "source", "paths", "points"} <= set(d)
-        assert d["points"] == BUNDLED[name] and d["paths"] and d["description"]
+        assert d["points"] == every[name] and d["paths"] and d["description"]
     assert listed["mem-loaded-latency-w6-w9"]["paths"] == ["mem"]
 
 

@@ -178,3 +178,31 @@ def test_under_mpi_the_concurrency_is_per_rank(tmp_path, direct_dir):
         assert run["environment"]["cluster"]["ranks"] == 2
         assert run["workers"] == run["saturate"]["workers"], "each rank runs the point's workers"
     assert all(not os.listdir(direct_dir / str(r)) for r in range(2))
+
+
+def test_ctrl_c_keeps_the_points_measured_and_removes_the_scratch_files(direct_dir, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    out = tmp_path / "partial.json"
+    direct_dir = direct_dir / "run"
+    direct_dir.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "saturate", "--path", "host", "--bs", "64K",
+                             "--max-workers", "16", "--max-qd", "1", "-T", "0.3", "-s", "8M", "--dir", str(direct_dir),
+                             "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(p.suffix == ".dat" for p in direct_dir.iterdir()):
+        time.sleep(0.05)
+    time.sleep(2.5)  # a few runs measured
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted" in stderr
+    data = json.loads(out.read_text())
+    [series] = data["series"]
+    assert series["stopped"] == "interrupted" and series["runs"] >= 1 and len(data["results"]) == series["runs"]
+    assert all(r["status"] == "ok" for r in data["results"]), "the interrupted run is not counted as a point"
+    assert "host 64K: " in stdout
+    assert [p for p in direct_dir.iterdir()] == []

@@ -33,7 +33,8 @@ def available_profiles() -> list[tuple[str, str]]:
     for info in list_profiles():
         if info.error:
             continue
-        what = f"{info.points} point{'s' if info.points != 1 else ''}, {', '.join(info.paths)}"
+        one, many = ("knee search", "knee searches") if info.kind == "saturate" else ("point", "points")
+        what = f"{info.points} {one if info.points == 1 else many}, {', '.join(info.paths)}"
         out.append((info.name, f"({what}) {info.description}".strip()))
     return out
 
