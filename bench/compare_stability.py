@@ -52,7 +52,7 @@ def row(comp: dict) -> list[str]:
         else:
             cells.append(f"{p['label']}: {p['ratio']:.2f}")
     base = comp["paths"][0]["throughput_mib_s"]
-    cells.append(f"{comp['paths'][0]['label']} {base['median']:,.1f} MiB/s")
+    cells.append(f"{comp['paths'][0]['label']} {base['median']:,.1f} MiB/s ({base['min']:,.1f}-{base['max']:,.1f})")
     if comp.get("drift"):
         cells.append("drift")
     return cells
@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--invocations", type=int, default=10)
     ap.add_argument("--dir", default=None, help="where the dataset goes (default: a temporary directory)")
     ap.add_argument("--single-pass", action="store_true", help="first run the same with --rounds 1")
+    ap.add_argument("--raw", action="store_true", help="print every round's figure of every path at the end")
     ap.add_argument("extra", nargs="*", help="more compare options, after --")
     args = ap.parse_args()
 
@@ -80,8 +81,10 @@ def main() -> int:
             print(f"  {i + 1:>2}: " + "; ".join(row(compare(args, 1))), flush=True)
     print(f"\n{args.rounds} rounds, {args.invocations} invocations:")
     verdicts = []
+    raw = []
     for i in range(args.invocations):
         comp = compare(args, args.rounds)
+        raw.append([p["rounds"] for p in comp["paths"]])
         verdicts.append(tuple(p.get("verdict") for p in comp["paths"][1:]))
         print(f"  {i + 1:>2}: " + "; ".join(row(comp)), flush=True)
     print(f"\nrule: {comp['rule']}")
@@ -89,6 +92,8 @@ def main() -> int:
     decided = sum(1 for v in verdicts for w in v if w in ("faster", "slower"))
     print(f"verdicts the same in every invocation: {'yes' if same else 'no'}; "
           f"faster/slower said {decided} times in {len(verdicts)} invocations")
+    if args.raw:
+        print("per-round MiB/s of each path, each invocation: " + json.dumps(raw))
     print(f"load after: {load()}; {time.time() - started:.0f} s in all")
     return 0
 

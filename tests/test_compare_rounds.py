@@ -159,3 +159,17 @@ def test_on_a_terminal_a_bar_shows_the_round_the_path_and_the_time_left(direct_d
     assert "planned: 2 paths x 2 rounds x 0.6 s = 0:02 of runs" in text
     assert "round 1/2 host#1 [" in text and "round 2/2 host#1 [" in text and "ETA 0:0" in text
     assert "host#2" in out and any(word in out for word in ("within noise", "faster", "slower"))
+
+
+def test_a_file_of_the_user_is_read_by_every_path_and_left_as_it_was(cli, direct_dir):
+    user = direct_dir / "mine.dat"
+    user.write_bytes(os.urandom(4 << 20))
+    before = (user.stat().st_ino, user.stat().st_mtime_ns, user.read_bytes())
+    r = cli("compare", "--paths", "host,host", "-i", "64K", "-T", "0.2", "--rounds", "2", "--file", str(user),
+            "--format", "json")
+    assert r.code == 0, r.err
+    assert "plus setting up each run (the 4.00 MiB dataset is there already)" in r.err
+    comp = json.loads(r.out)["comparison"]
+    assert {tuple(map(tuple, x["files"])) for x in comp["runs"]} == {((user.stat().st_dev, before[0]),)}
+    assert (user.stat().st_ino, user.stat().st_mtime_ns, user.read_bytes()) == before
+    assert sorted(p.name for p in direct_dir.iterdir()) == ["mine.dat"]

@@ -35,14 +35,22 @@ class SharedDataset:
 
     @property
     def size(self) -> int:
-        """Bytes the dataset holds (or will hold: the spec's file size, per worker with a directory)."""
+        """Bytes the dataset holds (once planned; before, what the spec asks for)."""
         if self.target is not None:
             return sum(f.size for f in self.target.files)
         return self.spec.file_size * (self.spec.workers if self.spec.directory else 1)
 
-    def prepare(self, cancel: threading.Event | None = None,
-                progress: Callable[[int, int], None] | None = None) -> None:
-        """Plan the files and create and fill those missing (outside any timed region)."""
+    @property
+    def to_fill(self) -> int:
+        """Bytes ``prepare`` will write (files to create, or to refill for --verify); 0 when they are there."""
+        if self.target is None:
+            return self.size
+        return sum(f.size for f in self.target.files if f.create or f.refill)
+
+    def plan(self) -> None:
+        """Decide the files and check the target (creates nothing but its temporary directory)."""
+        if self.target is not None:
+            return
         spec = self.spec
         if not spec.file and not spec.directory:
             self.temp_dir = tempfile.mkdtemp(prefix="xferscope-compare-", dir=targets.default_scratch_parent()[0])
@@ -50,6 +58,15 @@ class SharedDataset:
             spec = spec.replace(file=self._file)
         try:
             self.target = targets.plan(spec)
+        except BaseException:
+            self.close()
+            raise
+
+    def prepare(self, cancel: threading.Event | None = None,
+                progress: Callable[[int, int], None] | None = None) -> None:
+        """Plan the files (unless done) and create and fill those missing (outside any timed region)."""
+        self.plan()
+        try:
             targets.materialize(self.target, cancel, progress)
         except BaseException:
             self.close()

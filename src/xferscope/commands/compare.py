@@ -192,7 +192,8 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
 
     outcome = Outcome()
     dataset = SharedDataset(comp.specs[0])
-    typer.echo(f"xferscope: {plan_text(comp, dataset.size)}", err=True)
+    dataset.plan()
+    typer.echo(f"xferscope: {plan_text(comp, dataset.size, dataset.to_fill)}", err=True)
     progress = RoundsProgress(live, comp)
     try:
         try:

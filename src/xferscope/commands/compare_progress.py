@@ -20,12 +20,13 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def plan_text(comp: Comparison, dataset_bytes: int) -> str:
-    """'planned: 2 paths x 3 rounds x 2 s = 0:12 of runs, plus preparing the 64 MiB dataset once'."""
+def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
+    """'planned: 2 paths x 3 rounds x 2 s = 0:12 of runs, plus preparing the 64 MiB dataset once ...'."""
     duration = comp.specs[0].duration
     paths = f"{comp.paths} path{'s' if comp.paths != 1 else ''}"
     rounds = f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
-    prep = f"plus preparing the {format_bytes(dataset_bytes)} dataset once and setting up each run"
+    prep = (f"plus preparing the {format_bytes(dataset_bytes)} dataset once and setting up each run" if to_fill else
+            f"plus setting up each run (the {format_bytes(dataset_bytes)} dataset is there already)")
     if duration is None:
         return f"planned: {paths} x {rounds}, each run until it has moved its --total; {prep}"
     total = len(comp.runs) * duration
