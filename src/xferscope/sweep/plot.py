@@ -163,7 +163,8 @@ def cache_curve_panel(points, caches, title: str) -> Panel | None:
     if not series:
         return None
     xs = [x for pts in series.values() for x, _, _ in pts]
-    marks = [(float(c["size"]), f"{c['name']} {format_size(c['size'])}") for c in caches if c.get("size")]
+    marks = [(float(c["size"]), f"{c['name']} {format_size(c['size'])}") for c in caches
+             if c.get("size") and c["size"] <= 2 * max(xs)]  # a mark far beyond the points would squeeze them
     return Panel(title=title, x_label="working set (bytes)", y_label="latency (ns)",
                  series=[Series(name, sorted(pts)) for name, pts in series.items()], x_log=True, x_is_size=True,
                  y_log=True, x_ticks=size_ticks(min(xs), max(xs)), marks=marks)
