@@ -428,3 +428,25 @@ def test_results_are_printed_before_files_and_a_full_disk_is_one_line(cli, tmp_p
     assert r.code == 4, (r.out, r.err)
     assert r.out.startswith("Idle latency: ") and "could not write" in r.err and "Traceback" not in r.err
     assert not js.exists()
+
+
+def test_a_curve_profile_replays_with_one_line_per_point(tmp_path):
+    from xferscope.profiles import parse_profile
+    from xferscope.sweep import Sweep
+    from xferscope.sweep.plot import render_plot
+
+    profile = parse_profile('kind = "mem"\nduration = 0.05\n[base]\nmode = "curve"\nmax_size = "64K"\n'
+                            'per_octave = 1\n[grid]\npages = ["4k", "thp"]\nlocality = ["default", "whole"]\n',
+                            "curve.toml", "curve-pages")
+    outcome = Sweep(profile, str(tmp_path / "curve.json")).run()
+    assert not outcome.interrupted
+    data = json.loads((tmp_path / "curve.json").read_text())
+    labels = [p["label"] for p in data["points"]]
+    assert labels == ["curve stride 64 pages 4k", "curve stride 64 whole pages 4k", "curve stride 64",
+                      "curve stride 64 whole"]
+    rows = data["points"][1]["rows"]
+    assert [r["size_bytes"] for r in rows] == [4096, 8192, 16384, 32768, 65536]
+    assert {r["locality"] for r in rows} == {"whole-buffer"}
+    drawing = render_plot(str(tmp_path / "c.svg"), outcome.results)
+    for label in labels:
+        assert f">{label}<" in drawing

@@ -46,8 +46,13 @@ def gpu_text(gpus: list[int]) -> str:
 
 def label_of(spec) -> str:
     if hasattr(spec, "strides"):
-        return f"{spec.mode} {'/'.join(spec.traffic)} stride {'/'.join(map(str, spec.strides))}" + \
-            (f" ({spec.backend})" if spec.backend != "builtin" else "")
+        parts = [spec.mode] + (["/".join(spec.traffic)] if spec.mode in ("loaded", "peak") else [])
+        parts.append(f"stride {'/'.join(map(str, spec.strides))}")
+        if spec.locality != "default":
+            parts.append(spec.locality if not spec.locality.isdigit() else f"locality {format_size(int(spec.locality))}")
+        if spec.pages != "thp":
+            parts.append(f"pages {spec.pages}")
+        return " ".join(parts) + (f" ({spec.backend})" if spec.backend != "builtin" else "")
     label = spec.name
     if spec.uses_gpu and spec.gpus != [0]:
         label += f" gpu {gpu_text(spec.gpus)}"

@@ -121,7 +121,9 @@ def mem_chart(results: ResultsFile) -> Chart:
     for rec in results.planned():
         for row in mem_rows(rec.repetitions):
             if row["traffic"] == "curve":
-                cache_points.append(SimpleNamespace(size_bytes=row["size_bytes"], stride=row["stride"],
+                several = len(rec.identity.get("stride") or []) > 1
+                series = (rec.label or "curve") + (f", stride {row['stride']}" if several else "")
+                cache_points.append(SimpleNamespace(size_bytes=row["size_bytes"], stride=row["stride"], series=series,
                                                     locality=row["locality"], latency_ns=row["latency_ns"]["median"]))
                 continue
             bw, lat = row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"]
@@ -158,8 +160,8 @@ def cache_curve_panel(points, caches, title: str) -> Panel | None:
     series: dict[str, list[tuple[float, float, float]]] = {}
     for p in points:
         if p.size_bytes and p.latency_ns:
-            series.setdefault(f"stride {p.stride}" + (f", {p.locality}" if p.locality else ""), []).append(
-                (float(p.size_bytes), p.latency_ns, float("nan")))
+            name = getattr(p, "series", None) or f"stride {p.stride}" + (f", {p.locality}" if p.locality else "")
+            series.setdefault(name, []).append((float(p.size_bytes), p.latency_ns, float("nan")))
     if not series:
         return None
     xs = [x for pts in series.values() for x, _, _ in pts]
