@@ -196,17 +196,27 @@ def test_matrix_cells_on_a_fake_two_node_topology(tmp_path):
 # ------------------------------------------------------------------ results
 
 
-def test_plateaus_rise_in_order():
-    caches = [{"name": "L1d", "size": 32 << 10}, {"name": "L2", "size": 1 << 20}, {"name": "L3", "size": 32 << 20}]
-    lat = {4 << 10: 1.0, 8 << 10: 1.1, 128 << 10: 4.0, 256 << 10: 4.2, 4 << 20: 15.0, 8 << 20: 16.0,
-           256 << 20: 90.0}
-    points = [MemPoint(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k) for k, v in lat.items()]
-    plateaus = cache_plateaus(points, caches)
-    assert [(p["level"], p["latency_ns"]) for p in plateaus] == [("L1d", 1.05), ("L2", 4.1), ("L3", 15.5),
-                                                                  ("memory", 90.0)]
+def curve_points(latency_of_size):
+    return [MemPoint(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
+            for k, v in latency_of_size.items()]
+
+
+def test_plateaus_are_found_in_the_measurements_and_named_by_the_cache_that_holds_them():
+    caches = [{"name": "L1d", "size": 48 << 10}, {"name": "L2", "size": 1 << 20}, {"name": "L3", "size": 32 << 20}]
+    kib = 1 << 10
+    lat = {4 * kib: 1.1, 8 * kib: 1.0, 16 * kib: 1.1, 32 * kib: 1.2, 64 * kib: 3.7, 128 * kib: 3.9,
+           256 * kib: 3.8, 512 * kib: 4.1, 1024 * kib: 7.0, 1448 * kib: 10.0,  # a transition, left out
+           2048 * kib: 12.5, 2896 * kib: 13.1, 4096 * kib: 12.8, 8192 * kib: 131.0, 16384 * kib: 128.0,
+           32768 * kib: 250.0,  # one disturbed point does not split a plateau in two
+           65536 * kib: 133.0, 131072 * kib: 135.0}
+    plateaus = cache_plateaus(curve_points(lat), caches)
+    assert [(p["level"], p["from_bytes"] // kib, p["to_bytes"] // kib) for p in plateaus] == [
+        ("L1d", 4, 32), ("L2", 64, 512), ("L3", 2048, 4096), ("memory", 8192, 131072)]
+    assert [p["latency_ns"] for p in plateaus] == pytest.approx([1.1, 3.85, 12.8, 132.0])
     assert rising_plateaus(plateaus) == 4
-    flat = [MemPoint(None, 5.0, 5.0, 5.0, None, None, None, CURVE, 64, "builtin", size_bytes=k) for k in lat]
-    assert rising_plateaus(cache_plateaus(flat, caches)) == 1
+    assert [p["ends_early"] for p in plateaus] == [False, False, True, False]  # a 4 MiB plateau of a 32 MiB L3
+    flat = cache_plateaus(curve_points({k: 5.0 for k in lat}), caches)
+    assert len(flat) == 1 and rising_plateaus(flat) == 1
 
 
 def test_windows_the_latency_thread_missed_are_left_out():
@@ -291,13 +301,12 @@ def test_the_curve_marks_the_sysfs_cache_sizes_in_table_json_csv_and_plot(cli, t
     assert lines[0] == "Cache-level curve: latency against working set, stride 64 B, 64-page locality, builtin"
     marks = [line.strip() for line in lines if line.strip().startswith("----")]
     assert marks == ["---- L1d 16K (sysfs) ----", "---- L2 128K (sysfs) ----", "---- L3 1M (sysfs) ----"]
-    assert re.search(r"^Plateaus: L1d [\d.]+ ns, L2 [\d.]+ ns, L3 [\d.]+ ns, memory [\d.]+ ns; \d rise in order",
-                     r.out, re.M), r.out
+    assert re.search(r"^Plateaus: (\S+ [\d.]+ ns \(\w+-\w+\)(, )?)+; \d rise in order$", r.out, re.M), r.out
     data = json.loads(js.read_text())
     sizes = [p["size_bytes"] for p in data["points"]]
     assert data["mode"] == "curve" and sizes[0] == 4096 and sizes[-1] == 4 << 20 and sizes == sorted(sizes)
     assert {p["traffic"] for p in data["points"]} == {CURVE} and all(p["latency_ns"] > 0 for p in data["points"])
-    assert [c["level"] for c in data["cache_levels"]] == ["L1d", "L2", "L3", "memory"]
+    assert all(c["level"] in ("L1d", "L2", "L3", "memory") for c in data["cache_levels"])
     assert data["environment"]["caches"] == [{"name": "L1d", "size": 16384}, {"name": "L2", "size": 131072},
                                              {"name": "L3", "size": 1048576}]
     rows = list(csv.DictReader(open(cs)))

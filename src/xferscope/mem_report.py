@@ -118,10 +118,14 @@ def _curve_lines(result: MemResult) -> list[str]:
             out.append(f"{format_size(p.size_bytes or 0):>10}  {p.latency_ns:>12.2f}  {_level_of(p.size_bytes or 0, caches)}")
         plateaus = cache_plateaus(points, caches)
         if plateaus:
-            parts = [f"{x['level']} {x['latency_ns']:.1f} ns" if x["latency_ns"] is not None
-                     else f"{x['level']} not reached" for x in plateaus]
-            rising = rising_plateaus(plateaus)
-            out.append(f"Plateaus: {', '.join(parts)}; {rising} rise in order")
+            parts = [f"{x['level']} {x['latency_ns']:.1f} ns ({format_size(x['from_bytes'])}-"
+                     f"{format_size(x['to_bytes'])})" for x in plateaus]
+            out.append(f"Plateaus: {', '.join(parts)}; {rising_plateaus(plateaus)} rise in order")
+            for x in plateaus:
+                if x["ends_early"]:
+                    size = next(c["size"] for c in caches if c["name"] == x["level"])
+                    out.append(f"Note: the {x['level']} plateau ends at {format_size(x['to_bytes'])}, well before the "
+                               f"{format_size(size)} sysfs gives: the cache is shared with others or partitioned")
         out.append("")
     return out[:-1] if out else out
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import statistics
 from dataclasses import asdict, dataclass, field, fields
@@ -243,40 +244,52 @@ def result_json(result: MemResult) -> str:
 # ------------------------------------------------------------ the cache curve
 
 
+#: consecutive working sets whose latencies are within this factor of their run's median form one plateau
+PLATEAU_BAND = 1.25
+#: a plateau higher than the one below by at least this factor "rises"
+PLATEAU_RISE = 1.2
+
+
 def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The curve's plateaus: for each cache level (``caches``: [{"name": "L1d", "size": bytes}, ...] smallest
-    first) and for memory beyond the last, the median latency of the points well inside it (working sets from
-    twice the level below up to half the level; memory: from 4x the last level), and whether it is higher than
-    the plateau below (by 20 %: ``rises``)."""
-    curve = sorted((p.size_bytes, p.latency_ns) for p in points if p.size_bytes and p.latency_ns is not None)
-    levels = [(str(c["name"]), int(c["size"])) for c in caches if c.get("size")]
-    spans: list[tuple[str, int, float]] = []
-    below = 0
-    for name, size in levels:
-        spans.append((name, 2 * below, size / 2))
-        below = size
-    if levels:
-        spans.append(("memory", 4 * below, float("inf")))
+    """The curve's plateaus, found in the measurements (not assumed from the cache sizes): runs of consecutive
+    working sets whose latencies stay within PLATEAU_BAND of the run's median, at least three sets over at
+    least a doubling of the working set, the transitions between them left out; runs that differ less than PLATEAU_RISE are one plateau. Each is named
+    by the smallest cache level (``caches``: [{"name": "L1d", "size": bytes}, ...] from sysfs) that holds its
+    largest working set, or ``memory`` beyond the last, and says whether it rises above the plateau below
+    (``rises``) and whether it ends well before the size sysfs gives its level (``ends_early``: a cache shared
+    with other tenants, or partitioned)."""
+    curve = sorted((p.size_bytes, p.latency_ns) for p in points if p.size_bytes and p.latency_ns)
+    runs: list[list[tuple[int, float]]] = []
+    for size, lat in curve:
+        if runs and abs(math.log(lat / statistics.median(x for _, x in runs[-1]))) < math.log(PLATEAU_BAND):
+            runs[-1].append((size, lat))
+        else:
+            runs.append([(size, lat)])
+    merged: list[list[tuple[int, float]]] = []
+    for run in (r for r in runs if len(r) > 1):  # a lone point is a transition or a disturbed window
+        if merged and abs(math.log(statistics.median(x for _, x in run) /
+                                   statistics.median(x for _, x in merged[-1]))) < math.log(PLATEAU_RISE):
+            merged[-1] = merged[-1] + run
+        else:
+            merged.append(run)
+    merged = [r for r in merged if len(r) >= 3 and r[-1][0] >= 2 * r[0][0]]
+    levels = sorted(((int(c["size"]), str(c["name"])) for c in caches if c.get("size")))
     out: list[dict[str, Any]] = []
-    previous = None
-    for name, lo, hi in spans:
-        inside = [lat for size, lat in curve if lo <= size <= hi]
-        entry: dict[str, Any] = {"level": name, "from_bytes": lo, "to_bytes": None if hi == float("inf") else int(hi),
-                                 "points": len(inside), "latency_ns": statistics.median(inside) if inside else None,
-                                 "rises": None}
-        if entry["latency_ns"] is not None and previous is not None:
-            entry["rises"] = entry["latency_ns"] > 1.2 * previous
-        if entry["latency_ns"] is not None:
-            previous = entry["latency_ns"]
-        out.append(entry)
+    for run in merged:
+        last = run[-1][0]
+        level = next(((size, name) for size, name in levels if last <= size), None)
+        latency = statistics.median(x for _, x in run)
+        out.append({"level": level[1] if level else "memory" if levels else f"plateau {len(out) + 1}",
+                    "from_bytes": run[0][0], "to_bytes": last, "points": len(run), "latency_ns": latency,
+                    "rises": None if not out else latency > PLATEAU_RISE * out[-1]["latency_ns"],
+                    "ends_early": bool(level and last * 4 <= level[0])})
     return out
 
 
 def rising_plateaus(plateaus: list[dict[str, Any]]) -> int:
-    """How many plateaus were measured and rise in order from the first (the first counts as one)."""
-    measured = [p for p in plateaus if p["latency_ns"] is not None]
-    count = 1 if measured else 0
-    for p in measured[1:]:
+    """How many plateaus rise in order from the first (the first counts as one)."""
+    count = 1 if plateaus else 0
+    for p in plateaus[1:]:
         if not p["rises"]:
             break
         count += 1
