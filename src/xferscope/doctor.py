@@ -222,7 +222,7 @@ def check_registration(f: Facts) -> list[Check]:
         handle = cufile_driver.register_handle(res, fd, path, f.fstype)
         dev = res.device_memory(0, 1 << 20)
         cufile_driver.register_buffer(res, 0, dev, 1 << 20)
-        mode = cufile_driver.file_mode(handle, dev, 1 << 20)
+        mode = cufile_driver.file_mode(path, 1 << 20, 0, fstype=f.fstype)
         status = OK if mode.mode == "gds" else WARN
         return [Check("cuFile registration", status, f"a file in {f.directory} registers; {mode.label}")]
     except OSError as exc:

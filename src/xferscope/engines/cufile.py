@@ -81,11 +81,14 @@ class _CufileMixin:
             self.labels.append("GPU buffers not registered")
         return handle
 
-    def detect_mode(self, handle: int, dev: int) -> None:
-        """Label the run with the mode cuFile serves this file in (one probe read, untimed)."""
+    def detect_mode(self) -> None:
+        """Label the run with the mode cuFile serves this file in (one probe read, untimed, in a process
+        of its own)."""
         target = self.target
-        device = os.stat(target.files[target.worker_files[0]].path).st_dev
-        self.mode = cufile_driver.file_mode(handle, dev, self.spec.block_size, device)
+        path = target.files[target.worker_files[0]].path
+        self.mode = cufile_driver.file_mode(path, self.spec.block_size, self.worker_gpus[0], os.stat(path).st_dev,
+                                            fstype=target.filesystem.fstype,
+                                            register=self.spec.register_buffers)
         self.labels.append(self.mode.label)
 
     def _one_io(self, worker: dict[str, Any], offset: int, write: bool) -> None:
@@ -138,7 +141,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):
         gpu = super().prepare_gpu()
         gpu["functions"].update(cufile_driver.functions())
         first = self.gpu_workers[0]
-        self.detect_mode(first["handle"], first["dev"])
+        self.detect_mode()
         self.check_page_cache(first)
         return gpu
 
@@ -224,8 +227,8 @@ class _CufileThreadEngine(_CufileMixin, Engine):
             start, length = self.target.worker_regions[i]
             worker = {"gpu": gpu, "dev": dev, "handle": self.register(i, gpu, self._fds[i], dev, size),
                       "cursor": _Cursor(spec, start, length, i)}
-            if i == 0:  # before any batch handle exists: cuFile's statistics and batches do not mix
-                self.detect_mode(worker["handle"], dev)
+            if i == 0:
+                self.detect_mode()
             self.prepare_worker(worker)
             self._workers.append(worker)
 

@@ -10,7 +10,8 @@ explained from what the log gained during the failing call.
 The mode is what the run is labelled with: ``gds`` (data moves by DMA through
 nvidia-fs or PCI P2PDMA) or ``compat`` (cuFile's POSIX path with its own bounce
 buffers). It is decided from the driver (nvidia-fs loaded, P2PDMA enabled,
-forced compat) and, per file, from cuFile's own counters around one probe read.
+forced compat) and, per file, from cuFile's own counters around one probe read, taken
+in a process of its own (see ``probe_read_path``).
 """
 from __future__ import annotations
 
@@ -80,6 +81,28 @@ def log() -> CufileLog:
         if _log is None:
             _log = CufileLog()
         return _log
+
+
+def log_for_child() -> tuple[dict[str, str], str | None]:
+    """The environment that makes a child process's cuFile log to a file of ours, and that file (which the
+    caller removes), so that its log outlives the child; ({}, None) when the user chose the log file."""
+    if os.environ.get(LOG_ENV):
+        return {}, None
+    fd, path = tempfile.mkstemp(prefix="xferscope-cufile-", suffix=".log")
+    os.close(fd)
+    return {LOG_ENV: path}, path
+
+
+def log_tail(path: str, lines: int = 12) -> list[str]:
+    """The last non-empty lines of a cuFile log file."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - (64 << 10)))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
 
 
 def module():
@@ -304,61 +327,73 @@ def driver_mode() -> CufileMode:
     return CufileMode("gds", f"nvidia-fs {nvfs}" if nvfs else "PCI P2PDMA")
 
 
-def probe_read_path(handle: int, dev_ptr: int, nbytes: int) -> str | None:
-    """Which path cuFile took for one read, from its own per-GPU counters: "nvfs", "p2p",
-    "posix", or None when the counters are not available. Outside the timed region."""
-    try:
-        import numpy as np
+#: the cuFile counters a probe read moves: which path served it
+PROBE_COUNTERS = {"nvfs": "n_nvfs_reads", "p2p": "n_p2p_reads", "posix": "n_posix_reads"}
 
-        cf = module()
-        old = cf.get_stats_level()
-        cf.set_stats_level(3)
-    except Exception:
-        return None
+
+def probe_read_path(path: str, nbytes: int, gpu: int = 0, *, fstype: str = "",
+                    register: bool = True) -> tuple[str | None, str | None]:
+    """Which path cuFile took for one read of ``path`` ("nvfs", "p2p" or "posix"), from its own per-GPU
+    counters, or (None, why not). Outside the timed region.
+
+    cuFile 1.15 in compat mode crashes now and then when its statistics are switched on and off in
+    a process (``set_stats_level``/``stats_start``/``stats_stop``). So the probe runs in a short-lived
+    process of its own (``xferscope.engines.cufile_probe``) that switches them on once, never off,
+    reads the counters before and after one read, and leaves without tearing anything down: the
+    process that measures never has statistics on, and a crash of the probe is only a probe that
+    could not tell."""
+    from xferscope.isolation import ChildDied, call
+
     try:
-        cf.stats_start()
-        cf.stats_reset()
-        cf.read(handle, dev_ptr, nbytes, 0, 0)
-        st = np.zeros(1, dtype=cf.stats_level3_dtype)
-        cf.get_stats_l3(st.ctypes.data)
-        per = st["per_gpu_stats"][0][: int(st["num_gpus"][0])]
-        counts = {"nvfs": int(per["n_nvfs_reads"].sum()), "p2p": int(per["n_p2p_reads"].sum()),
-                  "posix": int(per["n_posix_reads"].sum())}
-    except Exception:
-        return None
-    finally:
-        with contextlib.suppress(Exception):
-            cf.stats_stop()
-        with contextlib.suppress(Exception):
-            cf.set_stats_level(old)
-    if not any(counts.values()):
-        return None
-    return max(counts, key=counts.get)
+        counts = call("xferscope.engines.cufile_probe:count_one_read", path, nbytes, gpu, fstype, register,
+                      what="cuFile's mode probe", timeout=120)
+    except ChildDied as exc:
+        return None, f"the probe's process died by {exc.how}" if exc.signal_name else str(exc)
+    except Exception as exc:
+        return None, f"the probe failed: {exc}"
+    if not counts or not any(counts.values()):
+        return None, "cuFile's counters did not move"
+    return max(counts, key=counts.get), None
 
 
 _probed: dict[int, str | None] = {}
 
 
-def file_mode(handle: int, dev_ptr: int, nbytes: int, device: int | None = None) -> CufileMode:
-    """The mode for one registered file: the driver's, corrected by a probe read's counters.
+def known_probes() -> dict[int, str | None]:
+    """What the probes of this process found, per block device (to hand to the next run's process)."""
+    with _lock:
+        return dict(_probed)
 
-    The probe runs once per block device (``device``, the file's st_dev) and process:
-    toggling cuFile's statistics is not free, and must happen before batch handles exist.
-    """
+
+def remember_probes(probes: dict[int, str | None]) -> None:
+    """Take what earlier runs' probes found (one probe per block device and session)."""
+    with _lock:
+        _probed.update(probes)
+
+
+def file_mode(path: str, nbytes: int, gpu: int = 0, device: int | None = None, *, fstype: str = "",
+              register: bool = True) -> CufileMode:
+    """The mode for one file: the driver's, corrected by a probe read's counters.
+
+    The probe runs once per block device (``device``, the file's st_dev) and session: it costs a
+    process start and a CUDA context (a second or so, outside the timed region)."""
     mode = driver_mode()
+    why = None
     with _lock:
         if device is not None and device in _probed:
-            path = _probed[device]
+            taken = _probed[device]
         else:
-            path = probe_read_path(handle, dev_ptr, nbytes)
-            if device is not None:
-                _probed[device] = path
-    if path == "posix" and mode.mode == "gds":
+            taken, why = probe_read_path(path, nbytes, gpu, fstype=fstype, register=register)
+            if device is not None and why is None:
+                _probed[device] = taken
+    if taken == "posix" and mode.mode == "gds":
         return CufileMode("compat", "cuFile served this file through POSIX")
-    if path in ("nvfs", "p2p") and mode.mode == "compat":
-        return CufileMode("gds", "nvidia-fs" if path == "nvfs" else "PCI P2PDMA")
-    if path == "posix":
+    if taken in ("nvfs", "p2p") and mode.mode == "compat":
+        return CufileMode("gds", "nvidia-fs" if taken == "nvfs" else "PCI P2PDMA")
+    if taken == "posix":
         return CufileMode("compat", mode.reason + ", confirmed by cuFile's counters")
+    if why:
+        return CufileMode(mode.mode, f"{mode.reason}; not confirmed by cuFile's counters: {why}")
     return mode
 
 
