@@ -53,7 +53,7 @@ def cli():
 @pytest.fixture
 def no_gpu(monkeypatch, tmp_path):
     """This machine as one without any GPU, whatever it has: NVML, CUDA and cuFile all see none, and no
-    link ceiling is cached."""
+    link ceiling is cached; in this process, and in the processes xferscope starts (engines, checks)."""
     from xferscope.engines import cufile_driver, gpu_setup
     from xferscope.telemetry import gpu
 
@@ -65,6 +65,7 @@ def no_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
     monkeypatch.setattr(gpu, "_session_ceilings", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setenv("XFERSCOPE_NO_GPU", "1")
 
 
 @pytest.fixture

@@ -179,12 +179,14 @@ def test_compare_rows_say_when_the_page_cache_was_not_asked_for(tmp_path):
 
 
 def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_dir, monkeypatch):
-    """A driver call that never returns (seen with cuFile's batch API) must not hang Ctrl-C."""
+    """A driver call that never returns (seen with cuFile's batch API) must not hang Ctrl-C: in the
+    engine's own process (``LocalRun``), the workers are left behind with what they measured."""
     import _thread
     import threading
     import time
 
-    import xferscope.runner as runner_mod
+    import xferscope.local_run as runner_mod
+    from xferscope.local_run import LocalRun as Run
 
     monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
     real, closed = {}, []
@@ -229,7 +231,9 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
     spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=64 << 20, block_size=1 << 20, workers=2,
                    iodepth=iodepth, duration=1.0, huge_pages=True)
     seen = []
-    result = Run(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
+    from xferscope.local_run import LocalRun  # in this process, to read its own page sizes
+
+    result = LocalRun(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
     assert result.status == "ok" and result.bytes > 0
     assert seen and max(seen) >= 2 * 2048, seen  # a 2 MiB page at least under each worker's buffers
     assert "buffers on 2 MiB huge pages" in result.labels
@@ -241,6 +245,8 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
 def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, monkeypatch):
     from xferscope.engines import host
 
+    from xferscope.local_run import LocalRun  # the engine in this process, where the kernel's answer is patched
+
     monkeypatch.setattr(host, "thp_mode", lambda: "never")
     with pytest.raises(Exception, match=r"--huge-pages: transparent huge pages are off on this machine"):
-        Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2, huge_pages=True)).execute()
+        LocalRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2, huge_pages=True)).execute()

@@ -76,6 +76,14 @@ class SharedDataset:
         """``spec`` reading this dataset."""
         return spec.replace(file=self._file, directory=None if self._file else spec.directory)
 
+    def orphan_paths(self) -> tuple[str, ...]:
+        """What to remove should this process die while a run reads the dataset (what ``close`` removes)."""
+        if self.temp_dir is not None:
+            return (self.temp_dir,)
+        if self.target is None or self.spec.keep:
+            return ()
+        return tuple(self.target.created)
+
     def identity(self) -> list[tuple[int, int]]:
         """(st_dev, st_ino) of each file now: the same for every run when every run reads the same files."""
         out = []

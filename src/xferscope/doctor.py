@@ -327,24 +327,97 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
     check_filesystem, check_direct_io, check_udev, check_registration, check_free_space, check_iommu,
     check_gpu_links, check_affinity,
 )
+#: the checks that call NVML, CUDA or cuFile: they run in a process of their own (a crash there is a
+#: failed check naming the signal, and the checks after it still run)
+NATIVE_CHECKS = {"check_driver": "NVIDIA driver", "check_cuda_python": "cuda-python",
+                 "check_cufile_library": "cuFile library", "check_cufile_driver": "cuFile driver",
+                 "check_registration": "cuFile registration", "check_gpu_links": "PCIe links"}
+
+
+def _check_name(fn: Callable) -> str:
+    return fn.__name__.replace("check_", "").replace("_", " ")
+
+
+def _run_one(fn: Callable[[Facts], list[Check]], facts: Facts) -> list[Check]:
+    try:
+        return fn(facts)
+    except Exception as exc:  # a check that breaks says so; the others still run
+        return [Check(_check_name(fn), WARN, f"could not check: {exc}")]
+
+
+def native_facts(directory: str) -> Facts:
+    """What the checks learn from NVML, CUDA and cuFile (in the checks' own process)."""
+    from xferscope.engines import cufile_driver, gpu_setup
+    from xferscope.telemetry.gpu import gpu_inventory
+
+    return Facts(directory=directory, gpus=gpu_inventory(), cuda_reason=gpu_setup.unavailable_reason(),
+                 cufile_reason=cufile_driver.library_status()[0])
+
+
+def native_check(name: str, facts: Facts) -> tuple[list[Check], Facts]:
+    """One of NATIVE_CHECKS, in the checks' own process: its checks and the facts it updated."""
+    return _run_one(globals()[name], facts), facts
+
+
+class _NativeSide:
+    """The process the native checks run in; after a crash, a fresh one for the next check."""
+
+    def __init__(self) -> None:
+        from xferscope.engines import cufile_driver
+        from xferscope.isolation import Worker
+
+        extra, self.log = cufile_driver.log_for_child()
+        self.worker = Worker("doctor's GPU checks", env={**os.environ, **extra} if extra else None)
+
+    def call(self, name: str, what: str, *args):
+        """(value, None), or (None, a failed Check naming the signal) when its process died."""
+        from xferscope.isolation import ChildDied
+
+        try:
+            return self.worker.call(f"xferscope.doctor:{name}", *args, timeout=600), None
+        except ChildDied as exc:
+            detail = f"its process died by {exc.how}" if exc.signal_name else str(exc).split(": ", 1)[-1]
+            last = next((ln.strip() for ln in reversed(exc.stderr_tail) if ln.strip()), "")
+            if last and exc.signal_name:
+                detail += f" (last words: {last[:200]})"
+            return None, Check(what, FAIL, f"{detail}; the checks after it still ran",
+                               "run it again; if it crashes again, report it with `xferscope doctor --json`")
+
+    def close(self) -> None:
+        self.worker.close()
+        if self.log:
+            with contextlib.suppress(OSError):
+                os.unlink(self.log)
 
 
 def run_checks(directory: str | None = None) -> dict[str, Any]:
-    """Every check, for ``directory`` (default: where xferscope puts scratch files)."""
-    from xferscope.engines import cufile_driver, gpu_setup
+    """Every check, for ``directory`` (default: where xferscope puts scratch files).
+
+    The checks that call NVML, CUDA or cuFile run in a process of their own: one that crashes there
+    is a failed check that names the signal, and the others still run."""
     from xferscope.target import default_scratch_parent
-    from xferscope.telemetry.gpu import gpu_inventory
 
     directory = os.path.abspath(directory or default_scratch_parent()[0])
-    facts = Facts(directory=directory, gpus=gpu_inventory(), cuda_reason=gpu_setup.unavailable_reason(),
-                  cufile_reason=cufile_driver.library_status()[0])
+    native = _NativeSide()
     checks: list[Check] = []
-    for fn in CHECKS:
-        try:
-            checks.extend(fn(facts))
-        except Exception as exc:  # a check that breaks says so; the others still run
-            checks.append(Check(fn.__name__.replace("check_", "").replace("_", " "), WARN,
-                                f"could not check: {exc}"))
+    try:
+        facts, failed = native.call("native_facts", "GPU facts", directory)
+        if failed is not None:
+            checks.append(failed)
+            why = "the GPU facts could not be read (their process crashed)"
+            facts = Facts(directory=directory, gpus=[], cuda_reason=why, cufile_reason=why)
+        for fn in CHECKS:
+            if fn.__name__ in NATIVE_CHECKS and globals().get(fn.__name__) is fn:
+                answer, failed = native.call("native_check", NATIVE_CHECKS[fn.__name__], fn.__name__, facts)
+                if failed is not None:
+                    checks.append(failed)
+                    continue
+                found, facts = answer
+                checks.extend(found)
+            else:
+                checks.extend(_run_one(fn, facts))
+    finally:
+        native.close()
     summary = {s: sum(c.status == s for c in checks) for s in (OK, WARN, FAIL)}
     return {"schema": SCHEMA, "directory": directory, "gpu": bool(facts.gpus),
             "checks": [asdict(c) for c in checks], "summary": summary}

@@ -31,7 +31,7 @@ SERIES_COLUMNS = [
     "lat_mean_us", "lat_p99_us", "cpu_usr_pct", "cpu_sys_pct",
     "throughput_mb_s", "read_bytes", "write_bytes", "lat_p50_us", "lat_p90_us", "lat_p999_us", "lat_max_us",
     "sys_usr_pct", "sys_sys_pct", "workers_done", "gpu_util_pct", "gpu_mem_used_mib", "gpu_pcie_rx_mb_s",
-    "gpu_pcie_tx_mb_s", "label", "host", "ranks",
+    "gpu_pcie_tx_mb_s", "label", "host", "ranks", "status", "incomplete",
 ]
 
 SUMMARY_COLUMNS = [
@@ -82,6 +82,7 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
         "file_size": spec.file_size,
         "gpus": list(spec.gpus) if spec.uses_gpu else [],
         "status": r.status,
+        "incomplete": r.incomplete,
         "error": r.error,
         "source": r.source,
         "bytes": r.bytes,
@@ -110,6 +111,8 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
         d["read_latency_us"] = r.read_latency_us.to_dict()
     if r.write_latency_us:
         d["write_latency_us"] = r.write_latency_us.to_dict()
+    if r.error_detail:
+        d["error_detail"] = list(r.error_detail)
     if r.histogram is not None:
         d["latency_histogram_ns"] = {str(k): v for k, v in r.histogram.to_sparse().items()}
     if samples:
@@ -155,6 +158,7 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
             histogram=Histogram.from_sparse(hist) if hist else None,
             gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
             hosts=[result_from_dict(h, where) for h in d.get("hosts") or []],
+            error_detail=[str(x) for x in d.get("error_detail") or []],
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise FormatError(where, None, f"not an xferscope result: {exc}") from None
@@ -274,7 +278,7 @@ def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
             "gpu_mem_used_mib": sum(g.get("mem_used_mib", 0) for g in gpu) if gpu else None,
             "gpu_pcie_rx_mb_s": sum(g.get("pcie_rx_mb_s", 0) for g in gpu) if gpu else None,
             "gpu_pcie_tx_mb_s": sum(g.get("pcie_tx_mb_s", 0) for g in gpu) if gpu else None,
-            "label": spec.name, **where,
+            "label": spec.name, **where, "status": r.status, "incomplete": "yes" if r.incomplete else "no",
         }
 
 

@@ -1,11 +1,23 @@
 """Which GPUs this machine has, through NVML, without failing where there are none."""
 from __future__ import annotations
 
+import os
+
 from xferscope.errors import SpecError
+
+#: set (to anything but "" or "0"): xferscope acts as on a machine without any GPU, in every process it
+#: starts (NVML, CUDA and cuFile see none): for runs of the host path that must not touch a GPU driver
+NO_GPU_ENV = "XFERSCOPE_NO_GPU"
+
+
+def hidden_gpus() -> bool:
+    return os.environ.get(NO_GPU_ENV, "") not in ("", "0")
 
 
 def gpu_count() -> tuple[int, str]:
     """(number of GPUs, reason when 0)."""
+    if hidden_gpus():
+        return 0, f"hidden by {NO_GPU_ENV}"
     try:
         import pynvml
     except ImportError:

@@ -1,198 +1,326 @@
-"""Drive one engine through a run: prepare, start, sample at a fixed rate, stop, clean up.
+"""Drive one run with its engine in a process of its own: prepare, start, sample, stop, clean up.
 
-The sampler is a plain thread that wakes at the sample interval, reads the
-engine's cumulative counters and the CPU/GPU meters, and publishes an
-immutable ``Sample``. Consumers never slow the workers: they get samples
-through callbacks that must not block, a blocking iterator, or an async
-iterator for asyncio (the console).
+``Run`` is what the CLI, the console, sweeps and MPI ranks use. Its engine (and
+every native library it calls: cuFile, the CUDA driver, NVML, the C cores) runs in
+a child process (``xferscope.engine_process``); this process plans the files,
+receives the samples and the result, and only renders them. A crash there is a
+failed run here:
+
+* the error names the path and the signal ("cufile: the engine process died by
+  SIGSEGV (segmentation fault) 3.1 s into the run"), and ``error_detail`` holds
+  the last lines the engine's process wrote and those of cuFile's log;
+* what was measured until then is kept: the result of a run that died in its
+  timed region is built here from the last counters it sent (``incomplete``);
+* the files the run created are removed here, since they were planned here.
+
+When this process is gone, the engine's process notices (see ``isolation``),
+stops and removes its files. Samples reach consumers as before: callbacks that
+must not block, a blocking iterator, an async iterator.
 """
 from __future__ import annotations
 
-import asyncio
-import math
+import contextlib
 import os
-import platform
 import queue
-import socket
 import threading
 import time
-from typing import AsyncIterator, Callable, Iterator
+from typing import Any, Callable
 
 from xferscope import target as targets
-from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, Snapshot, WorkerResult
-from xferscope.engines.registry import engine_class
-from xferscope.errors import EngineUnavailable, RunFailed
+from xferscope.engines.base import RunResult, Sample, Snapshot
+from xferscope.errors import RunFailed
+from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire
+from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples
 from xferscope.spec import RunSpec
-from xferscope.stats import Histogram
-from xferscope.telemetry.cpu import CpuMeter, ThreadCpuMeter
 
-_END = object()
-GRACE_S = 5.0  # workers stop themselves at the deadline; this is only a safety net
-STOP_GRACE_S = 5.0  # after a stop request, how long workers get to finish the operation in flight
+#: after "close", how long the engine's process gets to free the engine and remove its files
+CLOSE_TIMEOUT_S = STOP_GRACE_S + 60.0
+#: lines of the engine process's stderr and of cuFile's log kept with a failure
+TAIL_LINES = 12
 
-
-def _latency(hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None = None,
-             lat_max: float | None = None) -> LatencySummary:
-    if not ops or not hist.count:
-        nan = math.nan
-        return LatencySummary(nan, nan, nan, nan, nan, nan, nan)
-    p = hist.percentiles()
-    lo = hist.min() if lat_min is None else lat_min
-    hi = hist.max() if lat_max is None else lat_max
-    # a percentile is the middle of its histogram bucket: never past the latencies measured at either end
-    p = {k: min(max(v, lo), hi) for k, v in p.items()}
-    return LatencySummary(min=lo / 1e3, mean=lat_sum_ns / ops / 1e3, p50=p[50.0] / 1e3, p90=p[90.0] / 1e3,
-                          p99=p[99.0] / 1e3, p999=p[99.9] / 1e3, max=hi / 1e3)
+#: cuFile's mode probe per block device, learnt by earlier runs of this process (see cufile_driver)
+_cufile_probes: dict[int, str | None] = {}
 
 
-def _lat_sum(snap: Snapshot) -> int:
-    return sum(w.read_lat_sum_ns + w.write_lat_sum_ns for w in snap.workers)
+class EngineDied(ChildDied):
+    """The engine's process died (a signal) or left without its result. ``result``: what it measured
+    until then (None when it died before its timed region); ``detail``: its last words."""
+
+    def __init__(self, path: str, how: str, signal_name: str | None, when: str, detail: list[str]):
+        self.path, self.when, self.detail = path, when, list(detail)
+        self.result: RunResult | None = None
+        verb = f"died by {how}" if signal_name else f"ended with {how}"
+        ChildDied.__init__(self, f"{path} engine", how, signal_name, detail,
+                           message=f"{path}: the engine process {verb} {when}")
 
 
-class Run:
-    """One run of one spec. Use ``execute()`` for the simple case, or the steps for live consumers."""
+class EngineView:
+    """``run.engine`` for consumers written when the engine lived in this process: what it said about
+    itself (labels, GPUs of the workers, environment) and its latest counters."""
 
-    def __init__(self, spec: RunSpec, *, gpu_telemetry: bool = True):
+    def __init__(self, run: "Run"):
+        self._run = run
+
+    @property
+    def labels(self) -> list[str]:
+        return self._run.labels
+
+    @property
+    def worker_gpus(self) -> list[int | None]:
+        return self._run.worker_gpus
+
+    def snapshot(self) -> Snapshot:
+        return self._run.snapshot()
+
+    def environment(self) -> dict[str, Any]:
+        return dict(self._run.engine_environment)
+
+
+class Run(SampleFeed):
+    """One run of one spec, its engine in a child process. Use ``execute()`` for the simple case, or
+    the steps (``prepare``, ``start``, ``join``, ``close``, ``finish``) for live consumers.
+
+    ``remove_if_orphaned``: paths (files or directories) the caller made for this run; the engine's
+    process removes them if this process dies before the run is closed."""
+
+    def __init__(self, spec: RunSpec, *, gpu_telemetry: bool = True, remove_if_orphaned: tuple[str, ...] = ()):
+        SampleFeed.__init__(self)
         self.spec = spec.validate()
-        self.engine = None
-        self.target = None
+        self.target: targets.Target | None = None
         self.samples: list[Sample] = []
         self.result: RunResult | None = None
         self.state = "new"  # new, preparing, running, finished, closed
-        self._gpu_telemetry = gpu_telemetry
-        self._cancel = threading.Event()
-        self._stopped_by_user = False
-        self._listeners: list[Callable[[Sample | None], None]] = []
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._final: Snapshot | None = None
-        self._cpu: CpuMeter | None = None
-        self._engine_cpu: ThreadCpuMeter | None = None
-        self._gpu_meter = None
-        self._started_at = 0.0
-        self._sampler_error: BaseException | None = None
-        self._finished = threading.Event()
-        #: workers did not stop when asked (stuck in a driver call): their threads are left behind
+        self.labels: list[str] = []
+        self.worker_gpus: list[int | None] = []
+        self.engine_environment: dict[str, Any] = {}
+        #: the engine's workers did not stop when asked; its process was killed (nothing is left here)
         self.stuck = False
+        self._gpu_telemetry = gpu_telemetry
+        self._remove_if_orphaned = tuple(remove_if_orphaned)
+        self._child: Child | None = None
+        self._control: queue.Queue = queue.Queue()
+        self._snapshot: Snapshot | None = None
+        self._started_at: float | None = None
+        self._stopped_by_user = False
+        self._ended = threading.Event()
+        self._closed = threading.Event()
+        self._child_result: RunResult | None = None
+        self._child_error: BaseException | None = None
+        self._death: EngineDied | None = None
+        self._abandoned: str | None = None
+        self._cufile_log: str | None = None
+        self._phase = "starting"
 
-    # ------------------------------------------------------------ listeners
-    def subscribe(self, callback: Callable[[Sample | None], None]) -> None:
-        """Call ``callback(sample)`` for every sample, then ``callback(None)`` at the end. Must not block."""
-        with self._lock:
-            self._listeners.append(callback)
+    @property
+    def engine(self) -> EngineView | None:
+        return EngineView(self) if self.state in ("running", "finished", "closed") or self.labels else None
 
-    def iter_samples(self) -> Iterator[Sample]:
-        """Blocking iterator over the samples of a started run (subscribe before ``start``)."""
-        q: queue.Queue = queue.Queue()
-        self.subscribe(lambda s: q.put(_END if s is None else s))
+    # ---------------------------------------------------------------- the engine's process
+    def _spawn(self) -> None:
+        env = None
+        if self.spec.path.startswith("cufile"):
+            from xferscope.engines import cufile_driver
+
+            extra, self._cufile_log = cufile_driver.log_for_child()
+            env = {**os.environ, **extra} if extra else None
+        self._child = Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
+        orphan_paths = self._remove_if_orphaned + ((self._cufile_log,) if self._cufile_log else ())
+        self._child.send({"spec": self.spec, "gpu_telemetry": self._gpu_telemetry,
+                          "remove_if_orphaned": orphan_paths, "cufile_probes": dict(_cufile_probes)})
+        threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
+
+    def _read(self) -> None:
+        """The reader thread: messages from the engine's process, until it closes its end."""
+        child = self._child
+        try:
+            while True:
+                message = child.recv()
+                kind = message[0]
+                if kind == "sample":
+                    _, sample, snap = message
+                    self._snapshot = snap
+                    self.samples.append(sample)
+                    self._publish(sample)
+                elif kind == "ended":
+                    _, result, error, stuck = message
+                    self._child_result = result
+                    self._child_error = error_from_wire(error) if error else None
+                    if stuck:
+                        self._abandoned = result.error if result is not None else "workers did not stop"
+                    self._end()
+                elif kind == "closed":
+                    self._closed.set()
+                else:
+                    if kind == "started":
+                        self._snapshot = message[2]
+                    self._control.put(message)
+        except (EOFError, OSError):
+            pass
+        except Exception as exc:  # a message that cannot be read: the channel is useless from here on
+            self._control.put(("error", {"message": f"cannot read the engine process's messages: {exc!r}"}))
+        child.wait(10.0)
+        if not self._closed.is_set():
+            rc = child.returncode
+            if rc is None:  # closed its end yet still alive: end it
+                child.kill()
+                rc = child.wait()
+            how, name = describe_exit(rc)
+            self._death = EngineDied(self.spec.path, how, name, self._when(), self._last_words())
+        self._control.put(("dead",))
+        self._end()
+
+    def _end(self) -> None:
+        if not self._ended.is_set():
+            self.state = "finished" if self.state == "running" else self.state
+            self._ended.set()
+            if self._started_at is not None:
+                self._publish(None)
+
+    def _when(self) -> str:
+        if self._ended.is_set() and (self._child_result is not None or self._child_error is not None):
+            return "while closing (after its results were in)"
+        if self._started_at is not None:
+            return f"{time.monotonic() - self._started_at:.1f} s into the run"
+        return f"while {self._phase}"
+
+    def _last_words(self) -> list[str]:
+        out: list[str] = []
+        if self._child is not None:
+            tail = self._child.stderr_tail(TAIL_LINES)
+            if tail:
+                out += ["engine process stderr (last lines):"] + ["  " + ln for ln in tail]
+        if self._cufile_log:
+            from xferscope.engines import cufile_driver
+
+            tail = cufile_driver.log_tail(self._cufile_log, TAIL_LINES)
+            if tail:
+                out += [f"cuFile log {self._cufile_log} (last lines):"] + ["  " + ln for ln in tail]
+        return out
+
+    def _await(self, kinds: tuple[str, ...], progress: Callable[[int, int], None] | None = None) -> tuple:
+        """The next control message of one of ``kinds``; an error there is raised here."""
         while True:
-            item = q.get()
-            if item is _END:
-                return
-            yield item
-
-    async def aiter_samples(self) -> AsyncIterator[Sample]:
-        """``async for sample in run.aiter_samples()``; subscribe before ``start``."""
-        loop = asyncio.get_running_loop()
-        q: asyncio.Queue = asyncio.Queue()
-
-        def push(s):
             try:
-                loop.call_soon_threadsafe(q.put_nowait, _END if s is None else s)
-            except RuntimeError:  # the loop is gone: nobody is listening any more
-                pass
-
-        self.subscribe(push)
-        while True:
-            item = await q.get()
-            if item is _END:
-                return
-            yield item
-
-    def _publish(self, sample: Sample | None) -> None:
-        with self._lock:
-            listeners = list(self._listeners)
-        for cb in listeners:
-            try:
-                cb(sample)
-            except Exception:  # a broken consumer must not stop the measurement
-                pass
+                message = self._control.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            kind = message[0]
+            if kind == "progress":
+                if progress is not None:
+                    progress(message[1], message[2])
+                continue
+            if kind in kinds:
+                return message
+            if kind == "error":
+                raise error_from_wire(message[1]) if "module" in message[1] else RunFailed(message[1]["message"])
+            if kind == "dead":
+                self._control.put(message)  # every later wait sees it too
+                raise self._death or RunFailed(f"{self.spec.path}: the engine process is gone")
 
     # ---------------------------------------------------------------- steps
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Check the path, plan and create files, set up the engine. Outside the timed region."""
+        """Check the path (in the engine's process), plan the files (here), create them and set up the
+        engine (there). Outside the timed region."""
         self.state = "preparing"
-        cls = engine_class(self.spec.path)
-        reason = cls.unavailable_reason()
-        if reason:
-            raise EngineUnavailable(self.spec.path, reason)
+        self._phase = "checking the path"
+        self._spawn()
+        self._await(("available",))
+        self._phase = "planning the files"
         self.target = targets.plan(self.spec)
-        targets.materialize(self.target, self._cancel, progress)
-        if self._cancel.is_set():
-            raise targets.Interrupted("interrupted before the run started")
-        self.engine = cls(self.spec, self.target)
-        self.engine.prepare()
-        if self._gpu_telemetry:
-            self._gpu_meter = _gpu_meter(self.spec, self.engine)
+        self._child.send(("target", self.target))
+        self._phase = "preparing"
+        _, labels, worker_gpus, created = self._await(("prepared",), progress)
+        self.labels, self.worker_gpus = labels, worker_gpus
+        self.target.created = list(created)
 
     def start(self) -> None:
-        self._cpu = CpuMeter()
-        self.engine.start()
-        self._cpu.mark()
-        self._engine_cpu = ThreadCpuMeter(self.engine.thread_ids())
+        self._phase = "starting"
+        self._child.send("start")
+        _, info, _ = self._await(("started",))
         self._started_at = time.monotonic()
+        self.labels = info["labels"]
+        self.worker_gpus = info["worker_gpus"]
+        self.engine_environment = info["environment"]
+        _cufile_probes.update(info.get("cufile_probes") or {})
         self.state = "running"
-        self._thread = threading.Thread(target=self._sample_loop, name="xferscope-sampler", daemon=True)
-        self._thread.start()
 
     def stop(self) -> None:
         """Stop early and keep what was measured."""
         self._stopped_by_user = True
-        self._cancel.set()
-        if self.engine is not None:
-            self.engine.stop()
+        if self._child is not None:
+            self._child.send("stop")
 
     def join(self, timeout: float | None = None) -> bool:
-        """Wait for the sampler to finish; True when it has."""
-        if self._thread is None:
+        """Wait for the run's end (its result is in, or its process died); True when it has."""
+        if self._child is None or self._started_at is None:
             return True
-        # an Event, not Thread.join: Ctrl-C during join() can leave a live thread marked stopped
-        return self._finished.wait(timeout)
+        return self._ended.wait(timeout)
+
+    def snapshot(self) -> Snapshot:
+        """The engine's cumulative counters as last sent (at most one sample interval old)."""
+        if self._snapshot is None:
+            raise RunFailed(f"{self.spec.path}: the engine has not started")
+        return self._snapshot
 
     def _abandon(self) -> None:
-        """Workers ignore the stop request (a driver call that never returns): keep what they measured
-        and let the caller go; their threads and buffers are left to the process's exit."""
-        self.stuck = True
-        try:
-            self._final = self.engine.snapshot()
-        except Exception:
-            pass
-        self._sampler_error = RuntimeError(
-            f"workers did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck in a driver call?); "
-            "the figures measured until then are kept")
-        self._finished.set()
+        """The engine ignores the stop request: kill its process; what it sent is kept."""
+        self._abandoned = (f"the engine did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck "
+                           "in a driver call?); its process was killed; the figures measured until then are kept")
+        if self._child is not None:
+            self._child.kill()
+        self._ended.wait(10.0)
 
     def close(self) -> None:
-        """Free the engine and remove the files this run created (unless --keep). Idempotent."""
+        """End the engine's process (it frees the engine and removes the run's files unless --keep); where
+        it cannot, remove them here. Idempotent."""
+        if self.state == "closed":
+            return
+        child = self._child
         try:
-            if self.engine is not None and not self.stuck:
-                self.engine.stop()
-                self.engine.close()
-            if self._gpu_meter is not None:
-                self._gpu_meter.close()
+            if child is not None:
+                if self._abandoned is None and child.send("close"):
+                    deadline = time.monotonic() + CLOSE_TIMEOUT_S
+                    while not self._closed.wait(0.2):
+                        if child.returncode is not None or time.monotonic() > deadline:
+                            break
+                child.end(grace_s=5.0)
+                self._ended.wait(10.0)
         finally:
-            if self.target is not None:
-                if self.spec.writes and not self.spec.verify and self._final is not None:
-                    targets.mark_written(self.target)
-                targets.cleanup(self.target, keep=self.spec.keep)
+            if not self._closed.is_set():
+                self._remove_files()
+            if self._cufile_log:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._cufile_log)
             self.state = "closed"
+
+    def _remove_files(self) -> None:
+        """The engine's process could not clean up: remove what the plan said it would create."""
+        t = self.target
+        if t is None:
+            return
+        for tf in t.files:
+            if not tf.create:
+                continue
+            if self.spec.keep and targets.read_sidecar(tf.path) is not None:
+                if self.spec.writes:  # the pattern may be gone: say so, as a finished write run does
+                    with contextlib.suppress(OSError):
+                        targets.write_sidecar(tf.path, tf.pattern_seed, intact=False)
+                continue
+            for path in (tf.path, targets.sidecar_path(tf.path)):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+        if t.temp_dir:
+            import shutil
+
+            shutil.rmtree(t.temp_dir, ignore_errors=True)
+        t.created.clear()
 
     def execute(self, on_sample: Callable[[Sample | None], None] | None = None,
                 progress: Callable[[int, int], None] | None = None) -> RunResult:
         """Prepare, run to the end (or Ctrl-C), close. Returns the result, partial when interrupted.
 
-        Raises RunFailed (with ``.result`` holding what was measured) when an engine reports an error.
-        """
+        Raises RunFailed (with ``.result`` holding what was measured) when the engine reports an error
+        or its process dies (``EngineDied``)."""
         if on_sample:
             self.subscribe(on_sample)
         try:
@@ -202,9 +330,9 @@ class Run:
                 pass
         except KeyboardInterrupt:
             self.stop()
-            if self._thread is None:
+            if self._started_at is None:
                 raise targets.Interrupted("interrupted before the run started") from None
-            deadline = time.monotonic() + STOP_GRACE_S
+            deadline = time.monotonic() + STOP_GRACE_S + 2.0
             try:
                 while not self.join(0.2):
                     if time.monotonic() > deadline:
@@ -216,209 +344,46 @@ class Run:
             self.close()
         result = self.finish()
         if result.status == "failed":
+            if self._death is not None:
+                self._death.result = result
+                raise self._death
             err = RunFailed(f"{self.spec.path}: {result.error}")
             err.result = result
             raise err
         return result
 
-    # -------------------------------------------------------------- sampling
-    def _sample_loop(self) -> None:
-        interval = self.spec.interval
-        deadline = (self.spec.duration + GRACE_S) if self.spec.duration else None
-        prev = None
-        next_tick = self._started_at + interval
-        try:
-            while True:
-                done = self.engine.wait(max(0.0, next_tick - time.monotonic()))
-                snap = self.engine.snapshot()
-                sample = self._make_sample(prev, snap)
-                prev = snap
-                self.samples.append(sample)
-                self._publish(sample)
-                if done:
-                    break
-                now = time.monotonic()
-                if deadline and now - self._started_at > deadline:
-                    self.engine.stop()
-                next_tick += interval
-                if next_tick < now:  # fell behind (suspended terminal): skip, don't burst
-                    next_tick = now + interval
-            self._final = self.engine.snapshot()
-        except BaseException as exc:  # keep what we have; the run reports the failure
-            self._sampler_error = exc
-            try:
-                self.engine.stop()
-                self._final = self.engine.snapshot()
-            except Exception:
-                pass
-        finally:
-            self.state = "finished"
-            self._finished.set()
-            self._publish(None)
-
-    def _make_sample(self, prev: Snapshot | None, snap: Snapshot) -> Sample:
-        t0 = prev.t_ns if prev else 0
-        dt = max((snap.t_ns - t0) / 1e9, 1e-9)
-        b0 = prev.bytes if prev else 0
-        o0 = prev.ops if prev else 0
-        rb0 = sum(w.read_bytes for w in prev.workers) if prev else 0
-        wb0 = sum(w.write_bytes for w in prev.workers) if prev else 0
-        hist = snap.hist_read + snap.hist_write
-        lat_sum = _lat_sum(snap)
-        if prev:
-            hist = hist - (prev.hist_read + prev.hist_write)
-            lat_sum -= _lat_sum(prev)
-        nbytes, nops = snap.bytes - b0, snap.ops - o0
-        cpu = self._cpu.read()
-        engine_usr, engine_sys = self._engine_cpu.read() if self._engine_cpu and self._engine_cpu.tids \
-            else (math.nan, math.nan)
-        gpu = ()
-        if self._gpu_meter is not None:
-            try:
-                gpu = tuple(self._gpu_meter.read())
-            except Exception:
-                gpu = ()
-        return Sample(
-            t=snap.t_ns / 1e9, dt=dt, bytes=nbytes, ops=nops,
-            read_bytes=sum(w.read_bytes for w in snap.workers) - rb0,
-            write_bytes=sum(w.write_bytes for w in snap.workers) - wb0,
-            throughput_gib_s=nbytes / dt / (1 << 30), throughput_mb_s=nbytes / dt / 1e6, iops=nops / dt,
-            latency_us=_latency(hist, lat_sum, nops),
-            cpu_usr_pct=cpu.proc_usr_pct, cpu_sys_pct=cpu.proc_sys_pct,
-            sys_usr_pct=cpu.sys_usr_pct, sys_sys_pct=cpu.sys_sys_pct, per_core_pct=cpu.per_core_busy_pct,
-            total_bytes=snap.bytes, total_ops=snap.ops,
-            worker_bytes=tuple(w.bytes for w in snap.workers), workers_done=snap.done, gpu=gpu,
-            engine_usr_pct=engine_usr, engine_sys_pct=engine_sys,
-        )
-
     # ---------------------------------------------------------------- result
     def finish(self) -> RunResult:
-        """Build the RunResult from the last counters (call after the sampler ended)."""
+        """The run's result: the engine's own, or, when its process died or was killed in the timed
+        region, one built here from the last counters it sent (incomplete, with the error)."""
         if self.result is not None:
             return self.result
-        snap = self._final
-        if snap is None:
-            raise RunFailed("the run ended before it measured anything")
-        workers = []
-        done_times = [w.done_ns for w in snap.workers if w.done_ns]
-        seconds = (max(done_times) if done_times else snap.t_ns) / 1e9
-        for i, w in enumerate(snap.workers):
-            ws = (w.done_ns or snap.t_ns) / 1e9
-            workers.append(WorkerResult(i, w.bytes, w.ops, ws, w.bytes / (1 << 20) / ws if ws > 0 else 0.0,
-                                        self.engine.worker_gpus[i] if self.engine else None))
-        hist = snap.hist_read + snap.hist_write
-        read_ops = sum(w.read_ops for w in snap.workers)
-        write_ops = sum(w.write_ops for w in snap.workers)
-        cpu = self._cpu.since_mark() if self._cpu else None
-        gib = snap.bytes / (1 << 30)
-        cpu_d = {}
-        if cpu:
-            cpu_d = {"usr_pct": cpu.proc_usr_pct, "sys_pct": cpu.proc_sys_pct, "sys_usr_pct": cpu.sys_usr_pct,
-                     "sys_sys_pct": cpu.sys_sys_pct, "sys_iowait_pct": cpu.sys_iowait_pct,
-                     "cpu_seconds": cpu.proc_cpu_seconds,
-                     "cpu_s_per_gib": cpu.proc_cpu_seconds / gib if gib > 0 else math.nan,
-                     "per_core_pct": list(cpu.per_core_busy_pct)}
-            engine_usr = sum(w.cpu_usr_us + w.lanes_usr_us for w in snap.workers) / 1e6
-            engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6
-            if done_times and engine_usr + engine_sys > 0 and seconds > 0:
-                # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
-                cpu_d.update({"engine_usr_pct": 100 * engine_usr / seconds, "engine_sys_pct": 100 * engine_sys / seconds,
-                              "engine_cpu_seconds": engine_usr + engine_sys,
-                              "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns)})
-        status, error = "ok", None
-        if snap.error:
-            status, error = "failed", snap.error[0]
-        elif self.stuck:
-            status, error = "interrupted", str(self._sampler_error)
-        elif self._sampler_error is not None:
-            status, error = "failed", f"sampler failed: {self._sampler_error!r}"
-        elif self._stopped_by_user:
-            status = "interrupted"
-        first = DonePoint(snap.first_done[0] / 1e9, snap.first_done[1], snap.first_done[2]) if snap.first_done else None
-        last = DonePoint(seconds, snap.bytes, snap.ops) if done_times else None
-        gpus: dict[int, dict[str, float]] = {}
-        for wr in workers:
-            if wr.gpu is not None:
-                g = gpus.setdefault(wr.gpu, {"bytes": 0, "ops": 0, "workers": 0})
-                g["bytes"] += wr.bytes
-                g["ops"] += wr.ops
-                g["workers"] += 1
-        for g in gpus.values():
-            g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
-        if any(s.gpu for s in self.samples):
-            from xferscope.telemetry.gpu import run_means
-
-            for index, means in run_means([s.gpu for s in self.samples]).items():
-                gpus.setdefault(index, {}).update(means)
-        self.result = RunResult(
-            spec=self.spec, status=status, bytes=snap.bytes, ops=snap.ops,
-            read_bytes=sum(w.read_bytes for w in snap.workers), write_bytes=sum(w.write_bytes for w in snap.workers),
-            read_ops=read_ops, write_ops=write_ops, seconds=seconds,
-            latency_us=_latency(hist, _lat_sum(snap), snap.ops, snap.lat_min_ns, snap.lat_max_ns),
-            read_latency_us=_latency(snap.hist_read, sum(w.read_lat_sum_ns for w in snap.workers), read_ops)
-            if read_ops and write_ops else None,
-            write_latency_us=_latency(snap.hist_write, sum(w.write_lat_sum_ns for w in snap.workers), write_ops)
-            if read_ops and write_ops else None,
-            cpu=cpu_d, workers=workers, first_done=first, last_done=last,
-            environment=self.environment(), labels=list(self.engine.labels) if self.engine else [],
-            samples=list(self.samples), error=error, histogram=hist, gpus=gpus,
-        )
+        if self._child_result is not None:
+            result = self._child_result
+            if self._abandoned and result.status == "ok":
+                result.status, result.error = "interrupted", self._abandoned
+            if self._death is not None:  # died while closing: the figures are whole, say what happened
+                result.labels.append(f"the engine process died by {self._death.how} after its results were in")
+                result.error_detail = self._death.detail
+            self.result = result
+            return result
+        if self._child_error is not None:
+            raise self._child_error
+        snap = self._snapshot
+        if snap is None or self._started_at is None:
+            raise self._death or RunFailed("the run ended before it measured anything")
+        if self._abandoned is not None:
+            status, error, detail = "interrupted", self._abandoned, []
+        else:
+            death = self._death
+            status, error = "failed", (str(death).split(": ", 1)[1] if death else "the engine process is gone")
+            error += "; what it measured until then is kept, marked incomplete"
+            detail = death.detail if death else []
+        env = dict(self.engine_environment)
+        self.result = build_result(self.spec, snap, self.samples, cpu=cpu_from_samples(self.samples),
+                                   status=status, error=error, worker_gpus=self.worker_gpus, labels=self.labels,
+                                   environment=env, error_detail=detail)
         return self.result
 
     def environment(self) -> dict:
-        env = {
-            "host": socket.gethostname(),
-            "kernel": platform.release(),
-            "os": platform.platform(terse=True),
-            "python": platform.python_version(),
-            "cpu_count": os.cpu_count(),
-            "cpu_model": _cpu_model(),
-        }
-        from xferscope import __version__
-
-        env["xferscope"] = __version__
-        if self.target is not None:
-            fs = self.target.filesystem
-            env.update({"target": self.target.description, "filesystem": fs.fstype, "mountpoint": fs.mountpoint,
-                        "device": fs.device, "logical_block_size": fs.logical_block,
-                        "dataset_bytes": sum(f.size for f in self.target.files),
-                        "io_mode": "O_DIRECT" if self.target.direct else "buffered"})
-        if self.engine is not None:
-            env.update(self.engine.environment())
-        return env
-
-
-def _busiest_thread_pct(workers, t_ns: int) -> float:
-    """The busiest worker thread's (or lane's) CPU time over its own time in the timed region, percent of one core."""
-    busiest = 0.0
-    for w in workers:
-        seconds = (w.done_ns or t_ns) / 1e9
-        if seconds > 0:
-            busiest = max(busiest, 100 * max(w.cpu_usr_us + w.cpu_sys_us, w.lane_max_us) / 1e6 / seconds)
-    return busiest
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
-def _gpu_meter(spec: RunSpec, engine):
-    """A GPU telemetry meter for the GPUs this run uses, when NVML is there; None otherwise."""
-    gpus = sorted({g for g in engine.worker_gpus if g is not None})
-    if not gpus:
-        return None
-    try:
-        from xferscope.telemetry.gpu import GpuMeter
-    except ImportError:
-        return None
-    try:
-        return GpuMeter(gpus)
-    except Exception:
-        return None
+        return dict(self.engine_environment)

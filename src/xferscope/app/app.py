@@ -26,7 +26,7 @@ from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.session import Batch, CpuLog, RunRecord, ThreadCpu, comparison_records, new_records
+from xferscope.app.session import Batch, ConsoleCpu, CpuLog, RunRecord, comparison_records, new_records
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
@@ -78,8 +78,8 @@ class _PostEvents:
     def finished(self, record, result):
         self.app.post_message(RunFinished(record, result))
 
-    def failed(self, record, reason, result):
-        self.app.post_message(RunFailed(record, reason, result))
+    def failed(self, record, reason, result, detail=None):
+        self.app.post_message(RunFailed(record, reason, result, tuple(detail or ())))
 
     def stopped(self, record):
         self.app.post_message(RunStopped(record))
@@ -122,8 +122,8 @@ class XferscopeApp(App):
         self.current_record: RunRecord | None = None
         self.last_failure: RunRecord | None = None
         self.baseline = 0
-        self.console_log: CpuLog | None = None  # the console thread's own CPU time, read every tick
-        self._console_cpu: ThreadCpu | None = None
+        self.console_log: CpuLog | None = None  # the console process's own CPU time, read every tick
+        self._console_cpu: ConsoleCpu | None = None
         self._cpu_read_at = 0.0
         self._dirty = True
         self._worker = None
@@ -132,7 +132,7 @@ class XferscopeApp(App):
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
-        self._console_cpu = ThreadCpu()
+        self._console_cpu = ConsoleCpu()
         self.console_log = CpuLog(self._console_cpu)
         self.console_log.take()
         self.set_interval(1 / REDRAW_HZ, self._tick, name="redraw")
@@ -334,6 +334,7 @@ class XferscopeApp(App):
     def on_run_failed(self, message: RunFailed) -> None:
         record = message.record
         record.error = message.reason
+        record.error_detail = list(message.detail)
         self.last_failure = record
         self._ended(record, message.result, "failed")
         self.notify(message.reason, title=f"{record.spec.name} failed", severity="error", timeout=10)
@@ -359,9 +360,9 @@ class XferscopeApp(App):
         cpu = sum(r.console_cpu_s for r in timed)
         secs = sum(r.result.seconds for r in timed)
         if not timed or secs <= 0:
-            return "CPU % is the process's (percent of one core), the console's own use included."
-        return (f"CPU % is the process's, the console's own use included: it used {cpu:.2f} CPU-s over "
-                f"{secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core).")
+            return "CPU % is the engine process's (percent of one core); the console runs in a process of its own."
+        return (f"CPU % is the engine process's; the console runs in a process of its own: it used {cpu:.2f} "
+                f"CPU-s over {secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core).")
 
     # ------------------------------------------------------------ actions
     def action_show(self, mode: str) -> None:

@@ -52,11 +52,13 @@ class RunFinished(Message):
 
 @dataclass
 class RunFailed(Message):
-    """The run could not start, or its engine reported an error; ``result`` holds what was measured."""
+    """The run could not start, or its engine reported an error, or its engine's process died; ``result``
+    holds what was measured, ``detail`` what else explains it (the process's last lines, cuFile's log)."""
 
     record: RunRecord
     reason: str
     result: RunResult | None
+    detail: tuple[str, ...] = ()
 
 
 @dataclass

@@ -69,6 +69,7 @@ class RunRecord:
     taken_at: deque = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))  # monotonic, per history
     result: RunResult | None = None
     error: str | None = None
+    error_detail: list[str] = field(default_factory=list)  # a dead engine process's last words
     labels: list[str] = field(default_factory=list)
     prepared_bytes: tuple[int, int] = (0, 0)
     console_cpu_s: float = 0.0  # the console's own CPU time while this run was timed
@@ -156,7 +157,9 @@ class BatchEvents(Protocol):
     def progress(self, record: RunRecord, done: int, total: int) -> None: ...
     def started(self, record: RunRecord, labels: list[str]) -> None: ...
     def finished(self, record: RunRecord, result: RunResult) -> None: ...
-    def failed(self, record: RunRecord, reason: str, result: RunResult | None) -> None: ...
+    def failed(self, record: RunRecord, reason: str, result: RunResult | None,
+               detail: list[str] | None = None) -> None:
+        """``detail``: what else explains it (the last lines of a dead engine process, cuFile's log)."""
     def stopped(self, record: RunRecord) -> None: ...
     def done(self, records: list[RunRecord]) -> None: ...
 
@@ -258,15 +261,15 @@ class Batch:
             run.close()
             self.events.stopped(record)
             return
-        except XferscopeError as exc:
+        except XferscopeError as exc:  # also an engine process that died while preparing (EngineDied)
             run.close()
-            self.events.failed(record, str(exc), None)
+            self.events.failed(record, str(exc), None, list(getattr(exc, "detail", None) or []))
             return
         except Exception as exc:  # an engine bug must not take the console down
             run.close()
             self.events.failed(record, f"{record.spec.path}: unexpected error: {exc!r}", None)
             return
-        self.events.started(record, list(run.engine.labels))
+        self.events.started(record, list(run.labels))
         while not run.join(0.25):
             pass
         run.close()
@@ -275,10 +278,10 @@ class Batch:
         try:
             result = run.finish()
         except XferscopeError as exc:
-            self.events.failed(record, str(exc), None)
+            self.events.failed(record, str(exc), None, list(getattr(exc, "detail", None) or []))
             return
         if result.status == "failed":
-            self.events.failed(record, f"{record.spec.path}: {result.error}", result)
+            self.events.failed(record, f"{record.spec.path}: {result.error}", result, list(result.error_detail))
         else:
             self.events.finished(record, result)
 
@@ -296,21 +299,22 @@ def _throttled(progress, every_s: float = 0.2):
     return report
 
 
-class ThreadCpu:
-    """CPU time of the thread that creates and reads it (the console's event loop)."""
+class ConsoleCpu:
+    """CPU time of the console's process: its event loop, the thread that drives the runs and reads the
+    engine's messages, Textual's writer. The engines run in processes of their own, apart from it."""
 
     @staticmethod
     def times() -> tuple[float, float]:
-        """(user, system) CPU seconds this thread has used so far."""
-        ru = resource.getrusage(resource.RUSAGE_THREAD)
+        """(user, system) CPU seconds the console's process has used so far (children excluded)."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
         return ru.ru_utime, ru.ru_stime
 
 
 class CpuLog:
-    """Readings of the console thread's CPU time, taken at every redraw tick, to tell its use over any
-    recent window (the one the process figure covers). Bounded; the console's thread only."""
+    """Readings of the console's CPU time, taken at every redraw tick, to tell its use over any recent
+    window (the one the engine process's figure covers). Bounded; the console's thread only."""
 
-    def __init__(self, meter: ThreadCpu, keep: int = 64):
+    def __init__(self, meter: ConsoleCpu, keep: int = 64):
         self.meter = meter
         self.readings: deque[tuple[float, float, float]] = deque(maxlen=keep)
 
@@ -337,12 +341,6 @@ class CpuLog:
             return None
         wall = end - start
         return 100.0 * (b[0] - a[0]) / wall, 100.0 * (b[1] - a[1]) / wall
-
-
-def bounded_by_process(console: tuple[float, float], process: tuple[float, float]) -> tuple[float, float]:
-    """The console's (user %, system %), at most the process's over the same window: the console's thread
-    is part of the process, so more can only come from readings a redraw tick apart at the window's edges."""
-    return tuple(c if math.isnan(p) else min(c, p) for c, p in zip(console, process))  # type: ignore
 
 
 def window_average(samples: list[Sample], field: str) -> float:

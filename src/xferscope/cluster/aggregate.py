@@ -19,7 +19,7 @@ from typing import Any, Iterable
 
 from xferscope.cluster.layout import Layout, RankPlace
 from xferscope.engines.base import Sample
-from xferscope.runner import _latency
+from xferscope.local_run import _latency
 from xferscope.stats import Histogram
 
 RECENT_POINTS = 256

@@ -45,7 +45,7 @@ def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | 
     if start_error:
         return failure_record(maker.rank, start_error)
     try:
-        snap = run.engine.snapshot()
+        snap = run.snapshot()
     except Exception as exc:  # the engine is broken: stop and report it as this rank's failure
         run.stop()
         return failure_record(maker.rank, f"cannot read the engine's counters: {exc}")

@@ -12,7 +12,7 @@ from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, D
                                         TotalOpt, VerifyOpt, WorkersOpt,
                                         build_spec, parse_path)
 from xferscope.commands.outputs import Output, check_outputs, human_output, write_outputs
-from xferscope.commands.run import check_format, exit_leaving_stuck_workers, install_hangup_handlers
+from xferscope.commands.run import check_format, install_hangup_handlers
 from xferscope.errors import ExitCode, SpecError
 from xferscope.rounds import DEFAULT_ROUNDS
 
@@ -162,10 +162,8 @@ def compare_command(
     install_hangup_handlers()
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
+        raise typer.Exit(int(ExitCode.RUN_FAILED if outcome.failed else ExitCode.INTERRUPTED))
     written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if outcome.stuck is not None:
-        exit_leaving_stuck_workers(outcome.stuck.result.error if outcome.stuck.result else None)
     if outcome.interrupted:
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -179,7 +177,6 @@ class Outcome:
     def __init__(self):
         self.interrupted = False
         self.failed: set[int] = set()   # slots whose run failed (not run again in later rounds)
-        self.stuck = None                # a Run whose workers did not stop
 
 
 def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
@@ -187,7 +184,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
     at the end, also on Ctrl-C or failure. Prints the plan, the page-cache warning and failures on stderr."""
     from xferscope.commands.compare_progress import RoundsProgress, plan_text
     from xferscope.dataset import SharedDataset
-    from xferscope.runner import Run
+    from xferscope.runner import EngineDied, Run
     from xferscope.target import Interrupted, drop_page_cache
 
     outcome = Outcome()
@@ -214,7 +211,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                     typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
                 comp.note_cache(False, "not root")
             progress.begin(i)
-            run = Run(dataset.spec_for(planned.spec))
+            run = Run(dataset.spec_for(planned.spec), remove_if_orphaned=dataset.orphan_paths())
             try:
                 planned.result = run.execute(on_sample=progress.sample)
             except (KeyboardInterrupt, Interrupted):
@@ -222,7 +219,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                 outcome.interrupted = True
             except Exception as exc:
                 partial = getattr(exc, "result", None)
-                if partial is None:
+                if partial is None and not isinstance(exc, EngineDied):  # a path whose process died goes on
                     raise
                 planned.result = partial
                 outcome.failed.add(planned.slot)
@@ -233,9 +230,6 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                 progress.clear()
             progress.end()
             planned.files = dataset.identity()
-            if run.stuck:
-                outcome.stuck = run
-                break
             if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
                 outcome.interrupted = True
                 break

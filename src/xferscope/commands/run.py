@@ -72,17 +72,6 @@ def print_run(results) -> None:
             typer.echo(line)
 
 
-def exit_leaving_stuck_workers(reason: str | None) -> None:
-    """Workers that never return from a driver call cannot be joined: the results are already saved and
-    the files removed, so leave at once rather than hang at interpreter exit."""
-    import os
-
-    typer.echo(f"xferscope: {reason or 'workers did not stop'}", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(int(ExitCode.INTERRUPTED))
-
-
 def check_format(fmt: str) -> str:
     if fmt not in ("table", "json"):
         raise SpecError("format", f"{fmt!r} is not one of table, json")
@@ -117,12 +106,8 @@ def run_command(
     install_hangup_handlers()
     progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
     run = Run(spec)
-    try:
-        execute_and_report(lambda: run.execute(on_sample=progress.sample, progress=progress.fill), progress,
-                           fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
-    finally:
-        if run.stuck:
-            exit_leaving_stuck_workers(run.result.error if run.result else None)
+    execute_and_report(lambda: run.execute(on_sample=progress.sample, progress=progress.fill), progress,
+                       fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
 
 
 def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None,

@@ -13,18 +13,17 @@ def _machine():
     from xferscope.app.app import Machine
     from xferscope.engines.registry import availability, engine_class
     from xferscope.gpus import gpu_count
+    from xferscope.isolation import ChildDied, call
 
     avail = availability()
     descriptions = {path: engine_class(path).description for path, reason in avail.items() if reason is None}
-    try:
-        from xferscope.telemetry import gpu as telemetry
-    except ImportError:
-        telemetry = None
     gpus: list[tuple[str, int]] = []
-    reason = ""
-    if telemetry is not None:
-        gpus = [(gpu_label(g), int(g["index"])) for g in telemetry.gpu_inventory()]
-        reason = "" if gpus else (telemetry.no_gpu_reason() or "")
+    try:  # NVML in a process of its own: a crash there is "no GPU list", not a console that never opens
+        inventory, reason = call("xferscope.telemetry.gpu:inventory_and_reason", what="the GPU list", timeout=120)
+        gpus = [(gpu_label(g), int(g["index"])) for g in inventory]
+        reason = "" if gpus else (reason or "")
+    except ChildDied as exc:
+        reason = f"cannot tell: {exc}"
     if not gpus and not reason:
         reason = gpu_count()[1]
     return Machine(gpus, reason, avail, descriptions)
@@ -95,11 +94,42 @@ def open_console(start: bool = False, profile: str | None = None, duration: floa
     from xferscope.app.app import XferscopeApp
 
     app = XferscopeApp(console_options(start=start, profile=profile, duration=duration, **overrides))
+    restore = _end_on_hangup(app)
     try:
         app.run()
     finally:
         app.wait_for_runs()
+        restore()
     return int(app.return_code or 0)
+
+
+def _end_on_hangup(app):
+    """SIGHUP (the terminal or SSH session closed) and SIGTERM end the console in any screen or phase:
+    the run in progress is stopped, its engine's process removes its files, the console leaves. Returns
+    what puts the previous handlers back."""
+    import asyncio
+    import signal
+
+    def handler(signum, frame):
+        if app.batch is not None:
+            app.batch.stop()
+        try:
+            asyncio.get_running_loop().call_soon_threadsafe(lambda: app.exit(None, 128 + signum))
+        except RuntimeError:  # the console is not running (yet, or any more)
+            raise KeyboardInterrupt from None
+
+    previous = {}
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, handler)
+        except (ValueError, OSError):
+            pass
+
+    def restore():
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+
+    return restore
 
 
 def tui_command(

@@ -234,6 +234,14 @@ class RunResult:
     gpus: dict[int, dict[str, float]] = field(default_factory=dict)
     #: a run over several hosts (``--mpi``): this result is the aggregate, and here is one result per host
     hosts: list["RunResult"] = field(default_factory=list)
+    #: what else explains ``error``: the last lines the engine's process wrote, cuFile's log
+    error_detail: list[str] = field(default_factory=list)
+
+    @property
+    def incomplete(self) -> bool:
+        """The timed region did not run its course (stopped, failed, or its process died): these are the
+        figures measured until then."""
+        return self.status != "ok"
 
     @property
     def path(self) -> str:

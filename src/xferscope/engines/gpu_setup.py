@@ -21,6 +21,7 @@ import threading
 from typing import Any, Callable, Iterable, Iterator
 
 from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.gpus import NO_GPU_ENV, hidden_gpus
 
 #: cuMemHostAlloc flag: the pinned buffer is usable from every context.
 CU_MEMHOSTALLOC_PORTABLE = 0x01
@@ -83,9 +84,12 @@ def check(result, what: str):
 
 # ------------------------------------------------------------------ availability
 
+
 @functools.lru_cache(maxsize=1)
 def cuda_status() -> tuple[str | None, int]:
     """(None, number of GPUs) when CUDA works here; (reason, 0) when it does not."""
+    if hidden_gpus():
+        return f"no GPU: hidden by {NO_GPU_ENV}", 0
     try:
         cu = driver()
     except ImportError:

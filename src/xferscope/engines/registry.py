@@ -1,6 +1,7 @@
 """Path name -> engine class, and what can run on this machine."""
 from __future__ import annotations
 
+import functools
 import importlib
 
 from xferscope.engines.base import Engine
@@ -29,14 +30,35 @@ def engine_class(path: str) -> type[Engine]:
     return getattr(module, cls_name)
 
 
-def unavailable_reason(path: str) -> str | None:
-    """None when ``path`` can run here; else the reason (e.g. "no GPU", "cuda-python not installed")."""
+def reason_here(path: str) -> str | None:
+    """None when ``path`` can run in this process; else the reason. Loads CUDA and cuFile's driver for
+    the GPU paths: the engines' own processes call it, everything else ``unavailable_reason``."""
     try:
         return engine_class(path).unavailable_reason()
     except EngineUnavailable as exc:
         return exc.reason
 
 
+def availability_here() -> dict[str, str | None]:
+    return {path: reason_here(path) for path in PATHS}
+
+
+@functools.lru_cache(maxsize=1)
 def availability() -> dict[str, str | None]:
-    """Every path with None (runs here) or the reason it cannot."""
-    return {path: unavailable_reason(path) for path in PATHS}
+    """Every path with None (runs here) or the reason it cannot, as found once per process by a process
+    of its own: CUDA and cuFile's driver are never loaded into this one, and a crash while loading them
+    is a reason, not the end of this process."""
+    from xferscope.isolation import ChildDied, call
+
+    try:
+        return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600)
+    except ChildDied as exc:
+        why = f"cannot tell: {exc}"
+        return {path: why for path in PATHS}
+
+
+def unavailable_reason(path: str) -> str | None:
+    """None when ``path`` can run here; else the reason (e.g. "no GPU", "cuda-python not installed")."""
+    if path not in PATHS:
+        engine_class(path)  # the SpecError that names the paths
+    return availability()[path]

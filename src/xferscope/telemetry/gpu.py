@@ -36,6 +36,10 @@ _ceiling_lock = threading.Lock()
 
 def _nvml():
     """pynvml, initialised (the caller shuts it down); raises when there is no NVML or GPU."""
+    from xferscope.gpus import NO_GPU_ENV, hidden_gpus
+
+    if hidden_gpus():
+        raise RuntimeError(f"hidden by {NO_GPU_ENV}")
     import pynvml
 
     pynvml.nvmlInit()
@@ -172,6 +176,11 @@ def gpu_inventory() -> list[dict[str, Any]]:
     finally:
         with contextlib.suppress(Exception):
             nv.nvmlShutdown()
+
+
+def inventory_and_reason() -> tuple[list[dict[str, Any]], str | None]:
+    """``gpu_inventory()`` and ``no_gpu_reason()`` at once (for one call in a process of its own)."""
+    return gpu_inventory(), no_gpu_reason()
 
 
 def driver_versions() -> dict[str, str]:

@@ -90,5 +90,6 @@ class LiveScreen(ViewScreen):
         self.query_one(GpuPanel).show(record)
         self.query_one(WorkersPanel).show(record)
         failed = app.last_failure
-        self.query_one(ErrorPanel).show_error(failed.title if failed else None, failed.error if failed else None)
+        self.query_one(ErrorPanel).show_error(failed.title if failed else None, failed.error if failed else None,
+                                              failed.error_detail if failed else ())
 

@@ -1,4 +1,4 @@
-"""CPU use: the process, the engine's workers, the whole system, the console itself, and every core."""
+"""CPU use: the engine's process, its workers, the whole system, the console's own process, and every core."""
 from __future__ import annotations
 
 from rich.text import Text
@@ -6,7 +6,7 @@ from textual.containers import Vertical
 
 from xferscope.app import figures
 from xferscope.app.braille import Series, bar, level
-from xferscope.app.session import WINDOW_S, CpuLog, RunRecord, bounded_by_process, window_average
+from xferscope.app.session import WINDOW_S, CpuLog, RunRecord, window_average
 from xferscope.app.widgets.chart import LineChart, time_axis_end
 from xferscope.app.widgets.figures_line import FiguresText
 
@@ -70,24 +70,21 @@ def cpu_figures(record: RunRecord) -> tuple[str, dict[str, tuple[float, float]],
 
 
 def console_figures(record: RunRecord | None, log: CpuLog | None) -> tuple[float, float] | None:
-    """The console's own (user %, system %) over the window of the process figures beside it: the whole
-    run once it ended, else the intervals of the last second; the last second while nothing ran."""
+    """The console's own (user %, system %) over the window of the engine process's figures beside it:
+    the whole run once it ended, else the intervals of the last second; the last second while nothing
+    ran."""
     if log is None or not log.readings:
         return None
     if record is None or record.latest is None:
         end = log.readings[-1][0]
         return log.pct_between(end - WINDOW_S, end) or log.pct_between(log.readings[0][0], end)
-    _, values, _ = cpu_figures(record)
-    process = tuple(float("nan") if figures.missing(v) else v for v in values["process"])
     r = record.result
     if r is not None and r.cpu:
         if r.seconds <= 0:
             return None
-        console = (100.0 * record.console_usr_s / r.seconds, 100.0 * record.console_sys_s / r.seconds)
-    else:
-        window = record.recent_window()
-        console = log.pct_between(*window) if window else None
-    return None if console is None else bounded_by_process(console, process)
+        return 100.0 * record.console_usr_s / r.seconds, 100.0 * record.console_sys_s / r.seconds
+    window = record.recent_window()
+    return log.pct_between(*window) if window else None
 
 
 class CpuPanel(Vertical):
@@ -108,7 +105,7 @@ class CpuPanel(Vertical):
         cores: tuple[float, ...] = ()
         if record is not None and record.latest is not None:
             self.border_title, values, cores = cpu_figures(record)
-            notes = {"process": "of 1 core", "engine": "workers only", "system": f"of {len(cores)} cores"}
+            notes = {"process": "engine's, of 1 core", "engine": "workers only", "system": f"of {len(cores)} cores"}
             for name, (usr, sys_) in values.items():
                 if name == "engine" and figures.missing(usr) and figures.missing(sys_):
                     continue  # engines that cannot tell their workers' threads apart

@@ -1,0 +1,211 @@
+"""The engine's own process: one run, driven by ``xferscope.runner.Run`` in the process that started it.
+
+Started by ``xferscope.isolation.Child("xferscope.engine_process:serve")``. What
+passes over the channel, in order (parent -> child on the left):
+
+    job {spec, gpu_telemetry, remove_if_orphaned, cufile_probes}
+                                          ("available", None)       or ("error", …)
+    ("target", Target)                    ("progress", done, total)…
+                                          ("prepared", labels, worker_gpus, created) or ("error", …)
+    "start"                               ("started", info, Snapshot) or ("error", …)
+                                          ("sample", Sample, Snapshot)… at the sample interval
+    "stop" (any time)                     ("ended", RunResult | None, error | None)
+    "close" (any time)                    ("closed", files left)
+
+then the parent closes the channel and the process leaves. The files are planned
+by the parent (it knows what this process will create, to remove them if it
+dies). When the parent is gone (the channel reads end-of-file before "close", or
+SIGTERM from ``PR_SET_PDEATHSIG``), the run is stopped, its files and the paths
+in ``remove_if_orphaned`` are removed, and the process leaves.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from xferscope import target as targets
+from xferscope.isolation import Channel, ParentGone, error_to_wire
+from xferscope.local_run import STOP_GRACE_S, LocalRun
+
+#: once orphaned, how long the run gets to stop and clean up by itself before the files are removed anyway
+ORPHAN_GRACE_S = STOP_GRACE_S + 10.0
+
+
+class EngineHost:
+    def __init__(self, channel: Channel, job: dict[str, Any]):
+        self.channel = channel
+        self.job = job
+        self.run: LocalRun | None = None
+        self.planned: targets.Target | None = None
+        self._target_given = threading.Event()
+        self._start = threading.Event()
+        self._close = threading.Event()
+        self._done = threading.Event()
+        self._stop_at: float | None = None
+        self._closed_sent = False
+
+    # ---------------------------------------------------------------- talking
+    def send(self, message: Any) -> None:
+        try:
+            self.channel.send(message)
+        except OSError:  # the parent is gone; the main thread sees it too and cleans up
+            pass
+
+    def _on_sample(self, sample) -> None:
+        run = self.run
+        if sample is not None and run is not None:
+            self.channel.send(("sample", sample, run.last_snapshot))
+
+    # ---------------------------------------------------------------- the main thread: commands
+    def serve(self) -> None:
+        life = threading.Thread(target=self._life, name="xferscope-engine-life", daemon=True)
+        life.start()
+        try:
+            while not self._done.is_set():
+                try:
+                    command = self.channel.recv()
+                except EOFError:
+                    if self._closed_sent:
+                        break
+                    raise ParentGone("the channel closed before the run did") from None
+                self._handle(command)
+        except ParentGone:
+            self._orphaned(life)
+            os._exit(0)
+        life.join(ORPHAN_GRACE_S)
+        if self.run is not None and self.run.stuck:  # workers stuck in a driver call: do not wait for them
+            sys.stderr.flush()
+            os._exit(0)
+
+    def _handle(self, command) -> None:
+        kind = command[0] if isinstance(command, tuple) else command
+        if kind == "target":
+            self.planned = command[1]
+            self._target_given.set()
+        elif kind == "start":
+            self._start.set()
+        elif kind == "stop":
+            self._request_stop()
+        elif kind == "close":
+            self._request_stop()
+            self._close.set()
+
+    def _request_stop(self) -> None:
+        if self._stop_at is None:
+            self._stop_at = time.monotonic()
+        if self.run is not None:
+            self.run.stop()
+
+    def _orphaned(self, life: threading.Thread) -> None:
+        """The parent is gone: stop, remove this run's files and the parent's, leave."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        self._request_stop()
+        self._close.set()
+        self._target_given.set()
+        self._start.set()
+        life.join(ORPHAN_GRACE_S)
+        target = (self.run.target if self.run is not None else None) or self.planned
+        if target is not None and life.is_alive():  # the run could not close by itself
+            with contextlib.suppress(Exception):
+                targets.cleanup(target, keep=False)
+        for path in self.job.get("remove_if_orphaned") or ():
+            remove_path(path)
+        sys.stderr.flush()
+
+    # ---------------------------------------------------------------- the run's life, in its own thread
+    def _life(self) -> None:
+        try:
+            self._live()
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised here
+            self.send(("error", error_to_wire(exc)))
+            self._close.wait()
+            self._close_run()
+        finally:
+            self._done.set()
+
+    def _live(self) -> None:
+        job = self.job
+        run = self.run = LocalRun(job["spec"], gpu_telemetry=job.get("gpu_telemetry", True))
+        if job.get("cufile_probes"):
+            from xferscope.engines import cufile_driver
+
+            cufile_driver.remember_probes(job["cufile_probes"])
+        run.subscribe(self._on_sample)
+        run.check_available()
+        self.send(("available", None))
+        self._wait(self._target_given)
+        if self._close.is_set():
+            raise targets.Interrupted("stopped before the run started")
+        run.target = self.planned
+        if self._stop_at is not None:
+            run.stop()
+        run.prepare(progress=lambda done, total: self.send(("progress", done, total)))
+        self.send(("prepared", list(run.engine.labels), list(run.engine.worker_gpus), list(run.target.created)))
+        self._wait(self._start)
+        if self._close.is_set() or self._stop_at is not None:
+            raise targets.Interrupted("stopped before the run started")
+        run.start()
+        self.send(("started", self._info(run), run.engine.snapshot()))
+        while not run.join(0.2):
+            if self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
+                run._abandon()
+        try:
+            result, error = run.finish(), None
+        except Exception as exc:
+            result, error = None, error_to_wire(exc)
+        self.send(("ended", result, error, run.stuck))
+        self._close.wait()
+        self._close_run()
+
+    def _info(self, run: LocalRun) -> dict[str, Any]:
+        info = {"labels": list(run.engine.labels), "worker_gpus": list(run.engine.worker_gpus),
+                "environment": run.environment()}
+        if run.spec.path.startswith("cufile"):
+            from xferscope.engines import cufile_driver
+
+            info["cufile_probes"] = cufile_driver.known_probes()
+        return info
+
+    def _wait(self, event: threading.Event) -> None:
+        while not event.wait(0.5):
+            if self._close.is_set():
+                return
+
+    def _close_run(self) -> None:
+        run = self.run
+        if run is not None:
+            try:
+                run.close()
+            except Exception as exc:  # the files are what matters now
+                print(f"xferscope: closing the engine failed: {exc!r}", file=sys.stderr)
+                if run.target is not None:
+                    targets.cleanup(run.target, keep=run.spec.keep)
+        elif self.planned is not None:
+            targets.cleanup(self.planned, keep=False)
+        left = list(run.target.created) if run is not None and run.target is not None else []
+        self._closed_sent = True
+        self.send(("closed", left))
+
+
+def remove_path(path: str) -> None:
+    """Remove a file or a directory tree; nothing when it is not there."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def serve(channel: Channel) -> None:
+    try:
+        job = channel.recv()
+    except EOFError:
+        return
+    EngineHost(channel, job).serve()

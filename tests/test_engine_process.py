@@ -1,0 +1,236 @@
+"""Engines run in a process of their own: a crash there is a failed run here, never the end of the CLI,
+and no scratch file or process outlives a run, whoever dies first.
+
+The engine's process is killed from outside (SIGSEGV, SIGKILL) in the middle of real runs of the host
+engine; the CLI is hung up on, terminated and killed outright. Each test then looks at the exit status,
+the one line on stderr, the partial JSON, the scratch directory and the processes left.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from xferscope.runner import EngineDied, Run
+from xferscope.spec import RunSpec
+
+MIB = 1 << 20
+ENGINE = "xferscope.engine_process:serve"
+
+
+def engine_children(pid: int) -> list[psutil.Process]:
+    """The engine processes started by process ``pid``."""
+    try:
+        kids = psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    out = []
+    for p in kids:
+        try:
+            if ENGINE in " ".join(p.cmdline()):
+                out.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def wait_until(condition, timeout: float = 60.0, what: str = "the condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def scratch_left(directory) -> list[str]:
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith(("xferscope", ".xferscope")))
+
+
+def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "xferscope.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+
+
+def in_timed_region(directory, proc: subprocess.Popen) -> psutil.Process:
+    """Wait until the run's scratch file is filled (its sidecar is written) and the engine has run a
+    moment; return the engine's process."""
+    wait_until(lambda: any(p.name.endswith(".xferscope") for p in directory.iterdir()) or proc.poll() is not None,
+               what="the scratch file")
+    assert proc.poll() is None, proc.communicate()
+    engine = wait_until(lambda: engine_children(proc.pid), what="the engine process")[0]
+    time.sleep(1.0)
+    return engine
+
+
+@pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGKILL])
+def test_cli_run_survives_its_engine_dying_mid_run(direct_dir, sig):
+    out = direct_dir / "out.json"
+    series = direct_dir / "out.csv"
+    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", "--dir", str(direct_dir / "d"),
+                     "--json", str(out), "--csv", str(series))
+    (direct_dir / "d").mkdir()
+    engine = in_timed_region(direct_dir / "d", proc)
+    engine.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (stdout, stderr)
+    lines = [ln for ln in stderr.splitlines() if ln.strip() and not ln.startswith(("JSON written", "CSV written"))]
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr
+    name = signal.Signals(sig).name
+    assert lines[0].startswith(f"xferscope: host: the engine process died by {name}"), lines[0]
+    data = json.loads(out.read_text())
+    assert data["status"] == "failed" and data["incomplete"] is True and name in data["error"]
+    assert data["bytes"] > 0 and data["seconds"] > 0.5 and data["samples"], "what was measured is kept"
+    assert "incomplete" in series.read_text().splitlines()[0]
+    assert scratch_left(direct_dir / "d") == [], "the parent removes the files the dead engine created"
+    assert gone(engine.pid)
+
+
+def test_cli_run_killed_outright_leaves_no_scratch_and_no_process(direct_dir):
+    """SIGKILL to the CLI mid-run: its engine's process notices and removes the scratch directory it
+    was given (the embedded default: a temporary directory)."""
+    tmp = direct_dir / "tmp"
+    tmp.mkdir()
+    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", env={"TMPDIR": str(tmp)})
+    made = wait_until(lambda: [d for d in tmp.iterdir() if d.name.startswith("xferscope-")], what="the temp dir")
+    engine = in_timed_region(made[0], proc)
+    proc.kill()
+    proc.communicate(timeout=30)
+    wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")
+    assert scratch_left(tmp) == []
+
+
+def test_cli_killed_while_the_engine_fills_the_scratch_file(direct_dir):
+    tmp = direct_dir / "tmp"
+    tmp.mkdir()
+    proc = start_cli("run", "-T", "30", "-s", "4G", "--bs", "1M", env={"TMPDIR": str(tmp)})
+    engine = wait_until(lambda: engine_children(proc.pid), what="the engine process")[0]
+    wait_until(lambda: any(f.name.endswith(".dat") for d in tmp.iterdir() for f in d.iterdir()),
+               what="the scratch file being filled")
+    proc.kill()
+    proc.communicate(timeout=30)
+    wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")
+    assert scratch_left(tmp) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM])
+def test_cli_hung_up_mid_run_keeps_its_figures_and_leaves_nothing(direct_dir, sig):
+    out = direct_dir / "out.json"
+    (direct_dir / "d").mkdir()
+    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", "--dir", str(direct_dir / "d"),
+                     "--json", str(out))
+    engine = in_timed_region(direct_dir / "d", proc)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    data = json.loads(out.read_text())
+    assert data["status"] == "interrupted" and data["incomplete"] is True and data["bytes"] > 0
+    assert scratch_left(direct_dir / "d") == []
+    assert gone(engine.pid)
+
+
+def test_cli_terminated_while_preparing_leaves_nothing(direct_dir):
+    (direct_dir / "d").mkdir()
+    proc = start_cli("run", "-T", "30", "-s", "4G", "--bs", "1M", "--dir", str(direct_dir / "d"))
+    wait_until(lambda: scratch_left(direct_dir / "d"), what="the scratch file being filled")
+    engine = engine_children(proc.pid)[0]
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, (stdout, stderr)
+    assert scratch_left(direct_dir / "d") == []
+    wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")
+
+
+def test_compare_goes_on_after_an_engine_dies(direct_dir):
+    """The first path's engine dies mid-run: its partial row is kept, the next path still runs, exit 1."""
+    out = direct_dir / "cmp.json"
+    (direct_dir / "d").mkdir()
+    proc = start_cli("compare", "--paths", "host,host", "-T", "3", "-s", "32M", "--bs", "64K",
+                     "--dir", str(direct_dir / "d"), "--json", str(out))
+    engine = in_timed_region(direct_dir / "d", proc)
+    engine.send_signal(signal.SIGSEGV)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 1, (stdout, stderr)
+    results = json.loads(out.read_text())["results"]
+    assert [r["status"] for r in results] == ["failed", "ok"], stderr
+    assert "SIGSEGV" in results[0]["error"] and results[0]["incomplete"] and not results[1]["incomplete"]
+    assert scratch_left(direct_dir / "d") == []
+
+
+# ------------------------------------------------------------------ through the API
+
+def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
+    run = Run(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
+    killer = []
+
+    def progress(done, total):
+        if done >= 64 * MIB and not killer:
+            killer.append(run._child.pid)
+            os.kill(run._child.pid, signal.SIGSEGV)
+
+    with pytest.raises(EngineDied) as info:
+        run.execute(progress=progress)
+    assert "the engine process died by SIGSEGV" in str(info.value) and "while preparing" in str(info.value)
+    assert info.value.result is None and info.value.signal_name == "SIGSEGV"
+    assert any("Fatal Python error" in line or "Segmentation" in line for line in info.value.detail), \
+        info.value.detail
+    assert not (direct_dir / "big.dat").exists() and not (direct_dir / "big.dat.xferscope").exists()
+
+
+def test_an_engine_that_ignores_the_stop_is_killed_with_its_figures_kept(direct_dir, monkeypatch):
+    """A driver call that never returns: the engine's process does not answer the stop request (here:
+    it is stopped with SIGSTOP); after the grace period it is killed, and what it sent is kept."""
+    import xferscope.runner as runner_mod
+
+    monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
+    run = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=30))
+    run.prepare()
+    run.start()
+    wait_until(lambda: len(run.samples) >= 5, what="samples")
+    pid = run._child.pid
+    os.kill(pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    run.stop()
+    assert not run.join(0.3)
+    run._abandon()
+    run.close()
+    result = run.finish()
+    assert time.monotonic() - t0 < 15
+    assert result.status == "interrupted" and "did not stop" in result.error and result.bytes > 0
+    assert not (direct_dir / "x.dat").exists()
+    assert gone(pid)
+
+
+def test_the_result_keeps_the_engine_process_cpu_and_samples(direct_dir):
+    """The process figures are the engine process's; the result comes whole from there."""
+    run = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=0.6))
+    result = run.execute()
+    assert result.status == "ok" and not result.incomplete
+    assert result.cpu["cpu_seconds"] > 0 and result.samples and run.samples
+    assert len(result.samples) == len(run.samples)
+    assert result.environment["io_mode"] == "O_DIRECT" and run.engine.labels == result.labels
+    assert run.snapshot().bytes == result.bytes
+
+
+def test_errors_from_the_engine_process_keep_their_kind(direct_dir):
+    from xferscope.errors import SpecError
+
+    (direct_dir / "theirs.dat").write_bytes(b"x" * MIB)
+    with pytest.raises(SpecError) as info:
+        Run(RunSpec(io="write", file=str(direct_dir / "theirs.dat"), file_size=MIB, duration=0.2)).execute()
+    assert info.value.field == "file" and info.value.exit_code == 2
+    assert (direct_dir / "theirs.dat").read_bytes() == b"x" * MIB
