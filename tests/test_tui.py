@@ -53,15 +53,31 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
 
 
 async def test_short_run_panels_show_measured_figures(direct_dir):
-    app = make_app(direct_dir, duration="1.5", workers="2", bs="64K")
+    app = make_app(direct_dir, duration="3", workers="2", bs="64K")
     msgs = Messages()
+    shown: dict[str, str] = {}
+
+    def on_screen(key: str, *patterns: str) -> bool:
+        """The screen shows every pattern (a redraw comes at its own rate, later under load): keep it."""
+        text = screen_text(app)
+        if all(re.search(p, text) for p in patterns):
+            shown[key] = text
+            return True
+        return False
+
     async with app.run_test(message_hook=msgs) as pilot:
         await pilot.press("r")
         await wait_for(pilot, lambda: msgs.of(SamplesArrived) and msgs.of(SamplesArrived)[-1].samples[-1].t > 0.5)
-        live = screen_text(app)
+        # the run's figures while it runs (not yet the whole run's), once a redraw has drawn them all
+        await wait_for(pilot, lambda: not msgs.of(RunFinished) and on_screen(
+            "live", r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS", r"p99\s+[1-9]", r"│\s+1\s+[\d,]+\.\d\s+\d")
+            or bool(msgs.of(RunFinished)), timeout=30)
+        live = shown.get("live", "")
+        assert live, "the run ended before a redraw showed its running figures"
         await wait_for(pilot, lambda: msgs.of(RunFinished))
-        await pilot.pause(0.3)
-        done = screen_text(app)
+        await wait_for(pilot, lambda: on_screen("done", r"avg \d+\.\d+ (GiB|MiB)/s", "Latency \\(whole run\\)",
+                                               r"CPU \(whole run\)", r"console\s+[\d.]+%", "last done"))
+        done = shown["done"]
     result = msgs.of(RunFinished)[0].result
     # while running: the last interval's figures, in explicit units
     now = re.search(r"now (\d+\.\d+) (GiB|MiB)/s\s+([\d,]+) IOPS", live)
