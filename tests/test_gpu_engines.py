@@ -6,11 +6,13 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 
 import pytest
 
 from xferscope.engines.registry import unavailable_reason
 from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.local_run import LocalRun
 from xferscope.runner import Run
 from xferscope.spec import RunSpec
 
@@ -226,7 +228,7 @@ def test_gpu_memory_returns_after_run_and_stop(path, direct_dir, held_context):
     spec = spec_for(path, direct_dir, block_size=16 * MIB, workers=4, iodepth=4, file_size=128 * MIB,
                     total_bytes=None, duration=30.0)
     before = gpu_free_bytes()
-    run = Run(spec)
+    run = LocalRun(spec)  # in this process: its GPU resources are counted here
     run.prepare()
     held_context.context(0)
     during = gpu_free_bytes()
@@ -255,7 +257,7 @@ def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monke
 
     monkeypatch.setattr(gpu_setup.GpuResources, "event", failing_event)
     before = gpu_free_bytes()
-    run = Run(spec_for("bounce-async", direct_dir, block_size=16 * MIB, workers=4))
+    run = LocalRun(spec_for("bounce-async", direct_dir, block_size=16 * MIB, workers=4))
     with pytest.raises(EnvironmentProblem, match="injected"):
         run.execute()
     assert run.engine.resources.live == 0
@@ -278,11 +280,40 @@ def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, 
 
     monkeypatch.setattr(gpu_setup.GpuResources, "pinned_memory", interrupted)
     before = gpu_free_bytes()
-    run = Run(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4))
+    run = LocalRun(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4))
     with pytest.raises(Interrupted):
         run.execute()
     assert run.engine.resources.live == 0
     held_context.context(0)
+    assert gpu_free_bytes() >= before - LEAK_SLACK
+
+
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
+def test_gpu_memory_returns_after_the_engine_process_is_killed(path, direct_dir, held_context):
+    """The engine's process dies mid-run (SIGKILL: no clean-up of its own): its GPU memory comes back, its
+    scratch file goes, and what it measured is kept."""
+    import os
+    import signal
+
+    spec = spec_for(path, direct_dir, block_size=16 * MIB, workers=4, file_size=128 * MIB, total_bytes=None,
+                    duration=30.0)
+    before = gpu_free_bytes()
+    run = Run(spec)
+    run.prepare()
+    run.start()
+    deadline = time.monotonic() + 30
+    while len(run.samples) < 5 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(run._child.pid, signal.SIGKILL)
+    run.join(30)
+    run.close()
+    result = run.finish()
+    assert result.status == "failed" and "SIGKILL" in result.error and result.bytes > 0
+    assert not any(p.name.startswith("xferscope") for p in direct_dir.iterdir())
+    held_context.context(0)
+    deadline = time.monotonic() + 10  # the driver frees a dead process's memory as it reaps it
+    while gpu_free_bytes() < before - LEAK_SLACK and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert gpu_free_bytes() >= before - LEAK_SLACK
 
 
@@ -297,7 +328,7 @@ def test_registration_failure_is_explained(direct_dir, monkeypatch):
 
     monkeypatch.setattr(cufile_driver, "register_handle", lambda *a, **k: refuse("HANDLE_NOT_REGISTERED (5027)"))
     with pytest.raises(EnvironmentProblem) as info:
-        Run(spec_for("cufile", direct_dir)).execute()
+        LocalRun(spec_for("cufile", direct_dir)).execute()  # in this process, where the refusal is patched in
     assert "/run/udev/data/b" in str(info.value) and "ID_FS_USAGE=filesystem" in str(info.value)
 
 

@@ -13,6 +13,7 @@ import tempfile
 import threading
 from typing import Callable
 
+from xferscope import janitor
 from xferscope import target as targets
 from xferscope.spec import RunSpec
 
@@ -28,6 +29,7 @@ class SharedDataset:
         self.temp_dir: str | None = None
         self.target: targets.Target | None = None
         self._file = spec.file
+        self._guarded: list[str] = []  # removed by the janitor should this process end before ``close``
 
     @property
     def files(self) -> list[str]:
@@ -54,10 +56,16 @@ class SharedDataset:
         spec = self.spec
         if not spec.file and not spec.directory:
             self.temp_dir = tempfile.mkdtemp(prefix="xferscope-compare-", dir=targets.default_scratch_parent()[0])
+            self._guard(self.temp_dir)
             self._file = os.path.join(self.temp_dir, SCRATCH_NAME)
             spec = spec.replace(file=self._file)
         try:
             self.target = targets.plan(spec)
+            if self.temp_dir is None and not spec.keep:  # gone with this process, whatever ends it
+                for tf in self.target.files:
+                    if tf.create:
+                        self._guard(tf.path)
+                        self._guard(targets.sidecar_path(tf.path))
         except BaseException:
             self.close()
             raise
@@ -75,14 +83,6 @@ class SharedDataset:
     def spec_for(self, spec: RunSpec) -> RunSpec:
         """``spec`` reading this dataset."""
         return spec.replace(file=self._file, directory=None if self._file else spec.directory)
-
-    def orphan_paths(self) -> tuple[str, ...]:
-        """What to remove should this process die while a run reads the dataset (what ``close`` removes)."""
-        if self.temp_dir is not None:
-            return (self.temp_dir,)
-        if self.target is None or self.spec.keep:
-            return ()
-        return tuple(self.target.created)
 
     def identity(self) -> list[tuple[int, int]]:
         """(st_dev, st_ino) of each file now: the same for every run when every run reads the same files."""
@@ -103,3 +103,10 @@ class SharedDataset:
         if self.temp_dir is not None:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
             self.temp_dir = None
+        for path in self._guarded:
+            janitor.release(path)
+        self._guarded.clear()
+
+    def _guard(self, path: str) -> None:
+        janitor.guard(path)
+        self._guarded.append(path)

@@ -363,10 +363,13 @@ class _NativeSide:
     """The process the native checks run in; after a crash, a fresh one for the next check."""
 
     def __init__(self) -> None:
+        from xferscope import janitor
         from xferscope.engines import cufile_driver
         from xferscope.isolation import Worker
 
         extra, self.log = cufile_driver.log_for_child()
+        if self.log:
+            janitor.guard(self.log)
         self.worker = Worker("doctor's GPU checks", env={**os.environ, **extra} if extra else None)
 
     def call(self, name: str, what: str, *args):
@@ -384,10 +387,13 @@ class _NativeSide:
                                "run it again; if it crashes again, report it with `xferscope doctor --json`")
 
     def close(self) -> None:
+        from xferscope import janitor
+
         self.worker.close()
         if self.log:
             with contextlib.suppress(OSError):
                 os.unlink(self.log)
+            janitor.release(self.log)
 
 
 def run_checks(directory: str | None = None) -> dict[str, Any]:

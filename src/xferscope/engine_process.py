@@ -3,7 +3,7 @@
 Started by ``xferscope.isolation.Child("xferscope.engine_process:serve")``. What
 passes over the channel, in order (parent -> child on the left):
 
-    job {spec, gpu_telemetry, remove_if_orphaned, cufile_probes}
+    job {spec, gpu_telemetry, cufile_probes}
                                           ("available", None)       or ("error", …)
     ("target", Target)                    ("progress", done, total)…
                                           ("prepared", labels, worker_gpus, created) or ("error", …)
@@ -15,14 +15,14 @@ passes over the channel, in order (parent -> child on the left):
 then the parent closes the channel and the process leaves. The files are planned
 by the parent (it knows what this process will create, to remove them if it
 dies). When the parent is gone (the channel reads end-of-file before "close", or
-SIGTERM from ``PR_SET_PDEATHSIG``), the run is stopped, its files and the paths
-in ``remove_if_orphaned`` are removed, and the process leaves.
+SIGTERM from ``PR_SET_PDEATHSIG``), the run is stopped, its files are removed
+(the parent's janitor removes them too, see ``xferscope.janitor``), and the
+process leaves.
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import sys
 import threading
@@ -115,8 +115,6 @@ class EngineHost:
         if target is not None and life.is_alive():  # the run could not close by itself
             with contextlib.suppress(Exception):
                 targets.cleanup(target, keep=False)
-        for path in self.job.get("remove_if_orphaned") or ():
-            remove_path(path)
         sys.stderr.flush()
 
     # ---------------------------------------------------------------- the run's life, in its own thread
@@ -192,15 +190,6 @@ class EngineHost:
         left = list(run.target.created) if run is not None and run.target is not None else []
         self._closed_sent = True
         self.send(("closed", left))
-
-
-def remove_path(path: str) -> None:
-    """Remove a file or a directory tree; nothing when it is not there."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
 
 
 def serve(channel: Channel) -> None:

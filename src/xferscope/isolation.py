@@ -186,7 +186,10 @@ def error_from_wire(wire: dict) -> BaseException:
 class Child:
     """One child process running ``target`` ("module:function", called with a ``Channel``)."""
 
-    def __init__(self, target: str, *, what: str, env: dict[str, str] | None = None):
+    def __init__(self, target: str, *, what: str, env: dict[str, str] | None = None,
+                 thread_death_signal: bool = True):
+        """``thread_death_signal``: the child also gets SIGTERM when the thread starting it ends (the
+        kernel ties PR_SET_PDEATHSIG to that thread); without it, only this process's end is noticed."""
         self.target = target
         self.what = what
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
@@ -198,7 +201,8 @@ class Child:
             os.set_inheritable(fd, False)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xferscope.isolation", target, str(os.getpid()), str(cmd_r), str(msg_w)],
+                [sys.executable, "-m", "xferscope.isolation", target, str(os.getpid()), str(cmd_r), str(msg_w),
+                 "1" if thread_death_signal else "0"],
                 stdin=subprocess.DEVNULL, stdout=err_w, stderr=err_w, pass_fds=(cmd_r, msg_w),
                 start_new_session=True, env=env, close_fds=True)
         except BaseException:
@@ -350,13 +354,12 @@ def call(target: str, *args: Any, what: str, timeout: float | None = None,
 
 # ------------------------------------------------------------------ the child's side
 
-def die_with_parent(parent_pid: int, sig: int = signal.SIGTERM) -> None:
-    """Ask the kernel for ``sig`` when the parent goes; if it has gone already, raise ParentGone."""
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask the kernel for ``sig`` when the thread that started this process ends. (A parent already gone
+    is seen all the same: the channel reads end-of-file.)"""
     with contextlib.suppress(Exception):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent_pid:
-        raise ParentGone("the parent had ended before the child started")
 
 
 def _parent_gone(signum, frame) -> None:
@@ -367,14 +370,15 @@ def _parent_gone(signum, frame) -> None:
 
 
 def child_main(argv: list[str]) -> None:
-    target, parent_pid, read_fd, write_fd = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    target, read_fd, write_fd = argv[0], int(argv[2]), int(argv[3])  # argv[1]: the parent's pid, for ps
     faulthandler.enable(file=sys.stderr, all_threads=True)
     signal.signal(signal.SIGTERM, _parent_gone)
     signal.signal(signal.SIGINT, _parent_gone)
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     channel = Channel(read_fd, write_fd)
     try:
-        die_with_parent(parent_pid)
+        if len(argv) < 5 or argv[4] != "0":
+            die_with_parent()
         module_name, fn_name = target.split(":")
         fn: Callable[[Channel], Any] = getattr(importlib.import_module(module_name), fn_name)
         fn(channel)

@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from xferscope import janitor
 from xferscope import target as targets
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
@@ -80,10 +81,10 @@ class Run(SampleFeed):
     """One run of one spec, its engine in a child process. Use ``execute()`` for the simple case, or
     the steps (``prepare``, ``start``, ``join``, ``close``, ``finish``) for live consumers.
 
-    ``remove_if_orphaned``: paths (files or directories) the caller made for this run; the engine's
-    process removes them if this process dies before the run is closed."""
+    The files the run will create (and cuFile's log) are guarded by ``xferscope.janitor`` from planning
+    to ``close``: they go even when this process is killed outright."""
 
-    def __init__(self, spec: RunSpec, *, gpu_telemetry: bool = True, remove_if_orphaned: tuple[str, ...] = ()):
+    def __init__(self, spec: RunSpec, *, gpu_telemetry: bool = True):
         SampleFeed.__init__(self)
         self.spec = spec.validate()
         self.target: targets.Target | None = None
@@ -96,7 +97,7 @@ class Run(SampleFeed):
         #: the engine's workers did not stop when asked; its process was killed (nothing is left here)
         self.stuck = False
         self._gpu_telemetry = gpu_telemetry
-        self._remove_if_orphaned = tuple(remove_if_orphaned)
+        self._guarded: list[str] = []
         self._child: Child | None = None
         self._control: queue.Queue = queue.Queue()
         self._snapshot: Snapshot | None = None
@@ -123,10 +124,13 @@ class Run(SampleFeed):
 
             extra, self._cufile_log = cufile_driver.log_for_child()
             env = {**os.environ, **extra} if extra else None
+            if self._cufile_log:
+                self._guard(self._cufile_log)
         self._child = Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
-        orphan_paths = self._remove_if_orphaned + ((self._cufile_log,) if self._cufile_log else ())
         self._child.send({"spec": self.spec, "gpu_telemetry": self._gpu_telemetry,
-                          "remove_if_orphaned": orphan_paths, "cufile_probes": dict(_cufile_probes)})
+                          "cufile_probes": dict(_cufile_probes)})
+        if self._stopped_by_user:  # stopped before there was a process to tell
+            self._child.send("stop")
         threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
 
     def _read(self) -> None:
@@ -227,6 +231,13 @@ class Run(SampleFeed):
         self._await(("available",))
         self._phase = "planning the files"
         self.target = targets.plan(self.spec)
+        if self.target.temp_dir:
+            self._guard(self.target.temp_dir)
+        if not self.spec.keep:
+            for tf in self.target.files:
+                if tf.create:
+                    self._guard(tf.path)
+                    self._guard(targets.sidecar_path(tf.path))
         self._child.send(("target", self.target))
         self._phase = "preparing"
         _, labels, worker_gpus, created = self._await(("prepared",), progress)
@@ -291,7 +302,14 @@ class Run(SampleFeed):
             if self._cufile_log:
                 with contextlib.suppress(OSError):
                     os.unlink(self._cufile_log)
+            for path in self._guarded:
+                janitor.release(path)
+            self._guarded.clear()
             self.state = "closed"
+
+    def _guard(self, path: str) -> None:
+        janitor.guard(path)
+        self._guarded.append(path)
 
     def _remove_files(self) -> None:
         """The engine's process could not clean up: remove what the plan said it would create."""

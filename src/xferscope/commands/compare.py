@@ -211,7 +211,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                     typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
                 comp.note_cache(False, "not root")
             progress.begin(i)
-            run = Run(dataset.spec_for(planned.spec), remove_if_orphaned=dataset.orphan_paths())
+            run = Run(dataset.spec_for(planned.spec))
             try:
                 planned.result = run.execute(on_sample=progress.sample)
             except (KeyboardInterrupt, Interrupted):

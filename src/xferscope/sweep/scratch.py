@@ -11,6 +11,7 @@ import os
 import shutil
 import tempfile
 
+from xferscope import janitor
 from xferscope.spec import RunSpec
 from xferscope.target import SIDECAR_SUFFIX, default_scratch_parent
 from xferscope.units import format_size
@@ -38,12 +39,14 @@ class SweepScratch:
             return spec.replace(keep=True)
         if self.temp_dir is None:
             self.temp_dir = tempfile.mkdtemp(prefix="xferscope-sweep-", dir=default_scratch_parent()[0])
+            janitor.guard(self.temp_dir)  # gone with this process, whatever ends it
         name = f"xferscope-sweep-{format_size(spec.file_size)}.dat"
         return spec.replace(file=os.path.join(self.temp_dir, name), keep=True)
 
     def cleanup(self) -> None:
         if self.temp_dir:
             shutil.rmtree(self.temp_dir, ignore_errors=True)
+            janitor.release(self.temp_dir)
             self.temp_dir = None
         if self._keep:
             return
