@@ -28,7 +28,6 @@ import argparse
 import csv
 import os
 import platform
-import re
 import shlex
 import shutil
 import statistics
@@ -86,6 +85,8 @@ def engines_of(proc: psutil.Process) -> list[psutil.Process]:
             pass
     return out
 
+
+LOG_FILES: list = []  # the --log file, flushed at every sample (read it while the soak runs)
 
 #: every engine process this soak has seen (its console's and its CLI runs'), to tell which outlived its run
 SEEN_ENGINES: set[int] = set()
@@ -291,6 +292,7 @@ def log_reading(log, r: Reading) -> None:
     if log is not None:
         log.writerow({k: ("" if v is None else (f"{v:.3f}" if isinstance(v, float) else v))
                       for k, v in vars(r).items()})
+        LOG_FILES[-1].flush()
 
 
 def report(readings: list[Reading], tally: Tally, warmup_s: float, elapsed: float) -> bool:
@@ -354,6 +356,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=30)
     ap.add_argument("--log", help="CSV file for every sample")
     args = ap.parse_args()
+    import signal
+
+    def stop(signum, frame):  # started in the background (SIGINT ignored there): SIGTERM ends it cleanly
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     if args.mode != "cli" and not shutil.which("tmux"):
         raise SystemExit("tmux is needed: the console is soaked in a real terminal emulator")
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
@@ -375,6 +383,7 @@ def main() -> None:
     log_fh = None
     if args.log:
         log_fh = open(args.log, "w", newline="")
+        LOG_FILES.append(log_fh)
         log = csv.DictWriter(log_fh, fieldnames=list(Reading.__dataclass_fields__))
         log.writeheader()
     tally, readings = Tally(), []

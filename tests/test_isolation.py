@@ -65,7 +65,7 @@ def test_the_fault_summary_is_the_faulting_thread():
 
 def test_a_child_leaves_when_its_parent_is_killed(tmp_path):
     """The parent is SIGKILLed while its child waits for a request: the child notices and leaves."""
-    script = textwrap.dedent(f'''
+    script = textwrap.dedent('''
         import sys, time
         from xferscope.isolation import Child
         child = Child("xferscope.isolation:_serve_calls", what="waiting")

@@ -9,7 +9,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -123,3 +122,27 @@ def test_console_hung_up_or_terminated_leaves_nothing(direct_dir, phase, how):
     finally:
         _tmux("kill-server", check=False)
     assert scratch_left(work) == []
+
+
+def test_a_long_session_keeps_the_newest_time_series_and_every_summary(direct_dir):
+    """Hours of runs in one console: the time series of the newest runs stay, older runs keep their
+    summary figures (what a comparison table shows), so the console does not grow without end."""
+    from xferscope.app.session import compact, new_records
+    from xferscope.runner import Run
+
+    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 << 20, block_size=64 << 10,
+                   duration=0.3, keep=True)
+    records = new_records([spec] * 4)
+    for record in records:
+        run = Run(spec)
+        run.subscribe(record.buffer.push)
+        record.result = run.execute()
+        record.take_samples()
+        record.state = "finished"
+    summaries = [(r.result.bytes, r.result.iops, r.result.latency_us.p99) for r in records]
+    assert all(r.history and r.result.samples and r.result.histogram is not None for r in records)
+    assert compact(records, keep=2) == 2 and compact(records, keep=2) == 0
+    assert [r.compacted for r in records] == [True, True, False, False]
+    assert not records[0].history and not records[0].result.samples and records[0].result.histogram is None
+    assert records[3].history and records[3].result.samples
+    assert [(r.result.bytes, r.result.iops, r.result.latency_us.p99) for r in records] == summaries

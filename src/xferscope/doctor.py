@@ -204,6 +204,7 @@ def check_udev(f: Facts) -> list[Check]:
 
 def check_registration(f: Facts) -> list[Check]:
     """Register a scratch file with cuFile and read it once: does cuFile work here, and in which mode?"""
+    from xferscope import janitor
     from xferscope.engines import cufile_driver, gpu_setup
 
     if f.cufile_reason or not os.path.isdir(f.directory):
@@ -216,10 +217,11 @@ def check_registration(f: Facts) -> list[Check]:
     res = gpu_setup.GpuResources()
     try:
         with tempfile.NamedTemporaryFile(prefix=".xferscope-doctor-", dir=f.directory, delete=False) as tmp:
-            tmp.write(os.urandom(1 << 20))
+            janitor.guard(tmp.name)  # this check runs in a process that may crash: the file goes all the same
             path = tmp.name
+            tmp.write(os.urandom(1 << 20))
         fd = os.open(path, os.O_RDWR | os.O_DIRECT)
-        handle = cufile_driver.register_handle(res, fd, path, f.fstype)
+        cufile_driver.register_handle(res, fd, path, f.fstype)
         dev = res.device_memory(0, 1 << 20)
         cufile_driver.register_buffer(res, 0, dev, 1 << 20)
         mode = cufile_driver.file_mode(path, 1 << 20, 0, fstype=f.fstype)
@@ -238,6 +240,7 @@ def check_registration(f: Facts) -> list[Check]:
         if path:
             with contextlib.suppress(OSError):
                 os.unlink(path)
+            janitor.release(path)
 
 
 def check_free_space(f: Facts) -> list[Check]:

@@ -9,7 +9,8 @@ passes over the channel, in order (parent -> child on the left):
                                           ("prepared", labels, worker_gpus, created) or ("error", …)
     "start"                               ("started", info, Snapshot) or ("error", …)
                                           ("sample", Sample, Snapshot)… at the sample interval
-    "stop" (any time)                     ("ended", RunResult | None, error | None)
+    "stop" (any time)                     ("ended", RunResult | None, error | None, stuck)
+                                          (the result without its samples: the parent has them)
     "close" (any time)                    ("closed", files left)
 
 then the parent closes the channel and the process leaves. The files are planned
@@ -22,6 +23,7 @@ process leaves.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -158,6 +160,8 @@ class EngineHost:
             result, error = run.finish(), None
         except Exception as exc:
             result, error = None, error_to_wire(exc)
+        if result is not None:  # the parent has every sample already: send the rest, once
+            result = dataclasses.replace(result, samples=[])
         self.send(("ended", result, error, run.stuck))
         self._close.wait()
         self._close_run()

@@ -147,6 +147,8 @@ class Run(SampleFeed):
                     self._publish(sample)
                 elif kind == "ended":
                     _, result, error, stuck = message
+                    if result is not None:  # every sample came before it, one by one
+                        result.samples = list(self.samples)
                     self._child_result = result
                     self._child_error = error_from_wire(error) if error else None
                     if stuck:

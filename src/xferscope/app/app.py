@@ -26,7 +26,8 @@ from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.session import Batch, ConsoleCpu, CpuLog, RunRecord, comparison_records, new_records
+from xferscope.app.session import (SERIES_KEPT, Batch, ConsoleCpu, CpuLog, RunRecord, compact, comparison_records,
+                                   new_records)
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
@@ -325,6 +326,7 @@ class XferscopeApp(App):
             record.planned.result = result
         if self._console_cpu is not None:
             record.settle_console(self._console_cpu.times())
+        compact(self.records)
         self._changed()
 
     def on_run_finished(self, message: RunFinished) -> None:
@@ -359,10 +361,13 @@ class XferscopeApp(App):
         timed = [r for r in self.records if r.result is not None]
         cpu = sum(r.console_cpu_s for r in timed)
         secs = sum(r.result.seconds for r in timed)
+        kept = (f" Time series of the newest {SERIES_KEPT} runs are kept; older runs keep their summaries."
+                if any(r.compacted for r in self.records) else "")
         if not timed or secs <= 0:
-            return "CPU % is the engine process's (percent of one core); the console runs in a process of its own."
+            return ("CPU % is the engine process's (percent of one core); the console runs in a process of its own."
+                    + kept)
         return (f"CPU % is the engine process's; the console runs in a process of its own: it used {cpu:.2f} "
-                f"CPU-s over {secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core).")
+                f"CPU-s over {secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core)." + kept)
 
     # ------------------------------------------------------------ actions
     def action_show(self, mode: str) -> None:

@@ -30,6 +30,9 @@ HISTORY_POINTS = 6000
 WINDOW_S = 1.0
 #: samples waiting for the next redraw; more than this means the console has stalled: drop the oldest
 BUFFER_POINTS = 2048
+#: runs whose time series (and latency histogram) the console keeps; older runs of the session keep their
+#: summary figures, so that a console left open for hours of runs stays small
+SERIES_KEPT = 50
 
 
 class SampleBuffer:
@@ -75,6 +78,7 @@ class RunRecord:
     console_cpu_s: float = 0.0  # the console's own CPU time while this run was timed
     console_usr_s: float = 0.0
     console_sys_s: float = 0.0
+    compacted: bool = False  # its time series were let go (see ``compact``); its summary stays
     _console_mark: tuple[float, float] | None = None
     planned: PlannedRun | None = None  # the run of a comparison in rounds this record is
 
@@ -132,6 +136,25 @@ class RunRecord:
             self.console_sys_s += sys_
             self.console_cpu_s += usr + sys_
             self._console_mark = None
+
+
+def compact(records: list[RunRecord], keep: int = SERIES_KEPT) -> int:
+    """Let go of the time series and latency histograms of the ended runs older than the newest ``keep``;
+    their summaries (throughput, IOPS, latency percentiles, CPU) stay. Returns how many were let go now."""
+    ended = [r for r in records if not r.active]
+    n = 0
+    for record in ended[:-keep] if keep else ended:
+        if record.compacted:
+            continue
+        record.history.clear()
+        record.taken_at.clear()
+        record.buffer.drain()
+        if record.result is not None:
+            record.result.samples = []
+            record.result.histogram = None
+        record.compacted = True
+        n += 1
+    return n
 
 
 _ids = itertools.count(1)
