@@ -17,9 +17,9 @@ cached first: the engine is CPU-bound, so any CPU the console takes from it show
 
 Prints per case the medians over rounds: throughput with the console and headless, the median of
 the per-round ratios console/headless (goal >= 0.98; pairing the two runs of a round cancels the slow
-drift of a shared virtual machine), the console's own CPU as it reports it (its event-loop thread over
-the timed region, percent of one core) and the difference in process CPU between the two runs of a
-round over the run's seconds.
+drift of a shared virtual machine), the console's own CPU as it reports it (its own process over the
+timed region, percent of one core: the engine runs in a process of its own) and the difference in the
+engine process's CPU between the two runs of a round over the run's seconds.
 """
 from __future__ import annotations
 
