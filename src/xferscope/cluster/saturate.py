@@ -25,7 +25,6 @@ class ClusterRunner:
         self.steps = steps
         self.scratch = scratch
         self.gpu_given = gpu_given
-        self.stuck = None
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
         adapted = self.scratch.adapt(spec)

@@ -236,10 +236,6 @@ def run_plan(plan, *, fmt: str, json_path: str | None, csv_path: str | None) -> 
     finally:
         progress.clear()
     written = report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if runner.stuck is not None:
-        from xferscope.commands.run import exit_leaving_stuck_workers
-
-        exit_leaving_stuck_workers(runner.stuck.result.error if runner.stuck.result else None)
     finish(outcome, written)
 
 

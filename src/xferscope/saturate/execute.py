@@ -139,7 +139,6 @@ class LocalRunner:
         self.scratch = SweepScratch()
         self._current = None
         self._stop = threading.Event()
-        self.stuck = None  # a Run whose workers did not stop
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
         from xferscope.runner import Run
@@ -152,8 +151,6 @@ class LocalRunner:
             return run.execute(on_sample=on_sample)
         finally:
             self._current = None
-            if run.stuck:
-                self.stuck = run
 
     def stop(self) -> None:
         self._stop.set()
