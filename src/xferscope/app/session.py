@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 import resource
+import sys
 import threading
 import time
 from collections import deque
@@ -36,7 +37,7 @@ SERIES_KEPT = 50
 
 
 class SampleBuffer:
-    """Samples from the sampler thread, taken by the console at its own rate. Bounded; never blocks."""
+    """Samples from the engine's process, taken by the console at its own rate. Bounded; never blocks."""
 
     def __init__(self, maxlen: int = BUFFER_POINTS):
         self._q: deque[tuple[float, Sample]] = deque(maxlen=maxlen)
@@ -53,6 +54,9 @@ class SampleBuffer:
                 out.append(self._q.popleft())
             except IndexError:
                 return out
+
+
+_LET_GO_BUFFER = SampleBuffer(maxlen=0)
 
 
 @dataclass
@@ -138,20 +142,31 @@ class RunRecord:
             self._console_mark = None
 
 
+#: what a let-go run holds instead of its own buffers: empty, and dropping anything put in them
+_LET_GO_HISTORY: deque = deque(maxlen=0)
+
+
 def compact(records: list[RunRecord], keep: int = SERIES_KEPT) -> int:
-    """Let go of the time series and latency histograms of the ended runs older than the newest ``keep``;
-    their summaries (throughput, IOPS, latency percentiles, CPU) stay. Returns how many were let go now."""
+    """Let go of the time series, latency histograms and per-core figures of the ended runs older than the
+    newest ``keep``; their summaries (throughput, IOPS, latency percentiles, CPU) stay, with their strings
+    shared. Returns how many were let go now."""
     ended = [r for r in records if not r.active]
     n = 0
     for record in ended[:-keep] if keep else ended:
         if record.compacted:
             continue
-        record.history.clear()
-        record.taken_at.clear()
-        record.buffer.drain()
-        if record.result is not None:
-            record.result.samples = []
-            record.result.histogram = None
+        record.history = record.taken_at = _LET_GO_HISTORY
+        record.buffer = _LET_GO_BUFFER
+        result = record.result
+        if result is not None:
+            result.samples = []
+            result.histogram = None
+            result.cpu = {sys.intern(k): v for k, v in result.cpu.items() if k != "per_core_pct"}
+            result.environment = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v
+                                  for k, v in result.environment.items()}
+            result.labels = [sys.intern(label) for label in result.labels]
+            if result.spec == record.spec:  # the copy that came back from the engine's process
+                result.spec = record.spec
         record.compacted = True
         n += 1
     return n

@@ -109,6 +109,7 @@ def _end_on_hangup(app):
     what puts the previous handlers back."""
     import asyncio
     import signal
+    import threading
 
     def handler(signum, frame):
         if app.batch is not None:
@@ -117,6 +118,7 @@ def _end_on_hangup(app):
             asyncio.get_running_loop().call_soon_threadsafe(lambda: app.exit(None, 128 + signum))
         except RuntimeError:  # the console is not running (yet, or any more)
             raise KeyboardInterrupt from None
+        threading.Thread(target=_leave_soon, args=(app, 128 + signum), name="xferscope-hangup", daemon=True).start()
 
     previous = {}
     for sig in (signal.SIGHUP, signal.SIGTERM):
@@ -130,6 +132,28 @@ def _end_on_hangup(app):
             signal.signal(sig, old)
 
     return restore
+
+
+#: after a hang-up, how long the console gets to leave by itself once its runs are closed
+LEAVE_GRACE_S = 5.0
+
+
+def _leave_soon(app, code: int) -> None:
+    """With its terminal gone, Textual can block for good writing to it (its writer thread dies on the
+    first failed write and the queue to it fills). Once the runs are stopped and their files removed,
+    leave, whether or not Textual has finished."""
+    import os
+    import sys
+    import time
+
+    app.wait_for_runs(30.0)
+    time.sleep(LEAVE_GRACE_S)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
 
 
 def tui_command(
