@@ -126,7 +126,8 @@ def main() -> int:
         failed |= not (ok_points and ok_best)
         print(f"{series['label']}: knee {series['knee']['workers']}w x qd {series['knee']['iodepth']}, "
               f"{series['points_measured']} of {series['grid_points']} points ({share:.0%}, "
-              f"{'ok' if ok_points else 'over'} {POINT_SHARE:.0%}), {series['runs']} runs; plateau {plateau:.1f} MiB/s, "
+              f"{'ok' if ok_points else 'over'} {POINT_SHARE:.0%}), {series['runs']} runs; "
+              f"plateau {plateau:.1f} MiB/s, "
               f"grid best {grid_best:.1f} MiB/s at {label}: grid best / plateau {ratio:.3f} "
               f"({'within' if ok_best else 'outside'} {GRID_WITHIN:.0%})")
         print(f"  {series['verdict_line']}")

@@ -2,12 +2,13 @@
 stand in for ``measure``."""
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 
 import pytest
 
-from xferscope.saturate.search import (KneeSearch, Shape, StopSearch, doubling, knee_of, resolution)
+from xferscope.saturate.search import KneeSearch, Shape, StopSearch, doubling, knee_of, ladder, midpoint, resolution
 
 
 @dataclass
@@ -57,16 +58,37 @@ def test_the_workers_knee_is_found_within_one_step_and_within_the_budget(per_io,
     assert model.true(found.plateau) >= 0.95 * plateau
 
 
-def test_queue_depth_is_searched_at_the_workers_knee():
-    # two workers' CPU stays under the device; the device needs 12 I/Os in flight for 95% of its plateau
+def test_one_worker_s_queue_then_workers_then_the_least_queue_at_that_many_workers():
+    # one thread's CPU holds a worker to 250 whatever its queue; the device gives 100 per I/O in flight up to 1000
     model = Model(per_io=100.0, per_thread=250.0, plateau=1000.0, seed=5)
     found = search(model, max_workers=4, max_qd=64).run()
-    assert found.unsaturated == ["workers"], "doubling workers at qd 1 still gained at the limit"
-    assert found.knee.workers == 4 and abs(found.knee.iodepth - 3) <= resolution(3), found.knee
-    assert found.knee.concurrency == pytest.approx(12, abs=4)
-    stages = {p.stage for p in found.points}
-    assert {"workers", "queue depth"} <= stages
-    assert max(p.shape.iodepth for p in found.points) <= 8, "it stops doubling once the queue depth is flat"
+    assert found.knee == Shape(4, 3), [(p.shape, round(p.median)) for p in found.points]
+    assert found.unsaturated == ["workers"], "the last step of the climb, to 4 workers, still gained"
+    assert Shape(4, 64) in {p.shape for p in found.points}, "the climb reached the knee at the deepest queue"
+    assert {p.stage for p in found.points} >= {"doubling", "queue depth at the knee"}
+    assert len(found.points) <= 16
+
+
+def test_a_curve_that_rises_again_at_depth_is_found_by_the_limit_check():
+    # flat up to 8 in flight, then rising to 1.6x at 64 (a virtual disk with many queues behind it)
+    model = Model(per_io=1.0, plateau=1.0, noise=0.01, seed=2)
+    model.true = lambda shape: 1000.0 * (1 + 0.2 * max(0.0, math.log2(shape.concurrency) - 3))
+    found = search(model, max_workers=1, max_qd=64).run()
+    assert found.comparisons[0].gain is False, "the first doubling is flat"
+    assert any(c.stage == "limit" and c.gain for c in found.comparisons)
+    true_knee = 49  # 1000 (1 + 0.2 (log2 q - 3)) >= 0.95 x 1600
+    assert abs(found.knee.iodepth - true_knee) <= resolution(64), found.knee
+    assert model.true(found.plateau) >= 0.95 * 1600
+
+
+def test_the_climb_goes_on_with_workers_at_the_deepest_queue():
+    # a device that wants 600 I/Os in flight: one worker's queue is not enough
+    model = Model(per_io=2.0, plateau=1200.0, noise=0.01, seed=3)
+    found = search(model, max_workers=16, max_qd=64).run()
+    assert found.knee.workers > 1
+    true_concurrency = 570  # 2 x c >= 0.95 x 1200
+    assert abs(found.knee.concurrency - true_concurrency) <= 64, found.knee
+    assert len(found.points) <= 24
 
 
 def test_the_search_stops_at_its_point_budget_and_keeps_what_it_measured():
@@ -77,11 +99,12 @@ def test_the_search_stops_at_its_point_budget_and_keeps_what_it_measured():
     assert found.knee is not None
 
 
-def test_a_flat_path_stops_after_the_first_step():
+def test_a_flat_path_stops_after_the_first_step_and_the_limit_check():
     model = Model(per_io=1e9, plateau=500.0, noise=0.01)
     found = search(model, max_qd=64).run()
     assert found.knee == Shape(1, 1)
-    assert {p.shape for p in found.points} == {Shape(1, 1), Shape(2, 1), Shape(1, 2)}
+    assert {p.shape for p in found.points} == {Shape(1, 1), Shape(1, 2), Shape(16, 64)}, "one step, the limit"
+    assert not found.unsaturated
 
 
 def test_a_path_that_thrashes_past_its_peak_keeps_the_peak():
@@ -96,7 +119,7 @@ def test_neighbours_that_cannot_be_told_apart_count_as_flat_after_the_round_cap(
     found = search(model, max_rounds=4).run()
     first = found.comparisons[0]
     assert first.verdict.rounds == 4 and not first.told_apart and not first.gain
-    assert len(found.points) == 2
+    assert {p.shape for p in found.points} == {Shape(1), Shape(2), Shape(16)}, "one step, and the limit"
 
 
 def test_measuring_alternates_the_order_of_neighbours():
@@ -120,6 +143,9 @@ def test_a_stop_keeps_the_points_so_far():
 
 def test_helpers():
     assert doubling(1, 16) == [2, 4, 8, 16] and doubling(1, 12) == [2, 4, 8, 12] and doubling(4, 4) == []
+    assert midpoint(1, 64) == 8 and midpoint(8, 16) == 12 and midpoint(3, 5) == 4
+    assert ladder(3, 4) == [Shape(1, 1), Shape(1, 2), Shape(1, 3), Shape(1, 4), Shape(2, 4), Shape(3, 4)]
+    assert ladder(3, 1) == [Shape(1), Shape(2), Shape(3)]
     assert resolution(3) == 1 and resolution(16) == 2 and resolution(64) == 8
     assert knee_of([]) == (None, None)
     with pytest.raises(ValueError):

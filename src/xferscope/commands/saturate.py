@@ -106,7 +106,8 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
               "file": given.get("file"), "directory": given.get("directory"), "numa_node": given.get("numa"),
               "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
               "rwmix": given.get("rwmix"), "register_buffers": given.get("register"), "seed": given.get("seed"),
-              "interval": given.get("interval"), "split": _size(given["split"], "split") if given.get("split") else None,
+              "interval": given.get("interval"),
+              "split": _size(given["split"], "split") if given.get("split") else None,
               **{flag: True for flag in ("buffered", "force", "keep", "huge_pages") if given.get(flag)}}
     plan = plan_from(
         profile, fields=fields, duration=duration,
@@ -129,7 +130,8 @@ def print_dry_run(plan) -> None:
     series = plan.series()
     for i, s in enumerate(series, start=1):
         role = " (storage reference)" if s.role != "measured" else ""
-        typer.echo(f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} grid points, "
+        typer.echo(f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} "
+                   f"grid points, "
                    f"up to {plan.limit_text(s.path)}")
     typer.echo(f"{len(series)} searches; each point {plan.base.duration:g} s a run, {plan.min_rounds}-"
                f"{plan.max_rounds} interleaved rounds per comparison; at most {seconds_text(plan.worst_case_seconds())}"

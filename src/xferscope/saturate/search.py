@@ -7,20 +7,22 @@
 returns something with a ``throughput`` (any unit, higher is better). The search
 never invents a figure: every number it reasons about was measured.
 
-How it walks:
+How it walks, by concurrency (I/Os in flight: workers x queue depth):
 
-1. Workers first, at queue depth 1: 1, 2, 4, ... up to ``max_workers``. Each new
-   point is measured in interleaved rounds with the point before it (the order
-   rotates every round) until the comparison rule of ``xferscope.verdict`` tells
-   the two apart, or ``max_rounds`` rounds are done. Doubling stops at the first
-   step that does not gain at least 5% (told apart and the paired median ratio
-   at least 1.05): the gain has flattened.
-2. Then it bisects between the last point below the plateau and the first point
-   on it, to a resolution of one eighth of the upper value (1 for small values):
-   a midpoint is below the plateau when the point above it gains 5% over it by
-   the same rule.
-3. Paths with a queue depth (host io_uring, cufile-batch) then do the same over
-   the queue depth at the workers' knee.
+1. The shapes it climbs: one worker's queue filled first (host io_uring, cufile-batch: a queue keeps more in
+   flight for less CPU), then more workers at the deepest queue; paths without a queue of their own climb the
+   workers. The concurrency doubles: 1, 2, 4, ... up to the limit (``max_workers`` x ``max_qd``).
+2. Each new point is measured in interleaved rounds with the point before it (the order rotates every round)
+   until the comparison rule of ``xferscope.verdict`` tells the two apart, or ``max_rounds`` rounds are done.
+   A step gains when the median of its paired ratios is 5% or more (where the rule told the two apart, that is
+   its verdict; where it could not, the median decides). Doubling stops at the first step that does not gain.
+3. The limit is then compared with the last point that gained: a curve that rises slowly (under 5% a
+   doubling) or again at high concurrency gains there, and the plateau is taken to lie between the two.
+4. Bisection between the last point below the plateau and the first on it (geometric midpoints over wide
+   ranges) brings the two to within one eighth of the upper concurrency, or to neighbouring shapes: a midpoint
+   is below the plateau when the point above it gains 5% over it.
+5. Where the knee has several workers at the deepest queue, the same bisection finds the least queue depth on
+   that many workers that stays on the plateau.
 
 The knee is the smallest concurrency (workers x queue depth; fewer workers on a
 tie) whose median throughput is within 5% of the plateau, the best median of any
@@ -33,7 +35,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
-from xferscope.verdict import FASTER, MARGIN, Verdict, paired_verdict
+from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict
 
 GAIN = 1 + MARGIN       # a step that gains less (or cannot be told apart from its neighbour) is flat
 PLATEAU_SHARE = 0.95    # the knee: the smallest concurrency within 5% of the plateau
@@ -43,8 +45,8 @@ MAX_POINTS = 24
 
 #: one line for every output that shows a knee: how it was found
 SEARCH_RULE = (f"knee: the smallest concurrency within {100 - 100 * PLATEAU_SHARE:.0f}% of the plateau (the best "
-               f"median); workers, then queue depth, doubled until a step gains under {100 * GAIN - 100:.0f}% "
-               "or cannot be told apart, then bisected")
+               f"median); concurrency (one worker's queue, then workers) doubled until a step gains under "
+               f"{100 * GAIN - 100:.0f}% (median of paired ratios), the limit checked, then bisected")
 
 
 class Measured(Protocol):
@@ -122,9 +124,10 @@ class Comparison:
 
     @property
     def gain(self) -> bool:
-        """``other`` gains over ``baseline`` by the comparison rule (every round by more than its margin), and by
-        at least 5% in the median."""
-        return self.verdict.word == FASTER and self.verdict.ratio >= GAIN
+        """``other`` gains at least 5% over ``baseline``: the median of the paired per-round ratios. Where the rule
+        told the two apart this is its verdict (faster: every round beyond its margin); where it could not by the
+        round cap, the median decides, so that a noisy step looks one step further rather than miss the plateau."""
+        return self.verdict.word != SLOWER and self.verdict.ratio >= GAIN
 
 
 @dataclass
@@ -165,6 +168,20 @@ def doubling(start: int, limit: int) -> list[int]:
         v = min(2 * v, limit)
         out.append(v)
     return out
+
+
+def ladder(max_workers: int, max_qd: int) -> list[Shape]:
+    """The shapes the walk climbs, by concurrency: one worker's queue filled first (a queue keeps more in flight
+    for less CPU), then more workers at the deepest queue: (1, 1) .. (1, max_qd), (2, max_qd) .. (max_workers,
+    max_qd). Without a queue, the workers 1 .. max_workers."""
+    return [Shape(1, q) for q in range(1, max_qd + 1)] + [Shape(w, max_qd) for w in range(2, max_workers + 1)]
+
+
+def midpoint(lo: int, hi: int) -> int:
+    """Where bisection measures next: the geometric mean over wide ranges (throughput follows the logarithm of
+    concurrency more than concurrency), the arithmetic one over narrow ones; strictly between the two."""
+    mid = round(math.sqrt(lo * hi)) if hi >= 4 * lo else (lo + hi) // 2
+    return min(max(mid, lo + 1), hi - 1)
 
 
 def resolution(upper: int) -> int:
@@ -212,9 +229,12 @@ class KneeSearch:
     def run(self) -> SearchResult:
         stopped = None
         try:
-            knee = self._axis(Shape(1, 1), "workers", self.max_workers, "workers")
-            if self.max_qd > 1:
-                self._axis(knee, "iodepth", self.max_qd, "queue depth")
+            shapes = ladder(self.max_workers, self.max_qd)
+            knee = self._walk(shapes)
+            if knee == shapes[-1] and len(shapes) > 1:  # the knee at the limit: the plateau may lie beyond
+                self.unsaturated = ["iodepth", "workers"] if self.max_qd > 1 else ["workers"]
+            if self.max_qd > 1 and knee.workers > 1:
+                self._queue_at(knee)
         except StopSearch as exc:
             stopped = exc.reason
         except BudgetReached:
@@ -226,33 +246,59 @@ class KneeSearch:
         knee, plateau = knee_of(points)
         limits = {"workers": self.max_workers, "iodepth": self.max_qd}
         # an axis still gaining at its limit matters where the answer sits at that limit
-        unsaturated = [axis for axis in self.unsaturated if plateau is not None and getattr(plateau, axis) == limits[axis]]
+        unsaturated = [axis for axis in self.unsaturated
+                       if plateau is not None and getattr(plateau, axis) == limits[axis]]
         return SearchResult(points, list(self.comparisons), knee, plateau, unsaturated, stopped)
 
-    def _axis(self, start: Shape, axis: str, limit: int, stage: str) -> Shape:
-        """Double ``axis`` from ``start`` until a step is flat, then bisect; the knee along this axis."""
-        below: Shape | None = None
-        current = start
-        flattened = False
-        for value in doubling(getattr(start, axis), limit):
-            step = current.with_axis(axis, value)
-            if not self._compare(current, step, stage).gain:
-                flattened = True
+    def _walk(self, shapes: list[Shape]) -> Shape:
+        """Along ``shapes`` (ascending concurrency): double the concurrency until a step is flat; check the last
+        shape (a curve that rises slowly, or again at high concurrency, gains there); bisect between the last
+        shape below the plateau and the first on it. Returns the knee along the way."""
+        c = [s.concurrency for s in shapes]
+        last = len(shapes) - 1
+        below: int | None = None
+        at = 0
+        flat: int | None = None
+        while at < last:
+            step = min(next((j for j in range(at + 1, last + 1) if c[j] >= 2 * c[at]), last), last)
+            if not self._compare(shapes[at], shapes[step], "doubling").gain:
+                flat = step
                 break
-            below, current = current, step
-        if not flattened and getattr(start, axis) < limit:
-            self.unsaturated.append(axis)
-            return current
-        if not flattened or below is None:
-            return current
-        lo, hi = getattr(below, axis), getattr(current, axis)
-        while hi - lo > resolution(hi):
-            mid = (lo + hi) // 2
-            if self._compare(current.with_axis(axis, mid), current.with_axis(axis, hi), f"{stage} bisection").gain:
+            below, at = at, step
+        if flat is not None and flat != last and self._compare(shapes[at], shapes[last], "limit").gain:
+            below, at = at, last  # the plateau lies further out: the knee is between the two
+        if below is None:
+            return shapes[at]
+        lo, hi = below, at
+        while hi - lo > 1 and c[hi] - c[lo] > resolution(c[hi]):
+            target = midpoint(c[lo], c[hi])
+            mid = min(range(lo + 1, hi), key=lambda j: (abs(c[j] - target), j))
+            if self._compare(shapes[mid], shapes[hi], "bisection").gain:
                 lo = mid
             else:
                 hi = mid
-        return current.with_axis(axis, hi)
+        return shapes[hi]
+
+    def _queue_at(self, knee: Shape) -> Shape:
+        """With several workers the walk reaches the knee at the deepest queue; the least depth on that many
+        workers that stays on the plateau, by the same bisection."""
+        shallow = Shape(knee.workers, 1)
+        if not self._compare(shallow, knee, "queue depth at the knee").gain:
+            return shallow
+        return self._walk_between([Shape(knee.workers, q) for q in range(1, knee.iodepth + 1)])
+
+    def _walk_between(self, shapes: list[Shape]) -> Shape:
+        """Bisection alone, from ``shapes[0]`` (below the plateau) to ``shapes[-1]`` (on it)."""
+        c = [s.concurrency for s in shapes]
+        lo, hi = 0, len(shapes) - 1
+        while hi - lo > 1 and c[hi] - c[lo] > resolution(c[hi]):
+            target = midpoint(c[lo], c[hi])
+            mid = min(range(lo + 1, hi), key=lambda j: (abs(c[j] - target), j))
+            if self._compare(shapes[mid], shapes[hi], "queue depth at the knee").gain:
+                lo = mid
+            else:
+                hi = mid
+        return shapes[hi]
 
     # ------------------------------------------------------- measurements
     def _compare(self, baseline: Shape, other: Shape, stage: str) -> Comparison:

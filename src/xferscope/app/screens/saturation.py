@@ -282,8 +282,8 @@ class SaturationScreen(ConsoleScreen):
             for a in advice:
                 text.append(f"\n  {a}", style="dim")
         if not text and self.status == "idle":
-            text.append("each search doubles workers (then queue depth) until the gain flattens, then bisects; "
-                        "the verdict says which ceiling binds", style="dim")
+            text.append("each search doubles the I/Os in flight (one worker's queue, then workers) until the gain "
+                        "flattens, checks the limit, then bisects; the verdict says which ceiling binds", style="dim")
         self.query_one("#sat-verdicts", Static).update(text)
 
     def _title(self) -> None:
