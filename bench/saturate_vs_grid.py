@@ -8,9 +8,14 @@
    point ``--grid-reps`` times (median), on the same file and with the same seconds per run.
 
 Prints, per block size: the points the search measured against the grid's count (acceptance: at most 40%),
-its plateau, the grid's best point (the best median) and the ratio plateau / grid best (acceptance: the grid's
+its plateau, the grid's best point (the best median) and the ratio grid best / plateau (acceptance: the grid's
 best within 10% of the plateau), and the load average before and after: on a busy machine say so beside the
 figures, or run it again when ``uptime`` is quiet.
+
+The search and the grid run minutes apart; on a shared or virtual disk the same point can drift by more than
+10% in that time. So, 3. the search's plateau point and the grid's best point are then run again in
+``--confirm-rounds`` interleaved rounds (order rotated) and their paired ratio is judged by compare's rule: the
+like-for-like answer to "did the search find a plateau as high as the grid's best?".
 """
 from __future__ import annotations
 
@@ -54,6 +59,24 @@ def xferscope(*args: str) -> subprocess.CompletedProcess:
     return proc
 
 
+def run_mib_s(args, data_file: str, bs: int, workers: int, depth: int) -> float:
+    proc = xferscope("run", "--path", args.path, "--bs", str(bs), "-w", str(workers), "--iodepth", str(depth),
+                     "-T", str(args.seconds), "-s", args.size, "--file", data_file, "--keep", "--format", "json")
+    return json.loads(proc.stdout)["throughput_mib_s"]
+
+
+def confirm(args, data_file: str, bs: int, mine: tuple[int, int], theirs: tuple[int, int]):
+    """The search's plateau point against the grid's best, in interleaved rounds (order rotated)."""
+    from xferscope.verdict import paired_verdict
+
+    plateau, grid_best = [], []
+    for round_no in range(args.confirm_rounds):
+        order = [(mine, plateau), (theirs, grid_best)]
+        for (workers, depth), into in (order if round_no % 2 == 0 else order[::-1]):
+            into.append(run_mib_s(args, data_file, bs, workers, depth))
+    return paired_verdict(plateau, grid_best)
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -68,6 +91,7 @@ def main() -> int:
     ap.add_argument("--max-workers", type=int, default=16)
     ap.add_argument("--max-qd", type=int, default=64)
     ap.add_argument("--grid-reps", type=int, default=3, help="runs of each grid point (median)")
+    ap.add_argument("--confirm-rounds", type=int, default=5, help="interleaved rounds of plateau against grid best")
     ap.add_argument("--keep", metavar="DIR", help="keep the saturation and grid JSON files here")
     args = ap.parse_args()
 
@@ -98,20 +122,27 @@ def main() -> int:
         grid_started = time.time()
         xferscope("replay", profile, "--results", grid_json)
         grid_s = time.time() - grid_started
+        sat = json.load(open(sat_json))
+        grid = json.load(open(grid_json))
+        best: dict[int, tuple[float, str, dict]] = {}
+        for point in grid["points"]:
+            median = (point.get("stats") or {}).get("throughput_mib_s", {}).get("median")
+            if median is None:
+                continue
+            bs = point["identity"]["block_size"]
+            if median > best.get(bs, (0.0, "", {}))[0]:
+                best[bs] = (median, point["label"], point["identity"])
+        confirmed = {}
+        for series in sat["series"]:
+            bs = series["block_size"]
+            if series["plateau"] and bs in best:
+                mine = (series["plateau"]["workers"], series["plateau"]["iodepth"])
+                theirs = (best[bs][2]["workers"], best[bs][2]["iodepth"])
+                confirmed[bs] = confirm(args, data_file, bs, mine, theirs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load_after = load()
 
-    sat = json.load(open(sat_json))
-    grid = json.load(open(grid_json))
-    best: dict[int, tuple[float, str]] = {}
-    for point in grid["points"]:
-        median = (point.get("stats") or {}).get("throughput_mib_s", {}).get("median")
-        if median is None:
-            continue
-        bs = point["identity"]["block_size"] if "identity" in point else point["spec"]["block_size"]
-        if median > best.get(bs, (0.0, ""))[0]:
-            best[bs] = (median, point["label"])
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
           f"{time.strftime('%Y-%m-%d %H:%M')}; load average before {load_before}, after {load_after}")
     print(f"# search {search_s:.0f} s, grid {grid_s:.0f} s ({args.grid_reps} runs a point, {args.seconds:g} s a run)")
@@ -119,7 +150,7 @@ def main() -> int:
     for series in sat["series"]:
         bs = series["block_size"]
         plateau = series["figures"]["plateau_gib_s"] * 1024 if series["figures"] else float("nan")
-        grid_best, label = best.get(bs, (float("nan"), "-"))
+        grid_best, label, _ = best.get(bs, (float("nan"), "-", {}))
         share = series["points_measured"] / series["grid_points"]
         ratio = grid_best / plateau if plateau else float("nan")
         ok_points, ok_best = share <= POINT_SHARE, abs(ratio - 1) <= GRID_WITHIN
@@ -130,6 +161,10 @@ def main() -> int:
               f"plateau {plateau:.1f} MiB/s, "
               f"grid best {grid_best:.1f} MiB/s at {label}: grid best / plateau {ratio:.3f} "
               f"({'within' if ok_best else 'outside'} {GRID_WITHIN:.0%})")
+        if bs in confirmed:
+            verdict = confirmed[bs]
+            print(f"  interleaved, {verdict.rounds} rounds: grid best / plateau point {verdict.spread()} "
+                  f"({verdict.word}; within 10%: {'yes' if abs(verdict.ratio - 1) <= GRID_WITHIN else 'no'})")
         print(f"  {series['verdict_line']}")
     if args.keep:
         print(f"# files: {sat_json}, {grid_json}")
