@@ -77,6 +77,11 @@ def confirm(args, data_file: str, bs: int, mine: tuple[int, int], theirs: tuple[
     return paired_verdict(plateau, grid_best)
 
 
+def measured(sat: dict, path: str) -> list[dict]:
+    """The searches of ``path`` itself (not the host search run as the storage reference of another path)."""
+    return [s for s in sat["series"] if s["path"] == path and s["role"] == "measured"]
+
+
 def load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -133,7 +138,7 @@ def main() -> int:
             if median > best.get(bs, (0.0, "", {}))[0]:
                 best[bs] = (median, point["label"], point["identity"])
         confirmed = {}
-        for series in sat["series"]:
+        for series in measured(sat, args.path):
             bs = series["block_size"]
             if series["plateau"] and bs in best:
                 mine = (series["plateau"]["workers"], series["plateau"]["iodepth"])
@@ -147,7 +152,7 @@ def main() -> int:
           f"{time.strftime('%Y-%m-%d %H:%M')}; load average before {load_before}, after {load_after}")
     print(f"# search {search_s:.0f} s, grid {grid_s:.0f} s ({args.grid_reps} runs a point, {args.seconds:g} s a run)")
     failed = False
-    for series in sat["series"]:
+    for series in measured(sat, args.path):
         bs = series["block_size"]
         plateau = series["figures"]["plateau_gib_s"] * 1024 if series["figures"] else float("nan")
         grid_best, label, _ = best.get(bs, (float("nan"), "-", {}))
