@@ -3,7 +3,7 @@
 crashes. For a GPU machine.
 
     python bench/repeat_gpu_paths.py --dir /mnt/nvme [--runs 200] [--doctor 100] [--seconds 2]
-                                     [--paths cufile,cufile-batch,cufile-async] [--size 256M]
+                                     [--paths cufile,cufile-batch,cufile-async] [--size 256M] [--jobs N]
 
 Every run is the real CLI (`xferscope run --path P -T S --dir D --json F`, then `xferscope doctor --dir D
 --json`), a new process each time, as a user would type it. Per path it counts: runs that ended ok, runs
@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import psutil
@@ -104,90 +105,138 @@ def main() -> None:
     ap.add_argument("--bs", default="1M")
     ap.add_argument("--paths", default="cufile,cufile-batch,cufile-async")
     ap.add_argument("--gpu-slack-mib", type=float, default=64.0)
+    ap.add_argument("--jobs", type=int, default=1, help="runs at a time (each in its own directory)")
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="xferscope-repeat-", dir=args.dir)
     out_json = os.path.join(tempfile.mkdtemp(prefix="xferscope-repeat-out-"), "run.json")
     xs = [sys.executable, "-m", "xferscope.cli"]
     print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}; "
           f"load {os.getloadavg()[0]:.2f}; {args.runs} runs of each of {args.paths}, {args.seconds:g} s, "
-          f"{args.size} {args.bs} in {args.dir}; {args.doctor} doctor runs")
+          f"{args.size} {args.bs} in {args.dir}; {args.doctor} doctor runs, {args.jobs} at a time")
     rows = []
     good = True
+    lanes = max(1, args.jobs)
+    lane_dirs = [os.path.join(work, f"lane{k}") for k in range(lanes)]
+    lane_outs = [os.path.join(os.path.dirname(out_json), f"run{k}.json") for k in range(lanes)]
+    for d in lane_dirs:
+        os.mkdir(d)
+    if lanes > 1:
+        print(f"{lanes} runs at a time, each in a directory of its own; GPU memory is checked against the level "
+              f"before each path's first run once all its runs have ended (runs beside each other share the GPU)")
+
+    def one_run(path: str, i: int) -> tuple[str, str | None, list[str]]:
+        """(outcome, cuFile mode, notes) of the i-th run of path, in lane i % lanes."""
+        lane = i % lanes
+        where, out = lane_dirs[lane], lane_outs[lane]
+        notes: list[str] = []
+        before = gpu_memory_mib() if lanes == 1 else None
+        rc, _, err, engines = run_watched(
+            xs + ["run", "--path", path, "-T", str(args.seconds), "-s", args.size, "--bs", args.bs,
+                  "--dir", where, "--json", out], timeout=args.seconds + 300)
+        died = re.search(r"died by (SIG\w+)", err)
+        mode = None
+        if rc < 0:
+            outcome = "cli crashed"
+            notes.append(f"run {i}: the CLI died by signal {-rc}")
+        elif died:
+            outcome = "engine died"
+            notes.append(f"run {i}: engine died by {died.group(1)}")
+        elif rc != 0:
+            outcome = "failed"
+            notes.append(f"run {i}: exit {rc}: {err.strip()[-160:]}")
+        else:
+            outcome = "ok"
+            try:
+                with open(out) as fh:
+                    mode = f"{json.load(fh).get('environment', {}).get('cufile_mode', '?')}"
+            except (OSError, ValueError):
+                pass
+        extra = []
+        left = alive(engines)
+        if left:
+            extra.append("engine left")
+            notes.append(f"run {i}: engine processes left: {left}")
+        if os.listdir(where):
+            extra.append("scratch left")
+            notes.append(f"run {i}: left in {where}: {os.listdir(where)}")
+            for name in os.listdir(where):
+                os.unlink(os.path.join(where, name))
+        if before is not None:
+            after = gpu_memory_mib()
+            if after is not None and after > before + args.gpu_slack_mib:
+                extra.append("gpu memory not back")
+                notes.append(f"run {i}: GPU memory {before:.0f} -> {after:.0f} MiB")
+        return outcome, mode, notes + [f"+{e}" for e in extra]
+
+    def in_lanes(fn, n: int) -> list:
+        """fn(i) for i in range(n), `lanes` at a time, each lane taking its own indices in turn."""
+        results: list = [None] * n
+
+        def lane_loop(lane: int) -> None:
+            for i in range(lane, n, lanes):
+                results[i] = fn(i)
+
+        threads = [threading.Thread(target=lane_loop, args=(k,)) for k in range(lanes)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results
+
     try:
         for path in [p.strip() for p in args.paths.split(",") if p.strip()]:
             tally = collections.Counter()
             modes = collections.Counter()
             notes: list[str] = []
             t0 = time.monotonic()
-            for i in range(args.runs):
-                before = gpu_memory_mib()
-                rc, _, err, engines = run_watched(
-                    xs + ["run", "--path", path, "-T", str(args.seconds), "-s", args.size, "--bs", args.bs,
-                          "--dir", work, "--json", out_json], timeout=args.seconds + 300)
-                died = re.search(r"died by (SIG\w+)", err)
-                if rc < 0:
-                    tally["cli crashed"] += 1
-                    notes.append(f"run {i}: the CLI died by signal {-rc}")
-                elif died:
-                    tally["engine died"] += 1
-                    notes.append(f"run {i}: engine died by {died.group(1)}")
-                elif rc != 0:
-                    tally["failed"] += 1
-                    notes.append(f"run {i}: exit {rc}: {err.strip()[-160:]}")
-                else:
-                    tally["ok"] += 1
-                    try:
-                        with open(out_json) as fh:
-                            env = json.load(fh).get("environment", {})
-                        modes[f"{env.get('cufile_mode', '?')}"] += 1
-                    except (OSError, ValueError):
-                        pass
-                left = alive(engines)
-                if left:
-                    tally["engine left"] += 1
-                    notes.append(f"run {i}: engine processes left: {left}")
-                if os.listdir(work):
-                    tally["scratch left"] += 1
-                    notes.append(f"run {i}: left in {work}: {os.listdir(work)}")
-                    for name in os.listdir(work):
-                        os.unlink(os.path.join(work, name))
+            level = gpu_memory_mib()
+            for outcome, mode, run_notes in in_lanes(lambda i, path=path: one_run(path, i), args.runs):
+                tally[outcome] += 1
+                if mode is not None:
+                    modes[mode] += 1
+                for note in run_notes:
+                    if note.startswith("+"):
+                        tally[note[1:]] += 1
+                    else:
+                        notes.append(note)
+            if lanes > 1:
                 after = gpu_memory_mib()
-                if before is not None and after is not None and after > before + args.gpu_slack_mib:
+                if level is not None and after is not None and after > level + args.gpu_slack_mib:
                     tally["gpu memory not back"] += 1
-                    notes.append(f"run {i}: GPU memory {before:.0f} -> {after:.0f} MiB")
+                    notes.append(f"after all runs: GPU memory {level:.0f} -> {after:.0f} MiB")
             minutes = (time.monotonic() - t0) / 60
             rows.append((path, args.runs, tally, dict(modes), minutes))
             bad = sum(v for k, v in tally.items() if k != "ok")
             good = good and bad == 0
-            print(f"{path}: {dict(tally)} modes {dict(modes)} in {minutes:.1f} min")
+            print(f"{path}: {dict(tally)} modes {dict(modes)} in {minutes:.1f} min", flush=True)
             for note in notes[:20]:
                 print("   ", note)
         if args.doctor:
             tally = collections.Counter()
             notes = []
             t0 = time.monotonic()
-            for i in range(args.doctor):
-                rc, out, err, _ = run_watched(xs + ["doctor", "--dir", work, "--json"], timeout=600)
+
+            def one_doctor(i: int) -> tuple[str, str | None]:
+                rc, out, err, _ = run_watched(xs + ["doctor", "--dir", lane_dirs[i % lanes], "--json"], timeout=600)
                 if rc < 0:
-                    tally["doctor crashed"] += 1
-                    notes.append(f"doctor {i}: died by signal {-rc}")
-                    continue
+                    return "doctor crashed", f"doctor {i}: died by signal {-rc}"
                 try:
                     report = json.loads(out)
                 except ValueError:
-                    tally["no report"] += 1
-                    notes.append(f"doctor {i}: exit {rc}: {err.strip()[-160:]}")
-                    continue
+                    return "no report", f"doctor {i}: exit {rc}: {err.strip()[-160:]}"
                 crashed = [c for c in report["checks"] if "died by" in c["detail"]]
                 if crashed:
-                    tally["check crashed"] += 1
-                    notes.append(f"doctor {i}: {crashed[0]['name']}: {crashed[0]['detail'][:160]}")
-                else:
-                    tally["ok"] += 1
+                    return "check crashed", f"doctor {i}: {crashed[0]['name']}: {crashed[0]['detail'][:160]}"
+                return "ok", None
+
+            for outcome, note in in_lanes(one_doctor, args.doctor):
+                tally[outcome] += 1
+                if note:
+                    notes.append(note)
             minutes = (time.monotonic() - t0) / 60
             rows.append(("doctor --dir", args.doctor, tally, {}, minutes))
             good = good and all(k == "ok" for k in tally)
-            print(f"doctor: {dict(tally)} in {minutes:.1f} min")
+            print(f"doctor: {dict(tally)} in {minutes:.1f} min", flush=True)
             for note in notes[:20]:
                 print("   ", note)
     finally:
