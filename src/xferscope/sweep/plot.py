@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import itertools
 import os
-from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.sweep.chart import Chart, Panel, Series
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
@@ -24,32 +24,6 @@ from xferscope.units import format_size
 
 FORMATS = (".svg", ".png")
 NUMERIC_AXES = ("block_size", "iodepth", "workers", "rwmix", "file_size")
-
-
-@dataclass
-class Series:
-    name: str
-    points: list[tuple[float, float, float]] = field(default_factory=list)  # (x, y, error)
-
-
-@dataclass
-class Panel:
-    title: str
-    x_label: str
-    y_label: str
-    series: list[Series] = field(default_factory=list)
-    categories: list[str] | None = None  # categorical x: x values are indices into this list
-    x_log: bool = False
-    x_is_size: bool = False
-    y_log: bool = False
-    x_ticks: list[float] | None = None  # where to put x ticks (default: every x of a log axis)
-    marks: list[tuple[float, str]] = field(default_factory=list)  # vertical lines at x, labelled
-
-
-@dataclass
-class Chart:
-    title: str
-    panels: list[Panel]
 
 
 def check_plot_path(path: str) -> str:
@@ -206,9 +180,3 @@ def render_chart(path: str, chart: Chart) -> str | bytes | None:
     from xferscope.sweep.png_chart import render_png
 
     return render_png(chart)
-
-
-def tick_text(panel: Panel, value: float) -> str:
-    if panel.x_is_size:
-        return format_size(value)
-    return f"{value:g}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import math
 
-from xferscope.sweep.plot import Chart, tick_text
+from xferscope.sweep.chart import Chart, tick_text
 
 
 def render_png(chart: Chart) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from xml.sax.saxutils import escape
 
-from xferscope.sweep.plot import Chart, Panel, tick_text
+from xferscope.sweep.chart import Chart, Panel, tick_text
 
 PANEL_W, PANEL_H = 560, 340
 LEFT, RIGHT, TOP, BOTTOM = 72, 180, 34, 52
