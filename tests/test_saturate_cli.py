@@ -74,7 +74,7 @@ def test_a_saved_saturation_is_shown_again_and_serves_as_the_storage_ceiling(sat
     outcome = load_saturation(str(out))
     assert outcome.series[0].bottleneck is not None
 
-    from xferscope.saturate.execute import storage_from_file
+    from xferscope.saturate.record import storage_from_file
 
     [(bs, (value, note))] = storage_from_file(str(out)).items()
     assert bs == 64 << 10 and value == pytest.approx(outcome.series[0].figures.plateau_gib_s)

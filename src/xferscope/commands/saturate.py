@@ -208,7 +208,7 @@ def storage_of(plan):
     """(ceilings, source) from ``--storage FILE``; (None, None) otherwise."""
     if plan.storage in ("auto", "none"):
         return None, None
-    from xferscope.saturate.execute import storage_from_file
+    from xferscope.saturate.record import storage_from_file
 
     return storage_from_file(plan.storage), plan.storage
 

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from xferscope.errors import SpecError, XferscopeError
+from xferscope.errors import XferscopeError
 from xferscope.saturate.ceilings import Bottleneck, Evidence
 from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
 from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
@@ -134,7 +134,7 @@ class LocalRunner:
     """Runs each measurement on this host through ``runner.Run``, on one set of scratch files."""
 
     def __init__(self) -> None:
-        from xferscope.sweep.scratch import SweepScratch
+        from xferscope.scratch import SweepScratch
 
         self.scratch = SweepScratch()
         self._current = None
@@ -268,23 +268,5 @@ class Saturation:
                 return
 
 
-def storage_from_file(path: str) -> dict[int, tuple[float, str | None]]:
-    """Host plateaus by block size from an earlier saturation's JSON (``--storage FILE``)."""
-    from xferscope.saturate.record import load_saturation
-
-    earlier = load_saturation(path)
-    out = {}
-    for o in earlier.series:
-        if o.series.path == "host" and o.figures is not None:
-            note = f"from {path}"
-            if o.bottleneck is not None and o.bottleneck.kind != "storage":
-                note += f", itself {o.bottleneck.word}"
-            out[o.series.block_size] = (o.figures.plateau_gib_s, note)
-    if not out:
-        raise SpecError("storage", f"{path} holds no host saturation to take the storage ceiling from; run "
-                                   "`xferscope saturate --path host --json FILE` first")
-    return out
-
-
-__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse", "storage_from_file",
+__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse",
            "SeriesStarted", "MeasurementStarted", "PointMeasured", "Compared", "SeriesFinished", "STORAGE_AUTO"]

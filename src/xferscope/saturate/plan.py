@@ -52,7 +52,7 @@ class Series:
     def label(self) -> str:
         text = f"{self.path} {format_size(self.block_size)}"
         if self.path != "host" and self.gpus != (0,):
-            from xferscope.sweep.plan import gpu_text
+            from xferscope.gpus import gpu_text
 
             text += " gpu " + gpu_text(list(self.gpus))
         return text

@@ -14,7 +14,7 @@ import dataclasses
 import math
 from typing import Any
 
-from xferscope.errors import FormatError
+from xferscope.errors import FormatError, SpecError
 from xferscope.saturate.ceilings import CEILING_RULE, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
 from xferscope.saturate.figures import Measurement
@@ -174,3 +174,19 @@ def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> Saturat
         raise FormatError(where, None, f"not a saturation: {exc!r}") from None
     analyse(outcome)
     return outcome
+
+
+def storage_from_file(path: str) -> dict[int, tuple[float, str | None]]:
+    """Host plateaus by block size from an earlier saturation's JSON (``--storage FILE``)."""
+    earlier = load_saturation(path)
+    out = {}
+    for o in earlier.series:
+        if o.series.path == "host" and o.figures is not None:
+            note = f"from {path}"
+            if o.bottleneck is not None and o.bottleneck.kind != "storage":
+                note += f", itself {o.bottleneck.word}"
+            out[o.series.block_size] = (o.figures.plateau_gib_s, note)
+    if not out:
+        raise SpecError("storage", f"{path} holds no host saturation to take the storage ceiling from; run "
+                                   "`xferscope saturate --path host --json FILE` first")
+    return out
