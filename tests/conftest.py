@@ -54,6 +54,7 @@ def cli():
 def no_gpu(monkeypatch, tmp_path):
     """This machine as one without any GPU, whatever it has: NVML, CUDA and cuFile all see none, and no
     link ceiling is cached; in this process, and in the processes xferscope starts (engines, checks)."""
+    from xferscope import gpus
     from xferscope.engines import cufile_driver, gpu_setup
     from xferscope.telemetry import gpu
 
@@ -63,7 +64,7 @@ def no_gpu(monkeypatch, tmp_path):
     monkeypatch.setattr(gpu, "_nvml", fail)
     monkeypatch.setattr(gpu_setup, "cuda_status", lambda: ("no GPU: CUDA sees no device", 0))
     monkeypatch.setattr(cufile_driver, "library_status", lambda: ("no GPU: CUDA sees no device", None))
-    monkeypatch.setattr(gpu, "_session_ceilings", {})
+    monkeypatch.setattr(gpus, "_session_ceilings", {})
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.setenv("XFERSCOPE_NO_GPU", "1")
 

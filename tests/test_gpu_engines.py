@@ -350,11 +350,13 @@ def test_two_workers_on_two_gpus(path, direct_dir):
 
 
 def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch, tmp_path):
-    from xferscope.telemetry import gpu
-    from xferscope.telemetry.gpu import GpuMeter, cache_file, gpu_inventory, measure_link_ceiling
+    from xferscope import gpus
+    from xferscope.engines.link_ceiling import measure_link_ceiling
+    from xferscope.gpus import cache_file
+    from xferscope.telemetry.gpu import GpuMeter, gpu_inventory
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    monkeypatch.setattr(gpu, "_session_ceilings", {})  # measure now, not from an earlier test
+    monkeypatch.setattr(gpus, "_session_ceilings", {})  # measure now, not from an earlier test
     ceiling = measure_link_ceiling(0)
     assert ceiling["link_ceiling_h2d_gb_s"] > 0.5 and ceiling["link_ceiling_d2h_gb_s"] > 0.5
     assert json.load(open(cache_file()))["gpus"], "kept for this boot"

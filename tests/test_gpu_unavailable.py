@@ -71,7 +71,8 @@ def test_availability_lists_every_gpu_path_with_a_reason():
 
 
 def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_gpu):
-    from xferscope.telemetry.gpu import GpuMeter, gpu_inventory, measure_link_ceiling, no_gpu_reason
+    from xferscope.engines.link_ceiling import measure_link_ceiling
+    from xferscope.telemetry.gpu import GpuMeter, gpu_inventory, no_gpu_reason
 
     meter = GpuMeter([0, 1])
     assert meter.read() == [] and not meter.available

@@ -276,7 +276,7 @@ def check_iommu(f: Facts) -> list[Check]:
 
 
 def check_gpu_links(f: Facts) -> list[Check]:
-    from xferscope.telemetry.gpu import measure_link_ceiling
+    from xferscope.engines.link_ceiling import measure_link_ceiling
 
     out = []
     for g in f.gpus:

@@ -472,10 +472,11 @@ def _gpu_meter(spec: RunSpec, engine):
     if not gpus:
         return None
     try:
+        from xferscope.engines.link_ceiling import measure_link_ceiling
         from xferscope.telemetry.gpu import GpuMeter
     except ImportError:
         return None
     try:
-        return GpuMeter(gpus)
+        return GpuMeter(gpus, ceiling_of=measure_link_ceiling)
     except Exception:
         return None

@@ -127,7 +127,7 @@ def gpu_environment(worker_gpus: list[int | None]) -> dict[str, Any]:
                            "cuda_python": gpu_setup.cuda_python_version(), "gpus": []}
     ceilings = {}
     with contextlib.suppress(Exception):
-        from xferscope.telemetry.gpu import cached_link_ceiling
+        from xferscope.gpus import cached_link_ceiling
 
         ceilings = {g: cached_link_ceiling(g) for g in gpus}
     for g in gpus:

@@ -187,7 +187,7 @@ def numa_nodes() -> list[int]:
 def gpu_local_cpus(index: int) -> tuple[int | None, list[int]]:
     """The NUMA node of GPU ``index`` and the CPUs local to it (None, [] where unknown)."""
     from xferscope.spec import parse_int_list
-    from xferscope.telemetry.gpu import pci_locality
+    from xferscope.gpus import pci_locality
 
     bus = _nvml_bus_id(index)
     if not bus:

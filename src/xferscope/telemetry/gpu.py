@@ -1,4 +1,4 @@
-"""GPU telemetry through NVML (``pynvml``), and the measured host<->GPU copy ceiling.
+"""GPU telemetry through NVML (``pynvml``).
 
 ``GpuMeter(gpus).read()`` gives, per GPU: utilisation, memory used, PCIe RX and
 TX throughput, SM clock and the PCIe link (current and maximum generation and
@@ -8,47 +8,24 @@ keeps the latest reading and ``read()`` returns it at once: the sampler is
 never held up. Without a GPU or NVML the meter reads ``[]`` and says why in
 ``reason``; nothing fails.
 
-``measure_link_ceiling(index)`` times pinned host->device and device->host
-copies of 256 MiB (the practical PCIe limit, as p2pBandwidthLatencyTest shows
-it), once per boot: the figures are kept in this process and in a small file
-under the XDG cache directory, keyed by the boot id and the GPU's UUID.
+A meter shows the copy ceiling kept in ``xferscope.gpus`` for this boot, or
+the one its ``ceiling_of`` gives (the engine's process passes the function of
+``xferscope.engines.link_ceiling`` that measures it when this boot has none).
 """
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import statistics
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
-from xferscope.errors import NotWritten
-from xferscope.safe_write import write_output
-
-CEILING_BYTES = 256 << 20
-CEILING_REPS = 5
-_session_ceilings: dict[str, dict[str, float]] = {}
-_ceiling_lock = threading.Lock()
+from xferscope.gpus import cached_link_ceiling, pci_locality
+from xferscope.gpus import nvml as _nvml
+from xferscope.gpus import nvml_text as _text
 
 
 # ------------------------------------------------------------------ NVML
-
-def _nvml():
-    """pynvml, initialised (the caller shuts it down); raises when there is no NVML or GPU."""
-    from xferscope.gpus import NO_GPU_ENV, hidden_gpus
-
-    if hidden_gpus():
-        raise RuntimeError(f"hidden by {NO_GPU_ENV}")
-    import pynvml
-
-    pynvml.nvmlInit()
-    return pynvml
-
-
-def _text(value) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-
 
 def _try(fn, *args):
     try:
@@ -75,33 +52,6 @@ def no_gpu_reason() -> str | None:
         return None if nv.nvmlDeviceGetCount() else "no GPU (NVML sees none)"
     finally:
         nv.nvmlShutdown()
-
-
-def _sysfs_pci(bus_id: str) -> str:
-    """NVML's "00000000:18:00.0" as sysfs writes it: "0000:18:00.0"."""
-    return bus_id.lower()[-12:]
-
-
-def _read_sysfs(path: str) -> str | None:
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
-def pci_locality(bus_id: str) -> dict[str, Any]:
-    """Where a PCI device sits, from sysfs: ``numa_node`` (-1: the kernel does not know) and
-    ``local_cpus`` (the kernel's cpulist text), each only when sysfs has it."""
-    sysfs = f"/sys/bus/pci/devices/{_sysfs_pci(bus_id)}"
-    out: dict[str, Any] = {}
-    node = _read_sysfs(f"{sysfs}/numa_node")
-    if node is not None and node.lstrip("-").isdigit():
-        out["numa_node"] = int(node)
-    cpus = _read_sysfs(f"{sysfs}/local_cpulist")
-    if cpus:
-        out["local_cpus"] = cpus
-    return out
 
 
 def _static(nv, handle, index: int) -> dict[str, Any]:
@@ -206,7 +156,9 @@ def driver_versions() -> dict[str, str]:
 class GpuMeter:
     """Latest NVML readings of the GPUs a run uses, refreshed by a background thread."""
 
-    def __init__(self, gpus: list[int], period: float = 0.1, measure_ceilings: bool = True):
+    def __init__(self, gpus: list[int], period: float = 0.1,
+                 ceiling_of: Callable[[int], dict[str, float] | None] | None = None):
+        """``ceiling_of(index)``: the copy ceiling of a GPU (default: the one measured this boot, if any)."""
         self.gpus = list(gpus)
         self.period = period
         self.reason: str | None = None
@@ -232,7 +184,7 @@ class GpuMeter:
             self.reason = "no GPU (NVML sees none of " + ",".join(map(str, self.gpus)) + ")"
             return
         for g, _, static in self._handles:
-            ceiling = measure_link_ceiling(g) if measure_ceilings else cached_link_ceiling(g)
+            ceiling = (ceiling_of or cached_link_ceiling)(g)
             if ceiling:
                 static.update(ceiling)
         self._poll()
@@ -316,114 +268,3 @@ def summed_over_gpus(per_gpu: Any, key: str) -> float | None:
     None where no GPU has it (no GPU telemetry was read)."""
     values = [g[key] for g in (per_gpu or {}).values() if isinstance(g, dict) and g.get(key) is not None]
     return sum(values) if values else None
-
-
-# ------------------------------------------------------------------ link ceiling
-
-def _boot_id() -> str:
-    return _read_sysfs("/proc/sys/kernel/random/boot_id") or "unknown-boot"
-
-
-def cache_file() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "xferscope", "link-ceiling.json")
-
-
-def _gpu_key(index: int) -> str:
-    try:
-        nv = _nvml()
-    except Exception:
-        return f"index-{index}"
-    try:
-        return _text(nv.nvmlDeviceGetUUID(nv.nvmlDeviceGetHandleByIndex(index)))
-    except Exception:
-        return f"index-{index}"
-    finally:
-        with contextlib.suppress(Exception):
-            nv.nvmlShutdown()
-
-
-def _load_file() -> dict[str, dict[str, float]]:
-    try:
-        with open(cache_file()) as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(data, dict) or data.get("boot_id") != _boot_id():
-        return {}
-    gpus = data.get("gpus")
-    return gpus if isinstance(gpus, dict) else {}
-
-
-def _save_file(key: str, value: dict[str, float]) -> None:
-    path = cache_file()
-    with contextlib.suppress(OSError, NotWritten):  # a cache: measured again next time when it cannot be kept
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        gpus = _load_file()
-        gpus[key] = value
-        write_output(path, json.dumps({"boot_id": _boot_id(), "gpus": gpus}))
-
-
-def cached_link_ceiling(index: int) -> dict[str, float] | None:
-    """The measured ceiling of GPU ``index`` if this boot has one (no measuring)."""
-    key = _gpu_key(index)
-    with _ceiling_lock:
-        if key in _session_ceilings:
-            return dict(_session_ceilings[key])
-        value = _load_file().get(key)
-        if isinstance(value, dict) and "link_ceiling_h2d_gb_s" in value:
-            _session_ceilings[key] = value
-            return dict(value)
-    return None
-
-
-def measure_link_ceiling(index: int) -> dict[str, float] | None:
-    """Pinned H2D and D2H copy bandwidth of GPU ``index`` in GB/s (10^9 B/s), measured once per boot.
-
-    Returns ``{"link_ceiling_h2d_gb_s": .., "link_ceiling_d2h_gb_s": ..}``, or None where
-    there is no GPU or CUDA (nothing fails).
-    """
-    cached = cached_link_ceiling(index)
-    if cached:
-        return cached
-    try:
-        value = _measure(index)
-    except Exception:
-        return None
-    key = _gpu_key(index)
-    with _ceiling_lock:
-        _session_ceilings[key] = value
-    _save_file(key, value)
-    return dict(value)
-
-
-def _measure(index: int, size: int = CEILING_BYTES, reps: int = CEILING_REPS) -> dict[str, float]:
-    from xferscope.engines import gpu_setup
-
-    if gpu_setup.unavailable_reason():
-        raise RuntimeError(gpu_setup.unavailable_reason())
-    cu = gpu_setup.driver()
-    check = gpu_setup.check
-    with gpu_setup.GpuResources() as res:
-        dev = res.device_memory(index, size)
-        host = res.pinned_memory(index, size)
-        stream = res.stream(index)
-        start, stop = res.event(index, timing=True), res.event(index, timing=True)
-
-        def timed(copy) -> float:
-            check(cu.cuEventRecord(start, stream), "cuEventRecord")
-            check(copy(), "copy")
-            check(cu.cuEventRecord(stop, stream), "cuEventRecord")
-            check(cu.cuEventSynchronize(stop), "cuEventSynchronize")
-            ms = check(cu.cuEventElapsedTime(start, stop), "cuEventElapsedTime")
-            return size / 1e9 / (ms / 1e3)
-
-        def h2d():
-            return cu.cuMemcpyHtoDAsync(dev, host, size, stream)
-
-        def d2h():
-            return cu.cuMemcpyDtoHAsync(host, dev, size, stream)
-
-        timed(h2d), timed(d2h)  # warm-up
-        return {"link_ceiling_h2d_gb_s": statistics.median(timed(h2d) for _ in range(reps)),
-                "link_ceiling_d2h_gb_s": statistics.median(timed(d2h) for _ in range(reps))}
