@@ -1,6 +1,6 @@
 """The ``mlc`` backend of memory sweeps: Intel's Memory Latency Checker binary, run for a ``MemSpec``.
 
-Its output is read by ``xferscope.importers.mlc`` (the same parser as ``import mlc``),
+Its output is read by ``xferscope.engines.mem_mlc_text`` (the same parser as ``import mlc``),
 so an mlc run and a saved mlc output give the same ``MemResult``. The modes map to
 mlc's: idle ``--idle_latency``, loaded ``--loaded_latency``, peak ``--max_bandwidth``,
 matrix ``--latency_matrix`` and ``--bandwidth_matrix``, curve ``--idle_latency -b``
@@ -18,11 +18,11 @@ from dataclasses import replace
 from typing import Iterator
 
 from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list, llc_bytes
+from xferscope.engines.mem_mlc_text import MlcParser
 from xferscope.engines.mem_plan import curve_sizes_for
 from xferscope.engines.mem_result import CURVE, IDLE, MemPoint
 from xferscope.engines.mem_spec import DEFAULT_DELAYS, WHOLE, MemSpec
 from xferscope.errors import EngineUnavailable, RunFailed
-from xferscope.importers.mlc import MlcParser
 
 MLC_URL = "https://www.intel.com/content/www/us/en/developer/articles/tool/intelr-memory-latency-checker.html"
 
