@@ -1,4 +1,5 @@
-"""One set of scratch files for a whole sweep: made by the first point that needs them, removed at the end.
+"""One set of scratch files for a series of runs (a sweep's points, a saturation's searches): made by the first
+run that needs them, removed at the end.
 
 Every point of a sweep reads the same data, and a 1 GiB file is filled once, not
 once per point. Without ``file`` or ``directory`` the files live in a temporary

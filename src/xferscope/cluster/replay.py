@@ -33,7 +33,7 @@ from xferscope.commands.run import install_hangup_handlers
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import Sweep
-from xferscope.sweep.scratch import SweepScratch
+from xferscope.scratch import SweepScratch
 from xferscope.units import format_size
 
 INTERRUPTED = "interrupted"

@@ -21,7 +21,7 @@ from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, Xferscop
 from xferscope.profiles.model import Profile
 from xferscope.sweep.plan import Availability, SweepPoint, plan_points
 from xferscope.sweep.record import PointRecord, ResultsFile
-from xferscope.sweep.scratch import SweepScratch
+from xferscope.scratch import SweepScratch
 
 
 # ------------------------------------------------------------------ events

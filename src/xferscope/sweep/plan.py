@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from xferscope.gpus import gpu_text
 from xferscope.profiles.model import Profile, point_identity
 from xferscope.units import format_size
 
@@ -35,13 +36,6 @@ def key_of(identity: dict[str, Any]) -> str:
         return str(v).lower() if isinstance(v, bool) else str(v)
 
     return " ".join(f"{k}={text(v)}" for k, v in identity.items())
-
-
-def gpu_text(gpus: list[int]) -> str:
-    """[0, 1, 2, 3] -> '0-3'; [0, 1, 6, 7] -> '0,1,6,7'."""
-    if len(gpus) > 2 and gpus == list(range(gpus[0], gpus[0] + len(gpus))):
-        return f"{gpus[0]}-{gpus[-1]}"
-    return ",".join(map(str, gpus))
 
 
 def label_of(spec) -> str:
