@@ -25,12 +25,12 @@ from typing import Any, Callable
 
 import typer
 
-from xferscope.cluster.commands import _note_single_rank
+from xferscope.cluster.runs import _note_single_rank
 from xferscope.cluster.layout import RankPlace, expand
 from xferscope.cluster.session import FollowerExit, RankFailed, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
-from xferscope.commands.run import install_hangup_handlers
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
+from xferscope.output.terminal import install_hangup_handlers
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import Sweep
 from xferscope.scratch import SweepScratch
@@ -205,8 +205,7 @@ def lead_and_follow(plan: Callable[[int], Any], lead: Callable[[Any, Steps, Rank
 def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_run: bool) -> None:
     """``replay --mpi`` on one rank. ``plan(ranks)`` builds the ReplayPlan (rank 0 only); ``report(outcome,
     plan, progress, failure)`` prints and raises typer.Exit with the replay's code (rank 0 only)."""
-    from xferscope.commands.replay import print_plan
-    from xferscope.commands.sweep_progress import SweepProgress
+    from xferscope.output.sweep import SweepProgress, print_plan
 
     def lead(made, steps: Steps, scratch: RankScratch) -> None:
         progress = SweepProgress(made.profile.point_count)

@@ -8,7 +8,6 @@ follow; they print nothing and exit with rank 0's code.
 """
 from __future__ import annotations
 
-import sys
 from typing import Callable
 
 from xferscope.cluster.replay import RankScratch, Steps, lead_and_follow
@@ -46,24 +45,13 @@ class ClusterRunner:
 def saturate_mpi(make_plan: Callable[[], object], *, gpu_given: bool, fmt: str, json_path: str | None,
                  csv_path: str | None, dry_run: bool) -> None:
     """``saturate --mpi`` on one rank: rank 0 plans, runs the searches and prints; the others follow."""
-    from xferscope.commands.saturate import (SaturateProgress, announce, check_paths, finish, print_dry_run, report,
-                                             storage_of)
-    from xferscope.saturate.execute import Saturation
+    from xferscope.output.saturate import print_dry_run, run_and_report
 
     def lead(plan, steps: Steps, scratch: RankScratch) -> None:
         if dry_run:
             print_dry_run(plan)
             return
-        check_paths(plan)
-        storage, source = storage_of(plan)
-        announce(plan)
-        progress = SaturateProgress(sys.stderr.isatty() and fmt != "json")
-        saturation = Saturation(plan, ClusterRunner(steps, scratch, gpu_given=gpu_given), listener=progress,
-                                storage=storage, storage_source=source)
-        try:
-            outcome = saturation.run()
-        finally:
-            progress.clear()
-        finish(outcome, report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path))
+        run_and_report(plan, ClusterRunner(steps, scratch, gpu_given=gpu_given), fmt=fmt, json_path=json_path,
+                       csv_path=csv_path)
 
     lead_and_follow(lambda ranks: make_plan(), lead)

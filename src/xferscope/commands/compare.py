@@ -10,85 +10,12 @@ from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, D
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
                                         HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
                                         TotalOpt, VerifyOpt, WorkersOpt,
-                                        build_spec, parse_path)
-from xferscope.commands.outputs import Output, check_outputs, human_output, write_outputs
-from xferscope.commands.run import check_format, install_hangup_handlers
+                                        build_spec, check_format, parse_path)
 from xferscope.errors import ExitCode, SpecError
+from xferscope.output.compare import emit_comparison
+from xferscope.output.files import check_outputs
+from xferscope.output.terminal import install_hangup_handlers
 from xferscope.rounds import DEFAULT_ROUNDS
-
-
-def print_comparison(comp, printed_runs: bool = True) -> None:
-    """gdsio's line of every run (round by round), the table of medians, ratios and verdicts, and its notes."""
-    from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table
-
-    if printed_runs:
-        for r in range(comp.rounds):
-            runs = [run for run in comp.runs if run.round == r and run.result is not None]
-            if not runs:
-                continue
-            if comp.rounds > 1:
-                typer.echo(f"round {r + 1}/{comp.rounds}: " + ", ".join(comp.labels[run.slot] for run in runs))
-            for run in runs:
-                typer.echo(gdsio_line(run.result))
-    rounds = f"{comp.rounds_done()} of {comp.rounds} rounds" if comp.rounds_done() < comp.rounds else \
-        f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
-    print_table(rounds_table(comp, title=f"{rounds}, order rotated; ratio: paired per round against "
-                                          f"{comp.labels[0]}"))
-    for line in comp.notes():
-        typer.echo(line)
-    for note in advice_notes([run.result for run in comp.runs if run.result is not None]):
-        typer.echo(f"note: {note}")
-    labels = {}
-    for run in comp.runs:
-        if run.result is not None and run.result.labels:
-            labels.setdefault(comp.labels[run.slot], run.result.labels)
-    for label, notes in labels.items():
-        typer.echo(f"{label}: " + ", ".join(notes))
-
-
-def comparison_payload(comp, *, samples: bool) -> dict:
-    """``{"comparison": ..., "results": [...]}``: the comparison and every run's result in the order they ran
-    (``load_results`` reads the results back)."""
-    from xferscope.export import result_to_dict
-
-    results = [run.result for run in comp.runs if run.result is not None]
-    index = {id(r): i for i, r in enumerate(results)}
-    return {"comparison": comp.to_dict(lambda r: index.get(id(r))),
-            "results": [result_to_dict(r, samples=samples) for r in results]}
-
-
-def rounds_csv_text(comp) -> str:
-    """One row per run: round, place, ratio to the baseline in that round, verdict, and its figures."""
-    from xferscope.export import SUMMARY_COLUMNS, _csv_text
-    from xferscope.rounds import ROUNDS_CSV_COLUMNS, csv_rows
-
-    return _csv_text(ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS, csv_rows(comp))
-
-
-def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> list[Output]:
-    """``--json`` (the comparison and every run with its time series) and ``--csv`` (one row per run)."""
-    from xferscope.export import json_text
-
-    return [Output("JSON", "--json", json_path, lambda: json_text(comparison_payload(comp, samples=True))),
-            Output("CSV", "--csv", csv_path, lambda: rounds_csv_text(comp))]
-
-
-def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> int:
-    """Print the comparison, then write the files asked for (``commands.outputs``); ExitCode.NOT_WRITTEN
-    when a file could not be written (a line said which and why), else 0."""
-    import json
-
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                from xferscope.export import _clean
-
-                typer.echo(json.dumps(_clean(comparison_payload(comp, samples=False)), indent=2))
-            else:
-                (printer or print_comparison)(comp)
-    except OSError:  # a closed terminal: the files still get the result
-        pass
-    return write_outputs(comparison_outputs(comp, json_path, csv_path))
 
 
 CompareCsvOpt = Annotated[Optional[str], typer.Option(
@@ -152,7 +79,7 @@ def compare_command(
         return specs
 
     if mpi:
-        from xferscope.cluster.commands import compare_mpi
+        from xferscope.cluster.runs import compare_mpi
 
         return compare_mpi(make_specs, gpu_given=gpu is not None, drop_cache=drop_cache, fmt=fmt,
                            json_path=json_path, csv_path=csv_path, rounds=rounds)

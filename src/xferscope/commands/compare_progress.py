@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from xferscope.commands.run import _Progress
+from xferscope.output.terminal import ProgressLine
 from xferscope.rounds import Comparison
 from xferscope.units import format_bytes, format_rate
 
@@ -33,7 +33,7 @@ def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
     return f"planned: {paths} x {rounds} x {duration:g} s = {clock(total)} of runs, {prep}"
 
 
-class RoundsProgress(_Progress):
+class RoundsProgress(ProgressLine):
     """The live line of a comparison: round, path, a bar over the whole plan, the time left and the current
     figures. The time left counts what each run took beyond its duration so far (set-up, clean-up)."""
 

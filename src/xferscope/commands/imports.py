@@ -11,9 +11,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from xferscope.commands.options import CsvOpt, FormatOpt, JsonOpt
-from xferscope.commands.outputs import check_outputs, emit
-from xferscope.commands.run import check_format
+from xferscope.commands.options import CsvOpt, FormatOpt, JsonOpt, check_format
+from xferscope.output.files import check_outputs, emit
 
 FileArg = Annotated[str, typer.Argument(help="the file the tool wrote (or the text pasted from its output)")]
 SummaryCsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write one summary row per result to FILE")]
@@ -61,7 +60,7 @@ def _tool_command(tool: str):
 
 def import_mlc(file: FileArg, json_path: JsonOpt = None, csv_path: CsvOpt = None, fmt: FormatOpt = "table") -> None:
     """Import a saved Intel MLC output (idle latency, peak bandwidth, loaded latencies)."""
-    from xferscope.commands.mem import emit_mem
+    from xferscope.output.mem import emit_mem
     from xferscope.importers.mlc import import_mlc as read_mlc
 
     check_format(fmt)

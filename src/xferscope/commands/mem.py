@@ -126,9 +126,10 @@ def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, l
 def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None, **options) -> int:
     import sys
 
-    from xferscope.commands.outputs import check_outputs
     from xferscope.engines.mem import MemSweep
     from xferscope.errors import ExitCode, SpecError
+    from xferscope.output.files import check_outputs
+    from xferscope.output.mem import emit_mem
 
     if fmt not in ("table", "json"):
         raise SpecError("--format", f"{fmt!r} is not a format; use table or json")
@@ -156,33 +157,6 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | 
         sys.stderr.write(f"xferscope: interrupted; {len(result.points)} points measured\n")
         return int(ExitCode.INTERRUPTED)
     return written
-
-
-def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None) -> int:
-    """Print a memory result (MLC's table, or JSON), then write ``--json``/``--csv`` and ``--plot`` (its cache
-    curve, or its loaded-latency curves); 4 when one could not be written (a line says which and why), else 0."""
-    import sys
-
-    from xferscope.commands.outputs import Output, human_output, write_outputs
-    from xferscope.engines.mem import csv_text, result_json
-    from xferscope.mem_report import emit_result
-
-    try:
-        with human_output(json_out, csv_out, plot) as out:
-            emit_result(result, fmt, out=out)
-    except OSError:  # a closed terminal: the files still get the result
-        pass
-    outputs = [Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
-               Output("CSV", "--csv", csv_out, lambda: csv_text(result))]
-    if plot:
-        from xferscope.sweep.plot import mem_result_chart, render_chart
-
-        drawing = render_chart(plot, mem_result_chart(result))
-        if drawing is None:
-            sys.stderr.write(f"xferscope: nothing to draw in {plot}: no point was measured\n")
-        else:
-            outputs.append(Output("Plot", "--plot", plot, lambda: drawing))
-    return write_outputs(outputs)
 
 
 class _Progress:

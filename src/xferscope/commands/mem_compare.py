@@ -12,7 +12,7 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     and ``--csv`` (every point, with the result it belongs to)."""
     import json
 
-    from xferscope.commands.outputs import Output, human_output, write_outputs
+    from xferscope.output.files import Output, human_output, write_outputs
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
     from xferscope.mem_report import format_side_by_side

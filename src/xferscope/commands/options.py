@@ -1,4 +1,5 @@
-"""Run options shared by `run` and `compare`, with gdsio's letters as aliases, and the spec they build."""
+"""Options shared by the commands (run and compare with gdsio's letters as aliases, --format, --set), and the
+spec they build."""
 from __future__ import annotations
 
 from typing import Annotated, Optional
@@ -42,6 +43,23 @@ SplitOpt = Annotated[Optional[str], typer.Option("--split", help="host, bounce, 
                                                  "e.g. --bs 16M --split 4M")]
 MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "
                                                    "srun); --dir/--file may hold {rank} and {host}")]
+
+
+def check_format(fmt: str) -> str:
+    if fmt not in ("table", "json"):
+        raise SpecError("format", f"{fmt!r} is not one of table, json")
+    return fmt
+
+
+def parse_sets(items: list[str]) -> dict[str, str]:
+    """['bs=4K', 'workers=8'] -> {'bs': '4K', 'workers': '8'} (``--set`` of replay and saturate)."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise SpecError("set", f"{item!r} is not field=value, e.g. --set block_size=64K")
+        out[key.strip()] = value.strip()
+    return out
 
 
 def parse_path(text: str) -> str:

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from xferscope.commands.options import FormatOpt, MpiOpt
-from xferscope.commands.run import check_format, install_hangup_handlers
+from xferscope.commands.options import FormatOpt, MpiOpt, check_format, parse_sets
 from xferscope.errors import ExitCode, SpecError, XferscopeError
+from xferscope.output.terminal import install_hangup_handlers
 
 
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
@@ -30,17 +30,6 @@ DirOpt = Annotated[Optional[str], typer.Option("--dir", "-D", metavar="D", help=
                                                                                 "per worker)")]
 FileOpt = Annotated[Optional[str], typer.Option("--file", "-f", metavar="F", help="run on this file")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the points and what is left to run")]
-
-
-def parse_sets(items: list[str]) -> dict[str, str]:
-    """['bs=4K', 'workers=8'] -> {'bs': '4K', 'workers': '8'}."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, eq, value = item.partition("=")
-        if not eq or not key.strip():
-            raise SpecError("set", f"{item!r} is not field=value, e.g. --set block_size=64K")
-        out[key.strip()] = value.strip()
-    return out
 
 
 def default_results_path(name: str) -> str:
@@ -131,29 +120,6 @@ def plan_replay(profile_name: str, duration: str | None, reps: int | None, sets:
     return ReplayPlan(profile, results_path, OldResults(against, profile.kind) if against else None)
 
 
-def print_plan(sweep, results_path: str) -> None:
-    """--dry-run: the points, what the results file already holds, and the time the rest will take."""
-    profile = sweep.profile
-    todo = 0
-    for point in sweep.points:
-        record = sweep.results.record(point)
-        if point.skip:
-            state = f"skip: {point.skip}"
-        elif record.ok_count() >= profile.repetitions:
-            state = "done"
-        else:
-            todo += profile.repetitions - record.ok_count()
-            state = f"{record.ok_count()}/{profile.repetitions} done" if record.ok_count() else "to run"
-        typer.echo(f"{point.index:>4}  {point.label:<44} {state}")
-    seconds = profile.point_duration() or 0.0
-    if profile.kind == "mem":
-        seconds *= len(sweep.points[0].spec.delays) + 1 if sweep.points else 0
-    total = todo * seconds
-    took = f"{total:.1f} s" if total < 120 else f"{total / 60:.0f} min" if total < 7200 else f"{total / 3600:.1f} h"
-    typer.echo(f"{len(sweep.points)} points x {profile.repetitions} repetitions; {todo} repetitions to run, "
-               f"about {took} of measuring; results: {results_path}")
-
-
 def replay_command(
     profile_name: ProfileArg, duration: DurationOpt = None, reps: RepsOpt = None, sets: SetOpt = None,
     results: ResultsOpt = None, against: AgainstOpt = None, fail_below: FailBelowOpt = None, plot: PlotOpt = None,
@@ -162,7 +128,7 @@ def replay_command(
 ) -> None:
     """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max
     (a saturate profile runs its knee searches, as `xferscope saturate --profile NAME`)."""
-    from xferscope.commands.sweep_progress import SweepProgress
+    from xferscope.output.sweep import SweepProgress, print_plan
     from xferscope.profiles import load_profile
     from xferscope.sweep import Sweep
 
@@ -254,7 +220,7 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
 
 def _plot(path: str, results) -> int:
     """Draw ``--plot`` after the summary was printed; 4 when the file cannot be written."""
-    from xferscope.commands.outputs import Output, write_outputs
+    from xferscope.output.files import Output, write_outputs
     from xferscope.sweep.plot import render_plot
 
     content = render_plot(path, results)

@@ -1,7 +1,6 @@
 """`xferscope run`: one transfer path, headless, with gdsio's result line and what gdsio leaves out."""
 from __future__ import annotations
 
-import signal
 import sys
 
 import typer
@@ -9,73 +8,10 @@ import typer
 from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
                                         FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
                                         HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
-                                        TotalOpt, VerifyOpt, WorkersOpt, build_spec)
-from xferscope.commands.outputs import check_outputs, emit
-from xferscope.errors import ExitCode, SpecError
-
-
-class _Progress:
-    """A live progress line on stderr (only on a terminal), at most 4 updates a second."""
-
-    def __init__(self, enabled: bool, duration: float | None):
-        self.enabled = enabled
-        self.duration = duration
-        self._last = 0.0
-        self._shown = False
-
-    def sample(self, s) -> None:
-        if not self.enabled or s is None or s.t - self._last < 0.25:
-            return
-        from xferscope.report import progress_text
-
-        self._last = s.t
-        self._write("\r\033[K" + progress_text(s, self.duration))
-
-    def fill(self, done: int, total: int) -> None:
-        if self.enabled:
-            self._write(f"\r\033[Kcreating scratch file: {100 * done // max(total, 1)}%")
-
-    def clear(self) -> None:
-        if self._shown:
-            self._write("\r\033[K")
-            self._shown = False
-
-    def _write(self, text: str) -> None:
-        try:
-            sys.stderr.write(text)
-            sys.stderr.flush()
-            self._shown = True
-        except OSError:  # terminal gone (closed SSH session): keep measuring
-            self.enabled = False
-
-
-def install_hangup_handlers() -> None:
-    """SIGTERM and SIGHUP (closed SSH session) stop a run like Ctrl-C: results kept, files removed."""
-    def handler(signum, frame):
-        raise KeyboardInterrupt
-
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        try:
-            signal.signal(sig, handler)
-        except (ValueError, OSError):
-            pass
-
-
-def print_run(results) -> None:
-    from xferscope.report import done_line, extras_line, gdsio_line
-
-    for r in results:
-        typer.echo(gdsio_line(r))
-        typer.echo(extras_line(r))
-        line = done_line(r)
-        if line:
-            typer.echo(line)
-
-
-def check_format(fmt: str) -> str:
-    if fmt not in ("table", "json"):
-        raise SpecError("format", f"{fmt!r} is not one of table, json")
-    return fmt
+                                        TotalOpt, VerifyOpt, WorkersOpt, build_spec, check_format)
+from xferscope.output.files import check_outputs
+from xferscope.output.run import execute_and_report, print_run
+from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 
 
 def run_command(
@@ -98,40 +34,16 @@ def run_command(
                      verify=verify, buffered=buffered, force=force, keep=keep, interval=interval, seed=seed,
                      register=register, huge_pages=huge_pages, split=split)
     if mpi:
-        from xferscope.cluster.commands import run_mpi
+        from xferscope.cluster.runs import run_mpi
 
         return run_mpi(lambda: build_spec(**spec_args), gpu_given=gpu is not None, fmt=fmt, json_path=json_path,
                        csv_path=csv_path)
     spec = build_spec(**spec_args)
     install_hangup_handlers()
-    progress = _Progress(sys.stderr.isatty() and fmt != "json", spec.duration)
+    progress = ProgressLine(sys.stderr.isatty() and fmt != "json", spec.duration)
     run = Run(spec)
     execute_and_report(lambda: run.execute(on_sample=progress.sample, progress=progress.fill), progress,
                        fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_run)
-
-
-def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None,
-                       printer) -> None:
-    """Call ``execute()`` for one result, then print and save it; a failure's partial result is printed and
-    saved before the error goes on; an interrupted run exits 130, a file not written 4. ``None`` from
-    ``execute``: nothing to say."""
-    try:
-        result = execute()
-    except Exception as exc:
-        progress.clear()
-        partial = getattr(exc, "result", None)
-        if partial is not None:
-            emit([partial], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
-        raise
-    progress.clear()
-    if result is None:
-        return
-    written = emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if written:
-        raise typer.Exit(written)
 
 
 def register(app: typer.Typer) -> None:

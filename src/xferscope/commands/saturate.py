@@ -1,18 +1,17 @@
 """`xferscope saturate`: how much concurrency each path needs at each block size, and which ceiling binds."""
 from __future__ import annotations
 
-import json
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from xferscope.commands.options import (BufferedOpt, CpusOpt, DirOpt, FileOpt, ForceOpt, FormatOpt, HugePagesOpt,
-                                        IoOpt, KeepOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SizeOpt, gpu_list,
-                                        parse_path)
-from xferscope.commands.outputs import check_outputs
-from xferscope.commands.run import _Progress, check_format, install_hangup_handlers
-from xferscope.errors import ExitCode, SpecError
+                                        IoOpt, KeepOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SizeOpt, check_format,
+                                        gpu_list, parse_path, parse_sets)
+from xferscope.errors import SpecError
+from xferscope.output.files import check_outputs
+from xferscope.output.saturate import print_dry_run, report, run_and_report
+from xferscope.output.terminal import install_hangup_handlers
 
 PathsOpt = Annotated[Optional[str], typer.Option(
     "--path", "-x", help="path, or a comma list (host first is the storage reference): host, bounce, bounce-async, "
@@ -45,31 +44,6 @@ FromOpt = Annotated[Optional[str], typer.Option("--from", metavar="FILE", help="
                                                                                 "measuring")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the searches, the full grids and the most time "
                                                            "they can take")]
-
-
-class SaturateProgress(_Progress):
-    """One line on a terminal: which search, which point, how far."""
-
-    def __init__(self, enabled: bool):
-        super().__init__(enabled, None)
-        self.series = None
-        self.index = self.total = 0
-        self.points = self.runs = 0
-
-    def __call__(self, event) -> None:
-        from xferscope.saturate.execute import MeasurementStarted, PointMeasured, SeriesStarted
-
-        if isinstance(event, SeriesStarted):
-            self.series, self.index, self.total = event.series, event.index, event.total
-            self.points = self.runs = 0
-        elif isinstance(event, PointMeasured):
-            self.runs += 1
-        elif isinstance(event, MeasurementStarted) and self.enabled:
-            from xferscope.saturate.report import progress_text
-
-            self.points = max(self.points, 0)
-            self._write("\r\033[K" + progress_text(event.series.label, self.index, self.total, event.shape.label,
-                                                   self.points, self.runs))
 
 
 def _sizes(text: str) -> list[int]:
@@ -122,20 +96,6 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
             for gpus in plan.gpu_sets:
                 check_gpu_indices(gpus)
     return plan
-
-
-def print_dry_run(plan) -> None:
-    from xferscope.saturate.plan import seconds_text
-
-    series = plan.series()
-    for i, s in enumerate(series, start=1):
-        role = " (storage reference)" if s.role != "measured" else ""
-        typer.echo(f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} "
-                   f"grid points, "
-                   f"up to {plan.limit_text(s.path)}")
-    typer.echo(f"{len(series)} searches; each point {plan.base.duration:g} s a run, {plan.min_rounds}-"
-               f"{plan.max_rounds} interleaved rounds per comparison; at most {seconds_text(plan.worst_case_seconds())}"
-               " of measuring")
 
 
 def saturate_command(
@@ -194,93 +154,17 @@ def saturate_command(
     run_plan(plan, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
-def check_paths(plan) -> None:
-    from xferscope.engines.registry import unavailable_reason
-    from xferscope.errors import EngineUnavailable
-
-    for path in dict.fromkeys(s.path for s in plan.series()):
-        reason = unavailable_reason(path)
-        if reason:
-            raise EngineUnavailable(path, reason)
-
-
-def storage_of(plan):
-    """(ceilings, source) from ``--storage FILE``; (None, None) otherwise."""
-    if plan.storage in ("auto", "none"):
-        return None, None
-    from xferscope.saturate.record import storage_from_file
-
-    return storage_from_file(plan.storage), plan.storage
-
-
-def announce(plan) -> None:
-    from xferscope.saturate.plan import seconds_text
-
-    series = plan.series()
-    grid = sum(plan.grid_points(s.path) for s in series)
-    typer.echo(f"xferscope: {len(series)} searches against {grid} points of the full grids; at most "
-               f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), "
-               "usually far less", err=True)
-
-
 def run_plan(plan, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
-    from xferscope.saturate.execute import LocalRunner, Saturation
+    from xferscope.saturate.execute import LocalRunner
 
-    check_paths(plan)
-    storage, source = storage_of(plan)
     install_hangup_handlers()
-    announce(plan)
-    progress = SaturateProgress(sys.stderr.isatty() and fmt != "json")
-    runner = LocalRunner()
-    saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
-    try:
-        outcome = saturation.run()
-    finally:
-        progress.clear()
-    written = report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    finish(outcome, written)
-
-
-def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
-    """Print the saturation, then write the files asked for (``commands.outputs``: ``-`` is stdout, a closed
-    terminal loses no file); ExitCode.NOT_WRITTEN when one could not be written (a line said which), else 0."""
-    from xferscope.commands.outputs import Output, human_output, write_outputs
-    from xferscope.export import json_text
-    from xferscope.saturate.record import csv_text, saturation_to_dict
-    from xferscope.saturate.report import print_saturation
-
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                typer.echo(json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"},
-                                      indent=2))
-            else:
-                print_saturation(outcome, typer.echo)
-    except OSError:
-        pass
-    return write_outputs([Output("JSON", "--json", json_path, lambda: json_text(saturation_to_dict(outcome))),
-                          Output("CSV", "--csv", csv_path, lambda: csv_text(outcome))])
-
-
-def finish(outcome, written: int = 0) -> None:
-    """The exit code: interrupted 130, a failed run 1, nothing measured 1, then ``written`` (4: a file asked
-    for was not written)."""
-    if outcome.stopped == "interrupted":
-        typer.echo("xferscope: interrupted; what was measured is above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if outcome.failed:
-        typer.echo(f"xferscope: {outcome.stopped}", err=True)
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    run_and_report(plan, LocalRunner(), fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def replay_plan(profile, *, duration: str | None, sets: list[str], directory: str | None, file: str | None,
                 results: str | None, fmt: str, dry_run: bool, mpi: bool, not_for_plans: dict) -> None:
     """`xferscope replay NAME` of a saturate profile: its plan, run as `saturate --profile NAME` would, the
     saturation written to ``--results`` (default NAME.saturate.json, a CSV of its points beside it)."""
-    from xferscope.commands.replay import parse_sets
-
     given = [option for option, value in not_for_plans.items() if value]
     if given:
         raise SpecError(given[0].lstrip("-"), f"{given[0]} does not apply to a saturate plan ({profile.name}); "

@@ -268,5 +268,15 @@ class Saturation:
                 return
 
 
-__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse",
+def check_paths(plan) -> None:
+    from xferscope.engines.registry import unavailable_reason
+    from xferscope.errors import EngineUnavailable
+
+    for path in dict.fromkeys(s.path for s in plan.series()):
+        reason = unavailable_reason(path)
+        if reason:
+            raise EngineUnavailable(path, reason)
+
+
+__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse", "check_paths",
            "SeriesStarted", "MeasurementStarted", "PointMeasured", "Compared", "SeriesFinished", "STORAGE_AUTO"]

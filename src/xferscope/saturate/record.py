@@ -190,3 +190,10 @@ def storage_from_file(path: str) -> dict[int, tuple[float, str | None]]:
         raise SpecError("storage", f"{path} holds no host saturation to take the storage ceiling from; run "
                                    "`xferscope saturate --path host --json FILE` first")
     return out
+
+
+def storage_of(plan):
+    """(ceilings, source) from ``--storage FILE``; (None, None) otherwise."""
+    if plan.storage in ("auto", "none"):
+        return None, None
+    return storage_from_file(plan.storage), plan.storage

@@ -1,10 +1,13 @@
-"""A sweep's progress on stderr: a live line on a terminal, one line per finished or skipped point everywhere."""
+"""A sweep on the terminal: its plan (``--dry-run``), and its progress on stderr: a live line on a terminal, one
+line per finished or skipped point everywhere."""
 from __future__ import annotations
 
 import sys
 import time
 
-from xferscope.commands.run import _Progress
+import typer
+
+from xferscope.output.terminal import ProgressLine
 from xferscope.sweep.execute import PointFinished, PointSkipped, RepetitionFinished, RepetitionStarted, SampleTaken
 
 
@@ -12,7 +15,7 @@ def _f(value: float | None, fmt: str = "{:,.1f}") -> str:
     return "-" if value is None or value != value else fmt.format(value)
 
 
-class SweepProgress(_Progress):
+class SweepProgress(ProgressLine):
     """A listener for ``Sweep``: call it with each event. The live line shows only on a terminal."""
 
     def __init__(self, total: int):
@@ -87,3 +90,26 @@ class SweepProgress(_Progress):
         self.clear()
         self._write(text + "\n")
         self._shown = False
+
+
+def print_plan(sweep, results_path: str) -> None:
+    """--dry-run: the points, what the results file already holds, and the time the rest will take."""
+    profile = sweep.profile
+    todo = 0
+    for point in sweep.points:
+        record = sweep.results.record(point)
+        if point.skip:
+            state = f"skip: {point.skip}"
+        elif record.ok_count() >= profile.repetitions:
+            state = "done"
+        else:
+            todo += profile.repetitions - record.ok_count()
+            state = f"{record.ok_count()}/{profile.repetitions} done" if record.ok_count() else "to run"
+        typer.echo(f"{point.index:>4}  {point.label:<44} {state}")
+    seconds = profile.point_duration() or 0.0
+    if profile.kind == "mem":
+        seconds *= len(sweep.points[0].spec.delays) + 1 if sweep.points else 0
+    total = todo * seconds
+    took = f"{total:.1f} s" if total < 120 else f"{total / 60:.0f} min" if total < 7200 else f"{total / 3600:.1f} h"
+    typer.echo(f"{len(sweep.points)} points x {profile.repetitions} repetitions; {todo} repetitions to run, "
+               f"about {took} of measuring; results: {results_path}")

@@ -1,4 +1,4 @@
-"""`run --mpi` and `compare --mpi`: the same commands, once per rank, with rank 0 doing the talking.
+"""`run --mpi` and `compare --mpi`: a run, or a comparison in rounds, once per rank, with rank 0 doing the talking.
 
 Every rank runs the command; rank 0 shows the live line, writes the files and
 prints the result; the other ranks print nothing and exit with the same code as
@@ -21,13 +21,14 @@ import typer
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
 from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
-from xferscope.commands.outputs import result_outputs, save_partial
-from xferscope.commands.run import _Progress, execute_and_report, install_hangup_handlers
 from xferscope.errors import ExitCode, RunFailed, XferscopeError
+from xferscope.output.files import result_outputs, save_partial
+from xferscope.output.run import execute_and_report
+from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
 
 
-class ClusterProgress(_Progress):
+class ClusterProgress(ProgressLine):
     """The live line on rank 0's terminal: the whole job, and the slowest host."""
 
     def sample(self, s, per_host=None) -> None:
@@ -116,7 +117,7 @@ def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec]
 def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, drop_cache: bool, fmt: str,
                 json_path: str | None, csv_path: str | None, rounds: int = 1) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
-    from xferscope.commands.compare import comparison_outputs, emit_comparison
+    from xferscope.output.compare import comparison_outputs, emit_comparison
     from xferscope.rounds import Comparison
     from xferscope.target import drop_page_cache
 
@@ -198,7 +199,7 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
 def _print_compare_cluster(comp) -> None:
     """The comparison of the whole job (per-host figures in the files), the layout, and each run's slowest host."""
     from xferscope.cluster.report import layout_line, slowest_line, whole_job
-    from xferscope.commands.compare import print_comparison
+    from xferscope.output.compare import print_comparison
     from xferscope.rounds import Comparison
 
     whole = Comparison(comp.specs, comp.rounds)
