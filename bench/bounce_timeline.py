@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import statistics
@@ -83,7 +84,7 @@ def summarise(timeline: list[dict], bs: int) -> dict:
         for r in rd:
             reads.append(r[4] - r[3])
             by_buf.setdefault(r[2], []).append(r[4] - r[3])
-        gaps += [b[3] - a[4] for a, b in zip(rd, rd[1:])]
+        gaps += [b[3] - a[4] for a, b in itertools.pairwise(rd)]
         last = rd[-1][4]
         for w in (r for r in recs if r[0] == _iocore.TL_WAIT and r[3] < last):
             waits += 1

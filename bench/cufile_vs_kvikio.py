@@ -38,9 +38,9 @@ import time
 
 os.environ["KVIKIO_COMPAT_MODE"] = "OFF"  # before kvikio is imported: through cuFile, as xferscope
 
-from xferscope.runner import Run  # noqa: E402
-from xferscope.spec import RunSpec  # noqa: E402
-from xferscope.units import format_size, parse_size  # noqa: E402
+from xferscope.runner import Run
+from xferscope.spec import RunSpec
+from xferscope.units import format_size, parse_size
 
 
 def make_file(path: str, size: int) -> None:

@@ -169,7 +169,7 @@ def main() -> int:
     }
     try:
         with open("/proc/cpuinfo") as fh:
-            report["machine"]["cpu"] = next(l.split(":", 1)[1].strip() for l in fh if l.startswith("model name"))
+            report["machine"]["cpu"] = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     print(f"machine: {report['machine']}")

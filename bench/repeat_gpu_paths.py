@@ -246,7 +246,7 @@ def main() -> None:
     print("| what | runs | ok | engine died | CLI crashed | other failures | left behind | GPU memory not back | "
           "cuFile mode |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for what, n, t, modes, minutes in rows:
+    for what, n, t, modes, _minutes in rows:
         other = t["failed"] + t["no report"] + t["check crashed"]
         print(f"| {what} | {n} | {t['ok']} | {t['engine died']} | {t['cli crashed'] + t['doctor crashed']} | {other} "
               f"| {t['engine left'] + t['scratch left']} | {t['gpu memory not back']} | "

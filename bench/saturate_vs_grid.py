@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 POINT_SHARE = 0.40   # the search may measure at most this share of the grid's points
 GRID_WITHIN = 0.10   # the grid's best point within this of the reported plateau
@@ -127,8 +128,8 @@ def main() -> int:
         grid_started = time.time()
         xferscope("replay", profile, "--results", grid_json)
         grid_s = time.time() - grid_started
-        sat = json.load(open(sat_json))
-        grid = json.load(open(grid_json))
+        sat = json.loads(Path(sat_json).read_text())
+        grid = json.loads(Path(grid_json).read_text())
         best: dict[int, tuple[float, str, dict]] = {}
         for point in grid["points"]:
             median = (point.get("stats") or {}).get("throughput_mib_s", {}).get("median")

@@ -382,7 +382,7 @@ def main() -> None:
     log = None
     log_fh = None
     if args.log:
-        log_fh = open(args.log, "w", newline="")
+        log_fh = open(args.log, "w", newline="")  # noqa: SIM115 (closed at exit, with LOG_FILES)
         LOG_FILES.append(log_fh)
         log = csv.DictWriter(log_fh, fieldnames=list(Reading.__dataclass_fields__))
         log.writeheader()

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 CASES = [
     # name, io, bs, through the page cache
@@ -110,7 +111,7 @@ def console(path: str, io: str, bs: str, buffered: bool, seconds: float, cols: i
             time.sleep(0.2)
     finally:
         tmux("kill-server", check=False)
-    row = next(csv.DictReader(open(summary[0])))
+    row = next(csv.DictReader(Path(summary[0]).read_text().splitlines()))
     secs = float(row["seconds"])
     return {"mib_s": float(row["throughput_mib_s"]), "seconds": secs,
             "cpu_s": float(row["cpu_s_per_gib"]) * int(row["bytes"]) / GIB,

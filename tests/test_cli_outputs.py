@@ -10,7 +10,7 @@ import stat
 
 import pytest
 
-from xferscope.safe_write import TEST_ERROR_ENV, TEMP_SUFFIX
+from xferscope.safe_write import TEMP_SUFFIX, TEST_ERROR_ENV
 
 RUN = ("run", "--path", "host", "-s", "8M", "-T", "0.3", "--bs", "64K")
 NOT_WRITTEN = 4
@@ -128,7 +128,7 @@ def test_one_file_failing_does_not_stop_the_other(cli, direct_dir, tmp_path):
     r = _run(cli, direct_dir, "--json", "/dev/full", "--csv", str(tmp_path / "ok.csv"))
     assert r.code == NOT_WRITTEN
     assert "could not write /dev/full" in r.err and f"CSV written to {tmp_path / 'ok.csv'}" in r.err
-    assert list(csv.DictReader(open(tmp_path / "ok.csv")))
+    assert list(csv.DictReader((tmp_path / "ok.csv").read_text().splitlines()))
 
 
 COMPARE = ("compare", "--paths", "host,host", "--rounds", "1", "-s", "8M", "-T", "0.3")

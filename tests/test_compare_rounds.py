@@ -1,6 +1,7 @@
 """`compare` in rounds: rotation, one dataset for every path, A/A on the real host engine, the JSON and CSV of
 rounds, the plan and progress lines, the page cache, and a single pass."""
 import csv
+import itertools
 import json
 import os
 
@@ -18,7 +19,7 @@ def test_rotation_never_puts_a_path_first_twice_in_a_row(paths, rounds):
     assert len(orders) == rounds
     for order in orders:
         assert sorted(order) == list(range(paths))  # every path once per round
-    for before, after in zip(orders, orders[1:]):
+    for before, after in itertools.pairwise(orders):
         assert before[0] != after[0]
         assert before[-1] != after[-1]
     firsts = [o[0] for o in orders]

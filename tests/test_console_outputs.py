@@ -7,8 +7,8 @@ import re
 
 import pytest
 from textual.app import App
-
 from tui_helpers import Messages, make_app, screen_text, toast_text, wait_for
+
 from xferscope import target as targets
 from xferscope.app.app import ConsoleOptions, Machine, XferscopeApp
 from xferscope.app.messages import BatchFinished, SnapshotExported
@@ -17,7 +17,7 @@ from xferscope.app.setup_model import FormValues, no_gpu_text, path_order
 from xferscope.app.widgets.gpu import GpuPanel
 from xferscope.commands.tui import console_options
 from xferscope.errors import EnvironmentProblem
-from xferscope.safe_write import TEST_ERROR_ENV, TEMP_SUFFIX
+from xferscope.safe_write import TEMP_SUFFIX, TEST_ERROR_ENV
 from xferscope.spec import PATHS, RunSpec
 
 
@@ -63,13 +63,13 @@ def test_no_gpu_text():
 
 
 async def test_setup_lists_paths_in_the_order_they_run(direct_dir):
-    every_path = {p: None for p in PATHS}  # as a machine where every path can run
+    every_path = dict.fromkeys(PATHS)  # as a machine where every path can run
     form = FormValues(paths=["bounce", "host"], duration="1", size="16M", typed_path=str(direct_dir))
     app = XferscopeApp(ConsoleOptions(form, Machine([], "", every_path), export_to=str(direct_dir)))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
-        listed = [p for p in re.findall(r"\b(" + "|".join(map(re.escape, sorted(PATHS, key=len, reverse=True)))
-                                        + r")\b", screen_text(app).split("Transfer paths")[1])]
+        listed = list(re.findall(r"\b(" + "|".join(map(re.escape, sorted(PATHS, key=len, reverse=True)))
+                                        + r")\b", screen_text(app).split("Transfer paths")[1]))
         form_widget = app.setup_screen.form
         first = form_widget.values().paths
         form_widget.query_one("#paths").select("cufile")

@@ -7,6 +7,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -359,7 +360,7 @@ def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch
     monkeypatch.setattr(gpus, "_session_ceilings", {})  # measure now, not from an earlier test
     ceiling = measure_link_ceiling(0)
     assert ceiling["link_ceiling_h2d_gb_s"] > 0.5 and ceiling["link_ceiling_d2h_gb_s"] > 0.5
-    assert json.load(open(cache_file()))["gpus"], "kept for this boot"
+    assert json.loads(Path(cache_file()).read_text())["gpus"], "kept for this boot"
     inv = gpu_inventory()
     assert inv and inv[0]["index"] == 0 and inv[0]["name"] and "link_width_max" in inv[0]
     meter = GpuMeter([0])

@@ -5,8 +5,8 @@ on how fast anything runs: a loop that waited for a copy it did not need would s
 from __future__ import annotations
 
 import pytest
-
 from gpu_standins import run_engine
+
 from xferscope import _iocore
 from xferscope.spec import RunSpec
 

@@ -244,7 +244,6 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
 
 def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, monkeypatch):
     from xferscope.engines import host
-
     from xferscope.local_run import LocalRun  # the engine in this process, where the kernel's answer is patched
 
     monkeypatch.setattr(host, "thp_mode", lambda: "never")

@@ -1,6 +1,7 @@
 """`xferscope mem` through its real entry point, the sweep engine's streams, and the mlc backend."""
 import asyncio
 import csv
+import itertools
 import json
 import os
 import signal
@@ -255,7 +256,7 @@ def test_blocking_stream_yields_points_as_they_come(two_cpus):
     for _ in sweep:
         stamps.append(time.monotonic() - t0)
     assert len(stamps) == 4  # idle at the chosen locality and over the whole buffer, then two delays
-    assert all(b - a > 0.25 for a, b in zip(stamps, stamps[1:])), "one point at a time, not all at the end"
+    assert all(b - a > 0.25 for a, b in itertools.pairwise(stamps)), "one point at a time, not all at the end"
     with pytest.raises(RuntimeError):
         next(iter(sweep))
 

@@ -2,9 +2,11 @@
 cache-level curve, the NUMA matrix (a fake two-node topology through the sysfs root), the max-bandwidth table,
 and several results side by side."""
 import csv
+import itertools
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -76,7 +78,7 @@ def test_every_line_once_per_cycle_and_the_window_respected(n, window, stride):
     first = order[0] // w
     k = next((i for i, e in enumerate(order) if e // w != first), len(order))
     rotated = order[k:] + order[:k]
-    runs = [rotated[0] // w] + [b // w for a, b in zip(rotated, rotated[1:]) if a // w != b // w]
+    runs = [rotated[0] // w] + [b // w for a, b in itertools.pairwise(rotated) if a // w != b // w]
     assert sorted(runs) == list(range(windows)), "every window visited as one block, each once per cycle"
     for start in range(0, n, w):
         block = [e for e in order if start <= e < start + w]
@@ -87,8 +89,8 @@ def test_windows_and_lines_are_in_random_order():
     n, w = 64 * 256, 64  # 256 windows of 64 lines
     order, _ = walk(_memcore.chase_successors(n, 64, 5, w))
     blocks = [order[i] // w for i in range(0, n, w)]
-    assert sum(1 for a, b in zip(blocks, blocks[1:]) if b == a + 1) < 10, "windows are not visited in order"
-    steps = sum(1 for a, b in zip(order, order[1:]) if b == a + 1)
+    assert sum(1 for a, b in itertools.pairwise(blocks) if b == a + 1) < 10, "windows are not visited in order"
+    steps = sum(1 for a, b in itertools.pairwise(order) if b == a + 1)
     assert steps < n // 20, "lines inside a window are not visited in order"
     assert _memcore.chase_successors(n, 64, 5, w) != _memcore.chase_successors(n, 64, 6, w)
 
@@ -164,8 +166,8 @@ def test_locality_names_and_errors():
 def test_curve_sizes_are_sub_octave_from_4k():
     sizes = curve_sizes(4096, 64 << 20, 4, 64)
     assert sizes[0] == 4096 and sizes[-1] == 64 << 20
-    assert all(b > a for a, b in zip(sizes, sizes[1:]))
-    ratios = [b / a for a, b in zip(sizes, sizes[1:])]
+    assert all(b > a for a, b in itertools.pairwise(sizes))
+    ratios = [b / a for a, b in itertools.pairwise(sizes)]
     assert max(ratios) < 1.5 and len(sizes) >= 4 * 14, "four sizes per doubling"
 
 
@@ -215,7 +217,7 @@ def test_plateaus_are_found_in_the_measurements_and_named_by_the_cache_that_hold
     assert [p["latency_ns"] for p in plateaus] == pytest.approx([1.1, 3.85, 12.8, 132.0])
     assert rising_plateaus(plateaus) == 4
     assert [p["ends_early"] for p in plateaus] == [False, False, True, False]  # a 4 MiB plateau of a 32 MiB L3
-    flat = cache_plateaus(curve_points({k: 5.0 for k in lat}), caches)
+    flat = cache_plateaus(curve_points(dict.fromkeys(lat, 5.0)), caches)
     assert len(flat) == 1 and rising_plateaus(flat) == 1
 
 
@@ -250,7 +252,7 @@ def test_idle_names_its_locality_everywhere(cli, tmp_path):
     assert data["pages_obtained"] == {"4K": 1.0}
     assert [(p["locality"], p["locality_bytes"], p["size_bytes"]) for p in data["points"]] == [
         ("64-page", 64 * PAGE, 32 << 20), ("whole-buffer", None, 32 << 20)]
-    rows = list(csv.DictReader(open(cs)))
+    rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert [(row["traffic"], row["locality"]) for row in rows] == [("idle", "64-page"), ("idle", "whole-buffer")]
     r = cli("mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--locality", "whole",
             "--format", "json")
@@ -309,7 +311,7 @@ def test_the_curve_marks_the_sysfs_cache_sizes_in_table_json_csv_and_plot(cli, t
     assert all(c["level"] in ("L1d", "L2", "L3", "memory") for c in data["cache_levels"])
     assert data["environment"]["caches"] == [{"name": "L1d", "size": 16384}, {"name": "L2", "size": 131072},
                                              {"name": "L3", "size": 1048576}]
-    rows = list(csv.DictReader(open(cs)))
+    rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert [int(row["size_bytes"]) for row in rows] == sizes and {row["locality"] for row in rows} == {"64-page"}
     drawing = svg.read_text()
     assert drawing.startswith("<svg") and "L1d 16K" in drawing and "L2 128K" in drawing and "L3 1M" in drawing
@@ -338,7 +340,7 @@ def test_the_matrix_on_a_fake_two_node_topology(cli, tmp_path):
     if not TWO_NODES_REAL:  # this kernel has no node 1: the memory lands on node 0, and the result says so
         assert "memory for node 1: the kernel refused to bind it there" in r.err
         assert f"placed by first touch from CPU {b}; pages obtained: 100% on node 0" in r.err
-    rows = list(csv.DictReader(open(cs)))
+    rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert sorted((row["traffic"], row["cpu_node"], row["mem_node"]) for row in rows) == sorted(
         [(t, str(i), str(j)) for t in ("idle", "R") for i in (0, 1) for j in (0, 1)])
 

@@ -5,9 +5,13 @@ import json
 import pytest
 
 from xferscope.engines.mem import CSV_COLUMNS, MemSpec
+from xferscope.engines.mem_mlc import (
+    idle_latency_command,
+    loaded_latency_command,
+    matrix_commands,
+    peak_bandwidth_command,
+)
 from xferscope.errors import FormatError, SpecError
-from xferscope.engines.mem_mlc import (idle_latency_command, loaded_latency_command, matrix_commands,
-                                       peak_bandwidth_command)
 from xferscope.importers.mlc import import_mlc, parse_mlc_output
 from xferscope.mem_report import format_mlc_table
 

@@ -26,8 +26,8 @@ from xferscope.cluster.merge import cluster_result
 from xferscope.errors import SpecError
 from xferscope.export import load_results
 from xferscope.spec import RunSpec
-from xferscope.verdict import RULE, WORDS
 from xferscope.stats import Histogram
+from xferscope.verdict import RULE, WORDS
 
 MPIRUN = shutil.which("mpirun")
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None

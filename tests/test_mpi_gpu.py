@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from test_mpi import MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
+
 from xferscope.engines.registry import unavailable_reason
 
 GPU_REASON = unavailable_reason("bounce")

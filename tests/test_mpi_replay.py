@@ -13,9 +13,9 @@ import subprocess
 import time
 
 import pytest
-
 from test_mpi import MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
 from test_replay import SMALL
+
 from xferscope.errors import FormatError
 from xferscope.export import load_results
 from xferscope.profiles import dump_profile, parse_profile
@@ -206,7 +206,7 @@ def test_a_point_another_host_cannot_run_is_skipped_with_its_reason(tmp_path, mo
 def test_results_that_cannot_be_written_stop_every_rank_with_the_summary_shown(tiny):
     from xferscope.safe_write import TEST_ERROR_ENV
 
-    profile, results, dirs, base = tiny
+    profile, results, dirs, _base = tiny
     proc = subprocess.run(mpirun_cmd(2, *_args(profile, results, dirs)), capture_output=True, text=True,
                           timeout=90, env={**MPI_ENV, TEST_ERROR_ENV: "tiny.results.json=ENOSPC"})
     assert proc.returncode == 4, proc.stderr

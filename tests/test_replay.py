@@ -92,7 +92,7 @@ def test_interrupted_sweep_resumes_and_keeps_what_was_measured(small):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
+    _out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "rerun the same command to resume" in err and "Traceback" not in err
     first = _load(results)["points"]
@@ -222,7 +222,7 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     # idle latency at the chosen locality (multichase's default, 64 pages) and over the whole buffer
     assert set(rows) == {("idle", None, "64-page"), ("idle", None, "whole-buffer"), ("R", 0, "64-page"),
                          ("R", 5000, "64-page"), ("W6", 0, "64-page"), ("W6", 5000, "64-page")}
-    for (traffic, delay, _), row in rows.items():
+    for (_traffic, delay, _), row in rows.items():
         assert row["latency_ns"]["n"] == 2 and row["latency_ns"]["min"] <= row["latency_ns"]["median"]
         if delay is not None:
             assert row["bandwidth_mb_s"]["median"] > 0

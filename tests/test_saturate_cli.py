@@ -8,8 +8,8 @@ import json
 import os
 
 import pytest
-
 from test_mpi import mpirun, needs_mpi, rank_dirs
+
 from xferscope.export import load_results
 from xferscope.saturate.record import SCHEMA, load_saturation
 
@@ -34,7 +34,7 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
     assert "host 64K: " in r.out and "points of the full grid" in r.out
     assert "of 4 points of the full grid" in r.out, "2 workers x qd {1, 2}"
     verdict = next(line for line in r.out.splitlines() if line.strip().startswith("64K: host plateau"))
-    assert " at " in verdict and "→" in verdict and "-bound" in verdict or "binds" in verdict
+    assert (" at " in verdict and "→" in verdict and "-bound" in verdict) or "binds" in verdict
     assert "told apart by: verdict:" in r.out and "knee: the smallest concurrency" in r.out
     assert "Little's law:" in r.out and "CPU-s/GiB" in r.out
     assert "searches against 4 points of the full grids" in r.err, "the time is stated up front"
@@ -149,7 +149,7 @@ def test_a_saturate_profile_refuses_a_grid_and_searched_fields(tmp_path):
 
     with pytest.raises(FormatError, match="no \\[grid\\]"):
         parse_profile('kind = "saturate"\n[grid]\nio = ["read", "write"]\n', "p.toml", "p")
-    with pytest.raises(FormatError, match="p.toml:3: .*searches it"):
+    with pytest.raises(FormatError, match=r"p\.toml:3: .*searches it"):
         parse_profile('kind = "saturate"\n[base]\nworkers = 4\n', "p.toml", "p")
     with pytest.raises(FormatError, match="only kind = \"saturate\""):
         parse_profile('[saturate]\nmax_qd = 4\n', "p.toml", "p")
@@ -205,4 +205,4 @@ def test_ctrl_c_keeps_the_points_measured_and_removes_the_scratch_files(direct_d
     assert series["stopped"] == "interrupted" and series["runs"] >= 1 and len(data["results"]) == series["runs"]
     assert all(r["status"] == "ok" for r in data["results"]), "the interrupted run is not counted as a point"
     assert "host 64K: " in stdout
-    assert [p for p in direct_dir.iterdir()] == []
+    assert list(direct_dir.iterdir()) == []

@@ -10,8 +10,8 @@ import json
 import os
 
 import pytest
-
 from gpu_standins import run_engine
+
 from xferscope import _gpusim, _iocore
 from xferscope import target as targets
 from xferscope.engines.split import MAX_LANES, lanes, plan_split, split_advice, split_label

@@ -6,14 +6,22 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-
 from tui_helpers import Messages, make_app, retype, screen_text, toast_text, wait_for
-from xferscope.app.messages import (BatchFinished, RunFailed, RunFinished, RunStarted, SamplesArrived,
-                                    SetupRefused, SnapshotExported)
-from xferscope.commands.tui import console_options
+
 from xferscope.app.app import XferscopeApp
+from xferscope.app.messages import (
+    BatchFinished,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+    SamplesArrived,
+    SetupRefused,
+    SnapshotExported,
+)
+from xferscope.commands.tui import console_options
 
 NUMBER = r"([0-9][0-9,]*\.?[0-9]*)"
 
@@ -69,8 +77,8 @@ async def test_short_run_panels_show_measured_figures(direct_dir):
         await pilot.press("r")
         await wait_for(pilot, lambda: msgs.of(SamplesArrived) and msgs.of(SamplesArrived)[-1].samples[-1].t > 0.5)
         # the run's figures while it runs (not yet the whole run's), once a redraw has drawn them all
-        await wait_for(pilot, lambda: not msgs.of(RunFinished) and on_screen(
-            "live", r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS", r"p99\s+[1-9]", r"│\s+1\s+[\d,]+\.\d\s+\d")
+        await wait_for(pilot, lambda: (not msgs.of(RunFinished) and on_screen(
+            "live", r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS", r"p99\s+[1-9]", r"│\s+1\s+[\d,]+\.\d\s+\d"))
             or bool(msgs.of(RunFinished)), timeout=30)
         live = shown.get("live", "")
         assert live, "the run ended before a redraw showed its running figures"
@@ -197,8 +205,8 @@ async def test_csv_export_writes_the_snapshot(direct_dir):
     assert len(paths) == 2 and all(p.startswith(str(direct_dir)) and os.path.exists(p) for p in paths)
     toast = toast_text(text)
     assert "CSV snapshot written" in toast and paths[0] in toast and paths[1] in toast, text
-    series = list(csv.DictReader(open(paths[0])))
-    summary = list(csv.DictReader(open(paths[1])))
+    series = list(csv.DictReader(Path(paths[0]).read_text().splitlines()))
+    summary = list(csv.DictReader(Path(paths[1]).read_text().splitlines()))
     result = msgs.of(RunFinished)[0].result
     assert len(series) == len(result.samples) and float(series[-1]["throughput_gib_s"]) >= 0
     assert sum(int(r["bytes"]) for r in series) == result.bytes

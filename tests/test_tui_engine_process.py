@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
-
 from test_engine_process import engine_children, gone, scratch_left, wait_until
 from tui_helpers import Messages, make_app, screen_text, wait_for
+
 from xferscope.app.messages import BatchFinished, RunFailed, RunFinished, SamplesArrived
 from xferscope.spec import RunSpec
 

@@ -3,11 +3,19 @@ from __future__ import annotations
 
 import csv
 import os
+from pathlib import Path
 
 from tui_helpers import Messages, make_app, memory_view, paste, retype, screen_text, toast_text, wait_for
+
 from xferscope.app.app import XferscopeApp
-from xferscope.app.messages import (BatchFinished, MemPointMeasured, MemSweepFinished, ResultsLoaded, RunStarted,
-                                    SnapshotExported)
+from xferscope.app.messages import (
+    BatchFinished,
+    MemPointMeasured,
+    MemSweepFinished,
+    ResultsLoaded,
+    RunStarted,
+    SnapshotExported,
+)
 from xferscope.commands.tui import console_options
 from xferscope.export import result_to_dict, write_json
 from xferscope.runner import Run
@@ -106,7 +114,7 @@ async def test_memory_sweep_draws_points_as_they_come(direct_dir):
         assert f"{p.delay:05d}" in text and f"{p.latency_ns:.2f}" in text and f"{p.bandwidth_mb_s:.1f}" in text
     assert "Inject Delay" in text and "■ R stride 64" in text and "finished" in text
     path = msgs.of(SnapshotExported)[0].paths[0]
-    rows = list(csv.DictReader(open(path)))
+    rows = list(csv.DictReader(Path(path).read_text().splitlines()))
     assert os.path.dirname(path) == str(direct_dir) and [r["delay"] for r in rows if r["traffic"] == "R"] == ["0", "5000"]
 
 

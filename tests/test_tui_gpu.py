@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from tui_helpers import Messages, screen_text, wait_for
+
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import BatchFinished, RunFailed, RunFinished, SamplesArrived
 from xferscope.commands.tui import console_options

@@ -6,11 +6,12 @@ import math
 import re
 
 from tui_helpers import Messages, make_app, paste, screen_text, wait_for
+
+from xferscope.app import figures
 from xferscope.app.app import XferscopeApp
 from xferscope.app.grid_model import GridRun
 from xferscope.app.messages import BatchFinished, ResultsLoaded, RunFinished
 from xferscope.app.session import CpuLog, RunRecord
-from xferscope.app import figures
 from xferscope.app.widgets.cpu import console_figures, cpu_figures
 from xferscope.commands.tui import console_options
 from xferscope.engines.base import LatencySummary, Sample

@@ -2,10 +2,10 @@
 the max-bandwidth table, and a built-in run beside an opened MLC output."""
 from __future__ import annotations
 
-from textual.widgets import DataTable, Select
-
 from test_mlc_parser import FULL_RUN
+from textual.widgets import DataTable, Select
 from tui_helpers import memory_view, paste, retype, screen_text, wait_for
+
 from xferscope.app.messages import MemSweepFinished
 
 
@@ -60,7 +60,7 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
     if caches:
         assert "┊" in curve_text and f"┊ {caches[0]['name']}" in curve_text
     assert "NUMA matrix" in matrix_text and "mem 0" in matrix_text and "0 (ns)" in matrix_text
-    assert "0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split()) or \
+    assert ("0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split())) or \
         len(msgs.of(MemSweepFinished)[1].result.matrix()["cpu_nodes"]) > 1
     assert "Maximum bandwidth" in peak_text
     for label in ("ALL Reads", "3:1 Reads-Writes", "2:1 Reads-Writes", "1:1 Reads-Writes", "Stream-triad like"):

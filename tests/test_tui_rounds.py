@@ -6,6 +6,7 @@ import os
 import re
 
 from tui_helpers import Messages, make_app, retype, screen_text, wait_for
+
 from xferscope.app.messages import BatchFinished, RunFinished, RunStarted, SetupRefused
 from xferscope.app.widgets.rounds import whisker_bar
 from xferscope.spec import RunSpec

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from tui_helpers import Messages, make_app, paste, retype, screen_text, toast_text, wait_for
+
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import SaturationEnded, SaturationProgressed
 from xferscope.app.saturation_model import knee_marks

@@ -57,10 +57,10 @@ def test_form_builds_one_spec_per_path_and_names_bad_fields():
 def test_comparison_folds_shared_columns_at_80_columns():
     rows = [("host", "read", "1M", "1", "1", "900.0", "900", "1.0", "2.0", "3.0", "4.0", "0.100", "1.00"),
             ("host", "read", "4K", "1", "1", "90.0", "23,000", "1.0", "2.0", "3.0", "4.0", "0.900", "0.10")]
-    keep, headers, caption = table_shape(rows, 80)
+    _keep, headers, caption = table_shape(rows, 80)
     assert "io" not in headers and "qd" not in headers and caption == "read, qd 1"
     assert headers[:3] == ["path", "bs", "w"] and headers[-1] == "ratio"
-    keep, headers, caption = table_shape(rows, 160)
+    _keep, headers, caption = table_shape(rows, 160)
     assert "io" in headers and "avg lat (us)" in headers and caption == ""
 
 

@@ -3,8 +3,18 @@ import random
 
 import pytest
 
-from xferscope.verdict import (FASTER, MARGIN, RULE, SINGLE_PASS, SLOWER, WITHIN_NOISE, Verdict, drift,
-                               paired_ratios, paired_verdict)
+from xferscope.verdict import (
+    FASTER,
+    MARGIN,
+    RULE,
+    SINGLE_PASS,
+    SLOWER,
+    WITHIN_NOISE,
+    Verdict,
+    drift,
+    paired_ratios,
+    paired_verdict,
+)
 
 
 def test_clear_win_every_round_beyond_the_margin():

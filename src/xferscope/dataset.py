@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 from xferscope import janitor
 from xferscope import target as targets

@@ -12,8 +12,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "xferscope.doctor/1"

@@ -123,7 +123,7 @@ class EngineHost:
     def _life(self) -> None:
         try:
             self._live()
-        except BaseException as exc:  # noqa: BLE001 - reported to the parent, never raised here
+        except BaseException as exc:
             self.send(("error", error_to_wire(exc)))
             self._close.wait()
             self._close_run()

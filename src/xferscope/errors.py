@@ -55,6 +55,8 @@ class RunFailed(XferscopeError):
     """The run started but an engine reported a failure (I/O error, verification mismatch)."""
 
     exit_code = ExitCode.RUN_FAILED
+    #: what was gathered before the failure (a RunResult), where the runner has it
+    result: object = None
 
 
 class FormatError(XferscopeError):

@@ -15,14 +15,15 @@ import csv
 import io
 import json
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
 from xferscope.safe_write import write_output
 from xferscope.spec import RunSpec
-from xferscope.telemetry.gpu import summed_over_gpus
 from xferscope.stats import Histogram
+from xferscope.telemetry.gpu import summed_over_gpus
 
 SCHEMA = "xferscope.result/1"
 
@@ -123,10 +124,13 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
 
 
 def _lat(d: dict | None) -> LatencySummary | None:
-    if not d:
-        return None
-    nan = math.nan
-    return LatencySummary(*[float(d.get(k) if d.get(k) is not None else nan)
+    return _lat_or_nan(d) if d else None
+
+
+def _lat_or_nan(d: dict | None) -> LatencySummary:
+    """A summary with NaN where ``d`` has no figure (or no ``d`` at all)."""
+    d = d or {}
+    return LatencySummary(*[float(value) if (value := d.get(k)) is not None else math.nan
                             for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")])
 
 
@@ -147,7 +151,7 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
             spec=spec, status=d.get("status", "ok"), bytes=int(d["bytes"]), ops=int(d["ops"]),
             read_bytes=int(d.get("read_bytes", 0)), write_bytes=int(d.get("write_bytes", 0)),
             read_ops=int(d.get("read_ops", 0)), write_ops=int(d.get("write_ops", 0)), seconds=seconds,
-            latency_us=_lat(d.get("latency_us")) or _lat({}),
+            latency_us=_lat_or_nan(d.get("latency_us")),
             read_latency_us=_lat(d.get("read_latency_us")), write_latency_us=_lat(d.get("write_latency_us")),
             cpu={k: v for k, v in (d.get("cpu") or {}).items() if v is not None},
             workers=[WorkerResult(**w) for w in d.get("per_worker", [])],

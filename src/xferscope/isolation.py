@@ -36,7 +36,8 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xferscope.errors import RunFailed, XferscopeError
 
@@ -338,7 +339,7 @@ class Worker:
             self._child.end(grace_s=5.0)
             self._child = None
 
-    def __enter__(self) -> "Worker":
+    def __enter__(self) -> Worker:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -403,7 +404,7 @@ def _serve_calls(channel: Channel) -> None:
                 answer = ("ok", getattr(importlib.import_module(module_name), fn_name)(*args))
             except ParentGone:
                 raise
-            except BaseException as exc:  # noqa: BLE001 - every failure goes back to the caller
+            except BaseException as exc:
                 answer = ("error", error_to_wire(exc))
             try:
                 channel.send(answer)

@@ -16,7 +16,7 @@ import contextlib
 import os
 import shutil
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from xferscope.isolation import Channel, Child, ParentGone
 

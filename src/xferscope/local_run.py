@@ -21,7 +21,7 @@ import queue
 import socket
 import threading
 import time
-from typing import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 
 from xferscope import target as targets
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, Snapshot, WorkerResult

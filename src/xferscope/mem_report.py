@@ -9,8 +9,15 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from xferscope.engines.mem_result import (IDLE, WHOLE_BUFFER, MemPoint, MemResult, cache_plateaus, result_json,
-                                          rising_plateaus)
+from xferscope.engines.mem_result import (
+    IDLE,
+    WHOLE_BUFFER,
+    MemPoint,
+    MemResult,
+    cache_plateaus,
+    result_json,
+    rising_plateaus,
+)
 from xferscope.engines.mem_spec import PAGE_SIZE_TEXT, locality_text
 from xferscope.units import format_size
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from xferscope.engines.base import RunResult, Sample
 from xferscope.spec import GDSIO_IO_NAME
@@ -72,9 +72,9 @@ def done_line(r: RunResult) -> str | None:
     """elbencho's first-done / last-done figures, when there were several workers."""
     if r.spec.workers < 2 or not r.first_done or not r.last_done:
         return None
-    f, l = r.first_done, r.last_done
-    return (f"First done: {f.seconds:.3f} s, {f.throughput_mib_s:,.1f} MiB/s, {f.iops:,.0f} IOPS | "
-            f"Last done: {l.seconds:.3f} s, {l.throughput_mib_s:,.1f} MiB/s, {l.iops:,.0f} IOPS")
+    first, last = r.first_done, r.last_done
+    return (f"First done: {first.seconds:.3f} s, {first.throughput_mib_s:,.1f} MiB/s, {first.iops:,.0f} IOPS | "
+            f"Last done: {last.seconds:.3f} s, {last.throughput_mib_s:,.1f} MiB/s, {last.iops:,.0f} IOPS")
 
 
 def progress_text(s: Sample, duration: float | None) -> str:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from xferscope.engines.base import RunResult
 from xferscope.spec import RunSpec
@@ -83,7 +84,7 @@ class Comparison:
         self.cache_dropped: bool | None = None
 
     @classmethod
-    def single_pass(cls, results: Sequence[RunResult]) -> "Comparison":
+    def single_pass(cls, results: Sequence[RunResult]) -> Comparison:
         """A comparison of results measured once each, in the order given (``compare --mpi``, old files)."""
         comp = cls([r.spec for r in results], 1)
         for run, r in zip(comp.runs, results):

@@ -24,7 +24,8 @@ import os
 import queue
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xferscope import janitor
 from xferscope import target as targets
@@ -59,7 +60,7 @@ class EngineView:
     """``run.engine`` for consumers written when the engine lived in this process: what it said about
     itself (labels, GPUs of the workers, environment) and its latest counters."""
 
-    def __init__(self, run: "Run"):
+    def __init__(self, run: Run):
         self._run = run
 
     @property
@@ -133,9 +134,14 @@ class Run(SampleFeed):
             self._child.send("stop")
         threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
 
+    def _launched(self) -> Child:
+        if self._child is None:
+            raise RuntimeError("the engine's process has not been launched")
+        return self._child
+
     def _read(self) -> None:
         """The reader thread: messages from the engine's process, until it closes its end."""
-        child = self._child
+        child = self._launched()
         try:
             while True:
                 message = child.recv()
@@ -240,7 +246,7 @@ class Run(SampleFeed):
                 if tf.create:
                     self._guard(tf.path)
                     self._guard(targets.sidecar_path(tf.path))
-        self._child.send(("target", self.target))
+        self._launched().send(("target", self.target))
         self._phase = "preparing"
         _, labels, worker_gpus, created = self._await(("prepared",), progress)
         self.labels, self.worker_gpus = labels, worker_gpus
@@ -248,7 +254,7 @@ class Run(SampleFeed):
 
     def start(self) -> None:
         self._phase = "starting"
-        self._child.send("start")
+        self._launched().send("start")
         _, info, _ = self._await(("started",))
         self._started_at = time.monotonic()
         self.labels = info["labels"]

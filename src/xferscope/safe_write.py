@@ -38,7 +38,7 @@ import re
 import stat
 import sys
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 from xferscope.errors import NotWritten
 

@@ -113,7 +113,7 @@ class RunSpec:
         return format_size(self.block_size)
 
     # --------------------------------------------------------------- validation
-    def validate(self) -> "RunSpec":
+    def validate(self) -> RunSpec:
         """Check every field that can be checked without the machine. Returns self."""
         if self.path not in PATHS:
             raise SpecError("path", f"unknown transfer path {self.path!r}; choose one of {', '.join(PATHS)}")
@@ -169,7 +169,7 @@ class RunSpec:
         return self
 
     # ------------------------------------------------------------- conversions
-    def replace(self, **changes: Any) -> "RunSpec":
+    def replace(self, **changes: Any) -> RunSpec:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -180,7 +180,7 @@ class RunSpec:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "RunSpec":
+    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
         unknown = set(data) - set(cls.field_names())
         if unknown:
             raise SpecError(sorted(unknown)[0], f"unknown field; valid fields: {', '.join(cls.field_names())}")

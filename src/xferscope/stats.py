@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 import statistics
 from array import array
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 HIST_SUB = 64
 HIST_NBUCKETS = 2 * HIST_SUB + HIST_SUB * 34
@@ -41,20 +41,20 @@ class Histogram:
         self.counts = counts if counts is not None else array("Q", bytes(8 * HIST_NBUCKETS))
 
     @classmethod
-    def from_bytes(cls, raw: bytes) -> "Histogram":
+    def from_bytes(cls, raw: bytes) -> Histogram:
         counts = array("Q")
         counts.frombytes(raw)
         return cls(counts)
 
     @classmethod
-    def from_values(cls, values_ns: Iterable[float]) -> "Histogram":
+    def from_values(cls, values_ns: Iterable[float]) -> Histogram:
         h = cls()
         for v in values_ns:
             h.counts[bucket_index(int(v))] += 1
         return h
 
     @classmethod
-    def from_sparse(cls, sparse: Mapping[int | str, int]) -> "Histogram":
+    def from_sparse(cls, sparse: Mapping[int | str, int]) -> Histogram:
         h = cls()
         for index, count in sparse.items():
             h.counts[int(index)] += int(count)
@@ -63,10 +63,10 @@ class Histogram:
     def to_sparse(self) -> dict[int, int]:
         return {i: c for i, c in enumerate(self.counts) if c}
 
-    def __sub__(self, other: "Histogram") -> "Histogram":
+    def __sub__(self, other: Histogram) -> Histogram:
         return Histogram(array("Q", (a - b for a, b in zip(self.counts, other.counts))))
 
-    def __add__(self, other: "Histogram") -> "Histogram":
+    def __add__(self, other: Histogram) -> Histogram:
         return Histogram(array("Q", (a + b for a, b in zip(self.counts, other.counts))))
 
     @property
@@ -77,7 +77,7 @@ class Histogram:
         """Value (ns) at each percentile, the middle of the bucket holding that rank; NaN when empty."""
         ps = sorted(ps)
         total = self.count
-        out = {p: math.nan for p in ps}
+        out = dict.fromkeys(ps, math.nan)
         if not total:
             return out
         targets = [(p, max(1, math.ceil(total * p / 100.0))) for p in ps]

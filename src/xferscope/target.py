@@ -85,9 +85,9 @@ def filesystem_of(path: str) -> Filesystem:
     best = None
     for part in psutil.disk_partitions(all=True):
         mp = part.mountpoint
-        if real == mp or real.startswith(mp.rstrip("/") + "/") or mp == "/":
-            if best is None or len(mp) > len(best.mountpoint):
-                best = part
+        within = real == mp or real.startswith(mp.rstrip("/") + "/") or mp == "/"
+        if within and (best is None or len(mp) > len(best.mountpoint)):
+            best = part
     fstype = best.fstype if best else "unknown"
     mountpoint = best.mountpoint if best else "/"
     device = best.device if best else ""

@@ -14,8 +14,18 @@ from textual.binding import Binding
 
 from xferscope.app.commands import ConsoleCommands
 from xferscope.app.grid_model import GridRun
-from xferscope.app.messages import (BatchFinished, PrepareProgressed, ResultsLoaded, RunFailed, RunFinished,
-                                    RunPreparing, RunStarted, RunStopped, SamplesArrived, SnapshotExported)
+from xferscope.app.messages import (
+    BatchFinished,
+    PrepareProgressed,
+    ResultsLoaded,
+    RunFailed,
+    RunFinished,
+    RunPreparing,
+    RunStarted,
+    RunStopped,
+    SamplesArrived,
+    SnapshotExported,
+)
 from xferscope.app.screens.compare import CompareScreen
 from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
 from xferscope.app.screens.grid import GridScreen
@@ -26,8 +36,16 @@ from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.session import (SERIES_KEPT, Batch, ConsoleCpu, CpuLog, RunRecord, compact, comparison_records,
-                                   new_records)
+from xferscope.app.session import (
+    SERIES_KEPT,
+    Batch,
+    ConsoleCpu,
+    CpuLog,
+    RunRecord,
+    compact,
+    comparison_records,
+    new_records,
+)
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
 from xferscope.engines.base import RunResult
@@ -378,7 +396,7 @@ class XferscopeApp(App):
         if isinstance(self.screen, HelpScreen):
             return
         keys = []
-        for key, active in self.screen.active_bindings.items():
+        for active in self.screen.active_bindings.values():
             b = active.binding
             if b.description and b.show is not False:
                 keys.append((self.get_key_display(b), b.description))

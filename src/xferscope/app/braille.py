@@ -7,9 +7,10 @@ series drawn last.
 """
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 _BASE = 0x2800
 # dot bit for (row 0..3, column 0..1) inside a cell
@@ -51,7 +52,7 @@ def columns(points: Sequence[tuple[float, float]], x0: float, x1: float, ncols: 
         counts[c] += 1
     out: list[float | None] = [sums[i] / counts[i] if counts[i] else None for i in range(ncols)]
     known = [i for i, v in enumerate(out) if v is not None]
-    for a, b in zip(known, known[1:]):  # join sparse points: interpolate the columns between them
+    for a, b in itertools.pairwise(known):  # join sparse points: interpolate the columns between them
         for i in range(a + 1, b):
             out[i] = out[a] + (out[b] - out[a]) * (i - a) / (b - a)
     return out
@@ -71,7 +72,7 @@ def plot(series: Sequence[Series], width: int, height: int, x_range: tuple[float
             if value is None:
                 prev = None
                 continue
-            dy = dots_y - 1 - min(dots_y - 1, max(0, int(round(value / y_max * (dots_y - 1)))))
+            dy = dots_y - 1 - min(dots_y - 1, max(0, round(value / y_max * (dots_y - 1))))
             lo, hi = (dy, dy) if prev is None else (min(prev, dy), max(prev, dy))
             _dots(bits, color, cx, lo, hi, s.color)
             prev = dy
@@ -93,7 +94,7 @@ BLOCKS = " ▁▂▃▄▅▆▇█"
 def bar(fraction: float, width: int) -> str:
     """A horizontal bar of ``width`` cells filled to ``fraction`` (0..1) with eighth-blocks."""
     fraction = 0.0 if not math.isfinite(fraction) else max(0.0, min(1.0, fraction))
-    eighths = int(round(fraction * width * 8))
+    eighths = round(fraction * width * 8)
     full, part = divmod(eighths, 8)
     partial = " ▏▎▍▌▋▊▉"[part] if part and full < width else ""
     return ("█" * full + partial).ljust(width)
@@ -102,4 +103,4 @@ def bar(fraction: float, width: int) -> str:
 def level(fraction: float) -> str:
     """One cell whose height shows ``fraction`` (0..1): for many cores in little space."""
     fraction = 0.0 if not math.isfinite(fraction) else max(0.0, min(1.0, fraction))
-    return BLOCKS[int(round(fraction * 8))]
+    return BLOCKS[round(fraction * 8)]

@@ -8,15 +8,16 @@ size when it varies (else the numeric field with the most values, else the first
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from xferscope.export import result_to_dict
 from xferscope.profiles.model import point_identity
 from xferscope.spec import RunSpec
+from xferscope.sweep.against import io_values
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.plot import NUMERIC_AXES
-from xferscope.sweep.against import io_values
 from xferscope.sweep.stats import io_stats
 from xferscope.verdict import Verdict, repeated_verdict
 

@@ -30,7 +30,7 @@ class MemFormValues:
     pages: str = "thp"
 
     @classmethod
-    def from_spec(cls, spec) -> "MemFormValues":
+    def from_spec(cls, spec) -> MemFormValues:
         from xferscope.engines.mem import DEFAULT_DELAYS
 
         size = spec.max_size if spec.mode == "curve" else spec.buffer_bytes

@@ -7,9 +7,9 @@ import os
 from dataclasses import dataclass, field
 
 from xferscope.errors import SpecError
+from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 from xferscope.saturate.ceilings import verdict_line
 from xferscope.saturate.execute import PointMeasured, SaturationOutcome, SeriesFinished, SeriesOutcome
-from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 from xferscope.saturate.plan import DEFAULT_DURATION, SaturatePlan, Series, plan_from
 from xferscope.saturate.search import MIN_ROUNDS, Point, Shape, knee_of
 from xferscope.spec import PATHS, RunSpec
@@ -37,7 +37,7 @@ class SaturateFormValues:
     size: str = "1G"
 
     @classmethod
-    def from_plan(cls, plan: SaturatePlan) -> "SaturateFormValues":
+    def from_plan(cls, plan: SaturatePlan) -> SaturateFormValues:
         return cls(paths=",".join(plan.paths), bs=",".join(format_size(b) for b in plan.block_sizes),
                    max_workers=str(plan.max_workers), max_qd=str(plan.max_qd),
                    seconds=f"{plan.base.duration:g}", max_rounds=str(plan.max_rounds),

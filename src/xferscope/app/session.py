@@ -17,9 +17,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from xferscope.dataset import SharedDataset
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import XferscopeError
-from xferscope.dataset import SharedDataset
 from xferscope.rounds import Comparison, PlannedRun
 from xferscope.runner import Run
 from xferscope.spec import RunSpec

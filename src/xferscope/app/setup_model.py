@@ -47,7 +47,7 @@ class FormValues:
     base: RunSpec = field(default_factory=RunSpec)  # fields the form does not show (from a profile)
 
     @classmethod
-    def from_spec(cls, spec: RunSpec, paths: list[str]) -> "FormValues":
+    def from_spec(cls, spec: RunSpec, paths: list[str]) -> FormValues:
         return cls(paths=list(paths), io=spec.io, bs=format_size(spec.block_size), workers=str(spec.workers),
                    iodepth=str(spec.iodepth), size=format_size(spec.file_size),
                    duration=f"{spec.duration:g}" if spec.duration else "",

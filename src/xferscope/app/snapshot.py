@@ -6,7 +6,7 @@ import math
 import os
 import tempfile
 import time
-from typing import Iterable
+from collections.abc import Iterable
 
 from xferscope.app.session import RunRecord
 from xferscope.engines.base import LatencySummary, RunResult

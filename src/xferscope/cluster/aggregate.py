@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from xferscope.cluster.layout import Layout, RankPlace
 from xferscope.engines.base import Sample

@@ -18,7 +18,8 @@ import contextlib
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import Layout

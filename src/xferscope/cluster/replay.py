@@ -21,19 +21,20 @@ import os
 import secrets
 import shutil
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
-from xferscope.cluster.runs import _note_single_rank
 from xferscope.cluster.layout import RankPlace, expand
+from xferscope.cluster.runs import _note_single_rank
 from xferscope.cluster.session import FollowerExit, RankFailed, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
+from xferscope.scratch import SweepScratch
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import Sweep
-from xferscope.scratch import SweepScratch
 from xferscope.units import format_size
 
 INTERRUPTED = "interrupted"

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import socket
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import typer
 

@@ -8,7 +8,7 @@ follow; they print nothing and exit with rank 0's code.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from xferscope.cluster.replay import RankScratch, Steps, lead_and_follow
 from xferscope.cluster.session import AgreedInterrupt, RankFailed, run_spec_mpi

@@ -14,7 +14,7 @@ The steps, on every rank:
 from __future__ import annotations
 
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 from xferscope.cluster.exchange import Follower, Leader
 from xferscope.cluster.layout import Layout, describe_me, layout_from, prepare_waves, rank_spec

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import typer
 
@@ -13,8 +13,10 @@ except ImportError:  # pragma: no cover - older typer on top of click
 
 from xferscope.errors import ExitCode, XferscopeError
 
+_ClickExit = getattr(_click_exc, "Exit", typer.Exit)  # click's own Exit, where this click has one
 
-def fail(message: str, code: int = ExitCode.USAGE) -> "typer.Exit":
+
+def fail(message: str, code: int = ExitCode.USAGE) -> typer.Exit:
     """Print one line on stderr and return the Exit to raise."""
     typer.echo(f"xferscope: {message}", err=True)
     return typer.Exit(int(code))
@@ -30,7 +32,7 @@ def run_app(app: typer.Typer, argv: list[str] | None = None) -> int:
     except XferscopeError as exc:
         typer.echo(f"xferscope: {exc}", err=True)
         return int(exc.exit_code)
-    except (typer.Exit, _click_exc.Exit if hasattr(_click_exc, "Exit") else typer.Exit) as exc:
+    except (typer.Exit, _ClickExit) as exc:
         return int(getattr(exc, "exit_code", 0) or 0)
     except typer.Abort:
         typer.echo("xferscope: interrupted", err=True)

@@ -2,23 +2,47 @@
 from __future__ import annotations
 
 import sys
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, DepthOpt, DirOpt, DurationOpt,
-                                        FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
-                                        TotalOpt, VerifyOpt, WorkersOpt,
-                                        build_spec, check_format, parse_path)
+from xferscope.commands.options import (
+    BsOpt,
+    BufferedOpt,
+    CpusOpt,
+    DepthOpt,
+    DirOpt,
+    DurationOpt,
+    FileOpt,
+    ForceOpt,
+    FormatOpt,
+    GpuOpt,
+    HugePagesOpt,
+    IntervalOpt,
+    IoOpt,
+    JsonOpt,
+    KeepOpt,
+    MixOpt,
+    MpiOpt,
+    NumaOpt,
+    RegisterOpt,
+    SeedOpt,
+    SizeOpt,
+    SplitOpt,
+    TotalOpt,
+    VerifyOpt,
+    WorkersOpt,
+    build_spec,
+    check_format,
+    parse_path,
+)
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.compare import emit_comparison
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.rounds import DEFAULT_ROUNDS
 
-
-CompareCsvOpt = Annotated[Optional[str], typer.Option(
+CompareCsvOpt = Annotated[str | None, typer.Option(
     "--csv", help="write one row per run (round, place, ratio to the baseline in that round, verdict, figures) "
                   "to FILE")]
 RoundsOpt = typer.Option(DEFAULT_ROUNDS, "--rounds", "-R", min=1,

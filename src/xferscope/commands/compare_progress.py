@@ -14,7 +14,7 @@ BAR_WIDTH = 20
 
 def clock(seconds: float) -> str:
     """'0:07', '12:30', '1:02:03'."""
-    s = max(0, int(round(seconds)))
+    s = max(0, round(seconds))
     h, rest = divmod(s, 3600)
     m, s = divmod(rest, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
@@ -80,7 +80,7 @@ class RoundsProgress(ProgressLine):
         total = len(self.comp.runs)
         done_runs = self.index + (min(self._t / self.duration, 1.0) if self.duration else 0.0)
         frac = done_runs / total
-        filled = int(round(frac * BAR_WIDTH))
+        filled = round(frac * BAR_WIDTH)
         left = self.remaining()
         text = (f"round {run.round + 1}/{self.comp.rounds} {self.comp.labels[run.slot]} "
                 f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {100 * frac:3.0f}%"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -10,7 +10,7 @@ from xferscope.errors import ExitCode, SpecError
 
 
 def doctor_command(
-    directory: Annotated[Optional[str], typer.Option("--dir", "-D", help="directory to check for scratch files "
+    directory: Annotated[str | None, typer.Option("--dir", "-D", help="directory to check for scratch files "
                                                                           "(default: where runs put them)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:

@@ -7,7 +7,7 @@ same columns as ``mem``.
 """
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,7 +15,7 @@ from xferscope.commands.options import CsvOpt, FormatOpt, JsonOpt, check_format
 from xferscope.output.files import check_outputs, emit
 
 FileArg = Annotated[str, typer.Argument(help="the file the tool wrote (or the text pasted from its output)")]
-SummaryCsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write one summary row per result to FILE")]
+SummaryCsvOpt = Annotated[str | None, typer.Option("--csv", help="write one summary row per result to FILE")]
 
 TOOL_HELP = {
     "gdsio": "gdsio result lines ('IoType: ... XferType: ... Throughput: ...'), text around them ignored",
@@ -60,8 +60,8 @@ def _tool_command(tool: str):
 
 def import_mlc(file: FileArg, json_path: JsonOpt = None, csv_path: CsvOpt = None, fmt: FormatOpt = "table") -> None:
     """Import a saved Intel MLC output (idle latency, peak bandwidth, loaded latencies)."""
-    from xferscope.output.mem import emit_mem
     from xferscope.importers.mlc import import_mlc as read_mlc
+    from xferscope.output.mem import emit_mem
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})

@@ -12,10 +12,10 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     and ``--csv`` (every point, with the result it belongs to)."""
     import json
 
-    from xferscope.output.files import Output, human_output, write_outputs
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
     from xferscope.mem_report import format_side_by_side
+    from xferscope.output.files import Output, human_output, write_outputs
 
     paths = [p.strip() for p in files.split(",") if p.strip()]
     if not paths:

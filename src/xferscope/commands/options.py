@@ -2,7 +2,7 @@
 spec they build."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -15,20 +15,20 @@ BsOpt = Annotated[str, typer.Option("--bs", "-i", help="block (I/O) size, e.g. 4
 WorkersOpt = Annotated[int, typer.Option("--workers", "-w", help="worker threads")]
 DepthOpt = Annotated[int, typer.Option("--iodepth", "--qd", help="I/O in flight per worker (io_uring for host)")]
 SizeOpt = Annotated[str, typer.Option("--size", "-s", help="scratch file size (per worker with --dir)")]
-DurationOpt = Annotated[Optional[str], typer.Option("--duration", "-T", help="seconds to run (default 10)")]
-TotalOpt = Annotated[Optional[str], typer.Option("--total", help="stop after this many bytes instead of a duration")]
-FileOpt = Annotated[Optional[str], typer.Option("--file", "-f", help="file to use (created as a scratch file if missing)")]
-DirOpt = Annotated[Optional[str], typer.Option("--dir", "-D", help="directory: one scratch file per worker")]
-GpuOpt = Annotated[Optional[str], typer.Option("--gpu", "-d", help="GPU index or list: 0 | 0,1 | 0-3 | all")]
-NumaOpt = Annotated[Optional[int], typer.Option("--numa", "-n", help="pin workers to this NUMA node's CPUs")]
-CpusOpt = Annotated[Optional[str], typer.Option("--cpus", help="pin workers to these CPUs, e.g. 0-7")]
+DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run (default 10)")]
+TotalOpt = Annotated[str | None, typer.Option("--total", help="stop after this many bytes instead of a duration")]
+FileOpt = Annotated[str | None, typer.Option("--file", "-f", help="file to use (created as a scratch file if missing)")]
+DirOpt = Annotated[str | None, typer.Option("--dir", "-D", help="directory: one scratch file per worker")]
+GpuOpt = Annotated[str | None, typer.Option("--gpu", "-d", help="GPU index or list: 0 | 0,1 | 0-3 | all")]
+NumaOpt = Annotated[int | None, typer.Option("--numa", "-n", help="pin workers to this NUMA node's CPUs")]
+CpusOpt = Annotated[str | None, typer.Option("--cpus", help="pin workers to these CPUs, e.g. 0-7")]
 MixOpt = Annotated[int, typer.Option("--rwmix", "-M", help="read share in percent for randrw/rw")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", "-V", help="check the data read against the pattern written")]
 BufferedOpt = Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")]
 ForceOpt = Annotated[bool, typer.Option("--force", help="allow writing over a file xferscope did not create")]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="keep the scratch files this run creates, for reuse")]
-JsonOpt = Annotated[Optional[str], typer.Option("--json", help="write the summary as JSON to FILE")]
-CsvOpt = Annotated[Optional[str], typer.Option("--csv", help="write the time series as CSV to FILE")]
+JsonOpt = Annotated[str | None, typer.Option("--json", help="write the summary as JSON to FILE")]
+CsvOpt = Annotated[str | None, typer.Option("--csv", help="write the time series as CSV to FILE")]
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json on stdout")]
 IntervalOpt = Annotated[float, typer.Option("--interval", help="sample interval in seconds")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the data pattern")]
@@ -38,7 +38,7 @@ RegisterOpt = Annotated[bool, typer.Option("--register/--no-register",
 HugePagesOpt = Annotated[bool, typer.Option("--huge-pages", help="host and bounce paths: buffers on 2 MiB transparent "
                                             "huge pages, not 4 KiB pages (as fio's malloc); bounce buffers are then "
                                             "pinned with cuMemHostRegister")]
-SplitOpt = Annotated[Optional[str], typer.Option("--split", help="host, bounce, bounce-async, cufile: each request of "
+SplitOpt = Annotated[str | None, typer.Option("--split", help="host, bounce, bounce-async, cufile: each request of "
                                                  "--bs as parallel sub-requests of this size (KvikIO's task size), "
                                                  "e.g. --bs 16M --split 4M")]
 MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -59,8 +59,8 @@ def show_command(name: str, as_json: bool) -> None:
 
 
 def profiles_command(
-    action: Annotated[Optional[str], typer.Argument(help="list (default) or show")] = None,
-    name: Annotated[Optional[str], typer.Argument(help="with show: a profile name or .toml file")] = None,
+    action: Annotated[str | None, typer.Argument(help="list (default) or show")] = None,
+    name: Annotated[str | None, typer.Argument(help="with show: a profile name or .toml file")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False,
 ) -> None:
     """List the bundled and user profiles, or show one (xferscope profiles show NAME)."""

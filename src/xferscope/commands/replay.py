@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -12,23 +12,22 @@ from xferscope.commands.options import FormatOpt, MpiOpt, check_format, parse_se
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
 
-
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
-DurationOpt = Annotated[Optional[str], typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
-RepsOpt = Annotated[Optional[int], typer.Option("--reps", metavar="N", help="repetitions per point")]
-SetOpt = Annotated[Optional[list[str]], typer.Option(
+DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
+RepsOpt = Annotated[int | None, typer.Option("--reps", metavar="N", help="repetitions per point")]
+SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", metavar="FIELD=VALUE", help="fix a field: --set block_size=64K (repeatable; removes that grid axis)")]
-ResultsOpt = Annotated[Optional[str], typer.Option(
+ResultsOpt = Annotated[str | None, typer.Option(
     "--results", metavar="FILE", help="results JSON (CSV beside it); rerun with the same file to resume")]
-AgainstOpt = Annotated[Optional[str], typer.Option(
+AgainstOpt = Annotated[str | None, typer.Option(
     "--against", metavar="FILE", help="earlier results to compare each point with (replay, run, import output)")]
-FailBelowOpt = Annotated[Optional[float], typer.Option(
+FailBelowOpt = Annotated[float | None, typer.Option(
     "--fail-below", metavar="R", help="with --against: exit 1 when a point's ratio is below R")]
-PlotOpt = Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="draw the results into FILE.svg or "
+PlotOpt = Annotated[str | None, typer.Option("--plot", metavar="FILE", help="draw the results into FILE.svg or "
                                                                                 "FILE.png")]
-DirOpt = Annotated[Optional[str], typer.Option("--dir", "-D", metavar="D", help="run in this directory (one file "
+DirOpt = Annotated[str | None, typer.Option("--dir", "-D", metavar="D", help="run in this directory (one file "
                                                                                 "per worker)")]
-FileOpt = Annotated[Optional[str], typer.Option("--file", "-f", metavar="F", help="run on this file")]
+FileOpt = Annotated[str | None, typer.Option("--file", "-f", metavar="F", help="run on this file")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the points and what is left to run")]
 
 

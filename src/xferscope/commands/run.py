@@ -5,10 +5,36 @@ import sys
 
 import typer
 
-from xferscope.commands.options import (BsOpt, BufferedOpt, CpusOpt, CsvOpt, DepthOpt, DirOpt, DurationOpt,
-                                        FileOpt, ForceOpt, FormatOpt, GpuOpt, IntervalOpt, IoOpt, JsonOpt, KeepOpt,
-                                        HugePagesOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SeedOpt, SizeOpt, SplitOpt,
-                                        TotalOpt, VerifyOpt, WorkersOpt, build_spec, check_format)
+from xferscope.commands.options import (
+    BsOpt,
+    BufferedOpt,
+    CpusOpt,
+    CsvOpt,
+    DepthOpt,
+    DirOpt,
+    DurationOpt,
+    FileOpt,
+    ForceOpt,
+    FormatOpt,
+    GpuOpt,
+    HugePagesOpt,
+    IntervalOpt,
+    IoOpt,
+    JsonOpt,
+    KeepOpt,
+    MixOpt,
+    MpiOpt,
+    NumaOpt,
+    RegisterOpt,
+    SeedOpt,
+    SizeOpt,
+    SplitOpt,
+    TotalOpt,
+    VerifyOpt,
+    WorkersOpt,
+    build_spec,
+    check_format,
+)
 from xferscope.output.files import check_outputs
 from xferscope.output.run import execute_and_report, print_run
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers

@@ -1,45 +1,62 @@
 """`xferscope saturate`: how much concurrency each path needs at each block size, and which ceiling binds."""
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from xferscope.commands.options import (BufferedOpt, CpusOpt, DirOpt, FileOpt, ForceOpt, FormatOpt, HugePagesOpt,
-                                        IoOpt, KeepOpt, MixOpt, MpiOpt, NumaOpt, RegisterOpt, SizeOpt, check_format,
-                                        gpu_list, parse_path, parse_sets)
+from xferscope.commands.options import (
+    BufferedOpt,
+    CpusOpt,
+    DirOpt,
+    FileOpt,
+    ForceOpt,
+    FormatOpt,
+    HugePagesOpt,
+    IoOpt,
+    KeepOpt,
+    MixOpt,
+    MpiOpt,
+    NumaOpt,
+    RegisterOpt,
+    SizeOpt,
+    check_format,
+    gpu_list,
+    parse_path,
+    parse_sets,
+)
 from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.saturate import print_dry_run, report, run_and_report
 from xferscope.output.terminal import install_hangup_handlers
 
-PathsOpt = Annotated[Optional[str], typer.Option(
+PathsOpt = Annotated[str | None, typer.Option(
     "--path", "-x", help="path, or a comma list (host first is the storage reference): host, bounce, bounce-async, "
                          "cufile, cufile-batch, cufile-async")]
-BlocksOpt = Annotated[Optional[str], typer.Option("--bs", "-i", help="block sizes, e.g. 4K,64K,1M,16M (default)")]
-MaxWorkersOpt = Annotated[Optional[int], typer.Option("--max-workers", help="most workers the search tries (16)")]
-MaxQdOpt = Annotated[Optional[int], typer.Option(
+BlocksOpt = Annotated[str | None, typer.Option("--bs", "-i", help="block sizes, e.g. 4K,64K,1M,16M (default)")]
+MaxWorkersOpt = Annotated[int | None, typer.Option("--max-workers", help="most workers the search tries (16)")]
+MaxQdOpt = Annotated[int | None, typer.Option(
     "--max-qd", help="deepest queue the search tries where the path has one: host io_uring, cufile-batch (64)")]
-MinRoundsOpt = Annotated[Optional[int], typer.Option(
+MinRoundsOpt = Annotated[int | None, typer.Option(
     "--min-rounds", help="interleaved rounds before two neighbours are judged (3)")]
-MaxRoundsOpt = Annotated[Optional[int], typer.Option(
+MaxRoundsOpt = Annotated[int | None, typer.Option(
     "--max-rounds", help="cap: rounds after which two neighbours that cannot be told apart count as equal (5)")]
-MaxPointsOpt = Annotated[Optional[int], typer.Option("--max-points", help="cap: points per search (24)")]
-PointSecondsOpt = Annotated[Optional[str], typer.Option(
+MaxPointsOpt = Annotated[int | None, typer.Option("--max-points", help="cap: points per search (24)")]
+PointSecondsOpt = Annotated[str | None, typer.Option(
     "--duration", "-T", help="seconds per measurement (default 1)")]
-GpuSetsOpt = Annotated[Optional[list[str]], typer.Option(
+GpuSetsOpt = Annotated[list[str] | None, typer.Option(
     "--gpu", "-d", help="GPU set, e.g. 0 | 0,1 | 0-3 | all; repeat for several sets (each searched)")]
-StorageOpt = Annotated[Optional[str], typer.Option(
+StorageOpt = Annotated[str | None, typer.Option(
     "--storage", help="storage ceiling: auto (search host too when it is not among the paths), none, or the JSON "
                       "of an earlier `saturate --path host`")]
-JsonOut = Annotated[Optional[str], typer.Option("--json", help="write the saturation (searches, runs, verdicts) "
+JsonOut = Annotated[str | None, typer.Option("--json", help="write the saturation (searches, runs, verdicts) "
                                                                "as JSON to FILE")]
-CsvOut = Annotated[Optional[str], typer.Option("--csv", help="write one row per measured point as CSV to FILE")]
-ProfileOpt = Annotated[Optional[str], typer.Option("--profile", help="take the plan from a saturate profile "
+CsvOut = Annotated[str | None, typer.Option("--csv", help="write one row per measured point as CSV to FILE")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="take the plan from a saturate profile "
                                                                      "(options given here override it)")]
-SaveProfileOpt = Annotated[Optional[str], typer.Option("--save-profile", metavar="NAME",
+SaveProfileOpt = Annotated[str | None, typer.Option("--save-profile", metavar="NAME",
                                                        help="save this plan as a profile and exit")]
-FromOpt = Annotated[Optional[str], typer.Option("--from", metavar="FILE", help="show a saved saturation again "
+FromOpt = Annotated[str | None, typer.Option("--from", metavar="FILE", help="show a saved saturation again "
                                                                                 "(judged by today's rules); no "
                                                                                 "measuring")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the searches, the full grids and the most time "
@@ -105,12 +122,12 @@ def saturate_command(
     directory: DirOpt = None, gpu: GpuSetsOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None,
     rwmix: MixOpt = None, buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False,
     storage: StorageOpt = None, json_path: JsonOut = None, csv_path: CsvOut = None, fmt: FormatOpt = "table",
-    interval: Annotated[Optional[float], typer.Option("--interval", help="sample interval in seconds")] = None,
-    seed: Annotated[Optional[int], typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
+    interval: Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
     register: RegisterOpt = None,
     huge_pages: HugePagesOpt = False, profile: ProfileOpt = None, save_profile: SaveProfileOpt = None,
     from_file: FromOpt = None, dry_run: DryRunOpt = False, mpi: MpiOpt = False,
-    split: Annotated[Optional[str], typer.Option(
+    split: Annotated[str | None, typer.Option(
         "--split", help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
                         "storage reference, runs whole blocks)")] = None,
 ) -> None:
@@ -142,9 +159,8 @@ def saturate_command(
                             dry_run=dry_run)
     plan = make()
     if save_profile:
-        from xferscope.saturate.plan import profile_of
-
         from xferscope.profiles import save_profile as save
+        from xferscope.saturate.plan import profile_of
 
         typer.echo(f"profile {save_profile} saved to {save(profile_of(plan, save_profile))}")
         return

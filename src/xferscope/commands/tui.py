@@ -1,8 +1,6 @@
 """`xferscope tui` (the default): opens the Textual console. Textual is imported only when it opens."""
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 
 from xferscope.errors import SpecError
@@ -158,16 +156,16 @@ def _leave_soon(app, code: int) -> None:
 
 def tui_command(
     start: bool = typer.Option(False, "--start", help="start the default (or the profile) at once"),
-    profile: Optional[str] = typer.Option(None, "--profile", help="open a profile (name or .toml path)"),
-    duration: Optional[str] = typer.Option(None, "--duration", "-T", help="seconds per run"),
-    path: Optional[str] = typer.Option(None, "--path", "-x", help="transfer path instead of the default ones"),
-    directory: Optional[str] = typer.Option(None, "--dir", "-D", help="directory for the scratch files"),
-    file: Optional[str] = typer.Option(None, "--file", "-f", help="file to read (or create as scratch)"),
-    io: Optional[str] = typer.Option(None, "--io", "-I", help="read, write, randread, randwrite, randrw, rw"),
-    bs: Optional[str] = typer.Option(None, "--bs", "-i", help="block size, e.g. 64K"),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", help="worker threads"),
-    iodepth: Optional[int] = typer.Option(None, "--iodepth", "--qd", help="I/O in flight per worker"),
-    size: Optional[str] = typer.Option(None, "--size", "-s", help="scratch file size, e.g. 256M"),
+    profile: str | None = typer.Option(None, "--profile", help="open a profile (name or .toml path)"),
+    duration: str | None = typer.Option(None, "--duration", "-T", help="seconds per run"),
+    path: str | None = typer.Option(None, "--path", "-x", help="transfer path instead of the default ones"),
+    directory: str | None = typer.Option(None, "--dir", "-D", help="directory for the scratch files"),
+    file: str | None = typer.Option(None, "--file", "-f", help="file to read (or create as scratch)"),
+    io: str | None = typer.Option(None, "--io", "-I", help="read, write, randread, randwrite, randrw, rw"),
+    bs: str | None = typer.Option(None, "--bs", "-i", help="block size, e.g. 64K"),
+    workers: int | None = typer.Option(None, "--workers", "-w", help="worker threads"),
+    iodepth: int | None = typer.Option(None, "--iodepth", "--qd", help="I/O in flight per worker"),
+    size: str | None = typer.Option(None, "--size", "-s", help="scratch file size, e.g. 256M"),
     buffered: bool = typer.Option(False, "--buffered", help="through the page cache (no O_DIRECT)"),
 ) -> None:
     """Open the live console (the default command)."""

@@ -16,6 +16,7 @@ turns snapshots into ``Sample``s and one ``RunResult``.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -70,7 +71,7 @@ class Snapshot:
         return sum(w.ops for w in self.workers)
 
     @classmethod
-    def from_native(cls, raw: dict) -> "Snapshot":
+    def from_native(cls, raw: dict) -> Snapshot:
         return cls(
             t_ns=raw["t_ns"],
             workers=tuple(WorkerCounters(*row) for row in raw["workers"]),
@@ -97,7 +98,7 @@ class Engine(ABC):
         #: words every output shows beside the figures, e.g. "buffered", "cuFile compat mode", "psync"
         self.labels: list[str] = []
         #: GPU index of each worker (None for host-only paths)
-        self.worker_gpus: list[int | None] = [None] * spec.workers
+        self.worker_gpus: Sequence[int | None] = [None] * spec.workers
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -233,7 +234,7 @@ class RunResult:
     histogram: Histogram | None = None
     gpus: dict[int, dict[str, float]] = field(default_factory=dict)
     #: a run over several hosts (``--mpi``): this result is the aggregate, and here is one result per host
-    hosts: list["RunResult"] = field(default_factory=list)
+    hosts: list[RunResult] = field(default_factory=list)
     #: what else explains ``error``: the last lines the engine's process wrote, cuFile's log
     error_detail: list[str] = field(default_factory=list)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import ctypes
+import functools
 import os
 import random
 import threading
@@ -32,7 +33,7 @@ from typing import Any
 from xferscope.engines import cufile_driver, gpu_setup, page_cache
 from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
-from xferscope.engines.native import NativeEngine
+from xferscope.engines.native import open_worker_files
 from xferscope.engines.recorder import Recorder
 from xferscope.errors import RunFailed, SpecError
 
@@ -58,6 +59,7 @@ class _CufileMixin:
     spec: Any
     labels: list[str]
     worker_gpus: list[int]
+    target: Any
     resources: gpu_setup.GpuResources
     mode: cufile_driver.CufileMode | None = None
     #: per direction ("read", "write"): did one probe I/O land in the page cache (None: cannot tell)
@@ -105,7 +107,7 @@ class _CufileMixin:
         directions = ([("read", False)] if spec.read_pct > 0 else []) + ([("write", True)] if spec.writes else [])
         self.page_cache_seen = {
             name: page_cache.passes_through(path, offset, spec.block_size,
-                                            lambda w=write: self._one_io(worker, offset, w))
+                                            functools.partial(self._one_io, worker, offset, write))
             for name, write in directions}
         cached = [name for name, seen in self.page_cache_seen.items() if seen]
         if cached:
@@ -127,7 +129,7 @@ class _CufileMixin:
         return env
 
 
-class CufileEngine(_CufileMixin, GpuNativeEngine):
+class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # every worker has a GPU here
     name = "cufile"
     xfer_type = "GPUD"
     description = "storage -> GPU memory through cuFile (gdsio GPUD)"
@@ -186,10 +188,11 @@ class _Cursor:
         return off, self.read_pct <= 0 or self.rng.randrange(100) >= self.read_pct
 
 
-class _CufileThreadEngine(_CufileMixin, Engine):
+class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every worker has a GPU here
     """Workers are Python threads calling cuda.bindings.cufile; counters in a ``Recorder``."""
 
-    open_files = NativeEngine.open_files  # one O_DIRECT descriptor per worker, as the native paths
+    def open_files(self) -> None:
+        open_worker_files(self.spec, self.target, self._fds)  # one O_DIRECT descriptor per worker
 
     def __init__(self, spec, target):
         super().__init__(spec, target)

@@ -43,9 +43,11 @@ class CufileLog:
     """The file cuFile logs to; ``mark()`` then ``since(mark)`` gives what one call added."""
 
     def __init__(self) -> None:
-        path = os.environ.get(LOG_ENV)
-        self.owned = not path
-        if self.owned:
+        given = os.environ.get(LOG_ENV)
+        self.owned = not given
+        if given:
+            path = given
+        else:
             fd, path = tempfile.mkstemp(prefix="xferscope-cufile-", suffix=".log")
             os.close(fd)
             os.environ[LOG_ENV] = path
@@ -174,7 +176,7 @@ def functions() -> dict[str, int]:
     if not path:
         raise EnvironmentProblem(library_status()[0] or "libcufile not found")
     lib = ctypes.CDLL(path)
-    return {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value for name in ("cuFileRead", "cuFileWrite")}
+    return {name: gpu_setup.symbol_address(lib, name) for name in ("cuFileRead", "cuFileWrite")}
 
 
 # ------------------------------------------------------------------ driver
@@ -240,7 +242,7 @@ def unavailable_reason() -> str | None:
 
 
 def explain_driver_failure(exc: BaseException, log_text: str) -> str:
-    code, name = error_code(exc)
+    _code, name = error_code(exc)
     detail = last_log_error(log_text)
     if nvidia_fs_version() is None and not truthy(os.environ.get(FORCE_COMPAT_ENV)):
         hint = ("nvidia-fs is not loaded and compat mode seems off: load nvidia-fs (modprobe nvidia-fs) or set "

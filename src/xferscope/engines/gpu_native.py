@@ -14,6 +14,7 @@ normal end, a failure or Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 from xferscope.engines import gpu_setup, host
@@ -25,6 +26,8 @@ PINNED_ALIGN = 4096
 
 class GpuNativeEngine(NativeEngine):
     """Shared set-up of the GPU paths that run on ``_iocore``."""
+
+    worker_gpus: list[int]
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
@@ -120,7 +123,7 @@ class GpuNativeEngine(NativeEngine):
         return env
 
 
-def gpu_environment(worker_gpus: list[int | None]) -> dict[str, Any]:
+def gpu_environment(worker_gpus: Sequence[int | None]) -> dict[str, Any]:
     """GPUs, CUDA and cuda-python versions, and the measured link ceilings where known."""
     gpus = sorted({g for g in worker_gpus if g is not None})
     env: dict[str, Any] = {"cuda_driver": gpu_setup.cuda_driver_version(),
@@ -134,7 +137,8 @@ def gpu_environment(worker_gpus: list[int | None]) -> dict[str, Any]:
         entry: dict[str, Any] = {"index": g}
         with contextlib.suppress(Exception):
             entry["name"] = gpu_setup.device_name(g)
-        if ceilings.get(g):
-            entry.update(ceilings[g])
+        ceiling = ceilings.get(g)
+        if ceiling:
+            entry.update(ceiling)
         env["gpus"].append(entry)
     return env

@@ -18,7 +18,8 @@ import functools
 import os
 import signal
 import threading
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from xferscope.errors import EnvironmentProblem, SpecError
 from xferscope.gpus import NO_GPU_ENV, hidden_gpus
@@ -186,8 +187,8 @@ def numa_nodes() -> list[int]:
 
 def gpu_local_cpus(index: int) -> tuple[int | None, list[int]]:
     """The NUMA node of GPU ``index`` and the CPUs local to it (None, [] where unknown)."""
-    from xferscope.spec import parse_int_list
     from xferscope.gpus import pci_locality
+    from xferscope.spec import parse_int_list
 
     bus = _nvml_bus_id(index)
     if not bus:
@@ -235,6 +236,11 @@ def device_name(index: int) -> str:
 _DEFERRED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
+def _deferring(pending: list[tuple[int, Callable]], handler: Callable) -> Callable[[int, Any], None]:
+    """A signal handler that notes the signal, for ``handler`` to take once the deferring block ends."""
+    return lambda signum, frame: pending.append((signum, handler))
+
+
 @contextlib.contextmanager
 def interrupts_deferred() -> Iterator[None]:
     """Hold back signals whose Python handler would raise (Ctrl-C) until the block ends.
@@ -250,12 +256,12 @@ def interrupts_deferred() -> Iterator[None]:
         old = signal.getsignal(sig)
         if callable(old):
             saved[sig] = old
-            signal.signal(sig, lambda signum, frame, _old=old: pending.append((signum, _old)))
+            signal.signal(sig, _deferring(pending, old))
     try:
         yield
     finally:
-        for sig, old in saved.items():
-            signal.signal(sig, old)
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
         if pending:
             signum, handler = pending[0]
             handler(signum, None)
@@ -317,7 +323,7 @@ class GpuResources:
                 raise EnvironmentProblem(f"not enough GPU memory on GPU {gpu}: cuMemAlloc of "
                                          f"{size / (1 << 20):.0f} MiB failed ({_error_name(cu, rc)}){more}; "
                                          "lower --bs or --workers")
-            self.on_release(gpu, "cuMemFree", lambda p=ptr: check(cu.cuMemFree(p), "cuMemFree"))
+            self.on_release(gpu, "cuMemFree", lambda: check(cu.cuMemFree(ptr), "cuMemFree"))
         return int(ptr)
 
     def pinned_memory(self, gpu: int, size: int) -> int:
@@ -329,7 +335,7 @@ class GpuResources:
             if rc != cu.CUresult.CUDA_SUCCESS:
                 raise EnvironmentProblem(f"cannot pin {size / (1 << 20):.0f} MiB of host memory "
                                          f"({_error_name(cu, rc)}); lower --bs or --workers, or raise ulimit -l")
-            self.on_release(gpu, "cuMemFreeHost", lambda p=ptr: check(cu.cuMemFreeHost(p), "cuMemFreeHost"))
+            self.on_release(gpu, "cuMemFreeHost", lambda: check(cu.cuMemFreeHost(ptr), "cuMemFreeHost"))
         return int(ptr)
 
     def pinned_huge_memory(self, gpu: int, size: int) -> int:
@@ -414,7 +420,7 @@ class GpuResources:
         with contextlib.suppress(Exception):
             cu.cuCtxSetCurrent(cu.CUcontext(0))
 
-    def __enter__(self) -> "GpuResources":
+    def __enter__(self) -> GpuResources:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -498,7 +504,12 @@ def driver_functions() -> dict[str, int]:
     if reason:
         raise EnvironmentProblem(reason)
     lib = ctypes.CDLL(loaded_library("libcuda.so") or "libcuda.so.1")
-    return {key: ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value for key, symbol in DRIVER_SYMBOLS.items()}
+    return {key: symbol_address(lib, symbol) for key, symbol in DRIVER_SYMBOLS.items()}
+
+
+def symbol_address(lib: ctypes.CDLL, name: str) -> int:
+    """The address of ``name`` in ``lib`` (AttributeError where it has none)."""
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0
 
 
 def assign_gpus(gpus: list[int], workers: int) -> list[int]:

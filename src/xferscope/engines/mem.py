@@ -22,21 +22,56 @@ import platform
 import queue
 import statistics
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Callable, Iterator
+from typing import Any
 
-from xferscope.engines.mem_machine import (BASE_PAGE, allowed_cpus, cache_levels, cpu_model, format_cpu_list,
-                                           llc_bytes, nodes_obtained, pages_obtained, parse_cpu_list, thp_coverage,
-                                           thp_mode)
-from xferscope.engines.mem_plan import (HUGETLB_PAGE, MatrixCell, MemPlan, buffers_per_load_thread, curve_sizes_for,
-                                        resolve_plan)
-from xferscope.engines.mem_result import (CSV_COLUMNS, CURVE, IDLE, MemPoint, MemResult, csv_text, group_series,
-                                          pages_shares, result_json, sanity_warnings)
-from xferscope.engines.mem_spec import (BACKENDS, BUILTIN_TRAFFIC, DEFAULT_DELAYS, MODES, NT_TRAFFIC, PAGE_SIZE_TEXT,
-                                        MemSpec, locality_label, parse_int_list)
+from xferscope.engines.mem_machine import (
+    BASE_PAGE,
+    allowed_cpus,
+    cache_levels,
+    cpu_model,
+    format_cpu_list,
+    llc_bytes,
+    nodes_obtained,
+    pages_obtained,
+    parse_cpu_list,
+    thp_coverage,
+    thp_mode,
+)
+from xferscope.engines.mem_plan import (
+    HUGETLB_PAGE,
+    MatrixCell,
+    MemPlan,
+    buffers_per_load_thread,
+    curve_sizes_for,
+    resolve_plan,
+)
+from xferscope.engines.mem_result import (
+    CSV_COLUMNS,
+    CURVE,
+    IDLE,
+    MemPoint,
+    MemResult,
+    csv_text,
+    group_series,
+    pages_shares,
+    result_json,
+    sanity_warnings,
+)
+from xferscope.engines.mem_spec import (
+    BACKENDS,
+    BUILTIN_TRAFFIC,
+    DEFAULT_DELAYS,
+    MODES,
+    NT_TRAFFIC,
+    PAGE_SIZE_TEXT,
+    MemSpec,
+    locality_label,
+    parse_int_list,
+)
 from xferscope.errors import EnvironmentProblem, RunFailed
-
 
 # ------------------------------------------------------- from windows to points
 
@@ -120,13 +155,13 @@ class MemSweep:
         if spec.mode == "idle":
             return strides * idle
         if spec.mode == "peak":
-            return len(spec.traffic) * (strides if spec.backend == "builtin" else 1)
+            return len(spec.traffic_types) * (strides if spec.backend == "builtin" else 1)
         if spec.mode == "curve":
             sizes = len(self._plan.curve_sizes) if spec.backend == "builtin" else len(curve_sizes_for(spec, llc_bytes(spec.sysfs)))
             return strides * sizes
         if spec.mode == "matrix":
             return strides * 2 * (len(self._plan.matrix) if spec.backend == "builtin" else 1)
-        return strides * (idle + len(spec.traffic) * len(spec.delays))
+        return strides * (idle + len(spec.traffic_types) * len(spec.delays))
 
     # -- control
 
@@ -256,7 +291,7 @@ class MemSweep:
         spec, plan, core = self.spec, self._plan, self._memcore
         self.result.warnings.extend(plan.notes)
         self.result.pages = spec.pages
-        if not core.NT_STORES and any(t in NT_TRAFFIC for t in spec.traffic) and spec.mode in ("loaded", "peak"):
+        if not core.NT_STORES and any(t in NT_TRAFFIC for t in spec.traffic_types) and spec.mode in ("loaded", "peak"):
             self.result.warnings.append("this build has no non-temporal stores: W6..W10 use regular stores "
                                         "(and their read for ownership is counted)")
         ns_per_iter = core.calibrate_delay()
@@ -361,7 +396,7 @@ class MemSweep:
             if spec.mode == "idle":
                 return
             label = locality_label(window or None, plan.chase_bytes)
-            for traffic in spec.traffic:
+            for traffic in spec.traffic_types:
                 info = core.traffic_info(traffic)
                 for delay in (spec.delays if spec.mode == "loaded" else (0,)):
                     if self._cancel.is_set():
@@ -399,10 +434,10 @@ class MemSweep:
         window = plan.window_for(spec, stride, plan.chase_bytes)
         read = core.traffic_info("R")
         for cell in plan.matrix:
-            where = {"cpu_node": cell.cpu_node, "mem_node": cell.mem_node}
             with self._session(core, plan.chase_bytes, stride, cell.latency_cpu, (), 0, (), window=window,
                                chase_touch_cpu=cell.touch_cpu, mem_node=cell.mem_node) as session:
-                point = session and self._latency_point(session, stride, window, plan.chase_bytes, **where)
+                point = session and self._latency_point(session, stride, window, plan.chase_bytes,
+                                                        cpu_node=cell.cpu_node, mem_node=cell.mem_node)
                 if not point:
                     return
                 self._check_placement(session, cell)
@@ -420,7 +455,7 @@ class MemSweep:
                 if not point:
                     return
                 self._check_placement(session, cell)
-                yield replace(point, **where)
+                yield replace(point, cpu_node=cell.cpu_node, mem_node=cell.mem_node)
 
     def _check_placement(self, session, cell: MatrixCell) -> None:
         """Say where a cell's memory really is when it is not (all) on the node asked for."""
@@ -490,7 +525,7 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
         "load_threads": len(plan.load_cpus),
         "chase_bytes": plan.chase_bytes,
         "load_bytes_per_buffer": plan.load_bytes,
-        "buffers_per_load_thread": buffers_per_load_thread(spec.traffic),
+        "buffers_per_load_thread": buffers_per_load_thread(spec.traffic_types),
         "warmup_s": plan.warmup_s,
         "window_s": plan.window_s,
         "windows": plan.windows,

@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from xferscope.errors import SpecError
 
@@ -126,7 +126,7 @@ def numa_topology(sysfs: str = SYSFS, usable: Iterable[int] | None = None) -> li
     usable = set(allowed_cpus() if usable is None else usable)
     base = f"{sysfs}/devices/system/node"
     try:
-        names = sorted((int(n[4:]) for n in os.listdir(base) if n.startswith("node") and n[4:].isdigit()))
+        names = sorted(int(n[4:]) for n in os.listdir(base) if n.startswith("node") and n[4:].isdigit())
     except OSError:
         names = []
     if not names:
@@ -197,7 +197,8 @@ def cpu_model() -> str | None:
 def _overlapping_vmas(regions: Iterable[tuple[int, int]], path: str):
     """Yield (head line, {field: kB}) of each mapping in an smaps-like file that overlaps ``regions``."""
     spans = [(start, start + size) for start, size in regions]
-    head, fields = None, {}
+    head: str | None = None
+    fields: dict[str, int] = {}
     with open(path, encoding="utf-8") as fh:
         for line in fh:
             match = re.match(r"^([0-9a-f]+)-([0-9a-f]+) ", line)

@@ -14,8 +14,8 @@ import shutil
 import subprocess
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator
 
 from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list, llc_bytes
 from xferscope.engines.mem_mlc_text import MlcParser
@@ -68,7 +68,7 @@ def _page_options(spec: MemSpec) -> list[str]:
 
 def mlc_seconds(spec: MemSpec) -> int:
     """MLC measures whole seconds per point."""
-    return max(1, round(spec.point_seconds))
+    return max(1, round(spec.seconds_per_point))
 
 
 def loaded_latency_command(mlc: str, spec: MemSpec, traffic: str, stride: int,
@@ -150,7 +150,7 @@ class MlcRunner:
                 yield from self._run(idle_latency_command(self.mlc, spec, stride), IDLE, stride, cancel)
                 if spec.mode == "idle":
                     continue
-                for traffic in spec.traffic:
+                for traffic in spec.traffic_types:
                     if cancel.is_set():
                         return
                     cmd = loaded_latency_command(self.mlc, spec, traffic, stride, delays_file)
@@ -159,10 +159,10 @@ class MlcRunner:
     def _peak(self, cancel: threading.Event) -> Iterator[MemPoint]:
         got = []
         for point in self._run(peak_bandwidth_command(self.mlc, self.spec), None, None, cancel):
-            if point.traffic in self.spec.traffic:
+            if point.traffic in self.spec.traffic_types:
                 got.append(point.traffic)
                 yield point
-        missing = [t for t in self.spec.traffic if t not in got]
+        missing = [t for t in self.spec.traffic_types if t not in got]
         if missing and not cancel.is_set():
             self.warnings.append(f"mlc --max_bandwidth printed no row for {', '.join(missing)}")
 
@@ -180,7 +180,8 @@ class MlcRunner:
             except OSError as exc:
                 raise EngineUnavailable("mlc", f"cannot run {self.mlc}: {exc.strerror or exc}") from None
         proc = self._proc
-        tail = []
+        tail: list[str] = []
+        assert proc.stdout is not None  # opened with stdout=PIPE
         try:
             for line in proc.stdout:
                 tail = (tail + [line.strip()])[-3:] if line.strip() else tail

@@ -2,11 +2,19 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
-from xferscope.engines.mem_machine import (CacheLevel, NumaNode, allowed_cpus, available_memory, cache_levels,
-                                           format_cpu_list, huge_pool, numa_topology)
+from xferscope.engines.mem_machine import (
+    CacheLevel,
+    NumaNode,
+    allowed_cpus,
+    available_memory,
+    cache_levels,
+    format_cpu_list,
+    huge_pool,
+    numa_topology,
+)
 from xferscope.engines.mem_spec import GIB, HUGE_PAGE, MIB, PAGE_SIZE_TEXT, MemSpec, locality_bytes
 from xferscope.errors import EnvironmentProblem, SpecError
 
@@ -82,7 +90,7 @@ def curve_sizes(smallest: int, largest: int, per_octave: int, stride: int) -> tu
     for k in range(steps + 1):
         size = smallest * 2 ** (k / per_octave)
         unit = 4096 if size >= 64 << 10 else 16 * stride
-        size = max(unit, int(round(size / unit)) * unit)
+        size = max(unit, round(size / unit) * unit)
         if size <= largest and (not out or size > out[-1]):
             out.append(size)
     return tuple(out)
@@ -145,9 +153,9 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
         load = ()
     if spec.threads is not None and spec.mode in ("loaded", "peak"):
         if spec.threads > len(load):
-            free = format_cpu_list(load) or "none"
+            free_text = format_cpu_list(load) or "none"
             raise SpecError("threads", f"{spec.threads} load threads asked but only {len(load)} CPU(s) are free "
-                                       f"for them ({free}); ask for at most {len(load)}")
+                                       f"for them ({free_text}); ask for at most {len(load)}")
         load = tuple(load[: spec.threads])
     if spec.mode == "loaded" and not load:
         raise EnvironmentProblem("loaded latency needs a CPU for the latency thread and at least one more for "
@@ -178,16 +186,16 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
     if spec.mode == "peak":
         chase = 0
 
-    need = chase + len(load) * buffers_per_load_thread(spec.traffic) * load_bytes
+    need = chase + len(load) * buffers_per_load_thread(spec.traffic_types) * load_bytes
     avail = available_memory()
     if avail is not None and need > 0.8 * avail:
         raise EnvironmentProblem(f"the sweep needs {need / GIB:.1f} GiB of buffers and {avail / GIB:.1f} GiB is "
                                  "available; pass a smaller --buffer or fewer --threads")
-    loads = [load_bytes] * (len(load) * buffers_per_load_thread(spec.traffic))
+    loads = [load_bytes] * (len(load) * buffers_per_load_thread(spec.traffic_types))
     check_huge_pool(spec, ([chase] if spec.mode != "curve" else []) + (loads if spec.mode != "matrix" else []))
     if llc and chase and chase < 4 * llc and spec.mode != "curve":
         notes.append(f"the latency buffer ({chase / MIB:.0f} MiB) is smaller than 4x the last-level cache "
                      f"({llc / MIB:.0f} MiB): latency may come partly from cache; use --buffer {_round_up(4 * llc, GIB) // GIB}G")
-    warmup, window, count = sub_windows(spec.point_seconds)
+    warmup, window, count = sub_windows(spec.seconds_per_point)
     return MemPlan(latency_cpu if spec.mode != "peak" else None, tuple(load), chase, load_bytes, warmup, window,
                    count, llc, tuple(notes), caches, sizes, cells, topology)

@@ -8,8 +8,9 @@ import json
 import math
 import os
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Iterable
+from typing import Any, cast
 
 from xferscope.engines.mem_spec import MemSpec
 from xferscope.errors import FormatError
@@ -134,15 +135,16 @@ class MemResult:
     def matrix(self) -> dict[str, Any] | None:
         """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
         not measured); None when the result has no matrix cells."""
-        cells = self.matrix_points
+        cells = [(p, p.cpu_node, p.mem_node) for p in self.matrix_points
+                 if p.cpu_node is not None and p.mem_node is not None]
         if not cells:
             return None
-        cpu_nodes = sorted({p.cpu_node for p in cells})
-        mem_nodes = sorted({p.mem_node for p in cells})
-        latency = [[None] * len(mem_nodes) for _ in cpu_nodes]
-        bandwidth = [[None] * len(mem_nodes) for _ in cpu_nodes]
-        for p in cells:
-            i, j = cpu_nodes.index(p.cpu_node), mem_nodes.index(p.mem_node)
+        cpu_nodes = sorted({cpu for _, cpu, _ in cells})
+        mem_nodes = sorted({mem for _, _, mem in cells})
+        latency: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
+        bandwidth: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
+        for p, cpu, mem in cells:
+            i, j = cpu_nodes.index(cpu), mem_nodes.index(mem)
             if p.traffic == IDLE and p.latency_ns is not None:
                 latency[i][j] = p.latency_ns
             elif p.bandwidth_mb_s is not None:
@@ -202,7 +204,7 @@ def result_from_dict(data: Any, where: str) -> MemResult:
     spec = None
     if isinstance(data.get("spec"), dict):
         known = {f.name for f in fields(MemSpec)}
-        raw = {k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items() if k in known}
+        raw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items() if k in known}
         try:
             spec = MemSpec(**raw)
         except TypeError:
@@ -273,7 +275,7 @@ def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]])
         else:
             merged.append(run)
     merged = [r for r in merged if len(r) >= 3 and r[-1][0] >= 2 * r[0][0]]
-    levels = sorted(((int(c["size"]), str(c["name"])) for c in caches if c.get("size")))
+    levels = sorted((int(c["size"]), str(c["name"])) for c in caches if c.get("size"))
     out: list[dict[str, Any]] = []
     for run in merged:
         last = run[-1][0]
@@ -323,13 +325,13 @@ def sanity_warnings(points: list[MemPoint]) -> list[str]:
         if idle is None and lat:
             idle = next((v for (s, _), v in idle_of.items() if s == stride), None)
         if idle and len(lat) >= 2:
-            last = lat[-1]
-            if abs(last.latency_ns - idle) > 0.05 * idle:
+            last, last_ns = lat[-1], cast(float, lat[-1].latency_ns)  # lat holds measured latencies only
+            if abs(last_ns - idle) > 0.05 * idle:
                 out.append(f"{traffic} stride {stride}: latency at the largest delay ({last.delay}) is "
-                           f"{last.latency_ns:.1f} ns, more than 5% away from idle ({idle:.1f} ns)")
-            first = lat[0]
-            if first.delay == 0 and first.latency_ns < 1.3 * idle:
-                out.append(f"{traffic} stride {stride}: latency at delay 0 ({first.latency_ns:.1f} ns) is below "
+                           f"{last_ns:.1f} ns, more than 5% away from idle ({idle:.1f} ns)")
+            first, first_ns = lat[0], cast(float, lat[0].latency_ns)
+            if first.delay == 0 and first_ns < 1.3 * idle:
+                out.append(f"{traffic} stride {stride}: latency at delay 0 ({first_ns:.1f} ns) is below "
                            f"1.3x idle ({idle:.1f} ns): the load threads may not saturate memory")
         rising, lowest = [], None  # (bandwidth, delay) lowest so far, at smaller delays
         for p in series:

@@ -61,13 +61,28 @@ class MemSpec:
     per_octave: int = 4  # curve: working-set sizes per doubling
     sysfs: str = SYSFS  # where CPU, cache, NUMA and huge-page facts are read
 
-    def validated(self) -> "MemSpec":
+    @property
+    def traffic_types(self) -> tuple[str, ...]:
+        """The traffic types of a validated spec (``validated()`` fills in the default)."""
+        if self.traffic is None:
+            raise ValueError("MemSpec.traffic is not set: measure a validated() spec")
+        return self.traffic
+
+    @property
+    def seconds_per_point(self) -> float:
+        """The measured seconds per point of a validated spec (``validated()`` fills in the default)."""
+        if self.point_seconds is None:
+            raise ValueError("MemSpec.point_seconds is not set: measure a validated() spec")
+        return self.point_seconds
+
+    def validated(self) -> MemSpec:
         mode = str(self.mode).lower()
         if mode not in MODES:
             raise SpecError("mode", f"{self.mode!r} is not a mode; use idle, loaded or peak")
         backend = str(self.backend).lower()
         if backend not in BACKENDS:
             raise SpecError("backend", f"{self.backend!r} is not a backend; use builtin or mlc")
+        traffic: tuple[str, ...]
         if self.traffic is None:
             traffic = PEAK_TRAFFIC if mode == "peak" else ("R",)
         else:

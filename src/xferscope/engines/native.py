@@ -8,11 +8,15 @@ which native mode to run.
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.split import lanes, split_label
 from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.spec import RunSpec
+
+if TYPE_CHECKING:
+    from xferscope.target import Target
 
 
 def uring_status() -> tuple[bool, str]:
@@ -23,6 +27,19 @@ def uring_status() -> tuple[bool, str]:
     if err == 0:
         return True, ""
     return False, os.strerror(err)
+
+
+def open_worker_files(spec: RunSpec, target: Target, fds: list[int]) -> None:
+    """One descriptor per worker on its file (O_DIRECT where the target is), appended to ``fds`` as they open."""
+    flags = os.O_RDWR if spec.writes else os.O_RDONLY
+    if target.direct:
+        flags |= os.O_DIRECT
+    for i in range(spec.workers):
+        path = target.files[target.worker_files[i]].path
+        try:
+            fds.append(os.open(path, flags))
+        except OSError as exc:
+            raise EnvironmentProblem(f"cannot open {path}: {exc.strerror}") from None
 
 
 class NativeEngine(Engine):
@@ -58,15 +75,7 @@ class NativeEngine(Engine):
 
     # -- protocol --------------------------------------------------------------
     def open_files(self) -> None:
-        flags = os.O_RDWR if self.spec.writes else os.O_RDONLY
-        if self.target.direct:
-            flags |= os.O_DIRECT
-        for i in range(self.spec.workers):
-            path = self.target.files[self.target.worker_files[i]].path
-            try:
-                self._fds.append(os.open(path, flags))
-            except OSError as exc:
-                raise EnvironmentProblem(f"cannot open {path}: {exc.strerror}") from None
+        open_worker_files(self.spec, self.target, self._fds)
 
     def prepare(self) -> None:
         from xferscope import _iocore

@@ -12,7 +12,7 @@ import contextlib
 import ctypes
 import mmap
 import os
-from typing import Callable
+from collections.abc import Callable
 
 PAGE = mmap.PAGESIZE
 

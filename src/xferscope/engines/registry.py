@@ -54,7 +54,7 @@ def availability() -> dict[str, str | None]:
         return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600)
     except ChildDied as exc:
         why = f"cannot tell: {exc}"
-        return {path: why for path in PATHS}
+        return dict.fromkeys(PATHS, why)
 
 
 def unavailable_reason(path: str) -> str | None:

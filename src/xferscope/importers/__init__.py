@@ -7,7 +7,7 @@ file is a FormatError naming the file and line. MLC output (memory sweeps) becom
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from xferscope.engines.base import RunResult
 

@@ -82,7 +82,10 @@ def _gpu_ids(text: str) -> list[int]:
 
 
 def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, line: int) -> RunResult:
-    num = lambda column, default=None: _number(row, column, where, line, default)  # noqa: E731
+    def num(column: str, default: float) -> float:
+        value = _number(row, column, where, line, default)
+        return default if value is None else value
+
     operation, read_pct = kind
     options = _command_options(row.get("command", ""))
     mixed = operation == "mix"
@@ -104,7 +107,8 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
     else:
         io = ("rand" if random else "") + operation
         rwmix = 70
-    gpus = _gpu_ids(options["gpuids"]) if isinstance(options.get("gpuids"), str) else []
+    gpuids = options.get("gpuids")
+    gpus = _gpu_ids(gpuids) if isinstance(gpuids, str) else []
     path = "cufile" if options.get("cufile") else "bounce" if gpus else "host"
     block = int(num("block size", 0))
     threads = int(num("threads", 0)) * int(num("hosts", 1) or 1)
@@ -123,11 +127,11 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
                        mean=num("rwmix read IO lat us [avg]", float("nan")),
                        max=num("rwmix read IO lat us [max]", float("nan"))) if mixed else None
     overall = io_lat
-    if mixed and reads + write_ops:
+    if read_lat is not None and reads + write_ops:
         overall = latency(min=min(io_lat.min, read_lat.min), max=max(io_lat.max, read_lat.max),
                           mean=(io_lat.mean * write_ops + read_lat.mean * reads) / (reads + write_ops))
     cpu = {}
-    busy = num("CPU% [last]")
+    busy = _number(row, "CPU% [last]", where, line)
     if busy is not None:
         cpu["sys_busy_pct"] = busy
     label = row.get("label", "").strip()

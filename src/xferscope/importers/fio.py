@@ -34,16 +34,16 @@ def _direction_latency(section: dict[str, Any]) -> LatencySummary | None:
     return latency(min=clat["min"] / 1e3, mean=clat["mean"] / 1e3, max=clat["max"] / 1e3, **values)
 
 
-def _merge(parts: list[tuple[LatencySummary, int]]) -> LatencySummary | None:
+def _merge(parts: list[tuple[LatencySummary | None, int]]) -> LatencySummary | None:
     """Several latency summaries as one: exact for min, mean and max; percentiles only when there is one part."""
-    parts = [(lat, n) for lat, n in parts if lat is not None and n]
-    if not parts:
+    known = [(lat, n) for lat, n in parts if lat is not None and n]
+    if not known:
         return None
-    if len(parts) == 1:
-        return parts[0][0]
-    total = sum(n for _, n in parts)
-    return latency(min=min(lat.min for lat, _ in parts), max=max(lat.max for lat, _ in parts),
-                   mean=sum(lat.mean * n for lat, n in parts) / total)
+    if len(known) == 1:
+        return known[0][0]
+    total = sum(n for _, n in known)
+    return latency(min=min(lat.min for lat, _ in known), max=max(lat.max for lat, _ in known),
+                   mean=sum(lat.mean * n for lat, n in known) / total)
 
 
 def _options(data: dict[str, Any], job: dict[str, Any]) -> dict[str, str]:
@@ -74,10 +74,7 @@ def _job_spec(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line
     except ValueError:  # a percentage such as size=50% says nothing in bytes
         size = None
     workers = len(jobs) if len(jobs) > 1 else int(options.get("numjobs", 1))
-    if "rwmixread" in options:
-        mix = int(options["rwmixread"])
-    else:
-        mix = 100 - int(options.get("rwmixwrite", 50))
+    mix = int(options["rwmixread"]) if "rwmixread" in options else 100 - int(options.get("rwmixwrite", 50))
     path, gpus = _path_of(options)
     fields: dict[str, Any] = dict(path=path, io=RW_PATTERNS[rw], block_size=bs, workers=workers,
                                   iodepth=int(options.get("iodepth", 1)), rwmix=mix,

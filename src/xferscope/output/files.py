@@ -14,8 +14,9 @@ import contextlib
 import json
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence, TextIO
+from typing import TextIO
 
 import typer
 

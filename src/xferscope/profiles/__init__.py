@@ -8,8 +8,7 @@
     save_profile(Profile.from_spec(spec, "mine"))     # to the user profile directory
 """
 from xferscope.profiles.model import Profile, point_identity
-from xferscope.profiles.store import (ProfileInfo, bundled_dir, list_profiles, load_profile, save_profile,
-                                      user_dir)
+from xferscope.profiles.store import ProfileInfo, bundled_dir, list_profiles, load_profile, save_profile, user_dir
 from xferscope.profiles.toml_format import dump_profile, parse_profile
 
 __all__ = ["Profile", "ProfileInfo", "bundled_dir", "dump_profile", "list_profiles", "load_profile",

@@ -6,7 +6,8 @@ A converter takes the raw value (from TOML: int, float, str, bool or list; from
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xferscope.spec import GDSIO_IO, GDSIO_XFER, IO_PATTERNS, PATHS
 from xferscope.units import format_size, parse_duration, parse_size
@@ -105,8 +106,8 @@ def choice(options: tuple[str, ...] | list[str], numbers: dict[int, str] | None 
     """A converter that accepts one of ``options`` (or, with ``numbers``, a number standing for one)."""
 
     def convert(value: Any) -> str:
-        if numbers and (isinstance(value, int) and not isinstance(value, bool) or
-                        isinstance(value, str) and value.strip().isdigit()):
+        if numbers and ((isinstance(value, int) and not isinstance(value, bool)) or
+                        (isinstance(value, str) and value.strip().isdigit())):
             number = int(value)
             if number in numbers:
                 return numbers[number]

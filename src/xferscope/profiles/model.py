@@ -98,7 +98,7 @@ class Profile:
 
     # ------------------------------------------------------------- changes
     def with_changes(self, *, duration: float | None = None, repetitions: int | None = None,
-                     sets: dict[str, Any] | None = None) -> "Profile":
+                     sets: dict[str, Any] | None = None) -> Profile:
         """A copy with a new duration, repetition count, or fixed values (each removes its grid axis)."""
         base = dict(self.base)
         grid = dict(self.grid)
@@ -132,16 +132,16 @@ class Profile:
 
     # --------------------------------------------------------- conversions
     @classmethod
-    def from_spec(cls, spec: RunSpec, name: str, description: str = "") -> "Profile":
+    def from_spec(cls, spec: RunSpec, name: str, description: str = "") -> Profile:
         """A single-point profile that runs ``spec`` again (fields at their defaults are left out)."""
         spec.validate()
         defaults = RunSpec()
         base: dict[str, Any] = {}
         for key in F.IO_FIELDS:
             value = getattr(spec, key)
-            if key in ("path", "io", "block_size", "workers") or value != getattr(defaults, key):
-                if value is not None:
-                    base[key] = list(value) if isinstance(value, (list, tuple)) else value
+            if value is not None and (key in ("path", "io", "block_size", "workers")
+                                      or value != getattr(defaults, key)):
+                base[key] = list(value) if isinstance(value, (list, tuple)) else value
         return cls(name=name, description=description, kind="io", duration=spec.duration, base=base)
 
 

@@ -11,8 +11,9 @@ from the thread that runs the saturation; it must not block.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xferscope.errors import XferscopeError
 from xferscope.saturate.ceilings import Bottleneck, Evidence
@@ -53,7 +54,7 @@ class Compared:
 @dataclass(frozen=True)
 class SeriesFinished:
     series: Series
-    outcome: "SeriesOutcome"
+    outcome: SeriesOutcome
 
 
 # ----------------------------------------------------------------- outcome
@@ -278,5 +279,17 @@ def check_paths(plan) -> None:
             raise EngineUnavailable(path, reason)
 
 
-__all__ = ["Saturation", "SaturationOutcome", "SeriesOutcome", "LocalRunner", "analyse", "check_paths",
-           "SeriesStarted", "MeasurementStarted", "PointMeasured", "Compared", "SeriesFinished", "STORAGE_AUTO"]
+__all__ = [
+    "STORAGE_AUTO",
+    "Compared",
+    "LocalRunner",
+    "MeasurementStarted",
+    "PointMeasured",
+    "Saturation",
+    "SaturationOutcome",
+    "SeriesFinished",
+    "SeriesOutcome",
+    "SeriesStarted",
+    "analyse",
+    "check_paths",
+]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from xferscope.engines.base import RunResult
 from xferscope.saturate.ceilings import Bottleneck, Evidence, bottleneck

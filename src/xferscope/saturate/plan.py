@@ -74,7 +74,7 @@ class SaturatePlan:
     max_points: int = MAX_POINTS
     storage: str = STORAGE_AUTO  # auto: search host too where it is not among the paths; none; or a results file
 
-    def validate(self) -> "SaturatePlan":
+    def validate(self) -> SaturatePlan:
         if not self.paths:
             raise SpecError("path", "give at least one path, e.g. --path host")
         for path in self.paths:
@@ -158,7 +158,7 @@ class SaturatePlan:
                 "duration": self.base.duration, "file_size": self.base.file_size, "spec": self.base.to_dict()}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SaturatePlan":
+    def from_dict(cls, d: dict[str, Any]) -> SaturatePlan:
         spec_d = {k: v for k, v in (d.get("spec") or {}).items() if k in RunSpec.field_names()}
         return cls(base=RunSpec(**spec_d), paths=list(d["paths"]), block_sizes=[int(b) for b in d["block_sizes"]],
                    gpu_sets=[list(s) for s in d.get("gpu_sets") or [[0]]], max_workers=int(d["max_workers"]),

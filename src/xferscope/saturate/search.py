@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict
 
@@ -74,7 +75,7 @@ class Shape:
         """``w4`` or ``w2 qd16``."""
         return f"w{self.workers}" + (f" qd{self.iodepth}" if self.iodepth > 1 else "")
 
-    def with_axis(self, axis: str, value: int) -> "Shape":
+    def with_axis(self, axis: str, value: int) -> Shape:
         return replace(self, **{axis: value})
 
 

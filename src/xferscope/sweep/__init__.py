@@ -3,11 +3,30 @@
     from xferscope.sweep import Sweep
     outcome = Sweep(load_profile("ssd-block-mix-qd16"), "ssd.results.json").run()
 """
-from xferscope.sweep.execute import (PointFinished, PointSkipped, RepetitionFinished, RepetitionStarted,
-                                     SampleTaken, Sweep, SweepOutcome)
+from xferscope.sweep.execute import (
+                                     PointFinished,
+                                     PointSkipped,
+                                     RepetitionFinished,
+                                     RepetitionStarted,
+                                     SampleTaken,
+                                     Sweep,
+                                     SweepOutcome,
+)
 from xferscope.sweep.plan import Availability, SweepPoint, plan_points
 from xferscope.sweep.record import SCHEMA, PointRecord, ResultsFile
 
-__all__ = ["Availability", "PointFinished", "PointRecord", "PointSkipped", "RepetitionFinished",
-           "RepetitionStarted", "ResultsFile", "SCHEMA", "SampleTaken", "Sweep", "SweepOutcome", "SweepPoint",
-           "plan_points"]
+__all__ = [
+                                     "SCHEMA",
+                                     "Availability",
+                                     "PointFinished",
+                                     "PointRecord",
+                                     "PointSkipped",
+                                     "RepetitionFinished",
+                                     "RepetitionStarted",
+                                     "ResultsFile",
+                                     "SampleTaken",
+                                     "Sweep",
+                                     "SweepOutcome",
+                                     "SweepPoint",
+                                     "plan_points",
+]

@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
 from xferscope.profiles.model import Profile
+from xferscope.scratch import SweepScratch
 from xferscope.sweep.plan import Availability, SweepPoint, plan_points
 from xferscope.sweep.record import PointRecord, ResultsFile
-from xferscope.scratch import SweepScratch
 
 
 # ------------------------------------------------------------------ events

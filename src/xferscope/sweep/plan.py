@@ -1,8 +1,9 @@
 """The points of a sweep: each one's spec, the key that identifies it across files, and why it is skipped here."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from xferscope.gpus import gpu_text
 from xferscope.profiles.model import Profile, point_identity

@@ -26,8 +26,7 @@ from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import profile_to_dict
 from xferscope.safe_write import reason_of, write_output
 from xferscope.sweep.plan import SweepPoint, plain
-from xferscope.sweep.stats import (IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition,
-                                   mem_rows)
+from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition, mem_rows
 
 SCHEMA = "xferscope.sweep/1"
 CHEAP_SAVE_S = 0.05
@@ -65,7 +64,7 @@ class PointRecord:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "PointRecord":
+    def from_dict(cls, d: dict[str, Any]) -> PointRecord:
         return cls(key=d["key"], label=d.get("label", d["key"]), index=int(d.get("index", 0)),
                    params=d.get("params") or {}, identity=d.get("identity") or {},
                    repetitions=list(d.get("repetitions") or []), status=d.get("status", "pending"),

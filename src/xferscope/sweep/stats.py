@@ -6,7 +6,8 @@ fresh one compute the same way. Only repetitions that finished ("ok") count.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xferscope.stats import summarize
 from xferscope.telemetry.gpu import summed_over_gpus

@@ -18,12 +18,12 @@ import contextlib
 import statistics
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from xferscope.gpus import cached_link_ceiling, pci_locality
 from xferscope.gpus import nvml as _nvml
 from xferscope.gpus import nvml_text as _text
-
 
 # ------------------------------------------------------------------ NVML
 

@@ -1,7 +1,7 @@
 """Small modal questions: a name or a path (checked in place), and a profile from the list."""
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on

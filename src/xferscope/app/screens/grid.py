@@ -103,7 +103,7 @@ class GridScreen(ViewScreen):
         grid = self._grid
         if grid is None or not grid.x_values:
             return ""
-        i = int(round(x))
+        i = round(x)
         return grid.x_text(grid.x_values[i]) if 0 <= i < len(grid.x_values) else ""
 
     def action_baseline(self) -> None:

@@ -16,9 +16,19 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
 from xferscope.app.braille import Series, nice_ceiling
+from xferscope.app.mem_model import (
+    MEM_FIELD_CONTROL,
+    TABLE_HEADERS,
+    MemFormValues,
+    build_mem_spec,
+    curve_rows,
+    idle_note,
+    matrix_rows,
+    mlc_row,
+    peak_rows,
+    series_key,
+)
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
-from xferscope.app.mem_model import (MEM_FIELD_CONTROL, TABLE_HEADERS, MemFormValues, build_mem_spec, curve_rows,
-                                     idle_note, matrix_rows, mlc_row, peak_rows, series_key)
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.engines.mem import CURVE, IDLE
@@ -47,7 +57,7 @@ TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr
 def _size_of_log2(x: float) -> str:
     from xferscope.units import format_size
 
-    return format_size(int(round(2 ** x / 1024)) * 1024) if x >= 10 else format_size(int(round(2 ** x)))
+    return format_size(round(2 ** x / 1024) * 1024) if x >= 10 else format_size(round(2 ** x))
 
 
 def _ns(max_ns: float) -> tuple[str, float]:

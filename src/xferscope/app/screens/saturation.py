@@ -12,8 +12,14 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 from xferscope.app import figures
 from xferscope.app.braille import Series as Line
 from xferscope.app.messages import SaturationEnded, SaturationFailed, SaturationProgressed
-from xferscope.app.saturation_model import (FIELD_CONTROL, SaturateFormValues, SaturationState, build_plan,
-                                            in_flight, knee_marks)
+from xferscope.app.saturation_model import (
+    FIELD_CONTROL,
+    SaturateFormValues,
+    SaturationState,
+    build_plan,
+    in_flight,
+    knee_marks,
+)
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import GUTTER, PALETTE, LineChart
 from xferscope.errors import SpecError, XferscopeError

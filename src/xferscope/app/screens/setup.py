@@ -9,8 +9,8 @@ from textual.widgets import Button, Checkbox, Footer, Input, Select, SelectionLi
 
 from xferscope.app import setup_model
 from xferscope.app.messages import SetupRefused
-from xferscope.app.setup_model import FIELD_CONTROL, FormValues
 from xferscope.app.screens.view import ConsoleScreen
+from xferscope.app.setup_model import FIELD_CONTROL, FormValues
 from xferscope.app.widgets.setup_form import SetupForm
 from xferscope.errors import SpecError
 from xferscope.spec import RunSpec

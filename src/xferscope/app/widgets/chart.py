@@ -7,8 +7,8 @@ picture that changes several times a second.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Callable, Sequence
 
 from rich.segment import Segment
 from rich.style import Style

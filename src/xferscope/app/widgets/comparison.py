@@ -6,8 +6,8 @@ and the ratio stay on screen.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from rich.text import Text
 from textual.widgets import DataTable

@@ -157,9 +157,9 @@ class SetupForm(Horizontal):
         paths.clear_options()
         paths.add_options(self._path_choices(values.paths))
         gpu_widget = self.query_one("#gpu")
-        if isinstance(gpu_widget, Select) and values.gpu is not None:
-            if any(values.gpu == idx for _, idx in self._gpus):
-                gpu_widget.value = values.gpu
+        if (isinstance(gpu_widget, Select) and values.gpu is not None
+                and any(values.gpu == idx for _, idx in self._gpus)):
+            gpu_widget.value = values.gpu
 
     # ---------------------------------------------------------------- errors
     def show_error(self, control: str, message: str) -> None:

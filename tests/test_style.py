@@ -1,0 +1,52 @@
+"""The habits the code keeps: ruff's lint rules and mypy's types on the layers others lean on (both configured in
+pyproject.toml; ``pip install '.[test]'`` brings the tools)."""
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    if importlib.util.find_spec(module) is None:
+        pytest.skip(f"{module} is not installed (pip install '.[test]' brings it)")
+    if not (ROOT / "src" / "xferscope").is_dir():
+        pytest.skip(f"the sources are not at {ROOT / 'src'}")
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=600)
+
+
+def test_ruff_finds_nothing():
+    proc = _tool("ruff", "check", "--no-cache", "src", "tests", "bench")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_mypy_finds_nothing_in_its_scope(tmp_path):
+    proc = _tool("mypy", "--cache-dir", str(tmp_path / "mypy-cache"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Success" in proc.stdout
+
+
+def test_ruff_catches_what_it_is_asked_to(tmp_path):
+    """The configuration is read and its rules bite: an unused import and a list as a default are findings."""
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (tmp_path / "bad.py").write_text("import os\n\n\ndef add(x, into=[]):\n    into.append(x)\n    return into\n")
+    proc = _tool("ruff", "check", "--no-cache", "--output-format", "concise", "bad.py", cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "F401" in proc.stdout and "B006" in proc.stdout, proc.stdout
+
+
+def test_mypy_catches_a_none_where_a_number_is_due(tmp_path):
+    """The scope is checked for real: a spec read as if validated, through an Optional field, is an error."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from xferscope.engines.mem_spec import MemSpec\n\n\n"
+                   "def seconds(spec: MemSpec) -> int:\n    return round(spec.point_seconds)\n")
+    proc = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"),
+                 str(bad))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "bad.py:5: error" in proc.stdout, proc.stdout
