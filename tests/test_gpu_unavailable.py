@@ -13,10 +13,9 @@ GPU_PATHS = ("bounce", "bounce-async", "cufile", "cufile-batch", "cufile-async")
 # how each way of "not here" reads, whichever applies on the machine running the tests
 REASONS = ("no GPU", "cuda-python not installed", "libcufile not found", "cuda-python has no cuFile bindings")
 
-BLOCK_CUDA_PYTHON = (
-    "import sys; sys.modules['cuda'] = None; sys.modules['cuda.bindings'] = None; "
-    "from xferscope.cli import main; sys.argv = ['xferscope'] + sys.argv[1:]; main()"
-)
+# cuda-python made unimportable in every process the CLI starts (the engines and the checks run in processes
+# of their own), through a sitecustomize module found first on PYTHONPATH
+BLOCK_CUDA_PYTHON = "import sys\nsys.modules['cuda'] = None\nsys.modules['cuda.bindings'] = None\n"
 
 
 def _one_line_unavailable(r, path: str) -> str:
@@ -38,9 +37,13 @@ def test_cli_says_unavailable_when_cuda_sees_no_gpu(cli, direct_dir, path):
 
 
 @pytest.mark.parametrize("path", ["bounce", "cufile"])
-def test_cli_says_cuda_python_is_missing(direct_dir, path):
-    proc = subprocess.run([sys.executable, "-c", BLOCK_CUDA_PYTHON, "run", "--path", path, "-T", "0.5", "-s", "4M",
-                           "--file", str(direct_dir / "y.dat")], capture_output=True, text=True, timeout=120)
+def test_cli_says_cuda_python_is_missing(direct_dir, tmp_path, path):
+    blocker = tmp_path / "no-cuda-python"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(BLOCK_CUDA_PYTHON)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)}
+    proc = subprocess.run([sys.executable, "-m", "xferscope.cli", "run", "--path", path, "-T", "0.5", "-s", "4M",
+                           "--file", str(direct_dir / "y.dat")], capture_output=True, text=True, timeout=120, env=env)
 
     class R:
         code, out, err = proc.returncode, proc.stdout, proc.stderr

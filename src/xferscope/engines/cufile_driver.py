@@ -24,6 +24,7 @@ import os
 import re
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from xferscope.engines import gpu_setup
@@ -93,6 +94,26 @@ def log_for_child() -> tuple[dict[str, str], str | None]:
     fd, path = tempfile.mkstemp(prefix="xferscope-cufile-", suffix=".log")
     os.close(fd)
     return {LOG_ENV: path}, path
+
+
+@contextlib.contextmanager
+def child_log_env() -> Iterator[dict[str, str] | None]:
+    """The environment for a child process whose cuFile log goes to a file of ours, removed when the
+    block ends (and by the janitor should this process end first: a child that leaves with ``os._exit``
+    runs no exit handler of its own); None, the environment as it is, when the user chose the log file."""
+    from xferscope import janitor
+
+    extra, path = log_for_child()
+    if path is None:
+        yield None
+        return
+    janitor.guard(path)
+    try:
+        yield {**os.environ, **extra}
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        janitor.release(path)
 
 
 def log_tail(path: str, lines: int = 12) -> list[str]:

@@ -48,10 +48,13 @@ def availability() -> dict[str, str | None]:
     """Every path with None (runs here) or the reason it cannot, as found once per process by a process
     of its own: CUDA and cuFile's driver are never loaded into this one, and a crash while loading them
     is a reason, not the end of this process."""
+    from xferscope.engines.cufile_driver import child_log_env
     from xferscope.isolation import ChildDied, call
 
     try:
-        return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600)
+        with child_log_env() as env:
+            return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600,
+                        env=env)
     except ChildDied as exc:
         why = f"cannot tell: {exc}"
         return dict.fromkeys(PATHS, why)
