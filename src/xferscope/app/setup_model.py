@@ -23,7 +23,7 @@ FIELD_CONTROL = {
     "path": "paths", "io": "io", "block_size": "bs", "bs": "bs", "workers": "workers", "iodepth": "iodepth",
     "file_size": "size", "size": "size", "duration": "duration", "file": "target", "dir": "target",
     "directory": "target", "gpus": "gpu", "gpu": "gpu", "total_bytes": "duration", "verify": "target",
-    "rounds": "rounds",
+    "rounds": "rounds", "split": "split",
 }
 DEFAULT_TARGET = ""  # the embedded default: a scratch file in a new temporary directory
 
@@ -35,6 +35,7 @@ class FormValues:
     paths: list[str]
     io: str = "read"
     bs: str = "1M"
+    split: str = ""  # each request of bs as parallel sub-requests of this size (KvikIO's task size); "": none
     workers: str = "1"
     iodepth: str = "1"
     size: str = "1G"
@@ -48,7 +49,8 @@ class FormValues:
 
     @classmethod
     def from_spec(cls, spec: RunSpec, paths: list[str]) -> FormValues:
-        return cls(paths=list(paths), io=spec.io, bs=format_size(spec.block_size), workers=str(spec.workers),
+        return cls(paths=list(paths), io=spec.io, bs=format_size(spec.block_size),
+                   split=format_size(spec.split) if spec.split else "", workers=str(spec.workers),
                    iodepth=str(spec.iodepth), size=format_size(spec.file_size),
                    duration=f"{spec.duration:g}" if spec.duration else "",
                    typed_path=spec.file or spec.directory or "", gpu=spec.gpus[0] if spec.gpus else None,
@@ -108,6 +110,7 @@ def build_specs(values: FormValues) -> list[RunSpec]:
         directory = values.mount
     spec = values.base.replace(
         path=values.paths[0], io=values.io, block_size=_size(values.bs, "block_size"),
+        split=_size(values.split, "split") if str(values.split).strip() else None,
         workers=_int(values.workers, "workers"), iodepth=_int(values.iodepth, "iodepth"),
         file_size=_size(values.size, "file_size"), duration=duration,
         total_bytes=values.base.total_bytes if duration is None else None,

@@ -14,6 +14,7 @@ from xferscope.spec import IO_PATTERNS
 #: (control id, label, placeholder) of the typed fields, in form order
 TYPED = (
     ("bs", "Block size", "e.g. 4K, 64K, 1M"),
+    ("split", "Split", "sub-requests, e.g. 4M; empty: none"),
     ("workers", "Workers", "threads, e.g. 4"),
     ("iodepth", "Queue depth", "I/O in flight per worker"),
     ("size", "File size", "scratch file size, e.g. 1G"),
@@ -71,7 +72,7 @@ class SetupForm(Horizontal):
             yield Static("", id="error-target", classes="form-error")
             yield from _row("I/O", Select([(p, p) for p in IO_PATTERNS], value=v.io, allow_blank=False,
                                           compact=True, id="io"), "io")
-            values = {"bs": v.bs, "workers": v.workers, "iodepth": v.iodepth, "size": v.size,
+            values = {"bs": v.bs, "split": v.split, "workers": v.workers, "iodepth": v.iodepth, "size": v.size,
                       "duration": v.duration, "rounds": v.rounds}
             for cid, label, hint in TYPED:
                 yield from _row(label, Input(values[cid], placeholder=hint, compact=True, id=cid), cid)
