@@ -24,8 +24,8 @@ MIB = 1 << 20
 ENGINE = "xferscope.engine_process:serve"
 
 
-def engine_children(pid: int) -> list[psutil.Process]:
-    """The engine processes started by process ``pid``."""
+def engine_children(pid: int, target: str = ENGINE) -> list[psutil.Process]:
+    """The engine processes (running ``target``) started by process ``pid``."""
     try:
         kids = psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -33,7 +33,7 @@ def engine_children(pid: int) -> list[psutil.Process]:
     out = []
     for p in kids:
         try:
-            if ENGINE in " ".join(p.cmdline()):
+            if target in " ".join(p.cmdline()):
                 out.append(p)
         except psutil.NoSuchProcess:
             pass

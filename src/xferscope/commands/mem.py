@@ -126,8 +126,8 @@ def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, l
 def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None, **options) -> int:
     import sys
 
-    from xferscope.engines.mem import MemSweep
-    from xferscope.errors import ExitCode, SpecError
+    from xferscope.errors import ExitCode, RunFailed, SpecError
+    from xferscope.mem_runner import MemRun
     from xferscope.output.files import check_outputs
     from xferscope.output.mem import emit_mem
 
@@ -139,7 +139,7 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | 
         _named_for_cli(lambda: check_plot_path(plot))
     check_outputs(fmt, {"--json": json_out, "--csv": csv_out, "--plot": plot})
     spec = build_spec(**options)
-    sweep = _named_for_cli(lambda: MemSweep(spec))
+    sweep = _named_for_cli(lambda: MemRun(spec))
     progress = _Progress(sweep.spec, sweep.expected_points()) if sys.stderr.isatty() else None
     interrupted = False
     try:
@@ -148,6 +148,13 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | 
                 progress.advance(point)
     except KeyboardInterrupt:
         interrupted = True
+    except RunFailed:  # the engine failed or its process died: what it measured is shown and saved first
+        if progress:
+            progress.close()
+            progress = None
+        if sweep.result.points:
+            emit_mem(sweep.result, fmt, json_out, csv_out, plot)
+        raise
     finally:
         if progress:
             progress.close()

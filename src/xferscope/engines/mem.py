@@ -123,7 +123,69 @@ def point_from_windows(windows: list[tuple[int, ...]], *, traffic: str, stride: 
 # ------------------------------------------------------------- the sweep
 
 
-class MemSweep:
+class PointStream:
+    """How a sweep's points reach its consumer: iterate it once (``for p in sweep``, or ``async for``), or
+    ``run()``. A subclass starts the work with ``_start(post)``, a thread that posts ("point", MemPoint) for
+    each point, then ("done", None) or ("error", exception); ``_wind_down(thread)`` runs once the consumer
+    stops listening (the end, an error, Ctrl-C, a cancelled task)."""
+
+    result: MemResult
+
+    def cancel(self) -> None:
+        raise NotImplementedError
+
+    def _start(self, post: Callable[[tuple[str, Any]], None]) -> threading.Thread:
+        raise NotImplementedError
+
+    def _wind_down(self, worker: threading.Thread) -> None:
+        if worker.is_alive():
+            self.cancel()
+        worker.join()
+
+    def __iter__(self) -> Iterator[MemPoint]:
+        inbox: queue.Queue = queue.Queue()
+        worker = self._start(inbox.put)
+        try:
+            while True:
+                try:
+                    item = _unwrap(inbox.get(timeout=0.1))
+                except queue.Empty:
+                    continue
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            self._wind_down(worker)
+
+    async def __aiter__(self):
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+
+        def post(message: tuple[str, Any]) -> None:
+            try:
+                loop.call_soon_threadsafe(inbox.put_nowait, message)
+            except RuntimeError:  # the loop has closed: nobody is listening any more
+                self.cancel()
+
+        worker = self._start(post)
+        try:
+            while True:
+                item = _unwrap(await inbox.get())
+                if item is _DONE:
+                    return
+                yield item
+        finally:
+            await asyncio.to_thread(self._wind_down, worker)
+
+    def run(self, on_point: Callable[[MemPoint], None] | None = None) -> MemResult:
+        """Measure everything (blocking); call ``on_point`` for each point as it comes."""
+        for point in self:
+            if on_point:
+                on_point(point)
+        return self.result
+
+
+class MemSweep(PointStream):
     """One sweep. Iterate it (``for p in sweep`` or ``async for p in sweep``) to run it; ``result`` after.
 
     The work runs in a thread of its own, so the consumer (the CLI's main thread,
@@ -189,54 +251,6 @@ class MemSweep:
 
         return forget
 
-    # -- consumers
-
-    def __iter__(self) -> Iterator[MemPoint]:
-        inbox: queue.Queue = queue.Queue()
-        worker = self._start(inbox.put)
-        try:
-            while True:
-                try:
-                    item = _unwrap(inbox.get(timeout=0.1))
-                except queue.Empty:
-                    continue
-                if item is _DONE:
-                    return
-                yield item
-        finally:
-            if worker.is_alive():
-                self.cancel()
-            worker.join()
-
-    async def __aiter__(self):
-        loop = asyncio.get_running_loop()
-        inbox: asyncio.Queue = asyncio.Queue()
-
-        def post(message: tuple[str, Any]) -> None:
-            try:
-                loop.call_soon_threadsafe(inbox.put_nowait, message)
-            except RuntimeError:  # the loop has closed: nobody is listening any more
-                self.cancel()
-
-        worker = self._start(post)
-        try:
-            while True:
-                item = _unwrap(await inbox.get())
-                if item is _DONE:
-                    return
-                yield item
-        finally:
-            if worker.is_alive():
-                self.cancel()
-                await asyncio.to_thread(worker.join)
-
-    def run(self, on_point: Callable[[MemPoint], None] | None = None) -> MemResult:
-        """Measure everything (blocking); call ``on_point`` for each point as it comes."""
-        for point in self:
-            if on_point:
-                on_point(point)
-        return self.result
-
     # -- the work
 
     def _start(self, post: Callable[[tuple[str, Any]], None]) -> threading.Thread:
@@ -261,15 +275,7 @@ class MemSweep:
         return thread
 
     def _finish(self) -> None:
-        self.result.cancelled = self._cancel.is_set()
-        warning = busy_warning(self.result.points)
-        if warning:
-            self.result.warnings.append(warning)
-        self.result.warnings.extend(w for w in sanity_warnings(self.result.points) if w not in self.result.warnings)
-        matrix = self.result.matrix()
-        if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in \
-                self.result.notes:
-            self.result.notes.append(ONE_NODE_NOTE)
+        finish_result(self.result, cancelled=self._cancel.is_set())
 
     def _produce_mlc(self) -> Iterator[MemPoint]:
         from xferscope.engines.mem_mlc import MlcRunner
@@ -473,6 +479,20 @@ class MemSweep:
             self.result.warnings.append(warning)
 
 
+def finish_result(result: MemResult, *, cancelled: bool) -> None:
+    """What a sweep says once it ends (whole, cancelled or cut short): the busy and sanity warnings, the
+    one-node note."""
+    result.cancelled = cancelled
+    warning = busy_warning(result.points)
+    if warning and warning not in result.warnings:
+        result.warnings.append(warning)
+    result.warnings.extend(w for w in sanity_warnings(result.points) if w not in result.warnings)
+    matrix = result.matrix()
+    if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in \
+            result.notes:
+        result.notes.append(ONE_NODE_NOTE)
+
+
 def busy_warning(points: list[MemPoint]) -> str | None:
     """One line when the latency thread lost its CPU in some windows (their time is not memory latency)."""
     timed = [p for p in points if p.latency_ns is not None and p.windows]
@@ -539,7 +559,7 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
 
 __all__ = [
     "BACKENDS", "BUILTIN_TRAFFIC", "CSV_COLUMNS", "CURVE", "DEFAULT_DELAYS", "IDLE", "MODES", "MemPlan", "MemPoint",
-    "MemResult", "MemSpec", "MemSweep", "allowed_cpus", "csv_text", "format_cpu_list", "group_series",
+    "MemResult", "MemSpec", "MemSweep", "PointStream", "allowed_cpus", "csv_text", "finish_result", "format_cpu_list", "group_series",
     "llc_bytes", "parse_cpu_list", "parse_int_list", "point_from_windows", "resolve_plan", "result_json",
     "sanity_warnings", "thp_coverage",
 ]

@@ -76,6 +76,7 @@ class MemResult:
     pages_obtained: dict[str, float] = field(default_factory=dict)  # {"4K": 0.02, "2M": 0.98}: resident shares
     notes: list[str] = field(default_factory=list)  # facts printed under the tables (not warnings)
     source: str | None = None  # the file an imported result came from
+    error: str | None = None  # why the sweep ended early (its engine failed or died): the points are what it measured
 
     # -- the kinds of points
 
@@ -169,6 +170,8 @@ class MemResult:
             "backend": self.backend,
             "mode": self.spec.mode if self.spec else None,
             "cancelled": self.cancelled,
+            "incomplete": self.error is not None,
+            "error": self.error,
             "idle_latency_ns": self.idle_latency_ns,
             "idle_locality": self.idle_locality,
             "whole_idle_latency_ns": self.whole_idle_latency_ns,
@@ -213,7 +216,8 @@ def result_from_dict(data: Any, where: str) -> MemResult:
                      thp_coverage=data.get("thp_coverage"), warnings=list(data.get("warnings") or []),
                      environment=dict(data.get("environment") or {}), cancelled=bool(data.get("cancelled")),
                      spec=spec, pages=data.get("pages"), pages_obtained=dict(data.get("pages_obtained") or {}),
-                     notes=list(data.get("notes") or []), source=data.get("source") or where)
+                     notes=list(data.get("notes") or []), source=data.get("source") or where,
+                     error=data.get("error") if isinstance(data.get("error"), str) else None)
 
 
 def is_mem_result(data: Any) -> bool:

@@ -85,7 +85,7 @@ class Sweep:
         self.results = ResultsFile(results_path, profile, self.points)
         self.listener = listener or (lambda event: None)
         self._stop = threading.Event()
-        self._current = None  # the Run or MemSweep in flight, for stop()
+        self._current = None  # the Run or MemRun in flight, for stop()
 
     def stop(self) -> None:
         """Stop after the repetition in flight ends (it ends within a second); keep what was measured."""
@@ -202,9 +202,9 @@ class Sweep:
         return result.status, result_to_dict(result)
 
     def _measure_mem(self, point: SweepPoint) -> tuple[str, dict]:
-        from xferscope.engines.mem import MemSweep
+        from xferscope.mem_runner import MemRun
 
-        sweep = MemSweep(point.spec)
+        sweep = MemRun(point.spec)
         self._current = sweep
         try:
             for mem_point in sweep:

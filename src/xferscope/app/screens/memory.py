@@ -188,13 +188,13 @@ class MemoryScreen(ConsoleScreen):
 
     @work(exclusive=True, group="memory", exit_on_error=False)
     async def _run(self, specs: list) -> None:
-        from xferscope.engines.mem import MemSweep
+        from xferscope.mem_runner import MemRun
 
         for spec in specs:
             if self.state != "running":
                 break
             try:
-                self._sweep = await asyncio.to_thread(MemSweep, spec)
+                self._sweep = await asyncio.to_thread(MemRun, spec)
                 self._environment = self._sweep.result.environment  # filled as the sweep starts
                 async for point in self._sweep:
                     self.post_message(MemPointMeasured(point))
