@@ -1,7 +1,9 @@
 """Sizes and durations as people type them (64K, 1M, 1G, 512, 10s) and as tools print them."""
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)?\s*$", re.IGNORECASE)
 _MULT = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40, "p": 1 << 50}
@@ -23,8 +25,8 @@ def parse_size(text: str | int) -> int:
     if not match:
         raise ValueError(f"not a size: {text!r} (use a number with an optional K, M, G or T suffix, e.g. 64K)")
     number, unit, _ = match.groups()
-    value = float(number) * _MULT[unit.lower()]
-    if value != int(value):
+    value = Fraction(number) * _MULT[unit.lower()]  # exact, however many digits
+    if value.denominator != 1:
         raise ValueError(f"not a whole number of bytes: {text!r}")
     return int(value)
 
@@ -61,4 +63,7 @@ def parse_duration(text: str | float | int) -> float:
     if not match:
         raise ValueError(f"not a duration: {text!r} (seconds, or with ms/s/m/h, e.g. 10s)")
     value, unit = float(match.group(1)), match.group(2) or "s"
-    return value * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    seconds = value * {"ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}[unit]
+    if not math.isfinite(seconds):
+        raise ValueError(f"not a duration: {text!r} is beyond any clock")
+    return seconds

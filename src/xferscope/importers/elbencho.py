@@ -18,6 +18,7 @@ whole-system CPU utilisation; it is kept as ``cpu.sys_busy_pct``.
 """
 from __future__ import annotations
 
+import math
 import re
 import shlex
 
@@ -47,9 +48,12 @@ def _number(row: dict[str, str], column: str, where: str, line: int, default: fl
     if not text:
         return default
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise FormatError(where, line, f"column {column!r}: {text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise FormatError(where, line, f"column {column!r}: {text!r} is not a finite number")
+    return value
 
 
 def _command_options(command: str) -> dict[str, str | bool]:

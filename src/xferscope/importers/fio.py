@@ -153,12 +153,20 @@ def parse_text(text: str, where: str) -> list[RunResult]:
         if not isinstance(job, dict) or "jobname" not in job:
             line = job_lines[index] if index < len(job_lines) else None
             raise FormatError(where, line, f"job {index + 1} has no jobname: not fio JSON output")
-        groups.setdefault((job["jobname"], job.get("groupid", 0)), []).append((index, job))
+        try:
+            groups.setdefault((job["jobname"], job.get("groupid", 0)), []).append((index, job))
+        except TypeError:  # a list or an object where fio writes a name or a number
+            line = job_lines[index] if index < len(job_lines) else None
+            raise FormatError(where, line, f"job {index + 1}: its jobname or groupid is not what fio writes") from None
     results = []
-    for members in groups.values():
+    for (name, _), members in groups.items():
         first = members[0][0]
         line = job_lines[first] if first < len(job_lines) else None
-        results.append(_result(data, [job for _, job in members], where, line))
+        try:
+            results.append(_result(data, [job for _, job in members], where, line))
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError, ZeroDivisionError) as exc:
+            # a field holds what fio never writes there (a list for a number, null for an option, ...)
+            raise FormatError(where, line, f"fio job {name!r}: a value is not what fio writes ({exc})") from None
     return results
 
 
