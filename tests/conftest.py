@@ -140,3 +140,8 @@ def fifo_with_reader(tmp_path):
         except OSError:
             pass
         thread.join(timeout=5)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-snapshots", action="store_true", default=False,
+                     help="draw the console's snapshots in tests/snapshots again (look at them before committing)")
