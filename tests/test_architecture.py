@@ -1,14 +1,20 @@
-"""The layers of ARCHITECTURE.md hold: import-linter's contracts in pyproject.toml are kept, and they catch an
+"""The layers of README.md's "How it is built" hold: import-linter's contracts in pyproject.toml are kept, and they catch an
 import that goes up or closes a circle."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "src" / "xferscope"
@@ -67,3 +73,51 @@ def test_mpi_runs_that_import_the_commands_again_break_the_layers_and_close_a_ci
     assert proc.returncode != 0
     assert "xferscope.cluster is not allowed to import xferscope.commands" in proc.stdout, proc.stdout
     assert "No import circles" in proc.stdout.split("Broken contracts")[-1], proc.stdout
+
+
+def _contract_layers() -> list[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    (layers,) = [c for c in config["tool"]["importlinter"]["contracts"] if c["id"] == "layers"]
+    return layers["layers"]
+
+
+def _readme_layers() -> list[str]:
+    """The first column of the table in README.md's "How it is built" (rows that name a layer)."""
+    section = (ROOT / "README.md").read_text().split("## How it is built", 1)[1]
+    table = section.split("```", 2)[1]
+    names = []
+    for line in table.splitlines()[2:]:  # after the fence's own line and the header row
+        if line and not line[0].isspace():
+            name = re.split(r"\s{2,}", line)[0].strip()
+            if not name.endswith("/"):  # _native/ and bench/ stand outside the package's layers
+                names.append(name)
+    return names
+
+
+def test_the_readme_names_the_layers_of_the_contract_in_the_same_words():
+    assert _readme_layers() == _contract_layers()
+
+
+def test_every_module_and_package_of_the_source_stands_in_a_layer():
+    named = {part.strip() for layer in _contract_layers() for part in re.split(r"[|:]", layer)}
+    here = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    here |= {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert here - named == set(), "add it to a layer in pyproject.toml and README.md"
+
+
+def test_importers_that_know_each_other_break_their_independence(package_copy):
+    """Each importer reads its own tool's format: one taking another's helper breaks the contract."""
+    _move_back(package_copy, "importers/fio.py", "from xferscope.units import parse_size",
+               "from xferscope.units import parse_size\nfrom xferscope.importers.gdsio import parse_line")
+    proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
+    assert proc.returncode != 0
+    assert "Each importer reads its own tool's format and knows no other BROKEN" in proc.stdout, proc.stdout
+
+
+def test_an_mlc_backend_that_reads_through_the_importer_again_breaks_the_layers(package_copy):
+    """The mlc text parser lived in importers/mlc.py, and the mlc engine imported it from there."""
+    _move_back(package_copy, "engines/mem_mlc.py", "from xferscope.engines.mem_mlc_text import MlcParser",
+               "from xferscope.importers.mlc import MlcParser")
+    proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
+    assert proc.returncode != 0
+    assert "xferscope.engines is not allowed to import xferscope.importers" in proc.stdout, proc.stdout
