@@ -64,7 +64,8 @@ def test_table_in_mlc_shape_with_write_traffic(cli, two_cpus):
     r = cli("mem", "--traffic", "W7", "--stride", "128", "--delays", "0,500", "--point-seconds", "0.15", *SMALL)
     assert r.code == 0, r.err
     lines = r.out.splitlines()
-    assert lines[0].startswith("Idle latency: ") and "(64-page locality; whole-buffer " in lines[0]
+    # the tables come first (a sweep that measured nothing would print only its footer: pages, THP coverage)
+    assert lines[0].startswith("Idle latency: ") and "(64-page locality; whole-buffer " in lines[0], r.out + r.err
     assert "Loaded latency: traffic W7, stride 128 B, 64-page locality, builtin" in r.out
     head = next(line for line in lines if "Inject Delay" in line)
     assert "Latency (ns)" in head and "Bandwidth (MB/sec)" in head

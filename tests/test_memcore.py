@@ -80,6 +80,17 @@ def mapped(start, size):
     return False
 
 
+def measure_with_progress(session, traffic: str, loads: bool, warmup_s: float, window_s: float, windows: int,
+                          tries: int = 20) -> dict:
+    """``session.measure`` (latency thread on) until every window shows progress from the threads asked for. A
+    thread pinned to a CPU of a busy machine can miss a whole window; the sweep measures again then too."""
+    for _ in range(tries):
+        out = session.measure(traffic, 0, loads, True, warmup_s, window_s, windows)
+        if all(steps > 0 and (loads_ > 0 or not loads) for _, steps, loads_, _ in out["windows"]):
+            return out
+    pytest.fail(f"in {tries} tries no measurement made progress in each of its {windows} windows: too busy a machine")
+
+
 def test_session_measures_then_frees_every_buffer():
     lat_cpu, load_cpu = two_cpus()
     s = _memcore.Session(32 << 20, 64, lat_cpu, [load_cpu], 16 << 20, ["R", "W10"])
@@ -87,11 +98,10 @@ def test_session_measures_then_frees_every_buffer():
     regions = s.regions()
     assert len(regions) == 1 + 3  # the chase, then rd0, rd1 and wr of the one load thread
     assert all(mapped(a, n) for a, n in regions)
-    idle = s.measure("R", 0, False, True, 0.02, 0.05, 3)
-    loaded = s.measure("W10", 0, True, True, 0.02, 0.05, 3)
+    idle = measure_with_progress(s, "R", False, 0.02, 0.05, 3)
+    loaded = measure_with_progress(s, "W10", True, 0.02, 0.05, 3)
     assert not idle["cancelled"] and len(idle["windows"]) == 3
-    assert all(steps > 0 and loads == 0 for _, steps, loads, _ in idle["windows"])
-    assert all(steps > 0 and loads > 0 for _, steps, loads, _ in loaded["windows"])
+    assert all(loads == 0 for _, _, loads, _ in idle["windows"]), "no load thread runs for idle latency"
     point = point_from_windows(loaded["windows"], traffic="W10", stride=64, delay=0, read_bytes=128, write_bytes=64,
                                backend="builtin", ns_per_iter=None, latency=True, bandwidth=True)
     assert point.read_mb_s == pytest.approx(2 * point.write_mb_s)
@@ -114,8 +124,8 @@ def test_idle_latency_in_a_session_without_read_buffers():
     s = _memcore.Session(1 << 20, 64, lat_cpu, [load_cpu], 1 << 20, ["W6"])
     assert s.start()
     assert len(s.regions()) == 2  # the chase and the one write buffer
-    idle = s.measure("R", 0, False, True, 0.0, 0.01, 2)
-    assert all(steps > 0 for _, steps, _, _ in idle["windows"])
+    idle = measure_with_progress(s, "R", False, 0.0, 0.05, 2)
+    assert len(idle["windows"]) == 2 and not idle["cancelled"]
     s.close()
 
 

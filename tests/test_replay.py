@@ -212,7 +212,7 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     from xferscope.profiles import parse_profile
     from xferscope.sweep import Sweep
 
-    profile = parse_profile('kind = "mem"\nduration = 0.1\nrepetitions = 2\n[base]\nmode = "loaded"\n'
+    profile = parse_profile('kind = "mem"\nduration = 0.3\nrepetitions = 2\n[base]\nmode = "loaded"\n'
                             'delays = [0, 5000]\nbuffer = "32M"\nthreads = 1\n[grid]\ntraffic = ["R", "W6"]\n',
                             "mem.toml", "mem-small")
     outcome = Sweep(profile, str(tmp_path / "mem.json")).run()
@@ -226,8 +226,9 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
         assert row["latency_ns"]["n"] == 2 and row["latency_ns"]["min"] <= row["latency_ns"]["median"]
         if delay is not None:
             assert row["bandwidth_mb_s"]["median"] > 0
-    assert rows[("R", 0, "64-page")]["bandwidth_mb_s"]["median"] > \
-        rows[("R", 5000, "64-page")]["bandwidth_mb_s"]["median"]
+    # bandwidth falls with the delay: compared at each delay's best repetition (a busy machine only takes time
+    # away from the load thread, so the best is the one least disturbed)
+    assert rows[("R", 0, "64-page")]["bandwidth_mb_s"]["max"] > rows[("R", 5000, "64-page")]["bandwidth_mb_s"]["max"]
     with open(tmp_path / "mem.csv") as fh:
         table = list(csv.DictReader(fh))
     assert len(table) == 8  # two idle rows, 0 and 5000 for each of the two points

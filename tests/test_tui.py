@@ -61,7 +61,8 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
 
 
 async def test_short_run_panels_show_measured_figures(direct_dir):
-    app = make_app(direct_dir, duration="3", workers="2", bs="64K")
+    # a run long enough for a busy machine's redraws to show its running figures; stopped once they have
+    app = make_app(direct_dir, duration="60", workers="2", bs="64K")
     msgs = Messages()
     shown: dict[str, str] = {}
 
@@ -79,10 +80,11 @@ async def test_short_run_panels_show_measured_figures(direct_dir):
         # the run's figures while it runs (not yet the whole run's), once a redraw has drawn them all
         await wait_for(pilot, lambda: (not msgs.of(RunFinished) and on_screen(
             "live", r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS", r"p99\s+[1-9]", r"│\s+1\s+[\d,]+\.\d\s+\d"))
-            or bool(msgs.of(RunFinished)), timeout=30)
+            or bool(msgs.of(RunFinished)), timeout=50)
         live = shown.get("live", "")
         assert live, "the run ended before a redraw showed its running figures"
-        await wait_for(pilot, lambda: msgs.of(RunFinished))
+        await pilot.press("x")
+        await wait_for(pilot, lambda: msgs.of(RunFinished), timeout=30)
         await wait_for(pilot, lambda: on_screen("done", r"avg \d+\.\d+ (GiB|MiB)/s", "Latency \\(whole run\\)",
                                                r"CPU \(whole run\)", r"console\s+[\d.]+%", "last done"))
         done = shown["done"]
