@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
+from textual.css.query import NoMatches
 
 from xferscope.app.commands import ConsoleCommands
 from xferscope.app.grid_model import GridRun
@@ -254,8 +255,14 @@ class XferscopeApp(App):
 
     def _redraw(self) -> None:
         screen = self.top_screen()
-        if isinstance(screen, ViewScreen) and screen.ready:
+        if not (isinstance(screen, ViewScreen) and screen.ready and screen.is_attached):
+            return
+        try:
             screen.refresh_view()
+        except NoMatches:
+            if screen.is_attached and screen.is_running:
+                raise
+            # the screen was taken down (the app closing mid-run) between the check and the draw
 
     def _changed(self) -> None:
         self._dirty = True
