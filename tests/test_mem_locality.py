@@ -113,7 +113,10 @@ def test_a_session_measures_both_chases_and_says_what_it_built():
     assert (info["pages"], info["window_bytes"], info["whole_chase"], info["bind_errno"]) == ("4k", 256 << 10,
                                                                                             True, 0)
     for whole in (False, True):
-        out = s.measure("R", 0, False, True, 0.0, 0.02, 2, whole=whole)
+        for _ in range(50):  # on a busy machine the chase thread can miss a 20 ms window: measure again
+            out = s.measure("R", 0, False, True, 0.0, 0.02, 2, whole=whole)
+            if all(steps > 0 for _, steps, _, _ in out["windows"]):
+                break
         assert all(ns > 0 and steps > 0 and ran >= 0 for ns, steps, _, ran in out["windows"])
     got = pages_obtained(s.regions())
     assert set(got) == {4096} and got[4096] >= 8 << 20, "4k asks the kernel for no huge pages"
