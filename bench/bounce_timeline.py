@@ -19,6 +19,7 @@ to land. Per variant the medians over rounds (order rotated per round) of:
 A variant is a path with `+huge` for --huge-pages. `--standins` runs on host stand-ins for CUDA
 (xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,17 @@ def use_standins() -> None:
 
 def run_variant(variant: str, file: str, size: int, bs: int, workers: int, iodepth: int, seconds: float) -> dict:
     path, _, extra = variant.partition("+")
-    spec = RunSpec(path=path, file=file, file_size=size, block_size=bs, workers=workers, iodepth=iodepth,
-                   duration=seconds, keep=True, huge_pages=extra == "huge").validate()
+    spec = RunSpec(
+        path=path,
+        file=file,
+        file_size=size,
+        block_size=bs,
+        workers=workers,
+        iodepth=iodepth,
+        duration=seconds,
+        keep=True,
+        huge_pages=extra == "huge",
+    ).validate()
     target = targets.plan(spec)
     targets.materialize(target, threading.Event(), None)
     engine = engine_class(path)(spec, target)
@@ -90,11 +100,16 @@ def summarise(timeline: list[dict], bs: int) -> dict:
             waits += 1
             wait_ns += w[4] - w[3]
     span = max(e for _, e in spans) - min(s for s, _ in spans) if spans else 0
-    return {"mib_s": nbytes / (1 << 20) / (span / 1e9) if span else 0.0,
-            "read_ms": statistics.median(reads) / 1e6 if reads else 0.0,
-            "gap_us": statistics.median(gaps) / 1e3 if gaps else 0.0,
-            "waits": waits, "wait_ms": wait_ns / 1e6, "reads": len(reads), "buffers": len(by_buf),
-            "read_ms_by_buffer": {b: statistics.median(v) / 1e6 for b, v in sorted(by_buf.items())}}
+    return {
+        "mib_s": nbytes / (1 << 20) / (span / 1e9) if span else 0.0,
+        "read_ms": statistics.median(reads) / 1e6 if reads else 0.0,
+        "gap_us": statistics.median(gaps) / 1e3 if gaps else 0.0,
+        "waits": waits,
+        "wait_ms": wait_ns / 1e6,
+        "reads": len(reads),
+        "buffers": len(by_buf),
+        "read_ms_by_buffer": {b: statistics.median(v) / 1e6 for b, v in sorted(by_buf.items())},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,26 +131,33 @@ def main(argv: list[str] | None = None) -> int:
     variants = [v.strip() for v in args.variants.split(",") if v.strip()]
     file = os.path.join(os.path.abspath(args.dir), "xferscope-timeline-bench.dat")
     got: dict[str, list[dict]] = {v: [] for v in variants}
-    print(f"# {format_size(bs)} x{args.workers} qd{args.iodepth}, {args.seconds:g}s x {args.rounds} rounds, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}" + (" [STAND-INS, no GPU]" if args.standins
-                                                                             else ""), flush=True)
+    print(
+        f"# {format_size(bs)} x{args.workers} qd{args.iodepth}, {args.seconds:g}s x {args.rounds} rounds, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+        + (" [STAND-INS, no GPU]" if args.standins else ""),
+        flush=True,
+    )
     try:
         for rnd in range(args.rounds):
             k = rnd % len(variants)
             for v in variants[k:] + variants[:k]:
                 got[v].append(run_variant(v, file, size, bs, args.workers, args.iodepth, args.seconds))
         for v, runs in got.items():
-            med = {key: statistics.median(r[key] for r in runs)
-                   for key in ("mib_s", "read_ms", "gap_us", "waits", "wait_ms", "buffers")}
+            med = {
+                key: statistics.median(r[key] for r in runs)
+                for key in ("mib_s", "read_ms", "gap_us", "waits", "wait_ms", "buffers")
+            }
             bufs = {}
             for r in runs:
                 for b, ms in r["read_ms_by_buffer"].items():
                     bufs.setdefault(b, []).append(ms)
-            print(f"{v:<22} {med['mib_s']:9.1f} MiB/s ({min(r['mib_s'] for r in runs):.0f}-"
-                  f"{max(r['mib_s'] for r in runs):.0f})  read {med['read_ms']:.3f} ms  gap {med['gap_us']:.1f} us  "
-                  f"waits {med['waits']:.0f} ({med['wait_ms']:.1f} ms)  buffers {med['buffers']:.0f}  read ms by "
-                  f"buffer " + " ".join(f"{b}:{statistics.median(ms):.3f}" for b, ms in sorted(bufs.items())),
-                  flush=True)
+            print(
+                f"{v:<22} {med['mib_s']:9.1f} MiB/s ({min(r['mib_s'] for r in runs):.0f}-"
+                f"{max(r['mib_s'] for r in runs):.0f})  read {med['read_ms']:.3f} ms  gap {med['gap_us']:.1f} us  "
+                f"waits {med['waits']:.0f} ({med['wait_ms']:.1f} ms)  buffers {med['buffers']:.0f}  read ms by "
+                f"buffer " + " ".join(f"{b}:{statistics.median(ms):.3f}" for b, ms in sorted(bufs.items())),
+                flush=True,
+            )
             print(f"{'':<22} {'; '.join(runs[-1]['labels'])}")
         if args.json:
             with open(args.json, "w") as fh:

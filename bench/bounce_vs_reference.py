@@ -22,6 +22,7 @@ Per block size and worker count: each variant's median MiB/s with its spread, an
     python bench/bounce_vs_reference.py --dir /data [--size 2G] [--sizes 64K,1M,16M] [--workers 1,4,8] \
         [--seconds 2] [--rounds 5] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,18 +41,30 @@ from xferscope.units import format_size, parse_size
 
 VARIANTS = ("host+huge", "host+huge#aa", "bounce", "bounce-async", "bounce-async+huge", "reference")
 #: (name, variant, baseline, goal): the paired ratios variant/baseline that are printed
-RATIOS = (("bounce-async / host --huge-pages", "bounce-async", "host+huge", ">= 0.95"),
-          ("bounce-async --huge-pages / host --huge-pages", "bounce-async+huge", "host+huge", ">= 0.95"),
-          ("bounce-async / bounce", "bounce-async", "bounce", "not slower"),
-          ("bounce / reference", "bounce", "reference", ""),
-          ("A/A host --huge-pages", "host+huge#aa", "host+huge", "within noise"))
+RATIOS = (
+    ("bounce-async / host --huge-pages", "bounce-async", "host+huge", ">= 0.95"),
+    ("bounce-async --huge-pages / host --huge-pages", "bounce-async+huge", "host+huge", ">= 0.95"),
+    ("bounce-async / bounce", "bounce-async", "bounce", "not slower"),
+    ("bounce / reference", "bounce", "reference", ""),
+    ("A/A host --huge-pages", "host+huge#aa", "host+huge", "within noise"),
+)
 
 
 def run_path(variant: str, file: str, size: int, bs: int, workers: int, seconds: float) -> tuple[float, dict]:
     """MiB/s of one xferscope run of ``variant`` (a path, ``+huge`` for --huge-pages, ``#...`` a repeat)."""
     path, _, extra = variant.split("#")[0].partition("+")
-    r = Run(RunSpec(path=path, file=file, file_size=size, block_size=bs, workers=workers, duration=seconds,
-                    keep=True, huge_pages=extra == "huge")).execute()
+    r = Run(
+        RunSpec(
+            path=path,
+            file=file,
+            file_size=size,
+            block_size=bs,
+            workers=workers,
+            duration=seconds,
+            keep=True,
+            huge_pages=extra == "huge",
+        )
+    ).execute()
     return r.throughput_mib_s, {"labels": r.labels, "cpu_s_per_gib": r.cpu_seconds_per_gib}
 
 
@@ -66,8 +79,14 @@ def reference(file: str, size: int, bs: int, workers: int, seconds: float) -> fl
         setups = []
         for _ in range(workers):
             host = res.pinned_memory(0, bs)
-            setups.append((res.device_memory(0, bs), host, res.stream(0),
-                           memoryview((ctypes.c_char * bs).from_address(host)).cast("B")))
+            setups.append(
+                (
+                    res.device_memory(0, bs),
+                    host,
+                    res.stream(0),
+                    memoryview((ctypes.c_char * bs).from_address(host)).cast("B"),
+                )
+            )
         ctx = res.context(0)
         start = threading.Barrier(workers + 1)
         deadline = [0.0]
@@ -124,8 +143,11 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"unknown variants: {', '.join(sorted(unknown))}")
     file = os.path.join(os.path.abspath(args.dir), "xferscope-bounce-bench.dat")
     Run(RunSpec(path="host", file=file, file_size=size, duration=None, total_bytes=1 << 20, keep=True)).execute()
-    print(f"# {args.seconds:g}s x {args.rounds} rounds, variants in rotated order; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}", flush=True)
+    print(
+        f"# {args.seconds:g}s x {args.rounds} rounds, variants in rotated order; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}",
+        flush=True,
+    )
     rows = []
     try:
         for bs in [parse_size(s) for s in args.sizes.split(",")]:
@@ -140,23 +162,34 @@ def main(argv: list[str] | None = None) -> int:
                         else:
                             mib_s, info[v] = run_path(v, file, size, bs, workers, args.seconds)
                             got[v].append(mib_s)
-                row: dict = {"block_size": bs, "workers": workers, "rounds": got, "ratios": {},
-                             "medians": {v: statistics.median(r) for v, r in got.items()}, "info": info}
-                print(f"{format_size(bs):>5} x{workers:<2} " + "  ".join(
-                    f"{v} {statistics.median(r):.1f} ({min(r):.0f}-{max(r):.0f})" for v, r in got.items())
-                    + " MiB/s", flush=True)
+                row: dict = {
+                    "block_size": bs,
+                    "workers": workers,
+                    "rounds": got,
+                    "ratios": {},
+                    "medians": {v: statistics.median(r) for v, r in got.items()},
+                    "info": info,
+                }
+                print(
+                    f"{format_size(bs):>5} x{workers:<2} "
+                    + "  ".join(f"{v} {statistics.median(r):.1f} ({min(r):.0f}-{max(r):.0f})" for v, r in got.items())
+                    + " MiB/s",
+                    flush=True,
+                )
                 for name, other, base, goal in RATIOS:
                     if other in got and base in got:
                         v = paired_verdict(got[base], got[other])
                         row["ratios"][name] = v.as_dict() | {"goal": goal}
-                        print(f"        {name}: {v.spread()} {v.word}" + (f" (goal {goal})" if goal else ""),
-                              flush=True)
+                        print(
+                            f"        {name}: {v.spread()} {v.word}" + (f" (goal {goal})" if goal else ""), flush=True
+                        )
                 rows.append(row)
         print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"rows": rows, "file_size": size, "seconds": args.seconds, "rounds": args.rounds}, fh,
-                          indent=2)
+                json.dump(
+                    {"rows": rows, "file_size": size, "seconds": args.seconds, "rounds": args.rounds}, fh, indent=2
+                )
     finally:
         for p in (file, file + ".xferscope"):
             with contextlib.suppress(OSError):

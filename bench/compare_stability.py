@@ -17,6 +17,7 @@ Paths against each other on a GPU machine (the same verdicts three times over):
 
 Prints the machine's load average before and after: figures from a busy machine say little.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -33,9 +34,30 @@ def load() -> str:
 
 
 def compare(args, rounds: int) -> dict:
-    cmd = [sys.executable, "-m", "xferscope.cli", "compare", "--paths", args.paths, "--bs", args.bs,
-           "--workers", str(args.workers), "--size", args.size, "--duration", str(args.seconds),
-           "--rounds", str(rounds), "--format", "json"] + (["--dir", args.dir] if args.dir else []) + args.extra
+    cmd = (
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "compare",
+            "--paths",
+            args.paths,
+            "--bs",
+            args.bs,
+            "--workers",
+            str(args.workers),
+            "--size",
+            args.size,
+            "--duration",
+            str(args.seconds),
+            "--rounds",
+            str(rounds),
+            "--format",
+            "json",
+        ]
+        + (["--dir", args.dir] if args.dir else [])
+        + args.extra
+    )
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.exit(f"compare failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr}")
@@ -90,8 +112,10 @@ def main() -> int:
     print(f"\nrule: {comp['rule']}")
     same = len(set(verdicts)) == 1
     decided = sum(1 for v in verdicts for w in v if w in ("faster", "slower"))
-    print(f"verdicts the same in every invocation: {'yes' if same else 'no'}; "
-          f"faster/slower said {decided} times in {len(verdicts)} invocations")
+    print(
+        f"verdicts the same in every invocation: {'yes' if same else 'no'}; "
+        f"faster/slower said {decided} times in {len(verdicts)} invocations"
+    )
     if args.raw:
         print("per-round MiB/s of each path, each invocation: " + json.dumps(raw))
     print(f"load after: {load()}; {time.time() - started:.0f} s in all")

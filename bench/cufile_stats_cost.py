@@ -11,6 +11,7 @@ whose cufile.json sets `"profile": {"cufile_stats": 3}` measures with them on al
 copied from the cufile.json in effect, or cuFile's defaults), in rotated rounds with an A/A pair (stats off
 twice), and prints per case the paired ratio on/off with its range and the verdict under compare's rule.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,27 @@ def config_with_stats(level: int, directory: str) -> str:
 
 
 def run(path: str, bs: str, args, config: str, out: str) -> float:
-    cmd = [sys.executable, "-m", "xferscope.cli", "run", "--path", path, "--bs", bs, "-w", str(args.workers),
-           "-s", args.size, "-T", str(args.seconds), "--file", os.path.join(args.dir, "xferscope-stats-cost.dat"),
-           "--keep", "--json", out]
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "run",
+        "--path",
+        path,
+        "--bs",
+        bs,
+        "-w",
+        str(args.workers),
+        "-s",
+        args.size,
+        "-T",
+        str(args.seconds),
+        "--file",
+        os.path.join(args.dir, "xferscope-stats-cost.dat"),
+        "--keep",
+        "--json",
+        out,
+    ]
     env = {**os.environ, "CUFILE_ENV_PATH_JSON": config}
     subprocess.run(cmd, check=True, capture_output=True, env=env, timeout=args.seconds + 600)
     with open(out) as fh:
@@ -63,11 +82,12 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="xferscope-stats-cost-")
     off, on = config_with_stats(0, work), config_with_stats(3, work)
     out = os.path.join(work, "run.json")
-    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}; {args.rounds} rounds "
-          f"of {args.seconds:g} s, {args.workers} workers, {args.size} in {args.dir}")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} CPUs; load {os.getloadavg()[0]:.2f}; {args.rounds} rounds "
+        f"of {args.seconds:g} s, {args.workers} workers, {args.size} in {args.dir}"
+    )
     print(RULE)
-    print(f"{'case':<24}{'off MiB/s':>11}{'on MiB/s':>11}{'on/off':>8}{'range':>15}  verdict   "
-          f"{'A/A':>6}  A/A verdict")
+    print(f"{'case':<24}{'off MiB/s':>11}{'on MiB/s':>11}{'on/off':>8}{'range':>15}  verdict   {'A/A':>6}  A/A verdict")
     try:
         for path in args.paths.split(","):
             for bs in args.bs.split(","):
@@ -75,14 +95,16 @@ def main() -> None:
                 figures: dict[str, list[float]] = {k: [] for k in variants}
                 names = list(variants)
                 for r in range(args.rounds):
-                    order = names[r % 3:] + names[:r % 3]
+                    order = names[r % 3 :] + names[: r % 3]
                     for name in order:
                         figures[name].append(run(path, bs, args, variants[name], out))
                 v = paired_verdict(figures["off"], figures["on"])
                 aa = paired_verdict(figures["off"], figures["off again"])
-                print(f"{path + ' ' + bs:<24}{statistics.median(figures['off']):>11.1f}"
-                      f"{statistics.median(figures['on']):>11.1f}{v.ratio:>8.3f}{f'{v.low:.3f}-{v.high:.3f}':>15}  "
-                      f"{v.word:<9} {aa.ratio:>6.3f}  {aa.word}")
+                print(
+                    f"{path + ' ' + bs:<24}{statistics.median(figures['off']):>11.1f}"
+                    f"{statistics.median(figures['on']):>11.1f}{v.ratio:>8.3f}{f'{v.low:.3f}-{v.high:.3f}':>15}  "
+                    f"{v.word:<9} {aa.ratio:>6.3f}  {aa.word}"
+                )
     finally:
         for name in os.listdir(args.dir):
             if name.startswith("xferscope-stats-cost.dat"):

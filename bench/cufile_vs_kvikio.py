@@ -26,6 +26,7 @@ xferscope/kvikio_default (goal >= 0.98 at 1M) and kvikio_aa/kvikio.
     python bench/cufile_vs_kvikio.py --dir /data --size 2G [--sizes 1M,16M] [--workers 1,8] [--split 4M] \
         [--rounds 5] [--registered] [--json out.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,15 +46,31 @@ from xferscope.units import format_size, parse_size
 
 def make_file(path: str, size: int) -> None:
     """An xferscope scratch file (pattern data, not zeros), kept for both sides."""
-    Run(RunSpec(path="host", file=path, file_size=size, block_size=1 << 20, duration=None,
-                total_bytes=1 << 20, keep=True)).execute()
+    Run(
+        RunSpec(
+            path="host", file=path, file_size=size, block_size=1 << 20, duration=None, total_bytes=1 << 20, keep=True
+        )
+    ).execute()
 
 
-def xferscope_read(path: str, size: int, bs: int, workers: int, register: bool,
-                   split: int | None = None) -> tuple[float, dict]:
+def xferscope_read(
+    path: str, size: int, bs: int, workers: int, register: bool, split: int | None = None
+) -> tuple[float, dict]:
     """MiB/s reading the whole file once, and the run's environment (cuFile mode)."""
-    r = Run(RunSpec(path="cufile", file=path, file_size=size, block_size=bs, workers=workers, duration=None,
-                    total_bytes=size, keep=True, register_buffers=register, split=split)).execute()
+    r = Run(
+        RunSpec(
+            path="cufile",
+            file=path,
+            file_size=size,
+            block_size=bs,
+            workers=workers,
+            duration=None,
+            total_bytes=size,
+            keep=True,
+            register_buffers=register,
+            split=split,
+        )
+    ).execute()
     return r.throughput_mib_s, r.environment
 
 
@@ -129,8 +146,12 @@ class Kvikio:
 
 BASE_VARIANTS = ("xferscope", "xferscope_split", "kvikio", "kvikio_default", "kvikio_aa")
 #: (variant, baseline, goal): the paired ratios printed
-RATIOS = (("xferscope", "kvikio", ">= 0.98"), ("xferscope_split", "kvikio_default", ">= 0.98"),
-          ("xferscope", "kvikio_default", ">= 0.98 at 1M"), ("kvikio_aa", "kvikio", "within noise"))
+RATIOS = (
+    ("xferscope", "kvikio", ">= 0.98"),
+    ("xferscope_split", "kvikio_default", ">= 0.98"),
+    ("xferscope", "kvikio_default", ">= 0.98 at 1M"),
+    ("kvikio_aa", "kvikio", "within noise"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,8 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", default="1,8", help="thread counts")
     ap.add_argument("--split", default="4M", help="sub-request size of xferscope_split (KvikIO's default task size)")
     ap.add_argument("--rounds", "--reps", type=int, default=5)
-    ap.add_argument("--registered", action="store_true",
-                    help="also time both sides with their GPU buffers registered with cuFile (buf_register)")
+    ap.add_argument(
+        "--registered",
+        action="store_true",
+        help="also time both sides with their GPU buffers registered with cuFile (buf_register)",
+    )
     ap.add_argument("--json", help="write the figures here")
     args = ap.parse_args(argv)
     size, split = parse_size(args.size), parse_size(args.split)
@@ -159,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         reg = variant.endswith("_registered")
         base = variant.removesuffix("_registered")
         if base.startswith("xferscope"):
-            mib_s, env = xferscope_read(path, size, bs, workers, register=reg,
-                                        split=split if base == "xferscope_split" else None)
+            mib_s, env = xferscope_read(
+                path, size, bs, workers, register=reg, split=split if base == "xferscope_split" else None
+            )
             return mib_s
         task = None if base == "kvikio_default" else bs
         if reg:
@@ -171,8 +196,11 @@ def main(argv: list[str] | None = None) -> int:
                 kv.register(False)
         return kv.read(task, workers)
 
-    print(f"# {args.rounds} rounds, variants in rotated order; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}", flush=True)
+    print(
+        f"# {args.rounds} rounds, variants in rotated order; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}",
+        flush=True,
+    )
     try:
         for bs in [parse_size(s) for s in args.sizes.split(",")]:
             variants = [v for v in BASE_VARIANTS if v != "xferscope_split" or bs > split]
@@ -184,11 +212,20 @@ def main(argv: list[str] | None = None) -> int:
                     k = rnd % len(variants)
                     for v in variants[k:] + variants[:k]:
                         got[v].append(measure(v, bs, workers))
-                row = {"block_size": bs, "workers": workers, "split": split, "rounds": got,
-                       "medians": {v: statistics.median(r) for v, r in got.items()}, "ratios": {}}
-                print(f"{format_size(bs):>5} x{workers:<2} " + "  ".join(
-                    f"{v} {statistics.median(r):.1f} ({min(r):.0f}-{max(r):.0f})" for v, r in got.items())
-                    + " MiB/s", flush=True)
+                row = {
+                    "block_size": bs,
+                    "workers": workers,
+                    "split": split,
+                    "rounds": got,
+                    "medians": {v: statistics.median(r) for v, r in got.items()},
+                    "ratios": {},
+                }
+                print(
+                    f"{format_size(bs):>5} x{workers:<2} "
+                    + "  ".join(f"{v} {statistics.median(r):.1f} ({min(r):.0f}-{max(r):.0f})" for v, r in got.items())
+                    + " MiB/s",
+                    flush=True,
+                )
                 for other, base, goal in RATIOS:
                     for suffix in ("", "_registered") if registered else ("",):
                         o, b = other + suffix, base + ("" if base == "kvikio" and other == "kvikio_aa" else suffix)
@@ -198,16 +235,27 @@ def main(argv: list[str] | None = None) -> int:
                             print(f"        {o} / {b}: {v.spread()} {v.word} (goal {goal})", flush=True)
                 rows.append(row)
         mode = env.get("cufile_mode", "?")
-        print(f"cuFile mode: {mode} ({env.get('cufile_mode_reason', '')}); cuFile {env.get('cufile_version')}; "
-              f"KvikIO {kv.kvikio.__version__}, compat_mode={kv.compat_mode()}, default task size "
-              f"{format_size(kv.default_task_size())}")
+        print(
+            f"cuFile mode: {mode} ({env.get('cufile_mode_reason', '')}); cuFile {env.get('cufile_version')}; "
+            f"KvikIO {kv.kvikio.__version__}, compat_mode={kv.compat_mode()}, default task size "
+            f"{format_size(kv.default_task_size())}"
+        )
         print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({"rows": rows, "cufile_mode": mode, "cufile_mode_reason": env.get("cufile_mode_reason"),
-                           "file_size": size, "kvikio": kv.kvikio.__version__,
-                           "kvikio_compat_mode": kv.compat_mode(),
-                           "kvikio_default_task_size": kv.default_task_size()}, fh, indent=2)
+                json.dump(
+                    {
+                        "rows": rows,
+                        "cufile_mode": mode,
+                        "cufile_mode_reason": env.get("cufile_mode_reason"),
+                        "file_size": size,
+                        "kvikio": kv.kvikio.__version__,
+                        "kvikio_compat_mode": kv.compat_mode(),
+                        "kvikio_default_task_size": kv.default_task_size(),
+                    },
+                    fh,
+                    indent=2,
+                )
     finally:
         kv.close()
         for p in (path, path + ".xferscope"):

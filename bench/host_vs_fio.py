@@ -21,6 +21,7 @@ median of the per-round ratios with their spread (min-max) for:
                         xferscope's whole process (sampler and Python included)
                         is printed beside it.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,24 +47,67 @@ VARIANTS = ("xs", "fio", "xs_aa")
 
 
 def run_xferscope(path: str, io: str, bs: str, workers: int, depth: int, seconds: float) -> dict:
-    cmd = [sys.executable, "-m", "xferscope.cli", "run", "--path", "host", "--io", io, "--bs", bs,
-           "--workers", str(workers), "--iodepth", str(depth), "--duration", str(seconds), "--file", path,
-           "--keep", "--format", "json", "--interval", "0.5"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "run",
+        "--path",
+        "host",
+        "--io",
+        io,
+        "--bs",
+        bs,
+        "--workers",
+        str(workers),
+        "--iodepth",
+        str(depth),
+        "--duration",
+        str(seconds),
+        "--file",
+        path,
+        "--keep",
+        "--format",
+        "json",
+        "--interval",
+        "0.5",
+    ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     d = json.loads(out)
     gib = d["bytes"] / GIB
-    return {"mib_s": d["throughput_mib_s"], "lat_mean_us": d["latency_us"]["mean"],
-            "lat_p99_us": d["latency_us"]["p99"], "iops": d["iops"], "labels": d["labels"],
-            "cpu_s_per_gib": d["cpu"]["engine_cpu_seconds"] / gib,
-            "process_cpu_s_per_gib": d["cpu"]["cpu_seconds"] / gib}
+    return {
+        "mib_s": d["throughput_mib_s"],
+        "lat_mean_us": d["latency_us"]["mean"],
+        "lat_p99_us": d["latency_us"]["p99"],
+        "iops": d["iops"],
+        "labels": d["labels"],
+        "cpu_s_per_gib": d["cpu"]["engine_cpu_seconds"] / gib,
+        "process_cpu_s_per_gib": d["cpu"]["cpu_seconds"] / gib,
+    }
 
 
 def run_fio(fio: str, path: str, size: int, io: str, bs: str, workers: int, depth: int, seconds: float) -> dict:
     engine = "io_uring" if depth > 1 else "psync"
-    cmd = [fio, "--name=bench", f"--filename={path}", f"--size={size}", "--direct=1", f"--rw={io}", f"--bs={bs}",
-           f"--numjobs={workers}", "--thread", "--group_reporting", f"--ioengine={engine}", f"--iodepth={depth}",
-           "--time_based", f"--runtime={seconds}", "--lat_percentiles=1", "--output-format=json",
-           "--randrepeat=0", "--norandommap"]
+    cmd = [
+        fio,
+        "--name=bench",
+        f"--filename={path}",
+        f"--size={size}",
+        "--direct=1",
+        f"--rw={io}",
+        f"--bs={bs}",
+        f"--numjobs={workers}",
+        "--thread",
+        "--group_reporting",
+        f"--ioengine={engine}",
+        f"--iodepth={depth}",
+        "--time_based",
+        f"--runtime={seconds}",
+        "--lat_percentiles=1",
+        "--output-format=json",
+        "--randrepeat=0",
+        "--norandommap",
+    ]
     d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     job = d["jobs"][0]
     side = job["write"] if io.endswith("write") else job["read"]
@@ -71,9 +115,13 @@ def run_fio(fio: str, path: str, size: int, io: str, bs: str, workers: int, dept
     # usr_cpu/sys_cpu: percent of job_runtime; with group_reporting fio sums both the jobs' CPU times and
     # their runtimes (job_runtime is N x the run's length for N jobs), so their product is the group's CPU time
     cpu_s = (job["usr_cpu"] + job["sys_cpu"]) / 100 * job["job_runtime"] / 1000
-    return {"mib_s": side["bw_bytes"] / (1 << 20), "lat_mean_us": lat["mean"] / 1e3,
-            "lat_p99_us": lat["percentile"]["99.000000"] / 1e3, "iops": side["iops"],
-            "cpu_s_per_gib": cpu_s / (side["io_bytes"] / GIB)}
+    return {
+        "mib_s": side["bw_bytes"] / (1 << 20),
+        "lat_mean_us": lat["mean"] / 1e3,
+        "lat_p99_us": lat["percentile"]["99.000000"] / 1e3,
+        "iops": side["iops"],
+        "cpu_s_per_gib": cpu_s / (side["io_bytes"] / GIB),
+    }
 
 
 def spread(values: list[float]) -> str:
@@ -105,12 +153,33 @@ def main() -> int:
     workdir = tempfile.mkdtemp(prefix="xs-bench-", dir=args.dir or "/var/tmp")
     path = os.path.join(workdir, "bench.dat")
     # create the scratch file once through xferscope (kept for both tools)
-    subprocess.run([sys.executable, "-m", "xferscope.cli", "run", "--bs", "1M", "--size", args.size, "--file", path,
-                    "--keep", "--total", "1M", "--format", "json"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "run",
+            "--bs",
+            "1M",
+            "--size",
+            args.size,
+            "--file",
+            path,
+            "--keep",
+            "--total",
+            "1M",
+            "--format",
+            "json",
+        ],
+        check=True,
+        capture_output=True,
+    )
     fio_version = subprocess.run([args.fio, "--version"], capture_output=True, text=True).stdout.strip()
-    print(f"# host vs fio ({fio_version}) on {platform.node()}, kernel {platform.release()}, "
-          f"{os.cpu_count()} CPUs, file {args.size} in {workdir}, {args.seconds:g}s x {args.rounds} rounds, "
-          f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"# host vs fio ({fio_version}) on {platform.node()}, kernel {platform.release()}, "
+        f"{os.cpu_count()} CPUs, file {args.size} in {workdir}, {args.seconds:g}s x {args.rounds} rounds, "
+        f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     print("# ratios xferscope/fio: median of the per-round ratios (min-max); A/A: xferscope/xferscope")
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
     report = []
@@ -137,9 +206,12 @@ def main() -> int:
             print(f"{name}: xferscope {row['xs_mib_s']:.1f} MiB/s, fio {row['fio_mib_s']:.1f} MiB/s")
             print(f"    throughput {spread(row['ratios_mib_s'])}  A/A {spread(row['aa_mib_s'])}")
             print(f"    mean lat   {spread(row['ratios_lat_mean_us'])}  p99 lat {spread(row['ratios_lat_p99_us'])}")
-            print(f"    CPU-s/GiB  xferscope workers {row['xs_cpu_s_per_gib']:.3f} (process "
-                  f"{row['xs_process_cpu_s_per_gib']:.3f}), fio {row['fio_cpu_s_per_gib']:.3f}: ratio "
-                  f"{spread(row['ratios_cpu_s_per_gib'])}  A/A {spread(row['aa_cpu_s_per_gib'])}", flush=True)
+            print(
+                f"    CPU-s/GiB  xferscope workers {row['xs_cpu_s_per_gib']:.3f} (process "
+                f"{row['xs_process_cpu_s_per_gib']:.3f}), fio {row['fio_cpu_s_per_gib']:.3f}: ratio "
+                f"{spread(row['ratios_cpu_s_per_gib'])}  A/A {spread(row['aa_cpu_s_per_gib'])}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"# load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

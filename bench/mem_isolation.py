@@ -15,6 +15,7 @@ Each figure is the engine's own (the median of its windows). Printed per round, 
 inverse). The load average and the busiest processes are printed before and after: on a busy machine
 the figures move with the neighbours.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,11 +37,15 @@ KINDS = ("in-process", "in-process'", "isolated")
 def measure(kind: str, buffer: int, seconds: float, threads: int) -> dict:
     sweep_of = MemRun if kind == "isolated" else MemSweep
     idle = sweep_of(MemSpec(mode="idle", buffer_bytes=buffer, point_seconds=seconds, whole_idle=False)).run()
-    peak = sweep_of(MemSpec(mode="peak", traffic=("R",), buffer_bytes=buffer, point_seconds=seconds,
-                            threads=threads)).run()
+    peak = sweep_of(
+        MemSpec(mode="peak", traffic=("R",), buffer_bytes=buffer, point_seconds=seconds, threads=threads)
+    ).run()
     point = idle.idle_points[0]
-    return {"latency_ns": point.latency_ns, "windows_short": point.windows_short,
-            "bandwidth_mb_s": peak.peak_points[0].bandwidth_mb_s}
+    return {
+        "latency_ns": point.latency_ns,
+        "windows_short": point.windows_short,
+        "bandwidth_mb_s": peak.peak_points[0].bandwidth_mb_s,
+    }
 
 
 def machine_load() -> str:
@@ -58,16 +63,20 @@ def main() -> int:
     ap.add_argument("--json", help="write every round's figures to FILE")
     args = ap.parse_args()
     buffer = parse_size(args.buffer)
-    print(f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{time.strftime('%Y-%m-%d %H:%M %Z')}")
+    print(
+        f"{platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
+        f"{time.strftime('%Y-%m-%d %H:%M %Z')}"
+    )
     print("before:", machine_load())
     rounds = []
     for r in range(args.rounds):
-        order = KINDS[r % len(KINDS):] + KINDS[:r % len(KINDS)]
+        order = KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]
         figures = {kind: measure(kind, buffer, args.seconds, args.threads) for kind in order}
         rounds.append(figures)
-        print(f"round {r + 1} ({' > '.join(order)}): " + "; ".join(
-            f"{k} {figures[k]['latency_ns']:.1f} ns {figures[k]['bandwidth_mb_s']:.0f} MB/s" for k in KINDS))
+        print(
+            f"round {r + 1} ({' > '.join(order)}): "
+            + "; ".join(f"{k} {figures[k]['latency_ns']:.1f} ns {figures[k]['bandwidth_mb_s']:.0f} MB/s" for k in KINDS)
+        )
     print("after:", machine_load())
     print(RULE)
     summary = {}

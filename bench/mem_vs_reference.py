@@ -22,6 +22,7 @@ converted here to MB/s), and once a full default loaded-latency sweep (MLC's 19 
 point (goal: within 15 s after allocation).
 The reference binaries are built by the person running this, outside the repository.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,12 +42,24 @@ MIB_TO_MB = (1 << 20) / 1e6
 
 
 def ours_idle(buffer: int, stride: int, seconds: float, pages: str, locality: str) -> dict:
-    spec = MemSpec(mode="idle", strides=(stride,), buffer_bytes=buffer, point_seconds=seconds, pages=pages,
-                   locality=locality, whole_idle=False)
+    spec = MemSpec(
+        mode="idle",
+        strides=(stride,),
+        buffer_bytes=buffer,
+        point_seconds=seconds,
+        pages=pages,
+        locality=locality,
+        whole_idle=False,
+    )
     result = MemSweep(spec).run()
     point = result.idle_points[0]
-    return {"median_ns": point.latency_ns, "min_ns": point.latency_min_ns, "locality": point.locality,
-            "pages": dict(result.pages_obtained), "windows_short": point.windows_short}
+    return {
+        "median_ns": point.latency_ns,
+        "min_ns": point.latency_min_ns,
+        "locality": point.locality,
+        "pages": dict(result.pages_obtained),
+        "windows_short": point.windows_short,
+    }
 
 
 def multichase_idle(binary: str, buffer: int, stride: int, seconds: float, pages: str, locality: str) -> dict:
@@ -56,8 +69,12 @@ def multichase_idle(binary: str, buffer: int, stride: int, seconds: float, pages
     cmd += ["-T", str(buffer)] if locality == "whole" else []
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     samples = [float(m.group(1)) for m in re.finditer(r"avg=([\d.]+)", out)]
-    return {"median_ns": statistics.median(samples), "min_ns": min(samples), "samples": len(samples),
-            "command": " ".join(cmd[1:])}
+    return {
+        "median_ns": statistics.median(samples),
+        "min_ns": min(samples),
+        "samples": len(samples),
+        "command": " ".join(cmd[1:]),
+    }
 
 
 IDLE_VARIANTS = ("xs", "mc", "xs_aa")
@@ -78,23 +95,35 @@ def idle_case(args, buffer: int, stride: int, pages: str, locality: str) -> dict
     for rnd in range(args.rounds):
         for variant in rotated(IDLE_VARIANTS, rnd):
             if variant == "mc":
-                runs[variant].append(multichase_idle(args.multichase, buffer, stride, args.seconds, pages,
-                                                     locality))
+                runs[variant].append(multichase_idle(args.multichase, buffer, stride, args.seconds, pages, locality))
             else:
                 runs[variant].append(ours_idle(buffer, stride, args.seconds, pages, locality))
-        print(f"    round {rnd}: " + "  ".join(f"{v} {runs[v][-1]['median_ns']:.1f}" for v in IDLE_VARIANTS),
-              flush=True)
+        print(
+            f"    round {rnd}: " + "  ".join(f"{v} {runs[v][-1]['median_ns']:.1f}" for v in IDLE_VARIANTS), flush=True
+        )
     ratios = [x["median_ns"] / m["median_ns"] for x, m in zip(runs["xs"], runs["mc"])]
     aa = [x["median_ns"] / a["median_ns"] for x, a in zip(runs["xs"], runs["xs_aa"])]
     best = [x["min_ns"] / m["min_ns"] for x, m in zip(runs["xs"], runs["mc"])]
-    return {"stride": stride, "pages": pages, "locality": locality, "runs": runs,
-            "xferscope_ns": statistics.median(r["median_ns"] for r in runs["xs"]),
-            "multichase_ns": statistics.median(r["median_ns"] for r in runs["mc"]),
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "aa": statistics.median(aa), "aa_min": min(aa), "aa_max": max(aa),
-            "ratio_of_bests": statistics.median(best), "xferscope_locality": runs["xs"][0]["locality"],
-            "xferscope_pages": runs["xs"][0]["pages"], "multichase_command": runs["mc"][0]["command"],
-            "ratios": ratios, "aa_ratios": aa}
+    return {
+        "stride": stride,
+        "pages": pages,
+        "locality": locality,
+        "runs": runs,
+        "xferscope_ns": statistics.median(r["median_ns"] for r in runs["xs"]),
+        "multichase_ns": statistics.median(r["median_ns"] for r in runs["mc"]),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "aa": statistics.median(aa),
+        "aa_min": min(aa),
+        "aa_max": max(aa),
+        "ratio_of_bests": statistics.median(best),
+        "xferscope_locality": runs["xs"][0]["locality"],
+        "xferscope_pages": runs["xs"][0]["pages"],
+        "multichase_command": runs["mc"][0]["command"],
+        "ratios": ratios,
+        "aa_ratios": aa,
+    }
 
 
 def ours_peak_read(load_bytes: int, threads: int, seconds: float) -> dict:
@@ -163,13 +192,24 @@ def main() -> int:
     buffer, load_bytes = parse_size(args.buffer), parse_size(args.load_buffer)
     strides = [int(s) for s in args.strides.split(",")]
     report: dict = {
-        "machine": {"cpu": platform.processor(), "cpus": len(allowed_cpus()), "llc_bytes": llc_bytes(),
-                    "kernel": platform.release(), "python": platform.python_version(), "load_before": load()},
-        "args": vars(args), "idle": [], "peak_read": {}, "sweeps": [],
+        "machine": {
+            "cpu": platform.processor(),
+            "cpus": len(allowed_cpus()),
+            "llc_bytes": llc_bytes(),
+            "kernel": platform.release(),
+            "python": platform.python_version(),
+            "load_before": load(),
+        },
+        "args": vars(args),
+        "idle": [],
+        "peak_read": {},
+        "sweeps": [],
     }
     try:
         with open("/proc/cpuinfo") as fh:
-            report["machine"]["cpu"] = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+            report["machine"]["cpu"] = next(
+                line.split(":", 1)[1].strip() for line in fh if line.startswith("model name")
+            )
     except (OSError, StopIteration):
         pass
     print(f"machine: {report['machine']}")
@@ -181,10 +221,13 @@ def main() -> int:
                 print(f"  stride {stride}, pages {pages}, locality {locality}:", flush=True)
                 case = idle_case(args, buffer, stride, pages, locality)
                 report["idle"].append(case)
-                print(f"  stride {stride} {pages} {locality} ({case['xferscope_locality']}; multichase "
-                      f"{case['multichase_command']}): xferscope {case['xferscope_ns']:.1f} ns, multichase "
-                      f"{case['multichase_ns']:.1f} ns, ratio {spread(case['ratios'])}, A/A "
-                      f"{spread(case['aa_ratios'])}, ratio of bests {case['ratio_of_bests']:.3f}", flush=True)
+                print(
+                    f"  stride {stride} {pages} {locality} ({case['xferscope_locality']}; multichase "
+                    f"{case['multichase_command']}): xferscope {case['xferscope_ns']:.1f} ns, multichase "
+                    f"{case['multichase_ns']:.1f} ns, ratio {spread(case['ratios'])}, A/A "
+                    f"{spread(case['aa_ratios'])}, ratio of bests {case['ratio_of_bests']:.3f}",
+                    flush=True,
+                )
 
     if not args.idle_only:
         ours, ref = [], []
@@ -195,18 +238,27 @@ def main() -> int:
             print(f"  peak read round {r}: xferscope {ours[-1]}  multiload {ref[-1]}", flush=True)
         o_bw = statistics.median(x["mb_s"] for x in ours)
         m_bw = statistics.median(x["mb_s"] for x in ref)
-        report["peak_read"] = {"threads": args.threads, "xferscope_mb_s": o_bw, "multiload_mb_s": m_bw,
-                               "ratio": o_bw / m_bw}
-        print(f"peak read bandwidth, {args.threads} threads: xferscope {o_bw:.0f} MB/s / multiload stream-sum "
-              f"{m_bw:.0f} MB/s = {ratio(o_bw, m_bw)}", flush=True)
+        report["peak_read"] = {
+            "threads": args.threads,
+            "xferscope_mb_s": o_bw,
+            "multiload_mb_s": m_bw,
+            "ratio": o_bw / m_bw,
+        }
+        print(
+            f"peak read bandwidth, {args.threads} threads: xferscope {o_bw:.0f} MB/s / multiload stream-sum "
+            f"{m_bw:.0f} MB/s = {ratio(o_bw, m_bw)}",
+            flush=True,
+        )
 
         for traffic in [t for t in args.sweep_traffic.split(",") if t]:
             sweep = timed_sweep(args.sweep_seconds, traffic)
             report["sweeps"].append(sweep)
-            print(f"sweep {traffic}: {sweep['points']} delays at {args.sweep_seconds} s/point: "
-                  f"{sweep['loaded_points_s']:.2f} s after the idle point "
-                  f"(allocation + calibration + idle point: {sweep['until_idle_point_s']:.2f} s); idle "
-                  f"{sweep['idle_ns']:.1f} ns")
+            print(
+                f"sweep {traffic}: {sweep['points']} delays at {args.sweep_seconds} s/point: "
+                f"{sweep['loaded_points_s']:.2f} s after the idle point "
+                f"(allocation + calibration + idle point: {sweep['until_idle_point_s']:.2f} s); idle "
+                f"{sweep['idle_ns']:.1f} ns"
+            )
             for row in sweep["rows"]:
                 print(f"    {row[0]:05d}  {row[1]:8.2f}  {row[2]:10.1f}")
             for w in sweep["warnings"]:

@@ -16,6 +16,7 @@ doctor: failed checks that name a signal, and doctor runs that died.
 Goal: 0 crashes of the CLI or of doctor, 0 engine deaths, nothing left behind, GPU memory back after
 every run. Prints a table for bench/RESULTS.md; exit status 1 when a goal was missed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,10 @@ def gpu_memory_mib() -> float | None:
     except Exception:
         return None
     try:
-        return sum(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used
-                   for i in range(pynvml.nvmlDeviceGetCount())) / (1 << 20)
+        return sum(
+            pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used
+            for i in range(pynvml.nvmlDeviceGetCount())
+        ) / (1 << 20)
     except Exception:
         return None
     finally:
@@ -110,9 +113,11 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="xferscope-repeat-", dir=args.dir)
     out_json = os.path.join(tempfile.mkdtemp(prefix="xferscope-repeat-out-"), "run.json")
     xs = [sys.executable, "-m", "xferscope.cli"]
-    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}; "
-          f"load {os.getloadavg()[0]:.2f}; {args.runs} runs of each of {args.paths}, {args.seconds:g} s, "
-          f"{args.size} {args.bs} in {args.dir}; {args.doctor} doctor runs, {args.jobs} at a time")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}; "
+        f"load {os.getloadavg()[0]:.2f}; {args.runs} runs of each of {args.paths}, {args.seconds:g} s, "
+        f"{args.size} {args.bs} in {args.dir}; {args.doctor} doctor runs, {args.jobs} at a time"
+    )
     rows = []
     good = True
     lanes = max(1, args.jobs)
@@ -121,8 +126,10 @@ def main() -> None:
     for d in lane_dirs:
         os.mkdir(d)
     if lanes > 1:
-        print(f"{lanes} runs at a time, each in a directory of its own; GPU memory is checked against the level "
-              f"before each path's first run once all its runs have ended (runs beside each other share the GPU)")
+        print(
+            f"{lanes} runs at a time, each in a directory of its own; GPU memory is checked against the level "
+            f"before each path's first run once all its runs have ended (runs beside each other share the GPU)"
+        )
 
     def one_run(path: str, i: int) -> tuple[str, str | None, list[str]]:
         """(outcome, cuFile mode, notes) of the i-th run of path, in lane i % lanes."""
@@ -131,8 +138,24 @@ def main() -> None:
         notes: list[str] = []
         before = gpu_memory_mib() if lanes == 1 else None
         rc, _, err, engines = run_watched(
-            xs + ["run", "--path", path, "-T", str(args.seconds), "-s", args.size, "--bs", args.bs,
-                  "--dir", where, "--json", out], timeout=args.seconds + 300)
+            xs
+            + [
+                "run",
+                "--path",
+                path,
+                "-T",
+                str(args.seconds),
+                "-s",
+                args.size,
+                "--bs",
+                args.bs,
+                "--dir",
+                where,
+                "--json",
+                out,
+            ],
+            timeout=args.seconds + 300,
+        )
         died = re.search(r"died by (SIG\w+)", err)
         mode = None
         if rc < 0:
@@ -243,14 +266,18 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(os.path.dirname(out_json), ignore_errors=True)
     print()
-    print("| what | runs | ok | engine died | CLI crashed | other failures | left behind | GPU memory not back | "
-          "cuFile mode |")
+    print(
+        "| what | runs | ok | engine died | CLI crashed | other failures | left behind | GPU memory not back | "
+        "cuFile mode |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for what, n, t, modes, _minutes in rows:
         other = t["failed"] + t["no report"] + t["check crashed"]
-        print(f"| {what} | {n} | {t['ok']} | {t['engine died']} | {t['cli crashed'] + t['doctor crashed']} | {other} "
-              f"| {t['engine left'] + t['scratch left']} | {t['gpu memory not back']} | "
-              f"{', '.join(f'{k} {v}' for k, v in modes.items()) or '-'} |")
+        print(
+            f"| {what} | {n} | {t['ok']} | {t['engine died']} | {t['cli crashed'] + t['doctor crashed']} | {other} "
+            f"| {t['engine left'] + t['scratch left']} | {t['gpu memory not back']} | "
+            f"{', '.join(f'{k} {v}' for k, v in modes.items()) or '-'} |"
+        )
     print("goals met" if good else "goals NOT met")
     sys.exit(0 if good else 1)
 

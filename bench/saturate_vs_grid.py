@@ -17,6 +17,7 @@ The search and the grid run minutes apart; on a shared or virtual disk the same 
 ``--confirm-rounds`` interleaved rounds (order rotated) and their paired ratio is judged by compare's rule: the
 like-for-like answer to "did the search find a plateau as high as the grid's best?".
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,8 @@ import tempfile
 import time
 from pathlib import Path
 
-POINT_SHARE = 0.40   # the search may measure at most this share of the grid's points
-GRID_WITHIN = 0.10   # the grid's best point within this of the reported plateau
+POINT_SHARE = 0.40  # the search may measure at most this share of the grid's points
+GRID_WITHIN = 0.10  # the grid's best point within this of the reported plateau
 
 GRID = """name = "saturate-grid"
 kind = "io"
@@ -61,8 +62,26 @@ def xferscope(*args: str) -> subprocess.CompletedProcess:
 
 
 def run_mib_s(args, data_file: str, bs: int, workers: int, depth: int) -> float:
-    proc = xferscope("run", "--path", args.path, "--bs", str(bs), "-w", str(workers), "--iodepth", str(depth),
-                     "-T", str(args.seconds), "-s", args.size, "--file", data_file, "--keep", "--format", "json")
+    proc = xferscope(
+        "run",
+        "--path",
+        args.path,
+        "--bs",
+        str(bs),
+        "-w",
+        str(workers),
+        "--iodepth",
+        str(depth),
+        "-T",
+        str(args.seconds),
+        "-s",
+        args.size,
+        "--file",
+        data_file,
+        "--keep",
+        "--format",
+        "json",
+    )
     return json.loads(proc.stdout)["throughput_mib_s"]
 
 
@@ -73,7 +92,7 @@ def confirm(args, data_file: str, bs: int, mine: tuple[int, int], theirs: tuple[
     plateau, grid_best = [], []
     for round_no in range(args.confirm_rounds):
         order = [(mine, plateau), (theirs, grid_best)]
-        for (workers, depth), into in (order if round_no % 2 == 0 else order[::-1]):
+        for (workers, depth), into in order if round_no % 2 == 0 else order[::-1]:
             into.append(run_mib_s(args, data_file, bs, workers, depth))
     return paired_verdict(plateau, grid_best)
 
@@ -115,16 +134,41 @@ def main() -> int:
     started = time.time()
     load_before = load()
     try:
-        xferscope("saturate", "--path", args.path, "--bs", args.bs, "--max-workers", str(args.max_workers),
-                  "--max-qd", str(args.max_qd), "-T", str(args.seconds), "-s", args.size, "--file", data_file,
-                  "--keep", "--json", sat_json)
+        xferscope(
+            "saturate",
+            "--path",
+            args.path,
+            "--bs",
+            args.bs,
+            "--max-workers",
+            str(args.max_workers),
+            "--max-qd",
+            str(args.max_qd),
+            "-T",
+            str(args.seconds),
+            "-s",
+            args.size,
+            "--file",
+            data_file,
+            "--keep",
+            "--json",
+            sat_json,
+        )
         search_s = time.time() - started
         profile = os.path.join(work, "grid.toml")
         with open(profile, "w") as fh:
-            fh.write(GRID.format(reps=args.grid_reps, seconds=args.seconds, path=args.path, file=data_file,
-                                 size=args.size, blocks=", ".join(f'"{b}"' for b in blocks),
-                                 workers=", ".join(str(w) for w in range(1, args.max_workers + 1)),
-                                 depths=", ".join(map(str, depths))))
+            fh.write(
+                GRID.format(
+                    reps=args.grid_reps,
+                    seconds=args.seconds,
+                    path=args.path,
+                    file=data_file,
+                    size=args.size,
+                    blocks=", ".join(f'"{b}"' for b in blocks),
+                    workers=", ".join(str(w) for w in range(1, args.max_workers + 1)),
+                    depths=", ".join(map(str, depths)),
+                )
+            )
         grid_started = time.time()
         xferscope("replay", profile, "--results", grid_json)
         grid_s = time.time() - grid_started
@@ -149,8 +193,10 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     load_after = load()
 
-    print(f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-          f"{time.strftime('%Y-%m-%d %H:%M')}; load average before {load_before}, after {load_after}")
+    print(
+        f"# {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{time.strftime('%Y-%m-%d %H:%M')}; load average before {load_before}, after {load_after}"
+    )
     print(f"# search {search_s:.0f} s, grid {grid_s:.0f} s ({args.grid_reps} runs a point, {args.seconds:g} s a run)")
     failed = False
     for series in measured(sat, args.path):
@@ -161,16 +207,20 @@ def main() -> int:
         ratio = grid_best / plateau if plateau else float("nan")
         ok_points, ok_best = share <= POINT_SHARE, abs(ratio - 1) <= GRID_WITHIN
         failed |= not (ok_points and ok_best)
-        print(f"{series['label']}: knee {series['knee']['workers']}w x qd {series['knee']['iodepth']}, "
-              f"{series['points_measured']} of {series['grid_points']} points ({share:.0%}, "
-              f"{'ok' if ok_points else 'over'} {POINT_SHARE:.0%}), {series['runs']} runs; "
-              f"plateau {plateau:.1f} MiB/s, "
-              f"grid best {grid_best:.1f} MiB/s at {label}: grid best / plateau {ratio:.3f} "
-              f"({'within' if ok_best else 'outside'} {GRID_WITHIN:.0%})")
+        print(
+            f"{series['label']}: knee {series['knee']['workers']}w x qd {series['knee']['iodepth']}, "
+            f"{series['points_measured']} of {series['grid_points']} points ({share:.0%}, "
+            f"{'ok' if ok_points else 'over'} {POINT_SHARE:.0%}), {series['runs']} runs; "
+            f"plateau {plateau:.1f} MiB/s, "
+            f"grid best {grid_best:.1f} MiB/s at {label}: grid best / plateau {ratio:.3f} "
+            f"({'within' if ok_best else 'outside'} {GRID_WITHIN:.0%})"
+        )
         if bs in confirmed:
             verdict = confirmed[bs]
-            print(f"  interleaved, {verdict.rounds} rounds: grid best / plateau point {verdict.spread()} "
-                  f"({verdict.word}; within 10%: {'yes' if abs(verdict.ratio - 1) <= GRID_WITHIN else 'no'})")
+            print(
+                f"  interleaved, {verdict.rounds} rounds: grid best / plateau point {verdict.spread()} "
+                f"({verdict.word}; within 10%: {'yes' if abs(verdict.ratio - 1) <= GRID_WITHIN else 'no'})"
+            )
         print(f"  {series['verdict_line']}")
     if args.keep:
         print(f"# files: {sat_json}, {grid_json}")

@@ -22,6 +22,7 @@ the first --warmup minutes), the runs, the failures, what was left behind. Goals
 5 MiB an hour and file descriptors flat for the console; GPU memory back at its baseline after each run;
 0 crashes; nothing left behind. --log FILE keeps every sample as CSV.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -47,6 +48,7 @@ MIB = float(1 << 20)
 
 # ------------------------------------------------------------------ what is measured
 
+
 def gpu_memory_mib() -> float | None:
     """GPU memory used on all GPUs (MiB), or None without NVML or a GPU."""
     try:
@@ -59,8 +61,7 @@ def gpu_memory_mib() -> float | None:
         n = pynvml.nvmlDeviceGetCount()
         if not n:
             return None
-        return sum(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used
-                   for i in range(n)) / MIB
+        return sum(pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i)).used for i in range(n)) / MIB
     except Exception:
         return None
     finally:
@@ -164,6 +165,7 @@ def scratch_in(directory: str) -> list[str]:
 
 # ------------------------------------------------------------------ the console in tmux
 
+
 def tmux(*args: str, check: bool = True) -> str:
     return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=check).stdout
 
@@ -172,14 +174,27 @@ def screen() -> str:
     return tmux("capture-pane", "-p", "-t", "soak", check=False)
 
 
-def soak_console(args, paths: list[str], until: float, t0: float, tally: Tally, readings: list[Reading],
-                 log, progress) -> None:
-    cmd = [sys.executable, "-m", "xferscope.cli", "tui", "--start", "--dir", args.dir, "--size", args.size,
-           "--bs", args.bs, "--duration", str(args.run_seconds)]
+def soak_console(
+    args, paths: list[str], until: float, t0: float, tally: Tally, readings: list[Reading], log, progress
+) -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "tui",
+        "--start",
+        "--dir",
+        args.dir,
+        "--size",
+        args.size,
+        "--bs",
+        args.bs,
+        "--duration",
+        str(args.run_seconds),
+    ]
     if paths != ["default"]:
         cmd += ["--path", paths[0]]  # several paths: the console's default (host and every GPU path here)
-    tmux("new-session", "-d", "-s", "soak", "-x", str(args.cols), "-y", str(args.rows),
-         "exec " + shlex.join(cmd))
+    tmux("new-session", "-d", "-s", "soak", "-x", str(args.cols), "-y", str(args.rows), "exec " + shlex.join(cmd))
     console = psutil.Process(int(tmux("display-message", "-p", "-t", "soak", "#{pane_pid}").strip()))
     next_sample = time.monotonic()
     idle_since: float | None = None
@@ -207,10 +222,15 @@ def soak_console(args, paths: list[str], until: float, t0: float, tally: Tally, 
                 elif "Run failed" in text:
                     tally.failures.append("console: " + " ".join(text.split())[-200:])
                 gpu = gpu_memory_mib()
-                if gpu is not None and readings and readings[0].gpu_mib is not None \
-                        and gpu > readings[0].gpu_mib + args.gpu_slack_mib:
-                    tally.gpu_not_back.append(f"console, after run {tally.runs}: {gpu:.0f} MiB used "
-                                              f"(baseline {readings[0].gpu_mib:.0f})")
+                if (
+                    gpu is not None
+                    and readings
+                    and readings[0].gpu_mib is not None
+                    and gpu > readings[0].gpu_mib + args.gpu_slack_mib
+                ):
+                    tally.gpu_not_back.append(
+                        f"console, after run {tally.runs}: {gpu:.0f} MiB used (baseline {readings[0].gpu_mib:.0f})"
+                    )
                 tmux("send-keys", "-t", "soak", "l")
                 time.sleep(0.3)
                 tmux("send-keys", "-t", "soak", "r")
@@ -234,8 +254,18 @@ def soak_console(args, paths: list[str], until: float, t0: float, tally: Tally, 
 
 # ------------------------------------------------------------------ the CLI, a process per run
 
-def soak_cli(args, paths: list[str], until: float, t0: float, tally: Tally, readings: list[Reading], log,
-             machine_paths: list[str], progress) -> None:
+
+def soak_cli(
+    args,
+    paths: list[str],
+    until: float,
+    t0: float,
+    tally: Tally,
+    readings: list[Reading],
+    log,
+    machine_paths: list[str],
+    progress,
+) -> None:
     out_dir = tempfile.mkdtemp(prefix="xferscope-soak-out-")
     i = 0
     try:
@@ -244,9 +274,24 @@ def soak_cli(args, paths: list[str], until: float, t0: float, tally: Tally, read
             path = chosen[i % len(chosen)]
             i += 1
             base_gpu = gpu_memory_mib()
-            cmd = [sys.executable, "-m", "xferscope.cli", "run", "--path", path, "--dir", args.dir, "--size",
-                   args.size, "--bs", args.bs, "--duration", str(args.run_seconds), "--json",
-                   os.path.join(out_dir, "run.json")]
+            cmd = [
+                sys.executable,
+                "-m",
+                "xferscope.cli",
+                "run",
+                "--path",
+                path,
+                "--dir",
+                args.dir,
+                "--size",
+                args.size,
+                "--bs",
+                args.bs,
+                "--duration",
+                str(args.run_seconds),
+                "--json",
+                os.path.join(out_dir, "run.json"),
+            ]
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
             ps = psutil.Process(proc.pid)
             peak, fds = 0.0, 0
@@ -288,18 +333,22 @@ def soak_cli(args, paths: list[str], until: float, t0: float, tally: Tally, read
 
 # ------------------------------------------------------------------ reporting
 
+
 def log_reading(log, r: Reading) -> None:
     if log is not None:
-        log.writerow({k: ("" if v is None else (f"{v:.3f}" if isinstance(v, float) else v))
-                      for k, v in vars(r).items()})
+        log.writerow(
+            {k: ("" if v is None else (f"{v:.3f}" if isinstance(v, float) else v)) for k, v in vars(r).items()}
+        )
         LOG_FILES[-1].flush()
 
 
 def report(readings: list[Reading], tally: Tally, warmup_s: float, elapsed: float) -> bool:
     """Print the trend; True when the goals were met."""
     ok = True
-    print(f"--- after {elapsed / 60:.1f} min: {tally.runs} runs, {len(tally.crashes)} crashes, "
-          f"{len(tally.failures)} other failures")
+    print(
+        f"--- after {elapsed / 60:.1f} min: {tally.runs} runs, {len(tally.crashes)} crashes, "
+        f"{len(tally.failures)} other failures"
+    )
     console = [r for r in readings if r.mode == "console"]
     if console:
         steady = [r for r in console if r.t >= console[0].t + warmup_s] or console
@@ -307,29 +356,41 @@ def report(readings: list[Reading], tally: Tally, warmup_s: float, elapsed: floa
         fd_values = sorted({r.fds for r in steady})
         quarter = max(1, len(steady) // 4)
         fds_early, fds_late = max(r.fds for r in steady[:quarter]), max(r.fds for r in steady[-quarter:])
-        print(f"console RSS: first {console[0].rss_mib:.1f} MiB, after warm-up {steady[0].rss_mib:.1f}, "
-              f"last {console[-1].rss_mib:.1f}, max {max(r.rss_mib for r in console):.1f}; "
-              f"slope {rss_slope:+.2f} MiB/hour (goal < 5)")
-        print(f"console fds: first {console[0].fds}, last {console[-1].fds}, after warm-up "
-              f"{fd_values[0]}..{fd_values[-1]} (the most in the first quarter {fds_early}, in the last "
-              f"{fds_late}: 3 more while a run is on, its engine's pipes); "
-              f"threads {console[0].threads}..{max(r.threads for r in console)}; "
-              f"children at most {max(r.children for r in console)}")
+        print(
+            f"console RSS: first {console[0].rss_mib:.1f} MiB, after warm-up {steady[0].rss_mib:.1f}, "
+            f"last {console[-1].rss_mib:.1f}, max {max(r.rss_mib for r in console):.1f}; "
+            f"slope {rss_slope:+.2f} MiB/hour (goal < 5)"
+        )
+        print(
+            f"console fds: first {console[0].fds}, last {console[-1].fds}, after warm-up "
+            f"{fd_values[0]}..{fd_values[-1]} (the most in the first quarter {fds_early}, in the last "
+            f"{fds_late}: 3 more while a run is on, its engine's pipes); "
+            f"threads {console[0].threads}..{max(r.threads for r in console)}; "
+            f"children at most {max(r.children for r in console)}"
+        )
         engine = [r.engine_rss_mib for r in console if r.engine_rss_mib is not None]
         if engine:
             print(f"engine process RSS: {min(engine):.1f}..{max(engine):.1f} MiB")
         ok = ok and rss_slope < 5.0 and fds_late <= fds_early
     cli = [r for r in readings if r.mode == "cli"]
     if cli:
-        print(f"cli: peak RSS per run {min(tally.cli_peak_rss):.1f}..{max(tally.cli_peak_rss):.1f} MiB "
-              f"(slope {slope_per_hour([(r.t, r.rss_mib) for r in cli]):+.2f} MiB/hour), "
-              f"fds at the end {min(tally.cli_fds)}..{max(tally.cli_fds)}")
+        print(
+            f"cli: peak RSS per run {min(tally.cli_peak_rss):.1f}..{max(tally.cli_peak_rss):.1f} MiB "
+            f"(slope {slope_per_hour([(r.t, r.rss_mib) for r in cli]):+.2f} MiB/hour), "
+            f"fds at the end {min(tally.cli_fds)}..{max(tally.cli_fds)}"
+        )
     gpu = [r.gpu_mib for r in readings if r.gpu_mib is not None]
     if gpu:
-        print(f"GPU memory used: {min(gpu):.0f}..{max(gpu):.0f} MiB; not back at baseline after "
-              f"{len(tally.gpu_not_back)} runs")
-    for what, items in (("crash", tally.crashes), ("failure", tally.failures),
-                        ("GPU memory not back", tally.gpu_not_back), ("left behind", tally.left_behind)):
+        print(
+            f"GPU memory used: {min(gpu):.0f}..{max(gpu):.0f} MiB; not back at baseline after "
+            f"{len(tally.gpu_not_back)} runs"
+        )
+    for what, items in (
+        ("crash", tally.crashes),
+        ("failure", tally.failures),
+        ("GPU memory not back", tally.gpu_not_back),
+        ("left behind", tally.left_behind),
+    ):
         for item in items[:10]:
             print(f"  {what}: {item}")
         if len(items) > 10:
@@ -341,8 +402,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--mode", choices=("console", "cli", "both"), default="console")
-    ap.add_argument("--paths", default="host",
-                    help="comma list, `gpu` (every GPU path that runs here) or `default` (host and those)")
+    ap.add_argument(
+        "--paths",
+        default="host",
+        help="comma list, `gpu` (every GPU path that runs here) or `default` (host and those)",
+    )
     ap.add_argument("--dir", default="/var/tmp", help="directory for the scratch files (O_DIRECT must work)")
     ap.add_argument("--size", default="64M")
     ap.add_argument("--bs", default="64K")
@@ -350,8 +414,12 @@ def main() -> None:
     ap.add_argument("--every", type=float, default=10.0, help="seconds between samples of the console")
     ap.add_argument("--report", type=float, default=10.0, help="minutes between trend reports")
     ap.add_argument("--warmup", type=float, default=2.0, help="minutes left out of the slopes")
-    ap.add_argument("--gpu-slack-mib", type=float, default=64.0,
-                    help="GPU memory above the baseline still counted as back at it (other processes)")
+    ap.add_argument(
+        "--gpu-slack-mib",
+        type=float,
+        default=64.0,
+        help="GPU memory above the baseline still counted as back at it (other processes)",
+    )
     ap.add_argument("--cols", type=int, default=100)
     ap.add_argument("--rows", type=int, default=30)
     ap.add_argument("--log", help="CSV file for every sample")
@@ -375,9 +443,11 @@ def main() -> None:
             raise SystemExit("no GPU path runs here: " + "; ".join(f"{p}: {avail[p]}" for p in GPU_PATHS))
     else:
         paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}, "
-          f"Python {platform.python_version()}; load {os.getloadavg()[0]:.2f}; {args.minutes:g} min of {args.mode} "
-          f"runs of {','.join(paths)}, {args.run_seconds:g} s each, {args.size} {args.bs} in {args.dir}")
+    print(
+        f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}, "
+        f"Python {platform.python_version()}; load {os.getloadavg()[0]:.2f}; {args.minutes:g} min of {args.mode} "
+        f"runs of {','.join(paths)}, {args.run_seconds:g} s each, {args.size} {args.bs} in {args.dir}"
+    )
     args.dir = tempfile.mkdtemp(prefix="xferscope-soak-", dir=args.dir)  # scratch files here, and only here
     log = None
     log_fh = None

@@ -21,6 +21,7 @@ drift of a shared virtual machine), the console's own CPU as it reports it (its 
 timed region, percent of one core: the engine runs in a process of its own) and the difference in the
 engine process's CPU between the two runs of a round over the run's seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,25 @@ NOTE = re.compile(r"it used ([\d.]+) CPU-s over ([\d.]+) s of runs \(([\d.]+)% o
 
 
 def headless(path: str, io: str, bs: str, buffered: bool, seconds: float) -> dict:
-    cmd = [sys.executable, "-m", "xferscope.cli", "run", "--path", "host", "--io", io, "--bs", bs,
-           "--duration", str(seconds), "--file", path, "--keep", "--format", "json"] + (["--buffered"] * buffered)
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "run",
+        "--path",
+        "host",
+        "--io",
+        io,
+        "--bs",
+        bs,
+        "--duration",
+        str(seconds),
+        "--file",
+        path,
+        "--keep",
+        "--format",
+        "json",
+    ] + (["--buffered"] * buffered)
     d = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
     return {"mib_s": d["throughput_mib_s"], "seconds": d["seconds"], "cpu_s": d["cpu"]["cpu_seconds"]}
 
@@ -63,8 +81,7 @@ def tmux(*args: str, check: bool = True) -> str:
 
 
 def running() -> bool:
-    return subprocess.run(["tmux", "-L", SOCKET, "has-session", "-t", "console"],
-                          capture_output=True).returncode == 0
+    return subprocess.run(["tmux", "-L", SOCKET, "has-session", "-t", "console"], capture_output=True).returncode == 0
 
 
 def screen() -> str:
@@ -83,16 +100,41 @@ def wait_screen(needle: str, timeout: float) -> str:
     raise RuntimeError(f"the console never showed {needle!r}; it shows: {screen()}")
 
 
-def console(path: str, io: str, bs: str, buffered: bool, seconds: float, cols: int, rows: int,
-            workdir: str) -> dict:
+def console(path: str, io: str, bs: str, buffered: bool, seconds: float, cols: int, rows: int, workdir: str) -> dict:
     """One run in the console inside tmux; throughput from the CSV snapshot, own CPU from its screen."""
     for old in glob.glob(os.path.join(workdir, "xferscope-*")):
         os.unlink(old)
-    cmd = [sys.executable, "-m", "xferscope.cli", "tui", "--start", "--path", "host", "--file", path,
-           "--io", io, "--bs", bs, "--duration", str(seconds)] + (["--buffered"] * buffered)
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "tui",
+        "--start",
+        "--path",
+        "host",
+        "--file",
+        path,
+        "--io",
+        io,
+        "--bs",
+        bs,
+        "--duration",
+        str(seconds),
+    ] + (["--buffered"] * buffered)
     # a console that fails stays on screen with its error (Textual draws on stderr: leave it to the pane)
-    tmux("new-session", "-d", "-s", "console", "-x", str(cols), "-y", str(rows), "-c", workdir,
-         shlex.join(cmd) + ' || { echo "[the console exited with $?]"; sleep 60; }')
+    tmux(
+        "new-session",
+        "-d",
+        "-s",
+        "console",
+        "-x",
+        str(cols),
+        "-y",
+        str(rows),
+        "-c",
+        workdir,
+        shlex.join(cmd) + ' || { echo "[the console exited with $?]"; sleep 60; }',
+    )
     try:
         wait_screen("(whole run)", seconds + 60)
         tmux("send-keys", "-t", "console", "c")
@@ -113,9 +155,12 @@ def console(path: str, io: str, bs: str, buffered: bool, seconds: float, cols: i
         tmux("kill-server", check=False)
     row = next(csv.DictReader(Path(summary[0]).read_text().splitlines()))
     secs = float(row["seconds"])
-    return {"mib_s": float(row["throughput_mib_s"]), "seconds": secs,
-            "cpu_s": float(row["cpu_s_per_gib"]) * int(row["bytes"]) / GIB,
-            "own_pct": float(note.group(3)) if note else float("nan")}
+    return {
+        "mib_s": float(row["throughput_mib_s"]),
+        "seconds": secs,
+        "cpu_s": float(row["cpu_s_per_gib"]) * int(row["bytes"]) / GIB,
+        "own_pct": float(note.group(3)) if note else float("nan"),
+    }
 
 
 def main() -> None:
@@ -137,32 +182,37 @@ def main() -> None:
     xs = [sys.executable, "-m", "xferscope.cli", "run", "--file", path, "--keep", "--format", "json"]
     try:
         subprocess.run(xs + ["--size", args.size, "--duration", "0.2"], check=True, capture_output=True)
-        print(f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}, "
-              f"Python {platform.python_version()}; file {args.size} in {args.dir}; {args.seconds:g} s a run, "
-              f"{args.rounds} rounds, console in tmux {args.cols}x{args.rows}")
-        print(f"{'case':<24}{'console MiB/s':>14}{'headless MiB/s':>16}{'ratio':>7}{'own CPU':>9}"
-              f"{'Δ process CPU':>15}")
+        print(
+            f"machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.platform(terse=True)}, "
+            f"Python {platform.python_version()}; file {args.size} in {args.dir}; {args.seconds:g} s a run, "
+            f"{args.rounds} rounds, console in tmux {args.cols}x{args.rows}"
+        )
+        print(f"{'case':<24}{'console MiB/s':>14}{'headless MiB/s':>16}{'ratio':>7}{'own CPU':>9}{'Δ process CPU':>15}")
         for name, io, bs, buffered in (c for c in CASES if args.cases in c[0]):
             if buffered:  # bring the whole file into the page cache first
                 subprocess.run(xs + ["--buffered", "--duration", "2"], check=True, capture_output=True)
             with_console, without = [], []
             for i in range(args.rounds):
-                for use_console in ((True, False) if i % 2 == 0 else (False, True)):
+                for use_console in (True, False) if i % 2 == 0 else (False, True):
                     if use_console:
-                        with_console.append(console(path, io, bs, buffered, args.seconds, args.cols, args.rows,
-                                                    workdir))
+                        with_console.append(
+                            console(path, io, bs, buffered, args.seconds, args.cols, args.rows, workdir)
+                        )
                     else:
                         without.append(headless(path, io, bs, buffered, args.seconds))
             c = statistics.median(r["mib_s"] for r in with_console)
             h = statistics.median(r["mib_s"] for r in without)
             ratio = statistics.median(a["mib_s"] / b["mib_s"] for a, b in zip(with_console, without))
             own = statistics.median(r["own_pct"] for r in with_console)
-            extra = statistics.median((a["cpu_s"] - b["cpu_s"]) / a["seconds"] * 100
-                                      for a, b in zip(with_console, without))
+            extra = statistics.median(
+                (a["cpu_s"] - b["cpu_s"]) / a["seconds"] * 100 for a, b in zip(with_console, without)
+            )
             print(f"{name:<24}{c:>14.1f}{h:>16.1f}{ratio:>7.3f}{own:>8.1f}%{extra:>14.1f}%")
             for a, b in zip(with_console, without):
-                print(f"    console {a['mib_s']:8.1f} MiB/s {a['cpu_s']:6.3f} CPU-s (own {a['own_pct']:.1f}%) | "
-                      f"headless {b['mib_s']:8.1f} MiB/s {b['cpu_s']:6.3f} CPU-s | {a['mib_s'] / b['mib_s']:.3f}")
+                print(
+                    f"    console {a['mib_s']:8.1f} MiB/s {a['cpu_s']:6.3f} CPU-s (own {a['own_pct']:.1f}%) | "
+                    f"headless {b['mib_s']:8.1f} MiB/s {b['cpu_s']:6.3f} CPU-s | {a['mib_s'] / b['mib_s']:.3f}"
+                )
     finally:
         tmux("kill-server", check=False)
         shutil.rmtree(scratch, ignore_errors=True)

@@ -1,4 +1,5 @@
 """Shared fixtures: a directory where O_DIRECT works, and the CLI through its real entry point."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,13 @@ def direct_dir(tmp_path):
 
 def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> CliResult:
     """Run `python -m xferscope.cli ARGS` as a user would (a new process, the real entry point)."""
-    proc = subprocess.run([sys.executable, "-m", "xferscope.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, **(env or {})})
+    proc = subprocess.run(
+        [sys.executable, "-m", "xferscope.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+    )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
@@ -76,8 +82,9 @@ def full_fs(tmp_path):
     ``XFERSCOPE_TEST_WRITE_ERROR`` seam covers full disks there)."""
     mount = tmp_path / "full"
     mount.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", str(mount)],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k,mode=0777", "tmpfs", str(mount)], capture_output=True, text=True
+    )
     if proc.returncode:
         pytest.skip(f"cannot mount a small tmpfs here: {(proc.stderr or proc.stdout).strip() or 'not root'}")
     try:
@@ -143,5 +150,9 @@ def fifo_with_reader(tmp_path):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-snapshots", action="store_true", default=False,
-                     help="draw the console's snapshots in tests/snapshots again (look at them before committing)")
+    parser.addoption(
+        "--update-snapshots",
+        action="store_true",
+        default=False,
+        help="draw the console's snapshots in tests/snapshots again (look at them before committing)",
+    )

@@ -9,6 +9,7 @@ with "device memory" that is host memory. What this can check: the scheduling of
 (which interval overlaps which, how many buffers are in flight) and the data it moves
 (``--verify`` compares what reached the "GPU"). What it cannot: anything about a real GPU.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -66,18 +67,18 @@ class SimResources:
 
 @dataclass
 class Copy:
-    kind: str          # "htod" or "dtoh"
+    kind: str  # "htod" or "dtoh"
     stream: int
     dst: int
     src: int
     bytes: int
-    issued: int        # ns, CLOCK_MONOTONIC
+    issued: int  # ns, CLOCK_MONOTONIC
     landed: int
 
 
 @dataclass
 class Interval:
-    kind: int          # _iocore.TL_*
+    kind: int  # _iocore.TL_*
     lane: int
     buf: int
     t0: int
@@ -90,8 +91,8 @@ class Interval:
 class EngineRun:
     """What one run of an engine on the stand-ins left behind."""
 
-    timelines: list[list[Interval]]       # per worker
-    host_buffers: list[list[int]]         # per worker, the addresses of its pinned buffers
+    timelines: list[list[Interval]]  # per worker
+    host_buffers: list[list[int]]  # per worker, the addresses of its pinned buffers
     copies: list[Copy]
     cufile_calls: list[tuple]
     error: tuple[str, int] | None
@@ -132,5 +133,6 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
     log = _gpusim.log()
     copies = [Copy(*rec) for rec in log if rec[0] in ("htod", "dtoh")]
     calls = [rec for rec in log if rec[0].startswith("cufile")]
-    return EngineRun([[Interval(*r) for r in w["records"]] for w in raw], hosts, copies, calls, snap.error,
-                     snap.bytes, labels)
+    return EngineRun(
+        [[Interval(*r) for r in w["records"]] for w in raw], hosts, copies, calls, snap.error, snap.bytes, labels
+    )

@@ -1,5 +1,6 @@
 """The layers of README.md's "How it is built" hold: import-linter's contracts in pyproject.toml are kept, and they catch an
 import that goes up or closes a circle."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,14 @@ def _lint_imports(config: Path, package_parent: Path | None = None) -> subproces
     env = dict(os.environ)
     if package_parent is not None:  # analyse this copy of the package, not the installed one
         env["PYTHONPATH"] = str(package_parent) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([tool, "--no-cache", "--config", str(config)], capture_output=True, text=True,
-                          cwd=config.parent, env=env, timeout=300)
+    return subprocess.run(
+        [tool, "--no-cache", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_the_import_contracts_are_kept():
@@ -57,8 +64,12 @@ def _move_back(copy: Path, module: str, new: str, old: str) -> None:
 def test_an_engine_that_reads_the_gpu_locality_from_telemetry_again_breaks_the_layers(package_copy):
     """pci_locality lived in telemetry/gpu.py, and the engines imported it from there (a circle, since the
     telemetry measured the copy ceiling with the engines' CUDA helpers)."""
-    _move_back(package_copy, "engines/gpu_setup.py", "from xferscope.gpus import pci_locality",
-               "from xferscope.telemetry.gpu import pci_locality")
+    _move_back(
+        package_copy,
+        "engines/gpu_setup.py",
+        "from xferscope.gpus import pci_locality",
+        "from xferscope.telemetry.gpu import pci_locality",
+    )
     proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
     assert proc.returncode != 0
     assert "xferscope.engines is not allowed to import xferscope.telemetry" in proc.stdout, proc.stdout
@@ -67,8 +78,12 @@ def test_an_engine_that_reads_the_gpu_locality_from_telemetry_again_breaks_the_l
 def test_mpi_runs_that_import_the_commands_again_break_the_layers_and_close_a_circle(package_copy):
     """cluster/ took the run command's result printing from commands/run.py, while the command called
     cluster/ for --mpi."""
-    _move_back(package_copy, "cluster/runs.py", "from xferscope.output.run import execute_and_report",
-               "from xferscope.commands.run import execute_and_report")
+    _move_back(
+        package_copy,
+        "cluster/runs.py",
+        "from xferscope.output.run import execute_and_report",
+        "from xferscope.commands.run import execute_and_report",
+    )
     proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
     assert proc.returncode != 0
     assert "xferscope.cluster is not allowed to import xferscope.commands" in proc.stdout, proc.stdout
@@ -107,8 +122,12 @@ def test_every_module_and_package_of_the_source_stands_in_a_layer():
 
 def test_importers_that_know_each_other_break_their_independence(package_copy):
     """Each importer reads its own tool's format: one taking another's helper breaks the contract."""
-    _move_back(package_copy, "importers/fio.py", "from xferscope.units import parse_size",
-               "from xferscope.units import parse_size\nfrom xferscope.importers.gdsio import parse_line")
+    _move_back(
+        package_copy,
+        "importers/fio.py",
+        "from xferscope.units import parse_size",
+        "from xferscope.units import parse_size\nfrom xferscope.importers.gdsio import parse_line",
+    )
     proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
     assert proc.returncode != 0
     assert "Each importer reads its own tool's format and knows no other BROKEN" in proc.stdout, proc.stdout
@@ -116,8 +135,12 @@ def test_importers_that_know_each_other_break_their_independence(package_copy):
 
 def test_an_mlc_backend_that_reads_through_the_importer_again_breaks_the_layers(package_copy):
     """The mlc text parser lived in importers/mlc.py, and the mlc engine imported it from there."""
-    _move_back(package_copy, "engines/mem_mlc.py", "from xferscope.engines.mem_mlc_text import MlcParser",
-               "from xferscope.importers.mlc import MlcParser")
+    _move_back(
+        package_copy,
+        "engines/mem_mlc.py",
+        "from xferscope.engines.mem_mlc_text import MlcParser",
+        "from xferscope.importers.mlc import MlcParser",
+    )
     proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
     assert proc.returncode != 0
     assert "xferscope.engines is not allowed to import xferscope.importers" in proc.stdout, proc.stdout

@@ -1,5 +1,6 @@
 """Result files through the real entry point: what a name points at is never destroyed, `-` is stdout, and a
 full disk never loses a measurement (it is printed first; the file gets one line and exit code 4)."""
+
 from __future__ import annotations
 
 import csv
@@ -117,8 +118,15 @@ def test_a_full_filesystem_prints_the_result_then_one_line_per_file(cli, direct_
 
 def test_a_full_disk_injected_prints_the_result_then_one_line_per_file(cli, direct_dir, tmp_path):
     (tmp_path / "r3.json").write_text("previous")
-    r = _run(cli, direct_dir, "--json", str(tmp_path / "r3.json"), "--csv", str(tmp_path / "r3.csv"),
-             env={TEST_ERROR_ENV: "r3.*=ENOSPC"})
+    r = _run(
+        cli,
+        direct_dir,
+        "--json",
+        str(tmp_path / "r3.json"),
+        "--csv",
+        str(tmp_path / "r3.csv"),
+        env={TEST_ERROR_ENV: "r3.*=ENOSPC"},
+    )
     _full_disk_checks(r, tmp_path)
     assert (tmp_path / "r3.json").read_text() == "previous"
     assert not (tmp_path / "r3.csv").exists()
@@ -189,8 +197,7 @@ block_size = ["4K", "64K"]
 """
 
 
-def test_replay_keeps_its_record_and_prints_the_summary_when_the_results_cannot_be_written(cli, direct_dir,
-                                                                                          tmp_path):
+def test_replay_keeps_its_record_and_prints_the_summary_when_the_results_cannot_be_written(cli, direct_dir, tmp_path):
     profile = tmp_path / "two.toml"
     profile.write_text(ONE_POINT)
     results = tmp_path / "two.results.json"
@@ -198,12 +205,23 @@ def test_replay_keeps_its_record_and_prints_the_summary_when_the_results_cannot_
     assert r.code == 0, r.err
     before = results.read_text()
     # one more repetition per point, onto a full disk: the first save fails, the sweep stops there
-    r = cli("replay", str(profile), "--results", str(results), "--dir", str(direct_dir), "--reps", "2",
-            env={TEST_ERROR_ENV: "two.results.json=ENOSPC"})
+    r = cli(
+        "replay",
+        str(profile),
+        "--results",
+        str(results),
+        "--dir",
+        str(direct_dir),
+        "--reps",
+        "2",
+        env={TEST_ERROR_ENV: "two.results.json=ENOSPC"},
+    )
     assert r.code == NOT_WRITTEN, r.err
     assert "host read 4K w1" in r.out  # the summary, with what was measured
-    assert (f"xferscope: could not write {results}: no space left on device (results shown above); the sweep "
-            f"stopped there. {results} holds the 2 repetition(s) saved before it") in " ".join(r.err.split())
+    assert (
+        f"xferscope: could not write {results}: no space left on device (results shown above); the sweep "
+        f"stopped there. {results} holds the 2 repetition(s) saved before it"
+    ) in " ".join(r.err.split())
     assert results.read_text() == before and _temps(tmp_path) == []
     r = cli("replay", str(profile), "--results", str(results), "--dir", str(direct_dir), "--reps", "2")
     assert r.code == 0, r.err
@@ -221,8 +239,17 @@ def test_replay_plot_that_cannot_be_written(cli, direct_dir, tmp_path):
     profile = tmp_path / "two.toml"
     profile.write_text(ONE_POINT)
     plot = tmp_path / "two.svg"
-    r = cli("replay", str(profile), "--results", str(tmp_path / "two.results.json"), "--dir", str(direct_dir),
-            "--plot", str(plot), env={TEST_ERROR_ENV: "two.svg=EACCES"})
+    r = cli(
+        "replay",
+        str(profile),
+        "--results",
+        str(tmp_path / "two.results.json"),
+        "--dir",
+        str(direct_dir),
+        "--plot",
+        str(plot),
+        env={TEST_ERROR_ENV: "two.svg=EACCES"},
+    )
     assert r.code == NOT_WRITTEN, r.err
     assert "host read 64K w1" in r.out
     assert f"could not write {plot}: permission denied (results shown above)" in r.err

@@ -1,4 +1,5 @@
 """`xferscope run` and `compare` through the real entry point: output, files, errors, interruption."""
+
 import csv
 import json
 import os
@@ -9,9 +10,36 @@ import time
 
 import pytest
 
-RESULT_KEYS = {"path", "io", "block_size", "workers", "iodepth", "bytes", "ops", "seconds", "throughput_gib_s",
-               "iops", "latency_us", "cpu", "environment"}
-SERIES_HEAD = ["time_s", "path", "io", "block_size", "workers", "bytes", "ops", "throughput_gib_s", "iops", "lat_mean_us", "lat_p99_us", "cpu_usr_pct", "cpu_sys_pct"]
+RESULT_KEYS = {
+    "path",
+    "io",
+    "block_size",
+    "workers",
+    "iodepth",
+    "bytes",
+    "ops",
+    "seconds",
+    "throughput_gib_s",
+    "iops",
+    "latency_us",
+    "cpu",
+    "environment",
+}
+SERIES_HEAD = [
+    "time_s",
+    "path",
+    "io",
+    "block_size",
+    "workers",
+    "bytes",
+    "ops",
+    "throughput_gib_s",
+    "iops",
+    "lat_mean_us",
+    "lat_p99_us",
+    "cpu_usr_pct",
+    "cpu_sys_pct",
+]
 
 
 def test_help_lists_the_subcommands(cli):
@@ -36,8 +64,27 @@ def test_gdsio_letters_and_result_lines(cli, direct_dir):
 def test_json_and_csv_outputs(cli, direct_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     js, cs = out / "r.json", out / "r.csv"
-    r = cli("run", "--io", "randrw", "--rwmix", "50", "--bs", "4K", "--size", "8M", "--duration", "0.6",
-            "--iodepth", "4", "--file", str(direct_dir / "a.dat"), "--json", str(js), "--csv", str(cs))
+    r = cli(
+        "run",
+        "--io",
+        "randrw",
+        "--rwmix",
+        "50",
+        "--bs",
+        "4K",
+        "--size",
+        "8M",
+        "--duration",
+        "0.6",
+        "--iodepth",
+        "4",
+        "--file",
+        str(direct_dir / "a.dat"),
+        "--json",
+        str(js),
+        "--csv",
+        str(cs),
+    )
     assert r.code == 0, r.err
     data = json.loads(js.read_text())
     assert set(data) >= RESULT_KEYS
@@ -58,18 +105,21 @@ def test_format_json_prints_only_json(cli, direct_dir):
     assert json.loads(r.out)["path"] == "host"
 
 
-@pytest.mark.parametrize("args,code,words", [
-    (["--dir", "/nonexistent/xs"], 2, "dir: /nonexistent/xs does not exist"),
-    (["--bs", "1000"], 2, "block_size: 1000 bytes is not a multiple of 512"),
-    (["--bs", "4K", "--size", "2K"], 2, "smaller than one block"),
-    (["--path", "nvme"], 2, "unknown transfer path 'nvme'"),
-    (["-x", "9"], 2, "gdsio transfer type 9"),
-    (["--io", "7"], 2, "gdsio I/O type 7"),
-    (["--bs", "12Q"], 2, "not a size"),
-    (["--workers", "0"], 2, "workers: must be"),
-    (["--size", "100T"], 3, "not enough free space"),
-    (["--format", "xml"], 2, "format"),
-])
+@pytest.mark.parametrize(
+    "args,code,words",
+    [
+        (["--dir", "/nonexistent/xs"], 2, "dir: /nonexistent/xs does not exist"),
+        (["--bs", "1000"], 2, "block_size: 1000 bytes is not a multiple of 512"),
+        (["--bs", "4K", "--size", "2K"], 2, "smaller than one block"),
+        (["--path", "nvme"], 2, "unknown transfer path 'nvme'"),
+        (["-x", "9"], 2, "gdsio transfer type 9"),
+        (["--io", "7"], 2, "gdsio I/O type 7"),
+        (["--bs", "12Q"], 2, "not a size"),
+        (["--workers", "0"], 2, "workers: must be"),
+        (["--size", "100T"], 3, "not enough free space"),
+        (["--format", "xml"], 2, "format"),
+    ],
+)
 def test_bad_input_is_one_line_and_an_exit_code(cli, direct_dir, args, code, words):
     if "--dir" not in args:
         args = args + ["--file", str(direct_dir / "new.dat")]
@@ -130,9 +180,31 @@ def test_write_test_refuses_a_foreign_file_and_leaves_it_alone(cli, direct_dir):
 
 def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_path_factory):
     js = tmp_path_factory.mktemp("out") / "partial.json"
-    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "run", "--bs", "4K", "--io", "randread",
-                             "-s", "16M", "-T", "60", "-D", str(direct_dir), "-w", "2", "--json", str(js)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "run",
+            "--bs",
+            "4K",
+            "--io",
+            "randread",
+            "-s",
+            "16M",
+            "-T",
+            "60",
+            "-D",
+            str(direct_dir),
+            "-w",
+            "2",
+            "--json",
+            str(js),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 30
     while time.time() < deadline and not any(p.suffix == ".dat" for p in direct_dir.iterdir()):
         time.sleep(0.05)
@@ -152,8 +224,24 @@ def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_
 
 def test_compare_prints_side_by_side(cli, direct_dir, tmp_path):
     js = tmp_path / "c.json"
-    r = cli("compare", "--paths", "host,1", "-I", "randread", "-i", "4K", "-s", "8M", "-T", "0.3", "--rounds", "2",
-            "--json", str(js), "--no-drop-cache")
+    r = cli(
+        "compare",
+        "--paths",
+        "host,1",
+        "-I",
+        "randread",
+        "-i",
+        "4K",
+        "-s",
+        "8M",
+        "-T",
+        "0.3",
+        "--rounds",
+        "2",
+        "--json",
+        str(js),
+        "--no-drop-cache",
+    )
     assert r.code == 0, r.err
     assert r.out.count("XferType: CPUONLY") == 4
     assert "MiB/s" in r.out and "ratio" in r.out and "1.00" in r.out

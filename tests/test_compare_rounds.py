@@ -1,5 +1,6 @@
 """`compare` in rounds: rotation, one dataset for every path, A/A on the real host engine, the JSON and CSV of
 rounds, the plan and progress lines, the page cache, and a single pass."""
+
 import csv
 import itertools
 import json
@@ -31,8 +32,14 @@ def test_a_path_given_twice_is_told_apart():
     assert path_labels(["host", "bounce", "host"]) == ["host#1", "bounce", "host#2"]
     comp = Comparison([RunSpec(path="host"), RunSpec(path="host")], 3)
     assert [s.name for s in comp.specs] == ["host#1", "host#2"]
-    assert [(r.round, r.position, r.slot) for r in comp.runs] == [(0, 0, 0), (0, 1, 1), (1, 0, 1), (1, 1, 0),
-                                                                  (2, 0, 0), (2, 1, 1)]
+    assert [(r.round, r.position, r.slot) for r in comp.runs] == [
+        (0, 0, 0),
+        (0, 1, 1),
+        (1, 0, 1),
+        (1, 1, 0),
+        (2, 0, 0),
+        (2, 1, 1),
+    ]
 
 
 def _load(path):
@@ -43,8 +50,27 @@ def test_a_and_a_on_the_host_engine_reads_one_dataset_in_rotated_rounds(cli, dir
     js, table = tmp_path / "aa.json", tmp_path / "aa.csv"
     data_dir = direct_dir / "data"
     data_dir.mkdir()
-    r = cli("compare", "--paths", "host,host", "-i", "64K", "-s", "8M", "-w", "2", "-T", "0.3", "--rounds", "3",
-            "--dir", str(data_dir), "--json", str(js), "--csv", str(table))
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "-i",
+        "64K",
+        "-s",
+        "8M",
+        "-w",
+        "2",
+        "-T",
+        "0.3",
+        "--rounds",
+        "3",
+        "--dir",
+        str(data_dir),
+        "--json",
+        str(js),
+        "--csv",
+        str(table),
+    )
     assert r.code == 0, r.err
     # the plan before the start; no progress bar when stderr is not a terminal
     assert "planned: 2 paths x 3 rounds x 0.3 s = 0:02 of runs, plus preparing the 16.00 MiB dataset" in r.err
@@ -66,12 +92,17 @@ def test_a_and_a_on_the_host_engine_reads_one_dataset_in_rotated_rounds(cli, dir
     # every run read the same files: one dataset, created once (same device and inode for every path)
     runs = comp["runs"]
     assert [(x["round"], x["position"], x["label"]) for x in runs] == [
-        (1, 1, "host#1"), (1, 2, "host#2"), (2, 1, "host#2"), (2, 2, "host#1"), (3, 1, "host#1"), (3, 2, "host#2")]
+        (1, 1, "host#1"),
+        (1, 2, "host#2"),
+        (2, 1, "host#2"),
+        (2, 2, "host#1"),
+        (3, 1, "host#1"),
+        (3, 2, "host#2"),
+    ]
     identities = {tuple(map(tuple, x["files"])) for x in runs}
     assert len(identities) == 1 and len(next(iter(identities))) == 2  # two workers: two files, the same each run
     assert [data["results"][x["result"]]["label"] for x in runs] == [x["label"] for x in runs]
-    assert all(res["environment"]["target"] == data["results"][0]["environment"]["target"]
-               for res in data["results"])
+    assert all(res["environment"]["target"] == data["results"][0]["environment"]["target"] for res in data["results"])
     assert list(data_dir.iterdir()) == []  # the dataset is removed at the end
     # the table: both rows, the verdict column and the rule under it
     assert "host#1" in r.out and "host#2" in r.out and "baseline" in r.out and RULE in r.out
@@ -79,17 +110,34 @@ def test_a_and_a_on_the_host_engine_reads_one_dataset_in_rotated_rounds(cli, dir
     # CSV: a row per run with its round, place, paired ratio and verdict
     rows = list(csv.DictReader(table.open()))
     assert [(row["round"], row["position"], row["compared_as"]) for row in rows] == [
-        (str(x["round"]), str(x["position"]), x["label"]) for x in runs]
+        (str(x["round"]), str(x["position"]), x["label"]) for x in runs
+    ]
     assert all(row["verdict"] == ("baseline" if row["compared_as"] == "host#1" else other["verdict"]) for row in rows)
     first_round = [row for row in rows if row["round"] == "1"]
     assert float(first_round[1]["ratio_to_baseline"]) == pytest.approx(
-        float(first_round[1]["throughput_mib_s"]) / float(first_round[0]["throughput_mib_s"]), rel=1e-4)
+        float(first_round[1]["throughput_mib_s"]) / float(first_round[0]["throughput_mib_s"]), rel=1e-4
+    )
 
 
 def test_without_a_target_every_path_reads_one_scratch_file(cli, tmp_path):
     js = tmp_path / "c.json"
-    r = cli("compare", "--paths", "host,host,host", "-i", "64K", "-s", "4M", "-T", "0.2", "--rounds", "2",
-            "--json", str(js), "--no-drop-cache", env={"TMPDIR": str(tmp_path)})
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host,host",
+        "-i",
+        "64K",
+        "-s",
+        "4M",
+        "-T",
+        "0.2",
+        "--rounds",
+        "2",
+        "--json",
+        str(js),
+        "--no-drop-cache",
+        env={"TMPDIR": str(tmp_path)},
+    )
     assert r.code == 0, r.err
     comp = _load(js)["comparison"]
     assert [p["label"] for p in comp["paths"]] == ["host#1", "host#2", "host#3"]
@@ -100,14 +148,42 @@ def test_without_a_target_every_path_reads_one_scratch_file(cli, tmp_path):
 
 
 def test_a_single_pass_gives_no_verdict(cli, direct_dir):
-    r = cli("compare", "--paths", "host,host", "-i", "64K", "-s", "4M", "-T", "0.2", "--rounds", "1",
-            "--dir", str(direct_dir), "--format", "json")
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "-i",
+        "64K",
+        "-s",
+        "4M",
+        "-T",
+        "0.2",
+        "--rounds",
+        "1",
+        "--dir",
+        str(direct_dir),
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert out["comparison"]["paths"][1]["verdict"] == SINGLE_PASS
     assert "samples" not in out["results"][0]
-    r = cli("compare", "--paths", "host,host", "-i", "64K", "-s", "4M", "-T", "0.2", "--rounds", "1",
-            "--dir", str(direct_dir))
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "-i",
+        "64K",
+        "-s",
+        "4M",
+        "-T",
+        "0.2",
+        "--rounds",
+        "1",
+        "--dir",
+        str(direct_dir),
+    )
     assert r.code == 0 and SINGLE_PASS in r.out and "round 1/1" not in r.out
 
 
@@ -140,9 +216,29 @@ def test_on_a_terminal_a_bar_shows_the_round_the_path_and_the_time_left(direct_d
     import sys
 
     leader, follower = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "compare", "--paths", "host,host", "-i", "64K",
-                             "-s", "4M", "-T", "0.6", "--rounds", "2", "--dir", str(direct_dir)],
-                            stdout=subprocess.PIPE, stderr=follower, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "compare",
+            "--paths",
+            "host,host",
+            "-i",
+            "64K",
+            "-s",
+            "4M",
+            "-T",
+            "0.6",
+            "--rounds",
+            "2",
+            "--dir",
+            str(direct_dir),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=follower,
+        text=True,
+    )
     os.close(follower)
     out, _ = proc.communicate(timeout=120)
     err = b""
@@ -166,8 +262,21 @@ def test_a_file_of_the_user_is_read_by_every_path_and_left_as_it_was(cli, direct
     user = direct_dir / "mine.dat"
     user.write_bytes(os.urandom(4 << 20))
     before = (user.stat().st_ino, user.stat().st_mtime_ns, user.read_bytes())
-    r = cli("compare", "--paths", "host,host", "-i", "64K", "-T", "0.2", "--rounds", "2", "--file", str(user),
-            "--format", "json")
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "-i",
+        "64K",
+        "-T",
+        "0.2",
+        "--rounds",
+        "2",
+        "--file",
+        str(user),
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     assert "plus setting up each run (the 4.00 MiB dataset is there already)" in r.err
     comp = json.loads(r.out)["comparison"]

@@ -1,5 +1,6 @@
 """The console's export says where the CSV went or why it could not be written, and the session goes on;
 the setup's GPU line, path order and free-space refusal, and the GPU panel while a run prepares."""
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,12 @@ async def test_setup_lists_paths_in_the_order_they_run(direct_dir):
     app = XferscopeApp(ConsoleOptions(form, Machine([], "", every_path), export_to=str(direct_dir)))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.pause(0.3)
-        listed = list(re.findall(r"\b(" + "|".join(map(re.escape, sorted(PATHS, key=len, reverse=True)))
-                                        + r")\b", screen_text(app).split("Transfer paths")[1]))
+        listed = list(
+            re.findall(
+                r"\b(" + "|".join(map(re.escape, sorted(PATHS, key=len, reverse=True))) + r")\b",
+                screen_text(app).split("Transfer paths")[1],
+            )
+        )
         form_widget = app.setup_screen.form
         first = form_widget.values().paths
         form_widget.query_one("#paths").select("cufile")

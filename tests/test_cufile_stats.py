@@ -8,6 +8,7 @@ off, with the counters read before and after each read, it did not crash. These 
 pattern honest on every GPU machine the suite runs on: a future cuFile, cuda-bindings or xferscope
 change that brings the crash back fails here.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,14 +22,16 @@ import pytest
 from xferscope.engines.registry import unavailable_reason
 
 CUFILE_REASON = unavailable_reason("cufile")
-needs_cufile = [pytest.mark.gpu,
-                pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile cannot run here: {CUFILE_REASON}")]
+needs_cufile = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile cannot run here: {CUFILE_REASON}"),
+]
 
 PROCESSES = 15
 CYCLES = 20
 
 # cuda-bindings alone, no xferscope code: what the probe does, many times in one process
-STATISTICS_ONCE = textwrap.dedent('''
+STATISTICS_ONCE = textwrap.dedent("""
     import os, sys
     import numpy as np
     from cuda.bindings import cufile as cf
@@ -66,7 +69,7 @@ STATISTICS_ONCE = textwrap.dedent('''
         assert after > before, (before, after)
     sys.stdout.flush()
     os._exit(0)             # no stats_stop, no driver_close: the process ends
-''')
+""")
 
 
 @pytest.fixture
@@ -85,8 +88,9 @@ def test_only_the_probe_process_touches_cufile_statistics():
 
     root = pathlib.Path(xferscope.__file__).parent
     calls = ("set_stats_level", "stats_start", "stats_stop", "stats_reset")
-    users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py")
-                   if any(f".{c}(" in p.read_text() for c in calls))
+    users = sorted(
+        str(p.relative_to(root)) for p in root.rglob("*.py") if any(f".{c}(" in p.read_text() for c in calls)
+    )
     assert users == ["engines/cufile_probe.py"], users
     probe = (root / "engines" / "cufile_probe.py").read_text()
     assert ".stats_stop(" not in probe and ".stats_reset(" not in probe
@@ -95,16 +99,23 @@ def test_only_the_probe_process_touches_cufile_statistics():
 @needs_cufile[0]
 @needs_cufile[1]
 def test_statistics_switched_on_once_never_crash(data_file):
-    procs = [subprocess.Popen([sys.executable, "-c", STATISTICS_ONCE, str(data_file), str(CYCLES)],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-             for _ in range(PROCESSES)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", STATISTICS_ONCE, str(data_file), str(CYCLES)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(PROCESSES)
+    ]
     outcomes = []
     for p in procs:
         out, _ = p.communicate(timeout=600)
         outcomes.append((p.returncode, out[-500:]))
     crashes = [(rc, out) for rc, out in outcomes if rc < 0]
     assert not crashes, f"{len(crashes)} of {PROCESSES} processes died by a signal: " + "; ".join(
-        f"{signal.Signals(-rc).name}: {out}" for rc, out in crashes)
+        f"{signal.Signals(-rc).name}: {out}" for rc, out in crashes
+    )
     assert all(rc == 0 for rc, _ in outcomes), outcomes
 
 

@@ -1,5 +1,6 @@
 """`xferscope doctor`: every check says ok/warn/fail with a detail and, when wrong, the fix;
 it works without a GPU and says so; it prints the udev fix and never applies it."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,17 @@ def test_report_shape_and_statuses(tmp_path):
     report = doctor.run_checks(str(tmp_path))
     assert report["schema"] == "xferscope.doctor/1" and report["directory"] == str(tmp_path)
     names = [c["name"] for c in report["checks"]]
-    for name in ("NVIDIA driver", "cuda-python", "cuFile library", "cufile.json", "nvidia-fs", "filesystem",
-                 "O_DIRECT", "free space", "IOMMU"):
+    for name in (
+        "NVIDIA driver",
+        "cuda-python",
+        "cuFile library",
+        "cufile.json",
+        "nvidia-fs",
+        "filesystem",
+        "O_DIRECT",
+        "free space",
+        "IOMMU",
+    ):
         assert name in names
     for c in report["checks"]:
         assert c["status"] in ("ok", "warn", "fail") and c["detail"]
@@ -69,9 +79,11 @@ def test_missing_udev_record_prints_the_fix_and_leaves_it_undone(no_gpu, tmp_pat
 
 def test_cufile_json_with_comments_and_its_key_settings(no_gpu, tmp_path, monkeypatch):
     cfg = tmp_path / "cufile.json"
-    cfg.write_text('{\n  // cuFile settings\n  "properties": {\n    "max_direct_io_size_kb": 16384,\n'
-                   '    "allow_compat_mode": true, /* VMs */\n    "use_poll_mode": false,\n  },\n'
-                   '  "logging": {"level": "ERROR"}\n}\n')
+    cfg.write_text(
+        '{\n  // cuFile settings\n  "properties": {\n    "max_direct_io_size_kb": 16384,\n'
+        '    "allow_compat_mode": true, /* VMs */\n    "use_poll_mode": false,\n  },\n'
+        '  "logging": {"level": "ERROR"}\n}\n'
+    )
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
     check = by_name(doctor.run_checks(str(tmp_path)), "cufile.json")
     assert check["status"] == "ok"

@@ -5,6 +5,7 @@ The engine's process is killed from outside (SIGSEGV, SIGKILL) in the middle of 
 engine; the CLI is hung up on, terminated and killed outright. Each test then looks at the exit status,
 the one line on stderr, the partial JSON, the scratch directory and the processes left.
 """
+
 from __future__ import annotations
 
 import json
@@ -62,15 +63,22 @@ def scratch_left(directory) -> list[str]:
 
 
 def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "xferscope.cli", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **(env or {})})
+    return subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def in_timed_region(directory, proc: subprocess.Popen) -> psutil.Process:
     """Wait until the run's scratch file is filled (its sidecar is written) and the engine has run a
     moment; return the engine's process."""
-    wait_until(lambda: any(p.name.endswith(".xferscope") for p in directory.iterdir()) or proc.poll() is not None,
-               what="the scratch file")
+    wait_until(
+        lambda: any(p.name.endswith(".xferscope") for p in directory.iterdir()) or proc.poll() is not None,
+        what="the scratch file",
+    )
     assert proc.poll() is None, proc.communicate()
     engine = wait_until(lambda: engine_children(proc.pid), what="the engine process")[0]
     time.sleep(1.0)
@@ -81,8 +89,21 @@ def in_timed_region(directory, proc: subprocess.Popen) -> psutil.Process:
 def test_cli_run_survives_its_engine_dying_mid_run(direct_dir, sig):
     out = direct_dir / "out.json"
     series = direct_dir / "out.csv"
-    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", "--dir", str(direct_dir / "d"),
-                     "--json", str(out), "--csv", str(series))
+    proc = start_cli(
+        "run",
+        "-T",
+        "30",
+        "-s",
+        "32M",
+        "--bs",
+        "64K",
+        "--dir",
+        str(direct_dir / "d"),
+        "--json",
+        str(out),
+        "--csv",
+        str(series),
+    )
     (direct_dir / "d").mkdir()
     engine = in_timed_region(direct_dir / "d", proc)
     engine.send_signal(sig)
@@ -119,8 +140,10 @@ def test_cli_killed_while_the_engine_fills_the_scratch_file(direct_dir):
     tmp.mkdir()
     proc = start_cli("run", "-T", "30", "-s", "4G", "--bs", "1M", env={"TMPDIR": str(tmp)})
     engine = wait_until(lambda: engine_children(proc.pid), what="the engine process")[0]
-    wait_until(lambda: any(f.name.endswith(".dat") for d in tmp.iterdir() for f in d.iterdir()),
-               what="the scratch file being filled")
+    wait_until(
+        lambda: any(f.name.endswith(".dat") for d in tmp.iterdir() for f in d.iterdir()),
+        what="the scratch file being filled",
+    )
     proc.kill()
     proc.communicate(timeout=30)
     wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")
@@ -131,8 +154,7 @@ def test_cli_killed_while_the_engine_fills_the_scratch_file(direct_dir):
 def test_cli_hung_up_mid_run_keeps_its_figures_and_leaves_nothing(direct_dir, sig):
     out = direct_dir / "out.json"
     (direct_dir / "d").mkdir()
-    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", "--dir", str(direct_dir / "d"),
-                     "--json", str(out))
+    proc = start_cli("run", "-T", "30", "-s", "32M", "--bs", "64K", "--dir", str(direct_dir / "d"), "--json", str(out))
     engine = in_timed_region(direct_dir / "d", proc)
     proc.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
@@ -160,8 +182,21 @@ def test_compare_goes_on_after_an_engine_dies(direct_dir):
     runs every round, exit 1."""
     out = direct_dir / "cmp.json"
     (direct_dir / "d").mkdir()
-    proc = start_cli("compare", "--paths", "host,host", "-T", "3", "-s", "32M", "--bs", "64K",
-                     "--dir", str(direct_dir / "d"), "--json", str(out))
+    proc = start_cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "-T",
+        "3",
+        "-s",
+        "32M",
+        "--bs",
+        "64K",
+        "--dir",
+        str(direct_dir / "d"),
+        "--json",
+        str(out),
+    )
     engine = in_timed_region(direct_dir / "d", proc)
     engine.send_signal(signal.SIGSEGV)
     stdout, stderr = proc.communicate(timeout=120)
@@ -176,6 +211,7 @@ def test_compare_goes_on_after_an_engine_dies(direct_dir):
 
 # ------------------------------------------------------------------ through the API
 
+
 def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
     run = Run(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
     killer = []
@@ -189,8 +225,7 @@ def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
         run.execute(progress=progress)
     assert "the engine process died by SIGSEGV" in str(info.value) and "while preparing" in str(info.value)
     assert info.value.result is None and info.value.signal_name == "SIGSEGV"
-    assert any("Fatal Python error" in line or "Segmentation" in line for line in info.value.detail), \
-        info.value.detail
+    assert any("Fatal Python error" in line or "Segmentation" in line for line in info.value.detail), info.value.detail
     assert not (direct_dir / "big.dat").exists() and not (direct_dir / "big.dat.xferscope").exists()
 
 

@@ -1,6 +1,7 @@
 """The GPU paths on a real GPU: every path reads and writes, verification catches a corrupted
 block, the cuFile mode is detected, GPU memory comes back after runs, failures and Ctrl-C,
 workers spread over two GPUs, telemetry reads. Skipped, with the reason, where there is no GPU."""
+
 from __future__ import annotations
 
 import json
@@ -22,15 +23,31 @@ CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
-ALL_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile),
-             pytest.param("cufile-batch", marks=needs_cufile), pytest.param("cufile-async", marks=needs_cufile)]
+ALL_PATHS = [
+    "bounce",
+    "bounce-async",
+    pytest.param("cufile", marks=needs_cufile),
+    pytest.param("cufile-batch", marks=needs_cufile),
+    pytest.param("cufile-async", marks=needs_cufile),
+]
 VERIFY_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
 MIB = 1 << 20
 
 
 def spec_for(path: str, directory, **kw) -> RunSpec:
-    base = dict(path=path, io="read", block_size=MIB, workers=2, iodepth=4, file_size=32 * MIB, duration=None,
-                total_bytes=16 * MIB, directory=None, file=str(directory / "gpu.dat"), interval=0.05)
+    base = dict(
+        path=path,
+        io="read",
+        block_size=MIB,
+        workers=2,
+        iodepth=4,
+        file_size=32 * MIB,
+        duration=None,
+        total_bytes=16 * MIB,
+        directory=None,
+        file=str(directory / "gpu.dat"),
+        interval=0.05,
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -80,8 +97,9 @@ def test_verify_passes_on_good_data(path, direct_dir):
 
 @pytest.mark.parametrize("path", VERIFY_PATHS)
 def test_verify_catches_a_corrupted_block(path, direct_dir):
-    verify_finds_corruption(spec_for(path, direct_dir, workers=1, keep=True, total_bytes=32 * MIB),
-                            direct_dir / "gpu.dat", 5 * MIB + 4096)
+    verify_finds_corruption(
+        spec_for(path, direct_dir, workers=1, keep=True, total_bytes=32 * MIB), direct_dir / "gpu.dat", 5 * MIB + 4096
+    )
 
 
 def verify_finds_corruption(spec: RunSpec, file, bad: int) -> None:
@@ -106,8 +124,17 @@ def test_split_requests_carry_the_right_data(path, direct_dir):
     """--split through the real GPU path: blocks of 5M as sub-requests of 2M, 2M and 1M, read and
     written with --verify (what reached the GPU is checked against the file's pattern)."""
     for io in ("randrw", "read"):
-        spec = spec_for(path, direct_dir, io=io, rwmix=50, block_size=5 * MIB, split=2 * MIB, file_size=40 * MIB,
-                        total_bytes=20 * MIB, verify=True)
+        spec = spec_for(
+            path,
+            direct_dir,
+            io=io,
+            rwmix=50,
+            block_size=5 * MIB,
+            split=2 * MIB,
+            file_size=40 * MIB,
+            total_bytes=20 * MIB,
+            verify=True,
+        )
         result = Run(spec).execute()
         assert result.status == "ok", result.error
         assert "each 5M request as 3 sub-requests of 2M, the last 1M, 3 in flight (--split)" in result.labels
@@ -116,8 +143,16 @@ def test_split_requests_carry_the_right_data(path, direct_dir):
 
 @pytest.mark.parametrize("path", SPLIT_PATHS)
 def test_split_requests_catch_a_corrupted_sub_request(path, direct_dir):
-    spec = spec_for(path, direct_dir, workers=1, block_size=5 * MIB, split=2 * MIB, file_size=40 * MIB,
-                    total_bytes=40 * MIB, keep=True)
+    spec = spec_for(
+        path,
+        direct_dir,
+        workers=1,
+        block_size=5 * MIB,
+        split=2 * MIB,
+        file_size=40 * MIB,
+        total_bytes=40 * MIB,
+        keep=True,
+    )
     verify_finds_corruption(spec, direct_dir / "gpu.dat", 3 * 5 * MIB + 4 * MIB + 4096)  # 4th block, 3rd sub-request
 
 
@@ -140,8 +175,9 @@ def test_bounce_async_timeline_on_the_gpu(direct_dir):
     from xferscope import target as targets
     from xferscope.engines.bounce import BounceAsyncEngine
 
-    spec = spec_for("bounce-async", direct_dir, workers=1, block_size=16 * MIB, file_size=128 * MIB,
-                    total_bytes=128 * MIB).validate()
+    spec = spec_for(
+        "bounce-async", direct_dir, workers=1, block_size=16 * MIB, file_size=128 * MIB, total_bytes=128 * MIB
+    ).validate()
     target = targets.plan(spec)
     targets.materialize(target)
     engine = BounceAsyncEngine(spec, target)
@@ -203,8 +239,9 @@ def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
 
 @needs_cufile
 def test_cli_json_says_which_cufile_mode(cli, direct_dir):
-    r = cli("run", "--path", "cufile", "-s", "16M", "-T", "0.5", "--file", str(direct_dir / "c.dat"),
-            "--format", "json")
+    r = cli(
+        "run", "--path", "cufile", "-s", "16M", "-T", "0.5", "--file", str(direct_dir / "c.dat"), "--format", "json"
+    )
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["environment"]["cufile_mode"] in ("gds", "compat")
@@ -223,11 +260,21 @@ def test_bounce_buffered_is_labelled(direct_dir):
 LEAK_SLACK = 8 * MIB  # allocation granularity and driver bookkeeping
 
 
-@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile),
-                                  pytest.param("cufile-batch", marks=needs_cufile)])
+@pytest.mark.parametrize(
+    "path",
+    ["bounce-async", pytest.param("cufile", marks=needs_cufile), pytest.param("cufile-batch", marks=needs_cufile)],
+)
 def test_gpu_memory_returns_after_run_and_stop(path, direct_dir, held_context):
-    spec = spec_for(path, direct_dir, block_size=16 * MIB, workers=4, iodepth=4, file_size=128 * MIB,
-                    total_bytes=None, duration=30.0)
+    spec = spec_for(
+        path,
+        direct_dir,
+        block_size=16 * MIB,
+        workers=4,
+        iodepth=4,
+        file_size=128 * MIB,
+        total_bytes=None,
+        duration=30.0,
+    )
     before = gpu_free_bytes()
     run = LocalRun(spec)  # in this process: its GPU resources are counted here
     run.prepare()
@@ -296,8 +343,9 @@ def test_gpu_memory_returns_after_the_engine_process_is_killed(path, direct_dir,
     import os
     import signal
 
-    spec = spec_for(path, direct_dir, block_size=16 * MIB, workers=4, file_size=128 * MIB, total_bytes=None,
-                    duration=30.0)
+    spec = spec_for(
+        path, direct_dir, block_size=16 * MIB, workers=4, file_size=128 * MIB, total_bytes=None, duration=30.0
+    )
     before = gpu_free_bytes()
     run = Run(spec)
     run.prepare()
@@ -323,9 +371,14 @@ def test_registration_failure_is_explained(direct_dir, monkeypatch):
     from xferscope.engines import cufile_driver
 
     def refuse(exc_text):
-        raise EnvironmentProblem(cufile_driver.explain_registration(
-            RuntimeError(exc_text), "ERROR cufio-fs:408 udev property not found: ID_FS_USAGE vda",
-            str(direct_dir / "gpu.dat"), "ext4"))
+        raise EnvironmentProblem(
+            cufile_driver.explain_registration(
+                RuntimeError(exc_text),
+                "ERROR cufio-fs:408 udev property not found: ID_FS_USAGE vda",
+                str(direct_dir / "gpu.dat"),
+                "ext4",
+            )
+        )
 
     monkeypatch.setattr(cufile_driver, "register_handle", lambda *a, **k: refuse("HANDLE_NOT_REGISTERED (5027)"))
     with pytest.raises(EnvironmentProblem) as info:
@@ -334,6 +387,7 @@ def test_registration_failure_is_explained(direct_dir, monkeypatch):
 
 
 # ------------------------------------------------------------------ several GPUs, telemetry
+
 
 def _gpu_count() -> int:
     from xferscope.engines.gpu_setup import cuda_status
@@ -366,9 +420,22 @@ def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch
     meter = GpuMeter([0])
     try:
         (reading,) = meter.read()
-        for key in ("index", "name", "util_pct", "mem_used_mib", "mem_total_mib", "pcie_rx_mb_s", "pcie_tx_mb_s",
-                    "sm_clock_mhz", "link_gen", "link_gen_max", "link_width", "link_width_max",
-                    "link_ceiling_h2d_gb_s", "link_ceiling_d2h_gb_s"):
+        for key in (
+            "index",
+            "name",
+            "util_pct",
+            "mem_used_mib",
+            "mem_total_mib",
+            "pcie_rx_mb_s",
+            "pcie_tx_mb_s",
+            "sm_clock_mhz",
+            "link_gen",
+            "link_gen_max",
+            "link_width",
+            "link_width_max",
+            "link_ceiling_h2d_gb_s",
+            "link_ceiling_d2h_gb_s",
+        ):
             assert key in reading, key
     finally:
         meter.close()

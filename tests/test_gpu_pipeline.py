@@ -2,6 +2,7 @@
 stand-ins for CUDA (tests/gpu_standins.py). In the stand-ins' default (lazy) mode a copy lands only
 once a later copy is issued on its stream or somebody waits for it, so the checks below do not depend
 on how fast anything runs: a loop that waited for a copy it did not need would show it every time."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,18 @@ BLOCKS = [4 * K, 64 * K, M, 16 * M]
 
 
 def spec_for(path: str, directory, bs: int, blocks: int = 8, **kw) -> RunSpec:
-    base = dict(path=path, io="read", block_size=bs, workers=1, iodepth=1, file_size=max(bs * blocks, 4 * M),
-                duration=None, total_bytes=bs * blocks, file=str(directory / "pipe.dat"), interval=0.05)
+    base = dict(
+        path=path,
+        io="read",
+        block_size=bs,
+        workers=1,
+        iodepth=1,
+        file_size=max(bs * blocks, 4 * M),
+        duration=None,
+        total_bytes=bs * blocks,
+        file=str(directory / "pipe.dat"),
+        interval=0.05,
+    )
     base.update(kw)
     return RunSpec(**base)
 
@@ -33,8 +44,9 @@ def test_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs):
     assert len(reads) == len(copies) == 8
     for n in range(len(reads) - 1):
         nxt = reads[n + 1]
-        assert copies[n].issued <= nxt.t0 and copies[n].landed >= nxt.t1, \
+        assert copies[n].issued <= nxt.t0 and copies[n].landed >= nxt.t1, (
             f"block {n + 1}'s read does not lie inside block {n}'s copy"
+        )
     # the read of each block goes into a buffer whose copy has landed, and two buffers take turns
     for n in range(1, len(reads)):
         assert reads[n].buf != reads[n - 1].buf
@@ -82,8 +94,19 @@ def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direc
 @pytest.mark.parametrize("path", ["bounce", "bounce-async"])
 def test_data_reaches_the_gpu_intact(sim_gpu, direct_dir, path, io):
     """--verify compares what landed in "GPU" memory with the file's pattern, and writes carry it."""
-    spec = spec_for(path, direct_dir, 64 * K, blocks=24, io=io, rwmix=50, verify=True, iodepth=4, workers=2,
-                    file_size=4 * M, total_bytes=48 * 64 * K)
+    spec = spec_for(
+        path,
+        direct_dir,
+        64 * K,
+        blocks=24,
+        io=io,
+        rwmix=50,
+        verify=True,
+        iodepth=4,
+        workers=2,
+        file_size=4 * M,
+        total_bytes=48 * 64 * K,
+    )
     run = run_engine(spec)
     assert run.error is None
     assert run.bytes == 48 * 64 * K

@@ -1,6 +1,7 @@
 """Where the GPU paths cannot run: one clear line and exit 3 through the real CLI, never a
 traceback; GPU telemetry degrades to "no GPU"; cuFile's failures are explained in the
 user's terms. These run on any machine: CUDA is hidden or cuda-python blocked on purpose."""
+
 from __future__ import annotations
 
 import os
@@ -29,8 +30,18 @@ def _one_line_unavailable(r, path: str) -> str:
 
 @pytest.mark.parametrize("path", GPU_PATHS)
 def test_cli_says_unavailable_when_cuda_sees_no_gpu(cli, direct_dir, path):
-    r = cli("run", "--path", path, "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "x.dat"),
-            env={"CUDA_VISIBLE_DEVICES": ""})
+    r = cli(
+        "run",
+        "--path",
+        path,
+        "-T",
+        "0.5",
+        "-s",
+        "4M",
+        "--file",
+        str(direct_dir / "x.dat"),
+        env={"CUDA_VISIBLE_DEVICES": ""},
+    )
     line = _one_line_unavailable(r, path)
     assert any(reason in line for reason in REASONS), line
     assert not (direct_dir / "x.dat").exists(), "nothing is created for a path that cannot run"
@@ -42,8 +53,26 @@ def test_cli_says_cuda_python_is_missing(direct_dir, tmp_path, path):
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(BLOCK_CUDA_PYTHON)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)}
-    proc = subprocess.run([sys.executable, "-m", "xferscope.cli", "run", "--path", path, "-T", "0.5", "-s", "4M",
-                           "--file", str(direct_dir / "y.dat")], capture_output=True, text=True, timeout=120, env=env)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "run",
+            "--path",
+            path,
+            "-T",
+            "0.5",
+            "-s",
+            "4M",
+            "--file",
+            str(direct_dir / "y.dat"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
 
     class R:
         code, out, err = proc.returncode, proc.stdout, proc.stderr
@@ -53,15 +82,21 @@ def test_cli_says_cuda_python_is_missing(direct_dir, tmp_path, path):
 
 
 def test_gdsio_transfer_numbers_reach_the_gpu_paths(cli, direct_dir):
-    r = cli("run", "-x", "0", "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "z.dat"),
-            env={"CUDA_VISIBLE_DEVICES": ""})
+    r = cli(
+        "run", "-x", "0", "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "z.dat"), env={"CUDA_VISIBLE_DEVICES": ""}
+    )
     _one_line_unavailable(r, "cufile")
 
 
 def test_availability_lists_every_gpu_path_with_a_reason():
-    code = ("from xferscope.engines.registry import availability; import json; print(json.dumps(availability()))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""})
+    code = "from xferscope.engines.registry import availability; import json; print(json.dumps(availability()))"
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**__import__("os").environ, "CUDA_VISIBLE_DEVICES": ""},
+    )
     import json
 
     avail = json.loads(proc.stdout)
@@ -91,8 +126,16 @@ def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
     from xferscope.runner import Run
     from xferscope.spec import RunSpec
 
-    result = Run(RunSpec(path="host", file=str(direct_dir / "h.dat"), file_size=4 << 20, block_size=1 << 20,
-                         duration=None, total_bytes=4 << 20)).execute()
+    result = Run(
+        RunSpec(
+            path="host",
+            file=str(direct_dir / "h.dat"),
+            file_size=4 << 20,
+            block_size=1 << 20,
+            duration=None,
+            total_bytes=4 << 20,
+        )
+    ).execute()
     assert result.status == "ok" and result.gpus == {} and all(not s.gpu for s in result.samples)
 
 
@@ -110,20 +153,24 @@ def test_engine_reports_unavailable_through_the_runner(no_gpu, direct_dir):
 
 # ------------------------------------------------------------------ cuFile explained
 
+
 def test_udev_failure_is_explained_with_its_fix(tmp_path):
     from xferscope.engines.cufile_driver import block_device, explain_registration
 
     f = tmp_path / "f.dat"
     f.write_bytes(b"x" * 4096)
-    log = ("22-11-2026 10:00:00:001 [pid:7 tid:7] ERROR  cufio-fs:408 udev property not found: ID_FS_USAGE vda\n"
-           "22-11-2026 10:00:00:002 [pid:7 tid:7] ERROR  cufio-obj:217 unable to get volume attributes for fd 5\n")
+    log = (
+        "22-11-2026 10:00:00:001 [pid:7 tid:7] ERROR  cufio-fs:408 udev property not found: ID_FS_USAGE vda\n"
+        "22-11-2026 10:00:00:002 [pid:7 tid:7] ERROR  cufio-obj:217 unable to get volume attributes for fd 5\n"
+    )
     text = explain_registration(RuntimeError("HANDLE_NOT_REGISTERED"), log, str(f), "xfs")
     major, minor = block_device(str(f))
     assert f"/run/udev/data/b{major}:{minor}" in text and "E:ID_FS_TYPE=xfs" in text and "as root" in text
 
 
-@pytest.mark.parametrize("fstype, words", [("tmpfs", "cannot register files on tmpfs"),
-                                           ("ext4", "HANDLE_NOT_REGISTERED")])
+@pytest.mark.parametrize(
+    "fstype, words", [("tmpfs", "cannot register files on tmpfs"), ("ext4", "HANDLE_NOT_REGISTERED")]
+)
 def test_other_registration_failures(tmp_path, fstype, words):
     from xferscope.engines.cufile_driver import explain_registration
 
@@ -138,8 +185,9 @@ def test_o_direct_refusal_is_explained(tmp_path):
 
     f = tmp_path / "f.dat"
     f.write_bytes(b"x")
-    text = explain_registration(RuntimeError("DIO_NOT_SET"), "ERROR cufio:1 file not opened with O_DIRECT",
-                                str(f), "ext4")
+    text = explain_registration(
+        RuntimeError("DIO_NOT_SET"), "ERROR cufio:1 file not opened with O_DIRECT", str(f), "ext4"
+    )
     assert "O_DIRECT" in text and "--dir" in text
 
 
@@ -177,13 +225,18 @@ def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkey
 
     cancelled = []
     fake = SimpleNamespace(
-        Opcode=SimpleNamespace(READ=0, WRITE=1), Status=SimpleNamespace(COMPLETE=16),
-        batch_io_submit=lambda *a: None, batch_io_get_status=nothing_completes, batch_io_cancel=cancelled.append)
+        Opcode=SimpleNamespace(READ=0, WRITE=1),
+        Status=SimpleNamespace(COMPLETE=16),
+        batch_io_submit=lambda *a: None,
+        batch_io_get_status=nothing_completes,
+        batch_io_cancel=cancelled.append,
+    )
     monkeypatch.setattr(cufile_driver, "module", lambda: fake)
     monkeypatch.setattr(cufile, "BATCH_STALL_S", 0.05)
     batch = [("dev_ptr_base", "<i8"), ("file_offset", "<i8"), ("dev_ptr_offset", "<i8"), ("size_", "<u8")]
-    params = np.zeros(4, dtype=[("mode", "<i4"), ("u", [("batch", batch)]), ("fh", "<i8"), ("opcode", "<i4"),
-                                ("cookie", "<i8")])
+    params = np.zeros(
+        4, dtype=[("mode", "<i4"), ("u", [("batch", batch)]), ("fh", "<i8"), ("opcode", "<i4"), ("cookie", "<i8")]
+    )
     events = np.zeros(4, dtype=[("cookie", "<i8"), ("status", "<i4"), ("ret", "<u8")])
     spec = RunSpec(path="cufile-batch", workers=2, iodepth=4, block_size=1 << 20)
     engine = cufile.CufileBatchEngine(spec, target=None)
@@ -210,11 +263,14 @@ def test_running_on_binds_this_thread_and_restores_it():
     assert os.sched_getaffinity(0) == before  # restored after a failure too
 
 
-@pytest.mark.parametrize("given, nodes, expect, where", [
-    ({}, [0], None, None),                                                   # one node: nothing to place
-    ({}, [0, 1], [8, 9], "the GPU's NUMA node (1)"),                           # several: the GPU's CPUs
-    ({"cpus": [3, 5]}, [0, 1], [5], "each worker's CPU (--cpus)"),           # worker 1 runs on CPU 5
-])
+@pytest.mark.parametrize(
+    "given, nodes, expect, where",
+    [
+        ({}, [0], None, None),  # one node: nothing to place
+        ({}, [0, 1], [8, 9], "the GPU's NUMA node (1)"),  # several: the GPU's CPUs
+        ({"cpus": [3, 5]}, [0, 1], [5], "each worker's CPU (--cpus)"),  # worker 1 runs on CPU 5
+    ],
+)
 def test_pinned_buffers_are_placed_near_whoever_uses_them(monkeypatch, given, nodes, expect, where):
     from xferscope.engines import bounce, gpu_setup
     from xferscope.spec import RunSpec
@@ -232,12 +288,30 @@ def test_a_runs_gpu_readings_add_up_to_means_against_the_link():
     from xferscope.telemetry.gpu import run_means
 
     ceiling = {"link_ceiling_h2d_gb_s": 50.0, "link_ceiling_d2h_gb_s": 40.0}
-    samples = [[{"index": 0, "pcie_rx_mb_s": 1000.0, "pcie_tx_mb_s": 10.0, "util_pct": 0.0, "mem_used_mib": 900.0,
-                 **ceiling},
-                {"index": 1, "pcie_rx_mb_s": 500.0}],
-               [{"index": 0, "pcie_rx_mb_s": 3000.0, "pcie_tx_mb_s": 30.0, "util_pct": 10.0, "mem_used_mib": 1100.0,
-                 **ceiling}],
-               []]
+    samples = [
+        [
+            {
+                "index": 0,
+                "pcie_rx_mb_s": 1000.0,
+                "pcie_tx_mb_s": 10.0,
+                "util_pct": 0.0,
+                "mem_used_mib": 900.0,
+                **ceiling,
+            },
+            {"index": 1, "pcie_rx_mb_s": 500.0},
+        ],
+        [
+            {
+                "index": 0,
+                "pcie_rx_mb_s": 3000.0,
+                "pcie_tx_mb_s": 30.0,
+                "util_pct": 10.0,
+                "mem_used_mib": 1100.0,
+                **ceiling,
+            }
+        ],
+        [],
+    ]
     means = run_means(samples)
     assert means[0]["pcie_rx_mb_s"] == 2000.0 and means[0]["pcie_tx_mb_s"] == 20.0
     assert means[0]["util_pct"] == 5.0 and means[0]["mem_used_mib_max"] == 1100.0 and means[0]["readings"] == 2
@@ -247,8 +321,10 @@ def test_a_runs_gpu_readings_add_up_to_means_against_the_link():
     assert means[1] == {"readings": 1.0, "pcie_rx_mb_s": 500.0}, "no ceiling measured: no percentage"
     assert run_means([]) == {}
 
-    reps = [{"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": means[0], "1": means[1]}},
-            {"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": {"pcie_rx_mb_s": 1500.0}}}]
+    reps = [
+        {"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": means[0], "1": means[1]}},
+        {"status": "ok", "throughput_mib_s": 1.0, "per_gpu": {"0": {"pcie_rx_mb_s": 1500.0}}},
+    ]
     st = io_stats(reps)
     assert st["pcie_rx_mb_s"]["median"] == 2000.0, "a point's RX is the sum over its GPUs, median over repetitions"
     assert io_stats([{"status": "ok", "throughput_mib_s": 1.0}])["pcie_rx_mb_s"]["n"] == 0

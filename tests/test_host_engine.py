@@ -1,4 +1,5 @@
 """The host engine on real files: every pattern, accounting, percentiles, verification, sampling."""
+
 import asyncio
 import os
 
@@ -71,8 +72,9 @@ def test_queue_depth_uses_io_uring_or_says_psync(direct_dir):
 
 
 def test_samples_stream_at_the_interval_and_add_up(direct_dir):
-    spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=1.0, block_size=4096,
-                   io="randread", interval=0.1)
+    spec = RunSpec(
+        file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=1.0, block_size=4096, io="randread", interval=0.1
+    )
     r = Run(spec).execute()
     assert 8 <= len(r.samples) <= 13
     assert sum(s.bytes for s in r.samples) == r.bytes
@@ -84,8 +86,9 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
     assert 0 < r.cpu["engine_cpu_seconds"] <= r.seconds * spec.workers * 1.05
     assert any(s.engine_sys_pct >= 0 for s in r.samples)
     # the busiest worker thread, against one core (one worker here: all of the engine's CPU)
-    assert r.cpu["engine_busiest_thread_pct"] == pytest.approx(r.cpu["engine_usr_pct"] + r.cpu["engine_sys_pct"],
-                                                               rel=0.05)
+    assert r.cpu["engine_busiest_thread_pct"] == pytest.approx(
+        r.cpu["engine_usr_pct"] + r.cpu["engine_sys_pct"], rel=0.05
+    )
 
 
 def test_async_iteration_for_asyncio_consumers(direct_dir):
@@ -133,8 +136,15 @@ def test_verification_passes_on_good_data_and_catches_corruption(direct_dir):
         fh.seek(123 * 4096 + 40)
         fh.write(b"\xff" * 8)
     with pytest.raises(RunFailed, match=r"verification failed: data at offset 503848 ") as exc:
-        Run(RunSpec(io="read", verify=True, total_bytes=4 * MIB, duration=None, **{k: v for k, v in keep.items()
-                                                                                   if k != "duration"})).execute()
+        Run(
+            RunSpec(
+                io="read",
+                verify=True,
+                total_bytes=4 * MIB,
+                duration=None,
+                **{k: v for k, v in keep.items() if k != "duration"},
+            )
+        ).execute()
     assert exc.value.result.status == "failed"
 
 
@@ -148,8 +158,7 @@ def test_write_without_verify_marks_the_pattern_gone_and_verify_refills(direct_d
 
 
 def test_directory_mode_has_one_file_per_worker(direct_dir):
-    spec = RunSpec(directory=str(direct_dir), file_size=2 * MIB, block_size=4096, workers=3, duration=0.2,
-                   keep=True)
+    spec = RunSpec(directory=str(direct_dir), file_size=2 * MIB, block_size=4096, workers=3, duration=0.2, keep=True)
     r = Run(spec).execute()
     files = sorted(p.name for p in direct_dir.iterdir() if p.suffix == ".dat")
     assert len(files) == 3 and r.bytes > 0
@@ -157,8 +166,9 @@ def test_directory_mode_has_one_file_per_worker(direct_dir):
 
 
 def test_buffered_mode_is_labelled(tmp_path):
-    r = Run(RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True,
-                    duration=0.2)).execute()
+    r = Run(
+        RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True, duration=0.2)
+    ).execute()
     assert r.environment["io_mode"] == "buffered"
     assert any("buffered" in label for label in r.labels)
     from xferscope.report import compare_rows
@@ -171,8 +181,9 @@ def test_compare_rows_say_when_the_page_cache_was_not_asked_for(tmp_path):
     table's path column, next to one that was asked to."""
     from xferscope.report import compare_rows
 
-    r = Run(RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True,
-                    duration=0.2)).execute()
+    r = Run(
+        RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True, duration=0.2)
+    ).execute()
     r.spec = r.spec.replace(buffered=False)
     r.labels.append("cuFile compat mode (POSIX underneath)")
     assert compare_rows([r])[0][0] == "host (page cache, compat)"
@@ -196,7 +207,7 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
         original_prepare(self, progress)
         engine = self.engine
         real.update(stop=engine.stop, close=engine.close)
-        engine.stop = lambda: None                       # the workers ignore the request ...
+        engine.stop = lambda: None  # the workers ignore the request ...
         engine.wait = lambda timeout: (time.sleep(min(timeout, 0.05)), False)[1]  # ... and never finish
         engine.close = lambda: closed.append(True)
 
@@ -228,8 +239,15 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
 
     if thp_mode() not in ("always", "madvise"):
         pytest.skip(f"transparent huge pages are off here ({thp_mode()})")
-    spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=64 << 20, block_size=1 << 20, workers=2,
-                   iodepth=iodepth, duration=1.0, huge_pages=True)
+    spec = RunSpec(
+        file=str(direct_dir / "x.dat"),
+        file_size=64 << 20,
+        block_size=1 << 20,
+        workers=2,
+        iodepth=iodepth,
+        duration=1.0,
+        huge_pages=True,
+    )
     seen = []
     from xferscope.local_run import LocalRun  # in this process, to read its own page sizes
 

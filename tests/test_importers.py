@@ -1,4 +1,5 @@
 """Importers: gdsio lines, fio JSON (from real fio runs), elbencho CSV; exported like native runs; bad input located."""
+
 from __future__ import annotations
 
 import csv
@@ -19,17 +20,18 @@ from xferscope.importers.gdsio import parse_text as parse_gdsio
 from xferscope.report import gdsio_line
 
 DATA = Path(__file__).parent / "data"
-GDSIO = DATA / "gdsio-nvme-paths.txt"          # a report with gdsio runs pasted in, text around them
+GDSIO = DATA / "gdsio-nvme-paths.txt"  # a report with gdsio runs pasted in, text around them
 FIO_RANDREAD = DATA / "fio-randread-4k-qd16.json"  # fio 3.33 --output-format=json, one job
 FIO_JOBS = DATA / "fio-randrw-and-two-writers.json"  # a 70/30 job, and two writer jobs of one name
-ELBENCHO = DATA / "elbencho-results.csv"       # elbencho --csvfile columns
+ELBENCHO = DATA / "elbencho-results.csv"  # elbencho --csvfile columns
 
 
 # ------------------------------------------------------------------- gdsio
 
+
 def test_gdsio_lines_become_results_that_print_the_same_line():
     results = import_gdsio(str(GDSIO))
-    lines = [line[line.index("IoType:"):].strip() for line in GDSIO.read_text().splitlines() if "IoType:" in line]
+    lines = [line[line.index("IoType:") :].strip() for line in GDSIO.read_text().splitlines() if "IoType:" in line]
     assert len(results) == len(lines) == 21
     assert [gdsio_line(r) for r in results] == lines  # every figure survives, in gdsio's own format
     first = results[0]
@@ -45,21 +47,39 @@ def test_gdsio_lines_become_results_that_print_the_same_line():
 
 
 def test_gdsio_batch_line_pasted_after_its_command():
-    text = ("/usr/local/cuda/gds/tools/gdsio -x 6 -d 0 -s 8K -i 4K -D /mnt/gds/dir -I 1 -w 10 IoType: WRITE "
-            "XferType: GPU_BATCH Threads: 1 IoDepth: 10 DataSetSize: 80/80(KiB) IOSize: 4(KiB) Throughput: "
-            "0.010523 GiB/sec, Avg_Latency: 3476.650000 usecs ops: 20 total_time 0.007250 secs\n")
+    text = (
+        "/usr/local/cuda/gds/tools/gdsio -x 6 -d 0 -s 8K -i 4K -D /mnt/gds/dir -I 1 -w 10 IoType: WRITE "
+        "XferType: GPU_BATCH Threads: 1 IoDepth: 10 DataSetSize: 80/80(KiB) IOSize: 4(KiB) Throughput: "
+        "0.010523 GiB/sec, Avg_Latency: 3476.650000 usecs ops: 20 total_time 0.007250 secs\n"
+    )
     (r,) = parse_gdsio(text, "batch.txt")
-    assert (r.spec.path, r.spec.io, r.spec.iodepth, r.write_bytes, r.ops) == \
-        ("cufile-batch", "write", 10, 80 * 1024, 20)
+    assert (r.spec.path, r.spec.io, r.spec.iodepth, r.write_bytes, r.ops) == (
+        "cufile-batch",
+        "write",
+        10,
+        80 * 1024,
+        20,
+    )
     assert r.environment["command"].endswith("gdsio -x 6 -d 0 -s 8K -i 4K -D /mnt/gds/dir -I 1 -w 10")
 
 
-@pytest.mark.parametrize("text,line,words", [
-    ("run 1\nIoType: READ XferType: GPUD Threads: 1 DataSetSize: 1/2(KiB)\n", 2, "not a complete gdsio result line"),
-    ("IoType: READ XferType: TAPE Threads: 1 DataSetSize: 1024/1024(KiB) IOSize: 4(KiB) Throughput: 0.1 GiB/sec, "
-     "Avg_Latency: 1.0 usecs ops: 1 total_time 1.0 secs\n", 1, "XferType 'TAPE' is not one xferscope measures"),
-    ("nothing measured here\n", None, "no gdsio result lines found"),
-])
+@pytest.mark.parametrize(
+    "text,line,words",
+    [
+        (
+            "run 1\nIoType: READ XferType: GPUD Threads: 1 DataSetSize: 1/2(KiB)\n",
+            2,
+            "not a complete gdsio result line",
+        ),
+        (
+            "IoType: READ XferType: TAPE Threads: 1 DataSetSize: 1024/1024(KiB) IOSize: 4(KiB) Throughput: 0.1 GiB/sec, "
+            "Avg_Latency: 1.0 usecs ops: 1 total_time 1.0 secs\n",
+            1,
+            "XferType 'TAPE' is not one xferscope measures",
+        ),
+        ("nothing measured here\n", None, "no gdsio result lines found"),
+    ],
+)
 def test_gdsio_malformed_input_is_located(text, line, words):
     with pytest.raises(FormatError) as info:
         parse_gdsio(text, "paste.txt")
@@ -68,13 +88,19 @@ def test_gdsio_malformed_input_is_located(text, line, words):
 
 # --------------------------------------------------------------------- fio
 
+
 def test_fio_json_figures_come_through():
     raw = json.loads(FIO_RANDREAD.read_text())["jobs"][0]
     (r,) = import_fio(str(FIO_RANDREAD))
     rd = raw["read"]
     assert r.source == "fio" and r.labels == ["io_uring"]
-    assert (r.spec.path, r.spec.io, r.spec.block_size, r.spec.iodepth, r.spec.buffered) == \
-        ("host", "randread", 4096, 16, False)
+    assert (r.spec.path, r.spec.io, r.spec.block_size, r.spec.iodepth, r.spec.buffered) == (
+        "host",
+        "randread",
+        4096,
+        16,
+        False,
+    )
     assert r.bytes == rd["io_bytes"] and r.ops == rd["total_ios"] and r.seconds == rd["runtime"] / 1e3
     assert r.iops == pytest.approx(rd["iops"], rel=0.01)
     assert r.latency_us.p99 == rd["clat_ns"]["percentile"]["99.000000"] / 1e3
@@ -107,7 +133,7 @@ def test_fio_malformed_input_is_located(tmp_path):
         parse_fio(text.replace('"rw" : "randread"', '"rw" : "trim"'), "trim.json")
     assert info.value.line == 8 and "rw=trim is not a pattern xferscope measures" in str(info.value)
     with pytest.raises(FormatError) as info:
-        parse_fio("fio: some warning\n{\n  \"fio version\" : \"fio-3.33\"\n}\n", "empty.json")
+        parse_fio('fio: some warning\n{\n  "fio version" : "fio-3.33"\n}\n', "empty.json")
     assert info.value.line == 2 and "no 'jobs' list" in str(info.value)
     with pytest.raises(FormatError, match="not fio JSON output"):
         parse_fio("hello\n", "x.txt")
@@ -115,12 +141,17 @@ def test_fio_malformed_input_is_located(tmp_path):
 
 # ---------------------------------------------------------------- elbencho
 
+
 def test_elbencho_csv_columns_become_results():
     cufile, host, mix = import_elbencho(str(ELBENCHO))  # the SYNC phase moved no data and is left out
     rows = list(csv.DictReader(ELBENCHO.open()))
     assert all(r.source == "elbencho" for r in (cufile, host, mix))
-    assert (cufile.spec.path, cufile.spec.gpus, cufile.spec.workers, cufile.spec.block_size) == \
-        ("cufile", [0, 1], 16, 1 << 20)
+    assert (cufile.spec.path, cufile.spec.gpus, cufile.spec.workers, cufile.spec.block_size) == (
+        "cufile",
+        [0, 1],
+        16,
+        1 << 20,
+    )
     assert cufile.labels == ["gdsnvme"] and cufile.environment["elbencho_version"] == "3.1-10"
     assert cufile.bytes == int(rows[0]["MiB [last]"]) << 20 and cufile.seconds == int(rows[0]["time ms [last]"]) / 1e3
     assert cufile.first_done.seconds == int(rows[0]["time ms [first]"]) / 1e3
@@ -153,13 +184,15 @@ def test_elbencho_malformed_input_is_located():
 
 # ------------------------------------------------------------ as native runs
 
+
 def test_imports_export_with_the_keys_of_a_run_and_read_back(tmp_path):
     results = import_fio(str(FIO_JOBS)) + import_elbencho(str(ELBENCHO)) + import_gdsio(str(GDSIO))[:2]
     path = tmp_path / "all.json"
     path.write_text(json.dumps({"results": [result_to_dict(r) for r in results]}))
     back = load_results(str(path))
-    assert [(b.source, b.spec.name, round(b.throughput_mib_s, 6)) for b in back] == \
-        [(r.source, r.spec.name, round(r.throughput_mib_s, 6)) for r in results]
+    assert [(b.source, b.spec.name, round(b.throughput_mib_s, 6)) for b in back] == [
+        (r.source, r.spec.name, round(r.throughput_mib_s, 6)) for r in results
+    ]
 
 
 def test_import_command_writes_json_and_csv_like_run(cli, tmp_path):
@@ -181,22 +214,27 @@ def test_import_command_rejects_bad_input_in_one_line(cli, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{\n  "jobs": [\n    {"jobname": "x",\n')
     r = cli("import", "fio", str(bad))
-    assert r.code == 2 and r.err.count("\n") == 1 and r.err.startswith(f"xferscope: {bad}:") and \
-        "Traceback" not in r.err
+    assert (
+        r.code == 2 and r.err.count("\n") == 1 and r.err.startswith(f"xferscope: {bad}:") and "Traceback" not in r.err
+    )
     r = cli("import", "elbencho", str(tmp_path / "missing.csv"))
     assert r.code == 2 and "no such file" in r.err
 
 
 def test_import_mlc_reads_a_saved_mlc_output(cli, tmp_path):
-    text = ("Intel(R) Memory Latency Checker - v3.11\n*** Unable to modify prefetchers\n"
-            "Measuring Loaded Latencies for the system\nUsing all the threads from each core if Hyper-threading "
-            "is enabled\nUsing Read-only traffic type\nInject\tLatency\tBandwidth\nDelay\t(ns)\tMB/sec\n"
-            "==========================\n 00000\t185.86\t 71162.7\n 00100\t89.60\t 27759.9\n")
+    text = (
+        "Intel(R) Memory Latency Checker - v3.11\n*** Unable to modify prefetchers\n"
+        "Measuring Loaded Latencies for the system\nUsing all the threads from each core if Hyper-threading "
+        "is enabled\nUsing Read-only traffic type\nInject\tLatency\tBandwidth\nDelay\t(ns)\tMB/sec\n"
+        "==========================\n 00000\t185.86\t 71162.7\n 00100\t89.60\t 27759.9\n"
+    )
     path = tmp_path / "mlc.txt"
     path.write_text(text)
     out_csv = tmp_path / "mlc.csv"
     r = cli("import", "mlc", str(path), "--csv", str(out_csv))
     assert r.code == 0, r.err
     rows = list(csv.DictReader(out_csv.open()))
-    assert [(row["delay"], row["latency_ns"], row["bandwidth_mb_s"]) for row in rows] == \
-        [("0", "185.86", "71162.7"), ("100", "89.60", "27759.9")]
+    assert [(row["delay"], row["latency_ns"], row["bandwidth_mb_s"]) for row in rows] == [
+        ("0", "185.86", "71162.7"),
+        ("100", "89.60", "27759.9"),
+    ]

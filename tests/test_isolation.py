@@ -1,5 +1,6 @@
 """A function run in a child process: its answer, its errors as themselves, its death by a signal named,
 and a child that leaves when its parent is gone."""
+
 from __future__ import annotations
 
 import os
@@ -22,7 +23,9 @@ def test_an_answer_comes_back_from_another_process():
 def test_xferscope_errors_keep_their_kind_and_fields():
     with pytest.raises(SpecError) as info:
         call("xferscope.engines.registry:engine_class", "warp", what="a path")
-    assert info.value.field == "path" and info.value.exit_code == 2 and "unknown transfer path 'warp'" in str(info.value)
+    assert (
+        info.value.field == "path" and info.value.exit_code == 2 and "unknown transfer path 'warp'" in str(info.value)
+    )
     with pytest.raises(RunFailed) as info:  # not one of xferscope's: a failure that names it
         call("os:listdir", "/nonexistent/dir", what="listing")
     assert str(info.value).startswith("unexpected error: FileNotFoundError:")
@@ -57,21 +60,30 @@ def test_exit_statuses_read_as_words():
 
 
 def test_the_fault_summary_is_the_faulting_thread():
-    report = ["Fatal Python error: Segmentation fault", "", "Thread 0x1 (most recent call first):",
-              '  File "a.py", line 1 in other', "", "Current thread 0x2 (most recent call first):",
-              '  File "b.py", line 9 in crashing', '  File "b.py", line 2 in <module>', "", "Extension modules: x"]
+    report = [
+        "Fatal Python error: Segmentation fault",
+        "",
+        "Thread 0x1 (most recent call first):",
+        '  File "a.py", line 1 in other',
+        "",
+        "Current thread 0x2 (most recent call first):",
+        '  File "b.py", line 9 in crashing',
+        '  File "b.py", line 2 in <module>',
+        "",
+        "Extension modules: x",
+    ]
     assert fault_summary(report) == [report[0], report[5], report[6], report[7]]
 
 
 def test_a_child_leaves_when_its_parent_is_killed(tmp_path):
     """The parent is SIGKILLed while its child waits for a request: the child notices and leaves."""
-    script = textwrap.dedent('''
+    script = textwrap.dedent("""
         import sys, time
         from xferscope.isolation import Child
         child = Child("xferscope.isolation:_serve_calls", what="waiting")
         print(child.pid, flush=True)
         time.sleep(60)
-    ''')
+    """)
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     pid = int(parent.stdout.readline())
     parent.kill()

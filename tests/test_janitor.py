@@ -1,5 +1,6 @@
 """Scratch files go with the process that made them, whatever ends it: killed outright while it fills a
 comparison's dataset, between a sweep's points, or with nothing running at all."""
+
 from __future__ import annotations
 
 import subprocess
@@ -11,7 +12,7 @@ from test_engine_process import engine_children, gone, scratch_left, start_cli, 
 
 
 def test_guarded_paths_go_when_the_process_is_killed_and_released_ones_stay(tmp_path):
-    script = textwrap.dedent(f'''
+    script = textwrap.dedent(f"""
         import os, time
         from xferscope import janitor
         d = {str(tmp_path)!r}
@@ -24,26 +25,29 @@ def test_guarded_paths_go_when_the_process_is_killed_and_released_ones_stay(tmp_
         janitor.release(os.path.join(d, "kept"))
         print("ready", flush=True)
         time.sleep(60)
-    ''')
+    """)
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert proc.stdout.readline().strip() == "ready"
     assert (tmp_path / "dir" / "inside").exists() and (tmp_path / "file").exists()
     proc.kill()
     proc.wait()
-    wait_until(lambda: not (tmp_path / "dir").exists() and not (tmp_path / "file").exists(), timeout=20,
-               what="the janitor to remove the guarded paths")
+    wait_until(
+        lambda: not (tmp_path / "dir").exists() and not (tmp_path / "file").exists(),
+        timeout=20,
+        what="the janitor to remove the guarded paths",
+    )
     assert (tmp_path / "kept").exists()
 
 
 def test_a_normal_exit_removes_nothing_it_released(tmp_path):
-    script = textwrap.dedent(f'''
+    script = textwrap.dedent(f"""
         import os
         from xferscope import janitor
         path = os.path.join({str(tmp_path)!r}, "mine")
         open(path, "w").close()
         with janitor.guarded(path):
             pass
-    ''')
+    """)
     subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
     time.sleep(0.5)
     assert (tmp_path / "mine").exists()
@@ -52,10 +56,11 @@ def test_a_normal_exit_removes_nothing_it_released(tmp_path):
 def test_compare_killed_while_filling_its_dataset_leaves_nothing(direct_dir):
     tmp = direct_dir / "tmp"
     tmp.mkdir()
-    proc = start_cli("compare", "--paths", "host,host", "-s", "4G", "--bs", "1M", "-T", "2",
-                     env={"TMPDIR": str(tmp)})
-    wait_until(lambda: any(f.name.endswith(".dat") for d in tmp.iterdir() if d.is_dir() for f in d.iterdir()),
-               what="the dataset being filled")
+    proc = start_cli("compare", "--paths", "host,host", "-s", "4G", "--bs", "1M", "-T", "2", env={"TMPDIR": str(tmp)})
+    wait_until(
+        lambda: any(f.name.endswith(".dat") for d in tmp.iterdir() if d.is_dir() for f in d.iterdir()),
+        what="the dataset being filled",
+    )
     proc.kill()
     proc.communicate(timeout=30)
     wait_until(lambda: not scratch_left(tmp), timeout=30, what="the dataset to go")
@@ -65,13 +70,18 @@ def test_replay_killed_mid_sweep_leaves_nothing(direct_dir):
     tmp = direct_dir / "tmp"
     tmp.mkdir()
     profile = direct_dir / "two.toml"
-    profile.write_text('name = "two"\nkind = "io"\nrepetitions = 1\nduration = 30\n'
-                       '[base]\npath = "host"\nfile_size = "32M"\n[grid]\nblock_size = ["64K", "1M"]\n')
-    proc = start_cli("replay", str(profile), "--results", str(direct_dir / "two.results.json"),
-                     env={"TMPDIR": str(tmp)})
+    profile.write_text(
+        'name = "two"\nkind = "io"\nrepetitions = 1\nduration = 30\n'
+        '[base]\npath = "host"\nfile_size = "32M"\n[grid]\nblock_size = ["64K", "1M"]\n'
+    )
+    proc = start_cli(
+        "replay", str(profile), "--results", str(direct_dir / "two.results.json"), env={"TMPDIR": str(tmp)}
+    )
     engine = wait_until(lambda: engine_children(proc.pid), timeout=60, what="the first point's engine")[0]
-    wait_until(lambda: any(f.name.endswith(".xferscope") for d in tmp.iterdir() if d.is_dir() for f in d.iterdir()),
-               what="the sweep's scratch file")
+    wait_until(
+        lambda: any(f.name.endswith(".xferscope") for d in tmp.iterdir() if d.is_dir() for f in d.iterdir()),
+        what="the sweep's scratch file",
+    )
     time.sleep(0.5)
     proc.kill()
     proc.communicate(timeout=30)

@@ -1,4 +1,5 @@
 """`xferscope mem` through its real entry point, the sweep engine's streams, and the mlc backend."""
+
 import asyncio
 import csv
 import itertools
@@ -34,8 +35,23 @@ def one_line_error(r, code, *words):
 
 def test_short_sweep_is_plausible_and_bandwidth_falls_with_delay(cli, two_cpus, tmp_path):
     out = tmp_path / "sweep.csv"
-    r = cli("mem", "--traffic", "R", "--delays", "0,20000", "--point-seconds", "0.2", "--buffer", "64M",
-            "--threads", "1", "--format", "json", "--csv", str(out))
+    r = cli(
+        "mem",
+        "--traffic",
+        "R",
+        "--delays",
+        "0,20000",
+        "--point-seconds",
+        "0.2",
+        "--buffer",
+        "64M",
+        "--threads",
+        "1",
+        "--format",
+        "json",
+        "--csv",
+        str(out),
+    )
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["backend"] == "builtin" and not data["cancelled"]
@@ -77,16 +93,18 @@ def test_table_in_mlc_shape_with_write_traffic(cli, two_cpus):
 
 
 def test_write_only_traffic_sweep(two_cpus):
-    result = MemSweep(MemSpec(traffic=("W6",), delays=(0,), point_seconds=0.1, buffer_bytes=8 << 20,
-                              threads=1, whole_idle=False)).run()
+    result = MemSweep(
+        MemSpec(traffic=("W6",), delays=(0,), point_seconds=0.1, buffer_bytes=8 << 20, threads=1, whole_idle=False)
+    ).run()
     idle, w6 = result.points
     assert idle.traffic == IDLE and w6.traffic == "W6"
     assert w6.read_mb_s == 0 and w6.write_mb_s == pytest.approx(w6.bandwidth_mb_s) and w6.bandwidth_mb_s > 0
 
 
 def test_peak_and_idle_modes(cli):
-    r = cli("mem", "--mode", "peak", "--traffic", "R,W6", "--buffer", "16M", "--point-seconds", "0.15",
-            "--format", "json")
+    r = cli(
+        "mem", "--mode", "peak", "--traffic", "R,W6", "--buffer", "16M", "--point-seconds", "0.15", "--format", "json"
+    )
     assert r.code == 0, r.err
     points = json.loads(r.out)["points"]
     assert [p["traffic"] for p in points] == ["R", "W6"]
@@ -97,23 +115,26 @@ def test_peak_and_idle_modes(cli):
     assert "stride 64 B" in r.out and "stride 256 B" in r.out and r.out.count("Idle latency") == 2
 
 
-@pytest.mark.parametrize("args, option", [
-    (["--mode", "fast"], "--mode"),
-    (["--traffic", "W4"], "--traffic"),
-    (["--stride", "100"], "--stride"),
-    (["--delays", "0,ten"], "--delays"),
-    (["--delays", "-5"], "--delays"),
-    (["--point-seconds", "0"], "--point-seconds"),
-    (["--point-seconds", "soon"], "--point-seconds"),
-    (["--buffer", "12Q"], "--buffer"),
-    (["--buffer", "4K"], "--buffer"),
-    (["--cpus", "4000"], "--cpus"),
-    (["--cpus", "3-1"], "--cpus"),
-    (["--threads", "4000"], "--threads"),
-    (["--backend", "fast"], "--backend"),
-    (["--format", "xml"], "--format"),
-    (["--csv", "/nonexistent-dir/x.csv"], "--csv"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--mode", "fast"], "--mode"),
+        (["--traffic", "W4"], "--traffic"),
+        (["--stride", "100"], "--stride"),
+        (["--delays", "0,ten"], "--delays"),
+        (["--delays", "-5"], "--delays"),
+        (["--point-seconds", "0"], "--point-seconds"),
+        (["--point-seconds", "soon"], "--point-seconds"),
+        (["--buffer", "12Q"], "--buffer"),
+        (["--buffer", "4K"], "--buffer"),
+        (["--cpus", "4000"], "--cpus"),
+        (["--cpus", "3-1"], "--cpus"),
+        (["--threads", "4000"], "--threads"),
+        (["--backend", "fast"], "--backend"),
+        (["--format", "xml"], "--format"),
+        (["--csv", "/nonexistent-dir/x.csv"], "--csv"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(cli, args, option):
     r = cli("mem", *args)
     one_line_error(r, 2, f"xferscope: {option}: ")
@@ -126,7 +147,7 @@ def test_backend_mlc_without_the_binary(cli, tmp_path):
     one_line_error(r, 3, "intel.com")
 
 
-FAKE_MLC = '''\
+FAKE_MLC = """\
 import os, sys
 args = sys.argv[1:]
 with open(os.environ["FAKE_MLC_LOG"], "a") as log:
@@ -162,7 +183,7 @@ else:
     print("Inject\\tLatency\\tBandwidth\\nDelay\\t(ns)\\tMB/sec\\n==========================")
     for d in delays:
         print(" %05d\\t%.2f\\t %.1f" % (d, 80 + 20000.0 / (d + 100), 150000.0 / (1 + d / 100.0)), flush=True)
-'''
+"""
 
 
 @pytest.fixture
@@ -177,9 +198,26 @@ def fake_mlc(tmp_path):
 def test_backend_mlc_runs_the_binary_and_parses_it(cli, fake_mlc, tmp_path):
     path, log = fake_mlc
     out = tmp_path / "m.csv"
-    r = cli("mem", "--backend", "mlc", "--mlc", str(path), "--traffic", "W6,W8", "--stride", "256",
-            "--delays", "0,100,1000", "--point-seconds", "1", "--cpus", "1", "--csv", str(out),
-            env={"FAKE_MLC_LOG": str(log)})
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(path),
+        "--traffic",
+        "W6,W8",
+        "--stride",
+        "256",
+        "--delays",
+        "0,100,1000",
+        "--point-seconds",
+        "1",
+        "--cpus",
+        "1",
+        "--csv",
+        str(out),
+        env={"FAKE_MLC_LOG": str(log)},
+    )
     assert r.code == 0, r.err
     calls = log.read_text().splitlines()
     assert calls[0] == "--idle_latency -l256"
@@ -188,30 +226,71 @@ def test_backend_mlc_runs_the_binary_and_parses_it(cli, fake_mlc, tmp_path):
     with open(out) as fh:
         rows = list(csv.reader(fh))
     assert rows[1] == ["", "79.30", "", "", "", "idle", "256", "mlc", "mlc random", "", "", ""]
-    assert rows[2:5] == [["0", "280.00", "150000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
-                         ["100", "180.00", "75000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
-                         ["1000", "98.18", "13636.4", "", "", "W6", "256", "mlc", "mlc random", "", "", ""]]
+    assert rows[2:5] == [
+        ["0", "280.00", "150000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
+        ["100", "180.00", "75000.0", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
+        ["1000", "98.18", "13636.4", "", "", "W6", "256", "mlc", "mlc random", "", "", ""],
+    ]
     assert [row[5] for row in rows[5:]] == ["W8"] * 3
     assert "warning: mlc: Unable to modify prefetchers" in r.err
 
 
 def test_backend_mlc_peak_and_failure(cli, fake_mlc):
     path, log = fake_mlc
-    r = cli("mem", "--backend", "mlc", "--mlc", str(path), "--mode", "peak", "--traffic", "R,W10", "--format",
-            "json", env={"FAKE_MLC_LOG": str(log)})
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(path),
+        "--mode",
+        "peak",
+        "--traffic",
+        "R,W10",
+        "--format",
+        "json",
+        env={"FAKE_MLC_LOG": str(log)},
+    )
     assert r.code == 0, r.err
-    assert [(p["traffic"], p["bandwidth_mb_s"]) for p in json.loads(r.out)["points"]] == [("R", 150000.5),
-                                                                                         ("W10", 120000.0)]
-    r = cli("mem", "--backend", "mlc", "--mlc", str(path), "--mode", "idle",
-            env={"FAKE_MLC_LOG": str(log), "FAKE_MLC_FAIL": "1"})
+    assert [(p["traffic"], p["bandwidth_mb_s"]) for p in json.loads(r.out)["points"]] == [
+        ("R", 150000.5),
+        ("W10", 120000.0),
+    ]
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(path),
+        "--mode",
+        "idle",
+        env={"FAKE_MLC_LOG": str(log), "FAKE_MLC_FAIL": "1"},
+    )
     one_line_error(r, 1, "mlc exited with status 7", "cannot allocate")
 
 
 def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp_path):
     out = tmp_path / "partial.json"
-    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "mem", "--traffic", "R", "--delays",
-                             "0,0,0,0,0,0,0,0,0,0", "--point-seconds", "1", *SMALL, "--json", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "mem",
+            "--traffic",
+            "R",
+            "--delays",
+            "0,0,0,0,0,0,0,0,0,0",
+            "--point-seconds",
+            "1",
+            *SMALL,
+            "--json",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(3.5)
     assert proc.poll() is None
     sent = time.monotonic()
@@ -226,9 +305,11 @@ def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp
 
 
 def test_the_command_module_imports_light():
-    code = ("import sys, xferscope.commands.mem; "
-            "heavy = [m for m in ('textual', 'xferscope._memcore', 'xferscope.engines.mem') if m in sys.modules]; "
-            "print(heavy)")
+    code = (
+        "import sys, xferscope.commands.mem; "
+        "heavy = [m for m in ('textual', 'xferscope._memcore', 'xferscope.engines.mem') if m in sys.modules]; "
+        "print(heavy)"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"
 
 
@@ -273,8 +354,12 @@ def test_sanity_warnings():
     assert "outside the 60-200 ns" in text
     assert "below 1.3x idle" in text
     assert "bandwidth rises as delay rises (100->1000)" in text
-    clean = [MemPoint(None, 90.0, None, None, None, None, None, IDLE, 64, "builtin"),
-             point(0, 200, 9000), point(100, 120, 5000), point(20000, 91, 100)]
+    clean = [
+        MemPoint(None, 90.0, None, None, None, None, None, IDLE, 64, "builtin"),
+        point(0, 200, 9000),
+        point(100, 120, 5000),
+        point(20000, 91, 100),
+    ]
     assert sanity_warnings(clean) == []
     far = [clean[0], point(0, 200, 9000), point(20000, 99, 100)]
     assert "more than 5% away from idle" in sanity_warnings(far)[0]

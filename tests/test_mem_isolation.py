@@ -1,6 +1,7 @@
 """Memory sweeps run in a process of their own: the native core killed from outside (SIGSEGV, SIGKILL) in
 the middle of a sweep is a failed sweep naming the engine and the signal, with the points measured until
 then, in the CLI and in the console, and the next sweep works."""
+
 from __future__ import annotations
 
 import asyncio
@@ -20,8 +21,19 @@ from xferscope.mem_runner import TARGET, MemRun
 from xferscope.runner import EngineDied
 
 #: a loaded sweep of many short points on small buffers, one load thread
-LONG_SWEEP = ["--traffic", "R", "--delays", ",".join(["0"] * 40), "--point-seconds", "0.3", "--buffer", "16M",
-              "--threads", "1", "--no-whole-idle"]
+LONG_SWEEP = [
+    "--traffic",
+    "R",
+    "--delays",
+    ",".join(["0"] * 40),
+    "--point-seconds",
+    "0.3",
+    "--buffer",
+    "16M",
+    "--threads",
+    "1",
+    "--no-whole-idle",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -52,14 +64,18 @@ def test_cli_sweep_survives_its_engine_dying_mid_sweep(tmp_path, sig):
     engine = engine[0]
     # its threads have run for 3 s of CPU: with at most two of them measuring, more than 1.5 s of the sweep
     # has passed, several times the first point's time (a busy machine only makes the wait longer)
-    wait_until(lambda: cpu_seconds(engine) > 3.0 or proc.poll() is not None, timeout=120,
-               what="the sweep's first points")
+    wait_until(
+        lambda: cpu_seconds(engine) > 3.0 or proc.poll() is not None, timeout=120, what="the sweep's first points"
+    )
     assert proc.poll() is None, proc.communicate()
     engine.send_signal(sig)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, (stdout, stderr)
-    lines = [ln for ln in stderr.splitlines()
-             if ln.strip() and not ln.startswith(("JSON written", "CSV written", "warning:"))]
+    lines = [
+        ln
+        for ln in stderr.splitlines()
+        if ln.strip() and not ln.startswith(("JSON written", "CSV written", "warning:"))
+    ]
     assert len(lines) == 1 and "Traceback" not in stderr, stderr
     name = signal.Signals(sig).name
     assert lines[0].startswith(f"xferscope: mem: the engine process died by {name}"), lines[0]
@@ -82,8 +98,9 @@ def test_cli_killed_outright_takes_its_memory_engine_along(tmp_path):
 
 
 def test_a_run_keeps_its_points_and_the_next_one_works():
-    spec = MemSpec(traffic=("R",), delays=(0,) * 40, point_seconds=0.3, buffer_bytes=16 << 20, threads=1,
-                   whole_idle=False)
+    spec = MemSpec(
+        traffic=("R",), delays=(0,) * 40, point_seconds=0.3, buffer_bytes=16 << 20, threads=1, whole_idle=False
+    )
     run = MemRun(spec)
     assert run.expected_points() == 41
     got = []

@@ -1,6 +1,7 @@
 """Memory latency as MLC and multichase report it: the chase's locality (multichase's -T), page sizes, the
 cache-level curve, the NUMA matrix (a fake two-node topology through the sysfs root), the max-bandwidth table,
 and several results side by side."""
+
 import csv
 import itertools
 import json
@@ -29,8 +30,14 @@ def two_cpus():
     return cpus[:2]
 
 
-def make_sysfs(root, *, nodes=None, caches=((1, "Data", "16K"), (1, "Instruction", "32K"), (2, "Unified", "128K"),
-                                            (3, "Unified", "1024K")), huge=None, cpus=(0, 1)):
+def make_sysfs(
+    root,
+    *,
+    nodes=None,
+    caches=((1, "Data", "16K"), (1, "Instruction", "32K"), (2, "Unified", "128K"), (3, "Unified", "1024K")),
+    huge=None,
+    cpus=(0, 1),
+):
     """A sysfs tree with the files xferscope reads: caches of each CPU, NUMA nodes, hugetlbfs pools."""
     for cpu in cpus:
         for i, (level, kind, size) in enumerate(caches):
@@ -65,8 +72,9 @@ def walk(succ, start=0):
     return order, i
 
 
-@pytest.mark.parametrize("n, window", [(1000, 64), (4096, 64), (4096, 4096), (777, 100), (64, 7), (10, 0),
-                                       (65536, 4096)])
+@pytest.mark.parametrize(
+    "n, window", [(1000, 64), (4096, 64), (4096, 4096), (777, 100), (64, 7), (10, 0), (65536, 4096)]
+)
 @pytest.mark.parametrize("stride", [64, 256])
 def test_every_line_once_per_cycle_and_the_window_respected(n, window, stride):
     succ = _memcore.chase_successors(n, stride, 99 + n, window)
@@ -110,8 +118,7 @@ def test_a_session_measures_both_chases_and_says_what_it_built():
     s = _memcore.Session(8 << 20, 64, cpu, [], 0, [], pages="4k", window=256 << 10, whole_chase=True)
     assert s.start()
     info = s.info()
-    assert (info["pages"], info["window_bytes"], info["whole_chase"], info["bind_errno"]) == ("4k", 256 << 10,
-                                                                                            True, 0)
+    assert (info["pages"], info["window_bytes"], info["whole_chase"], info["bind_errno"]) == ("4k", 256 << 10, True, 0)
     for whole in (False, True):
         for _ in range(50):  # on a busy machine the chase thread can miss a 20 ms window: measure again
             out = s.measure("R", 0, False, True, 0.0, 0.02, 2, whole=whole)
@@ -176,8 +183,7 @@ def test_curve_sizes_are_sub_octave_from_4k():
 
 def test_the_plan_reads_caches_and_hugepage_pools_from_the_sysfs_root(tmp_path):
     root = make_sysfs(tmp_path, huge={1048576: (2, 1), 2048: (0, 0)})
-    assert [(c.name, c.size) for c in cache_levels(0, root)] == [("L1d", 16 << 10), ("L2", 128 << 10),
-                                                                 ("L3", 1 << 20)]
+    assert [(c.name, c.size) for c in cache_levels(0, root)] == [("L1d", 16 << 10), ("L2", 128 << 10), ("L3", 1 << 20)]
     assert huge_pool(1 << 30, root).free == 1
     plan = resolve_plan(MemSpec(mode="curve", sysfs=root).validated())
     assert plan.curve_sizes[0] == 4096 and plan.curve_sizes[-1] == 64 << 20  # 8x the LLC, at least 64 MiB
@@ -194,7 +200,11 @@ def test_matrix_cells_on_a_fake_two_node_topology(tmp_path):
     assert [(n.node, n.cpus, n.memory) for n in nodes] == [(0, (0,), True), (1, (1,), True)]
     cells = matrix_cells(nodes, MemSpec(mode="matrix").validated(), None)
     assert [(c.cpu_node, c.mem_node, c.latency_cpu, c.load_cpus, c.touch_cpu) for c in cells] == [
-        (0, 0, 0, (0,), 0), (0, 1, 0, (0,), 1), (1, 0, 1, (1,), 0), (1, 1, 1, (1,), 1)]
+        (0, 0, 0, (0,), 0),
+        (0, 1, 0, (0,), 1),
+        (1, 0, 1, (1,), 0),
+        (1, 1, 1, (1,), 1),
+    ]
     assert [n.node for n in numa_topology(str(tmp_path / "nothing"), usable=(0, 1))] == [0]
 
 
@@ -202,21 +212,42 @@ def test_matrix_cells_on_a_fake_two_node_topology(tmp_path):
 
 
 def curve_points(latency_of_size):
-    return [MemPoint(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
-            for k, v in latency_of_size.items()]
+    return [
+        MemPoint(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
+        for k, v in latency_of_size.items()
+    ]
 
 
 def test_plateaus_are_found_in_the_measurements_and_named_by_the_cache_that_holds_them():
     caches = [{"name": "L1d", "size": 48 << 10}, {"name": "L2", "size": 1 << 20}, {"name": "L3", "size": 32 << 20}]
     kib = 1 << 10
-    lat = {4 * kib: 1.1, 8 * kib: 1.0, 16 * kib: 1.1, 32 * kib: 1.2, 64 * kib: 3.7, 128 * kib: 3.9,
-           256 * kib: 3.8, 512 * kib: 4.1, 1024 * kib: 7.0, 1448 * kib: 10.0,  # a transition, left out
-           2048 * kib: 12.5, 2896 * kib: 13.1, 4096 * kib: 12.8, 8192 * kib: 131.0, 16384 * kib: 128.0,
-           32768 * kib: 250.0,  # one disturbed point does not split a plateau in two
-           65536 * kib: 133.0, 131072 * kib: 135.0}
+    lat = {
+        4 * kib: 1.1,
+        8 * kib: 1.0,
+        16 * kib: 1.1,
+        32 * kib: 1.2,
+        64 * kib: 3.7,
+        128 * kib: 3.9,
+        256 * kib: 3.8,
+        512 * kib: 4.1,
+        1024 * kib: 7.0,
+        1448 * kib: 10.0,  # a transition, left out
+        2048 * kib: 12.5,
+        2896 * kib: 13.1,
+        4096 * kib: 12.8,
+        8192 * kib: 131.0,
+        16384 * kib: 128.0,
+        32768 * kib: 250.0,  # one disturbed point does not split a plateau in two
+        65536 * kib: 133.0,
+        131072 * kib: 135.0,
+    }
     plateaus = cache_plateaus(curve_points(lat), caches)
     assert [(p["level"], p["from_bytes"] // kib, p["to_bytes"] // kib) for p in plateaus] == [
-        ("L1d", 4, 32), ("L2", 64, 512), ("L3", 2048, 4096), ("memory", 8192, 131072)]
+        ("L1d", 4, 32),
+        ("L2", 64, 512),
+        ("L3", 2048, 4096),
+        ("memory", 8192, 131072),
+    ]
     assert [p["latency_ns"] for p in plateaus] == pytest.approx([1.1, 3.85, 12.8, 132.0])
     assert rising_plateaus(plateaus) == 4
     assert [p["ends_early"] for p in plateaus] == [False, False, True, False]  # a 4 MiB plateau of a 32 MiB L3
@@ -226,17 +257,53 @@ def test_plateaus_are_found_in_the_measurements_and_named_by_the_cache_that_hold
 
 def test_windows_the_latency_thread_missed_are_left_out():
     clean, busy = (100_000_000, 1_000_000, 0, 99_500_000), (100_000_000, 500_000, 0, 50_000_000)
-    p = point_from_windows([clean, busy, clean], traffic=IDLE, stride=64, delay=None, read_bytes=0, write_bytes=0,
-                           backend="builtin", ns_per_iter=None, latency=True, bandwidth=False)
+    p = point_from_windows(
+        [clean, busy, clean],
+        traffic=IDLE,
+        stride=64,
+        delay=None,
+        read_bytes=0,
+        write_bytes=0,
+        backend="builtin",
+        ns_per_iter=None,
+        latency=True,
+        bandwidth=False,
+    )
     assert p.latency_ns == 100.0 and p.windows_short == 1
-    worst = point_from_windows([busy, busy], traffic=IDLE, stride=64, delay=None, read_bytes=0, write_bytes=0,
-                               backend="builtin", ns_per_iter=None, latency=True, bandwidth=False)
+    worst = point_from_windows(
+        [busy, busy],
+        traffic=IDLE,
+        stride=64,
+        delay=None,
+        read_bytes=0,
+        write_bytes=0,
+        backend="builtin",
+        ns_per_iter=None,
+        latency=True,
+        bandwidth=False,
+    )
     assert worst.latency_ns == 100.0 and worst.windows_short == 2  # the thread's own running time per load
     text = busy_warning([p, worst])
     assert "off its CPU in 3 of 5 windows" in text and "1 point(s) had no clean window" in text
-    assert busy_warning([point_from_windows([clean], traffic=IDLE, stride=64, delay=None, read_bytes=0,
-                                            write_bytes=0, backend="builtin", ns_per_iter=None, latency=True,
-                                            bandwidth=False)]) is None
+    assert (
+        busy_warning(
+            [
+                point_from_windows(
+                    [clean],
+                    traffic=IDLE,
+                    stride=64,
+                    delay=None,
+                    read_bytes=0,
+                    write_bytes=0,
+                    backend="builtin",
+                    ns_per_iter=None,
+                    latency=True,
+                    bandwidth=False,
+                )
+            ]
+        )
+        is None
+    )
 
 
 # ------------------------------------------------------------------ the CLI
@@ -244,8 +311,21 @@ def test_windows_the_latency_thread_missed_are_left_out():
 
 def test_idle_names_its_locality_everywhere(cli, tmp_path):
     js, cs = tmp_path / "idle.json", tmp_path / "idle.csv"
-    r = cli("mem", "--mode", "idle", "--buffer", "32M", "--point-seconds", "0.1", "--pages", "4k", "--json",
-            str(js), "--csv", str(cs))
+    r = cli(
+        "mem",
+        "--mode",
+        "idle",
+        "--buffer",
+        "32M",
+        "--point-seconds",
+        "0.1",
+        "--pages",
+        "4k",
+        "--json",
+        str(js),
+        "--csv",
+        str(cs),
+    )
     assert r.code == 0, r.err
     line = r.out.splitlines()[0]
     assert re.match(r"Idle latency: [\d.]+ ns \(64-page locality; whole-buffer [\d.]+ ns\) \(min", line), line
@@ -254,35 +334,60 @@ def test_idle_names_its_locality_everywhere(cli, tmp_path):
     assert data["idle_locality"] == "64-page" and data["whole_idle_latency_ns"] > 0 and data["pages"] == "4k"
     assert data["pages_obtained"] == {"4K": 1.0}
     assert [(p["locality"], p["locality_bytes"], p["size_bytes"]) for p in data["points"]] == [
-        ("64-page", 64 * PAGE, 32 << 20), ("whole-buffer", None, 32 << 20)]
+        ("64-page", 64 * PAGE, 32 << 20),
+        ("whole-buffer", None, 32 << 20),
+    ]
     rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert [(row["traffic"], row["locality"]) for row in rows] == [("idle", "64-page"), ("idle", "whole-buffer")]
-    r = cli("mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--locality", "whole",
-            "--format", "json")
+    r = cli(
+        "mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--locality", "whole", "--format", "json"
+    )
     assert r.code == 0, r.err
     assert [p["locality"] for p in json.loads(r.out)["points"]] == ["whole-buffer"]
-    r = cli("mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--locality", "16K",
-            "--no-whole-idle")
+    r = cli(
+        "mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--locality", "16K", "--no-whole-idle"
+    )
     assert r.code == 0 and "(4-page locality)" in r.out and "whole-buffer" not in r.out, r.out
 
 
 def test_loaded_latency_uses_the_chosen_locality(cli, tmp_path):
     two_cpus()
-    r = cli("mem", "--traffic", "R", "--delays", "0", "--buffer", "16M", "--threads", "1", "--point-seconds",
-            "0.1", "--locality", "page", "--format", "json")
+    r = cli(
+        "mem",
+        "--traffic",
+        "R",
+        "--delays",
+        "0",
+        "--buffer",
+        "16M",
+        "--threads",
+        "1",
+        "--point-seconds",
+        "0.1",
+        "--locality",
+        "page",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     points = json.loads(r.out)["points"]
-    assert [(p["traffic"], p["locality"]) for p in points] == [(IDLE, "1-page"), (IDLE, "whole-buffer"),
-                                                               ("R", "1-page")]
+    assert [(p["traffic"], p["locality"]) for p in points] == [
+        (IDLE, "1-page"),
+        (IDLE, "whole-buffer"),
+        ("R", "1-page"),
+    ]
 
 
-@pytest.mark.parametrize("args, option", [
-    (["--locality", "near"], "--locality"),
-    (["--pages", "8k"], "--pages"),
-    (["--mode", "curve", "--max-size", "1K"], "--max-size"),
-    (["--mode", "curve", "--plot", "/tmp/x.gif"], "--plot"),
-    (["--backend", "mlc", "--locality", "64K"], "--locality"),
-])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--locality", "near"], "--locality"),
+        (["--pages", "8k"], "--pages"),
+        (["--mode", "curve", "--max-size", "1K"], "--max-size"),
+        (["--mode", "curve", "--plot", "/tmp/x.gif"], "--plot"),
+        (["--backend", "mlc", "--locality", "64K"], "--locality"),
+    ],
+)
 def test_bad_new_options_are_one_line_and_exit_2(cli, args, option):
     r = cli("mem", *args)
     assert r.code == 2, (r.out, r.err)
@@ -299,8 +404,25 @@ def test_hugetlb_pages_that_are_not_reserved_exit_3(cli, tmp_path):
 def test_the_curve_marks_the_sysfs_cache_sizes_in_table_json_csv_and_plot(cli, tmp_path):
     root = make_sysfs(tmp_path / "sys", cpus=tuple(sorted(os.sched_getaffinity(0))))
     js, cs, svg = tmp_path / "c.json", tmp_path / "c.csv", tmp_path / "c.svg"
-    r = cli("mem", "--mode", "curve", "--max-size", "4M", "--per-octave", "2", "--point-seconds", "0.05",
-            "--sysfs", root, "--json", str(js), "--csv", str(cs), "--plot", str(svg))
+    r = cli(
+        "mem",
+        "--mode",
+        "curve",
+        "--max-size",
+        "4M",
+        "--per-octave",
+        "2",
+        "--point-seconds",
+        "0.05",
+        "--sysfs",
+        root,
+        "--json",
+        str(js),
+        "--csv",
+        str(cs),
+        "--plot",
+        str(svg),
+    )
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0] == "Cache-level curve: latency against working set, stride 64 B, 64-page locality, builtin"
@@ -312,8 +434,11 @@ def test_the_curve_marks_the_sysfs_cache_sizes_in_table_json_csv_and_plot(cli, t
     assert data["mode"] == "curve" and sizes[0] == 4096 and sizes[-1] == 4 << 20 and sizes == sorted(sizes)
     assert {p["traffic"] for p in data["points"]} == {CURVE} and all(p["latency_ns"] > 0 for p in data["points"])
     assert all(c["level"] in ("L1d", "L2", "L3", "memory") for c in data["cache_levels"])
-    assert data["environment"]["caches"] == [{"name": "L1d", "size": 16384}, {"name": "L2", "size": 131072},
-                                             {"name": "L3", "size": 1048576}]
+    assert data["environment"]["caches"] == [
+        {"name": "L1d", "size": 16384},
+        {"name": "L2", "size": 131072},
+        {"name": "L3", "size": 1048576},
+    ]
     rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert [int(row["size_bytes"]) for row in rows] == sizes and {row["locality"] for row in rows} == {"64-page"}
     drawing = svg.read_text()
@@ -325,8 +450,21 @@ def test_the_matrix_on_a_fake_two_node_topology(cli, tmp_path):
     a, b = two_cpus()
     root = make_sysfs(tmp_path / "sys", nodes={0: str(a), 1: str(b)}, cpus=(a, b))
     js, cs = tmp_path / "m.json", tmp_path / "m.csv"
-    r = cli("mem", "--mode", "matrix", "--sysfs", root, "--buffer", "16M", "--point-seconds", "0.1", "--json",
-            str(js), "--csv", str(cs))
+    r = cli(
+        "mem",
+        "--mode",
+        "matrix",
+        "--sysfs",
+        root,
+        "--buffer",
+        "16M",
+        "--point-seconds",
+        "0.1",
+        "--json",
+        str(js),
+        "--csv",
+        str(cs),
+    )
     assert r.code == 0, r.err
     data = json.loads(js.read_text())
     matrix = data["matrix"]
@@ -337,7 +475,7 @@ def test_the_matrix_on_a_fake_two_node_topology(cli, tmp_path):
     assert "one NUMA node" not in r.out
     lines = r.out.splitlines()
     assert lines[0].startswith("Idle latency: ") and "(64-page locality), CPU node 0 to its own memory" in lines[0]
-    table = lines[lines.index("Idle latency matrix (ns), 64-page locality, builtin"):]
+    table = lines[lines.index("Idle latency matrix (ns), 64-page locality, builtin") :]
     assert table[2].split() == ["CPU", "node", "0", "1"] and table[3].split()[0] == "0" and len(table[4].split()) == 3
     assert any(line.startswith("Read bandwidth matrix (MB/sec), builtin") for line in lines)
     if not TWO_NODES_REAL:  # this kernel has no node 1: the memory lands on node 0, and the result says so
@@ -345,14 +483,17 @@ def test_the_matrix_on_a_fake_two_node_topology(cli, tmp_path):
         assert f"placed by first touch from CPU {b}; pages obtained: 100% on node 0" in r.err
     rows = list(csv.DictReader(Path(cs).read_text().splitlines()))
     assert sorted((row["traffic"], row["cpu_node"], row["mem_node"]) for row in rows) == sorted(
-        [(t, str(i), str(j)) for t in ("idle", "R") for i in (0, 1) for j in (0, 1)])
+        [(t, str(i), str(j)) for t in ("idle", "R") for i in (0, 1) for j in (0, 1)]
+    )
 
 
 def test_the_matrix_of_one_node_is_1x1_with_a_note(cli, tmp_path):
-    root = make_sysfs(tmp_path / "sys", nodes={0: ",".join(map(str, sorted(os.sched_getaffinity(0))))},
-                      cpus=tuple(sorted(os.sched_getaffinity(0))))
-    r = cli("mem", "--mode", "matrix", "--sysfs", root, "--buffer", "16M", "--point-seconds", "0.1",
-            "--format", "json")
+    root = make_sysfs(
+        tmp_path / "sys",
+        nodes={0: ",".join(map(str, sorted(os.sched_getaffinity(0))))},
+        cpus=tuple(sorted(os.sched_getaffinity(0))),
+    )
+    r = cli("mem", "--mode", "matrix", "--sysfs", root, "--buffer", "16M", "--point-seconds", "0.1", "--format", "json")
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert data["matrix"]["cpu_nodes"] == [0] and len(data["matrix"]["latency_ns"][0]) == 1
@@ -365,7 +506,12 @@ def test_peak_is_one_table_of_mlc_max_bandwidth_rows(cli):
     lines = r.out.splitlines()
     assert lines[0].startswith("Maximum bandwidth (MB/sec, 1 MB = 10^6 bytes), stride 64 B, builtin")
     assert [line.rsplit(":", 1)[0].strip() for line in lines[1:6]] == [
-        "ALL Reads", "3:1 Reads-Writes", "2:1 Reads-Writes", "1:1 Reads-Writes", "Stream-triad like"]
+        "ALL Reads",
+        "3:1 Reads-Writes",
+        "2:1 Reads-Writes",
+        "1:1 Reads-Writes",
+        "Stream-triad like",
+    ]
 
 
 # ------------------------------------------------------------------ mlc and side by side
@@ -379,10 +525,25 @@ def test_mlc_backend_curve_matrix_and_max_bandwidth(cli, tmp_path):
     fake.chmod(0o755)
     log = tmp_path / "log"
     env = {"FAKE_MLC_LOG": str(log)}
-    root = make_sysfs(tmp_path / "sys", caches=((1, "Data", "48K"), (2, "Unified", "1024K"),
-                                                (3, "Unified", "32768K")))
-    r = cli("mem", "--backend", "mlc", "--mlc", str(fake), "--mode", "curve", "--max-size", "256M",
-            "--per-octave", "1", "--sysfs", root, "--format", "json", env=env)
+    root = make_sysfs(tmp_path / "sys", caches=((1, "Data", "48K"), (2, "Unified", "1024K"), (3, "Unified", "32768K")))
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(fake),
+        "--mode",
+        "curve",
+        "--max-size",
+        "256M",
+        "--per-octave",
+        "1",
+        "--sysfs",
+        root,
+        "--format",
+        "json",
+        env=env,
+    )
     assert r.code == 0, r.err
     data = json.loads(r.out)
     calls = log.read_text().splitlines()
@@ -390,13 +551,24 @@ def test_mlc_backend_curve_matrix_and_max_bandwidth(cli, tmp_path):
     assert [p["size_bytes"] for p in data["points"]] == [4096 << k for k in range(17)]
     assert [c["latency_ns"] for c in data["cache_levels"]] == [1.2, 4.5, 18.0, 79.3]
     log.unlink()
-    r = cli("mem", "--backend", "mlc", "--mlc", str(fake), "--mode", "matrix", "--locality", "whole",
-            "--format", "json", env=env)
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(fake),
+        "--mode",
+        "matrix",
+        "--locality",
+        "whole",
+        "--format",
+        "json",
+        env=env,
+    )
     assert r.code == 0, r.err
     data = json.loads(r.out)
     assert log.read_text().splitlines() == ["--latency_matrix -l64 -r", "--bandwidth_matrix"]
-    assert data["matrix"] == {"cpu_nodes": [0], "mem_nodes": [0], "latency_ns": [[80.1]],
-                              "bandwidth_mb_s": [[99000.5]]}
+    assert data["matrix"] == {"cpu_nodes": [0], "mem_nodes": [0], "latency_ns": [[80.1]], "bandwidth_mb_s": [[99000.5]]}
     assert data["notes"] == ["one NUMA node: the matrix is 1x1 (local memory only)"]
     assert data["points"][0]["locality"] == "mlc random"
     r = cli("mem", "--backend", "mlc", "--mlc", str(fake), "--mode", "peak", "--pages", "2m", env=env)
@@ -415,8 +587,18 @@ def test_a_builtin_run_an_mlc_run_and_an_imported_mlc_output_side_by_side(cli, t
     saved.write_text(FULL_RUN)
     r = cli("mem", "--mode", "idle", "--buffer", "16M", "--point-seconds", "0.1", "--json", str(ours))
     assert r.code == 0, r.err
-    r = cli("mem", "--backend", "mlc", "--mlc", str(fake), "--mode", "idle", "--json", str(theirs),
-            env={"FAKE_MLC_LOG": str(tmp_path / "log")})
+    r = cli(
+        "mem",
+        "--backend",
+        "mlc",
+        "--mlc",
+        str(fake),
+        "--mode",
+        "idle",
+        "--json",
+        str(theirs),
+        env={"FAKE_MLC_LOG": str(tmp_path / "log")},
+    )
     assert r.code == 0, r.err
     r = cli("compare", "--mem", f"{ours},{theirs},{saved}")
     assert r.code == 0, r.err
@@ -437,8 +619,18 @@ def test_a_builtin_run_an_mlc_run_and_an_imported_mlc_output_side_by_side(cli, t
 
 def test_results_are_printed_before_files_and_a_full_disk_is_one_line(cli, tmp_path):
     js = tmp_path / "idle.json"
-    r = cli("mem", "--mode", "idle", "--buffer", "8M", "--point-seconds", "0.05", "--json", str(js),
-            env={"XFERSCOPE_TEST_WRITE_ERROR": "*.json=ENOSPC"})
+    r = cli(
+        "mem",
+        "--mode",
+        "idle",
+        "--buffer",
+        "8M",
+        "--point-seconds",
+        "0.05",
+        "--json",
+        str(js),
+        env={"XFERSCOPE_TEST_WRITE_ERROR": "*.json=ENOSPC"},
+    )
     assert r.code == 4, (r.out, r.err)
     assert r.out.startswith("Idle latency: ") and "could not write" in r.err and "Traceback" not in r.err
     assert not js.exists()
@@ -449,15 +641,22 @@ def test_a_curve_profile_replays_with_one_line_per_point(tmp_path):
     from xferscope.sweep import Sweep
     from xferscope.sweep.plot import render_plot
 
-    profile = parse_profile('kind = "mem"\nduration = 0.05\n[base]\nmode = "curve"\nmax_size = "64K"\n'
-                            'per_octave = 1\n[grid]\npages = ["4k", "thp"]\nlocality = ["default", "whole"]\n',
-                            "curve.toml", "curve-pages")
+    profile = parse_profile(
+        'kind = "mem"\nduration = 0.05\n[base]\nmode = "curve"\nmax_size = "64K"\n'
+        'per_octave = 1\n[grid]\npages = ["4k", "thp"]\nlocality = ["default", "whole"]\n',
+        "curve.toml",
+        "curve-pages",
+    )
     outcome = Sweep(profile, str(tmp_path / "curve.json")).run()
     assert not outcome.interrupted
     data = json.loads((tmp_path / "curve.json").read_text())
     labels = [p["label"] for p in data["points"]]
-    assert labels == ["curve stride 64 pages 4k", "curve stride 64 whole pages 4k", "curve stride 64",
-                      "curve stride 64 whole"]
+    assert labels == [
+        "curve stride 64 pages 4k",
+        "curve stride 64 whole pages 4k",
+        "curve stride 64",
+        "curve stride 64 whole",
+    ]
     rows = data["points"][1]["rows"]
     assert [r["size_bytes"] for r in rows] == [4096, 8192, 16384, 32768, 65536]
     assert {r["locality"] for r in rows} == {"whole-buffer"}

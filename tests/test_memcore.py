@@ -1,4 +1,5 @@
 """The native memory core: the chase, the traffic each type really makes, sessions, stop and cleanup."""
+
 import os
 import re
 import threading
@@ -10,8 +11,17 @@ from xferscope import _memcore
 from xferscope.engines.mem import point_from_windows
 
 # read:write lines at the memory controller, from MLC's documented traffic types
-MLC_RATIOS = {"R": (1, 0), "W2": (2, 1), "W3": (3, 1), "W5": (1, 1), "W6": (0, 1), "W7": (2, 1), "W8": (1, 1),
-              "W9": (3, 1), "W10": (2, 1)}
+MLC_RATIOS = {
+    "R": (1, 0),
+    "W2": (2, 1),
+    "W3": (3, 1),
+    "W5": (1, 1),
+    "W6": (0, 1),
+    "W7": (2, 1),
+    "W8": (1, 1),
+    "W9": (3, 1),
+    "W10": (2, 1),
+}
 NT_TYPES = {"W6", "W7", "W8", "W9", "W10"}
 
 
@@ -80,8 +90,9 @@ def mapped(start, size):
     return False
 
 
-def measure_with_progress(session, traffic: str, loads: bool, warmup_s: float, window_s: float, windows: int,
-                          tries: int = 20) -> dict:
+def measure_with_progress(
+    session, traffic: str, loads: bool, warmup_s: float, window_s: float, windows: int, tries: int = 20
+) -> dict:
     """``session.measure`` (latency thread on) until every window shows progress from the threads asked for. A
     thread pinned to a CPU of a busy machine can miss a whole window; the sweep measures again then too."""
     for _ in range(tries):
@@ -102,8 +113,18 @@ def test_session_measures_then_frees_every_buffer():
     loaded = measure_with_progress(s, "W10", True, 0.02, 0.05, 3)
     assert not idle["cancelled"] and len(idle["windows"]) == 3
     assert all(loads == 0 for _, _, loads, _ in idle["windows"]), "no load thread runs for idle latency"
-    point = point_from_windows(loaded["windows"], traffic="W10", stride=64, delay=0, read_bytes=128, write_bytes=64,
-                               backend="builtin", ns_per_iter=None, latency=True, bandwidth=True)
+    point = point_from_windows(
+        loaded["windows"],
+        traffic="W10",
+        stride=64,
+        delay=0,
+        read_bytes=128,
+        write_bytes=64,
+        backend="builtin",
+        ns_per_iter=None,
+        latency=True,
+        bandwidth=True,
+    )
     assert point.read_mb_s == pytest.approx(2 * point.write_mb_s)
     assert point.latency_min_ns <= point.latency_ns <= point.latency_max_ns
     s.close()

@@ -1,4 +1,5 @@
 """The MLC text parser, the MLC command lines, the MLC-shaped table and `import mlc`."""
+
 import csv
 import json
 
@@ -69,45 +70,80 @@ Writer Numa Node     0\t     1\t
 
 # Seed 002: stride 64, W6, all 19 rows as the report gives them.
 SEED_W6_64 = [
-    (0, 185.86, 71162.7), (2, 185.14, 71158.3), (8, 201.66, 71061.2), (15, 187.80, 71122.5),
-    (50, 95.81, 47125.8), (100, 89.60, 27759.9), (200, 82.71, 14812.7), (300, 80.90, 10260.8),
-    (400, 79.79, 7936.6), (500, 78.85, 6541.1), (700, 78.16, 4919.9), (1000, 77.45, 3711.3),
-    (1300, 77.29, 3052.4), (1700, 77.52, 2530.3), (2500, 77.15, 1991.7), (3500, 76.54, 1668.2),
-    (5000, 76.32, 1420.6), (9000, 76.48, 1161.1), (20000, 76.17, 986.4),
+    (0, 185.86, 71162.7),
+    (2, 185.14, 71158.3),
+    (8, 201.66, 71061.2),
+    (15, 187.80, 71122.5),
+    (50, 95.81, 47125.8),
+    (100, 89.60, 27759.9),
+    (200, 82.71, 14812.7),
+    (300, 80.90, 10260.8),
+    (400, 79.79, 7936.6),
+    (500, 78.85, 6541.1),
+    (700, 78.16, 4919.9),
+    (1000, 77.45, 3711.3),
+    (1300, 77.29, 3052.4),
+    (1700, 77.52, 2530.3),
+    (2500, 77.15, 1991.7),
+    (3500, 76.54, 1668.2),
+    (5000, 76.32, 1420.6),
+    (9000, 76.48, 1161.1),
+    (20000, 76.17, 986.4),
 ]
-SEED_W7_64_HEAD = [(0, 241.98, 97352.3), (2, 245.82, 97394.8), (8, 242.19, 98019.6), (15, 242.53, 98523.0),
-                   (50, 240.91, 102122.1), (100, 231.62, 101937.3), (200, 113.88, 81454.1)]
+SEED_W7_64_HEAD = [
+    (0, 241.98, 97352.3),
+    (2, 245.82, 97394.8),
+    (8, 242.19, 98019.6),
+    (15, 242.53, 98523.0),
+    (50, 240.91, 102122.1),
+    (100, 231.62, 101937.3),
+    (200, 113.88, 81454.1),
+]
 
 
 def loaded_run(flags, rows, sep="\t"):
     """MLC's output for `mlc --loaded_latency FLAGS`."""
     body = "\n".join(f" {d:05d}{sep}{lat:.2f}{sep} {bw:.1f}" for d, lat, bw in rows)
-    return (f"Intel(R) Memory Latency Checker - v3.11\nCommand line parameters: --loaded_latency {flags}\n\n"
-            "Using buffer size of 100.000MiB/thread for reads and an additional 100.000MiB/thread for writes\n"
-            "*** Unable to modify prefetchers (try executing 'modprobe msr')\n"
-            "*** So, enabling random access for latency measurements\n\n"
-            "Measuring Loaded Latencies for the system\n"
-            "Using all the threads from each core if Hyper-threading is enabled\n"
-            f"Inject{sep}Latency{sep}Bandwidth\nDelay{sep}(ns){sep}MB/sec\n==========================\n"
-            f"{body}\n")
+    return (
+        f"Intel(R) Memory Latency Checker - v3.11\nCommand line parameters: --loaded_latency {flags}\n\n"
+        "Using buffer size of 100.000MiB/thread for reads and an additional 100.000MiB/thread for writes\n"
+        "*** Unable to modify prefetchers (try executing 'modprobe msr')\n"
+        "*** So, enabling random access for latency measurements\n\n"
+        "Measuring Loaded Latencies for the system\n"
+        "Using all the threads from each core if Hyper-threading is enabled\n"
+        f"Inject{sep}Latency{sep}Bandwidth\nDelay{sep}(ns){sep}MB/sec\n==========================\n"
+        f"{body}\n"
+    )
 
 
 def rows(result, traffic=None):
-    return [(p.delay, p.latency_ns, p.bandwidth_mb_s) for p in result.curve_points
-            if p.latency_ns is not None and (traffic is None or p.traffic == traffic)]
+    return [
+        (p.delay, p.latency_ns, p.bandwidth_mb_s)
+        for p in result.curve_points
+        if p.latency_ns is not None and (traffic is None or p.traffic == traffic)
+    ]
 
 
 def test_full_run_every_section():
     r = parse_mlc_output(FULL_RUN, "run.txt")
     assert r.backend == "mlc"
     assert r.idle_latency_ns == 81.4 and r.idle_locality == "mlc random"
-    assert r.matrix() == {"cpu_nodes": [0, 1], "mem_nodes": [0, 1], "latency_ns": [[81.4, 139.8], [140.1, 81.9]],
-                          "bandwidth_mb_s": [[114818.0, 34128.5], [34115.2, 114908.8]]}
+    assert r.matrix() == {
+        "cpu_nodes": [0, 1],
+        "mem_nodes": [0, 1],
+        "latency_ns": [[81.4, 139.8], [140.1, 81.9]],
+        "bandwidth_mb_s": [[114818.0, 34128.5], [34115.2, 114908.8]],
+    }
     assert r.environment["mlc_version"] == "3.11"
     peak = {p.traffic: p.bandwidth_mb_s for p in r.peak_points}
     assert peak == {"R": 229432.2, "W3": 208066.6, "W2": 205839.1, "W5": 190624.4, "W10": 189543.2}
-    assert rows(r, "R") == [(0, 204.91, 227633.8), (2, 205.43, 227605.6), (100, 150.12, 205112.0),
-                            (1000, 92.66, 41372.4), (20000, 82.03, 3411.9)]
+    assert rows(r, "R") == [
+        (0, 204.91, 227633.8),
+        (2, 205.43, 227605.6),
+        (100, 150.12, 205112.0),
+        (1000, 92.66, 41372.4),
+        (20000, 82.03, 3411.9),
+    ]
     assert {p.locality for p in r.loaded_points} == {"mlc random"}
     assert any("Unable to modify prefetchers" in w for w in r.warnings)
     assert any("enabling random access" in w for w in r.warnings)
@@ -142,32 +178,43 @@ def test_several_runs_in_one_file_keep_their_traffic_and_stride():
 
 
 def test_any_number_of_rows_and_markdown_pipes():
-    text = ("| Inject | Latency (ns) | Bandwidth (MB/sec) |\n|--------|-------------|---------|\n"
-            "| 00000  | 235.36  | 44203.3    |\n |09000\t |67.62\t   |2240.8|\n |20000\t |66.14\t  | 1550.2|\n")
+    text = (
+        "| Inject | Latency (ns) | Bandwidth (MB/sec) |\n|--------|-------------|---------|\n"
+        "| 00000  | 235.36  | 44203.3    |\n |09000\t |67.62\t   |2240.8|\n |20000\t |66.14\t  | 1550.2|\n"
+    )
     r = parse_mlc_output(text, "report.md")
     assert rows(r) == [(0, 235.36, 44203.3), (9000, 67.62, 2240.8), (20000, 66.14, 1550.2)]
     assert r.points[0].traffic == "unknown"
 
 
 def test_idle_latency_command_output():
-    text = ("Intel(R) Memory Latency Checker - v3.5\nCommand line parameters: --idle_latency -l256\n\n"
-            "Using buffer size of 2000.000MB\nEach iteration took 201.2 core clocks ( 80.5    ns)\n")
+    text = (
+        "Intel(R) Memory Latency Checker - v3.5\nCommand line parameters: --idle_latency -l256\n\n"
+        "Using buffer size of 2000.000MB\nEach iteration took 201.2 core clocks ( 80.5    ns)\n"
+    )
     r = parse_mlc_output(text, "idle.txt")
     assert r.idle_latency_ns == 80.5
     assert r.idle_points[0].stride == 256 and r.idle_points[0].locality == "mlc"
-    sequential = parse_mlc_output(text.replace("\nUsing buffer", "\nMeasuring idle latencies for sequential access"
-                                               " (in ns)...\nUsing buffer").replace("-l256", "-l256 -b2000000 -L"), "s")
+    sequential = parse_mlc_output(
+        text.replace(
+            "\nUsing buffer", "\nMeasuring idle latencies for sequential access (in ns)...\nUsing buffer"
+        ).replace("-l256", "-l256 -b2000000 -L"),
+        "s",
+    )
     assert sequential.idle_points[0].locality == "mlc sequential" and sequential.pages == "2m"
     assert sequential.idle_points[0].size_bytes == 2000000 * 1024
 
 
-@pytest.mark.parametrize("bad, line", [
-    (FULL_RUN.replace(" 00100\t150.12\t 205112.0", " 00100\t15O.12\t 205112.0"), 37),
-    (FULL_RUN.replace(" 01000\t 92.66\t  41372.4", " 01000\t 92.66"), 38),
-    (FULL_RUN.replace("2:1 Reads-Writes :\t205839.1", "2:1 Reads-Writes :\tn/a"), 16),
-    (FULL_RUN.replace("       1\t 140.1\t  81.9\t", "       1\t 140.1\t  8l.9\t"), 8),
-    (FULL_RUN.replace("       1\t34115.2\t114908.8\t", "       1\t34115.2\t\t"), 27),
-])
+@pytest.mark.parametrize(
+    "bad, line",
+    [
+        (FULL_RUN.replace(" 00100\t150.12\t 205112.0", " 00100\t15O.12\t 205112.0"), 37),
+        (FULL_RUN.replace(" 01000\t 92.66\t  41372.4", " 01000\t 92.66"), 38),
+        (FULL_RUN.replace("2:1 Reads-Writes :\t205839.1", "2:1 Reads-Writes :\tn/a"), 16),
+        (FULL_RUN.replace("       1\t 140.1\t  81.9\t", "       1\t 140.1\t  8l.9\t"), 8),
+        (FULL_RUN.replace("       1\t34115.2\t114908.8\t", "       1\t34115.2\t\t"), 27),
+    ],
+)
 def test_malformed_numbers_in_known_sections_name_file_and_line(bad, line):
     with pytest.raises(FormatError) as err:
         parse_mlc_output(bad, "broken.txt")
@@ -183,10 +230,26 @@ def test_garbage_in_unknown_sections_is_skipped():
 def test_command_lines(monkeypatch):
     for module in ("mem_spec", "mem_mlc"):
         monkeypatch.setattr(f"xferscope.engines.{module}.allowed_cpus", lambda: tuple(range(16)))
-    spec = MemSpec(traffic=("W6",), strides=(256,), delays=(100,), point_seconds=2, cpus=(1, 2, 3, 5),
-                   latency_cpu=0, buffer_bytes=512 << 20).validated()
+    spec = MemSpec(
+        traffic=("W6",),
+        strides=(256,),
+        delays=(100,),
+        point_seconds=2,
+        cpus=(1, 2, 3, 5),
+        latency_cpu=0,
+        buffer_bytes=512 << 20,
+    ).validated()
     assert loaded_latency_command("mlc", spec, "W6", 256) == [
-        "mlc", "--loaded_latency", "-W6", "-l256", "-t2", "-d100", "-b524288", "-k1-3,5", "-c0"]
+        "mlc",
+        "--loaded_latency",
+        "-W6",
+        "-l256",
+        "-t2",
+        "-d100",
+        "-b524288",
+        "-k1-3,5",
+        "-c0",
+    ]
     listed = MemSpec(traffic=("R",), delays=(0, 50, 500), point_seconds=1).validated()
     cmd = loaded_latency_command("mlc", listed, "R", 64, "/tmp/delays")
     assert cmd[:5] == ["mlc", "--loaded_latency", "-R", "-l64", "-t1"] and "-g/tmp/delays" in cmd
@@ -196,11 +259,15 @@ def test_command_lines(monkeypatch):
     assert idle_latency_command("mlc", spec, 64, size=48 << 10)[3] == "-b48"  # a point of the curve
     assert peak_bandwidth_command("mlc", spec) == ["mlc", "--max_bandwidth", "-b524288", "-k1-3,5"]
     whole = MemSpec(mode="matrix", locality="whole", pages="1g").validated()
-    assert matrix_commands("mlc", whole, 64) == [["mlc", "--latency_matrix", "-l64", "-r", "-h"],
-                                                 ["mlc", "--bandwidth_matrix", "-h"]]
+    assert matrix_commands("mlc", whole, 64) == [
+        ["mlc", "--latency_matrix", "-l64", "-r", "-h"],
+        ["mlc", "--bandwidth_matrix", "-h"],
+    ]
     assert loaded_latency_command("mlc", MemSpec(pages="2m").validated(), "R", 64)[-1] == "-L"
-    for bad, message in ((dict(locality="256K"), "mlc has no locality window"),
-                         (dict(pages="4k"), "no option for 4 KiB pages")):
+    for bad, message in (
+        (dict(locality="256K"), "mlc has no locality window"),
+        (dict(pages="4k"), "no option for 4 KiB pages"),
+    ):
         with pytest.raises(SpecError, match=message):
             MemSpec(backend="mlc", **bad).validated()
 

@@ -6,6 +6,7 @@ reason, where either is missing. They run 2 to 4 ranks on this one machine
 The aggregation itself is also checked without MPI, on synthetic records from
 ranks on two hosts.
 """
+
 from __future__ import annotations
 
 import csv
@@ -31,8 +32,14 @@ from xferscope.verdict import RULE, WORDS
 
 MPIRUN = shutil.which("mpirun")
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None
-MISSING = [what for what, absent in (("mpirun (apt-get install openmpi-bin libopenmpi-dev)", not MPIRUN),
-                                     ("mpi4py (pip install 'xferscope[mpi]')", not HAVE_MPI4PY)) if absent]
+MISSING = [
+    what
+    for what, absent in (
+        ("mpirun (apt-get install openmpi-bin libopenmpi-dev)", not MPIRUN),
+        ("mpi4py (pip install 'xferscope[mpi]')", not HAVE_MPI4PY),
+    )
+    if absent
+]
 needs_mpi = pytest.mark.skipif(bool(MISSING), reason="needs " + " and ".join(MISSING))
 
 
@@ -73,12 +80,30 @@ def sparse_hist(d: dict) -> Histogram:
 
 # ------------------------------------------------------------------ through mpirun
 
+
 @needs_mpi
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_ranks_add_up(direct_dir, ranks):
     out_json, out_csv = direct_dir / "out.json", direct_dir / "out.csv"
-    proc = mpirun(ranks, "run", "--mpi", "-T", "1", "-s", "8M", "--bs", "64K", "-w", "2",
-                  "--dir", rank_dirs(direct_dir, ranks), "--json", str(out_json), "--csv", str(out_csv))
+    proc = mpirun(
+        ranks,
+        "run",
+        "--mpi",
+        "-T",
+        "1",
+        "-s",
+        "8M",
+        "--bs",
+        "64K",
+        "-w",
+        "2",
+        "--dir",
+        rank_dirs(direct_dir, ranks),
+        "--json",
+        str(out_json),
+        "--csv",
+        str(out_csv),
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("Cluster: ") == 1  # only rank 0 prints
 
@@ -100,8 +125,12 @@ def test_ranks_add_up(direct_dir, ranks):
         combined = combined + sparse_hist(row["latency_histogram_ns"])
     assert list(combined.counts) == list(r.histogram.counts) and combined.count == r.ops
     p = combined.percentiles()
-    assert (r.latency_us.p50, r.latency_us.p90, r.latency_us.p99, r.latency_us.p999) == \
-        (p[50.0] / 1e3, p[90.0] / 1e3, p[99.0] / 1e3, p[99.9] / 1e3)
+    assert (r.latency_us.p50, r.latency_us.p90, r.latency_us.p99, r.latency_us.p999) == (
+        p[50.0] / 1e3,
+        p[90.0] / 1e3,
+        p[99.0] / 1e3,
+        p[99.9] / 1e3,
+    )
 
     # elbencho's first-done / last-done over all ranks
     assert r.first_done and r.last_done
@@ -155,8 +184,9 @@ def test_rank_failing_mid_run_stops_the_others(direct_dir, cli):
 @needs_mpi
 def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
     ranks, out_json = 2, direct_dir / "out.json"
-    cmd = mpirun_cmd(ranks, "run", "--mpi", "-T", "30", "-s", "8M", "--dir", rank_dirs(direct_dir, ranks),
-                     "--json", str(out_json))
+    cmd = mpirun_cmd(
+        ranks, "run", "--mpi", "-T", "30", "-s", "8M", "--dir", rank_dirs(direct_dir, ranks), "--json", str(out_json)
+    )
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
     try:
         deadline = time.monotonic() + 30
@@ -179,8 +209,25 @@ def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
 @needs_mpi
 def test_compare_across_ranks(direct_dir):
     out_json = direct_dir / "out.json"
-    proc = mpirun(2, "compare", "--mpi", "--paths", "host,host", "-T", "0.3", "-s", "8M", "--bs", "64K",
-                  "--rounds", "2", "--dir", rank_dirs(direct_dir, 2), "--json", str(out_json))
+    proc = mpirun(
+        2,
+        "compare",
+        "--mpi",
+        "--paths",
+        "host,host",
+        "-T",
+        "0.3",
+        "-s",
+        "8M",
+        "--bs",
+        "64K",
+        "--rounds",
+        "2",
+        "--dir",
+        rank_dirs(direct_dir, 2),
+        "--json",
+        str(out_json),
+    )
     assert proc.returncode == 0, proc.stderr
     results = load_results(str(out_json))
     assert len(results) == 4  # two paths, two rounds, each run across both ranks
@@ -205,6 +252,7 @@ def test_mpi_without_mpi4py_says_how_to_get_it(tmp_path, cli):
 
 # ------------------------------------------------------------------ without MPI
 
+
 def test_ranks_on_a_host_share_its_gpus_and_cpus():
     rows = [("a", (0, 1, 2, 3))] * 2 + [("b", (0, 1, 2, 3))] * 3
     spec = RunSpec(path="bounce", directory="/scratch/{host}/{rank}", gpus=[0])
@@ -213,8 +261,10 @@ def test_ranks_on_a_host_share_its_gpus_and_cpus():
     assert [s.cpus for s in specs] == [[0, 1], [2, 3], [0, 1], [2], [3]]
     assert specs[3].directory == "/scratch/b/3"
     assert len({s.seed for s in specs}) == 5
-    given = [rank_spec(spec.replace(gpus=[4, 5, 6, 7]), layout_from(rows, me), gpu_given=True, gpus_on_host=8)
-             for me in (0, 1)]
+    given = [
+        rank_spec(spec.replace(gpus=[4, 5, 6, 7]), layout_from(rows, me), gpu_given=True, gpus_on_host=8)
+        for me in (0, 1)
+    ]
     assert [s.gpus for s in given] == [[4, 5], [6, 7]]
     # a launcher that bound each rank to its own CPUs is left alone
     bound = [("a", (0,)), ("a", (1,))]
@@ -232,10 +282,29 @@ def test_placeholders_and_prepare_waves():
 
 def _record(rank, t, nbytes, lat_ns, first=None, status="running", workers=1):
     h = Histogram.from_values([lat_ns] * (nbytes // 4096))
-    return {"rank": rank, "seq": 0, "t": t, "rb": nbytes, "wb": 0, "ro": nbytes // 4096, "wo": 0,
-            "rl": lat_ns * (nbytes // 4096), "wl": 0, "hr": h.to_sparse(), "hw": {}, "lat_min": lat_ns,
-            "lat_max": lat_ns, "first": first, "done": 0, "wbytes": (0,) * workers, "error": None,
-            "cpu": (10.0, 5.0, 20.0, 10.0), "cores": (), "gpu": (), "status": status}
+    return {
+        "rank": rank,
+        "seq": 0,
+        "t": t,
+        "rb": nbytes,
+        "wb": 0,
+        "ro": nbytes // 4096,
+        "wo": 0,
+        "rl": lat_ns * (nbytes // 4096),
+        "wl": 0,
+        "hr": h.to_sparse(),
+        "hw": {},
+        "lat_min": lat_ns,
+        "lat_max": lat_ns,
+        "first": first,
+        "done": 0,
+        "wbytes": (0,) * workers,
+        "error": None,
+        "cpu": (10.0, 5.0, 20.0, 10.0),
+        "cores": (),
+        "gpu": (),
+        "status": status,
+    }
 
 
 def test_aggregation_merges_ranks_and_hosts():

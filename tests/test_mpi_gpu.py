@@ -2,6 +2,7 @@
 and a path one rank's host cannot run is skipped in a replay instead of ending it.
 
 Needs `mpirun`, mpi4py and two GPUs; skipped with the reason elsewhere."""
+
 from __future__ import annotations
 
 import json
@@ -23,16 +24,37 @@ def _gpus() -> int:
     return gpu_count()[0]
 
 
-pytestmark = [pytest.mark.gpu, needs_mpi,
-              pytest.mark.skipif(_gpus() < 2, reason=f"needs two GPUs (here: {GPU_REASON or _gpus()})")]
+pytestmark = [
+    pytest.mark.gpu,
+    needs_mpi,
+    pytest.mark.skipif(_gpus() < 2, reason=f"needs two GPUs (here: {GPU_REASON or _gpus()})"),
+]
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 
 @pytest.mark.parametrize("path", ["bounce", pytest.param("cufile", marks=needs_cufile)])
 def test_two_ranks_one_gpu_each(path, direct_dir, tmp_path):
     out = tmp_path / "run.json"
-    proc = mpirun(2, "run", "--mpi", "--path", path, "--dir", rank_dirs(direct_dir, 2), "-s", "256M", "--bs", "1M",
-                  "-w", "2", "-T", "2", "--json", str(out), timeout=180)
+    proc = mpirun(
+        2,
+        "run",
+        "--mpi",
+        "--path",
+        path,
+        "--dir",
+        rank_dirs(direct_dir, 2),
+        "-s",
+        "256M",
+        "--bs",
+        "1M",
+        "-w",
+        "2",
+        "-T",
+        "2",
+        "--json",
+        str(out),
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     rows = data["environment"]["cluster"]["per_rank"]
@@ -52,7 +74,7 @@ def test_replay_skips_a_path_that_one_host_cannot_run(direct_dir, tmp_path):
     results = tmp_path / "mixed.json"
     args = ["replay", str(profile), "--mpi", "--results", str(results), "--dir", rank_dirs(direct_dir, 2)]
     base = mpirun_cmd(1, *args)
-    launcher, program = base[:base.index("-np")], base[base.index("-np") + 2:]
+    launcher, program = base[: base.index("-np")], base[base.index("-np") + 2 :]
     # one job, two programs: rank 1 runs where CUDA shows no GPU
     cmd = [*launcher, "-np", "1", *program, ":", "-np", "1", "-x", "CUDA_VISIBLE_DEVICES=", *program]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=180, env=MPI_ENV)

@@ -4,6 +4,7 @@ Like ``test_mpi``, the tests that launch ranks need `mpirun` and mpi4py and are
 skipped with the reason where either is missing; each rank runs on its own
 scratch directory (``--dir D/{rank}``).
 """
+
 from __future__ import annotations
 
 import json
@@ -59,7 +60,7 @@ def test_two_ranks_replay_the_grid_in_step_and_resume(tiny):
         assert cluster["ranks"] == 2 and [row["rank"] for row in cluster["per_rank"]] == [0, 1]
         assert all(row["bytes"] > 0 for row in cluster["per_rank"])
         assert rep["bytes"] == sum(row["bytes"] for row in cluster["per_rank"])  # aggregate rows
-        assert rep["bytes"] == sum(h["bytes"] for h in rep["hosts"])              # per-host figures kept
+        assert rep["bytes"] == sum(h["bytes"] for h in rep["hosts"])  # per-host figures kept
         assert point["stats"]["throughput_mib_s"]["median"] == rep["throughput_mib_s"] > 0
     assert [len(r.hosts) for r in load_results(str(results))] == [1, 1]
     assert all(not os.listdir(base / str(r)) for r in range(2))  # every rank removed its scratch files
@@ -94,8 +95,13 @@ def test_a_rank_that_cannot_run_ends_the_sweep_with_its_error(tiny, tmp_path):
 def test_ctrl_c_keeps_the_points_every_rank_finished(tiny):
     profile, results, dirs, base = tiny
     profile.write_text(SMALL.format(duration=4))
-    proc = subprocess.Popen(mpirun_cmd(2, *_args(profile, results, dirs)),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
+    proc = subprocess.Popen(
+        mpirun_cmd(2, *_args(profile, results, dirs)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=MPI_ENV,
+    )
     try:
         deadline = time.monotonic() + 30
         while not (results.exists() and _points(results)[0]["status"] == "done"):
@@ -120,13 +126,17 @@ def test_profile_that_needs_other_ranks_is_refused(tiny, cli):
     profile.write_text("ranks = 3\n" + SMALL.format(duration=0.3))
     plain = cli("replay", str(profile), "--results", str(results), "--dir", str(base / "0"))
     assert plain.code == 2
-    assert plain.err.strip() == (f"xferscope: ranks: profile small-host needs 3 MPI ranks; start it with "
-                                 f"mpirun -np 3 xferscope replay {profile} --mpi")
+    assert plain.err.strip() == (
+        f"xferscope: ranks: profile small-host needs 3 MPI ranks; start it with "
+        f"mpirun -np 3 xferscope replay {profile} --mpi"
+    )
     proc = _replay(2, profile, results, dirs)
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
-    assert lines == [f"xferscope: ranks: profile small-host needs 3 MPI ranks, this job has 2; start it with "
-                     f"mpirun -np 3 xferscope replay {profile} --mpi"]
+    assert lines == [
+        f"xferscope: ranks: profile small-host needs 3 MPI ranks, this job has 2; start it with "
+        f"mpirun -np 3 xferscope replay {profile} --mpi"
+    ]
     assert not results.exists()
 
 
@@ -178,8 +188,7 @@ def test_a_point_another_host_cannot_run_is_skipped_with_its_reason(tmp_path, mo
 
     def second_host_has_no_gpu(spec, **_):
         calls.append(spec.block_size)
-        raise RankFailed("rank 1 on gpu-less: bounce: unavailable: no GPU", ExitCode.ENVIRONMENT,
-                         cannot_run_there=True)
+        raise RankFailed("rank 1 on gpu-less: bounce: unavailable: no GPU", ExitCode.ENVIRONMENT, cannot_run_there=True)
 
     class Everyone:  # every rank takes each step; the scratch files stay as the spec says
         send = staticmethod(lambda step: True)
@@ -192,7 +201,8 @@ def test_a_point_another_host_cannot_run_is_skipped_with_its_reason(tmp_path, mo
     outcome = sweep.run()
     assert len(calls) == 4 and len(outcome.skipped) == 4 and not outcome.failed and sweep.failure is None
     assert {(p["status"], p["reason"]) for p in _points(results)} == {
-        ("skipped", "rank 1 on gpu-less: bounce: unavailable: no GPU")}
+        ("skipped", "rank 1 on gpu-less: bounce: unavailable: no GPU")
+    }
 
     def bad_directory(spec, **_):
         raise RankFailed("rank 1 on other: dir: /nowhere does not exist", ExitCode.USAGE)
@@ -208,8 +218,13 @@ def test_results_that_cannot_be_written_stop_every_rank_with_the_summary_shown(t
     from xferscope.safe_write import TEST_ERROR_ENV
 
     profile, results, dirs, _base = tiny
-    proc = subprocess.run(mpirun_cmd(2, *_args(profile, results, dirs)), capture_output=True, text=True,
-                          timeout=90, env={**MPI_ENV, TEST_ERROR_ENV: "tiny.results.json=ENOSPC"})
+    proc = subprocess.run(
+        mpirun_cmd(2, *_args(profile, results, dirs)),
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**MPI_ENV, TEST_ERROR_ENV: "tiny.results.json=ENOSPC"},
+    )
     assert proc.returncode == 4, proc.stderr
     assert proc.stdout.count("host read 4K w1") == 1  # what was measured, printed once by rank 0
     assert f"could not write {results}: no space left on device (results shown above)" in proc.stderr

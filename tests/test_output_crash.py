@@ -1,5 +1,6 @@
 """A profile save and a sweep's results file survive a process killed between write and rename: the previous
 complete version stays readable, and the next save clears the killed process's temporary file."""
+
 from __future__ import annotations
 
 import json
@@ -19,8 +20,9 @@ KILLED_BEFORE_RENAME = (
 
 
 def _killed(script: str, *args: str) -> None:
-    proc = subprocess.run([sys.executable, "-c", KILLED_BEFORE_RENAME + script, *args], capture_output=True,
-                          text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_BEFORE_RENAME + script, *args], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == -9, proc.stderr
 
 
@@ -31,11 +33,13 @@ def _temps(directory) -> list[str]:
 def test_a_profile_save_survives_a_crash_between_write_and_rename(tmp_path):
     path = str(tmp_path / "mine.toml")
     save_profile(Profile.from_spec(RunSpec(block_size=4096), "mine", "version one"), path)
-    _killed("import sys\n"
-            "from xferscope.profiles import Profile, save_profile\n"
-            "from xferscope.spec import RunSpec\n"
-            "save_profile(Profile.from_spec(RunSpec(block_size=65536), 'mine', 'version two'), sys.argv[1])\n",
-            path)
+    _killed(
+        "import sys\n"
+        "from xferscope.profiles import Profile, save_profile\n"
+        "from xferscope.spec import RunSpec\n"
+        "save_profile(Profile.from_spec(RunSpec(block_size=65536), 'mine', 'version two'), sys.argv[1])\n",
+        path,
+    )
     kept = load_profile(path)
     assert kept.description == "version one" and kept.base["block_size"] == 4096
     assert len(_temps(tmp_path)) == 1
@@ -80,7 +84,7 @@ def test_a_sweep_record_survives_a_crash_between_write_and_rename(cli, tmp_path,
     before_json, before_csv = results.read_text(), (tmp_path / "one.results.csv").read_text()
     assert json.loads(before_json)["points"][0]["repetitions_done"] == 1
     _killed(ADD_A_REPETITION, str(profile), str(results))
-    assert results.read_text() == before_json              # the previous complete version, whole
+    assert results.read_text() == before_json  # the previous complete version, whole
     assert (tmp_path / "one.results.csv").read_text() == before_csv
     assert len(_temps(tmp_path)) == 1
     # the file still resumes: the finished point is kept, nothing runs again

@@ -1,4 +1,5 @@
 """The page-cache probe: it tells a buffered read from an O_DIRECT one by what the kernel holds."""
+
 from __future__ import annotations
 
 import mmap
@@ -47,8 +48,10 @@ def test_an_o_direct_read_does_not(data_file):
 
 def test_only_the_probed_range_counts(data_file):
     _read(data_file, 0, direct=False)  # another block cached: not the probe's business
-    assert page_cache.passes_through(data_file, 2 * BLOCK, BLOCK,
-                                     lambda: _read(data_file, 2 * BLOCK, direct=True)) is False
+    assert (
+        page_cache.passes_through(data_file, 2 * BLOCK, BLOCK, lambda: _read(data_file, 2 * BLOCK, direct=True))
+        is False
+    )
     assert page_cache.resident_bytes(data_file, 0, BLOCK) == BLOCK
 
 

@@ -1,6 +1,7 @@
 """Whatever a user hands the parsers (sizes and durations, a profile, a tool's saved output), they give either a
 result or our one-line error, never another exception. The inputs are generated (hypothesis): free text, and the
 real files in tests/data with one field changed."""
+
 from __future__ import annotations
 
 import csv
@@ -24,15 +25,40 @@ from xferscope.units import format_size, parse_duration, parse_size
 
 DATA = Path(__file__).parent / "data"
 # the machine is shared and slow at times: no deadline per example; the same examples on every run
-PROPERTY = settings(deadline=None, max_examples=150, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(
+    deadline=None,
+    max_examples=150,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 # what people type into a number's place, and what tools print there when something went wrong
 odd_numbers = st.one_of(
     st.integers(min_value=-(10**30), max_value=10**30).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(repr),
-    st.sampled_from(["", " ", "-", "nan", "inf", "-inf", "1e999", "0", "-0", "0.0", "1,000", "N/A", "9" * 400,
-                     "١٢٣", "1_000", "0x10", "1.5.2", "+3", "   7   "]),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "-",
+            "nan",
+            "inf",
+            "-inf",
+            "1e999",
+            "0",
+            "-0",
+            "0.0",
+            "1,000",
+            "N/A",
+            "9" * 400,
+            "١٢٣",
+            "1_000",
+            "0x10",
+            "1.5.2",
+            "+3",
+            "   7   ",
+        ]
+    ),
     st.text(max_size=12),
 )
 
@@ -44,8 +70,14 @@ def one_line(exc: BaseException) -> bool:
 
 # ------------------------------------------------------------------ sizes and durations
 @PROPERTY
-@given(st.one_of(st.text(max_size=24), odd_numbers.map(lambda n: n + "K"), odd_numbers,
-                 st.from_regex(r"\A\s*\d{1,30}(\.\d{0,30})?\s*[kKmMgGtTpP]?[iI]?[bB]?\s*\Z")))
+@given(
+    st.one_of(
+        st.text(max_size=24),
+        odd_numbers.map(lambda n: n + "K"),
+        odd_numbers,
+        st.from_regex(r"\A\s*\d{1,30}(\.\d{0,30})?\s*[kKmMgGtTpP]?[iI]?[bB]?\s*\Z"),
+    )
+)
 def test_a_size_is_a_whole_number_of_bytes_or_one_line_saying_why_not(text):
     try:
         value = parse_size(text)
@@ -69,8 +101,14 @@ def test_a_size_is_exact_however_large(n, suffix):
 
 
 @PROPERTY
-@given(st.one_of(st.text(max_size=24), odd_numbers, odd_numbers.map(lambda n: n + "ms"),
-                 st.from_regex(r"\A\s*\d{1,400}(\.\d{0,30})?\s*(ms|s|m|h)?\s*\Z")))
+@given(
+    st.one_of(
+        st.text(max_size=24),
+        odd_numbers,
+        odd_numbers.map(lambda n: n + "ms"),
+        st.from_regex(r"\A\s*\d{1,400}(\.\d{0,30})?\s*(ms|s|m|h)?\s*\Z"),
+    )
+)
 def test_a_duration_is_a_finite_number_of_seconds_or_one_line_saying_why_not(text):
     try:
         value = parse_duration(text)
@@ -82,14 +120,20 @@ def test_a_duration_is_a_finite_number_of_seconds_or_one_line_saying_why_not(tex
 
 # ------------------------------------------------------------------ profiles
 def _field_values():
-    return st.one_of(odd_numbers, st.integers(-5, 1 << 40), st.floats(allow_nan=True), st.booleans(),
-                     st.lists(st.one_of(st.integers(-3, 1 << 20), st.text(max_size=6)), max_size=4),
-                     st.sampled_from(["host", "bounce", "cufile", "read", "randwrite", "1M", "4K", "10s", "mem"]),
-                     st.dictionaries(st.text(max_size=5), st.integers(), max_size=2))
+    return st.one_of(
+        odd_numbers,
+        st.integers(-5, 1 << 40),
+        st.floats(allow_nan=True),
+        st.booleans(),
+        st.lists(st.one_of(st.integers(-3, 1 << 20), st.text(max_size=6)), max_size=4),
+        st.sampled_from(["host", "bounce", "cufile", "read", "randwrite", "1M", "4K", "10s", "mem"]),
+        st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    )
 
 
-KNOWN_KEYS = sorted({*F.IO_FIELDS, *F.IO_ALIASES, *F.MEM_FIELDS, *F.MEM_ALIASES, *F.SATURATE_FIELDS,
-                     *F.SATURATE_ALIASES, *TOP_KEYS})
+KNOWN_KEYS = sorted(
+    {*F.IO_FIELDS, *F.IO_ALIASES, *F.MEM_FIELDS, *F.MEM_ALIASES, *F.SATURATE_FIELDS, *F.SATURATE_ALIASES, *TOP_KEYS}
+)
 TABLES = ["", "base", "grid", "saturate"]
 
 
@@ -183,7 +227,8 @@ def _replace(node: Any, path: tuple, value: Any) -> Any:
 json_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.integers(-(10**20), 10**20), st.floats(allow_nan=False), odd_numbers),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
-    max_leaves=6)
+    max_leaves=6,
+)
 
 
 @PROPERTY

@@ -1,4 +1,5 @@
 """Profiles: the bundled ones round-trip, user profiles live in the XDG data directory, bad files name file and line."""
+
 from __future__ import annotations
 
 import json
@@ -12,12 +13,12 @@ from xferscope.spec import RunSpec
 from xferscope.sweep.plan import Availability, plan_points
 
 BUNDLED = {
-    "paths-1m-seq-rand": 12,          # 4 patterns x 3 paths at 1 MiB
-    "gds-vs-bounce-random": 16,       # 2 patterns x 2 sizes x 2 worker counts x 2 paths
-    "ssd-block-mix-qd16": 9,          # 3 mixes x 3 sizes at depth 16
-    "mem-loaded-latency-w6-w9": 8,    # 2 strides x 4 traffic types
-    "qd-iosize-scaling": 128,         # 2 paths x 8 sizes x 8 depths
-    "read-grid-gpus-workers": 280,    # 2 paths x 5 GPU sets x 4 sizes x 7 worker counts
+    "paths-1m-seq-rand": 12,  # 4 patterns x 3 paths at 1 MiB
+    "gds-vs-bounce-random": 16,  # 2 patterns x 2 sizes x 2 worker counts x 2 paths
+    "ssd-block-mix-qd16": 9,  # 3 mixes x 3 sizes at depth 16
+    "mem-loaded-latency-w6-w9": 8,  # 2 strides x 4 traffic types
+    "qd-iosize-scaling": 128,  # 2 paths x 8 sizes x 8 depths
+    "read-grid-gpus-workers": 280,  # 2 paths x 5 GPU sets x 4 sizes x 7 worker counts
 }
 
 
@@ -79,14 +80,18 @@ def plan_from_name(name: str):
 def test_bundled_profiles_measure_what_their_experiments_measured():
     gdsio = load_profile("paths-1m-seq-rand")
     assert {(s.path, s.io, s.block_size, s.workers) for s in gdsio.points()} == {
-        (p, io, 1 << 20, 1) for p in ("cufile", "bounce", "host") for io in ("read", "write", "randread", "randwrite")}
+        (p, io, 1 << 20, 1) for p in ("cufile", "bounce", "host") for io in ("read", "write", "randread", "randwrite")
+    }
     fio = load_profile("ssd-block-mix-qd16").points()
     assert {(s.io, s.block_size, s.iodepth, s.read_pct) for s in fio} == {
-        (io, bs, 16, pct) for io, pct in (("randwrite", 0), ("randrw", 70), ("randread", 100))
-        for bs in (4096, 32768, 131072)}
+        (io, bs, 16, pct)
+        for io, pct in (("randwrite", 0), ("randrw", 70), ("randread", 100))
+        for bs in (4096, 32768, 131072)
+    }
     mem = load_profile("mem-loaded-latency-w6-w9").points()
     assert {(m.traffic, m.strides, m.mode) for m in mem} == {
-        ((t,), (s,), "loaded") for t in ("W6", "W7", "W8", "W9") for s in (64, 256)}
+        ((t,), (s,), "loaded") for t in ("W6", "W7", "W8", "W9") for s in (64, 256)
+    }
     qd = load_profile("qd-iosize-scaling")
     assert qd.grid["block_size"] == [512 << i for i in range(8)] and qd.grid["iodepth"] == [1 << i for i in range(8)]
     grid = load_profile("read-grid-gpus-workers")
@@ -119,8 +124,17 @@ def test_profiles_show_prints_a_profile_that_reads_back(cli):
 
 
 def test_user_profiles_live_in_the_xdg_data_dir_and_shadow_bundled_ones(tmp_path):
-    spec = RunSpec(path="host", io="randread", block_size=4096, workers=2, iodepth=8, file_size=64 << 20,
-                   duration=3.0, rwmix=50, buffered=True)
+    spec = RunSpec(
+        path="host",
+        io="randread",
+        block_size=4096,
+        workers=2,
+        iodepth=8,
+        file_size=64 << 20,
+        duration=3.0,
+        rwmix=50,
+        buffered=True,
+    )
     path = save_profile(Profile.from_spec(spec, "mine", "a saved run"))
     assert path == str(tmp_path / "data-home" / "xferscope" / "profiles" / "mine.toml") and user_dir() in path
     mine = load_profile("mine")
@@ -136,8 +150,9 @@ def test_profile_fields_follow_runspec():
 
 
 def test_changes_fix_a_field_and_drop_its_axis():
-    profile = load_profile("ssd-block-mix-qd16").with_changes(duration=0.5, repetitions=3,
-                                                              sets={"bs": "64K", "qd": "4"})
+    profile = load_profile("ssd-block-mix-qd16").with_changes(
+        duration=0.5, repetitions=3, sets={"bs": "64K", "qd": "4"}
+    )
     assert "block_size" not in profile.grid and profile.point_count == 3 and profile.repetitions == 3
     assert {(s.block_size, s.iodepth, s.duration) for s in profile.points()} == {(65536, 4, 0.5)}
     with pytest.raises(SpecError, match="valid fields: path, io, block_size"):
@@ -152,8 +167,10 @@ def test_points_this_machine_cannot_run_are_skipped_with_the_reason():
     runnable = {tuple(p.spec.gpus) for p in two_gpus if not p.skip}
     assert runnable == {(0,), (0, 1)}
     assert all(p.skip == "needs GPU 3; this machine has 2 (0-1)" for p in two_gpus if p.spec.gpus == [0, 1, 2, 3])
-    no_gpu = plan_points(load_profile("paths-1m-seq-rand"),
-                         Availability(lambda path: None if path == "host" else "no GPU (NVML sees none)", lambda: 0))
+    no_gpu = plan_points(
+        load_profile("paths-1m-seq-rand"),
+        Availability(lambda path: None if path == "host" else "no GPU (NVML sees none)", lambda: 0),
+    )
     assert [p.spec.path for p in no_gpu if not p.skip] == ["host"] * 4
     assert {p.skip for p in no_gpu if p.skip} == {"cufile: no GPU (NVML sees none)", "bounce: no GPU (NVML sees none)"}
 
@@ -162,19 +179,19 @@ BAD = [
     ('kind = "io"\ncolour = 3\n', 2, "unknown key 'colour'; valid top-level keys: name, description"),
     ('[base]\nblocksize = "4K"\n', 2, "unknown field 'blocksize' for io profiles; valid fields: path, io, block_size"),
     ('[base]\nworkers = "four"\n', 2, "workers: expected a whole number, got str 'four'"),
-    ('[base]\nworkers = true\n', 2, "workers: expected a whole number, got bool True"),
+    ("[base]\nworkers = true\n", 2, "workers: expected a whole number, got bool True"),
     ('\n[grid]\npath = ["host", "tape"]\n', 3, "'tape' is not one of cufile, host, bounce"),
-    ('[grid]\nworkers = 4\n', 2, "a grid field takes a non-empty list"),
+    ("[grid]\nworkers = 4\n", 2, "a grid field takes a non-empty list"),
     ('[grid]\nio = [\n  "read",\n  "write",\n]\nblock_size = [1000]\n', 6, "not a multiple of 512"),
     ('[base]\nblock_size = "4K"\n[grid]\nfile_size = ["1K", "1M"]\n', 4, "smaller than one block"),
     ('[base]\nio = "read"\n[grid]\nio = ["write"]\n', 4, "io is in both [base] and [grid]"),
     ('kind = "mem"\n[grid]\ntraffic = ["W6", "W42"]\n', 3, "'W42' is not one of R, W2, W3, W5, W6"),
     ('kind = "mem"\n[base]\nstride = 100\n', 3, "stride: 100 is not a stride we measure"),
     ('kind = "disk"\n', 1, "kind: 'disk' is not one of io, mem"),
-    ('repetitions = 0\n', 1, "repetitions must be 1 or more"),
+    ("repetitions = 0\n", 1, "repetitions must be 1 or more"),
     ('duration = "soon"\n', 1, "duration: expected seconds"),
     ('name = "a b"\n', 1, "must be letters, digits"),
-    ('kind = io\n', 1, "not valid TOML"),
+    ("kind = io\n", 1, "not valid TOML"),
 ]
 
 
@@ -193,7 +210,9 @@ def test_a_bad_profile_is_one_line_and_exit_2_on_the_command_line(cli, tmp_path)
     path.write_text('[base]\npath = "tape"\n')
     r = cli("replay", str(path))
     assert r.code == 2 and "Traceback" not in r.err
-    assert r.err.strip() == f"xferscope: {path}:2: [base] path: 'tape' is not one of cufile, host, bounce, " \
-                            "bounce-async, cufile-async, cufile-batch"
+    assert (
+        r.err.strip() == f"xferscope: {path}:2: [base] path: 'tape' is not one of cufile, host, bounce, "
+        "bounce-async, cufile-async, cufile-batch"
+    )
     r = cli("replay", "no-such-profile")
     assert r.code == 2 and "no profile named 'no-such-profile'; available: gds-vs-bounce-random" in r.err

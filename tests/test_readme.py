@@ -1,4 +1,5 @@
 """The README opens with the two commands, and CI runs the second one as it is written."""
+
 import pathlib
 import re
 

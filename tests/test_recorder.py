@@ -1,4 +1,5 @@
 """The recorder of the Python-thread cuFile engines: the native core's buckets and figures."""
+
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,5 @@
 """`xferscope replay`: a small grid on the host path, repetition statistics, resume after Ctrl-C, ratios, plots."""
+
 from __future__ import annotations
 
 import csv
@@ -57,8 +58,12 @@ def test_small_grid_gives_one_row_per_point_with_repetition_statistics(cli, smal
     r = _replay(cli, profile, results, directory, "--plot", str(plot))
     assert r.code == 0, r.err
     data = _load(results)
-    assert [p["label"] for p in data["points"]] == ["host read 4K w1", "host read 64K w1", "host randread 4K w1",
-                                                   "host randread 64K w1"]
+    assert [p["label"] for p in data["points"]] == [
+        "host read 4K w1",
+        "host read 64K w1",
+        "host randread 4K w1",
+        "host randread 64K w1",
+    ]
     for point in data["points"]:
         assert point["status"] == "done" and point["repetitions_done"] == 2 and len(point["repetitions"]) == 2
         tp = point["stats"]["throughput_mib_s"]
@@ -68,8 +73,14 @@ def test_small_grid_gives_one_row_per_point_with_repetition_statistics(cli, smal
         assert point["stats"]["lat_p99_us"]["median"] > 0 and point["stats"]["iops"]["median"] > 0
     with (results.with_suffix(".csv")).open() as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 4 and {"throughput_mib_s_median", "throughput_mib_s_stdev", "throughput_mib_s_min",
-                                "throughput_mib_s_max", "lat_p99_us_median", "first_done_mib_s_median"} <= set(rows[0])
+    assert len(rows) == 4 and {
+        "throughput_mib_s_median",
+        "throughput_mib_s_stdev",
+        "throughput_mib_s_min",
+        "throughput_mib_s_max",
+        "lat_p99_us_median",
+        "first_done_mib_s_median",
+    } <= set(rows[0])
     assert [row["repetitions"] for row in rows] == ["2"] * 4
     # the median repetition of each point reads back like any xferscope result
     assert [x.spec.name for x in load_results(str(results))] == [p["label"] for p in data["points"]]
@@ -83,8 +94,17 @@ def test_small_grid_gives_one_row_per_point_with_repetition_statistics(cli, smal
 def test_interrupted_sweep_resumes_and_keeps_what_was_measured(small):
     profile, results, directory = small
     profile.write_text(SMALL.format(duration=0.4))
-    cmd = [sys.executable, "-m", "xferscope.cli", "replay", str(profile), "--results", str(results),
-           "--dir", str(directory)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "xferscope.cli",
+        "replay",
+        str(profile),
+        "--results",
+        str(results),
+        "--dir",
+        str(directory),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # Ctrl-C once the first point is finished
@@ -119,8 +139,20 @@ def test_against_prints_ratios_and_fail_below_sets_the_exit_code(cli, small, tmp
     old_path = tmp_path / "before.json"
     old_path.write_text(json.dumps(old))
     # every point is finished in the results file, so this only compares
-    r = _replay(cli, profile, results, directory, "--reps", "2", "--against", str(old_path), "--fail-below", "0.9",
-                "--format", "json")
+    r = _replay(
+        cli,
+        profile,
+        results,
+        directory,
+        "--reps",
+        "2",
+        "--against",
+        str(old_path),
+        "--fail-below",
+        "0.9",
+        "--format",
+        "json",
+    )
     assert r.code == 1, r.err
     out = json.loads(r.out)
     against = {a["label"]: a for a in out["against"]}
@@ -152,10 +184,21 @@ def test_against_an_imported_fio_run_matches_by_what_was_measured(cli, tmp_path,
     r = cli("import", "fio", str(DATA / "fio-randread-4k-qd16.json"), "--json", str(imported))
     assert r.code == 0, r.err
     profile = tmp_path / "one.toml"
-    profile.write_text('duration = 0.3\n[base]\npath = "host"\nio = "randread"\nblock_size = "4K"\n'
-                       'iodepth = 16\nfile_size = "8M"\n')
-    r = cli("replay", str(profile), "--results", str(tmp_path / "one.json"), "--dir", str(direct_dir),
-            "--against", str(imported), "--format", "json")
+    profile.write_text(
+        'duration = 0.3\n[base]\npath = "host"\nio = "randread"\nblock_size = "4K"\niodepth = 16\nfile_size = "8M"\n'
+    )
+    r = cli(
+        "replay",
+        str(profile),
+        "--results",
+        str(tmp_path / "one.json"),
+        "--dir",
+        str(direct_dir),
+        "--against",
+        str(imported),
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     (ratio,) = json.loads(r.out)["against"]
     fio_mib_s = load_results(str(imported))[0].throughput_mib_s
@@ -165,15 +208,26 @@ def test_against_an_imported_fio_run_matches_by_what_was_measured(cli, tmp_path,
 @pytest.mark.skipif(unavailable_reason("cufile") is None, reason="cuFile runs here: nothing is skipped")
 def test_gpu_points_are_skipped_with_the_engines_reason(cli, tmp_path, direct_dir):
     results = tmp_path / "paths.json"
-    r = cli("replay", "paths-1m-seq-rand", "--duration", "0.3", "--set", "file_size=8M", "--results", str(results),
-            "--dir", str(direct_dir))
+    r = cli(
+        "replay",
+        "paths-1m-seq-rand",
+        "--duration",
+        "0.3",
+        "--set",
+        "file_size=8M",
+        "--results",
+        str(results),
+        "--dir",
+        str(direct_dir),
+    )
     assert r.code == 0, r.err
     points = _load(results)["points"]
     assert [p["status"] for p in points if p["identity"]["path"] == "host"] == ["done"] * 4
     skipped = [p for p in points if p["status"] == "skipped"]
     assert len(skipped) == 8
-    assert all(p["reason"].startswith(f"{p['identity']['path']}: {unavailable_reason(p['identity']['path'])}")
-               for p in skipped)
+    assert all(
+        p["reason"].startswith(f"{p['identity']['path']}: {unavailable_reason(p['identity']['path'])}") for p in skipped
+    )
     assert f"skipped 4 points (1, 4, 7, 10): cufile: {unavailable_reason('cufile')}" in r.out
     r = cli("replay", "gds-vs-bounce-random", "--duration", "0.1", "--results", str(tmp_path / "gpu-only.json"))
     assert r.code == 3 and "none of the points can run on this machine" in r.err
@@ -187,10 +241,19 @@ def test_plot_formats_and_options_fail_before_measuring(cli, small, tmp_path):
     fake = tmp_path / "nompl" / "matplotlib"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no matplotlib here')\n")
-    r = cli("replay", str(profile), "--results", str(results), "--plot", str(tmp_path / "p.png"),
-            env={"PYTHONPATH": str(fake.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")})
-    assert r.code == 2 and r.err.strip() == "xferscope: plot: a .png plot needs matplotlib: pip install " \
-                                            "matplotlib, or write .svg"
+    r = cli(
+        "replay",
+        str(profile),
+        "--results",
+        str(results),
+        "--plot",
+        str(tmp_path / "p.png"),
+        env={"PYTHONPATH": str(fake.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")},
+    )
+    assert (
+        r.code == 2
+        and r.err.strip() == "xferscope: plot: a .png plot needs matplotlib: pip install matplotlib, or write .svg"
+    )
     r = _replay(cli, profile, results, directory, "--set", "blocksize")
     assert r.code == 2 and "'blocksize' is not field=value" in r.err
     r = _replay(cli, profile, results, directory, "--set", "qd=deep")
@@ -212,16 +275,25 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     from xferscope.profiles import parse_profile
     from xferscope.sweep import Sweep
 
-    profile = parse_profile('kind = "mem"\nduration = 0.3\nrepetitions = 2\n[base]\nmode = "loaded"\n'
-                            'delays = [0, 5000]\nbuffer = "32M"\nthreads = 1\n[grid]\ntraffic = ["R", "W6"]\n',
-                            "mem.toml", "mem-small")
+    profile = parse_profile(
+        'kind = "mem"\nduration = 0.3\nrepetitions = 2\n[base]\nmode = "loaded"\n'
+        'delays = [0, 5000]\nbuffer = "32M"\nthreads = 1\n[grid]\ntraffic = ["R", "W6"]\n',
+        "mem.toml",
+        "mem-small",
+    )
     outcome = Sweep(profile, str(tmp_path / "mem.json")).run()
     assert not outcome.interrupted
     data = _load(tmp_path / "mem.json")
     rows = {(row["traffic"], row["delay"], row["locality"]): row for p in data["points"] for row in p["rows"]}
     # idle latency at the chosen locality (multichase's default, 64 pages) and over the whole buffer
-    assert set(rows) == {("idle", None, "64-page"), ("idle", None, "whole-buffer"), ("R", 0, "64-page"),
-                         ("R", 5000, "64-page"), ("W6", 0, "64-page"), ("W6", 5000, "64-page")}
+    assert set(rows) == {
+        ("idle", None, "64-page"),
+        ("idle", None, "whole-buffer"),
+        ("R", 0, "64-page"),
+        ("R", 5000, "64-page"),
+        ("W6", 0, "64-page"),
+        ("W6", 5000, "64-page"),
+    }
     for (_traffic, delay, _), row in rows.items():
         assert row["latency_ns"]["n"] == 2 and row["latency_ns"]["min"] <= row["latency_ns"]["median"]
         if delay is not None:
@@ -238,8 +310,10 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
 def test_a_point_that_measures_the_same_as_another_is_one_row(cli, tmp_path, direct_dir):
     """`host` does not use GPUs: varying the GPU set gives the same point, measured and listed once."""
     profile = tmp_path / "gpus.toml"
-    profile.write_text('name = "host-over-gpus"\nrepetitions = 1\nduration = 0.2\n\n[base]\npath = "host"\n'
-                       'file_size = "8M"\n\n[grid]\ngpus = ["0", "0,1"]\nblock_size = ["4K", "64K"]\n')
+    profile.write_text(
+        'name = "host-over-gpus"\nrepetitions = 1\nduration = 0.2\n\n[base]\npath = "host"\n'
+        'file_size = "8M"\n\n[grid]\ngpus = ["0", "0,1"]\nblock_size = ["4K", "64K"]\n'
+    )
     results = tmp_path / "gpus.results.json"
     r = _replay(cli, profile, results, direct_dir)
     assert r.code == 0, r.err

@@ -1,5 +1,6 @@
 """The one writer of every output file, on real files: what a name points at is never destroyed, a full disk
 or an error leaves the previous version and no temporary file, and the error is one line."""
+
 from __future__ import annotations
 
 import errno
@@ -159,16 +160,18 @@ def test_a_full_filesystem_keeps_the_previous_version_and_no_temporary_file(full
 def test_a_crash_between_write_and_rename_leaves_the_previous_version(tmp_path):
     target = tmp_path / "r.json"
     target.write_text("complete version 1")
-    crash = ("import os, signal, sys; from xferscope import safe_write; "
-             "safe_write.before_rename = lambda tmp, target: os.kill(os.getpid(), signal.SIGKILL); "
-             "safe_write.write_output(sys.argv[1], 'version 2')")
+    crash = (
+        "import os, signal, sys; from xferscope import safe_write; "
+        "safe_write.before_rename = lambda tmp, target: os.kill(os.getpid(), signal.SIGKILL); "
+        "safe_write.write_output(sys.argv[1], 'version 2')"
+    )
     proc = subprocess.run([sys.executable, "-c", crash, str(target)])
     assert proc.returncode == -9
     assert target.read_text() == "complete version 1"
     assert len(leftovers(tmp_path)) == 1  # a killed process cannot clean up ...
     write_output(str(target), "version 3")
     assert target.read_text() == "version 3"
-    assert leftovers(tmp_path) == []      # ... the next write of that name does
+    assert leftovers(tmp_path) == []  # ... the next write of that name does
 
 
 def test_an_interrupted_write_removes_its_temporary_file(tmp_path, monkeypatch):

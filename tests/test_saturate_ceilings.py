@@ -1,4 +1,5 @@
 """Each ceiling rule of the bottleneck verdict on crafted measurements."""
+
 from __future__ import annotations
 
 import pytest
@@ -7,9 +8,19 @@ from xferscope.saturate.ceilings import Evidence, bottleneck, verdict_line
 
 
 def ev(**kw) -> Evidence:
-    base = dict(path="bounce-async", block_size=1 << 20, knee="4 workers", plateau_gib_s=2.9, storage_gib_s=3.0,
-                pcie_ceiling_gb_s=55.0, pcie_mb_s=3300.0, engine_cpu_pct=18.0 * 16, cpus_allowed=16,
-                busiest_thread_pct=40.0, system_busy_pct=20.0)
+    base = dict(
+        path="bounce-async",
+        block_size=1 << 20,
+        knee="4 workers",
+        plateau_gib_s=2.9,
+        storage_gib_s=3.0,
+        pcie_ceiling_gb_s=55.0,
+        pcie_mb_s=3300.0,
+        engine_cpu_pct=18.0 * 16,
+        cpus_allowed=16,
+        busiest_thread_pct=40.0,
+        system_busy_pct=20.0,
+    )
     return Evidence(**{**base, **kw})
 
 
@@ -18,8 +29,10 @@ def test_storage_binds_with_the_issue_s_line():
     found = bottleneck(e)
     assert found.kind == "storage"
     line = verdict_line(e, found)
-    assert line == ("1M: bounce-async plateau 2.90 GiB/s at 4 workers = 97% of storage (host 3.00 GiB/s); "
-                    "PCIe 6% of 55 GB/s; CPU 18% of 16 CPUs → storage-bound")
+    assert line == (
+        "1M: bounce-async plateau 2.90 GiB/s at 4 workers = 97% of storage (host 3.00 GiB/s); "
+        "PCIe 6% of 55 GB/s; CPU 18% of 16 CPUs → storage-bound"
+    )
 
 
 def test_pcie_binds_at_its_share_of_the_copy_ceiling():
@@ -32,12 +45,15 @@ def test_pcie_binds_at_its_share_of_the_copy_ceiling():
     assert next(c for c in missing.checks if c.ceiling == "PCIe").binds is None
 
 
-@pytest.mark.parametrize("kw, detail", [
-    (dict(engine_cpu_pct=190.0, cpus_allowed=2, busiest_thread_pct=95.0), "one thread at 95%"),
-    (dict(engine_cpu_pct=190.0, cpus_allowed=2, busiest_thread_pct=60.0), "its CPUs are full"),
-    (dict(busiest_thread_pct=100.0), "one thread at 100%"),
-    (dict(system_busy_pct=97.0), "the machine is busy"),
-])
+@pytest.mark.parametrize(
+    "kw, detail",
+    [
+        (dict(engine_cpu_pct=190.0, cpus_allowed=2, busiest_thread_pct=95.0), "one thread at 95%"),
+        (dict(engine_cpu_pct=190.0, cpus_allowed=2, busiest_thread_pct=60.0), "its CPUs are full"),
+        (dict(busiest_thread_pct=100.0), "one thread at 100%"),
+        (dict(system_busy_pct=97.0), "the machine is busy"),
+    ],
+)
 def test_cpu_binds_on_its_cpus_one_thread_or_a_busy_machine(kw, detail):
     found = bottleneck(ev(plateau_gib_s=1.0, **kw))
     assert found.kind == "CPU" and found.detail == detail
@@ -61,8 +77,9 @@ def test_the_path_s_own_overhead_when_nothing_else_binds():
 def test_no_storage_ceiling_means_no_storage_verdict():
     found = bottleneck(ev(storage_gib_s=None, storage_note="--storage none"))
     assert found.kind == "undetermined"
-    assert "storage not measured (--storage none)" in verdict_line(ev(storage_gib_s=None, storage_note="--storage "
-                                                                                                        "none"), found)
+    assert "storage not measured (--storage none)" in verdict_line(
+        ev(storage_gib_s=None, storage_note="--storage none"), found
+    )
 
 
 def test_host_is_the_storage_reference_unless_its_cpu_binds():

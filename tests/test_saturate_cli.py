@@ -1,5 +1,6 @@
 """`xferscope saturate` through its real entry point, on the real host engine with a small budget: the output,
 the JSON and CSV shapes, reading a saturation back, profiles holding a plan, bad input, and MPI."""
+
 from __future__ import annotations
 
 import csv
@@ -13,8 +14,22 @@ from test_mpi import mpirun, needs_mpi, rank_dirs
 from xferscope.export import load_results
 from xferscope.saturate.record import SCHEMA, load_saturation
 
-SMALL = ("--path", "host", "--bs", "64K", "--max-workers", "2", "--max-qd", "2", "--max-rounds", "3", "-T", "0.2",
-         "-s", "8M")
+SMALL = (
+    "--path",
+    "host",
+    "--bs",
+    "64K",
+    "--max-workers",
+    "2",
+    "--max-qd",
+    "2",
+    "--max-rounds",
+    "3",
+    "-T",
+    "0.2",
+    "-s",
+    "8M",
+)
 
 
 @pytest.fixture
@@ -50,8 +65,10 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
     assert series["bottleneck"]["kind"] in ("storage", "CPU") and series["verdict_line"] == verdict.strip()
     for point in series["points"]:
         assert len(point["throughput_gib_s"]) == len(point["results"]) >= 3
-        assert all(data["results"][i]["workers"] == point["workers"] and
-                   data["results"][i]["iodepth"] == point["iodepth"] for i in point["results"])
+        assert all(
+            data["results"][i]["workers"] == point["workers"] and data["results"][i]["iodepth"] == point["iodepth"]
+            for i in point["results"]
+        )
     for c in series["comparisons"]:
         assert c["verdict"] in ("faster", "slower", "within noise") and 3 <= c["rounds"] <= 3
         assert c["baseline"]["concurrency"] < c["other"]["concurrency"]
@@ -94,30 +111,44 @@ def test_json_on_stdout(cli, direct_dir):
     assert data["schema"] == SCHEMA and "results" not in data and data["series"][0]["grid_points"] == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--bs", "100"), "block_size"),
-    (("--max-workers", "0"), "max-workers"),
-    (("--min-rounds", "1"), "one round gives no verdict"),
-    (("--path", "nope"), "unknown transfer path"),
-    (("--path", "host,host"), "listed twice"),
-    (("--storage", "missing.json"), "no such file"),
-    (("--duration", "soon"), "duration"),
-    (("--profile", "ssd-block-mix-qd16"), "not a saturate plan"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--bs", "100"), "block_size"),
+        (("--max-workers", "0"), "max-workers"),
+        (("--min-rounds", "1"), "one round gives no verdict"),
+        (("--path", "nope"), "unknown transfer path"),
+        (("--path", "host,host"), "listed twice"),
+        (("--storage", "missing.json"), "no such file"),
+        (("--duration", "soon"), "duration"),
+        (("--profile", "ssd-block-mix-qd16"), "not a saturate plan"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(cli, args, message):
     r = cli("saturate", *args, "--dry-run")
     assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, r.err
 
 
 def test_a_gpu_path_that_cannot_run_here_says_why(cli, direct_dir, no_gpu):
-    r = cli("saturate", "--path", "bounce", "--bs", "1M", "--dir", str(direct_dir), "-T", "0.2", "-s", "8M",
-            env={"XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", "")})
+    r = cli(
+        "saturate",
+        "--path",
+        "bounce",
+        "--bs",
+        "1M",
+        "--dir",
+        str(direct_dir),
+        "-T",
+        "0.2",
+        "-s",
+        "8M",
+        env={"XDG_CACHE_HOME": os.environ.get("XDG_CACHE_HOME", "")},
+    )
     assert r.code == 3 and "bounce: unavailable" in r.err
 
 
 def test_dry_run_counts_the_storage_reference_and_the_grids(cli):
-    r = cli("saturate", "--path", "bounce-async,cufile", "--bs", "64K,1M", "--gpu", "0", "--gpu", "0,1",
-            "--dry-run")
+    r = cli("saturate", "--path", "bounce-async,cufile", "--bs", "64K,1M", "--gpu", "0", "--gpu", "0,1", "--dry-run")
     assert r.code == 0, r.err
     lines = r.out.splitlines()
     assert lines[0].split()[1:3] == ["host", "64K"] and "(storage reference)" in lines[0]
@@ -128,8 +159,20 @@ def test_dry_run_counts_the_storage_reference_and_the_grids(cli):
 
 def test_a_profile_holds_a_saturate_plan(cli, tmp_path, monkeypatch):
     env = {"XDG_DATA_HOME": str(tmp_path / "data")}
-    saved = cli("saturate", "--path", "host", "--bs", "4K,1M", "--max-workers", "8", "-T", "0.5",
-                "--save-profile", "my-knees", env=env)
+    saved = cli(
+        "saturate",
+        "--path",
+        "host",
+        "--bs",
+        "4K,1M",
+        "--max-workers",
+        "8",
+        "-T",
+        "0.5",
+        "--save-profile",
+        "my-knees",
+        env=env,
+    )
     assert saved.code == 0, saved.err
     text = (tmp_path / "data" / "xferscope" / "profiles" / "my-knees.toml").read_text()
     assert 'kind = "saturate"' in text and "[saturate]" in text and '"4K"' in text and "max_workers = 8" in text
@@ -151,14 +194,21 @@ def test_a_saturate_profile_refuses_a_grid_and_searched_fields(tmp_path):
         parse_profile('kind = "saturate"\n[grid]\nio = ["read", "write"]\n', "p.toml", "p")
     with pytest.raises(FormatError, match=r"p\.toml:3: .*searches it"):
         parse_profile('kind = "saturate"\n[base]\nworkers = 4\n', "p.toml", "p")
-    with pytest.raises(FormatError, match="only kind = \"saturate\""):
-        parse_profile('[saturate]\nmax_qd = 4\n', "p.toml", "p")
+    with pytest.raises(FormatError, match='only kind = "saturate"'):
+        parse_profile("[saturate]\nmax_qd = 4\n", "p.toml", "p")
     with pytest.raises(FormatError, match="max_qd: expected 1 or more"):
         parse_profile('kind = "saturate"\n[saturate]\nmax_qd = 0\n', "p.toml", "p")
-    ok = parse_profile('kind = "saturate"\nduration = 2\n[base]\nsize = "2G"\n[saturate]\npath = "host,cufile"\n'
-                       'bs = ["64K", "1M"]\ngpus = ["0", "0-3"]\n', "p.toml", "p")
-    assert ok.saturate == {"paths": ["host", "cufile"], "block_sizes": [64 << 10, 1 << 20],
-                           "gpu_sets": [[0], [0, 1, 2, 3]]}
+    ok = parse_profile(
+        'kind = "saturate"\nduration = 2\n[base]\nsize = "2G"\n[saturate]\npath = "host,cufile"\n'
+        'bs = ["64K", "1M"]\ngpus = ["0", "0-3"]\n',
+        "p.toml",
+        "p",
+    )
+    assert ok.saturate == {
+        "paths": ["host", "cufile"],
+        "block_sizes": [64 << 10, 1 << 20],
+        "gpu_sets": [[0], [0, 1, 2, 3]],
+    }
     assert ok.base == {"file_size": 2 << 30} and ok.point_count == 8
 
 
@@ -189,9 +239,33 @@ def test_ctrl_c_keeps_the_points_measured_and_removes_the_scratch_files(direct_d
     out = tmp_path / "partial.json"
     direct_dir = direct_dir / "run"
     direct_dir.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "xferscope.cli", "saturate", "--path", "host", "--bs", "64K",
-                             "--max-workers", "16", "--max-qd", "1", "-T", "0.3", "-s", "8M", "--dir", str(direct_dir),
-                             "--json", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "saturate",
+            "--path",
+            "host",
+            "--bs",
+            "64K",
+            "--max-workers",
+            "16",
+            "--max-qd",
+            "1",
+            "-T",
+            "0.3",
+            "-s",
+            "8M",
+            "--dir",
+            str(direct_dir),
+            "--json",
+            str(out),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 60
     while time.time() < deadline and not any(p.suffix == ".dat" for p in direct_dir.iterdir()):
         time.sleep(0.05)

@@ -1,5 +1,6 @@
 """The knee search on synthetic throughput models with a known knee and noise. No engine runs here: the models
 stand in for ``measure``."""
+
 from __future__ import annotations
 
 import math
@@ -20,8 +21,16 @@ class Model:
     """Throughput of a path that needs ``per_io`` per I/O in flight, is held to ``per_thread`` by one thread's
     CPU, and to ``plateau`` by the device; each reading off by gaussian noise (relative ``noise``)."""
 
-    def __init__(self, *, per_io: float, plateau: float, per_thread: float = float("inf"), noise: float = 0.02,
-                 seed: int = 7, peak_then_drop: int | None = None):
+    def __init__(
+        self,
+        *,
+        per_io: float,
+        plateau: float,
+        per_thread: float = float("inf"),
+        noise: float = 0.02,
+        seed: int = 7,
+        peak_then_drop: int | None = None,
+    ):
         self.per_io, self.plateau, self.per_thread = per_io, plateau, per_thread
         self.noise = noise
         self.rng = random.Random(seed)
@@ -43,8 +52,9 @@ def search(model, **kwargs) -> KneeSearch:
     return KneeSearch(model, **{"max_workers": 16, "max_qd": 1, **kwargs})
 
 
-@pytest.mark.parametrize("per_io, plateau, knee", [(100.0, 1000.0, 10), (400.0, 1200.0, 3), (70.0, 1000.0, 14),
-                                                   (1000.0, 1000.0, 1)])
+@pytest.mark.parametrize(
+    "per_io, plateau, knee", [(100.0, 1000.0, 10), (400.0, 1200.0, 3), (70.0, 1000.0, 14), (1000.0, 1000.0, 1)]
+)
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_workers_knee_is_found_within_one_step_and_within_the_budget(per_io, plateau, knee, seed):
     model = Model(per_io=per_io, plateau=plateau, seed=seed)
@@ -125,7 +135,7 @@ def test_neighbours_that_cannot_be_told_apart_count_as_flat_after_the_round_cap(
 def test_measuring_alternates_the_order_of_neighbours():
     model = Model(per_io=1000.0, plateau=1000.0, noise=0.5, seed=3)  # noisy: every comparison goes to the cap
     search(model, max_workers=2, max_rounds=4).run()
-    pairs = [model.calls[i:i + 2] for i in range(0, 8, 2)]
+    pairs = [model.calls[i : i + 2] for i in range(0, 8, 2)]
     assert [p[0] for p in pairs] == [Shape(1), Shape(2), Shape(1), Shape(2)], "rotated every round"
 
 

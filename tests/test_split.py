@@ -4,6 +4,7 @@ The plan is a plain function (and the native core plans the same way); the paths
 on real files: host directly, bounce and bounce-async with host stand-ins for CUDA, and cuFile's
 calls through the native loop with a cuFile stand-in that proves the sub-requests of a block are in
 flight together. The same through real cuFile (and --verify there) is tests/test_gpu_engines.py's."""
+
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ K, M = 1 << 10, 1 << 20
 
 
 # ------------------------------------------------------------------ the plan
+
 
 def test_plan_of_a_block_that_divides():
     assert plan_split(16 * M, 4 * M) == [(0, 4 * M), (4 * M, 4 * M), (8 * M, 4 * M), (12 * M, 4 * M)]
@@ -58,6 +60,7 @@ def test_lanes_are_capped():
 
 # ------------------------------------------------------------------ the spec and the command line
 
+
 def spec(**kw) -> RunSpec:
     base = dict(path="cufile", block_size=16 * M, split=4 * M, file_size=64 * M)
     base.update(kw)
@@ -70,13 +73,16 @@ def test_result_name_shows_both_sizes():
     assert spec(split=32 * M).validate().block_text == "16M"
 
 
-@pytest.mark.parametrize("kw, word", [
-    (dict(path="cufile-batch"), "cufile-batch"),
-    (dict(path="cufile-async"), "cufile-async"),
-    (dict(path="host", iodepth=8), "io_uring"),
-    (dict(split=4 * M + 100), "512"),
-    (dict(split=256), "outside"),
-])
+@pytest.mark.parametrize(
+    "kw, word",
+    [
+        (dict(path="cufile-batch"), "cufile-batch"),
+        (dict(path="cufile-async"), "cufile-async"),
+        (dict(path="host", iodepth=8), "io_uring"),
+        (dict(split=4 * M + 100), "512"),
+        (dict(split=256), "outside"),
+    ],
+)
 def test_bad_split_is_refused_with_the_reason(kw, word):
     with pytest.raises(SpecError) as err:
         spec(**kw).validate()
@@ -85,8 +91,24 @@ def test_bad_split_is_refused_with_the_reason(kw, word):
 
 def test_cli_split_on_host(cli, direct_dir):
     f = direct_dir / "s.dat"
-    r = cli("run", "--bs", "64K", "--split", "16K", "-s", "4M", "--total", "2M", "-f", str(f), "-w", "2",
-            "--verify", "--format", "json")
+    r = cli(
+        "run",
+        "--bs",
+        "64K",
+        "--split",
+        "16K",
+        "-s",
+        "4M",
+        "--total",
+        "2M",
+        "-f",
+        str(f),
+        "-w",
+        "2",
+        "--verify",
+        "--format",
+        "json",
+    )
     assert r.code == 0, r.err
     d = json.loads(r.out)
     assert d["status"] == "ok" and d["bytes"] == 2 * M
@@ -113,18 +135,43 @@ def test_cli_bad_split_is_one_line(cli, direct_dir):
 
 # ------------------------------------------------------------------ the engines
 
+
 def test_host_split_reads_and_writes_the_right_data(direct_dir):
     for io in ("randrw", "read"):
-        r = Run(RunSpec(path="host", io=io, block_size=40 * K, split=16 * K, workers=2, file_size=4 * M,
-                        duration=None, total_bytes=4 * M, verify=True, file=str(direct_dir / "h.dat"),
-                        keep=io == "randrw")).execute()
+        r = Run(
+            RunSpec(
+                path="host",
+                io=io,
+                block_size=40 * K,
+                split=16 * K,
+                workers=2,
+                file_size=4 * M,
+                duration=None,
+                total_bytes=4 * M,
+                verify=True,
+                file=str(direct_dir / "h.dat"),
+                keep=io == "randrw",
+            )
+        ).execute()
         assert r.status == "ok" and r.bytes == 4 * M // (40 * K) * 40 * K // 2 * 2
 
 
 @pytest.mark.parametrize("path", ["bounce", "bounce-async"])
 def test_bounce_split_moves_the_right_data_in_parallel_sub_requests(sim_gpu, direct_dir, path):
-    s = RunSpec(path=path, io="randrw", rwmix=60, block_size=40 * K, split=16 * K, workers=2, iodepth=2,
-                file_size=4 * M, duration=None, total_bytes=2 * M, verify=True, file=str(direct_dir / "b.dat"))
+    s = RunSpec(
+        path=path,
+        io="randrw",
+        rwmix=60,
+        block_size=40 * K,
+        split=16 * K,
+        workers=2,
+        iodepth=2,
+        file_size=4 * M,
+        duration=None,
+        total_bytes=2 * M,
+        verify=True,
+        file=str(direct_dir / "b.dat"),
+    )
     run = run_engine(s)
     assert run.error is None
     for w in run.timelines:
@@ -144,22 +191,41 @@ def cufile_job(path: str, fd: int, seed: int, bs: int, split: int, blocks: int, 
     """A cufile Job of the native core on the stand-ins: one worker, cuFileRead of its blocks."""
     dev = _gpusim.alloc(bs)
     worker = {"ctx": 1, "stream": _gpusim.stream(), "dev": dev, "handle": _gpusim.file(fd)}
-    job = _iocore.Job([fd], [0], [bs * blocks], bs, mode=_iocore.MODE_CUFILE, bytes_limit=bs * blocks,
-                      pattern_seeds=[seed], gpu_functions=_gpusim.functions(), gpu_workers=[worker], split=split,
-                      timeline=1024, **kw)
+    job = _iocore.Job(
+        [fd],
+        [0],
+        [bs * blocks],
+        bs,
+        mode=_iocore.MODE_CUFILE,
+        bytes_limit=bs * blocks,
+        pattern_seeds=[seed],
+        gpu_functions=_gpusim.functions(),
+        gpu_workers=[worker],
+        split=split,
+        timeline=1024,
+        **kw,
+    )
     return job, dev
 
 
 def prepared_file(directory, size: int):
-    s = RunSpec(path="host", file=str(directory / "c.dat"), file_size=size, block_size=4 * K, duration=None, total_bytes=size,
-                keep=True)
+    s = RunSpec(
+        path="host",
+        file=str(directory / "c.dat"),
+        file_size=size,
+        block_size=4 * K,
+        duration=None,
+        total_bytes=size,
+        keep=True,
+    )
     t = targets.plan(s.validate())
     targets.materialize(t)
     return t
 
 
-@pytest.mark.parametrize("bs, split", [(16 * M, 4 * M), (40 * K, 16 * K), (M, 4 * M)],
-                         ids=["divides", "does-not-divide", "no-split"])
+@pytest.mark.parametrize(
+    "bs, split", [(16 * M, 4 * M), (40 * K, 16 * K), (M, 4 * M)], ids=["divides", "does-not-divide", "no-split"]
+)
 def test_cufile_sub_requests_are_in_flight_together(sim_gpu, direct_dir, bs, split):
     blocks = 4
     t = prepared_file(direct_dir, bs * blocks)
@@ -204,19 +270,23 @@ def test_a_failing_sub_request_fails_the_run_with_its_offset(sim_gpu, direct_dir
 
 # ------------------------------------------------------------------ the advice
 
+
 def test_advice_for_large_cufile_blocks_in_compat_mode():
     line = split_advice("cufile", 16 * M, None, "compat")
     assert line and "--split 4M" in line and "compat" in line
 
 
-@pytest.mark.parametrize("args", [
-    ("cufile", 16 * M, 4 * M, "compat"),   # already split
-    ("cufile", 1 * M, None, "compat"),     # small blocks
-    ("cufile", 16 * M, None, "gds"),       # true GDS: no evidence that splitting helps
-    ("cufile", 16 * M, None, None),        # mode unknown
-    ("bounce", 16 * M, None, None),
-    ("cufile-batch", 16 * M, None, "compat"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("cufile", 16 * M, 4 * M, "compat"),  # already split
+        ("cufile", 1 * M, None, "compat"),  # small blocks
+        ("cufile", 16 * M, None, "gds"),  # true GDS: no evidence that splitting helps
+        ("cufile", 16 * M, None, None),  # mode unknown
+        ("bounce", 16 * M, None, None),
+        ("cufile-batch", 16 * M, None, "compat"),
+    ],
+)
 def test_no_advice_where_no_clear_gain(args):
     assert split_advice(*args) is None
 
@@ -233,11 +303,14 @@ def test_compare_note_gives_the_advice_once():
     from xferscope.report import advice_notes
 
     def result(path, bs, split=None, mode=None):
-        return SimpleNamespace(spec=RunSpec(path=path, block_size=bs, split=split, file_size=64 * M),
-                               environment={"cufile_mode": mode} if mode else {})
+        return SimpleNamespace(
+            spec=RunSpec(path=path, block_size=bs, split=split, file_size=64 * M),
+            environment={"cufile_mode": mode} if mode else {},
+        )
 
-    assert advice_notes([result("host", 16 * M), result("cufile", 16 * M, mode="compat"),
-                         result("cufile", 16 * M, mode="compat")]) == [split_advice("cufile", 16 * M, None, "compat")]
+    assert advice_notes(
+        [result("host", 16 * M), result("cufile", 16 * M, mode="compat"), result("cufile", 16 * M, mode="compat")]
+    ) == [split_advice("cufile", 16 * M, None, "compat")]
     assert advice_notes([result("cufile", 16 * M, 4 * M, "compat"), result("cufile", M, mode="compat")]) == []
 
 

@@ -1,5 +1,6 @@
-"""The habits the code keeps: ruff's lint rules and mypy's types on the layers others lean on (both configured in
-pyproject.toml; ``pip install '.[test]'`` brings the tools)."""
+"""The habits the code keeps: ruff's lint rules and format, and mypy's types on the layers others lean on (all
+configured in pyproject.toml; ``pip install '.[test]'`` brings the tools)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -17,12 +18,16 @@ def _tool(module: str, *args: str, cwd: Path = ROOT) -> subprocess.CompletedProc
         pytest.skip(f"{module} is not installed (pip install '.[test]' brings it)")
     if not (ROOT / "src" / "xferscope").is_dir():
         pytest.skip(f"the sources are not at {ROOT / 'src'}")
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
 
 
 def test_ruff_finds_nothing():
     proc = _tool("ruff", "check", "--no-cache", "src", "tests", "bench")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_format_would_change_nothing():
+    proc = _tool("ruff", "format", "--check", "--no-cache", "src", "tests", "bench")
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -44,9 +49,10 @@ def test_ruff_catches_what_it_is_asked_to(tmp_path):
 def test_mypy_catches_a_none_where_a_number_is_due(tmp_path):
     """The scope is checked for real: a spec read as if validated, through an Optional field, is an error."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from xferscope.engines.mem_spec import MemSpec\n\n\n"
-                   "def seconds(spec: MemSpec) -> int:\n    return round(spec.point_seconds)\n")
-    proc = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"),
-                 str(bad))
+    bad.write_text(
+        "from xferscope.engines.mem_spec import MemSpec\n\n\n"
+        "def seconds(spec: MemSpec) -> int:\n    return round(spec.point_seconds)\n"
+    )
+    proc = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"), str(bad))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.py:5: error" in proc.stdout, proc.stdout

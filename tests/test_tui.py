@@ -1,4 +1,5 @@
 """The console driven through Pilot with the real host engine on small temporary files."""
+
 from __future__ import annotations
 
 import csv
@@ -47,7 +48,7 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
     started = msgs.of(RunStarted)
     paths = options.values.paths
     # host, then GPU paths where present; several paths run in rounds (each round rotates the order)
-    assert [m.record.spec.path for m in started[:len(paths)]] == paths
+    assert [m.record.spec.path for m in started[: len(paths)]] == paths
     assert len(started) == (len(paths) * 3 if len(paths) > 1 else 1)
     assert started[0].record.spec.file is None and started[0].record.spec.directory is None
     result = msgs.of(RunFinished)[0].result
@@ -78,15 +79,37 @@ async def test_short_run_panels_show_measured_figures(direct_dir):
         await pilot.press("r")
         await wait_for(pilot, lambda: msgs.of(SamplesArrived) and msgs.of(SamplesArrived)[-1].samples[-1].t > 0.5)
         # the run's figures while it runs (not yet the whole run's), once a redraw has drawn them all
-        await wait_for(pilot, lambda: (not msgs.of(RunFinished) and on_screen(
-            "live", r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS", r"p99\s+[1-9]", r"│\s+1\s+[\d,]+\.\d\s+\d"))
-            or bool(msgs.of(RunFinished)), timeout=50)
+        await wait_for(
+            pilot,
+            lambda: (
+                (
+                    not msgs.of(RunFinished)
+                    and on_screen(
+                        "live",
+                        r"now \d+\.\d+ (GiB|MiB)/s\s+[1-9][\d,]* IOPS",
+                        r"p99\s+[1-9]",
+                        r"│\s+1\s+[\d,]+\.\d\s+\d",
+                    )
+                )
+                or bool(msgs.of(RunFinished))
+            ),
+            timeout=50,
+        )
         live = shown.get("live", "")
         assert live, "the run ended before a redraw showed its running figures"
         await pilot.press("x")
         await wait_for(pilot, lambda: msgs.of(RunFinished), timeout=30)
-        await wait_for(pilot, lambda: on_screen("done", r"avg \d+\.\d+ (GiB|MiB)/s", "Latency \\(whole run\\)",
-                                               r"CPU \(whole run\)", r"console\s+[\d.]+%", "last done"))
+        await wait_for(
+            pilot,
+            lambda: on_screen(
+                "done",
+                r"avg \d+\.\d+ (GiB|MiB)/s",
+                "Latency \\(whole run\\)",
+                r"CPU \(whole run\)",
+                r"console\s+[\d.]+%",
+                "last done",
+            ),
+        )
         done = shown["done"]
     result = msgs.of(RunFinished)[0].result
     # while running: the last interval's figures, in explicit units
@@ -154,12 +177,15 @@ async def test_comparison_of_two_configurations_fills_the_table(direct_dir):
     assert "Throughput, all runs" in text and "■ 1 host read 1M w1" in text and "■ 2 host read 4K w1" in text
 
 
-@pytest.mark.parametrize("control,value,message", [
-    ("bs", "3000", "not a multiple of 512"),
-    ("workers", "0", "must be 1..1024"),
-    ("size", "lots", "not a size"),
-    ("duration", "-1", "not a duration"),
-])
+@pytest.mark.parametrize(
+    "control,value,message",
+    [
+        ("bs", "3000", "not a multiple of 512"),
+        ("workers", "0", "must be 1..1024"),
+        ("size", "lots", "not a size"),
+        ("duration", "-1", "not a duration"),
+    ],
+)
 async def test_invalid_input_is_refused_in_place(direct_dir, control, value, message):
     app = make_app(direct_dir)
     msgs = Messages()
@@ -284,8 +310,10 @@ async def test_too_small_terminal_shows_a_message(direct_dir):
 
 
 def test_the_headless_cli_does_not_import_textual():
-    code = ("import sys, xferscope.cli; "
-            "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.')); "
-            "print(bad); sys.exit(1 if bad else 0)")
+    code = (
+        "import sys, xferscope.cli; "
+        "bad = sorted(m for m in sys.modules if m == 'textual' or m.startswith('textual.')); "
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,6 +1,7 @@
 """The console outlives its engines: an engine's process killed mid-run is an error panel (engine, signal,
 its last lines), the session's runs stay, a comparison goes on, the next run works; and a console hung up
 on or terminated in a real terminal (tmux), in any phase, leaves no scratch file and no process."""
+
 from __future__ import annotations
 
 import os
@@ -78,8 +79,7 @@ def _tmux(*args: str, check: bool = True) -> str:
 def _console_in_tmux(tmp, *args: str) -> int:
     """Start `xferscope tui ARGS` in a tmux session of its own; the console's pid."""
     cmd = [sys.executable, "-m", "xferscope.cli", "tui", *args]
-    _tmux("new-session", "-d", "-s", "console", "-x", "100", "-y", "30", "-c", str(tmp),
-          "exec " + shlex.join(cmd))
+    _tmux("new-session", "-d", "-s", "console", "-x", "100", "-y", "30", "-c", str(tmp), "exec " + shlex.join(cmd))
     return int(_tmux("display-message", "-p", "-t", "console", "#{pane_pid}").strip())
 
 
@@ -88,8 +88,16 @@ def _screen() -> str:
 
 
 @needs_tmux
-@pytest.mark.parametrize("phase, how", [("preparing", "hangup"), ("running", "hangup"), ("running", "sigterm"),
-                                        ("comparing", "hangup"), ("comparing", "sigterm")])
+@pytest.mark.parametrize(
+    "phase, how",
+    [
+        ("preparing", "hangup"),
+        ("running", "hangup"),
+        ("running", "sigterm"),
+        ("comparing", "hangup"),
+        ("comparing", "sigterm"),
+    ],
+)
 def test_console_hung_up_or_terminated_leaves_nothing(direct_dir, phase, how):
     work = direct_dir / "d"
     work.mkdir()
@@ -97,9 +105,11 @@ def test_console_hung_up_or_terminated_leaves_nothing(direct_dir, phase, how):
     args = ["--start", "--path", "host", "--dir", str(work), "--size", size, "--bs", "64K", "--duration", "30"]
     if phase == "comparing":  # a grid of two runs: the second one runs when the console is told to go
         profile = direct_dir / "two.toml"
-        profile.write_text('name = "two"\nkind = "io"\nrepetitions = 1\nduration = 3\n'
-                           f'[base]\npath = "host"\ndirectory = "{work}"\nfile_size = "32M"\n'
-                           '[grid]\nblock_size = ["64K", "1M"]\n')
+        profile.write_text(
+            'name = "two"\nkind = "io"\nrepetitions = 1\nduration = 3\n'
+            f'[base]\npath = "host"\ndirectory = "{work}"\nfile_size = "32M"\n'
+            '[grid]\nblock_size = ["64K", "1M"]\n'
+        )
         args = ["--start", "--profile", str(profile)]
     try:
         console = _console_in_tmux(direct_dir, *args)
@@ -109,8 +119,11 @@ def test_console_hung_up_or_terminated_leaves_nothing(direct_dir, phase, how):
         elif phase == "running":
             wait_until(lambda: "running" in _screen(), what="the run on screen")
         else:
-            wait_until(lambda: (e := engine_children(console)) and e[0].pid != engine.pid and "running" in _screen(),
-                       timeout=90, what="the second run of the grid")
+            wait_until(
+                lambda: (e := engine_children(console)) and e[0].pid != engine.pid and "running" in _screen(),
+                timeout=90,
+                what="the second run of the grid",
+            )
             engine = engine_children(console)[0]
         if how == "hangup":
             _tmux("kill-server", check=False)  # the terminal goes: SIGHUP to the console
@@ -130,8 +143,9 @@ def test_a_long_session_keeps_the_newest_time_series_and_every_summary(direct_di
     from xferscope.app.session import compact, new_records
     from xferscope.runner import Run
 
-    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 << 20, block_size=64 << 10,
-                   duration=0.3, keep=True)
+    spec = RunSpec(
+        path="host", file=str(direct_dir / "x.dat"), file_size=8 << 20, block_size=64 << 10, duration=0.3, keep=True
+    )
     records = new_records([spec] * 4)
     for record in records:
         run = Run(spec)

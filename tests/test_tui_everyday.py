@@ -1,4 +1,5 @@
 """Everyday console use: profiles, saved results, the memory sweep screen, help and the command palette."""
+
 from __future__ import annotations
 
 import csv
@@ -58,8 +59,11 @@ async def test_a_bundled_grid_profile_opens_with_its_points(direct_dir):
     app = XferscopeApp(options)
     first = options.profile_points[0]
     assert len(options.profile_points) > 1 and first.iodepth == 16
-    expected = (f"profile ssd-block-mix-qd16: {len(options.profile_points)} points", "run one after another",
-                "Queue depth 16")
+    expected = (
+        f"profile ssd-block-mix-qd16: {len(options.profile_points)} points",
+        "run one after another",
+        "Queue depth 16",
+    )
     shown = []
 
     def all_shown() -> bool:
@@ -76,8 +80,9 @@ async def test_a_bundled_grid_profile_opens_with_its_points(direct_dir):
 
 
 async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
-    result = Run(RunSpec(path="host", block_size=1 << 16, file_size=8 << 20, duration=0.3,
-                         directory=str(direct_dir))).execute()
+    result = Run(
+        RunSpec(path="host", block_size=1 << 16, file_size=8 << 20, duration=0.3, directory=str(direct_dir))
+    ).execute()
     saved = tmp_path / "old.json"
     write_json(str(saved), result_to_dict(result))
     app = make_app(direct_dir)
@@ -124,7 +129,10 @@ async def test_memory_sweep_draws_points_as_they_come(direct_dir):
     assert "Inject Delay" in text and "■ R stride 64" in text and "finished" in text
     path = msgs.of(SnapshotExported)[0].paths[0]
     rows = list(csv.DictReader(Path(path).read_text().splitlines()))
-    assert os.path.dirname(path) == str(direct_dir) and [r["delay"] for r in rows if r["traffic"] == "R"] == ["0", "5000"]
+    assert os.path.dirname(path) == str(direct_dir) and [r["delay"] for r in rows if r["traffic"] == "R"] == [
+        "0",
+        "5000",
+    ]
 
 
 async def test_help_and_command_palette(direct_dir):

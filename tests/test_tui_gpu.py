@@ -1,6 +1,7 @@
 """The console on a machine with a GPU: the picker lists the real GPUs (NVML), the embedded default runs
 host and every GPU path side by side, and the GPU panel shows what NVML measured during a bounce run.
 Skipped, with the reason, where there is no GPU."""
+
 from __future__ import annotations
 
 import re
@@ -53,13 +54,15 @@ async def test_embedded_default_compares_host_with_the_gpu_paths(direct_dir):
 
 
 async def test_gpu_panel_shows_measured_pcie_traffic(direct_dir):
-    options = console_options(start=True, path="bounce", duration=2.0, size="256M", bs="4M",
-                              directory=str(direct_dir))
+    options = console_options(start=True, path="bounce", duration=2.0, size="256M", bs="4M", directory=str(direct_dir))
     app = XferscopeApp(options)
     msgs = Messages()
     async with app.run_test(size=(160, 50), message_hook=msgs) as pilot:
-        await wait_for(pilot, lambda: any(s.gpu and s.gpu[0].get("pcie_rx_mb_s") for m in msgs.of(SamplesArrived)
-                                          for s in m.samples), timeout=60)
+        await wait_for(
+            pilot,
+            lambda: any(s.gpu and s.gpu[0].get("pcie_rx_mb_s") for m in msgs.of(SamplesArrived) for s in m.samples),
+            timeout=60,
+        )
         await pilot.pause(0.3)
         live = screen_text(app)
         await wait_for(pilot, lambda: msgs.of(RunFinished), timeout=60)

@@ -1,4 +1,5 @@
 """Profile grids in the console, results of runs over several hosts, and the console's own CPU figure."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,16 +97,22 @@ async def test_a_result_over_several_hosts_shows_one_row_per_host(direct_dir, tm
     hosts = []
     for name in ("node-a", "node-b"):
         r = Run(spec).execute()
-        hosts.append(dataclasses.replace(r, environment={**r.environment, "host": name,
-                                                         "cluster": {"scope": "host", "ranks": 1}}))
+        hosts.append(
+            dataclasses.replace(
+                r, environment={**r.environment, "host": name, "cluster": {"scope": "host", "ranks": 1}}
+            )
+        )
     slow = min(hosts, key=lambda h: h.throughput_mib_s)
     fast = max(hosts, key=lambda h: h.throughput_mib_s)
     seconds = max(h.seconds for h in hosts)
     total = dataclasses.replace(
-        hosts[0], bytes=sum(h.bytes for h in hosts), ops=sum(h.ops for h in hosts), seconds=seconds,
-        environment={"host": "node-a,node-b", "cluster": {"scope": "all", "ranks": 2,
-                                                          "hosts": ["node-a", "node-b"]}},
-        hosts=hosts)
+        hosts[0],
+        bytes=sum(h.bytes for h in hosts),
+        ops=sum(h.ops for h in hosts),
+        seconds=seconds,
+        environment={"host": "node-a,node-b", "cluster": {"scope": "all", "ranks": 2, "hosts": ["node-a", "node-b"]}},
+        hosts=hosts,
+    )
     saved = tmp_path / "mpi.json"
     write_json(str(saved), result_to_dict(total))
     app = make_app(direct_dir)
@@ -131,12 +138,30 @@ async def test_a_result_over_several_hosts_shows_one_row_per_host(direct_dir, tm
 
 # ----------------------------------------------------------- the console's CPU figure
 
+
 def _sample(t: float, usr: float, sys_: float, dt: float = 0.1) -> Sample:
     nan = math.nan
-    return Sample(t=t, dt=dt, bytes=0, ops=0, read_bytes=0, write_bytes=0, throughput_gib_s=0.0,
-                  throughput_mb_s=0.0, iops=0.0, latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
-                  cpu_usr_pct=usr, cpu_sys_pct=sys_, sys_usr_pct=0.0, sys_sys_pct=0.0, per_core_pct=(0.0,),
-                  total_bytes=0, total_ops=0, worker_bytes=(0,), workers_done=0)
+    return Sample(
+        t=t,
+        dt=dt,
+        bytes=0,
+        ops=0,
+        read_bytes=0,
+        write_bytes=0,
+        throughput_gib_s=0.0,
+        throughput_mb_s=0.0,
+        iops=0.0,
+        latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
+        cpu_usr_pct=usr,
+        cpu_sys_pct=sys_,
+        sys_usr_pct=0.0,
+        sys_sys_pct=0.0,
+        per_core_pct=(0.0,),
+        total_bytes=0,
+        total_ops=0,
+        worker_bytes=(0,),
+        workers_done=0,
+    )
 
 
 class _Meter:

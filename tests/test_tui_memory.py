@@ -1,5 +1,6 @@
 """The console's Memory view: the locality named, the cache-level curve with its cache sizes, the NUMA matrix,
 the max-bandwidth table, and a built-in run beside an opened MLC output."""
+
 from __future__ import annotations
 
 from test_mlc_parser import FULL_RUN
@@ -28,8 +29,10 @@ async def test_idle_names_the_locality_and_the_whole_buffer_figure(direct_dir):
         text = " ".join(screen_text(app).split())
     result = msgs.of(MemSweepFinished)[-1].result
     assert result.idle_locality == "64-page" and result.whole_idle_latency_ns > 0
-    assert (f"idle latency {result.idle_latency_ns:.1f} ns (64-page locality; whole-buffer "
-            f"{result.whole_idle_latency_ns:.1f} ns)") in text
+    assert (
+        f"idle latency {result.idle_latency_ns:.1f} ns (64-page locality; whole-buffer "
+        f"{result.whole_idle_latency_ns:.1f} ns)"
+    ) in text
     assert "pages: asked 4 KiB pages, got 100% 4K" in text
 
 
@@ -60,8 +63,9 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
     if caches:
         assert "┊" in curve_text and f"┊ {caches[0]['name']}" in curve_text
     assert "NUMA matrix" in matrix_text and "mem 0" in matrix_text and "0 (ns)" in matrix_text
-    assert ("0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split())) or \
-        len(msgs.of(MemSweepFinished)[1].result.matrix()["cpu_nodes"]) > 1
+    assert ("0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split())) or len(
+        msgs.of(MemSweepFinished)[1].result.matrix()["cpu_nodes"]
+    ) > 1
     assert "Maximum bandwidth" in peak_text
     for label in ("ALL Reads", "3:1 Reads-Writes", "2:1 Reads-Writes", "1:1 Reads-Writes", "Stream-triad like"):
         assert label in peak_text

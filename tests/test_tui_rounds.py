@@ -1,5 +1,6 @@
 """The console compares paths in rounds: one dataset, rotated order, rounds shown as they finish, whiskers,
 the verdict column and the rule; the setup's rounds field."""
+
 from __future__ import annotations
 
 import os

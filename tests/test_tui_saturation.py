@@ -1,4 +1,5 @@
 """The console's Saturation view, driven through Textual's pilot on the real host engine with a small budget."""
+
 from __future__ import annotations
 
 import os
@@ -14,8 +15,14 @@ from xferscope.saturate.execute import PointMeasured
 
 
 async def _fill(pilot, target) -> None:
-    for selector, text in (("#sat-bs", "64K"), ("#sat-workers", "2"), ("#sat-qd", "2"), ("#sat-seconds", "0.2"),
-                           ("#sat-rounds", "3"), ("#sat-size", "8M")):
+    for selector, text in (
+        ("#sat-bs", "64K"),
+        ("#sat-workers", "2"),
+        ("#sat-qd", "2"),
+        ("#sat-seconds", "0.2"),
+        ("#sat-rounds", "3"),
+        ("#sat-size", "8M"),
+    ):
         await retype(pilot, selector, text)
     await paste(pilot, "#sat-target", str(target))
 
@@ -62,8 +69,27 @@ async def test_bad_form_values_are_explained_and_nothing_starts(tmp_path):
 
 async def test_a_saved_saturation_opens_in_the_view(cli, direct_dir, tmp_path):
     saved = tmp_path / "sat.json"
-    r = cli("saturate", "--path", "host", "--bs", "64K", "--max-workers", "2", "--max-qd", "1", "--max-rounds", "3",
-            "-T", "0.2", "-s", "8M", "--dir", str(direct_dir), "--json", str(saved))
+    r = cli(
+        "saturate",
+        "--path",
+        "host",
+        "--bs",
+        "64K",
+        "--max-workers",
+        "2",
+        "--max-qd",
+        "1",
+        "--max-rounds",
+        "3",
+        "-T",
+        "0.2",
+        "-s",
+        "8M",
+        "--dir",
+        str(direct_dir),
+        "--json",
+        str(saved),
+    )
     assert r.code == 0, r.err
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
@@ -83,13 +109,27 @@ async def test_a_saved_saturation_opens_in_the_view(cli, direct_dir, tmp_path):
 
 async def test_a_saturate_profile_opens_on_the_view_with_its_plan(tmp_path, monkeypatch, cli):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
-    saved = cli("saturate", "--path", "host", "--bs", "64K,1M", "--max-workers", "8", "-T", "0.5", "--save-profile",
-                "knees", env={"XDG_DATA_HOME": str(tmp_path / "data")})
+    saved = cli(
+        "saturate",
+        "--path",
+        "host",
+        "--bs",
+        "64K,1M",
+        "--max-workers",
+        "8",
+        "-T",
+        "0.5",
+        "--save-profile",
+        "knees",
+        env={"XDG_DATA_HOME": str(tmp_path / "data")},
+    )
     assert saved.code == 0, saved.err
     app = XferscopeApp(console_options(profile="knees"))
     async with app.run_test(size=(100, 32)) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, SaturationScreen) and
-                       app.screen.query_one("#sat-bs").value == "64K,1M")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, SaturationScreen) and app.screen.query_one("#sat-bs").value == "64K,1M",
+        )
         screen = app.screen
         assert screen.query_one("#sat-workers").value == "8"
         assert screen.query_one("#sat-seconds").value == "0.5"

@@ -13,6 +13,7 @@ another version draws the same layout in other SVG). After a deliberate change o
 
 and look at the new ``.svg`` files (a browser shows them) before committing them.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,9 +42,18 @@ DATA = Path(__file__).parent / "data"
 SIZES = [(80, 24), (120, 40)]
 DRAWN_BY = SNAPSHOTS / "DRAWN_BY"
 NO_GPU = "no NVIDIA GPU"
-MACHINE = Machine(gpus=[], no_gpu_reason="no NVIDIA driver loaded",
-                  availability={"host": None, "bounce": NO_GPU, "bounce-async": NO_GPU, "cufile": NO_GPU,
-                                "cufile-batch": NO_GPU, "cufile-async": NO_GPU})
+MACHINE = Machine(
+    gpus=[],
+    no_gpu_reason="no NVIDIA driver loaded",
+    availability={
+        "host": None,
+        "bounce": NO_GPU,
+        "bounce-async": NO_GPU,
+        "cufile": NO_GPU,
+        "cufile-batch": NO_GPU,
+        "cufile-async": NO_GPU,
+    },
+)
 
 
 def _drawn_by() -> str:
@@ -65,8 +75,9 @@ def _gdsio_results(*wanted: tuple[str, str]):
 
 
 def _record(run_id: int, result, **fields) -> RunRecord:
-    return RunRecord(run_id=run_id, spec=result.spec, state="finished", result=result,
-                     labels=list(result.labels), **fields)
+    return RunRecord(
+        run_id=run_id, spec=result.spec, state="finished", result=result, labels=list(result.labels), **fields
+    )
 
 
 async def _setup(app, pilot) -> None:
@@ -76,9 +87,18 @@ async def _setup(app, pilot) -> None:
 def _recorded_run():
     """A run of the host engine as it was recorded (tests/data/host-read-run.json): its summary and its samples."""
     saved = json.loads((DATA / "host-read-run.json").read_text())
-    samples = [Sample(**{**s, "latency_us": LatencySummary(**s["latency_us"]), "per_core_pct": tuple(s["per_core_pct"]),
-                         "worker_bytes": tuple(s["worker_bytes"]), "gpu": tuple(s["gpu"])})
-               for s in saved["samples"]]
+    samples = [
+        Sample(
+            **{
+                **s,
+                "latency_us": LatencySummary(**s["latency_us"]),
+                "per_core_pct": tuple(s["per_core_pct"]),
+                "worker_bytes": tuple(s["worker_bytes"]),
+                "gpu": tuple(s["gpu"]),
+            }
+        )
+        for s in saved["samples"]
+    ]
     return dataclasses.replace(result_from_dict(saved["result"]), samples=samples)
 
 
@@ -109,8 +129,11 @@ async def _grid(app, pilot) -> None:
         key = (result.spec.path, result.spec.io)
         point = keys.setdefault(key, len(keys))
         repetition = sum(1 for r in records if r.point == point)
-        records.append(_record(i + 1, result, point=point, repetition=repetition, repetitions=2,
-                               batch_index=i, batch_size=len(results)))
+        records.append(
+            _record(
+                i + 1, result, point=point, repetition=repetition, repetitions=2, batch_index=i, batch_size=len(results)
+            )
+        )
     app.records.extend(records)
     app.grid = GridRun(records)
     await app.switch_mode("grid")

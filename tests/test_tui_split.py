@@ -1,5 +1,6 @@
 """The setup's split field: a request of the block size as parallel sub-requests (``--split``), run on the
 real host engine and shown with both sizes; a split the path cannot take is refused beside the field."""
+
 from __future__ import annotations
 
 from tui_helpers import Messages, make_app, retype, screen_text, wait_for

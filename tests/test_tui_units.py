@@ -1,4 +1,5 @@
 """The console's pure parts: braille drawing, number formats, the form's specs, table shapes, GPU figures."""
+
 from __future__ import annotations
 
 import pytest
@@ -46,17 +47,22 @@ def test_form_builds_one_spec_per_path_and_names_bad_fields():
     assert [s.path for s in specs] == ["host", "bounce"]
     assert specs[0].block_size == 65536 and specs[0].workers == 4 and specs[0].duration == 2.5
     assert specs[0].file is None and specs[0].directory is None  # the embedded default
-    for values, control in ((FormValues(paths=[]), "paths"), (FormValues(paths=["host"], bs="1K5"), "bs"),
-                            (FormValues(paths=["host"], iodepth="x"), "iodepth"),
-                            (FormValues(paths=["host"], size="1K", bs="1M"), "size")):
+    for values, control in (
+        (FormValues(paths=[]), "paths"),
+        (FormValues(paths=["host"], bs="1K5"), "bs"),
+        (FormValues(paths=["host"], iodepth="x"), "iodepth"),
+        (FormValues(paths=["host"], size="1K", bs="1M"), "size"),
+    ):
         with pytest.raises(SpecError) as err:
             build_specs(values)
         assert FIELD_CONTROL[err.value.field] == control
 
 
 def test_comparison_folds_shared_columns_at_80_columns():
-    rows = [("host", "read", "1M", "1", "1", "900.0", "900", "1.0", "2.0", "3.0", "4.0", "0.100", "1.00"),
-            ("host", "read", "4K", "1", "1", "90.0", "23,000", "1.0", "2.0", "3.0", "4.0", "0.900", "0.10")]
+    rows = [
+        ("host", "read", "1M", "1", "1", "900.0", "900", "1.0", "2.0", "3.0", "4.0", "0.100", "1.00"),
+        ("host", "read", "4K", "1", "1", "90.0", "23,000", "1.0", "2.0", "3.0", "4.0", "0.900", "0.10"),
+    ]
     _keep, headers, caption = table_shape(rows, 80)
     assert "io" not in headers and "qd" not in headers and caption == "read, qd 1"
     assert headers[:3] == ["path", "bs", "w"] and headers[-1] == "ratio"
@@ -65,9 +71,17 @@ def test_comparison_folds_shared_columns_at_80_columns():
 
 
 def test_gpu_figures_against_the_measured_ceiling():
-    reading = {"index": 0, "name": "NVIDIA H100", "link_gen": 5, "link_width": 16, "util_pct": 40.0,
-               "mem_used_mib": 2048.0, "mem_total_mib": 81920.0, "pcie_rx_mb_s": 26000.0,
-               "link_ceiling_h2d_gb_s": 52.0}
+    reading = {
+        "index": 0,
+        "name": "NVIDIA H100",
+        "link_gen": 5,
+        "link_width": 16,
+        "util_pct": 40.0,
+        "mem_used_mib": 2048.0,
+        "mem_total_mib": 81920.0,
+        "pcie_rx_mb_s": 26000.0,
+        "link_ceiling_h2d_gb_s": 52.0,
+    }
     text = gpu_text([reading], 40).plain
     assert "GPU0 NVIDIA H100  PCIe gen5 x16" in text
     assert "util  40.0%" in text and "mem  2.0 of 80 GiB" in text
@@ -160,8 +174,28 @@ async def test_gpu_panel_draws_a_sample_with_gpu_readings():
 
     lat = LatencySummary(1, 2, 2, 3, 4, 5, 6)
     reading = {"index": 0, "name": "NVIDIA H200", "util_pct": 12.0, "pcie_rx_mb_s": 2500.0}
-    sample = Sample(1.0, 0.1, 1 << 20, 1, 1 << 20, 0, 0.01, 10.0, 10.0, lat, 5.0, 5.0, 1.0, 1.0, (), 1 << 20, 1,
-                    (1 << 20,), 0, gpu=(reading,))
+    sample = Sample(
+        1.0,
+        0.1,
+        1 << 20,
+        1,
+        1 << 20,
+        0,
+        0.01,
+        10.0,
+        10.0,
+        lat,
+        5.0,
+        5.0,
+        1.0,
+        1.0,
+        (),
+        1 << 20,
+        1,
+        (1 << 20,),
+        0,
+        gpu=(reading,),
+    )
     record = RunRecord(1, RunSpec(path="bounce"))
     record.history.append(sample)
 

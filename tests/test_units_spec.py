@@ -5,8 +5,19 @@ from xferscope.spec import RunSpec, parse_int_list
 from xferscope.units import format_size, parse_duration, parse_size
 
 
-@pytest.mark.parametrize("text,value", [("4K", 4096), ("64k", 65536), ("1M", 1 << 20), ("1G", 1 << 30),
-                                        ("512", 512), ("1.5K", 1536), ("2GiB", 2 << 30), (4096, 4096)])
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("4K", 4096),
+        ("64k", 65536),
+        ("1M", 1 << 20),
+        ("1G", 1 << 30),
+        ("512", 512),
+        ("1.5K", 1536),
+        ("2GiB", 2 << 30),
+        (4096, 4096),
+    ],
+)
 def test_parse_size(text, value):
     assert parse_size(text) == value
 
@@ -28,12 +39,20 @@ def test_int_lists():
         parse_int_list("a", "gpu")
 
 
-@pytest.mark.parametrize("changes,field", [
-    ({"path": "nvme"}, "path"), ({"io": "readwrite"}, "io"), ({"block_size": 1000}, "block_size"),
-    ({"workers": 0}, "workers"), ({"iodepth": 0}, "iodepth"), ({"file_size": 1024}, "file_size"),
-    ({"duration": None, "total_bytes": None}, "duration"), ({"rwmix": 101}, "rwmix"),
-    ({"file": "a", "directory": "b"}, "file"),
-])
+@pytest.mark.parametrize(
+    "changes,field",
+    [
+        ({"path": "nvme"}, "path"),
+        ({"io": "readwrite"}, "io"),
+        ({"block_size": 1000}, "block_size"),
+        ({"workers": 0}, "workers"),
+        ({"iodepth": 0}, "iodepth"),
+        ({"file_size": 1024}, "file_size"),
+        ({"duration": None, "total_bytes": None}, "duration"),
+        ({"rwmix": 101}, "rwmix"),
+        ({"file": "a", "directory": "b"}, "file"),
+    ],
+)
 def test_validation_names_the_field(changes, field):
     with pytest.raises(SpecError) as exc:
         RunSpec(**changes).validate()

@@ -1,4 +1,5 @@
 """The paired verdict rule on synthetic rounds: clear win, clear loss, overlap, drift, single pass, A/A noise."""
+
 import random
 
 import pytest
@@ -66,8 +67,13 @@ def test_single_pass_gives_no_verdict_but_keeps_its_ratio():
 def test_spread_and_dict_carry_the_range():
     v = paired_verdict([100, 100, 100], [110, 120, 130])
     assert v.spread() == "1.20 (1.10-1.30)"
-    assert v.as_dict() == {"verdict": FASTER, "ratio": pytest.approx(1.2), "ratio_min": pytest.approx(1.1),
-                           "ratio_max": pytest.approx(1.3), "rounds": 3}
+    assert v.as_dict() == {
+        "verdict": FASTER,
+        "ratio": pytest.approx(1.2),
+        "ratio_min": pytest.approx(1.1),
+        "ratio_max": pytest.approx(1.3),
+        "rounds": 3,
+    }
     assert isinstance(v, Verdict)
 
 
@@ -75,7 +81,7 @@ def test_drift_warns_when_first_and_last_baseline_rounds_differ_beyond_the_margi
     warning = drift([1000, 950, 900, 850, 800])
     assert warning and "20% below" in warning
     assert "above" in drift([800, 900, 1000])
-    assert drift([1000, 700, 1010]) is None        # noisy in between, but no drift from first to last
+    assert drift([1000, 700, 1010]) is None  # noisy in between, but no drift from first to last
     assert drift([1000]) is None
 
 

@@ -1,4 +1,5 @@
 """Drive the console in tests: build it on temporary files, read the screen as text, collect its messages."""
+
 from __future__ import annotations
 
 import io
@@ -18,16 +19,24 @@ def host_only_machine() -> Machine:
 
 
 def make_app(tmp_dir, *, duration="1", size="16M", bs="1M", workers="1", start=False, **values) -> XferscopeApp:
-    form = FormValues(paths=["host"], duration=duration, size=size, bs=bs, workers=workers,
-                      typed_path=str(tmp_dir), **values)
+    form = FormValues(
+        paths=["host"], duration=duration, size=size, bs=bs, workers=workers, typed_path=str(tmp_dir), **values
+    )
     return XferscopeApp(ConsoleOptions(form, host_only_machine(), start=start, export_to=str(tmp_dir)))
 
 
 def screen_text(app) -> str:
     """What the terminal shows now, as plain text (modal screens over their background)."""
     width, height = app.size
-    console = Console(width=width, height=height, file=io.StringIO(), force_terminal=True, record=True,
-                      color_system=None, legacy_windows=False)
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        force_terminal=True,
+        record=True,
+        color_system=None,
+        legacy_windows=False,
+    )
     console.print(app.screen._compositor.render_update(full=True, screen_stack=app._background_screens))
     return console.export_text()
 
@@ -67,7 +76,7 @@ def toast_text(text: str) -> str:
     parts = []
     for line in text.splitlines():
         if "▌" in line:
-            parts.append(line[line.rindex("▌") + 1:].rstrip().rstrip("│╮╯─").strip())
+            parts.append(line[line.rindex("▌") + 1 :].rstrip().rstrip("│╮╯─").strip())
     return "".join(parts)
 
 

@@ -1,4 +1,5 @@
 """Types of the C extension xferscope._gpusim (src/xferscope/_native): not written out yet, every name is Any."""
+
 from typing import Any
 
 def __getattr__(name: str) -> Any: ...

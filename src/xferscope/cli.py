@@ -5,6 +5,7 @@ registers itself with ``register(app)``. Nothing here imports Textual: the
 console is imported only when ``tui`` (the default) actually runs, so headless
 runs start fast.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -5,6 +5,7 @@ cache; with it every run of every round reads the same files, created and filled
 The runs' specs point at these files (``spec_for``); as the files exist and carry xferscope's sidecar, a run
 creates and removes nothing of its own.
 """
+
 from __future__ import annotations
 
 import os
@@ -70,8 +71,9 @@ class SharedDataset:
             self.close()
             raise
 
-    def prepare(self, cancel: threading.Event | None = None,
-                progress: Callable[[int, int], None] | None = None) -> None:
+    def prepare(
+        self, cancel: threading.Event | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> None:
         """Plan the files (unless done) and create and fill those missing (outside any timed region)."""
         self.plan()
         try:

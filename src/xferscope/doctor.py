@@ -5,6 +5,7 @@ wrong, the fix. Nothing is changed on the machine: fixes (the udev record
 inside a VM, say) are printed, never applied. Works on a machine without any
 GPU and says so.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -20,9 +21,15 @@ OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "xferscope.doctor/1"
 #: cufile.json settings worth showing, as (section, key)
 CONFIG_KEYS = (
-    ("properties", "allow_compat_mode"), ("properties", "max_direct_io_size_kb"), ("properties", "use_poll_mode"),
-    ("properties", "poll_mode_max_size_kb"), ("properties", "use_pci_p2pdma"), ("properties", "io_batchsize"),
-    ("properties", "rdma_dev_addr_list"), ("properties", "rdma_dynamic_routing"), ("execution", "parallel_io"),
+    ("properties", "allow_compat_mode"),
+    ("properties", "max_direct_io_size_kb"),
+    ("properties", "use_poll_mode"),
+    ("properties", "poll_mode_max_size_kb"),
+    ("properties", "use_pci_p2pdma"),
+    ("properties", "io_batchsize"),
+    ("properties", "rdma_dev_addr_list"),
+    ("properties", "rdma_dynamic_routing"),
+    ("execution", "parallel_io"),
     ("logging", "level"),
 )
 
@@ -49,15 +56,21 @@ class Facts:
 
 # ------------------------------------------------------------------ GPU and drivers
 
+
 def check_driver(f: Facts) -> list[Check]:
     from xferscope.telemetry.gpu import driver_versions, no_gpu_reason
 
     versions = driver_versions()
     if not versions:
         why = no_gpu_reason() or "no NVIDIA driver"
-        return [Check("NVIDIA driver", WARN, f"{why}: the GPU paths (bounce, cufile) cannot run here; "
-                                              "host and memory paths work",
-                      "install the NVIDIA driver if this machine has a GPU")]
+        return [
+            Check(
+                "NVIDIA driver",
+                WARN,
+                f"{why}: the GPU paths (bounce, cufile) cannot run here; host and memory paths work",
+                "install the NVIDIA driver if this machine has a GPU",
+            )
+        ]
     detail = f"driver {versions.get('driver', '?')}, CUDA {versions.get('cuda', '?')}"
     names = ", ".join(f"{g['index']}: {g['name']}" for g in f.gpus) or "none"
     return [Check("NVIDIA driver", OK, detail), Check("GPUs", OK if f.gpus else WARN, names)]
@@ -68,8 +81,9 @@ def check_cuda_python(f: Facts) -> list[Check]:
 
     version = gpu_setup.cuda_python_version()
     if version is None:
-        return [Check("cuda-python", WARN, "not installed: bounce and cufile paths unavailable",
-                      "pip install cuda-python")]
+        return [
+            Check("cuda-python", WARN, "not installed: bounce and cufile paths unavailable", "pip install cuda-python")
+        ]
     if f.cuda_reason:
         return [Check("cuda-python", WARN, f"{version}; CUDA cannot start: {f.cuda_reason}")]
     return [Check("cuda-python", OK, f"{version}; CUDA {gpu_setup.cuda_driver_version()} initialises")]
@@ -81,8 +95,14 @@ def check_cufile_library(f: Facts) -> list[Check]:
     reason = cufile_driver.library_status()[0]
     if reason:
         status = WARN if f.cuda_reason else FAIL
-        return [Check("cuFile library", status, reason,
-                      "" if f.cuda_reason else "pip install nvidia-cufile-cu13 (or install NVIDIA GDS)")]
+        return [
+            Check(
+                "cuFile library",
+                status,
+                reason,
+                "" if f.cuda_reason else "pip install nvidia-cufile-cu13 (or install NVIDIA GDS)",
+            )
+        ]
     return [Check("cuFile library", OK, f"{cufile_driver.library_version()} ({cufile_driver.library_path()})")]
 
 
@@ -95,10 +115,16 @@ def check_nvidia_fs(f: Facts) -> list[Check]:
     p2p = bool(((f.config or {}).get("properties") or {}).get("use_pci_p2pdma"))
     if p2p:
         return [Check("nvidia-fs", OK, "not loaded; cufile.json enables PCI P2PDMA instead")]
-    return [Check("nvidia-fs", WARN, "not loaded: cuFile runs in compat mode (POSIX reads into its own "
-                                     "bounce buffers), so cufile results are labelled compat",
-                  "on bare metal: install the nvidia-gds package and run `modprobe nvidia_fs`; "
-                  "inside VMs and containers GDS is usually not possible")]
+    return [
+        Check(
+            "nvidia-fs",
+            WARN,
+            "not loaded: cuFile runs in compat mode (POSIX reads into its own "
+            "bounce buffers), so cufile results are labelled compat",
+            "on bare metal: install the nvidia-gds package and run `modprobe nvidia_fs`; "
+            "inside VMs and containers GDS is usually not possible",
+        )
+    ]
 
 
 def check_cufile_driver(f: Facts) -> list[Check]:
@@ -119,9 +145,14 @@ def check_config(f: Facts) -> list[Check]:
 
     path = cufile_driver.config_path()
     if not os.path.exists(path):
-        return [Check("cufile.json", WARN, f"{path} not found: cuFile uses its built-in defaults",
-                      f"set {cufile_driver.CONFIG_ENV} to your cufile.json, or install one at "
-                      f"{cufile_driver.DEFAULT_CONFIG}")]
+        return [
+            Check(
+                "cufile.json",
+                WARN,
+                f"{path} not found: cuFile uses its built-in defaults",
+                f"set {cufile_driver.CONFIG_ENV} to your cufile.json, or install one at {cufile_driver.DEFAULT_CONFIG}",
+            )
+        ]
     try:
         f.config = cufile_driver.read_config(path)
     except (OSError, ValueError) as exc:
@@ -136,11 +167,19 @@ def check_config(f: Facts) -> list[Check]:
         shown.append(f"{key}={json_word(value)}")
     detail = f"{path}: " + (", ".join(shown) if shown else "no key settings (defaults)")
     props = f.config.get("properties") if isinstance(f.config.get("properties"), dict) else {}
-    if props.get("allow_compat_mode") is False and not cufile_driver.nvidia_fs_version() \
-            and not props.get("use_pci_p2pdma"):
-        return [Check("cufile.json", FAIL, detail + "; compat mode is off and nvidia-fs is not loaded, "
-                                                    "so cuFile cannot run", "set \"allow_compat_mode\": true "
-                                                                            "or load nvidia-fs")]
+    if (
+        props.get("allow_compat_mode") is False
+        and not cufile_driver.nvidia_fs_version()
+        and not props.get("use_pci_p2pdma")
+    ):
+        return [
+            Check(
+                "cufile.json",
+                FAIL,
+                detail + "; compat mode is off and nvidia-fs is not loaded, so cuFile cannot run",
+                'set "allow_compat_mode": true or load nvidia-fs',
+            )
+        ]
     return [Check("cufile.json", OK, detail)]
 
 
@@ -150,19 +189,32 @@ def json_word(value: Any) -> str:
 
 # ------------------------------------------------------------------ the directory
 
+
 def check_filesystem(f: Facts) -> list[Check]:
     from xferscope.engines import cufile_driver
     from xferscope.target import filesystem_of
 
     if not os.path.isdir(f.directory):
-        return [Check("directory", FAIL, f"{f.directory} does not exist or is not a directory",
-                      "create it, or pass an existing one with --dir")]
+        return [
+            Check(
+                "directory",
+                FAIL,
+                f"{f.directory} does not exist or is not a directory",
+                "create it, or pass an existing one with --dir",
+            )
+        ]
     fs = filesystem_of(f.directory)
     f.fstype = fs.fstype
     detail = f"{f.directory}: {fs.fstype} on {fs.device or '?'} (mounted at {fs.mountpoint})"
     if any(fs.fstype.startswith(bad) for bad in cufile_driver.NO_CUFILE_FS):
-        return [Check("filesystem", WARN, detail + f"; cuFile cannot register files on {fs.fstype}",
-                      "for cufile paths use a directory on ext4 or xfs")]
+        return [
+            Check(
+                "filesystem",
+                WARN,
+                detail + f"; cuFile cannot register files on {fs.fstype}",
+                "for cufile paths use a directory on ext4 or xfs",
+            )
+        ]
     return [Check("filesystem", OK, detail)]
 
 
@@ -174,8 +226,14 @@ def check_direct_io(f: Facts) -> list[Check]:
     ok, why = probe_direct_io(f.directory)
     if ok:
         return [Check("O_DIRECT", OK, "files here open with O_DIRECT")]
-    return [Check("O_DIRECT", FAIL, f"{why}: host, bounce and cufile need O_DIRECT here",
-                  "use a directory on ext4 or xfs; host and bounce can run with --buffered")]
+    return [
+        Check(
+            "O_DIRECT",
+            FAIL,
+            f"{why}: host, bounce and cufile need O_DIRECT here",
+            "use a directory on ext4 or xfs; host and bounce can run with --buffered",
+        )
+    ]
 
 
 def _block_device(f: Facts) -> tuple[int, int] | None:
@@ -192,15 +250,24 @@ def check_udev(f: Facts) -> list[Check]:
 
     dev = _block_device(f)
     if dev is None:
-        return [] if not os.path.isdir(f.directory) else [
-            Check("udev record", OK, f"{f.fstype} is not on a local block device: no udev record needed")]
+        return (
+            []
+            if not os.path.isdir(f.directory)
+            else [Check("udev record", OK, f"{f.fstype} is not on a local block device: no udev record needed")]
+        )
     record = cufile_driver.udev_record_path(f.directory)
     if cufile_driver.udev_record_ok(f.directory):
         return [Check("udev record", OK, f"{record} has ID_FS_USAGE")]
     status = WARN if f.cufile_reason else FAIL
-    return [Check("udev record", status, f"{record} is missing or has no ID_FS_USAGE: cuFile's handle_register "
-                                         "fails here (usual in VMs and containers without udev)",
-                  "as root (xferscope never does this for you): " + cufile_driver.udev_fix(f.directory, f.fstype))]
+    return [
+        Check(
+            "udev record",
+            status,
+            f"{record} is missing or has no ID_FS_USAGE: cuFile's handle_register "
+            "fails here (usual in VMs and containers without udev)",
+            "as root (xferscope never does this for you): " + cufile_driver.udev_fix(f.directory, f.fstype),
+        )
+    ]
 
 
 def check_registration(f: Facts) -> list[Check]:
@@ -229,8 +296,14 @@ def check_registration(f: Facts) -> list[Check]:
         status = OK if mode.mode == "gds" else WARN
         return [Check("cuFile registration", status, f"a file in {f.directory} registers; {mode.label}")]
     except OSError as exc:
-        return [Check("cuFile registration", WARN, f"cannot make a test file in {f.directory}: {exc.strerror}",
-                      "pass a writable directory with --dir")]
+        return [
+            Check(
+                "cuFile registration",
+                WARN,
+                f"cannot make a test file in {f.directory}: {exc.strerror}",
+                "pass a writable directory with --dir",
+            )
+        ]
     except Exception as exc:
         detail, _, fix = str(exc).partition(" Fix, as root: ")
         return [Check("cuFile registration", FAIL, detail, ("as root: " + fix) if fix else "")]
@@ -250,12 +323,19 @@ def check_free_space(f: Facts) -> list[Check]:
     free = shutil.disk_usage(f.directory).free
     detail = f"{free / (1 << 30):.1f} GiB free in {f.directory}"
     if free < (2 << 30):
-        return [Check("free space", WARN, detail + "; the default scratch file is 1 GiB per file",
-                      "free some space, or run with a smaller --size")]
+        return [
+            Check(
+                "free space",
+                WARN,
+                detail + "; the default scratch file is 1 GiB per file",
+                "free some space, or run with a smaller --size",
+            )
+        ]
     return [Check("free space", OK, detail)]
 
 
 # ------------------------------------------------------------------ platform
+
 
 def check_iommu(f: Facts) -> list[Check]:
     try:
@@ -272,8 +352,14 @@ def check_iommu(f: Facts) -> list[Check]:
         return [Check("IOMMU", OK, "off (no IOMMU groups)")]
     if passthrough:
         return [Check("IOMMU", OK, f"on in passthrough mode ({len(groups)} groups)")]
-    return [Check("IOMMU", WARN, f"on ({len(groups)} groups): GDS peer-to-peer DMA may fail or slow down",
-                  "boot with iommu=pt (or intel_iommu=off / amd_iommu=off) for GDS")]
+    return [
+        Check(
+            "IOMMU",
+            WARN,
+            f"on ({len(groups)} groups): GDS peer-to-peer DMA may fail or slow down",
+            "boot with iommu=pt (or intel_iommu=off / amd_iommu=off) for GDS",
+        )
+    ]
 
 
 def check_gpu_links(f: Facts) -> list[Check]:
@@ -286,11 +372,19 @@ def check_gpu_links(f: Facts) -> list[Check]:
         detail = f"Gen{gen} x{width} (max Gen{gen_max} x{width_max})"
         ceiling = measure_link_ceiling(g["index"])
         if ceiling:
-            detail += (f"; pinned copies {ceiling['link_ceiling_h2d_gb_s']:.1f} GB/s host->GPU, "
-                       f"{ceiling['link_ceiling_d2h_gb_s']:.1f} GB/s GPU->host")
+            detail += (
+                f"; pinned copies {ceiling['link_ceiling_h2d_gb_s']:.1f} GB/s host->GPU, "
+                f"{ceiling['link_ceiling_d2h_gb_s']:.1f} GB/s GPU->host"
+            )
         if width and width_max and width < width_max:
-            out.append(Check(f"PCIe link GPU {g['index']}", WARN, detail + f"; the link runs at x{width} of "
-                             f"x{width_max}", "check the slot, riser and BIOS lane settings"))
+            out.append(
+                Check(
+                    f"PCIe link GPU {g['index']}",
+                    WARN,
+                    detail + f"; the link runs at x{width} of x{width_max}",
+                    "check the slot, riser and BIOS lane settings",
+                )
+            )
             continue
         if gen and gen_max and gen < gen_max:
             detail += " (an idle GPU lowers its link generation; it rises under load)"
@@ -319,23 +413,45 @@ def check_affinity(f: Facts) -> list[Check]:
         where = "no NUMA information" if node is None or node < 0 else f"NUMA node {node}"
         detail = f"{where}, local CPUs {g.get('local_cpus', '?')}"
         if storage is not None and node is not None and node >= 0 and storage != node:
-            out.append(Check(f"affinity GPU {g['index']}", WARN, detail + f"; the storage under {f.directory} is "
-                             f"on NUMA node {storage}", f"pin workers near the GPU: --numa {node}"))
+            out.append(
+                Check(
+                    f"affinity GPU {g['index']}",
+                    WARN,
+                    detail + f"; the storage under {f.directory} is on NUMA node {storage}",
+                    f"pin workers near the GPU: --numa {node}",
+                )
+            )
         else:
             out.append(Check(f"affinity GPU {g['index']}", OK, detail))
     return out
 
 
 CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
-    check_driver, check_cuda_python, check_cufile_library, check_config, check_nvidia_fs, check_cufile_driver,
-    check_filesystem, check_direct_io, check_udev, check_registration, check_free_space, check_iommu,
-    check_gpu_links, check_affinity,
+    check_driver,
+    check_cuda_python,
+    check_cufile_library,
+    check_config,
+    check_nvidia_fs,
+    check_cufile_driver,
+    check_filesystem,
+    check_direct_io,
+    check_udev,
+    check_registration,
+    check_free_space,
+    check_iommu,
+    check_gpu_links,
+    check_affinity,
 )
 #: the checks that call NVML, CUDA or cuFile: they run in a process of their own (a crash there is a
 #: failed check naming the signal, and the checks after it still run)
-NATIVE_CHECKS = {"check_driver": "NVIDIA driver", "check_cuda_python": "cuda-python",
-                 "check_cufile_library": "cuFile library", "check_cufile_driver": "cuFile driver",
-                 "check_registration": "cuFile registration", "check_gpu_links": "PCIe links"}
+NATIVE_CHECKS = {
+    "check_driver": "NVIDIA driver",
+    "check_cuda_python": "cuda-python",
+    "check_cufile_library": "cuFile library",
+    "check_cufile_driver": "cuFile driver",
+    "check_registration": "cuFile registration",
+    "check_gpu_links": "PCIe links",
+}
 
 
 def _check_name(fn: Callable) -> str:
@@ -354,8 +470,12 @@ def native_facts(directory: str) -> Facts:
     from xferscope.engines import cufile_driver, gpu_setup
     from xferscope.telemetry.gpu import gpu_inventory
 
-    return Facts(directory=directory, gpus=gpu_inventory(), cuda_reason=gpu_setup.unavailable_reason(),
-                 cufile_reason=cufile_driver.library_status()[0])
+    return Facts(
+        directory=directory,
+        gpus=gpu_inventory(),
+        cuda_reason=gpu_setup.unavailable_reason(),
+        cufile_reason=cufile_driver.library_status()[0],
+    )
 
 
 def native_check(name: str, facts: Facts) -> tuple[list[Check], Facts]:
@@ -387,8 +507,12 @@ class _NativeSide:
             last = next((ln.strip() for ln in reversed(exc.stderr_tail) if ln.strip()), "")
             if last and exc.signal_name:
                 detail += f" (last words: {last[:200]})"
-            return None, Check(what, FAIL, f"{detail}; the checks after it still ran",
-                               "run it again; if it crashes again, report it with `xferscope doctor --json`")
+            return None, Check(
+                what,
+                FAIL,
+                f"{detail}; the checks after it still ran",
+                "run it again; if it crashes again, report it with `xferscope doctor --json`",
+            )
 
     def close(self) -> None:
         from xferscope import janitor
@@ -429,8 +553,13 @@ def run_checks(directory: str | None = None) -> dict[str, Any]:
     finally:
         native.close()
     summary = {s: sum(c.status == s for c in checks) for s in (OK, WARN, FAIL)}
-    return {"schema": SCHEMA, "directory": directory, "gpu": bool(facts.gpus),
-            "checks": [asdict(c) for c in checks], "summary": summary}
+    return {
+        "schema": SCHEMA,
+        "directory": directory,
+        "gpu": bool(facts.gpus),
+        "checks": [asdict(c) for c in checks],
+        "summary": summary,
+    }
 
 
 def format_report(report: dict[str, Any]) -> str:
@@ -443,6 +572,8 @@ def format_report(report: dict[str, Any]) -> str:
         if c["fix"]:
             lines.append(f"        {'':<{width}}  fix: {c['fix']}")
     s = report["summary"]
-    lines.append(f"{s[OK]} ok, {s[WARN]} warn, {s[FAIL]} fail"
-                 + ("" if report["gpu"] else "; no GPU here: host and memory paths work, GPU paths need one"))
+    lines.append(
+        f"{s[OK]} ok, {s[WARN]} warn, {s[FAIL]} fail"
+        + ("" if report["gpu"] else "; no GPU here: host and memory paths work, GPU paths need one")
+    )
     return "\n".join(lines)

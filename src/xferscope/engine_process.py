@@ -20,6 +20,7 @@ SIGTERM from ``PR_SET_PDEATHSIG``), the run is stopped, its files are removed
 (the parent's janitor removes them too, see ``xferscope.janitor``), and the
 process leaves.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -167,8 +168,11 @@ class EngineHost:
         self._close_run()
 
     def _info(self, run: LocalRun) -> dict[str, Any]:
-        info = {"labels": list(run.engine.labels), "worker_gpus": list(run.engine.worker_gpus),
-                "environment": run.environment()}
+        info = {
+            "labels": list(run.engine.labels),
+            "worker_gpus": list(run.engine.worker_gpus),
+            "environment": run.environment(),
+        }
         if run.spec.path.startswith("cufile"):
             from xferscope.engines import cufile_driver
 

@@ -3,6 +3,7 @@
 Engines and the spec raise these; the CLI prints ``str(error)`` on stderr and
 exits with ``error.exit_code``. Anything else escaping is a bug in xferscope.
 """
+
 from __future__ import annotations
 
 from enum import IntEnum
@@ -13,7 +14,7 @@ class ExitCode(IntEnum):
     RUN_FAILED = 1
     USAGE = 2
     ENVIRONMENT = 3
-    NOT_WRITTEN = 4   # measured (and shown) but a file asked for could not be written
+    NOT_WRITTEN = 4  # measured (and shown) but a file asked for could not be written
     INTERRUPTED = 130
 
 

@@ -9,6 +9,7 @@ holds one result per host: the JSON key ``"hosts"`` (read back into
 ``RunResult.hosts``), and in the CSV files rows whose ``host`` column is ``all``
 for the aggregate and the host's name for each host (empty for one-host runs).
 """
+
 from __future__ import annotations
 
 import csv
@@ -28,20 +29,78 @@ from xferscope.telemetry.gpu import summed_over_gpus
 SCHEMA = "xferscope.result/1"
 
 SERIES_COLUMNS = [
-    "time_s", "path", "io", "block_size", "workers", "bytes", "ops", "throughput_gib_s", "iops",
-    "lat_mean_us", "lat_p99_us", "cpu_usr_pct", "cpu_sys_pct",
-    "throughput_mb_s", "read_bytes", "write_bytes", "lat_p50_us", "lat_p90_us", "lat_p999_us", "lat_max_us",
-    "sys_usr_pct", "sys_sys_pct", "workers_done", "gpu_util_pct", "gpu_mem_used_mib", "gpu_pcie_rx_mb_s",
-    "gpu_pcie_tx_mb_s", "label", "host", "ranks", "status", "incomplete",
+    "time_s",
+    "path",
+    "io",
+    "block_size",
+    "workers",
+    "bytes",
+    "ops",
+    "throughput_gib_s",
+    "iops",
+    "lat_mean_us",
+    "lat_p99_us",
+    "cpu_usr_pct",
+    "cpu_sys_pct",
+    "throughput_mb_s",
+    "read_bytes",
+    "write_bytes",
+    "lat_p50_us",
+    "lat_p90_us",
+    "lat_p999_us",
+    "lat_max_us",
+    "sys_usr_pct",
+    "sys_sys_pct",
+    "workers_done",
+    "gpu_util_pct",
+    "gpu_mem_used_mib",
+    "gpu_pcie_rx_mb_s",
+    "gpu_pcie_tx_mb_s",
+    "label",
+    "host",
+    "ranks",
+    "status",
+    "incomplete",
 ]
 
 SUMMARY_COLUMNS = [
-    "label", "path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "bytes", "ops", "seconds",
-    "throughput_gib_s", "throughput_mib_s", "throughput_mb_s", "iops",
-    "lat_min_us", "lat_mean_us", "lat_p50_us", "lat_p90_us", "lat_p99_us", "lat_p999_us", "lat_max_us",
-    "cpu_usr_pct", "cpu_sys_pct", "sys_usr_pct", "sys_sys_pct", "cpu_s_per_gib",
-    "first_done_mib_s", "last_done_mib_s", "pcie_rx_mb_s", "pcie_tx_mb_s", "status", "io_mode", "labels", "source",
-    "host", "ranks",
+    "label",
+    "path",
+    "io",
+    "block_size",
+    "workers",
+    "iodepth",
+    "rwmix",
+    "gpus",
+    "bytes",
+    "ops",
+    "seconds",
+    "throughput_gib_s",
+    "throughput_mib_s",
+    "throughput_mb_s",
+    "iops",
+    "lat_min_us",
+    "lat_mean_us",
+    "lat_p50_us",
+    "lat_p90_us",
+    "lat_p99_us",
+    "lat_p999_us",
+    "lat_max_us",
+    "cpu_usr_pct",
+    "cpu_sys_pct",
+    "sys_usr_pct",
+    "sys_sys_pct",
+    "cpu_s_per_gib",
+    "first_done_mib_s",
+    "last_done_mib_s",
+    "pcie_rx_mb_s",
+    "pcie_tx_mb_s",
+    "status",
+    "io_mode",
+    "labels",
+    "source",
+    "host",
+    "ranks",
 ]
 
 
@@ -57,11 +116,23 @@ def _clean(v: Any) -> Any:
 
 
 def _sample_dict(s: Sample) -> dict[str, Any]:
-    d = {"t": s.t, "dt": s.dt, "bytes": s.bytes, "ops": s.ops, "read_bytes": s.read_bytes,
-         "write_bytes": s.write_bytes, "throughput_gib_s": s.throughput_gib_s, "iops": s.iops,
-         "latency_us": s.latency_us.to_dict(), "cpu_usr_pct": s.cpu_usr_pct, "cpu_sys_pct": s.cpu_sys_pct,
-         "sys_usr_pct": s.sys_usr_pct, "sys_sys_pct": s.sys_sys_pct, "per_core_pct": list(s.per_core_pct),
-         "workers_done": s.workers_done}
+    d = {
+        "t": s.t,
+        "dt": s.dt,
+        "bytes": s.bytes,
+        "ops": s.ops,
+        "read_bytes": s.read_bytes,
+        "write_bytes": s.write_bytes,
+        "throughput_gib_s": s.throughput_gib_s,
+        "iops": s.iops,
+        "latency_us": s.latency_us.to_dict(),
+        "cpu_usr_pct": s.cpu_usr_pct,
+        "cpu_sys_pct": s.cpu_sys_pct,
+        "sys_usr_pct": s.sys_usr_pct,
+        "sys_sys_pct": s.sys_sys_pct,
+        "per_core_pct": list(s.per_core_pct),
+        "workers_done": s.workers_done,
+    }
     if s.gpu:
         d["gpu"] = list(s.gpu)
     return d
@@ -130,8 +201,12 @@ def _lat(d: dict | None) -> LatencySummary | None:
 def _lat_or_nan(d: dict | None) -> LatencySummary:
     """A summary with NaN where ``d`` has no figure (or no ``d`` at all)."""
     d = d or {}
-    return LatencySummary(*[float(value) if (value := d.get(k)) is not None else math.nan
-                            for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")])
+    return LatencySummary(
+        *[
+            float(value) if (value := d.get(k)) is not None else math.nan
+            for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")
+        ]
+    )
 
 
 def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
@@ -148,17 +223,27 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
         last = d.get("last_done")
         hist = d.get("latency_histogram_ns")
         return RunResult(
-            spec=spec, status=d.get("status", "ok"), bytes=int(d["bytes"]), ops=int(d["ops"]),
-            read_bytes=int(d.get("read_bytes", 0)), write_bytes=int(d.get("write_bytes", 0)),
-            read_ops=int(d.get("read_ops", 0)), write_ops=int(d.get("write_ops", 0)), seconds=seconds,
+            spec=spec,
+            status=d.get("status", "ok"),
+            bytes=int(d["bytes"]),
+            ops=int(d["ops"]),
+            read_bytes=int(d.get("read_bytes", 0)),
+            write_bytes=int(d.get("write_bytes", 0)),
+            read_ops=int(d.get("read_ops", 0)),
+            write_ops=int(d.get("write_ops", 0)),
+            seconds=seconds,
             latency_us=_lat_or_nan(d.get("latency_us")),
-            read_latency_us=_lat(d.get("read_latency_us")), write_latency_us=_lat(d.get("write_latency_us")),
+            read_latency_us=_lat(d.get("read_latency_us")),
+            write_latency_us=_lat(d.get("write_latency_us")),
             cpu={k: v for k, v in (d.get("cpu") or {}).items() if v is not None},
             workers=[WorkerResult(**w) for w in d.get("per_worker", [])],
             first_done=DonePoint(first["seconds"], first["bytes"], first["ops"]) if first else None,
             last_done=DonePoint(last["seconds"], last["bytes"], last["ops"]) if last else None,
-            environment=d.get("environment") or {}, labels=list(d.get("labels") or []), samples=[],
-            error=d.get("error"), source=d.get("source", "xferscope"),
+            environment=d.get("environment") or {},
+            labels=list(d.get("labels") or []),
+            samples=[],
+            error=d.get("error"),
+            source=d.get("source", "xferscope"),
             histogram=Histogram.from_sparse(hist) if hist else None,
             gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
             hosts=[result_from_dict(h, where) for h in d.get("hosts") or []],
@@ -220,23 +305,42 @@ def summary_row(r: RunResult) -> dict[str, Any]:
     lat = r.latency_us
     spec = r.spec
     return {
-        "label": spec.name, "path": spec.path, "io": spec.io, "block_size": spec.block_size,
-        "workers": spec.workers, "iodepth": spec.iodepth, "rwmix": spec.read_pct,
+        "label": spec.name,
+        "path": spec.path,
+        "io": spec.io,
+        "block_size": spec.block_size,
+        "workers": spec.workers,
+        "iodepth": spec.iodepth,
+        "rwmix": spec.read_pct,
         "gpus": " ".join(map(str, spec.gpus)) if spec.uses_gpu else "",
-        "bytes": r.bytes, "ops": r.ops, "seconds": r.seconds,
-        "throughput_gib_s": r.throughput_gib_s, "throughput_mib_s": r.throughput_mib_s,
-        "throughput_mb_s": r.throughput_mb_s, "iops": r.iops,
-        "lat_min_us": lat.min, "lat_mean_us": lat.mean, "lat_p50_us": lat.p50, "lat_p90_us": lat.p90,
-        "lat_p99_us": lat.p99, "lat_p999_us": lat.p999, "lat_max_us": lat.max,
-        "cpu_usr_pct": r.cpu.get("usr_pct"), "cpu_sys_pct": r.cpu.get("sys_pct"),
-        "sys_usr_pct": r.cpu.get("sys_usr_pct"), "sys_sys_pct": r.cpu.get("sys_sys_pct"),
+        "bytes": r.bytes,
+        "ops": r.ops,
+        "seconds": r.seconds,
+        "throughput_gib_s": r.throughput_gib_s,
+        "throughput_mib_s": r.throughput_mib_s,
+        "throughput_mb_s": r.throughput_mb_s,
+        "iops": r.iops,
+        "lat_min_us": lat.min,
+        "lat_mean_us": lat.mean,
+        "lat_p50_us": lat.p50,
+        "lat_p90_us": lat.p90,
+        "lat_p99_us": lat.p99,
+        "lat_p999_us": lat.p999,
+        "lat_max_us": lat.max,
+        "cpu_usr_pct": r.cpu.get("usr_pct"),
+        "cpu_sys_pct": r.cpu.get("sys_pct"),
+        "sys_usr_pct": r.cpu.get("sys_usr_pct"),
+        "sys_sys_pct": r.cpu.get("sys_sys_pct"),
         "cpu_s_per_gib": r.cpu_seconds_per_gib,
         "first_done_mib_s": r.first_done.throughput_mib_s if r.first_done else None,
         "last_done_mib_s": r.last_done.throughput_mib_s if r.last_done else None,
         "pcie_rx_mb_s": summed_over_gpus(r.gpus, "pcie_rx_mb_s"),
         "pcie_tx_mb_s": summed_over_gpus(r.gpus, "pcie_tx_mb_s"),
-        "status": r.status, "io_mode": r.environment.get("io_mode", ""),
-        "labels": "; ".join(r.labels), "source": r.source, **cluster_columns(r),
+        "status": r.status,
+        "io_mode": r.environment.get("io_mode", ""),
+        "labels": "; ".join(r.labels),
+        "source": r.source,
+        **cluster_columns(r),
     }
 
 
@@ -271,18 +375,37 @@ def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
     for s in r.samples:
         gpu = s.gpu or ()
         yield {
-            "time_s": s.t, "path": spec.path, "io": spec.io, "block_size": spec.block_size,
-            "workers": spec.workers, "bytes": s.bytes, "ops": s.ops, "throughput_gib_s": s.throughput_gib_s,
-            "iops": s.iops, "lat_mean_us": s.latency_us.mean, "lat_p99_us": s.latency_us.p99,
-            "cpu_usr_pct": s.cpu_usr_pct, "cpu_sys_pct": s.cpu_sys_pct, "throughput_mb_s": s.throughput_mb_s,
-            "read_bytes": s.read_bytes, "write_bytes": s.write_bytes, "lat_p50_us": s.latency_us.p50,
-            "lat_p90_us": s.latency_us.p90, "lat_p999_us": s.latency_us.p999, "lat_max_us": s.latency_us.max,
-            "sys_usr_pct": s.sys_usr_pct, "sys_sys_pct": s.sys_sys_pct, "workers_done": s.workers_done,
+            "time_s": s.t,
+            "path": spec.path,
+            "io": spec.io,
+            "block_size": spec.block_size,
+            "workers": spec.workers,
+            "bytes": s.bytes,
+            "ops": s.ops,
+            "throughput_gib_s": s.throughput_gib_s,
+            "iops": s.iops,
+            "lat_mean_us": s.latency_us.mean,
+            "lat_p99_us": s.latency_us.p99,
+            "cpu_usr_pct": s.cpu_usr_pct,
+            "cpu_sys_pct": s.cpu_sys_pct,
+            "throughput_mb_s": s.throughput_mb_s,
+            "read_bytes": s.read_bytes,
+            "write_bytes": s.write_bytes,
+            "lat_p50_us": s.latency_us.p50,
+            "lat_p90_us": s.latency_us.p90,
+            "lat_p999_us": s.latency_us.p999,
+            "lat_max_us": s.latency_us.max,
+            "sys_usr_pct": s.sys_usr_pct,
+            "sys_sys_pct": s.sys_sys_pct,
+            "workers_done": s.workers_done,
             "gpu_util_pct": (sum(g.get("util_pct", 0) for g in gpu) / len(gpu)) if gpu else None,
             "gpu_mem_used_mib": sum(g.get("mem_used_mib", 0) for g in gpu) if gpu else None,
             "gpu_pcie_rx_mb_s": sum(g.get("pcie_rx_mb_s", 0) for g in gpu) if gpu else None,
             "gpu_pcie_tx_mb_s": sum(g.get("pcie_tx_mb_s", 0) for g in gpu) if gpu else None,
-            "label": spec.name, **where, "status": r.status, "incomplete": "yes" if r.incomplete else "no",
+            "label": spec.name,
+            **where,
+            "status": r.status,
+            "incomplete": "yes" if r.incomplete else "no",
         }
 
 

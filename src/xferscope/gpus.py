@@ -7,6 +7,7 @@ both read these facts here; the ceilings are measured by ``xferscope.engines.lin
 here, in this process and in a small file under the XDG cache directory keyed by the boot id and the
 GPU's UUID.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -56,8 +57,7 @@ def check_gpu_indices(gpus: list[int]) -> None:
         raise SpecError("gpu", f"no GPU on this machine ({why})")
     bad = [g for g in gpus if g >= n]
     if bad:
-        raise SpecError("gpu", f"GPU {bad[0]} does not exist; this machine has {n} "
-                               f"(indices 0..{n - 1})")
+        raise SpecError("gpu", f"GPU {bad[0]} does not exist; this machine has {n} (indices 0..{n - 1})")
 
 
 def gpu_text(gpus: list[int]) -> str:
@@ -68,6 +68,7 @@ def gpu_text(gpus: list[int]) -> str:
 
 
 # ------------------------------------------------------------------ NVML
+
 
 def nvml():
     """pynvml, initialised (the caller shuts it down); raises when there is no NVML or GPU."""
@@ -85,6 +86,7 @@ def nvml_text(value) -> str:
 
 
 # ------------------------------------------------------------------ where a GPU sits
+
 
 def _sysfs_pci(bus_id: str) -> str:
     """NVML's "00000000:18:00.0" as sysfs writes it: "0000:18:00.0"."""

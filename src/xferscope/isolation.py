@@ -21,6 +21,7 @@ remove its files before it leaves.
 child answers call after call; ``call`` uses one for one call): a crash there
 raises ``ChildDied`` here, naming the signal, and the next call starts a new child.
 """
+
 from __future__ import annotations
 
 import collections
@@ -53,12 +54,24 @@ class ChildDied(RunFailed):
     ``what`` names the work it did; ``how`` is "SIGSEGV (segmentation fault)" or "exit status 3";
     ``signal_name`` the signal's name (None when it exited); ``stderr_tail`` its last lines."""
 
-    def __init__(self, what: str, how: str, signal_name: str | None, stderr_tail: list[str] | None = None,
-                 message: str | None = None):
+    def __init__(
+        self,
+        what: str,
+        how: str,
+        signal_name: str | None,
+        stderr_tail: list[str] | None = None,
+        message: str | None = None,
+    ):
         self.what, self.how, self.signal_name = what, how, signal_name
         self.stderr_tail = list(stderr_tail or [])
-        super().__init__(message or (f"{what}: its process died by {how}" if signal_name
-                                     else f"{what}: its process ended with {how} before answering"))
+        super().__init__(
+            message
+            or (
+                f"{what}: its process died by {how}"
+                if signal_name
+                else f"{what}: its process ended with {how} before answering"
+            )
+        )
 
 
 class ParentGone(BaseException):
@@ -93,6 +106,7 @@ def fault_summary(report: list[str], lines: int = 12) -> list[str]:
 
 
 # ------------------------------------------------------------------ the channel
+
 
 class Channel:
     """Length-prefixed pickles over two pipe ends. ``send`` may be called from any thread."""
@@ -149,12 +163,19 @@ class Channel:
 
 # ------------------------------------------------------------------ errors across the pipe
 
+
 def error_to_wire(exc: BaseException) -> dict:
     """An exception as plain data: its class (when it is one of xferscope's), message and attributes."""
     cls = type(exc)
     state = {k: v for k, v in getattr(exc, "__dict__", {}).items() if _picklable(v)}
-    return {"module": cls.__module__, "name": cls.__qualname__, "message": str(exc), "state": state,
-            "xferscope": isinstance(exc, XferscopeError), "interrupt": isinstance(exc, KeyboardInterrupt)}
+    return {
+        "module": cls.__module__,
+        "name": cls.__qualname__,
+        "message": str(exc),
+        "state": state,
+        "xferscope": isinstance(exc, XferscopeError),
+        "interrupt": isinstance(exc, KeyboardInterrupt),
+    }
 
 
 def _picklable(value: Any) -> bool:
@@ -184,28 +205,42 @@ def error_from_wire(wire: dict) -> BaseException:
 
 # ------------------------------------------------------------------ the parent's side
 
+
 class Child:
     """One child process running ``target`` ("module:function", called with a ``Channel``)."""
 
-    def __init__(self, target: str, *, what: str, env: dict[str, str] | None = None,
-                 thread_death_signal: bool = True):
+    def __init__(self, target: str, *, what: str, env: dict[str, str] | None = None, thread_death_signal: bool = True):
         """``thread_death_signal``: the child also gets SIGTERM when the thread starting it ends (the
         kernel ties PR_SET_PDEATHSIG to that thread); without it, only this process's end is noticed."""
         self.target = target
         self.what = what
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._fatal: list[str] | None = None  # Python's fault handler report, from its first line
-        cmd_r, cmd_w = os.pipe()    # parent -> child
-        msg_r, msg_w = os.pipe()    # child -> parent
-        err_r, err_w = os.pipe()    # child's stdout and stderr
+        cmd_r, cmd_w = os.pipe()  # parent -> child
+        msg_r, msg_w = os.pipe()  # child -> parent
+        err_r, err_w = os.pipe()  # child's stdout and stderr
         for fd in (cmd_w, msg_r, err_r):
             os.set_inheritable(fd, False)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "xferscope.isolation", target, str(os.getpid()), str(cmd_r), str(msg_w),
-                 "1" if thread_death_signal else "0"],
-                stdin=subprocess.DEVNULL, stdout=err_w, stderr=err_w, pass_fds=(cmd_r, msg_w),
-                start_new_session=True, env=env, close_fds=True)
+                [
+                    sys.executable,
+                    "-m",
+                    "xferscope.isolation",
+                    target,
+                    str(os.getpid()),
+                    str(cmd_r),
+                    str(msg_w),
+                    "1" if thread_death_signal else "0",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=err_w,
+                stderr=err_w,
+                pass_fds=(cmd_r, msg_w),
+                start_new_session=True,
+                env=env,
+                close_fds=True,
+            )
         except BaseException:
             for fd in (cmd_r, cmd_w, msg_r, msg_w, err_r, err_w):
                 os.close(fd)
@@ -324,8 +359,13 @@ class Worker:
             child.kill()
             child.end(grace_s=5.0)
             self._child = None
-            raise ChildDied(self.what, "SIGKILL (no answer in time)", None, child.stderr_tail(),
-                            message=f"{self.what}: no answer within {timeout:g} s; its process was killed") from None
+            raise ChildDied(
+                self.what,
+                "SIGKILL (no answer in time)",
+                None,
+                child.stderr_tail(),
+                message=f"{self.what}: no answer within {timeout:g} s; its process was killed",
+            ) from None
         except (EOFError, OSError):
             child.end(grace_s=5.0)
             self._child = None
@@ -346,14 +386,14 @@ class Worker:
         self.close()
 
 
-def call(target: str, *args: Any, what: str, timeout: float | None = None,
-         env: dict[str, str] | None = None) -> Any:
+def call(target: str, *args: Any, what: str, timeout: float | None = None, env: dict[str, str] | None = None) -> Any:
     """``target(*args)`` in a short-lived child of its own (see ``Worker.call``)."""
     with Worker(what, env) as worker:
         return worker.call(target, *args, timeout=timeout)
 
 
 # ------------------------------------------------------------------ the child's side
+
 
 def die_with_parent(sig: int = signal.SIGTERM) -> None:
     """Ask the kernel for ``sig`` when the thread that started this process ends. (A parent already gone

@@ -10,6 +10,7 @@ else, so it cannot crash with what killed this one.
 It watches this process, not a thread: it is told of no thread's end (no
 PR_SET_PDEATHSIG), so a guarded path is never removed while this process lives.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -11,6 +11,7 @@ console, the CLI, sweeps and MPI ranks use ``xferscope.runner.Run``, which
 drives a ``LocalRun`` there and survives its crash. Engine tests use it
 directly.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -36,8 +37,9 @@ GRACE_S = 5.0  # workers stop themselves at the deadline; this is only a safety 
 STOP_GRACE_S = 5.0  # after a stop request, how long workers get to finish the operation in flight
 
 
-def _latency(hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None = None,
-             lat_max: float | None = None) -> LatencySummary:
+def _latency(
+    hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None = None, lat_max: float | None = None
+) -> LatencySummary:
     if not ops or not hist.count:
         nan = math.nan
         return LatencySummary(nan, nan, nan, nan, nan, nan, nan)
@@ -46,8 +48,15 @@ def _latency(hist: Histogram, lat_sum_ns: int, ops: int, lat_min: float | None =
     hi = hist.max() if lat_max is None else lat_max
     # a percentile is the middle of its histogram bucket: never past the latencies measured at either end
     p = {k: min(max(v, lo), hi) for k, v in p.items()}
-    return LatencySummary(min=lo / 1e3, mean=lat_sum_ns / ops / 1e3, p50=p[50.0] / 1e3, p90=p[90.0] / 1e3,
-                          p99=p[99.0] / 1e3, p999=p[99.9] / 1e3, max=hi / 1e3)
+    return LatencySummary(
+        min=lo / 1e3,
+        mean=lat_sum_ns / ops / 1e3,
+        p50=p[50.0] / 1e3,
+        p90=p[90.0] / 1e3,
+        p99=p[99.0] / 1e3,
+        p999=p[99.9] / 1e3,
+        max=hi / 1e3,
+    )
 
 
 def _lat_sum(snap: Snapshot) -> int:
@@ -190,7 +199,8 @@ class LocalRun(SampleFeed):
             pass
         self._sampler_error = RuntimeError(
             f"workers did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck in a driver call?); "
-            "the figures measured until then are kept")
+            "the figures measured until then are kept"
+        )
         self._finished.set()
 
     def close(self) -> None:
@@ -208,8 +218,11 @@ class LocalRun(SampleFeed):
                 targets.cleanup(self.target, keep=self.spec.keep)
             self.state = "closed"
 
-    def execute(self, on_sample: Callable[[Sample | None], None] | None = None,
-                progress: Callable[[int, int], None] | None = None) -> RunResult:
+    def execute(
+        self,
+        on_sample: Callable[[Sample | None], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RunResult:
         """Prepare, run to the end (or Ctrl-C), close. Returns the result, partial when interrupted.
 
         Raises RunFailed (with ``.result`` holding what was measured) when an engine reports an error.
@@ -292,8 +305,9 @@ class LocalRun(SampleFeed):
             lat_sum -= _lat_sum(prev)
         nbytes, nops = snap.bytes - b0, snap.ops - o0
         cpu = self._cpu.read()
-        engine_usr, engine_sys = self._engine_cpu.read() if self._engine_cpu and self._engine_cpu.tids \
-            else (math.nan, math.nan)
+        engine_usr, engine_sys = (
+            self._engine_cpu.read() if self._engine_cpu and self._engine_cpu.tids else (math.nan, math.nan)
+        )
         gpu = ()
         if self._gpu_meter is not None:
             try:
@@ -301,16 +315,28 @@ class LocalRun(SampleFeed):
             except Exception:
                 gpu = ()
         return Sample(
-            t=snap.t_ns / 1e9, dt=dt, bytes=nbytes, ops=nops,
+            t=snap.t_ns / 1e9,
+            dt=dt,
+            bytes=nbytes,
+            ops=nops,
             read_bytes=sum(w.read_bytes for w in snap.workers) - rb0,
             write_bytes=sum(w.write_bytes for w in snap.workers) - wb0,
-            throughput_gib_s=nbytes / dt / (1 << 30), throughput_mb_s=nbytes / dt / 1e6, iops=nops / dt,
+            throughput_gib_s=nbytes / dt / (1 << 30),
+            throughput_mb_s=nbytes / dt / 1e6,
+            iops=nops / dt,
             latency_us=_latency(hist, lat_sum, nops),
-            cpu_usr_pct=cpu.proc_usr_pct, cpu_sys_pct=cpu.proc_sys_pct,
-            sys_usr_pct=cpu.sys_usr_pct, sys_sys_pct=cpu.sys_sys_pct, per_core_pct=cpu.per_core_busy_pct,
-            total_bytes=snap.bytes, total_ops=snap.ops,
-            worker_bytes=tuple(w.bytes for w in snap.workers), workers_done=snap.done, gpu=gpu,
-            engine_usr_pct=engine_usr, engine_sys_pct=engine_sys,
+            cpu_usr_pct=cpu.proc_usr_pct,
+            cpu_sys_pct=cpu.proc_sys_pct,
+            sys_usr_pct=cpu.sys_usr_pct,
+            sys_sys_pct=cpu.sys_sys_pct,
+            per_core_pct=cpu.per_core_busy_pct,
+            total_bytes=snap.bytes,
+            total_ops=snap.ops,
+            worker_bytes=tuple(w.bytes for w in snap.workers),
+            workers_done=snap.done,
+            gpu=gpu,
+            engine_usr_pct=engine_usr,
+            engine_sys_pct=engine_sys,
         )
 
     # ---------------------------------------------------------------- result
@@ -324,9 +350,15 @@ class LocalRun(SampleFeed):
         cpu = self._cpu.since_mark() if self._cpu else None
         cpu_d = {}
         if cpu:
-            cpu_d = {"usr_pct": cpu.proc_usr_pct, "sys_pct": cpu.proc_sys_pct, "sys_usr_pct": cpu.sys_usr_pct,
-                     "sys_sys_pct": cpu.sys_sys_pct, "sys_iowait_pct": cpu.sys_iowait_pct,
-                     "cpu_seconds": cpu.proc_cpu_seconds, "per_core_pct": list(cpu.per_core_busy_pct)}
+            cpu_d = {
+                "usr_pct": cpu.proc_usr_pct,
+                "sys_pct": cpu.proc_sys_pct,
+                "sys_usr_pct": cpu.sys_usr_pct,
+                "sys_sys_pct": cpu.sys_sys_pct,
+                "sys_iowait_pct": cpu.sys_iowait_pct,
+                "cpu_seconds": cpu.proc_cpu_seconds,
+                "per_core_pct": list(cpu.per_core_busy_pct),
+            }
         status, error = "ok", None
         if snap.error:
             status, error = "failed", snap.error[0]
@@ -337,9 +369,16 @@ class LocalRun(SampleFeed):
         elif self._stopped_by_user:
             status = "interrupted"
         self.result = build_result(
-            self.spec, snap, self.samples, cpu=cpu_d, status=status, error=error,
+            self.spec,
+            snap,
+            self.samples,
+            cpu=cpu_d,
+            status=status,
+            error=error,
             worker_gpus=list(self.engine.worker_gpus) if self.engine else None,
-            labels=list(self.engine.labels) if self.engine else [], environment=self.environment())
+            labels=list(self.engine.labels) if self.engine else [],
+            environment=self.environment(),
+        )
         return self.result
 
     def environment(self) -> dict:
@@ -356,18 +395,35 @@ class LocalRun(SampleFeed):
         env["xferscope"] = __version__
         if self.target is not None:
             fs = self.target.filesystem
-            env.update({"target": self.target.description, "filesystem": fs.fstype, "mountpoint": fs.mountpoint,
-                        "device": fs.device, "logical_block_size": fs.logical_block,
-                        "dataset_bytes": sum(f.size for f in self.target.files),
-                        "io_mode": "O_DIRECT" if self.target.direct else "buffered"})
+            env.update(
+                {
+                    "target": self.target.description,
+                    "filesystem": fs.fstype,
+                    "mountpoint": fs.mountpoint,
+                    "device": fs.device,
+                    "logical_block_size": fs.logical_block,
+                    "dataset_bytes": sum(f.size for f in self.target.files),
+                    "io_mode": "O_DIRECT" if self.target.direct else "buffered",
+                }
+            )
         if self.engine is not None:
             env.update(self.engine.environment())
         return env
 
 
-def build_result(spec: RunSpec, snap: Snapshot, samples: list[Sample], *, cpu: dict, status: str,
-                 error: str | None, worker_gpus: list[int | None] | None, labels: list[str],
-                 environment: dict, error_detail: list[str] | None = None) -> RunResult:
+def build_result(
+    spec: RunSpec,
+    snap: Snapshot,
+    samples: list[Sample],
+    *,
+    cpu: dict,
+    status: str,
+    error: str | None,
+    worker_gpus: list[int | None] | None,
+    labels: list[str],
+    environment: dict,
+    error_detail: list[str] | None = None,
+) -> RunResult:
     """A RunResult from the last cumulative counters of a run and its samples.
 
     ``cpu``: the process's figures over the timed region (usr_pct, sys_pct, sys_usr_pct, sys_sys_pct,
@@ -378,8 +434,16 @@ def build_result(spec: RunSpec, snap: Snapshot, samples: list[Sample], *, cpu: d
     seconds = (max(done_times) if done_times else snap.t_ns) / 1e9
     for i, w in enumerate(snap.workers):
         ws = (w.done_ns or snap.t_ns) / 1e9
-        workers.append(WorkerResult(i, w.bytes, w.ops, ws, w.bytes / (1 << 20) / ws if ws > 0 else 0.0,
-                                    worker_gpus[i] if worker_gpus and i < len(worker_gpus) else None))
+        workers.append(
+            WorkerResult(
+                i,
+                w.bytes,
+                w.ops,
+                ws,
+                w.bytes / (1 << 20) / ws if ws > 0 else 0.0,
+                worker_gpus[i] if worker_gpus and i < len(worker_gpus) else None,
+            )
+        )
     hist = snap.hist_read + snap.hist_write
     read_ops = sum(w.read_ops for w in snap.workers)
     write_ops = sum(w.write_ops for w in snap.workers)
@@ -392,9 +456,14 @@ def build_result(spec: RunSpec, snap: Snapshot, samples: list[Sample], *, cpu: d
         engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6
         if done_times and engine_usr + engine_sys > 0 and seconds > 0:
             # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
-            cpu_d.update({"engine_usr_pct": 100 * engine_usr / seconds, "engine_sys_pct": 100 * engine_sys / seconds,
-                          "engine_cpu_seconds": engine_usr + engine_sys,
-                          "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns)})
+            cpu_d.update(
+                {
+                    "engine_usr_pct": 100 * engine_usr / seconds,
+                    "engine_sys_pct": 100 * engine_sys / seconds,
+                    "engine_cpu_seconds": engine_usr + engine_sys,
+                    "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns),
+                }
+            )
     first = DonePoint(snap.first_done[0] / 1e9, snap.first_done[1], snap.first_done[2]) if snap.first_done else None
     last = DonePoint(seconds, snap.bytes, snap.ops) if done_times else None
     gpus: dict[int, dict[str, float]] = {}
@@ -412,17 +481,33 @@ def build_result(spec: RunSpec, snap: Snapshot, samples: list[Sample], *, cpu: d
         for index, means in run_means([s.gpu for s in samples]).items():
             gpus.setdefault(index, {}).update(means)
     return RunResult(
-        spec=spec, status=status, bytes=snap.bytes, ops=snap.ops,
-        read_bytes=sum(w.read_bytes for w in snap.workers), write_bytes=sum(w.write_bytes for w in snap.workers),
-        read_ops=read_ops, write_ops=write_ops, seconds=seconds,
+        spec=spec,
+        status=status,
+        bytes=snap.bytes,
+        ops=snap.ops,
+        read_bytes=sum(w.read_bytes for w in snap.workers),
+        write_bytes=sum(w.write_bytes for w in snap.workers),
+        read_ops=read_ops,
+        write_ops=write_ops,
+        seconds=seconds,
         latency_us=_latency(hist, _lat_sum(snap), snap.ops, snap.lat_min_ns, snap.lat_max_ns),
         read_latency_us=_latency(snap.hist_read, sum(w.read_lat_sum_ns for w in snap.workers), read_ops)
-        if read_ops and write_ops else None,
+        if read_ops and write_ops
+        else None,
         write_latency_us=_latency(snap.hist_write, sum(w.write_lat_sum_ns for w in snap.workers), write_ops)
-        if read_ops and write_ops else None,
-        cpu=cpu_d, workers=workers, first_done=first, last_done=last,
-        environment=environment, labels=list(labels), samples=list(samples), error=error, histogram=hist,
-        gpus=gpus, error_detail=list(error_detail or []),
+        if read_ops and write_ops
+        else None,
+        cpu=cpu_d,
+        workers=workers,
+        first_done=first,
+        last_done=last,
+        environment=environment,
+        labels=list(labels),
+        samples=list(samples),
+        error=error,
+        histogram=hist,
+        gpus=gpus,
+        error_detail=list(error_detail or []),
     )
 
 
@@ -451,8 +536,14 @@ def cpu_from_samples(samples: list[Sample]) -> dict:
     usr, sys_ = mean("cpu_usr_pct"), mean("cpu_sys_pct")
     ncores = min((len(s.per_core_pct) for s in samples), default=0)
     cores = [sum(s.per_core_pct[i] * s.dt for s in samples) / total for i in range(ncores)]
-    return {"usr_pct": usr, "sys_pct": sys_, "sys_usr_pct": mean("sys_usr_pct"), "sys_sys_pct": mean("sys_sys_pct"),
-            "cpu_seconds": (usr + sys_) / 100.0 * total, "per_core_pct": cores}
+    return {
+        "usr_pct": usr,
+        "sys_pct": sys_,
+        "sys_usr_pct": mean("sys_usr_pct"),
+        "sys_sys_pct": mean("sys_sys_pct"),
+        "cpu_seconds": (usr + sys_) / 100.0 * total,
+        "per_core_pct": cores,
+    }
 
 
 def _cpu_model() -> str:

@@ -4,6 +4,7 @@ Every section names how its latency chase moved (its locality) and the pages the
 buffers got; several results (built-in, an mlc run, an imported mlc output) print
 side by side with ``format_side_by_side``.
 """
+
 from __future__ import annotations
 
 import sys
@@ -71,8 +72,14 @@ def _idle_lines(result: MemResult) -> list[str]:
             continue
         whole = None
         if p.locality != WHOLE_BUFFER:
-            j = next((j for j in range(i + 1, len(idle)) if j not in used and idle[j].stride == p.stride
-                      and idle[j].locality == WHOLE_BUFFER), None)
+            j = next(
+                (
+                    j
+                    for j in range(i + 1, len(idle))
+                    if j not in used and idle[j].stride == p.stride and idle[j].locality == WHOLE_BUFFER
+                ),
+                None,
+            )
             if j is not None:
                 used.add(j)
                 whole = idle[j]
@@ -80,8 +87,10 @@ def _idle_lines(result: MemResult) -> list[str]:
         out.append(f"Idle latency: {idle_text(p, whole)}{spread}, {_stride_text(p.stride)}, {p.backend}")
     local = next((p for p in result.matrix_points if p.traffic == IDLE and p.cpu_node == p.mem_node), None)
     if not out and local is not None:
-        out.append(f"Idle latency: {idle_text(local)}, CPU node {local.cpu_node} to its own memory, "
-                   f"{_stride_text(local.stride)}, {local.backend}")
+        out.append(
+            f"Idle latency: {idle_text(local)}, CPU node {local.cpu_node} to its own memory, "
+            f"{_stride_text(local.stride)}, {local.backend}"
+        )
     return out
 
 
@@ -91,8 +100,11 @@ def _peak_lines(peak: list[MemPoint]) -> list[str]:
     out = [f"Maximum bandwidth (MB/sec, 1 MB = 10^6 bytes), {_stride_text(first.stride)}, {first.backend}"]
     for p in peak:
         label = TRAFFIC_LABELS.get(p.traffic, p.traffic)
-        split = (f"   (read {p.read_mb_s:.1f}, write {p.write_mb_s:.1f})"
-                 if p.read_mb_s is not None and p.write_mb_s is not None else "")
+        split = (
+            f"   (read {p.read_mb_s:.1f}, write {p.write_mb_s:.1f})"
+            if p.read_mb_s is not None and p.write_mb_s is not None
+            else ""
+        )
         out.append(f"{label:<17}:\t{p.bandwidth_mb_s:10.1f}{split}")
     return out
 
@@ -114,7 +126,9 @@ def _curve_lines(result: MemResult) -> list[str]:
     for stride, points in by_stride.items():
         points = sorted(points, key=lambda p: p.size_bytes or 0)
         locality = locality_text(points[0].locality) if points[0].locality != WHOLE_BUFFER else ""
-        out.append(f"Cache-level curve: latency against working set, {_where(_stride_text(stride), locality, points[0].backend)}")
+        out.append(
+            f"Cache-level curve: latency against working set, {_where(_stride_text(stride), locality, points[0].backend)}"
+        )
         out.append(f"{'Size':>10}  {'Latency (ns)':>12}  Level")
         out.append("=" * 34)
         marks = list(caches)
@@ -122,24 +136,35 @@ def _curve_lines(result: MemResult) -> list[str]:
             while marks and (p.size_bytes or 0) > marks[0]["size"]:
                 out.append(f"{'':>10}  {'':>12}  ---- {marks[0]['name']} {format_size(marks[0]['size'])} (sysfs) ----")
                 marks.pop(0)
-            out.append(f"{format_size(p.size_bytes or 0):>10}  {p.latency_ns:>12.2f}  {_level_of(p.size_bytes or 0, caches)}")
+            out.append(
+                f"{format_size(p.size_bytes or 0):>10}  {p.latency_ns:>12.2f}  {_level_of(p.size_bytes or 0, caches)}"
+            )
         plateaus = cache_plateaus(points, caches)
         if plateaus:
-            parts = [f"{x['level']} {x['latency_ns']:.1f} ns ({format_size(x['from_bytes'])}-"
-                     f"{format_size(x['to_bytes'])})" for x in plateaus]
+            parts = [
+                f"{x['level']} {x['latency_ns']:.1f} ns ({format_size(x['from_bytes'])}-{format_size(x['to_bytes'])})"
+                for x in plateaus
+            ]
             out.append(f"Plateaus: {', '.join(parts)}; {rising_plateaus(plateaus)} rise in order")
             for x in plateaus:
                 if x["ends_early"]:
                     size = next(c["size"] for c in caches if c["name"] == x["level"])
-                    out.append(f"Note: the {x['level']} plateau ends at {format_size(x['to_bytes'])}, well before the "
-                               f"{format_size(size)} sysfs gives: the cache is shared with others or partitioned")
+                    out.append(
+                        f"Note: the {x['level']} plateau ends at {format_size(x['to_bytes'])}, well before the "
+                        f"{format_size(size)} sysfs gives: the cache is shared with others or partitioned"
+                    )
         out.append("")
     return out[:-1] if out else out
 
 
-def _grid(title: str, cpu_nodes: list[int], mem_nodes: list[int], rows: list[list[float | None]], fmt: str) -> list[str]:
-    out = [title, f"{'':>10}{'Memory node':>{10 * len(mem_nodes)}}",
-           f"{'CPU node':>10}" + "".join(f"{n:>10}" for n in mem_nodes)]
+def _grid(
+    title: str, cpu_nodes: list[int], mem_nodes: list[int], rows: list[list[float | None]], fmt: str
+) -> list[str]:
+    out = [
+        title,
+        f"{'':>10}{'Memory node':>{10 * len(mem_nodes)}}",
+        f"{'CPU node':>10}" + "".join(f"{n:>10}" for n in mem_nodes),
+    ]
     for node, row in zip(cpu_nodes, rows):
         out.append(f"{node:>10}" + "".join(f"{'-' if v is None else fmt.format(v):>10}" for v in row))
     return out
@@ -153,12 +178,22 @@ def _matrix_lines(result: MemResult) -> list[str]:
     locality = next((p.locality for p in cells if p.traffic == IDLE and p.locality), None)
     out: list[str] = []
     if "latency_ns" in matrix:
-        out += _grid(f"Idle latency matrix (ns), {_where(locality_text(locality), cells[0].backend)}",
-                     matrix["cpu_nodes"], matrix["mem_nodes"], matrix["latency_ns"], "{:.1f}")
+        out += _grid(
+            f"Idle latency matrix (ns), {_where(locality_text(locality), cells[0].backend)}",
+            matrix["cpu_nodes"],
+            matrix["mem_nodes"],
+            matrix["latency_ns"],
+            "{:.1f}",
+        )
     if "bandwidth_mb_s" in matrix:
         out += [""] if out else []
-        out += _grid(f"Read bandwidth matrix (MB/sec), {cells[0].backend}", matrix["cpu_nodes"], matrix["mem_nodes"],
-                     matrix["bandwidth_mb_s"], "{:.1f}")
+        out += _grid(
+            f"Read bandwidth matrix (MB/sec), {cells[0].backend}",
+            matrix["cpu_nodes"],
+            matrix["mem_nodes"],
+            matrix["bandwidth_mb_s"],
+            "{:.1f}",
+        )
     return out
 
 
@@ -192,8 +227,10 @@ def format_mlc_table(result: MemResult) -> str:
         first = run[0]
         split = all(p.read_mb_s is not None for p in run)
         out.append("")
-        out.append(f"Loaded latency: traffic {first.traffic}, {_stride_text(first.stride)}, "
-                   + _where(locality_text(first.locality), first.backend))
+        out.append(
+            f"Loaded latency: traffic {first.traffic}, {_stride_text(first.stride)}, "
+            + _where(locality_text(first.locality), first.backend)
+        )
         head = f"{'Inject Delay':>12}  {'Latency (ns)':>12}  {'Bandwidth (MB/sec)':>18}"
         out.append(head + (f"  {'Read (MB/sec)':>13}  {'Write (MB/sec)':>14}" if split else ""))
         out.append("=" * len(out[-1]))
@@ -260,8 +297,9 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     add(f"  {WHOLE_BUFFER} (ns)", [_f(r.whole_idle_latency_ns, "{:.2f}") for r in results])
     add("pages", [_pages_short(r) for r in results])
     peaks = [{p.traffic: p.bandwidth_mb_s for p in r.peak_points} for r in results]
-    for traffic in [t for t in PEAK_ORDER if any(t in p for p in peaks)] + \
-            sorted({t for p in peaks for t in p if t not in PEAK_ORDER}):
+    for traffic in [t for t in PEAK_ORDER if any(t in p for p in peaks)] + sorted(
+        {t for p in peaks for t in p if t not in PEAK_ORDER}
+    ):
         add(f"{TRAFFIC_LABELS.get(traffic, traffic)} (MB/s)", [_f(p.get(traffic)) for p in peaks])
     matrices = [r.matrix() or {} for r in results]
     cells = sorted({(i, j) for m in matrices for i in m.get("cpu_nodes", []) for j in m.get("mem_nodes", [])})
@@ -273,9 +311,10 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
                 ok = grid and i in m["cpu_nodes"] and j in m["mem_nodes"]
                 values.append(_f(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt) if ok else "")
             add(f"node {i}->{j} {name}", values)
-    plateaus = [{x["level"]: x["latency_ns"] for x in cache_plateaus(r.cache_curve,
-                                                                     r.environment.get("caches") or [])}
-                for r in results]
+    plateaus = [
+        {x["level"]: x["latency_ns"] for x in cache_plateaus(r.cache_curve, r.environment.get("caches") or [])}
+        for r in results
+    ]
     levels = list(dict.fromkeys(level for p in plateaus for level in p))
     for level in levels:
         add(f"curve plateau {level} (ns)", [_f(p.get(level), "{:.2f}") for p in plateaus])
@@ -286,17 +325,27 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
             curves.setdefault(key, [[] for _ in results])[k] = run
     for (traffic, stride), runs in curves.items():
         for which, label in ((0, "first"), (-1, "last")):
-            add(f"{traffic}{f' stride {stride}' if stride else ''}, {label} delay",
-                [f"{run[which].delay:05d}: {run[which].latency_ns:.1f} ns, {run[which].bandwidth_mb_s:.0f} MB/s"
-                 if run else "" for run in runs])
+            add(
+                f"{traffic}{f' stride {stride}' if stride else ''}, {label} delay",
+                [
+                    f"{run[which].delay:05d}: {run[which].latency_ns:.1f} ns, {run[which].bandwidth_mb_s:.0f} MB/s"
+                    if run
+                    else ""
+                    for run in runs
+                ],
+            )
     return headers, rows
 
 
 def format_side_by_side(results: list[MemResult]) -> str:
     headers, rows = side_by_side(results)
     widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
-    lines = ["  ".join(str(cell).ljust(w) if i == 0 else str(cell).rjust(w) for i, (cell, w) in
-                       enumerate(zip(row, widths))).rstrip() for row in [headers, *rows]]
+    lines = [
+        "  ".join(
+            str(cell).ljust(w) if i == 0 else str(cell).rjust(w) for i, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
+        for row in [headers, *rows]
+    ]
     lines.insert(1, "=" * len(lines[0]))
     return "\n".join(lines)
 

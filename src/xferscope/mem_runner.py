@@ -21,6 +21,7 @@ then the child leaves. A memory sweep creates no files: when the parent is gone
 (the channel reads end-of-file), the child simply leaves, and the kernel frees its
 buffers and ends its threads.
 """
+
 from __future__ import annotations
 
 import os
@@ -150,8 +151,10 @@ class MemRun(PointStream):
         if self._started_at is None:
             when = f"while {self._phase}"
         else:
-            when = (f"after {len(self.result.points)} of {self._expected} points, "
-                    f"{time.monotonic() - self._started_at:.1f} s into the sweep")
+            when = (
+                f"after {len(self.result.points)} of {self._expected} points, "
+                f"{time.monotonic() - self._started_at:.1f} s into the sweep"
+            )
         tail = child.stderr_tail(TAIL_LINES)
         detail = ["engine process stderr (last lines):"] + ["  " + ln for ln in tail] if tail else []
         return EngineDied("mem", how, name, when, detail)

@@ -1,4 +1,5 @@
 """Text people paste into reports: gdsio's result line, what gdsio leaves out, and comparison tables."""
+
 from __future__ import annotations
 
 import math
@@ -26,10 +27,12 @@ def _dataset_bytes(r: RunResult) -> int:
 def gdsio_line(r: RunResult) -> str:
     """The line gdsio prints, with the same fields and units."""
     spec = r.spec
-    return (f"IoType: {GDSIO_IO_NAME[spec.io]} XferType: {spec.xfer_type} Threads: {spec.workers} "
-            f"DataSetSize: {r.bytes // 1024}/{_dataset_bytes(r) // 1024}(KiB) "
-            f"IOSize: {spec.block_size // 1024}(KiB) Throughput: {r.throughput_gib_s:.6f} GiB/sec, "
-            f"Avg_Latency: {r.latency_us.mean:.6f} usecs ops: {r.ops} total_time {r.seconds:.6f} secs")
+    return (
+        f"IoType: {GDSIO_IO_NAME[spec.io]} XferType: {spec.xfer_type} Threads: {spec.workers} "
+        f"DataSetSize: {r.bytes // 1024}/{_dataset_bytes(r) // 1024}(KiB) "
+        f"IOSize: {spec.block_size // 1024}(KiB) Throughput: {r.throughput_gib_s:.6f} GiB/sec, "
+        f"Avg_Latency: {r.latency_us.mean:.6f} usecs ops: {r.ops} total_time {r.seconds:.6f} secs"
+    )
 
 
 def extras_line(r: RunResult) -> str:
@@ -73,19 +76,36 @@ def done_line(r: RunResult) -> str | None:
     if r.spec.workers < 2 or not r.first_done or not r.last_done:
         return None
     first, last = r.first_done, r.last_done
-    return (f"First done: {first.seconds:.3f} s, {first.throughput_mib_s:,.1f} MiB/s, {first.iops:,.0f} IOPS | "
-            f"Last done: {last.seconds:.3f} s, {last.throughput_mib_s:,.1f} MiB/s, {last.iops:,.0f} IOPS")
+    return (
+        f"First done: {first.seconds:.3f} s, {first.throughput_mib_s:,.1f} MiB/s, {first.iops:,.0f} IOPS | "
+        f"Last done: {last.seconds:.3f} s, {last.throughput_mib_s:,.1f} MiB/s, {last.iops:,.0f} IOPS"
+    )
 
 
 def progress_text(s: Sample, duration: float | None) -> str:
     total = f"/{duration:.0f}s" if duration else "s"
-    return (f"{s.t:6.1f}{total}  {format_rate(s.throughput_gib_s * (1 << 30)):>12}  {s.iops:>10,.0f} IOPS  "
-            f"lat avg {_f(s.latency_us.mean)} p99 {_f(s.latency_us.p99)} us  "
-            f"cpu usr {s.cpu_usr_pct:.0f}% sys {s.cpu_sys_pct:.0f}%")
+    return (
+        f"{s.t:6.1f}{total}  {format_rate(s.throughput_gib_s * (1 << 30)):>12}  {s.iops:>10,.0f} IOPS  "
+        f"lat avg {_f(s.latency_us.mean)} p99 {_f(s.latency_us.p99)} us  "
+        f"cpu usr {s.cpu_usr_pct:.0f}% sys {s.cpu_sys_pct:.0f}%"
+    )
 
 
-COMPARE_HEADERS = ("path", "io", "block", "workers", "qd", "MiB/s", "IOPS", "avg lat (us)", "p99 lat (us)",
-                   "usr CPU %", "sys CPU %", "CPU-s/GiB", "ratio")
+COMPARE_HEADERS = (
+    "path",
+    "io",
+    "block",
+    "workers",
+    "qd",
+    "MiB/s",
+    "IOPS",
+    "avg lat (us)",
+    "p99 lat (us)",
+    "usr CPU %",
+    "sys CPU %",
+    "CPU-s/GiB",
+    "ratio",
+)
 
 
 def path_qualifiers(r: RunResult) -> list[str]:
@@ -107,10 +127,23 @@ def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[
         path = r.spec.path + (f" ({', '.join(q)})" if (q := path_qualifiers(r)) else "")
         if r.source != "xferscope":
             path += f" [{r.source}]"
-        rows.append((path, r.spec.io, r.spec.block_text, str(r.spec.workers), str(r.spec.iodepth),
-                     _f(r.throughput_mib_s), _f(r.iops, "{:,.0f}"), _f(r.latency_us.mean), _f(r.latency_us.p99),
-                     _f(r.cpu.get("usr_pct")), _f(r.cpu.get("sys_pct")), _f(r.cpu_seconds_per_gib, "{:.3f}"),
-                     _f(ratio, "{:.2f}")))
+        rows.append(
+            (
+                path,
+                r.spec.io,
+                r.spec.block_text,
+                str(r.spec.workers),
+                str(r.spec.iodepth),
+                _f(r.throughput_mib_s),
+                _f(r.iops, "{:,.0f}"),
+                _f(r.latency_us.mean),
+                _f(r.latency_us.p99),
+                _f(r.cpu.get("usr_pct")),
+                _f(r.cpu.get("sys_pct")),
+                _f(r.cpu_seconds_per_gib, "{:.3f}"),
+                _f(ratio, "{:.2f}"),
+            )
+        )
     return rows
 
 
@@ -153,8 +186,24 @@ def print_table(table) -> None:
     Console(width=max(80, width)).print(table)
 
 
-ROUNDS_HEADERS = ("path", "io", "block", "workers", "qd", "rounds", "MiB/s", "min-max", "IOPS", "avg lat (us)",
-                  "p99 lat (us)", "usr CPU %", "sys CPU %", "CPU-s/GiB", "ratio (range)", "verdict")
+ROUNDS_HEADERS = (
+    "path",
+    "io",
+    "block",
+    "workers",
+    "qd",
+    "rounds",
+    "MiB/s",
+    "min-max",
+    "IOPS",
+    "avg lat (us)",
+    "p99 lat (us)",
+    "usr CPU %",
+    "sys CPU %",
+    "CPU-s/GiB",
+    "ratio (range)",
+    "verdict",
+)
 
 
 def rounds_rows(comp) -> list[tuple[str, ...]]:
@@ -165,8 +214,18 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
         spec = comp.specs[slot]
         measured = [run.result for run in comp.runs if run.slot == slot and run.ok]
         quals = path_qualifiers(measured[0]) if measured else []
-        med = {key: comp.spread(slot, key) for key in ("throughput_mib_s", "iops", "lat_mean_us", "lat_p99_us",
-                                                       "cpu_usr_pct", "cpu_sys_pct", "cpu_s_per_gib")}
+        med = {
+            key: comp.spread(slot, key)
+            for key in (
+                "throughput_mib_s",
+                "iops",
+                "lat_mean_us",
+                "lat_p99_us",
+                "cpu_usr_pct",
+                "cpu_sys_pct",
+                "cpu_s_per_gib",
+            )
+        }
         tp = med["throughput_mib_s"]
         planned = sum(1 for run in comp.runs if run.slot == slot)
         if slot == 0:
@@ -174,13 +233,26 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
         else:
             v = comp.verdict(slot)
             ratio, word = (v.spread(), v.word) if v else ("-", "no paired round")
-        rows.append((label + (f" ({', '.join(quals)})" if quals else ""), spec.io, spec.block_text,
-                     str(spec.workers), str(spec.iodepth),
-                     str(tp["n"]) if tp["n"] == planned else f"{tp['n']}/{planned}",
-                     _f(tp["median"]), f"{_f(tp['min'])}-{_f(tp['max'])}" if tp["n"] else "-",
-                     _f(med["iops"]["median"], "{:,.0f}"), _f(med["lat_mean_us"]["median"]),
-                     _f(med["lat_p99_us"]["median"]), _f(med["cpu_usr_pct"]["median"]),
-                     _f(med["cpu_sys_pct"]["median"]), _f(med["cpu_s_per_gib"]["median"], "{:.3f}"), ratio, word))
+        rows.append(
+            (
+                label + (f" ({', '.join(quals)})" if quals else ""),
+                spec.io,
+                spec.block_text,
+                str(spec.workers),
+                str(spec.iodepth),
+                str(tp["n"]) if tp["n"] == planned else f"{tp['n']}/{planned}",
+                _f(tp["median"]),
+                f"{_f(tp['min'])}-{_f(tp['max'])}" if tp["n"] else "-",
+                _f(med["iops"]["median"], "{:,.0f}"),
+                _f(med["lat_mean_us"]["median"]),
+                _f(med["lat_p99_us"]["median"]),
+                _f(med["cpu_usr_pct"]["median"]),
+                _f(med["cpu_sys_pct"]["median"]),
+                _f(med["cpu_s_per_gib"]["median"], "{:.3f}"),
+                ratio,
+                word,
+            )
+        )
     return rows
 
 
@@ -191,8 +263,9 @@ def rounds_table(comp, title: str | None = None):
 
     table = Table(title=title, header_style="bold")
     for h in ROUNDS_HEADERS:
-        table.add_column(h, justify="left" if h in ("path", "io", "verdict") else "right", no_wrap=h == "path",
-                         overflow="fold")
+        table.add_column(
+            h, justify="left" if h in ("path", "io", "verdict") else "right", no_wrap=h == "path", overflow="fold"
+        )
     for row in rounds_rows(comp):
         table.add_row(*(escape(cell) for cell in row))
     return table

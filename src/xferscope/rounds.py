@@ -4,6 +4,7 @@ path's figure is set against the baseline's figure of the same round (``xferscop
 ``Comparison`` is the plan (which path runs when) and what was measured; the CLI (``commands/compare.py``),
 ``compare --mpi`` and the console fill it run by run and show it.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,9 +52,9 @@ def path_labels(paths: Sequence[str]) -> list[str]:
 class PlannedRun:
     """One run of the plan: which round, which place in it, which path (``slot``), and what it measured."""
 
-    round: int              # 0-based
-    position: int           # 0-based place in its round
-    slot: int               # index of the path in the comparison (0 is the baseline)
+    round: int  # 0-based
+    position: int  # 0-based place in its round
+    slot: int  # index of the path in the comparison (0 is the baseline)
     spec: RunSpec
     result: RunResult | None = None
     files: list[tuple[int, int]] = field(default_factory=list)  # (st_dev, st_ino) of the files it read
@@ -76,9 +77,11 @@ class Comparison:
         self.labels = path_labels([s.path for s in specs])
         self.specs = [s.replace(label=label) if label != s.path else s for s, label in zip(specs, self.labels)]
         self.rounds = rounds
-        self.runs = [PlannedRun(r, pos, slot, self.specs[slot])
-                     for r, order in enumerate(round_orders(len(self.specs), rounds))
-                     for pos, slot in enumerate(order)]
+        self.runs = [
+            PlannedRun(r, pos, slot, self.specs[slot])
+            for r, order in enumerate(round_orders(len(self.specs), rounds))
+            for pos, slot in enumerate(order)
+        ]
         #: how the page cache was handled: None (not yet said), True dropped before every run, or the reason not
         self.cache_note: str | None = None
         self.cache_dropped: bool | None = None
@@ -101,8 +104,7 @@ class Comparison:
 
     def rounds_done(self) -> int:
         """Rounds whose every run has a result."""
-        return sum(1 for r in range(self.rounds)
-                   if all(run.result is not None for run in self.runs if run.round == r))
+        return sum(1 for r in range(self.rounds) if all(run.result is not None for run in self.runs if run.round == r))
 
     def note_cache(self, dropped: bool, why_not: str = "") -> None:
         """Record whether the page cache was dropped before a run; once not, the comparison says so."""
@@ -166,23 +168,41 @@ class Comparison:
             if slot == 0:
                 entry["baseline"] = True
             else:
-                entry.update({"verdict": v.word if v else None, "ratio": v.ratio if v else None,
-                              "ratio_min": v.low if v else None, "ratio_max": v.high if v else None,
-                              "paired_rounds": v.rounds if v else 0})
+                entry.update(
+                    {
+                        "verdict": v.word if v else None,
+                        "ratio": v.ratio if v else None,
+                        "ratio_min": v.low if v else None,
+                        "ratio_max": v.high if v else None,
+                        "paired_rounds": v.rounds if v else 0,
+                    }
+                )
             paths.append(entry)
         runs = []
         for run in self.runs:
-            d: dict[str, Any] = {"round": run.round + 1, "position": run.position + 1, "label": self.labels[run.slot],
-                                 "status": run.result.status if run.result else "not run",
-                                 "throughput_mib_s": _clean(run.result.throughput_mib_s) if run.result else None,
-                                 "files": [list(f) for f in run.files]}
+            d: dict[str, Any] = {
+                "round": run.round + 1,
+                "position": run.position + 1,
+                "label": self.labels[run.slot],
+                "status": run.result.status if run.result else "not run",
+                "throughput_mib_s": _clean(run.result.throughput_mib_s) if run.result else None,
+                "files": [list(f) for f in run.files],
+            }
             if result_index is not None and run.result is not None:
                 d["result"] = result_index(run.result)
             runs.append(d)
-        return {"rounds": self.rounds, "rounds_done": self.rounds_done(), "baseline": self.labels[0],
-                "order": [[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
-                "rule": RULE, "drift": self.drift(), "page_cache": self.cache_note,
-                "page_cache_dropped": self.cache_dropped, "paths": paths, "runs": runs}
+        return {
+            "rounds": self.rounds,
+            "rounds_done": self.rounds_done(),
+            "baseline": self.labels[0],
+            "order": [[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
+            "rule": RULE,
+            "drift": self.drift(),
+            "page_cache": self.cache_note,
+            "page_cache_dropped": self.cache_dropped,
+            "paths": paths,
+            "runs": runs,
+        }
 
 
 def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> float | None:
@@ -207,8 +227,14 @@ def csv_rows(comp: Comparison) -> list[dict[str, Any]]:
         if run.result is None:
             continue
         v = comp.verdict(run.slot)
-        rows.append({"round": run.round + 1, "position": run.position + 1, "compared_as": comp.labels[run.slot],
-                     "ratio_to_baseline": ratio_in_round(comp, run),
-                     "verdict": "baseline" if run.slot == 0 else (v.word if v else ""),
-                     **summary_row(run.result)})
+        rows.append(
+            {
+                "round": run.round + 1,
+                "position": run.position + 1,
+                "compared_as": comp.labels[run.slot],
+                "ratio_to_baseline": ratio_in_round(comp, run),
+                "verdict": "baseline" if run.slot == 0 else (v.word if v else ""),
+                **summary_row(run.result),
+            }
+        )
     return rows

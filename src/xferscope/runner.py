@@ -17,6 +17,7 @@ When this process is gone, the engine's process notices (see ``isolation``),
 stops and removes its files. Samples reach consumers as before: callbacks that
 must not block, a blocking iterator, an async iterator.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,8 +53,9 @@ class EngineDied(ChildDied):
         self.path, self.when, self.detail = path, when, list(detail)
         self.result: RunResult | None = None
         verb = f"died by {how}" if signal_name else f"ended with {how}"
-        ChildDied.__init__(self, f"{path} engine", how, signal_name, detail,
-                           message=f"{path}: the engine process {verb} {when}")
+        ChildDied.__init__(
+            self, f"{path} engine", how, signal_name, detail, message=f"{path}: the engine process {verb} {when}"
+        )
 
 
 class EngineView:
@@ -128,8 +130,9 @@ class Run(SampleFeed):
             if self._cufile_log:
                 self._guard(self._cufile_log)
         self._child = Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
-        self._child.send({"spec": self.spec, "gpu_telemetry": self._gpu_telemetry,
-                          "cufile_probes": dict(_cufile_probes)})
+        self._child.send(
+            {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
+        )
         if self._stopped_by_user:  # stopped before there was a process to tell
             self._child.send("stop")
         threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
@@ -283,8 +286,10 @@ class Run(SampleFeed):
 
     def _abandon(self) -> None:
         """The engine ignores the stop request: kill its process; what it sent is kept."""
-        self._abandoned = (f"the engine did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck "
-                           "in a driver call?); its process was killed; the figures measured until then are kept")
+        self._abandoned = (
+            f"the engine did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck "
+            "in a driver call?); its process was killed; the figures measured until then are kept"
+        )
         if self._child is not None:
             self._child.kill()
         self._ended.wait(10.0)
@@ -341,8 +346,11 @@ class Run(SampleFeed):
             shutil.rmtree(t.temp_dir, ignore_errors=True)
         t.created.clear()
 
-    def execute(self, on_sample: Callable[[Sample | None], None] | None = None,
-                progress: Callable[[int, int], None] | None = None) -> RunResult:
+    def execute(
+        self,
+        on_sample: Callable[[Sample | None], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RunResult:
         """Prepare, run to the end (or Ctrl-C), close. Returns the result, partial when interrupted.
 
         Raises RunFailed (with ``.result`` holding what was measured) when the engine reports an error
@@ -406,9 +414,18 @@ class Run(SampleFeed):
             error += "; what it measured until then is kept, marked incomplete"
             detail = death.detail if death else []
         env = dict(self.engine_environment)
-        self.result = build_result(self.spec, snap, self.samples, cpu=cpu_from_samples(self.samples),
-                                   status=status, error=error, worker_gpus=self.worker_gpus, labels=self.labels,
-                                   environment=env, error_detail=detail)
+        self.result = build_result(
+            self.spec,
+            snap,
+            self.samples,
+            cpu=cpu_from_samples(self.samples),
+            status=status,
+            error=error,
+            worker_gpus=self.worker_gpus,
+            labels=self.labels,
+            environment=env,
+            error_detail=detail,
+        )
         return self.result
 
     def environment(self) -> dict:

@@ -29,6 +29,7 @@ Test seams (documented so that tests can fail a write on purpose, through the re
 * ``before_rename``: called with (temporary file, target) just before the rename; a test sets it to end the
   process there (a crash between write and rename).
 """
+
 from __future__ import annotations
 
 import errno
@@ -246,7 +247,7 @@ def _remove_stale_temps(directory: str, prefix: str) -> None:
     except OSError:
         return
     for name in entries:
-        pid = name[len(prefix):].split(".", 1)[0]
+        pid = name[len(prefix) :].split(".", 1)[0]
         if not pid.isdigit() or _alive(int(pid)):
             continue
         try:

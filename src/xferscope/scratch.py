@@ -6,6 +6,7 @@ once per point. Without ``file`` or ``directory`` the files live in a temporary
 directory; with them, the files the sweep creates there are removed at the end
 (the user's own files are never touched), unless the profile says ``keep``.
 """
+
 from __future__ import annotations
 
 import os

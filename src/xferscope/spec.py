@@ -5,6 +5,7 @@ checks what can be checked without touching the machine; ``xferscope.target``
 then checks the filesystem (directory exists, O_DIRECT, free space) before
 anything is created.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -31,8 +32,14 @@ SPLIT_PATHS = ("host", "bounce", "bounce-async", "cufile")
 #: I/O patterns, with gdsio's ``-I`` number where gdsio has one.
 IO_PATTERNS = ("read", "write", "randread", "randwrite", "randrw", "rw")
 GDSIO_IO = {0: "read", 1: "write", 2: "randread", 3: "randwrite"}
-GDSIO_IO_NAME = {"read": "READ", "write": "WRITE", "randread": "RANDREAD", "randwrite": "RANDWRITE",
-                 "randrw": "RANDRW", "rw": "RW"}
+GDSIO_IO_NAME = {
+    "read": "READ",
+    "write": "WRITE",
+    "randread": "RANDREAD",
+    "randwrite": "RANDWRITE",
+    "randrw": "RANDRW",
+    "rw": "RW",
+}
 
 DEFAULT_BLOCK = 1 << 20
 DEFAULT_FILE_SIZE = 1 << 30
@@ -64,7 +71,9 @@ class RunSpec:
     buffered: bool = False
     huge_pages: bool = False  # host and bounce paths: their buffers on transparent huge pages (2 MiB), not 4 KiB pages
     split: int | None = None  # one request of block_size as parallel sub-requests of this size (KvikIO's task size)
-    register_buffers: bool = True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)
+    register_buffers: bool = (
+        True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)
+    )
     force: bool = False
     keep: bool = False
     seed: int = 0x5EED
@@ -124,8 +133,11 @@ class RunSpec:
         if not MIN_BLOCK <= self.block_size <= MAX_BLOCK:
             raise SpecError("block_size", f"{self.block_size} bytes is outside {MIN_BLOCK} B .. 1 GiB")
         if not self.buffered and self.block_size % MIN_BLOCK:
-            raise SpecError("block_size", f"{self.block_size} bytes is not a multiple of 512 as O_DIRECT needs; "
-                                          "use a multiple of 4K, or --buffered")
+            raise SpecError(
+                "block_size",
+                f"{self.block_size} bytes is not a multiple of 512 as O_DIRECT needs; "
+                "use a multiple of 4K, or --buffered",
+            )
         if not 1 <= self.workers <= MAX_WORKERS:
             raise SpecError("workers", f"must be 1..{MAX_WORKERS}, got {self.workers}")
         if not 1 <= self.iodepth <= MAX_IODEPTH:
@@ -139,8 +151,11 @@ class RunSpec:
         if self.total_bytes is not None and self.total_bytes < self.block_size:
             raise SpecError("total_bytes", "must be at least one block")
         if self.file_size < self.block_size:
-            raise SpecError("file_size", f"{self.file_size} bytes is smaller than one block "
-                                         f"({self.block_size} bytes); raise --size or lower --bs")
+            raise SpecError(
+                "file_size",
+                f"{self.file_size} bytes is smaller than one block "
+                f"({self.block_size} bytes); raise --size or lower --bs",
+            )
         if self.file_size % self.block_size and not self.is_random:
             # sequential runs wrap at the last whole block; say nothing, it is what gdsio does
             pass
@@ -152,20 +167,29 @@ class RunSpec:
             raise SpecError("interval", f"sample interval must be 0.01..10 s, got {self.interval}")
         if self.split is not None:
             if self.path not in SPLIT_PATHS:
-                raise SpecError("split", f"--split applies to {', '.join(SPLIT_PATHS)}, not {self.path} "
-                                         "(it queues its own requests: use --iodepth)")
+                raise SpecError(
+                    "split",
+                    f"--split applies to {', '.join(SPLIT_PATHS)}, not {self.path} "
+                    "(it queues its own requests: use --iodepth)",
+                )
             if self.path == "host" and self.iodepth > 1:
-                raise SpecError("split", "--split splits one request at a time (psync); host at --iodepth > 1 "
-                                         "queues whole blocks through io_uring: use one or the other")
+                raise SpecError(
+                    "split",
+                    "--split splits one request at a time (psync); host at --iodepth > 1 "
+                    "queues whole blocks through io_uring: use one or the other",
+                )
             if not MIN_BLOCK <= self.split <= MAX_BLOCK:
                 raise SpecError("split", f"{self.split} bytes is outside {MIN_BLOCK} B .. 1 GiB")
             if not self.buffered and self.split % MIN_BLOCK:
-                raise SpecError("split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; "
-                                         "use a multiple of 4K")
+                raise SpecError(
+                    "split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; use a multiple of 4K"
+                )
             if self.split % 8:
                 raise SpecError("split", f"{self.split} bytes is not a multiple of 8")
         if self.verify and self.path in ("cufile-batch", "cufile-async"):
-            raise SpecError("verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}")
+            raise SpecError(
+                "verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}"
+            )
         return self
 
     # ------------------------------------------------------------- conversions

@@ -1,4 +1,5 @@
 """Latency histograms (the native core's log-linear buckets) and statistics over repetitions."""
+
 from __future__ import annotations
 
 import math

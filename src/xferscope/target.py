@@ -7,6 +7,7 @@ tests may overwrite it. Any other file is the user's: it is only ever read,
 unless the user passes ``--force``. Files a run creates are removed when it
 ends (also on Ctrl-C or failure) unless ``--keep`` is given.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -53,9 +54,9 @@ class TargetFile:
     path: str
     size: int
     pattern_seed: int
-    owned: bool            # a scratch file of ours (sidecar present or created now)
-    create: bool = False   # does not exist yet: this run creates it
-    refill: bool = False   # ours, but its pattern was overwritten: refill before a verify run
+    owned: bool  # a scratch file of ours (sidecar present or created now)
+    create: bool = False  # does not exist yet: this run creates it
+    refill: bool = False  # ours, but its pattern was overwritten: refill before a verify run
 
 
 @dataclass
@@ -63,11 +64,11 @@ class Target:
     """The files of a run, one per worker in directory mode, or one shared."""
 
     files: list[TargetFile]
-    worker_files: list[int]                 # index into ``files`` for each worker
-    worker_regions: list[tuple[int, int]]   # (start, length) in bytes for each worker
+    worker_files: list[int]  # index into ``files`` for each worker
+    worker_regions: list[tuple[int, int]]  # (start, length) in bytes for each worker
     filesystem: Filesystem
     direct: bool
-    temp_dir: str | None = None             # made by xferscope for this run; removed at the end
+    temp_dir: str | None = None  # made by xferscope for this run; removed at the end
     created: list[str] = field(default_factory=list)
 
     @property
@@ -78,6 +79,7 @@ class Target:
 
 
 # ----------------------------------------------------------------- filesystem
+
 
 def filesystem_of(path: str) -> Filesystem:
     """The mount holding ``path`` (an existing file or directory)."""
@@ -142,6 +144,7 @@ def default_scratch_parent() -> tuple[str, bool]:
 
 # ------------------------------------------------------------------ sidecars
 
+
 def sidecar_path(path: str) -> str:
     return path + SIDECAR_SUFFIX
 
@@ -162,12 +165,18 @@ def read_sidecar(path: str) -> dict | None:
 def write_sidecar(path: str, seed: int, intact: bool) -> None:
     """Mark ``path`` as xferscope's scratch file (replaced whole; NotWritten when it cannot be written)."""
     st = os.stat(path)
-    meta = {"magic": SIDECAR_MAGIC, "size": st.st_size, "inode": st.st_ino, "pattern_seed": seed,
-            "pattern_intact": intact}
+    meta = {
+        "magic": SIDECAR_MAGIC,
+        "size": st.st_size,
+        "inode": st.st_ino,
+        "pattern_seed": seed,
+        "pattern_intact": intact,
+    }
     write_output(sidecar_path(path), json.dumps(meta))
 
 
 # -------------------------------------------------------------------- plan
+
 
 def _file_seed(spec: RunSpec, index: int) -> int:
     return (spec.seed * 0x100000001B3 + index * 0x9E3779B9) & 0xFFFFFFFFFFFFFFFF
@@ -209,19 +218,25 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
         ok, why = probe_direct_io(directory)
         fs.direct_io, fs.direct_error = ok, why
         if not ok:
-            hint = ("cuFile needs O_DIRECT: use a directory on ext4 or xfs (--dir)" if spec.path.startswith("cufile")
-                    else "use --buffered to go through the page cache")
+            hint = (
+                "cuFile needs O_DIRECT: use a directory on ext4 or xfs (--dir)"
+                if spec.path.startswith("cufile")
+                else "use --buffered to go through the page cache"
+            )
             raise EnvironmentProblem(f"O_DIRECT does not work in {directory} ({fs.fstype}): {why}; {hint}")
         if spec.block_size % fs.logical_block:
-            raise SpecError("block_size", f"{spec.block_size} bytes is not a multiple of the device's logical "
-                                          f"block size ({fs.logical_block} bytes) as O_DIRECT needs")
+            raise SpecError(
+                "block_size",
+                f"{spec.block_size} bytes is not a multiple of the device's logical "
+                f"block size ({fs.logical_block} bytes) as O_DIRECT needs",
+            )
     files: list[TargetFile] = []
     if spec.file:
         files.append(_target_file(spec, os.path.abspath(spec.file), 0))
     elif spec.directory is not None or temp_dir is not None:
         if spec.directory is None:  # the embedded default: one shared scratch file
             files.append(_target_file(spec, os.path.join(directory, "xferscope-scratch.dat"), 0))
-        else:                       # gdsio -D: one file per worker
+        else:  # gdsio -D: one file per worker
             for i in range(spec.workers):
                 name = f"xferscope-scratch-{format_size(spec.file_size)}-w{i}.dat"
                 files.append(_target_file(spec, os.path.join(directory, name), i))
@@ -233,7 +248,8 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
                 f"not enough free space in {directory}: the scratch file needs {format_bytes(to_create)} and "
                 f"{format_bytes(FREE_SPACE_MARGIN)} more stay free beside it (so that the run never fills the "
                 f"filesystem, and its results can still be written), {format_bytes(to_create + FREE_SPACE_MARGIN)} "
-                f"in all; {format_bytes(free)} free. Lower --size or make room")
+                f"in all; {format_bytes(free)} free. Lower --size or make room"
+            )
     if not os.access(directory, os.W_OK) and to_create:
         raise EnvironmentProblem(f"cannot create files in {directory}: permission denied")
     worker_files, regions = _regions(spec, files)
@@ -254,11 +270,17 @@ def _target_file(spec: RunSpec, path: str, index: int) -> TargetFile:
         return TargetFile(path, size, seed, owned=True, refill=spec.verify and not meta.get("pattern_intact", False))
     # the user's file: read it as it is; never write it unless forced
     if spec.writes and not spec.force:
-        raise SpecError("file", f"{path} was not created by xferscope; a write test would overwrite it. "
-                                "Pick a new file name, or pass --force to write over it")
+        raise SpecError(
+            "file",
+            f"{path} was not created by xferscope; a write test would overwrite it. "
+            "Pick a new file name, or pass --force to write over it",
+        )
     if spec.verify:
-        raise SpecError("verify", f"{path} was not written by xferscope, so its content cannot be checked; "
-                                  "verify on a scratch file (a new --file name or --dir)")
+        raise SpecError(
+            "verify",
+            f"{path} was not written by xferscope, so its content cannot be checked; "
+            "verify on a scratch file (a new --file name or --dir)",
+        )
     if size < spec.block_size:
         raise SpecError("file", f"{path} holds {size} bytes, less than one block ({spec.block_size} bytes)")
     return TargetFile(path, size, _file_seed(spec, index), owned=False)
@@ -281,12 +303,13 @@ def _regions(spec: RunSpec, files: list[TargetFile]) -> tuple[list[int], list[tu
         worker_files.append(0)
         if spec.is_random or share < bs:  # random: every worker over the whole file
             regions.append((0, usable))
-        else:                             # sequential: each worker its own slice, as gdsio does
+        else:  # sequential: each worker its own slice, as gdsio does
             regions.append((i * share, share))
     return worker_files, regions
 
 
 # ------------------------------------------------------------ materialize
+
 
 def materialize(target: Target, cancel: threading.Event | None = None, progress=None) -> None:
     """Create and fill the files the plan needs (outside the timed region)."""

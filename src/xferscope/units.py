@@ -1,4 +1,5 @@
 """Sizes and durations as people type them (64K, 1M, 1G, 512, 10s) and as tools print them."""
+
 from __future__ import annotations
 
 import math

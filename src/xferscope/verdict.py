@@ -17,6 +17,7 @@ one side with probability p (p <= 1/2), all n rounds do so with probability 2 p*
 about 6% (p = 0.2) that is 1.6% for 3 rounds and 0.06% for 5. Rotating the order removes a systematic
 first-run bias, the usual cause of one-sided A/A ratios. A margin of 5% keeps differences too small to act on out of the verdicts.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,16 +29,18 @@ MARGIN = 0.05
 FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS = "faster", "slower", "within noise", "single pass: no verdict"
 WORDS = (FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS)
 
-RULE = (f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
-        f"1 ± {MARGIN:.0%}; else within noise; 1 round: no verdict")
+RULE = (
+    f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
+    f"1 ± {MARGIN:.0%}; else within noise; 1 round: no verdict"
+)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    word: str        # one of WORDS
-    ratio: float     # median of the paired per-round ratios other/baseline
-    low: float       # min of the paired ratios
-    high: float      # max of the paired ratios
+    word: str  # one of WORDS
+    ratio: float  # median of the paired per-round ratios other/baseline
+    low: float  # min of the paired ratios
+    high: float  # max of the paired ratios
     rounds: int
 
     @property
@@ -52,8 +55,13 @@ class Verdict:
         return f"{self.ratio:.2f} ({self.low:.2f}-{self.high:.2f})"
 
     def as_dict(self) -> dict:
-        return {"verdict": self.word, "ratio": self.ratio, "ratio_min": self.low, "ratio_max": self.high,
-                "rounds": self.rounds}
+        return {
+            "verdict": self.word,
+            "ratio": self.ratio,
+            "ratio_min": self.low,
+            "ratio_max": self.high,
+            "rounds": self.rounds,
+        }
 
 
 def _figures(name: str, values: Sequence[float]) -> list[float]:
@@ -78,8 +86,9 @@ def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict
     """The verdict on ``other`` against ``baseline``, measured round by round (higher is better)."""
     ratios = paired_ratios(baseline, other)
     low, high = min(ratios), max(ratios)
-    return Verdict(word=_word(len(ratios), low, high), ratio=statistics.median(ratios), low=low, high=high,
-                   rounds=len(ratios))
+    return Verdict(
+        word=_word(len(ratios), low, high), ratio=statistics.median(ratios), low=low, high=high, rounds=len(ratios)
+    )
 
 
 def _word(rounds: int, low: float, high: float) -> str:
@@ -101,12 +110,16 @@ def drift(baseline: Sequence[float]) -> str | None:
     change = base[-1] / base[0] - 1
     if abs(change) <= MARGIN:
         return None
-    return (f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
-            f"(beyond the {MARGIN:.0%} the rule allows); the machine changed during the comparison")
+    return (
+        f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
+        f"(beyond the {MARGIN:.0%} the rule allows); the machine changed during the comparison"
+    )
 
 
-RULE_REPEATED = (f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
-                 f"with is beyond 1 ± {MARGIN:.0%}; else within noise; 1 repetition on a side: no verdict")
+RULE_REPEATED = (
+    f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
+    f"with is beyond 1 ± {MARGIN:.0%}; else within noise; 1 repetition on a side: no verdict"
+)
 
 
 def repeated_verdict(before: Sequence[float], after: Sequence[float]) -> Verdict:

@@ -4,6 +4,7 @@ Runs execute in a thread worker (``session.Batch``); samples reach the console
 through a bounded buffer per run that a timer drains four times a second, so
 the engine never waits for the screen. State changes arrive as messages.
 """
+
 from __future__ import annotations
 
 import time
@@ -112,8 +113,14 @@ class XferscopeApp(App):
     CSS_PATH = "xferscope.tcss"
     TITLE = "xferscope"
     COMMANDS = App.COMMANDS | {ConsoleCommands}
-    MODES = {"setup": SetupScreen, "live": LiveScreen, "compare": CompareScreen, "grid": GridScreen,
-             "memory": MemoryScreen, "saturation": SaturationScreen}
+    MODES = {
+        "setup": SetupScreen,
+        "live": LiveScreen,
+        "compare": CompareScreen,
+        "grid": GridScreen,
+        "memory": MemoryScreen,
+        "saturation": SaturationScreen,
+    }
     DEFAULT_MODE = "setup"
     BINDINGS = [
         Binding("question_mark", "help", "Help", id="help"),
@@ -168,8 +175,9 @@ class XferscopeApp(App):
         self.check_size()
 
     def _load_initial_profile(self) -> None:
-        self.setup_screen.load_profile(self.options.profile_name or "profile", self.options.profile_points,
-                                       self.options.profile_repetitions)
+        self.setup_screen.load_profile(
+            self.options.profile_name or "profile", self.options.profile_points, self.options.profile_repetitions
+        )
 
     async def _open_initial_plan(self) -> None:
         await self.open_saturation_plan(self.options.saturate_plan)
@@ -292,16 +300,18 @@ class XferscopeApp(App):
         self.last_rounds = rounds
         self._start(specs, records, 1, self.comparison)
 
-    def _start(self, specs: list[RunSpec], records: list[RunRecord], repetitions: int,
-               comparison: Comparison | None = None) -> None:
+    def _start(
+        self, specs: list[RunSpec], records: list[RunRecord], repetitions: int, comparison: Comparison | None = None
+    ) -> None:
         self.records.extend(records)
         self.last_specs = list(specs)
         self.last_repetitions = repetitions
         self.last_failure = None
         self.current_record = records[0]
         self.batch = Batch(records, _PostEvents(self), comparison)
-        self._worker = self.run_worker(self.batch.run, thread=True, exclusive=True, group="runs",
-                                       exit_on_error=False, name="runs")
+        self._worker = self.run_worker(
+            self.batch.run, thread=True, exclusive=True, group="runs", exit_on_error=False, name="runs"
+        )
         self._changed()
         self.switch_mode("live")
 
@@ -386,13 +396,19 @@ class XferscopeApp(App):
         timed = [r for r in self.records if r.result is not None]
         cpu = sum(r.console_cpu_s for r in timed)
         secs = sum(r.result.seconds for r in timed)
-        kept = (f" Time series of the newest {SERIES_KEPT} runs are kept; older runs keep their summaries."
-                if any(r.compacted for r in self.records) else "")
+        kept = (
+            f" Time series of the newest {SERIES_KEPT} runs are kept; older runs keep their summaries."
+            if any(r.compacted for r in self.records)
+            else ""
+        )
         if not timed or secs <= 0:
-            return ("CPU % is the engine process's (percent of one core); the console runs in a process of its own."
-                    + kept)
-        return (f"CPU % is the engine process's; the console runs in a process of its own: it used {cpu:.2f} "
-                f"CPU-s over {secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core)." + kept)
+            return (
+                "CPU % is the engine process's (percent of one core); the console runs in a process of its own." + kept
+            )
+        return (
+            f"CPU % is the engine process's; the console runs in a process of its own: it used {cpu:.2f} "
+            f"CPU-s over {secs:.1f} s of runs ({100 * cpu / secs:.1f}% of one core)." + kept
+        )
 
     # ------------------------------------------------------------ actions
     def action_show(self, mode: str) -> None:
@@ -458,8 +474,7 @@ class XferscopeApp(App):
             if name and saved:
                 self.notify(saved[-1], title=f"profile {name} saved")
 
-        self.push_screen(TextPrompt("Save this setup as a profile: name", "letters, digits, . _ -",
-                                    check=save), done)
+        self.push_screen(TextPrompt("Save this setup as a profile: name", "letters, digits, . _ -", check=save), done)
 
     def action_save_profile(self) -> None:
         self.switch_mode("setup")
@@ -536,8 +551,14 @@ class XferscopeApp(App):
                 self.switch_mode("compare")
                 self._changed()
 
-        self.push_screen(TextPrompt("Open saved results (JSON from run, compare, replay, mem or import; mlc output)",
-                                    "path of a .json or mlc text file", check=check), done)
+        self.push_screen(
+            TextPrompt(
+                "Open saved results (JSON from run, compare, replay, mem or import; mlc output)",
+                "path of a .json or mlc text file",
+                check=check,
+            ),
+            done,
+        )
 
     async def _open_memory_results(self, path: str, results: list) -> None:
         await self.switch_mode("memory")

@@ -5,6 +5,7 @@ that fall in it) and drawn as a line joining successive columns. Several
 series share one scale; where they cross, the cell takes the colour of the
 series drawn last.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -29,7 +30,7 @@ def nice_ceiling(value: float) -> float:
     if value <= 0 or not math.isfinite(value):
         return 1.0
     exp = math.floor(math.log10(value))
-    base = 10.0 ** exp
+    base = 10.0**exp
     for step in (1.0, 2.0, 2.5, 5.0, 10.0):
         if value <= step * base * (1 + 1e-9):
             return step * base
@@ -58,8 +59,9 @@ def columns(points: Sequence[tuple[float, float]], x0: float, x1: float, ncols: 
     return out
 
 
-def plot(series: Sequence[Series], width: int, height: int, x_range: tuple[float, float],
-         y_max: float) -> list[list[tuple[str, str | None]]]:
+def plot(
+    series: Sequence[Series], width: int, height: int, x_range: tuple[float, float], y_max: float
+) -> list[list[tuple[str, str | None]]]:
     """A ``height`` x ``width`` grid of (character, colour) cells; y runs from 0 (bottom) to ``y_max``."""
     dots_x, dots_y = width * 2, height * 4
     bits = [[0] * width for _ in range(height)]
@@ -76,8 +78,9 @@ def plot(series: Sequence[Series], width: int, height: int, x_range: tuple[float
             lo, hi = (dy, dy) if prev is None else (min(prev, dy), max(prev, dy))
             _dots(bits, color, cx, lo, hi, s.color)
             prev = dy
-    return [[(chr(_BASE + bits[r][c]) if bits[r][c] else " ", color[r][c]) for c in range(width)]
-            for r in range(height)]
+    return [
+        [(chr(_BASE + bits[r][c]) if bits[r][c] else " ", color[r][c]) for c in range(width)] for r in range(height)
+    ]
 
 
 def _dots(bits, color, cx: int, y0: int, y1: int, col: str) -> None:

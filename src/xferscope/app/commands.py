@@ -1,4 +1,5 @@
 """The command palette (ctrl+p): every console action by name."""
+
 from __future__ import annotations
 
 from functools import partial
@@ -17,8 +18,7 @@ ACTIONS = (
     ("Show comparison", "Runs and saved results side by side", "show('compare')"),
     ("Show grid", "A profile's points as they finish: median and spread over repetitions", "show('grid')"),
     ("Show memory sweep", "Latency against bandwidth, point by point", "show('memory')"),
-    ("Show saturation", "Knee searches: throughput against concurrency, and which ceiling binds",
-     "show('saturation')"),
+    ("Show saturation", "Knee searches: throughput against concurrency, and which ceiling binds", "show('saturation')"),
     ("Save setup as profile", "Write the setup as a TOML profile", "save_profile"),
     ("Open profile", "Load a bundled or saved profile into the setup", "open_profile"),
     ("Open saved results", "Add results from a JSON file to the comparison", "open_results"),

@@ -1,4 +1,5 @@
 """How the console writes numbers: explicit units, and a dash where nothing was measured."""
+
 from __future__ import annotations
 
 import math

@@ -5,6 +5,7 @@ The varying fields are those whose values differ between the points; throughput 
 size when it varies (else the numeric field with the most values, else the first varying field), one line
 (or heatmap row) per combination of the other varying fields.
 """
+
 from __future__ import annotations
 
 import math
@@ -53,13 +54,13 @@ def value_text(axis: str, value: Any) -> str:
 class PointStats:
     """One grid point: its varying values, how many repetitions ran, and their statistics."""
 
-    index: int                      # 1-based, in run order
-    values: dict[str, Any]          # the varying fields' values
+    index: int  # 1-based, in run order
+    values: dict[str, Any]  # the varying fields' values
     label: str
-    planned: int                    # repetitions asked for
-    done: int                       # repetitions that finished ("ok")
-    state: str                      # waiting, running, done, failed
-    throughput: dict[str, float]    # MiB/s: median, stdev, min, max, n
+    planned: int  # repetitions asked for
+    done: int  # repetitions that finished ("ok")
+    state: str  # waiting, running, done, failed
+    throughput: dict[str, float]  # MiB/s: median, stdev, min, max, n
     p99_us: dict[str, float]
     figures: tuple[float, ...] = ()  # MiB/s of each finished repetition
 
@@ -157,8 +158,17 @@ class GridRun:
                 state = "failed" if "failed" in states else "stopped"
             values = {a: identity[a] for a in self.axes}
             label = combo_text(values) if values else records[0].spec.name
-            point = PointStats(i, values, label, len(records), int(stats["throughput_mib_s"]["n"]), state,
-                               stats["throughput_mib_s"], stats["lat_p99_us"], io_values(reps))
+            point = PointStats(
+                i,
+                values,
+                label,
+                len(records),
+                int(stats["throughput_mib_s"]["n"]),
+                state,
+                stats["throughput_mib_s"],
+                stats["lat_p99_us"],
+                io_values(reps),
+            )
             self._stats[i] = (key, point)
             out.append(point)
         return out

@@ -1,6 +1,7 @@
 """The memory-sweep form and the tables beside the chart (MLC's loaded-latency rows, the max-bandwidth table,
 the cache-level curve with its cache sizes, the NUMA matrix, several results side by side), without Textual.
 Needs ``xferscope.engines.mem``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -9,23 +10,34 @@ from xferscope.errors import SpecError
 from xferscope.units import format_size, parse_duration, parse_size
 
 #: SpecError field -> memory form control
-MEM_FIELD_CONTROL = {"mode": "mem-mode", "traffic": "mem-traffic", "stride": "mem-stride", "delays": "mem-delays",
-                     "point_seconds": "mem-seconds", "threads": "mem-threads", "buffer": "mem-buffer",
-                     "cpus": "mem-threads", "latency_cpu": "mem-threads", "backend": "mem-mode",
-                     "locality": "mem-locality", "pages": "mem-pages", "max_size": "mem-buffer",
-                     "per_octave": "mem-mode"}
+MEM_FIELD_CONTROL = {
+    "mode": "mem-mode",
+    "traffic": "mem-traffic",
+    "stride": "mem-stride",
+    "delays": "mem-delays",
+    "point_seconds": "mem-seconds",
+    "threads": "mem-threads",
+    "buffer": "mem-buffer",
+    "cpus": "mem-threads",
+    "latency_cpu": "mem-threads",
+    "backend": "mem-mode",
+    "locality": "mem-locality",
+    "pages": "mem-pages",
+    "max_size": "mem-buffer",
+    "per_octave": "mem-mode",
+}
 TABLE_HEADERS = ("Inject Delay", "Latency (ns)", "Bandwidth (MB/sec)")
 
 
 @dataclass
 class MemFormValues:
     mode: str = "loaded"
-    traffic: str = ""    # empty: the mode's default (R; peak: MLC's five max-bandwidth rows)
+    traffic: str = ""  # empty: the mode's default (R; peak: MLC's five max-bandwidth rows)
     stride: str = "64"
-    delays: str = ""     # empty: MLC's default list
+    delays: str = ""  # empty: MLC's default list
     seconds: str = "0.5"
-    threads: str = ""    # empty: every CPU but the latency thread's
-    buffer: str = ""     # empty: from the last-level cache size (curve: the largest working set)
+    threads: str = ""  # empty: every CPU but the latency thread's
+    buffer: str = ""  # empty: from the last-level cache size (curve: the largest working set)
     locality: str = "default"  # multichase's -T: default (64 pages), page, whole, or a size
     pages: str = "thp"
 
@@ -39,10 +51,17 @@ class MemFormValues:
 
         default = PEAK_TRAFFIC if spec.mode == "peak" else ("R",)
         traffic = "" if tuple(spec.traffic) == default else ",".join(spec.traffic)
-        return cls(mode=spec.mode, traffic=traffic, stride=",".join(map(str, spec.strides)),
-                   delays="" if tuple(spec.delays) == DEFAULT_DELAYS else ",".join(map(str, spec.delays)),
-                   seconds=f"{spec.point_seconds:g}", threads="" if spec.threads is None else str(spec.threads),
-                   buffer="" if size is None else format_size(size), locality=locality, pages=spec.pages)
+        return cls(
+            mode=spec.mode,
+            traffic=traffic,
+            stride=",".join(map(str, spec.strides)),
+            delays="" if tuple(spec.delays) == DEFAULT_DELAYS else ",".join(map(str, spec.delays)),
+            seconds=f"{spec.point_seconds:g}",
+            threads="" if spec.threads is None else str(spec.threads),
+            buffer="" if size is None else format_size(size),
+            locality=locality,
+            pages=spec.pages,
+        )
 
 
 def build_mem_spec(values: MemFormValues):
@@ -63,11 +82,17 @@ def build_mem_spec(values: MemFormValues):
     traffic = tuple(t.strip() for t in values.traffic.split(",") if t.strip())
     curve = values.mode == "curve"
     spec = MemSpec(
-        mode=values.mode, traffic=traffic or None, strides=parse_int_list(values.stride, "stride"),
+        mode=values.mode,
+        traffic=traffic or None,
+        strides=parse_int_list(values.stride, "stride"),
         delays=parse_int_list(values.delays, "delays") if values.delays.strip() else DEFAULT_DELAYS,
-        point_seconds=seconds, threads=int(threads) if threads else None,
-        buffer_bytes=None if curve else buffer, max_size=buffer if curve else None,
-        locality=values.locality.strip() or "default", pages=values.pages.strip() or "thp")
+        point_seconds=seconds,
+        threads=int(threads) if threads else None,
+        buffer_bytes=None if curve else buffer,
+        max_size=buffer if curve else None,
+        locality=values.locality.strip() or "default",
+        pages=values.pages.strip() or "thp",
+    )
     return spec.validated()
 
 
@@ -88,8 +113,11 @@ def peak_rows(points) -> list[tuple[str, str]]:
     """The max-bandwidth table: MLC's label of each traffic type and its MB/s."""
     from xferscope.mem_report import TRAFFIC_LABELS
 
-    return [(TRAFFIC_LABELS.get(p.traffic, p.traffic), f"{p.bandwidth_mb_s:.1f}") for p in points
-            if p.bandwidth_mb_s is not None]
+    return [
+        (TRAFFIC_LABELS.get(p.traffic, p.traffic), f"{p.bandwidth_mb_s:.1f}")
+        for p in points
+        if p.bandwidth_mb_s is not None
+    ]
 
 
 def curve_rows(points, caches) -> list[tuple[str, str, str]]:
@@ -100,8 +128,10 @@ def curve_rows(points, caches) -> list[tuple[str, str, str]]:
         while marks and (p.size_bytes or 0) > marks[0]["size"]:
             out.append((f"── {marks[0]['name']}", format_size(marks[0]["size"]), "sysfs ──"))
             marks.pop(0)
-        level = next((str(c["name"]) for c in sorted(caches or [], key=lambda c: c["size"])
-                      if (p.size_bytes or 0) <= c["size"]), "memory" if caches else "")
+        level = next(
+            (str(c["name"]) for c in sorted(caches or [], key=lambda c: c["size"]) if (p.size_bytes or 0) <= c["size"]),
+            "memory" if caches else "",
+        )
         out.append((format_size(p.size_bytes or 0), f"{p.latency_ns:.2f}", level))
     return out
 
@@ -130,8 +160,14 @@ def idle_note(points) -> str:
     if not idle:
         return ""
     first = idle[0]
-    whole = next((p for p in idle[1:] if p.stride == first.stride and p.locality == "whole-buffer"
-                  and first.locality != "whole-buffer"), None)
+    whole = next(
+        (
+            p
+            for p in idle[1:]
+            if p.stride == first.stride and p.locality == "whole-buffer" and first.locality != "whole-buffer"
+        ),
+        None,
+    )
     inside = locality_text(first.locality)
     if whole is not None:
         inside += f"; whole-buffer {whole.latency_ns:.1f} ns"

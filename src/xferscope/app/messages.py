@@ -1,4 +1,5 @@
 """What happened, as messages: posted by the run thread and the redraw timer, handled by the console."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

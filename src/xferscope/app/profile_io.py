@@ -1,4 +1,5 @@
 """The console's side of profiles: save the setup, list and open profiles. No Textual here."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +16,11 @@ def save_setup(specs: list[RunSpec], name: str, description: str = "") -> str:
         raise SpecError("name", "give the profile a name")
     first = specs[0]
     if any(s.replace(path=first.path) != first for s in specs):
-        raise SpecError("name", "this setup is an opened profile's grid: it is saved already as that profile; "
-                                "edit the form to save a setup of your own")
+        raise SpecError(
+            "name",
+            "this setup is an opened profile's grid: it is saved already as that profile; "
+            "edit the form to save a setup of your own",
+        )
     profile = Profile.from_spec(first, name, description)
     paths = list(dict.fromkeys(s.path for s in specs))
     if len(paths) > 1:

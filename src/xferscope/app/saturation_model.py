@@ -1,5 +1,6 @@
 """What the Saturation view holds and draws: its form, the plan it makes, and the points, knees and verdicts of a
 saturation as they arrive. No Textual here."""
+
 from __future__ import annotations
 
 import math
@@ -16,11 +17,24 @@ from xferscope.spec import PATHS, RunSpec
 from xferscope.units import format_size, parse_duration, parse_size
 
 #: SpecError field -> the form control that explains it
-FIELD_CONTROL = {"path": "sat-paths", "paths": "sat-paths", "bs": "sat-bs", "block_size": "sat-bs",
-                 "max-workers": "sat-workers", "workers": "sat-workers", "max-qd": "sat-qd", "iodepth": "sat-qd",
-                 "duration": "sat-seconds", "rounds": "sat-rounds", "max-points": "sat-rounds",
-                 "file_size": "sat-size", "size": "sat-size", "dir": "sat-target", "file": "sat-target",
-                 "directory": "sat-target"}
+FIELD_CONTROL = {
+    "path": "sat-paths",
+    "paths": "sat-paths",
+    "bs": "sat-bs",
+    "block_size": "sat-bs",
+    "max-workers": "sat-workers",
+    "workers": "sat-workers",
+    "max-qd": "sat-qd",
+    "iodepth": "sat-qd",
+    "duration": "sat-seconds",
+    "rounds": "sat-rounds",
+    "max-points": "sat-rounds",
+    "file_size": "sat-size",
+    "size": "sat-size",
+    "dir": "sat-target",
+    "file": "sat-target",
+    "directory": "sat-target",
+}
 
 
 @dataclass
@@ -33,15 +47,21 @@ class SaturateFormValues:
     max_qd: str = "64"
     seconds: str = f"{DEFAULT_DURATION:g}"
     max_rounds: str = "5"
-    target: str = ""      # a directory or file; empty: a scratch file in a temporary directory
+    target: str = ""  # a directory or file; empty: a scratch file in a temporary directory
     size: str = "1G"
 
     @classmethod
     def from_plan(cls, plan: SaturatePlan) -> SaturateFormValues:
-        return cls(paths=",".join(plan.paths), bs=",".join(format_size(b) for b in plan.block_sizes),
-                   max_workers=str(plan.max_workers), max_qd=str(plan.max_qd),
-                   seconds=f"{plan.base.duration:g}", max_rounds=str(plan.max_rounds),
-                   target=plan.base.file or plan.base.directory or "", size=format_size(plan.base.file_size))
+        return cls(
+            paths=",".join(plan.paths),
+            bs=",".join(format_size(b) for b in plan.block_sizes),
+            max_workers=str(plan.max_workers),
+            max_qd=str(plan.max_qd),
+            seconds=f"{plan.base.duration:g}",
+            max_rounds=str(plan.max_rounds),
+            target=plan.base.file or plan.base.directory or "",
+            size=format_size(plan.base.file_size),
+        )
 
 
 def _int(text: str, field_name: str) -> int:
@@ -70,17 +90,25 @@ def build_plan(values: SaturateFormValues, base: RunSpec | None = None) -> Satur
     except ValueError as exc:
         raise SpecError("size", str(exc)) from None
     if not paths or not blocks:
-        raise SpecError("path" if not paths else "bs", "give at least one " + ("path" if not paths else
-                                                                                "block size"))
+        raise SpecError("path" if not paths else "bs", "give at least one " + ("path" if not paths else "block size"))
     target = os.path.expanduser(values.target.strip())
     fields = {k: v for k, v in (base.to_dict() if base else {}).items() if k in SATURATE_BASE_FIELDS}
     fields.update(file_size=size, file=None, directory=None)
     if target:
         fields["directory" if os.path.isdir(target) else "file"] = target
     rounds = _int(values.max_rounds, "rounds")
-    return plan_from(None, fields=fields, duration=seconds, paths=paths, block_sizes=blocks,
-                     gpu_sets=[list(base.gpus)] if base else None, max_workers=_int(values.max_workers, "max-workers"),
-                     max_qd=_int(values.max_qd, "max-qd"), max_rounds=rounds, min_rounds=min(MIN_ROUNDS, rounds))
+    return plan_from(
+        None,
+        fields=fields,
+        duration=seconds,
+        paths=paths,
+        block_sizes=blocks,
+        gpu_sets=[list(base.gpus)] if base else None,
+        max_workers=_int(values.max_workers, "max-workers"),
+        max_qd=_int(values.max_qd, "max-qd"),
+        max_rounds=rounds,
+        min_rounds=min(MIN_ROUNDS, rounds),
+    )
 
 
 def log2(concurrency: int) -> float:
@@ -89,7 +117,7 @@ def log2(concurrency: int) -> float:
 
 def in_flight(x: float) -> str:
     """The x axis's label: the concurrency a log2 position stands for."""
-    return f"{2 ** x:.0f} in flight"
+    return f"{2**x:.0f} in flight"
 
 
 @dataclass
@@ -190,8 +218,9 @@ class SaturationState:
         return out
 
 
-def knee_marks(marks: list[tuple[float, str]], x_range: tuple[float, float], width: int, gutter: int) -> \
-        list[tuple[int, str]]:
+def knee_marks(
+    marks: list[tuple[float, str]], x_range: tuple[float, float], width: int, gutter: int
+) -> list[tuple[int, str]]:
     """Cells under the chart where each knee lies: (column, colour), for ``marks`` of (x, colour)."""
     x0, x1 = x_range
     axis = width - gutter

@@ -5,6 +5,7 @@ The batch loop runs in a worker thread. It hands samples over through a
 state changes through ``BatchEvents``; the console turns those into messages
 and redraws at its own rate from the buffers.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -67,8 +68,8 @@ class RunRecord:
     spec: RunSpec
     batch_index: int = 0
     batch_size: int = 1
-    point: int = 0          # the grid point this run measures (0-based), for a profile's grid
-    repetition: int = 0     # which repetition of its point (0-based)
+    point: int = 0  # the grid point this run measures (0-based), for a profile's grid
+    repetition: int = 0  # which repetition of its point (0-based)
     repetitions: int = 1
     state: str = "queued"  # queued, preparing, running, finished, stopped, failed, skipped
     buffer: SampleBuffer = field(default_factory=SampleBuffer)
@@ -97,8 +98,10 @@ class RunRecord:
     @property
     def title(self) -> str:
         if self.planned is not None:
-            return (f"{self.spec.name} ({self.batch_index + 1}/{self.batch_size}) "
-                    f"round {self.planned.round + 1}/{self.repetitions}")
+            return (
+                f"{self.spec.name} ({self.batch_index + 1}/{self.batch_size}) "
+                f"round {self.planned.round + 1}/{self.repetitions}"
+            )
         where = f" ({self.batch_index + 1}/{self.batch_size})" if self.batch_size > 1 else ""
         rep = f" rep {self.repetition + 1}/{self.repetitions}" if self.repetitions > 1 else ""
         return f"{self.spec.name}{where}{rep}"
@@ -162,8 +165,9 @@ def compact(records: list[RunRecord], keep: int = SERIES_KEPT) -> int:
             result.samples = []
             result.histogram = None
             result.cpu = {sys.intern(k): v for k, v in result.cpu.items() if k != "per_core_pct"}
-            result.environment = {sys.intern(k): sys.intern(v) if isinstance(v, str) else v
-                                  for k, v in result.environment.items()}
+            result.environment = {
+                sys.intern(k): sys.intern(v) if isinstance(v, str) else v for k, v in result.environment.items()
+            }
             result.labels = [sys.intern(label) for label in result.labels]
             if result.spec == record.spec:  # the copy that came back from the engine's process
                 result.spec = record.spec
@@ -177,15 +181,22 @@ _ids = itertools.count(1)
 
 def new_records(specs: list[RunSpec], repetitions: int = 1) -> list[RunRecord]:
     """One record per run: each spec ``repetitions`` times in a row (a grid point's repetitions together)."""
-    return [RunRecord(next(_ids), spec, i, len(specs), point=i, repetition=rep, repetitions=repetitions)
-            for i, spec in enumerate(specs) for rep in range(repetitions)]
+    return [
+        RunRecord(next(_ids), spec, i, len(specs), point=i, repetition=rep, repetitions=repetitions)
+        for i, spec in enumerate(specs)
+        for rep in range(repetitions)
+    ]
 
 
 def comparison_records(comp: Comparison) -> list[RunRecord]:
     """One record per run of a comparison, in the order the rounds run them."""
     n = len(comp.runs)
-    return [RunRecord(next(_ids), run.spec, i, n, point=run.slot, repetition=run.round, repetitions=comp.rounds,
-                      planned=run) for i, run in enumerate(comp.runs)]
+    return [
+        RunRecord(
+            next(_ids), run.spec, i, n, point=run.slot, repetition=run.round, repetitions=comp.rounds, planned=run
+        )
+        for i, run in enumerate(comp.runs)
+    ]
 
 
 class BatchEvents(Protocol):
@@ -195,9 +206,9 @@ class BatchEvents(Protocol):
     def progress(self, record: RunRecord, done: int, total: int) -> None: ...
     def started(self, record: RunRecord, labels: list[str]) -> None: ...
     def finished(self, record: RunRecord, result: RunResult) -> None: ...
-    def failed(self, record: RunRecord, reason: str, result: RunResult | None,
-               detail: list[str] | None = None) -> None:
+    def failed(self, record: RunRecord, reason: str, result: RunResult | None, detail: list[str] | None = None) -> None:
         """``detail``: what else explains it (the last lines of a dead engine process, cuFile's log)."""
+
     def stopped(self, record: RunRecord) -> None: ...
     def done(self, records: list[RunRecord]) -> None: ...
 

@@ -3,6 +3,7 @@
 Every error is a ``SpecError`` whose field names the form control to explain it
 beside; the checks are the CLI's (``RunSpec.validate()`` and the target plan).
 """
+
 from __future__ import annotations
 
 import os
@@ -20,10 +21,24 @@ from xferscope.units import format_bytes, format_size, parse_duration, parse_siz
 
 #: SpecError field -> the form control that explains it
 FIELD_CONTROL = {
-    "path": "paths", "io": "io", "block_size": "bs", "bs": "bs", "workers": "workers", "iodepth": "iodepth",
-    "file_size": "size", "size": "size", "duration": "duration", "file": "target", "dir": "target",
-    "directory": "target", "gpus": "gpu", "gpu": "gpu", "total_bytes": "duration", "verify": "target",
-    "rounds": "rounds", "split": "split",
+    "path": "paths",
+    "io": "io",
+    "block_size": "bs",
+    "bs": "bs",
+    "workers": "workers",
+    "iodepth": "iodepth",
+    "file_size": "size",
+    "size": "size",
+    "duration": "duration",
+    "file": "target",
+    "dir": "target",
+    "directory": "target",
+    "gpus": "gpu",
+    "gpu": "gpu",
+    "total_bytes": "duration",
+    "verify": "target",
+    "rounds": "rounds",
+    "split": "split",
 }
 DEFAULT_TARGET = ""  # the embedded default: a scratch file in a new temporary directory
 
@@ -49,12 +64,20 @@ class FormValues:
 
     @classmethod
     def from_spec(cls, spec: RunSpec, paths: list[str]) -> FormValues:
-        return cls(paths=list(paths), io=spec.io, bs=format_size(spec.block_size),
-                   split=format_size(spec.split) if spec.split else "", workers=str(spec.workers),
-                   iodepth=str(spec.iodepth), size=format_size(spec.file_size),
-                   duration=f"{spec.duration:g}" if spec.duration else "",
-                   typed_path=spec.file or spec.directory or "", gpu=spec.gpus[0] if spec.gpus else None,
-                   buffered=spec.buffered, base=spec)
+        return cls(
+            paths=list(paths),
+            io=spec.io,
+            bs=format_size(spec.block_size),
+            split=format_size(spec.split) if spec.split else "",
+            workers=str(spec.workers),
+            iodepth=str(spec.iodepth),
+            size=format_size(spec.file_size),
+            duration=f"{spec.duration:g}" if spec.duration else "",
+            typed_path=spec.file or spec.directory or "",
+            gpu=spec.gpus[0] if spec.gpus else None,
+            buffered=spec.buffered,
+            base=spec,
+        )
 
 
 def default_paths(avail: dict[str, str | None] | None = None) -> list[str]:
@@ -109,13 +132,19 @@ def build_specs(values: FormValues) -> list[RunSpec]:
     elif values.mount != DEFAULT_TARGET:
         directory = values.mount
     spec = values.base.replace(
-        path=values.paths[0], io=values.io, block_size=_size(values.bs, "block_size"),
+        path=values.paths[0],
+        io=values.io,
+        block_size=_size(values.bs, "block_size"),
         split=_size(values.split, "split") if str(values.split).strip() else None,
-        workers=_int(values.workers, "workers"), iodepth=_int(values.iodepth, "iodepth"),
-        file_size=_size(values.size, "file_size"), duration=duration,
+        workers=_int(values.workers, "workers"),
+        iodepth=_int(values.iodepth, "iodepth"),
+        file_size=_size(values.size, "file_size"),
+        duration=duration,
         total_bytes=values.base.total_bytes if duration is None else None,
-        file=file, directory=directory,
-        gpus=[values.gpu] if values.gpu is not None else list(values.base.gpus), buffered=values.buffered,
+        file=file,
+        directory=directory,
+        gpus=[values.gpu] if values.gpu is not None else list(values.base.gpus),
+        buffered=values.buffered,
         label=None,
     )
     specs = [spec.replace(path=p).validate() for p in values.paths]

@@ -1,5 +1,6 @@
 """A CSV snapshot of the console's runs: the time series (also of a run still going) and the summaries
 of the runs that ended."""
+
 from __future__ import annotations
 
 import math
@@ -24,11 +25,26 @@ def series_so_far(record: RunRecord) -> RunResult:
     last = samples[-1]
     nan = math.nan
     return RunResult(
-        spec=record.spec, status="running", bytes=last.total_bytes, ops=last.total_ops,
-        read_bytes=sum(s.read_bytes for s in samples), write_bytes=sum(s.write_bytes for s in samples),
-        read_ops=0, write_ops=0, seconds=last.t, latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
-        read_latency_us=None, write_latency_us=None, cpu={}, workers=[], first_done=None, last_done=None,
-        environment={}, labels=list(record.labels), samples=samples)
+        spec=record.spec,
+        status="running",
+        bytes=last.total_bytes,
+        ops=last.total_ops,
+        read_bytes=sum(s.read_bytes for s in samples),
+        write_bytes=sum(s.write_bytes for s in samples),
+        read_ops=0,
+        write_ops=0,
+        seconds=last.t,
+        latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
+        read_latency_us=None,
+        write_latency_us=None,
+        cpu={},
+        workers=[],
+        first_done=None,
+        last_done=None,
+        environment={},
+        labels=list(record.labels),
+        samples=samples,
+    )
 
 
 def export_dir(preferred: str | None = None) -> str:

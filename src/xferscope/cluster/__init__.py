@@ -14,6 +14,7 @@ ranks start the timed region together, and rank 0 aggregates live and reports.
 * ``session``   ``run_spec_mpi``: the steps on every rank
 * ``commands``  the CLI side: rank 0 prints and writes files, the others stay quiet
 """
+
 from __future__ import annotations
 
 from xferscope.cluster.session import FollowerExit, run_spec_mpi

@@ -10,6 +10,7 @@ For elbencho's first-done figure rank 0 needs every rank's totals at the moment
 the first worker anywhere finished; each rank keeps its recent (time, bytes,
 ops) points so that the value at that moment can be interpolated.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,7 +48,7 @@ class RankState:
     lat_min_ns: int = 0
     lat_max_ns: int = 0
     t: float = 0.0
-    first: tuple[int, int, int] | None = None     # (t_ns, bytes, ops) of this rank when its first worker finished
+    first: tuple[int, int, int] | None = None  # (t_ns, bytes, ops) of this rank when its first worker finished
     workers_done: int = 0
     worker_bytes: tuple[int, ...] = ()
     error: str | None = None
@@ -55,7 +56,7 @@ class RankState:
     cpu: tuple[float, float, float, float] | None = None
     cores: tuple[float, ...] = ()
     gpu: tuple[dict, ...] = ()
-    summary: dict | None = None                    # the rank's own result, from its final record
+    summary: dict | None = None  # the rank's own result, from its final record
     final: bool = False
     lost: bool = False
     last_seen: float = 0.0
@@ -177,14 +178,26 @@ def live_sample(t: float, dt: float, sums: IntervalSums, states: list[RankState]
     gpu = tuple({**g, "host": st.host} for st in states for g in st.gpu)
     cores = states[0].cores if len({st.host for st in states}) == 1 else ()
     return Sample(
-        t=t, dt=dt, bytes=nbytes, ops=sums.ops, read_bytes=sums.read_bytes, write_bytes=sums.write_bytes,
-        throughput_gib_s=nbytes / dt / (1 << 30), throughput_mb_s=nbytes / dt / 1e6, iops=sums.ops / dt,
+        t=t,
+        dt=dt,
+        bytes=nbytes,
+        ops=sums.ops,
+        read_bytes=sums.read_bytes,
+        write_bytes=sums.write_bytes,
+        throughput_gib_s=nbytes / dt / (1 << 30),
+        throughput_mb_s=nbytes / dt / 1e6,
+        iops=sums.ops / dt,
         latency_us=_latency(sums.hist, sums.lat_ns, sums.ops),
-        cpu_usr_pct=sum(st.cpu[0] for st in states if st.cpu), cpu_sys_pct=sum(st.cpu[1] for st in states if st.cpu),
-        sys_usr_pct=sys_usr, sys_sys_pct=sys_sys, per_core_pct=tuple(cores),
-        total_bytes=sum(st.bytes for st in states), total_ops=sum(st.ops for st in states),
+        cpu_usr_pct=sum(st.cpu[0] for st in states if st.cpu),
+        cpu_sys_pct=sum(st.cpu[1] for st in states if st.cpu),
+        sys_usr_pct=sys_usr,
+        sys_sys_pct=sys_sys,
+        per_core_pct=tuple(cores),
+        total_bytes=sum(st.bytes for st in states),
+        total_ops=sum(st.ops for st in states),
         worker_bytes=tuple(b for st in states for b in st.worker_bytes),
-        workers_done=sum(st.workers_done for st in states), gpu=gpu,
+        workers_done=sum(st.workers_done for st in states),
+        gpu=gpu,
     )
 
 

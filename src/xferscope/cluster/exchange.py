@@ -12,6 +12,7 @@ thread never touch MPI and never wait for it.
   failed or the user interrupted. It leaves once every rank's final record is
   in, or gives up on a rank that sent nothing for ``stall_s`` seconds.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -135,9 +136,17 @@ class Follower:
 class Leader:
     """Rank 0: its own run, plus the live aggregate of every rank."""
 
-    def __init__(self, world: World, layout: Layout, run: Run, maker: RecordMaker, *,
-                 on_sample: Callable | None = None, on_interrupt: Callable[[LiveAggregate], None] | None = None,
-                 start_error: str | None = None):
+    def __init__(
+        self,
+        world: World,
+        layout: Layout,
+        run: Run,
+        maker: RecordMaker,
+        *,
+        on_sample: Callable | None = None,
+        on_interrupt: Callable[[LiveAggregate], None] | None = None,
+        start_error: str | None = None,
+    ):
         self.world, self.run, self.maker = world, run, maker
         self.live = LiveAggregate(layout)
         self.on_sample = on_sample
@@ -206,8 +215,7 @@ class Leader:
             self.live.add(rec, now)
 
     def _stop_if_needed(self, now: float, own_done: bool) -> None:
-        if not (self.interrupted or self.live.failed()
-                or any(st.status == "interrupted" for st in self.live.states)):
+        if not (self.interrupted or self.live.failed() or any(st.status == "interrupted" for st in self.live.states)):
             return
         if self._stop_asked_at is None:
             self._stop_asked_at = now

@@ -13,6 +13,7 @@ Ranks on one host split that host's GPUs and CPUs:
 the ranks share the target, and they prepare it in turn so that only one of
 them creates a missing scratch file.
 """
+
 from __future__ import annotations
 
 import os
@@ -97,7 +98,7 @@ def share(items: list[int], index: int, parts: int) -> list[int]:
         return [items[index % len(items)]]
     base, extra = divmod(len(items), parts)
     start = index * base + min(index, extra)
-    return items[start:start + base + (1 if index < extra else 0)]
+    return items[start : start + base + (1 if index < extra else 0)]
 
 
 def expand(template: str | None, field: str, place: RankPlace) -> str | None:
@@ -140,7 +141,10 @@ def rank_spec(spec: RunSpec, layout: Layout, *, gpu_given: bool, gpus_on_host: i
     elif layout.shared_cpus is not None and me.local_size > 1:
         cpus = share(list(layout.shared_cpus), me.local_rank, me.local_size)
     return spec.replace(
-        file=expand(spec.file, "file", me), directory=expand(spec.directory, "dir", me), gpus=gpus, cpus=cpus,
+        file=expand(spec.file, "file", me),
+        directory=expand(spec.directory, "dir", me),
+        gpus=gpus,
+        cpus=cpus,
         seed=(spec.seed + me.rank * RANK_SEED_STRIDE) & 0xFFFFFFFFFFFFFFFF,
     ).validate()
 

@@ -10,6 +10,7 @@ The spec of these results is the spec every rank ran (``workers`` per rank,
 ``--dir``/``--file`` with their placeholders); ``environment["cluster"]`` has
 the rank count and the total number of workers.
 """
+
 from __future__ import annotations
 
 import math
@@ -35,11 +36,19 @@ def rank_row(st: RankState, own: RunResult | None) -> dict[str, Any]:
     spec = (st.summary or {}).get("spec") or {}
     hist = own.histogram if own and own.histogram is not None else st.hist_read + st.hist_write
     return {
-        "rank": st.rank, "host": st.host, "local_rank": st.place.local_rank,
-        "status": "lost" if st.lost else st.status, "error": st.error, "bytes": nbytes, "ops": ops,
-        "seconds": seconds, "throughput_mib_s": nbytes / (1 << 20) / seconds if seconds > 0 else 0.0,
-        "first_done_s": st.first_t, "workers": len(st.worker_bytes) or spec.get("workers"),
-        "gpus": spec.get("gpus"), "cpus": spec.get("cpus"),
+        "rank": st.rank,
+        "host": st.host,
+        "local_rank": st.place.local_rank,
+        "status": "lost" if st.lost else st.status,
+        "error": st.error,
+        "bytes": nbytes,
+        "ops": ops,
+        "seconds": seconds,
+        "throughput_mib_s": nbytes / (1 << 20) / seconds if seconds > 0 else 0.0,
+        "first_done_s": st.first_t,
+        "workers": len(st.worker_bytes) or spec.get("workers"),
+        "gpus": spec.get("gpus"),
+        "cpus": spec.get("cpus"),
         "target": own.environment.get("target") if own else None,
         "latency_histogram_ns": {str(k): v for k, v in hist.to_sparse().items()},
     }
@@ -75,8 +84,7 @@ def _cpu(states: list[RankState], owns: dict[int, RunResult | None], gib: float)
     else:
         sys_usr, sys_sys = host_system_cpu(states)
         iowait = math.nan
-    d = {"usr_pct": usr, "sys_pct": sys_, "sys_usr_pct": sys_usr, "sys_sys_pct": sys_sys,
-         "sys_iowait_pct": iowait}
+    d = {"usr_pct": usr, "sys_pct": sys_, "sys_usr_pct": sys_usr, "sys_sys_pct": sys_sys, "sys_iowait_pct": iowait}
     if all(owns[st.rank] for st in states):
         d["cpu_seconds"] = cpu_s
         d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
@@ -102,8 +110,9 @@ def _status(states: list[RankState]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def merged_result(template: RunSpec, states: list[RankState], samples: list[Sample],
-                  environment: dict[str, Any]) -> RunResult:
+def merged_result(
+    template: RunSpec, states: list[RankState], samples: list[Sample], environment: dict[str, Any]
+) -> RunResult:
     """One RunResult for a group of ranks (every rank, or one host's)."""
     owns = {st.rank: rank_result(st) for st in states}
     read_ops = sum(st.read_ops for st in states)
@@ -126,7 +135,7 @@ def merged_result(template: RunSpec, states: list[RankState], samples: list[Samp
     gpus: dict[int, dict[str, float]] = {}
     for st in states:
         own = owns[st.rank]
-        for w in (own.workers if own else []):
+        for w in own.workers if own else []:
             workers.append(WorkerResult(len(workers), w.bytes, w.ops, w.seconds, w.throughput_mib_s, w.gpu))
         if own and len({s.host for s in states}) == 1:
             for index, g in own.gpus.items():
@@ -150,19 +159,33 @@ def merged_result(template: RunSpec, states: list[RankState], samples: list[Samp
 
     labels: list[str] = []
     for own in owns.values():
-        for label in (own.labels if own else []):
+        for label in own.labels if own else []:
             if label not in labels:
                 labels.append(label)
     status, error = _status(states)
     return RunResult(
-        spec=template, status=status, bytes=nbytes, ops=ops,
-        read_bytes=sum(st.read_bytes for st in states), write_bytes=sum(st.write_bytes for st in states),
-        read_ops=read_ops, write_ops=write_ops, seconds=seconds,
+        spec=template,
+        status=status,
+        bytes=nbytes,
+        ops=ops,
+        read_bytes=sum(st.read_bytes for st in states),
+        write_bytes=sum(st.write_bytes for st in states),
+        read_ops=read_ops,
+        write_ops=write_ops,
+        seconds=seconds,
         latency_us=_latency(hist, lat_ns, ops, lat_min, lat_max),
         read_latency_us=_latency(hist_read, sum(st.read_lat_ns for st in states), read_ops) if both else None,
         write_latency_us=_latency(hist_write, sum(st.write_lat_ns for st in states), write_ops) if both else None,
-        cpu=_cpu(states, owns, nbytes / (1 << 30)), workers=workers, first_done=first, last_done=last,
-        environment=environment, labels=labels, samples=list(samples), error=error, histogram=hist, gpus=gpus,
+        cpu=_cpu(states, owns, nbytes / (1 << 30)),
+        workers=workers,
+        first_done=first,
+        last_done=last,
+        environment=environment,
+        labels=labels,
+        samples=list(samples),
+        error=error,
+        histogram=hist,
+        gpus=gpus,
     )
 
 
@@ -188,16 +211,19 @@ def cluster_result(template: RunSpec, live: LiveAggregate, meta: dict[str, Any])
         first_own = next((owns[st.rank] for st in states if owns[st.rank]), None)
         env = dict(first_own.environment) if first_own else {"host": host}
         env["host"] = host
-        env["cluster"] = {"scope": "host", "ranks": len(states),
-                          "per_rank": [r for r in rows if r["host"] == host]}
+        env["cluster"] = {"scope": "host", "ranks": len(states), "per_rank": [r for r in rows if r["host"] == host]}
         host_results.append(merged_result(template, states, live.host_samples[host], env))
     slowest = min(host_results, key=lambda r: r.throughput_mib_s) if len(host_results) > 1 else None
     root_own = owns[0]
     env = dict(root_own.environment) if root_own else {}
     env.update({"host": _host_list(live.hosts), "target": _target_text(template)})
     env["cluster"] = {
-        "scope": "all", **meta, "ranks": len(live.states), "hosts": list(live.hosts),
-        "workers_per_rank": template.workers, "workers_total": template.workers * len(live.states),
+        "scope": "all",
+        **meta,
+        "ranks": len(live.states),
+        "hosts": list(live.hosts),
+        "workers_per_rank": template.workers,
+        "workers_total": template.workers * len(live.states),
         "slowest_host": slowest.environment["host"] if slowest else None,
         "per_rank": rows,
     }

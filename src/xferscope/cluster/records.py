@@ -7,6 +7,7 @@ records equal the rank's cumulative counters exactly; plus cumulative facts
 GPU readings. The last record of a rank is marked final and carries the rank's
 own result summary.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -56,12 +57,22 @@ class RecordMaker:
         d = [a - b for a, b in zip(now_sums, before)]
         s = self.latest
         rec: dict[str, Any] = {
-            "rank": self.rank, "seq": self._seq, "t": snap.t_ns / 1e9,
-            "rb": d[0], "wb": d[1], "ro": d[2], "wo": d[3], "rl": d[4], "wl": d[5],
+            "rank": self.rank,
+            "seq": self._seq,
+            "t": snap.t_ns / 1e9,
+            "rb": d[0],
+            "wb": d[1],
+            "ro": d[2],
+            "wo": d[3],
+            "rl": d[4],
+            "wl": d[5],
             "hr": _sparse_delta(snap.hist_read, prev.hist_read if prev else None),
             "hw": _sparse_delta(snap.hist_write, prev.hist_write if prev else None),
-            "lat_min": snap.lat_min_ns, "lat_max": snap.lat_max_ns,
-            "first": snap.first_done, "done": snap.done, "wbytes": tuple(w.bytes for w in snap.workers),
+            "lat_min": snap.lat_min_ns,
+            "lat_max": snap.lat_max_ns,
+            "first": snap.first_done,
+            "done": snap.done,
+            "wbytes": tuple(w.bytes for w in snap.workers),
             "error": snap.error[0] if snap.error else None,
             "cpu": (s.cpu_usr_pct, s.cpu_sys_pct, s.sys_usr_pct, s.sys_sys_pct) if s else None,
             "cores": tuple(s.per_core_pct) if s and self.with_cores else (),
@@ -77,6 +88,26 @@ class RecordMaker:
 
 def failure_record(rank: int, message: str, t: float = 0.0) -> dict[str, Any]:
     """The final record of a rank that could not produce a snapshot (its engine broke)."""
-    return {"rank": rank, "seq": -1, "t": t, "rb": 0, "wb": 0, "ro": 0, "wo": 0, "rl": 0, "wl": 0, "hr": {},
-            "hw": {}, "lat_min": 0, "lat_max": 0, "first": None, "done": 0, "wbytes": (), "error": message,
-            "cpu": None, "cores": (), "gpu": (), "status": "failed"}
+    return {
+        "rank": rank,
+        "seq": -1,
+        "t": t,
+        "rb": 0,
+        "wb": 0,
+        "ro": 0,
+        "wo": 0,
+        "rl": 0,
+        "wl": 0,
+        "hr": {},
+        "hw": {},
+        "lat_min": 0,
+        "lat_max": 0,
+        "first": None,
+        "done": 0,
+        "wbytes": (),
+        "error": message,
+        "cpu": None,
+        "cores": (),
+        "gpu": (),
+        "status": "failed",
+    }

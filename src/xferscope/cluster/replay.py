@@ -15,6 +15,7 @@ it, and the sweep goes on. A point that fails otherwise (one rank's bad
 directory, an I/O error during the run) ends the sweep: rank 0 records it,
 saves, and reports that rank's error.
 """
+
 from __future__ import annotations
 
 import os
@@ -83,8 +84,11 @@ class RankScratch:
         """The spec every rank runs; a template this rank cannot expand is left for ``run_spec_mpi`` to report."""
         if spec.file or spec.directory:
             try:
-                self.files.adapt(spec.replace(file=expand(spec.file, "file", self.place),
-                                              directory=expand(spec.directory, "dir", self.place)))
+                self.files.adapt(
+                    spec.replace(
+                        file=expand(spec.file, "file", self.place), directory=expand(spec.directory, "dir", self.place)
+                    )
+                )
             except XferscopeError:
                 pass
             return spec.replace(keep=True)

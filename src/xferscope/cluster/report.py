@@ -1,4 +1,5 @@
 """Text for a run over several hosts: the usual lines for the whole job, then one row per host."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -8,8 +9,19 @@ from xferscope.engines.base import RunResult, Sample
 from xferscope.report import done_line, extras_line, gdsio_line, progress_text
 from xferscope.units import format_rate
 
-HOST_HEADERS = ("host", "ranks", "MiB/s", "IOPS", "avg lat", "p99 lat", "usr CPU %", "sys CPU %",
-                "first done", "last done", "status")
+HOST_HEADERS = (
+    "host",
+    "ranks",
+    "MiB/s",
+    "IOPS",
+    "avg lat",
+    "p99 lat",
+    "usr CPU %",
+    "sys CPU %",
+    "first done",
+    "last done",
+    "status",
+)
 
 
 def _f(v, fmt: str = "{:.1f}") -> str:
@@ -27,8 +39,10 @@ def whole_job(r: RunResult) -> RunResult:
 def layout_line(r: RunResult) -> str:
     c = r.environment.get("cluster") or {}
     ranks, hosts, workers = c.get("ranks") or 0, len(c.get("hosts") or []), c.get("workers_per_rank") or 0
-    return (f"Cluster: {_n(ranks, 'rank')} on {_n(hosts, 'host')}, {_n(workers, 'worker')} per rank "
-            f"({c.get('launcher')}, {c.get('mpi')})")
+    return (
+        f"Cluster: {_n(ranks, 'rank')} on {_n(hosts, 'host')}, {_n(workers, 'worker')} per rank "
+        f"({c.get('launcher')}, {c.get('mpi')})"
+    )
 
 
 def _n(count: int, word: str) -> str:
@@ -39,12 +53,21 @@ def host_rows(r: RunResult) -> list[tuple[str, ...]]:
     rows = []
     for h in r.hosts:
         c = h.environment.get("cluster") or {}
-        rows.append((h.environment.get("host", "?"), str(c.get("ranks", "")), _f(h.throughput_mib_s),
-                     _f(h.iops, "{:,.0f}"), _f(h.latency_us.mean), _f(h.latency_us.p99),
-                     _f(h.cpu.get("usr_pct")), _f(h.cpu.get("sys_pct")),
-                     _f(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
-                     _f(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
-                     h.status + (f" ({h.error})" if h.error else "")))
+        rows.append(
+            (
+                h.environment.get("host", "?"),
+                str(c.get("ranks", "")),
+                _f(h.throughput_mib_s),
+                _f(h.iops, "{:,.0f}"),
+                _f(h.latency_us.mean),
+                _f(h.latency_us.p99),
+                _f(h.cpu.get("usr_pct")),
+                _f(h.cpu.get("sys_pct")),
+                _f(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
+                _f(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
+                h.status + (f" ({h.error})" if h.error else ""),
+            )
+        )
     return rows
 
 
@@ -69,8 +92,10 @@ def slowest_line(r: RunResult) -> str | None:
     if slow is None:
         return None
     behind = 100.0 * (1 - slow.throughput_mib_s / fast.throughput_mib_s) if fast.throughput_mib_s > 0 else math.nan
-    return (f"Slowest host: {name} at {_f(slow.throughput_mib_s)} MiB/s, {_f(behind, '{:.0f}')}% below the fastest "
-            f"({fast.environment.get('host')}, {_f(fast.throughput_mib_s)} MiB/s)")
+    return (
+        f"Slowest host: {name} at {_f(slow.throughput_mib_s)} MiB/s, {_f(behind, '{:.0f}')}% below the fastest "
+        f"({fast.environment.get('host')}, {_f(fast.throughput_mib_s)} MiB/s)"
+    )
 
 
 def cluster_lines(r: RunResult) -> list[str]:

@@ -5,6 +5,7 @@ prints the result; the other ranks print nothing and exit with the same code as
 rank 0. On Ctrl-C rank 0 saves what was measured so far at once (the launcher
 may kill the ranks soon after), then again once every rank has stopped.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -57,12 +58,14 @@ def _build(make: Callable, world: World):
 
 def _note_single_rank(world: World) -> None:
     if world.size == 1 and world.launcher == "none":
-        typer.echo("xferscope: --mpi with one rank: start it with mpirun -np N (or srun) to run on several hosts",
-                   err=True)
+        typer.echo(
+            "xferscope: --mpi with one rank: start it with mpirun -np N (or srun) to run on several hosts", err=True
+        )
 
 
-def run_mpi(make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json_path: str | None,
-            csv_path: str | None) -> None:
+def run_mpi(
+    make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json_path: str | None, csv_path: str | None
+) -> None:
     world = open_world()
     root = world.is_root
     spec, vote = _build(make_spec, world)
@@ -76,12 +79,18 @@ def run_mpi(make_spec: Callable[[], RunSpec], *, gpu_given: bool, fmt: str, json
 
     def execute():
         agree_or_raise(world, vote, "the spec check")
-        return run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                            on_partial=save_partial_result if root else None, progress=progress.fill if root else None)
+        return run_spec_mpi(
+            spec,
+            gpu_given=gpu_given,
+            on_sample=progress.sample if root else None,
+            on_partial=save_partial_result if root else None,
+            progress=progress.fill if root else None,
+        )
 
     try:
-        execute_and_report(execute, progress, fmt=fmt, json_path=json_path, csv_path=csv_path,
-                           printer=print_cluster_run)
+        execute_and_report(
+            execute, progress, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=print_cluster_run
+        )
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
 
@@ -92,8 +101,10 @@ def _same_paths(world: World, specs: list[RunSpec]) -> None:
     lists = world.comm.allgather((mine, socket.gethostname()))
     for rank, (paths, host) in enumerate(lists):
         if paths != lists[0][0]:
-            message = (f"rank {rank} on {host} would run {','.join(paths) or 'no path'} but rank 0 would run "
-                       f"{','.join(lists[0][0])}: every host needs the same paths (see `xferscope doctor` there)")
+            message = (
+                f"rank {rank} on {host} would run {','.join(paths) or 'no path'} but rank 0 would run "
+                f"{','.join(lists[0][0])}: every host needs the same paths (see `xferscope doctor` there)"
+            )
             if world.is_root:
                 raise RankFailed(message, ExitCode.ENVIRONMENT)
             raise FollowerExit(ExitCode.ENVIRONMENT, started=False)
@@ -114,8 +125,16 @@ def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec]
     return [s.replace(file=file, keep=True) for s in specs], mine
 
 
-def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, drop_cache: bool, fmt: str,
-                json_path: str | None, csv_path: str | None, rounds: int = 1) -> None:
+def compare_mpi(
+    make_specs: Callable[[], list[RunSpec]],
+    *,
+    gpu_given: bool,
+    drop_cache: bool,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+    rounds: int = 1,
+) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
     from xferscope.output.compare import comparison_outputs, emit_comparison
     from xferscope.rounds import Comparison
@@ -156,9 +175,13 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
             if progress.enabled:
                 sys.stderr.write(f"round {planned.round + 1}/{comp.rounds} {comp.labels[planned.slot]}:\n")
             try:
-                result = run_spec_mpi(spec, gpu_given=gpu_given, on_sample=progress.sample if root else None,
-                                      on_partial=(lambda r, p=planned: save_partial_comparison(p, r)) if root else None,
-                                      progress=progress.fill if root else None)
+                result = run_spec_mpi(
+                    spec,
+                    gpu_given=gpu_given,
+                    on_sample=progress.sample if root else None,
+                    on_partial=(lambda r, p=planned: save_partial_comparison(p, r)) if root else None,
+                    progress=progress.fill if root else None,
+                )
             except FollowerExit as exc:
                 if not exc.started:
                     raise typer.Exit(exc.code) from None
@@ -185,8 +208,7 @@ def compare_mpi(make_specs: Callable[[], list[RunSpec]], *, gpu_given: bool, dro
         raise typer.Exit(follower_code)
     if not comp.done():
         raise typer.Exit(int(ExitCode.INTERRUPTED))
-    written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path,
-                              printer=_print_compare_cluster)
+    written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster)
     if interrupted or len(comp.done()) < len(comp.runs):
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))

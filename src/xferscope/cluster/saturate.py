@@ -6,6 +6,7 @@ spec (``replay --mpi``'s steps) and every rank runs it through
 whole job keeps ranks x workers x queue depth in flight. The other ranks only
 follow; they print nothing and exit with rank 0's code.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -42,8 +43,15 @@ class ClusterRunner:
         self.scratch.cleanup()
 
 
-def saturate_mpi(make_plan: Callable[[], object], *, gpu_given: bool, fmt: str, json_path: str | None,
-                 csv_path: str | None, dry_run: bool) -> None:
+def saturate_mpi(
+    make_plan: Callable[[], object],
+    *,
+    gpu_given: bool,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+    dry_run: bool,
+) -> None:
     """``saturate --mpi`` on one rank: rank 0 plans, runs the searches and prints; the others follow."""
     from xferscope.output.saturate import print_dry_run, run_and_report
 
@@ -51,7 +59,8 @@ def saturate_mpi(make_plan: Callable[[], object], *, gpu_given: bool, fmt: str, 
         if dry_run:
             print_dry_run(plan)
             return
-        run_and_report(plan, ClusterRunner(steps, scratch, gpu_given=gpu_given), fmt=fmt, json_path=json_path,
-                       csv_path=csv_path)
+        run_and_report(
+            plan, ClusterRunner(steps, scratch, gpu_given=gpu_given), fmt=fmt, json_path=json_path, csv_path=csv_path
+        )
 
     lead_and_follow(lambda ranks: make_plan(), lead)

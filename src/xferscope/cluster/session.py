@@ -11,6 +11,7 @@ The steps, on every rank:
 4. rank 0 sends the outcome to all, every rank cleans up, rank 0 returns the
    aggregate ``RunResult`` (per host in ``result.hosts``).
 """
+
 from __future__ import annotations
 
 import socket
@@ -63,8 +64,9 @@ def failure_vote(exc: BaseException) -> tuple[str, int, str, bool]:
     return f"{type(exc).__name__}: {exc}", int(ExitCode.RUN_FAILED), host, False
 
 
-def agree_or_raise(world: World, vote: tuple[str, int, str, bool] | None, what: str,
-                   cleanup: Callable[[], None] | None = None) -> None:
+def agree_or_raise(
+    world: World, vote: tuple[str, int, str, bool] | None, what: str, cleanup: Callable[[], None] | None = None
+) -> None:
     """Wait for every rank at ``what``; when any voted a failure, raise on every rank: rank 0 the
     failing rank's error (named by rank and host, with its exit code), the others FollowerExit."""
     try:
@@ -86,8 +88,7 @@ def agree_or_raise(world: World, vote: tuple[str, int, str, bool] | None, what: 
         raise AgreedInterrupt(f"interrupted during {what}")
     rank, (message, code, host, _) = real[0]
     more = f" (and {len(real) - 1} more rank{'s' if len(real) > 2 else ''})" if len(real) > 1 else ""
-    raise RankFailed(f"rank {rank} on {host}: {message}{more}", code,
-                     cannot_run_there=all(v[3] for _, v in real))
+    raise RankFailed(f"rank {rank} on {host}: {message}{more}", code, cannot_run_there=all(v[3] for _, v in real))
 
 
 class ClusterRun:
@@ -162,8 +163,15 @@ class ClusterRun:
         except Exception as exc:
             start_error = failure_vote(exc)[0]
         if self.world.is_root:
-            side = Leader(self.world, self.layout, self.run, maker, on_sample=on_sample,
-                          on_interrupt=on_interrupt, start_error=start_error)
+            side = Leader(
+                self.world,
+                self.layout,
+                self.run,
+                maker,
+                on_sample=on_sample,
+                on_interrupt=on_interrupt,
+                start_error=start_error,
+            )
         else:
             side = Follower(self.world, self.run, maker, start_error=start_error)
         side.loop()
@@ -173,10 +181,14 @@ class ClusterRun:
         return {"launcher": self.world.launcher, "mpi": self.world.library}
 
 
-def run_spec_mpi(spec: RunSpec | Callable[[], RunSpec], *, gpu_given: bool = True,
-                 on_sample: Callable[[Sample, dict[str, Sample]], None] | None = None,
-                 on_partial: Callable[[RunResult], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> RunResult | None:
+def run_spec_mpi(
+    spec: RunSpec | Callable[[], RunSpec],
+    *,
+    gpu_given: bool = True,
+    on_sample: Callable[[Sample, dict[str, Sample]], None] | None = None,
+    on_partial: Callable[[RunResult], None] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> RunResult | None:
     """Run ``spec`` on every rank of the MPI job (call it on all ranks, with the same spec).
 
     ``spec`` may be a function that builds it, so that a rank's bad input is reported like any

@@ -11,6 +11,7 @@ cleanly. A rank that never arrives (stuck on a hung mount, say) is not waited
 for forever: after ``XFERSCOPE_MPI_TIMEOUT`` seconds (default 600) the job is
 aborted with a message.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -23,8 +24,8 @@ from typing import Any
 from xferscope.errors import EnvironmentProblem
 
 #: tags of the point-to-point messages of the timed region
-TAG_RECORD = 71   # rank -> rank 0: one interval record
-TAG_STOP = 72     # rank 0 -> rank: stop now (another rank failed, or the user interrupted)
+TAG_RECORD = 71  # rank -> rank 0: one interval record
+TAG_STOP = 72  # rank 0 -> rank: stop now (another rank failed, or the user interrupted)
 
 DEFAULT_SYNC_TIMEOUT_S = 600.0
 POLL_S = 0.002
@@ -45,15 +46,18 @@ def load_mpi():
     try:
         import mpi4py
     except ImportError:
-        raise EnvironmentProblem("--mpi needs mpi4py: pip install 'xferscope[mpi]' "
-                                 "(and an MPI library such as Open MPI)") from None
+        raise EnvironmentProblem(
+            "--mpi needs mpi4py: pip install 'xferscope[mpi]' (and an MPI library such as Open MPI)"
+        ) from None
     # only the main thread calls MPI; ask for no more than that
     mpi4py.rc.thread_level = "funneled"
     try:
         from mpi4py import MPI
     except (ImportError, RuntimeError, OSError) as exc:
-        raise EnvironmentProblem(f"--mpi: mpi4py cannot load an MPI library ({exc}); install Open MPI or MPICH "
-                                 "(e.g. apt-get install openmpi-bin)") from None
+        raise EnvironmentProblem(
+            f"--mpi: mpi4py cannot load an MPI library ({exc}); install Open MPI or MPICH "
+            "(e.g. apt-get install openmpi-bin)"
+        ) from None
     return MPI
 
 
@@ -87,8 +91,7 @@ class World:
     def is_root(self) -> bool:
         return self.rank == 0
 
-    def agree(self, status: Any, what: str, *, if_interrupted: Any = None,
-              timeout: float | None = None) -> list[Any]:
+    def agree(self, status: Any, what: str, *, if_interrupted: Any = None, timeout: float | None = None) -> list[Any]:
         """Every rank's ``status`` (in rank order), once all ranks got here.
 
         Ctrl-C while waiting is not lost: a rank that had nothing to report (None) reports
@@ -105,8 +108,10 @@ class World:
                 if req.Test():
                     break
                 if time.monotonic() > deadline:
-                    raise SyncTimeout(f"not every rank reached {what} within {limit:.0f} s "
-                                      "(a rank is stuck, or XFERSCOPE_MPI_TIMEOUT is too short)")
+                    raise SyncTimeout(
+                        f"not every rank reached {what} within {limit:.0f} s "
+                        "(a rank is stuck, or XFERSCOPE_MPI_TIMEOUT is too short)"
+                    )
                 time.sleep(POLL_S)
             except KeyboardInterrupt:
                 interrupted = True
@@ -146,6 +151,7 @@ def open_world() -> World:
             library = " ".join(MPI.Get_library_version().split()[:3]).rstrip(",")
         except Exception:
             library = "MPI"
-        _world = World(MPI=MPI, comm=comm, rank=comm.Get_rank(), size=comm.Get_size(),
-                       launcher=launcher(), library=library)
+        _world = World(
+            MPI=MPI, comm=comm, rank=comm.Get_rank(), size=comm.Get_size(), launcher=launcher(), library=library
+        )
     return _world

@@ -1,4 +1,5 @@
 """What every subcommand shares: one mapping from errors to one-line messages and exit codes."""
+
 from __future__ import annotations
 
 import sys

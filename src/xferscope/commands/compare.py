@@ -1,4 +1,5 @@
 """`xferscope compare`: several transfer paths with one spec, in rotated rounds over one dataset, side by side."""
+
 from __future__ import annotations
 
 import sys
@@ -42,32 +43,71 @@ from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.rounds import DEFAULT_ROUNDS
 
-CompareCsvOpt = Annotated[str | None, typer.Option(
-    "--csv", help="write one row per run (round, place, ratio to the baseline in that round, verdict, figures) "
-                  "to FILE")]
-RoundsOpt = typer.Option(DEFAULT_ROUNDS, "--rounds", "-R", min=1,
-                         help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
-                              "rotated; ratios are paired per round and give the verdict; 1 is a single pass "
-                              "with no verdict")
+CompareCsvOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--csv",
+        help="write one row per run (round, place, ratio to the baseline in that round, verdict, figures) to FILE",
+    ),
+]
+RoundsOpt = typer.Option(
+    DEFAULT_ROUNDS,
+    "--rounds",
+    "-R",
+    min=1,
+    help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
+    "rotated; ratios are paired per round and give the verdict; 1 is a single pass "
+    "with no verdict",
+)
 
 
 def compare_command(
-    paths: str = typer.Option("host,bounce,bounce-async,cufile", "--paths", "-P",
-                              help="comma list of paths (or gdsio -x numbers); the first is the baseline; a path "
-                                   "may repeat (host,host: an A/A check of the noise)"),
+    paths: str = typer.Option(
+        "host,bounce,bounce-async,cufile",
+        "--paths",
+        "-P",
+        help="comma list of paths (or gdsio -x numbers); the first is the baseline; a path "
+        "may repeat (host,host: an A/A check of the noise)",
+    ),
     rounds: int = RoundsOpt,
-    io: IoOpt = "read", bs: BsOpt = "1M", workers: WorkersOpt = 1, iodepth: DepthOpt = 1, size: SizeOpt = "1G",
-    duration: DurationOpt = None, total: TotalOpt = None, file: FileOpt = None, directory: DirOpt = None,
-    gpu: GpuOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None, rwmix: MixOpt = 70, verify: VerifyOpt = False,
-    buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False, json_path: JsonOpt = None,
-    csv_path: CompareCsvOpt = None, fmt: FormatOpt = "table", interval: IntervalOpt = 0.1, seed: SeedOpt = 0x5EED,
-    skip_unavailable: bool = typer.Option(False, "--skip-unavailable",
-                                          help="leave out paths that cannot run here instead of failing"),
-    drop_cache: bool = typer.Option(True, "--drop-cache/--no-drop-cache",
-                                    help="drop the page cache before every run (needs root; warns otherwise)"),
-    mpi: MpiOpt = False, register: RegisterOpt = True, huge_pages: HugePagesOpt = False, split: SplitOpt = None,
-    mem: str = typer.Option(None, "--mem", help="instead of running paths: memory results side by side, a comma "
-                            "list of mem --json or import mlc --json files, or saved mlc output"),
+    io: IoOpt = "read",
+    bs: BsOpt = "1M",
+    workers: WorkersOpt = 1,
+    iodepth: DepthOpt = 1,
+    size: SizeOpt = "1G",
+    duration: DurationOpt = None,
+    total: TotalOpt = None,
+    file: FileOpt = None,
+    directory: DirOpt = None,
+    gpu: GpuOpt = None,
+    numa: NumaOpt = None,
+    cpus: CpusOpt = None,
+    rwmix: MixOpt = 70,
+    verify: VerifyOpt = False,
+    buffered: BufferedOpt = False,
+    force: ForceOpt = False,
+    keep: KeepOpt = False,
+    json_path: JsonOpt = None,
+    csv_path: CompareCsvOpt = None,
+    fmt: FormatOpt = "table",
+    interval: IntervalOpt = 0.1,
+    seed: SeedOpt = 0x5EED,
+    skip_unavailable: bool = typer.Option(
+        False, "--skip-unavailable", help="leave out paths that cannot run here instead of failing"
+    ),
+    drop_cache: bool = typer.Option(
+        True, "--drop-cache/--no-drop-cache", help="drop the page cache before every run (needs root; warns otherwise)"
+    ),
+    mpi: MpiOpt = False,
+    register: RegisterOpt = True,
+    huge_pages: HugePagesOpt = False,
+    split: SplitOpt = None,
+    mem: str = typer.Option(
+        None,
+        "--mem",
+        help="instead of running paths: memory results side by side, a comma "
+        "list of mem --json or import mlc --json files, or saved mlc output",
+    ),
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
@@ -93,11 +133,33 @@ def compare_command(
                     typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
                     continue
                 raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
-            specs.append(build_spec(path=name, io=io, bs=bs, workers=workers, iodepth=iodepth, size=size,
-                                    duration=duration, total=total, file=file, directory=directory, gpu=gpu,
-                                    numa=numa, cpus=cpus, rwmix=rwmix, verify=verify, buffered=buffered, force=force,
-                                    keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages,
-                                    split=split))
+            specs.append(
+                build_spec(
+                    path=name,
+                    io=io,
+                    bs=bs,
+                    workers=workers,
+                    iodepth=iodepth,
+                    size=size,
+                    duration=duration,
+                    total=total,
+                    file=file,
+                    directory=directory,
+                    gpu=gpu,
+                    numa=numa,
+                    cpus=cpus,
+                    rwmix=rwmix,
+                    verify=verify,
+                    buffered=buffered,
+                    force=force,
+                    keep=keep,
+                    interval=interval,
+                    seed=seed,
+                    register=register,
+                    huge_pages=huge_pages,
+                    split=split,
+                )
+            )
         if not specs:
             raise EngineUnavailable(",".join(names), "none of these paths can run here")
         return specs
@@ -105,8 +167,15 @@ def compare_command(
     if mpi:
         from xferscope.cluster.runs import compare_mpi
 
-        return compare_mpi(make_specs, gpu_given=gpu is not None, drop_cache=drop_cache, fmt=fmt,
-                           json_path=json_path, csv_path=csv_path, rounds=rounds)
+        return compare_mpi(
+            make_specs,
+            gpu_given=gpu is not None,
+            drop_cache=drop_cache,
+            fmt=fmt,
+            json_path=json_path,
+            csv_path=csv_path,
+            rounds=rounds,
+        )
     from xferscope.rounds import Comparison
 
     comp = Comparison(make_specs(), rounds)
@@ -127,7 +196,7 @@ def compare_command(
 class Outcome:
     def __init__(self):
         self.interrupted = False
-        self.failed: set[int] = set()   # slots whose run failed (not run again in later rounds)
+        self.failed: set[int] = set()  # slots whose run failed (not run again in later rounds)
 
 
 def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
@@ -175,8 +244,11 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                 planned.result = partial
                 outcome.failed.add(planned.slot)
                 progress.clear()
-                typer.echo(f"xferscope: round {planned.round + 1}: {exc}"
-                           + ("; not run again" if planned.round + 1 < comp.rounds else ""), err=True)
+                typer.echo(
+                    f"xferscope: round {planned.round + 1}: {exc}"
+                    + ("; not run again" if planned.round + 1 < comp.rounds else ""),
+                    err=True,
+                )
             finally:
                 progress.clear()
             progress.end()

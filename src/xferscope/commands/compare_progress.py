@@ -1,5 +1,6 @@
 """A comparison's plan and progress on stderr: the planned time before it starts, and on a terminal a bar
 with the round, the path and the time left (nothing when stderr is piped)."""
+
 from __future__ import annotations
 
 import shutil
@@ -25,8 +26,11 @@ def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
     duration = comp.specs[0].duration
     paths = f"{comp.paths} path{'s' if comp.paths != 1 else ''}"
     rounds = f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
-    prep = (f"plus preparing the {format_bytes(dataset_bytes)} dataset once and setting up each run" if to_fill else
-            f"plus setting up each run (the {format_bytes(dataset_bytes)} dataset is there already)")
+    prep = (
+        f"plus preparing the {format_bytes(dataset_bytes)} dataset once and setting up each run"
+        if to_fill
+        else f"plus setting up each run (the {format_bytes(dataset_bytes)} dataset is there already)"
+    )
     if duration is None:
         return f"planned: {paths} x {rounds}, each run until it has moved its --total; {prep}"
     total = len(comp.runs) * duration
@@ -82,9 +86,11 @@ class RoundsProgress(ProgressLine):
         frac = done_runs / total
         filled = round(frac * BAR_WIDTH)
         left = self.remaining()
-        text = (f"round {run.round + 1}/{self.comp.rounds} {self.comp.labels[run.slot]} "
-                f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {100 * frac:3.0f}%"
-                + (f" ETA {clock(left)}" if left is not None else ""))
+        text = (
+            f"round {run.round + 1}/{self.comp.rounds} {self.comp.labels[run.slot]} "
+            f"[{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {100 * frac:3.0f}%"
+            + (f" ETA {clock(left)}" if left is not None else "")
+        )
         if s is not None:
             text += f"  {format_rate(s.throughput_gib_s * (1 << 30))}  {s.iops:,.0f} IOPS"
         return text

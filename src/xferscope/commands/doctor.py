@@ -1,4 +1,5 @@
 """`xferscope doctor`: is this machine ready for each path, and if not, what to do."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,10 @@ from xferscope.errors import ExitCode, SpecError
 
 
 def doctor_command(
-    directory: Annotated[str | None, typer.Option("--dir", "-D", help="directory to check for scratch files "
-                                                                          "(default: where runs put them)")] = None,
+    directory: Annotated[
+        str | None,
+        typer.Option("--dir", "-D", help="directory to check for scratch files (default: where runs put them)"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> None:
     """Check drivers, cuFile, the filesystem under --dir, IOMMU, PCIe links and NUMA affinity.

@@ -5,6 +5,7 @@ imported result with the summary columns xferscope writes for its own runs (the
 tools give no time series). MLC output gives memory-sweep points and writes the
 same columns as ``mem``.
 """
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -42,16 +43,24 @@ def import_results(tool: str, path: str, json_path: str | None, csv_path: str | 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
     results = import_file(tool, path)
-    written = emit(results, fmt=fmt, json_path=json_path, csv_path=csv_path, csv_text=summary_csv_text,
-                   printer=print_imported(f"{len(results)} {tool} result{'s' if len(results) != 1 else ''} from "
-                                          f"{path} (ratio against the first)"))
+    written = emit(
+        results,
+        fmt=fmt,
+        json_path=json_path,
+        csv_path=csv_path,
+        csv_text=summary_csv_text,
+        printer=print_imported(
+            f"{len(results)} {tool} result{'s' if len(results) != 1 else ''} from {path} (ratio against the first)"
+        ),
+    )
     if written:
         raise typer.Exit(written)
 
 
 def _tool_command(tool: str):
-    def command(file: FileArg, json_path: JsonOpt = None, csv_path: SummaryCsvOpt = None,
-                fmt: FormatOpt = "table") -> None:
+    def command(
+        file: FileArg, json_path: JsonOpt = None, csv_path: SummaryCsvOpt = None, fmt: FormatOpt = "table"
+    ) -> None:
         import_results(tool, file, json_path, csv_path, fmt)
 
     command.__doc__ = f"Import {TOOL_HELP[tool]}."
@@ -69,8 +78,12 @@ def import_mlc(file: FileArg, json_path: JsonOpt = None, csv_path: CsvOpt = None
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(name="import", help="Bring in results of gdsio, fio, elbencho or Intel MLC.",
-                        no_args_is_help=True, rich_markup_mode=None)
+    group = typer.Typer(
+        name="import",
+        help="Bring in results of gdsio, fio, elbencho or Intel MLC.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+    )
     for tool in TOOL_HELP:
         group.command(tool)(_tool_command(tool))
     group.command("mlc")(import_mlc)

@@ -3,6 +3,7 @@
 Only typer is imported at module level; the engine, the native core and Rich
 are imported when the command runs.
 """
+
 from __future__ import annotations
 
 import typer
@@ -30,32 +31,66 @@ OPTION_NAMES = {
 def register(app: typer.Typer) -> None:
     @app.command("mem")
     def mem(
-        mode: str = typer.Option("loaded", "--mode", help="idle | loaded | peak | curve | matrix (MLC's idle latency, "
-                                 "loaded latency, max bandwidth table; lmbench's cache-level curve; MLC's NUMA matrix)"),
-        traffic: str = typer.Option(None, "--traffic", help="traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, "
-                                    "W10 (default R; peak: R,W3,W2,W5,W10 as mlc --max_bandwidth)"),
+        mode: str = typer.Option(
+            "loaded",
+            "--mode",
+            help="idle | loaded | peak | curve | matrix (MLC's idle latency, "
+            "loaded latency, max bandwidth table; lmbench's cache-level curve; MLC's NUMA matrix)",
+        ),
+        traffic: str = typer.Option(
+            None,
+            "--traffic",
+            help="traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, "
+            "W10 (default R; peak: R,W3,W2,W5,W10 as mlc --max_bandwidth)",
+        ),
         stride: str = typer.Option("64", "--stride", help="bytes between accesses, comma list (64, 128, 256)"),
         delays: str = typer.Option(None, "--delays", help="injection delays, comma list (default: MLC's 19 delays)"),
-        point_seconds: str = typer.Option(None, "--point-seconds", help="measured time per point, e.g. 2, 0.5, "
-                                          "500ms (default 2; curve 0.25; matrix 1)"),
-        locality: str = typer.Option("default", "--locality", help="latency chase: SIZE (random lines within a "
-                                     "window, windows in random order: multichase -T), page, whole (one random "
-                                     "cycle over the buffer) or default (64 pages, multichase's default)"),
-        whole_idle: bool = typer.Option(True, "--whole-idle/--no-whole-idle", help="the idle point also measures "
-                                        "the whole-buffer chase (the difference is the page-walk cost)"),
-        pages: str = typer.Option("thp", "--pages", help="4k | thp | 2m | 1g: 4 KiB pages, transparent huge pages, "
-                                  "or hugetlbfs pages reserved by the admin"),
-        max_size: str = typer.Option(None, "--max-size", help="curve: largest working set (default 8x the "
-                                     "last-level cache)"),
+        point_seconds: str = typer.Option(
+            None,
+            "--point-seconds",
+            help="measured time per point, e.g. 2, 0.5, 500ms (default 2; curve 0.25; matrix 1)",
+        ),
+        locality: str = typer.Option(
+            "default",
+            "--locality",
+            help="latency chase: SIZE (random lines within a "
+            "window, windows in random order: multichase -T), page, whole (one random "
+            "cycle over the buffer) or default (64 pages, multichase's default)",
+        ),
+        whole_idle: bool = typer.Option(
+            True,
+            "--whole-idle/--no-whole-idle",
+            help="the idle point also measures the whole-buffer chase (the difference is the page-walk cost)",
+        ),
+        pages: str = typer.Option(
+            "thp",
+            "--pages",
+            help="4k | thp | 2m | 1g: 4 KiB pages, transparent huge pages, or hugetlbfs pages reserved by the admin",
+        ),
+        max_size: str = typer.Option(
+            None, "--max-size", help="curve: largest working set (default 8x the last-level cache)"
+        ),
         per_octave: int = typer.Option(4, "--per-octave", help="curve: working-set sizes per doubling"),
-        plot: str = typer.Option(None, "--plot", help="curve: draw it into FILE.svg or FILE.png (the loaded-latency "
-                                 "curve otherwise)"),
-        sysfs: str = typer.Option("/sys", "--sysfs", help="where CPU, cache, NUMA and huge-page facts are read "
-                                  "(a host's sysfs mounted elsewhere)"),
-        threads: int = typer.Option(None, "--threads", help="load threads (default: every CPU but the latency thread's)"),
+        plot: str = typer.Option(
+            None, "--plot", help="curve: draw it into FILE.svg or FILE.png (the loaded-latency curve otherwise)"
+        ),
+        sysfs: str = typer.Option(
+            "/sys",
+            "--sysfs",
+            help="where CPU, cache, NUMA and huge-page facts are read (a host's sysfs mounted elsewhere)",
+        ),
+        threads: int = typer.Option(
+            None, "--threads", help="load threads (default: every CPU but the latency thread's)"
+        ),
         cpus: str = typer.Option(None, "--cpus", help="load-thread CPUs like MLC's -k, e.g. 1-15"),
-        latency_cpu: int = typer.Option(None, "--latency-cpu", help="CPU of the latency thread (default: the first free one)"),
-        buffer: str = typer.Option(None, "--buffer", help="buffer per thread, e.g. 1G (default: 4x the last-level cache, at least 1G for latency)"),
+        latency_cpu: int = typer.Option(
+            None, "--latency-cpu", help="CPU of the latency thread (default: the first free one)"
+        ),
+        buffer: str = typer.Option(
+            None,
+            "--buffer",
+            help="buffer per thread, e.g. 1G (default: 4x the last-level cache, at least 1G for latency)",
+        ),
         backend: str = typer.Option("builtin", "--backend", help="builtin | mlc (Intel's binary)"),
         mlc: str = typer.Option(None, "--mlc", help="path of the mlc binary (default: mlc on PATH)"),
         json_out: str = typer.Option(None, "--json", help="write the result as JSON to FILE"),
@@ -63,11 +98,31 @@ def register(app: typer.Typer) -> None:
         fmt: str = typer.Option("table", "--format", help="table | json on stdout"),
     ) -> None:
         """Memory latency against bandwidth at each injection delay, like Intel MLC --loaded_latency."""
-        raise typer.Exit(run_mem(mode=mode, traffic=traffic, stride=stride, delays=delays,
-                                 point_seconds=point_seconds, threads=threads, cpus=cpus, latency_cpu=latency_cpu,
-                                 buffer=buffer, backend=backend, mlc=mlc, json_out=json_out, csv_out=csv_out,
-                                 fmt=fmt, locality=locality, whole_idle=whole_idle, pages=pages, max_size=max_size,
-                                 per_octave=per_octave, sysfs=sysfs, plot=plot))
+        raise typer.Exit(
+            run_mem(
+                mode=mode,
+                traffic=traffic,
+                stride=stride,
+                delays=delays,
+                point_seconds=point_seconds,
+                threads=threads,
+                cpus=cpus,
+                latency_cpu=latency_cpu,
+                buffer=buffer,
+                backend=backend,
+                mlc=mlc,
+                json_out=json_out,
+                csv_out=csv_out,
+                fmt=fmt,
+                locality=locality,
+                whole_idle=whole_idle,
+                pages=pages,
+                max_size=max_size,
+                per_octave=per_octave,
+                sysfs=sysfs,
+                plot=plot,
+            )
+        )
 
 
 def _named_for_cli(fn):
@@ -77,12 +132,30 @@ def _named_for_cli(fn):
     try:
         return fn()
     except SpecError as exc:
-        message = str(exc)[len(exc.field) + 2:]
+        message = str(exc)[len(exc.field) + 2 :]
         raise SpecError(OPTION_NAMES.get(exc.field, exc.field), message) from None
 
 
-def build_spec(*, mode, traffic, stride, delays, point_seconds, threads, cpus, latency_cpu, buffer, backend, mlc,
-               locality="default", whole_idle=True, pages="thp", max_size=None, per_octave=4, sysfs="/sys"):
+def build_spec(
+    *,
+    mode,
+    traffic,
+    stride,
+    delays,
+    point_seconds,
+    threads,
+    cpus,
+    latency_cpu,
+    buffer,
+    backend,
+    mlc,
+    locality="default",
+    whole_idle=True,
+    pages="thp",
+    max_size=None,
+    per_octave=4,
+    sysfs="/sys",
+):
     """The MemSpec for these options, validated; errors name the option and the fix."""
     from xferscope.engines.mem import DEFAULT_DELAYS, MemSpec, parse_cpu_list, parse_int_list
     from xferscope.errors import SpecError
@@ -174,8 +247,14 @@ class _Progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         total = expected_points
-        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                  TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
         self._task = self._progress.add_task(f"mem {spec.mode} ({spec.backend})", total=total)
         self._progress.start()
 

@@ -2,6 +2,7 @@
 
 Only typer is imported at module level.
 """
+
 from __future__ import annotations
 
 import typer
@@ -36,8 +37,9 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
                         typer.echo(f"warning: {r.name}: {warning}", err=True)
     except OSError:  # a closed terminal: the files still get the results
         pass
-    written = write_outputs([Output("JSON", "--json", json_path, as_json),
-                             Output("CSV", "--csv", csv_path, lambda: points_csv(results))])
+    written = write_outputs(
+        [Output("JSON", "--json", json_path, as_json), Output("CSV", "--csv", csv_path, lambda: points_csv(results))]
+    )
     if written:
         raise typer.Exit(written)
 

@@ -1,5 +1,6 @@
 """Options shared by the commands (run and compare with gdsio's letters as aliases, --format, --set), and the
 spec they build."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -32,17 +33,40 @@ CsvOpt = Annotated[str | None, typer.Option("--csv", help="write the time series
 FormatOpt = Annotated[str, typer.Option("--format", help="table (default) or json on stdout")]
 IntervalOpt = Annotated[float, typer.Option("--interval", help="sample interval in seconds")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="seed for offsets and the data pattern")]
-RegisterOpt = Annotated[bool, typer.Option("--register/--no-register",
-                                           help="cuFile paths: register the GPU buffers with cuFile (buf_register), "
-                                                "as gdsio does; in compat mode large reads can be faster without")]
-HugePagesOpt = Annotated[bool, typer.Option("--huge-pages", help="host and bounce paths: buffers on 2 MiB transparent "
-                                            "huge pages, not 4 KiB pages (as fio's malloc); bounce buffers are then "
-                                            "pinned with cuMemHostRegister")]
-SplitOpt = Annotated[str | None, typer.Option("--split", help="host, bounce, bounce-async, cufile: each request of "
-                                                 "--bs as parallel sub-requests of this size (KvikIO's task size), "
-                                                 "e.g. --bs 16M --split 4M")]
-MpiOpt = Annotated[bool, typer.Option("--mpi", help="one run across every rank of an MPI job (start with mpirun or "
-                                                   "srun); --dir/--file may hold {rank} and {host}")]
+RegisterOpt = Annotated[
+    bool,
+    typer.Option(
+        "--register/--no-register",
+        help="cuFile paths: register the GPU buffers with cuFile (buf_register), "
+        "as gdsio does; in compat mode large reads can be faster without",
+    ),
+]
+HugePagesOpt = Annotated[
+    bool,
+    typer.Option(
+        "--huge-pages",
+        help="host and bounce paths: buffers on 2 MiB transparent "
+        "huge pages, not 4 KiB pages (as fio's malloc); bounce buffers are then "
+        "pinned with cuMemHostRegister",
+    ),
+]
+SplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--split",
+        help="host, bounce, bounce-async, cufile: each request of "
+        "--bs as parallel sub-requests of this size (KvikIO's task size), "
+        "e.g. --bs 16M --split 4M",
+    ),
+]
+MpiOpt = Annotated[
+    bool,
+    typer.Option(
+        "--mpi",
+        help="one run across every rank of an MPI job (start with mpirun or "
+        "srun); --dir/--file may hold {rank} and {host}",
+    ),
+]
 
 
 def check_format(fmt: str) -> str:
@@ -80,7 +104,9 @@ def parse_io(text: str) -> str:
     text = text.strip()
     if text.isdigit():
         if int(text) not in GDSIO_IO:
-            raise SpecError("io", f"gdsio I/O type {text} is not one of 0 (read), 1 (write), 2 (randread), 3 (randwrite)")
+            raise SpecError(
+                "io", f"gdsio I/O type {text} is not one of 0 (read), 1 (write), 2 (randread), 3 (randwrite)"
+            )
         return GDSIO_IO[int(text)]
     return text
 
@@ -105,22 +131,60 @@ def gpu_list(text: str | None) -> list[int]:
     return parse_int_list(text, "gpu")
 
 
-def build_spec(*, path: str, io: str, bs: str, workers: int, iodepth: int, size: str, duration: str | None,
-               total: str | None, file: str | None, directory: str | None, gpu: str | None, numa: int | None,
-               cpus: str | None, rwmix: int, verify: bool, buffered: bool, force: bool, keep: bool,
-               interval: float, seed: int, register: bool = True, huge_pages: bool = False,
-               split: str | None = None) -> RunSpec:
+def build_spec(
+    *,
+    path: str,
+    io: str,
+    bs: str,
+    workers: int,
+    iodepth: int,
+    size: str,
+    duration: str | None,
+    total: str | None,
+    file: str | None,
+    directory: str | None,
+    gpu: str | None,
+    numa: int | None,
+    cpus: str | None,
+    rwmix: int,
+    verify: bool,
+    buffered: bool,
+    force: bool,
+    keep: bool,
+    interval: float,
+    seed: int,
+    register: bool = True,
+    huge_pages: bool = False,
+    split: str | None = None,
+) -> RunSpec:
     """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
     try:
         dur = parse_duration(duration) if duration is not None else (None if total else 10.0)
     except ValueError as exc:
         raise SpecError("duration", str(exc)) from None
     spec = RunSpec(
-        path=parse_path(path), io=parse_io(io), block_size=_size(bs, "bs"), workers=workers, iodepth=iodepth,
-        file_size=_size(size, "size"), duration=dur, total_bytes=_size(total, "total") if total else None,
-        file=file, directory=directory, rwmix=rwmix, gpus=gpu_list(gpu), numa_node=numa,
-        cpus=parse_int_list(cpus, "cpus") if cpus else None, verify=verify, buffered=buffered, force=force,
-        keep=keep, interval=interval, seed=seed, register_buffers=register, huge_pages=huge_pages,
+        path=parse_path(path),
+        io=parse_io(io),
+        block_size=_size(bs, "bs"),
+        workers=workers,
+        iodepth=iodepth,
+        file_size=_size(size, "size"),
+        duration=dur,
+        total_bytes=_size(total, "total") if total else None,
+        file=file,
+        directory=directory,
+        rwmix=rwmix,
+        gpus=gpu_list(gpu),
+        numa_node=numa,
+        cpus=parse_int_list(cpus, "cpus") if cpus else None,
+        verify=verify,
+        buffered=buffered,
+        force=force,
+        keep=keep,
+        interval=interval,
+        seed=seed,
+        register_buffers=register,
+        huge_pages=huge_pages,
         split=_size(split, "split") if split else None,
     )
     spec.validate()

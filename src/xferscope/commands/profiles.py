@@ -1,4 +1,5 @@
 """`xferscope profiles [list]` and `xferscope profiles show NAME`: the bundled and user profiles."""
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ def list_command(as_json: bool) -> None:
         table.add_column(h, justify="right" if h in ("points", "reps") else "left", overflow="fold")
     for i in infos:
         description = f"cannot load: {i.error}" if i.error else i.description.split(". ")[0].rstrip(".")
-        table.add_row(*(escape(c) for c in (i.name, i.kind, ", ".join(i.paths), str(i.points), str(i.repetitions),
-                                            i.origin, description)))
+        table.add_row(
+            *(
+                escape(c)
+                for c in (i.name, i.kind, ", ".join(i.paths), str(i.points), str(i.repetitions), i.origin, description)
+            )
+        )
     Console(width=max(140, Console().width)).print(table)
     typer.echo(f"user profiles: {user_dir()}")
 
@@ -47,15 +52,19 @@ def show_command(name: str, as_json: bool) -> None:
     typer.echo(f"# {profile.origin} profile: {profile.file}")
     typer.echo(dump_profile(profile).rstrip())
     if profile.kind == "saturate":
-        typer.echo(f"# a saturate plan: {profile.point_count} knee searches (paths x GPU sets x block sizes); "
-                   f"run it with `xferscope replay {name}` or `xferscope saturate --profile {name}`")
+        typer.echo(
+            f"# a saturate plan: {profile.point_count} knee searches (paths x GPU sets x block sizes); "
+            f"run it with `xferscope replay {name}` or `xferscope saturate --profile {name}`"
+        )
         return
     points = plan_points(profile)
     seconds = (profile.point_duration() or 0.0) * profile.repetitions
     skipped = sum(1 for p in points if p.skip)
-    typer.echo(f"# {len(points)} points x {profile.repetitions} repetitions"
-               + (f", {seconds:g} s of measuring per point" if profile.kind == "io" else "")
-               + (f"; {skipped} cannot run on this machine" if skipped else ""))
+    typer.echo(
+        f"# {len(points)} points x {profile.repetitions} repetitions"
+        + (f", {seconds:g} s of measuring per point" if profile.kind == "io" else "")
+        + (f"; {skipped} cannot run on this machine" if skipped else "")
+    )
 
 
 def profiles_command(
@@ -66,8 +75,9 @@ def profiles_command(
     """List the bundled and user profiles, or show one (xferscope profiles show NAME)."""
     action = action or "list"
     if action not in ACTIONS:
-        raise SpecError("profiles", f"unknown action {action!r}; use 'xferscope profiles' to list or "
-                                    "'xferscope profiles show NAME'")
+        raise SpecError(
+            "profiles", f"unknown action {action!r}; use 'xferscope profiles' to list or 'xferscope profiles show NAME'"
+        )
     if action == "list":
         if name:
             raise SpecError("profiles", "list takes no name; to see one: xferscope profiles show NAME")

@@ -1,4 +1,5 @@
 """`xferscope replay PROFILE|NAME`: run a profile's grid headless, with repetitions, resume, ratios and plots."""
+
 from __future__ import annotations
 
 import json
@@ -15,18 +16,32 @@ from xferscope.output.terminal import install_hangup_handlers
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
 DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
 RepsOpt = Annotated[int | None, typer.Option("--reps", metavar="N", help="repetitions per point")]
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", metavar="FIELD=VALUE", help="fix a field: --set block_size=64K (repeatable; removes that grid axis)")]
-ResultsOpt = Annotated[str | None, typer.Option(
-    "--results", metavar="FILE", help="results JSON (CSV beside it); rerun with the same file to resume")]
-AgainstOpt = Annotated[str | None, typer.Option(
-    "--against", metavar="FILE", help="earlier results to compare each point with (replay, run, import output)")]
-FailBelowOpt = Annotated[float | None, typer.Option(
-    "--fail-below", metavar="R", help="with --against: exit 1 when a point's ratio is below R")]
-PlotOpt = Annotated[str | None, typer.Option("--plot", metavar="FILE", help="draw the results into FILE.svg or "
-                                                                                "FILE.png")]
-DirOpt = Annotated[str | None, typer.Option("--dir", "-D", metavar="D", help="run in this directory (one file "
-                                                                                "per worker)")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", metavar="FIELD=VALUE", help="fix a field: --set block_size=64K (repeatable; removes that grid axis)"
+    ),
+]
+ResultsOpt = Annotated[
+    str | None,
+    typer.Option("--results", metavar="FILE", help="results JSON (CSV beside it); rerun with the same file to resume"),
+]
+AgainstOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--against", metavar="FILE", help="earlier results to compare each point with (replay, run, import output)"
+    ),
+]
+FailBelowOpt = Annotated[
+    float | None,
+    typer.Option("--fail-below", metavar="R", help="with --against: exit 1 when a point's ratio is below R"),
+]
+PlotOpt = Annotated[
+    str | None, typer.Option("--plot", metavar="FILE", help="draw the results into FILE.svg or FILE.png")
+]
+DirOpt = Annotated[
+    str | None, typer.Option("--dir", "-D", metavar="D", help="run in this directory (one file per worker)")
+]
 FileOpt = Annotated[str | None, typer.Option("--file", "-f", metavar="F", help="run on this file")]
 DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the points and what is left to run")]
 
@@ -43,8 +58,11 @@ def results_paths(given: str | None, name: str) -> str:
     if path.endswith(".csv"):
         path = path[:-4] + ".json"
     if is_stream(path):
-        raise SpecError("results", f"{path} is not a regular file: the results are rewritten after every point "
-                                   "and read back to resume; name a file")
+        raise SpecError(
+            "results",
+            f"{path} is not a regular file: the results are rewritten after every point "
+            "and read back to resume; name a file",
+        )
     target = os.path.realpath(path)
     if os.path.isdir(target):
         raise SpecError("results", f"{path} is a folder; name a file")
@@ -54,8 +72,16 @@ def results_paths(given: str | None, name: str) -> str:
     return path
 
 
-def prepared_profile(name: str, duration: str | None, reps: int | None, sets: list[str], directory: str | None,
-                     file: str | None, *, mpi_size: int | None = None):
+def prepared_profile(
+    name: str,
+    duration: str | None,
+    reps: int | None,
+    sets: list[str],
+    directory: str | None,
+    file: str | None,
+    *,
+    mpi_size: int | None = None,
+):
     """The profile with the command line's changes, every point checked; ``mpi_size``: the ranks of an
     ``--mpi`` job (None without --mpi), checked against the ranks the profile needs."""
     from xferscope.profiles import load_profile
@@ -109,9 +135,18 @@ def check_options(fmt: str, against: str | None, fail_below: float | None, plot:
         check_plot_path(plot)
 
 
-def plan_replay(profile_name: str, duration: str | None, reps: int | None, sets: list[str], directory: str | None,
-                file: str | None, results: str | None, against: str | None, *,
-                mpi_size: int | None = None) -> ReplayPlan:
+def plan_replay(
+    profile_name: str,
+    duration: str | None,
+    reps: int | None,
+    sets: list[str],
+    directory: str | None,
+    file: str | None,
+    results: str | None,
+    against: str | None,
+    *,
+    mpi_size: int | None = None,
+) -> ReplayPlan:
     from xferscope.sweep.against import OldResults
 
     profile = prepared_profile(profile_name, duration, reps, sets, directory, file, mpi_size=mpi_size)
@@ -120,9 +155,18 @@ def plan_replay(profile_name: str, duration: str | None, reps: int | None, sets:
 
 
 def replay_command(
-    profile_name: ProfileArg, duration: DurationOpt = None, reps: RepsOpt = None, sets: SetOpt = None,
-    results: ResultsOpt = None, against: AgainstOpt = None, fail_below: FailBelowOpt = None, plot: PlotOpt = None,
-    directory: DirOpt = None, file: FileOpt = None, fmt: FormatOpt = "table", dry_run: DryRunOpt = False,
+    profile_name: ProfileArg,
+    duration: DurationOpt = None,
+    reps: RepsOpt = None,
+    sets: SetOpt = None,
+    results: ResultsOpt = None,
+    against: AgainstOpt = None,
+    fail_below: FailBelowOpt = None,
+    plot: PlotOpt = None,
+    directory: DirOpt = None,
+    file: FileOpt = None,
+    fmt: FormatOpt = "table",
+    dry_run: DryRunOpt = False,
     mpi: MpiOpt = False,
 ) -> None:
     """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max
@@ -138,21 +182,34 @@ def replay_command(
     if held is not None and held.kind == "saturate":
         from xferscope.commands.saturate import replay_plan
 
-        return replay_plan(held, duration=duration, sets=sets or [], directory=directory, file=file,
-                           results=results, fmt=fmt, dry_run=dry_run, mpi=mpi,
-                           not_for_plans={"--reps": reps, "--against": against, "--fail-below": fail_below,
-                                          "--plot": plot})
+        return replay_plan(
+            held,
+            duration=duration,
+            sets=sets or [],
+            directory=directory,
+            file=file,
+            results=results,
+            fmt=fmt,
+            dry_run=dry_run,
+            mpi=mpi,
+            not_for_plans={"--reps": reps, "--against": against, "--fail-below": fail_below, "--plot": plot},
+        )
     check_options(fmt, against, fail_below, plot)
     if mpi:
         from xferscope.cluster.replay import replay_mpi
 
         def plan(size: int) -> ReplayPlan:
-            return plan_replay(profile_name, duration, reps, sets or [], directory, file, results, against,
-                               mpi_size=size)
+            return plan_replay(
+                profile_name, duration, reps, sets or [], directory, file, results, against, mpi_size=size
+            )
 
-        return replay_mpi(plan, lambda outcome, plan, progress, failure: report(
-            outcome, plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt, failure=failure),
-            dry_run=dry_run)
+        return replay_mpi(
+            plan,
+            lambda outcome, plan, progress, failure: report(
+                outcome, plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt, failure=failure
+            ),
+            dry_run=dry_run,
+        )
     plan = plan_replay(profile_name, duration, reps, sets or [], directory, file, results, against)
     progress = SweepProgress(plan.profile.point_count)
     sweep = Sweep(plan.profile, plan.results_path, listener=progress)
@@ -163,8 +220,17 @@ def replay_command(
     report(sweep.run(), plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt)
 
 
-def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_below: float | None, plot: str | None,
-           fmt: str, failure: XferscopeError | None = None) -> None:
+def report(
+    outcome,
+    plan: ReplayPlan,
+    progress,
+    *,
+    against: str | None,
+    fail_below: float | None,
+    plot: str | None,
+    fmt: str,
+    failure: XferscopeError | None = None,
+) -> None:
     """Print the summary and where the files went; raise typer.Exit with the replay's exit code.
     ``failure``: the error that ended the sweep early (a rank's, under --mpi), printed and its code used."""
     from xferscope.sweep.against import below, below_without_verdict, ratios
@@ -183,9 +249,12 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
             typer.echo(f"{label} written to {path}", err=True)
     else:
         kept = outcome.results.saved_repetitions
-        typer.echo(f"xferscope: {not_written} (results shown above); the sweep stopped there. {results_path} "
-                   f"holds the {kept} repetition(s) saved before it: make room and rerun the same command to "
-                   "resume", err=True)
+        typer.echo(
+            f"xferscope: {not_written} (results shown above); the sweep stopped there. {results_path} "
+            f"holds the {kept} repetition(s) saved before it: make room and rerun the same command to "
+            "resume",
+            err=True,
+        )
     plot_code = _plot(plot, outcome.results) if plot else 0
     if not_written is not None:
         raise typer.Exit(int(not_written.exit_code))
@@ -193,14 +262,20 @@ def report(outcome, plan: ReplayPlan, progress, *, against: str | None, fail_bel
         typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if unsure:
-        shown = ", ".join(f"{r.label} ({r.ratio:.2f}, {r.verdict.word if r.verdict else 'no verdict'})"
-                          for r in unsure[:5]) + (", ..." if len(unsure) > 5 else "")
-        typer.echo(f"xferscope: {len(unsure)} point(s) below {fail_below:g} but not slower under the rule, so not "
-                   f"counted as regressions (more repetitions, --reps, on both sides can tell): {shown}", err=True)
+        shown = ", ".join(
+            f"{r.label} ({r.ratio:.2f}, {r.verdict.word if r.verdict else 'no verdict'})" for r in unsure[:5]
+        ) + (", ..." if len(unsure) > 5 else "")
+        typer.echo(
+            f"xferscope: {len(unsure)} point(s) below {fail_below:g} but not slower under the rule, so not "
+            f"counted as regressions (more repetitions, --reps, on both sides can tell): {shown}",
+            err=True,
+        )
     if low:
         shown = ", ".join(f"{r.label} ({r.ratio:.2f})" for r in low[:5]) + (", ..." if len(low) > 5 else "")
-        typer.echo(f"xferscope: {len(low)} of {len(found)} points slower and below {fail_below:g} of {against}: "
-                   f"{shown}", err=True)
+        typer.echo(
+            f"xferscope: {len(low)} of {len(found)} points slower and below {fail_below:g} of {against}: {shown}",
+            err=True,
+        )
         raise typer.Exit(int(ExitCode.RUN_FAILED))
     if failure is not None:
         point = outcome.failed[0] if outcome.failed else None

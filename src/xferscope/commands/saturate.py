@@ -1,4 +1,5 @@
 """`xferscope saturate`: how much concurrency each path needs at each block size, and which ceiling binds."""
+
 from __future__ import annotations
 
 from typing import Annotated
@@ -30,37 +31,65 @@ from xferscope.output.files import check_outputs
 from xferscope.output.saturate import print_dry_run, report, run_and_report
 from xferscope.output.terminal import install_hangup_handlers
 
-PathsOpt = Annotated[str | None, typer.Option(
-    "--path", "-x", help="path, or a comma list (host first is the storage reference): host, bounce, bounce-async, "
-                         "cufile, cufile-batch, cufile-async")]
+PathsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--path",
+        "-x",
+        help="path, or a comma list (host first is the storage reference): host, bounce, bounce-async, "
+        "cufile, cufile-batch, cufile-async",
+    ),
+]
 BlocksOpt = Annotated[str | None, typer.Option("--bs", "-i", help="block sizes, e.g. 4K,64K,1M,16M (default)")]
 MaxWorkersOpt = Annotated[int | None, typer.Option("--max-workers", help="most workers the search tries (16)")]
-MaxQdOpt = Annotated[int | None, typer.Option(
-    "--max-qd", help="deepest queue the search tries where the path has one: host io_uring, cufile-batch (64)")]
-MinRoundsOpt = Annotated[int | None, typer.Option(
-    "--min-rounds", help="interleaved rounds before two neighbours are judged (3)")]
-MaxRoundsOpt = Annotated[int | None, typer.Option(
-    "--max-rounds", help="cap: rounds after which two neighbours that cannot be told apart count as equal (5)")]
+MaxQdOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-qd", help="deepest queue the search tries where the path has one: host io_uring, cufile-batch (64)"
+    ),
+]
+MinRoundsOpt = Annotated[
+    int | None, typer.Option("--min-rounds", help="interleaved rounds before two neighbours are judged (3)")
+]
+MaxRoundsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-rounds", help="cap: rounds after which two neighbours that cannot be told apart count as equal (5)"
+    ),
+]
 MaxPointsOpt = Annotated[int | None, typer.Option("--max-points", help="cap: points per search (24)")]
-PointSecondsOpt = Annotated[str | None, typer.Option(
-    "--duration", "-T", help="seconds per measurement (default 1)")]
-GpuSetsOpt = Annotated[list[str] | None, typer.Option(
-    "--gpu", "-d", help="GPU set, e.g. 0 | 0,1 | 0-3 | all; repeat for several sets (each searched)")]
-StorageOpt = Annotated[str | None, typer.Option(
-    "--storage", help="storage ceiling: auto (search host too when it is not among the paths), none, or the JSON "
-                      "of an earlier `saturate --path host`")]
-JsonOut = Annotated[str | None, typer.Option("--json", help="write the saturation (searches, runs, verdicts) "
-                                                               "as JSON to FILE")]
+PointSecondsOpt = Annotated[str | None, typer.Option("--duration", "-T", help="seconds per measurement (default 1)")]
+GpuSetsOpt = Annotated[
+    list[str] | None,
+    typer.Option("--gpu", "-d", help="GPU set, e.g. 0 | 0,1 | 0-3 | all; repeat for several sets (each searched)"),
+]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--storage",
+        help="storage ceiling: auto (search host too when it is not among the paths), none, or the JSON "
+        "of an earlier `saturate --path host`",
+    ),
+]
+JsonOut = Annotated[
+    str | None, typer.Option("--json", help="write the saturation (searches, runs, verdicts) as JSON to FILE")
+]
 CsvOut = Annotated[str | None, typer.Option("--csv", help="write one row per measured point as CSV to FILE")]
-ProfileOpt = Annotated[str | None, typer.Option("--profile", help="take the plan from a saturate profile "
-                                                                     "(options given here override it)")]
-SaveProfileOpt = Annotated[str | None, typer.Option("--save-profile", metavar="NAME",
-                                                       help="save this plan as a profile and exit")]
-FromOpt = Annotated[str | None, typer.Option("--from", metavar="FILE", help="show a saved saturation again "
-                                                                                "(judged by today's rules); no "
-                                                                                "measuring")]
-DryRunOpt = Annotated[bool, typer.Option("--dry-run", help="list the searches, the full grids and the most time "
-                                                           "they can take")]
+ProfileOpt = Annotated[
+    str | None, typer.Option("--profile", help="take the plan from a saturate profile (options given here override it)")
+]
+SaveProfileOpt = Annotated[
+    str | None, typer.Option("--save-profile", metavar="NAME", help="save this plan as a profile and exit")
+]
+FromOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--from", metavar="FILE", help="show a saved saturation again (judged by today's rules); no measuring"
+    ),
+]
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="list the searches, the full grids and the most time they can take")
+]
 
 
 def _sizes(text: str) -> list[int]:
@@ -92,20 +121,29 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
         duration = parse_duration(given["duration"]) if given.get("duration") is not None else None
     except ValueError as exc:
         raise SpecError("duration", str(exc)) from None
-    fields = {"io": parse_io(given["io"]) if given.get("io") else None,
-              "file_size": _size(given["size"], "size") if given.get("size") else None,
-              "file": given.get("file"), "directory": given.get("directory"), "numa_node": given.get("numa"),
-              "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
-              "rwmix": given.get("rwmix"), "register_buffers": given.get("register"), "seed": given.get("seed"),
-              "interval": given.get("interval"),
-              "split": _size(given["split"], "split") if given.get("split") else None,
-              **{flag: True for flag in ("buffered", "force", "keep", "huge_pages") if given.get(flag)}}
+    fields = {
+        "io": parse_io(given["io"]) if given.get("io") else None,
+        "file_size": _size(given["size"], "size") if given.get("size") else None,
+        "file": given.get("file"),
+        "directory": given.get("directory"),
+        "numa_node": given.get("numa"),
+        "cpus": parse_int_list(given["cpus"], "cpus") if given.get("cpus") else None,
+        "rwmix": given.get("rwmix"),
+        "register_buffers": given.get("register"),
+        "seed": given.get("seed"),
+        "interval": given.get("interval"),
+        "split": _size(given["split"], "split") if given.get("split") else None,
+        **{flag: True for flag in ("buffered", "force", "keep", "huge_pages") if given.get(flag)},
+    }
     plan = plan_from(
-        profile, fields=fields, duration=duration,
+        profile,
+        fields=fields,
+        duration=duration,
         paths=[parse_path(p) for p in given["paths"].split(",") if p.strip()] if given.get("paths") else None,
         block_sizes=_sizes(given["bs"]) if given.get("bs") else None,
         gpu_sets=[gpu_list(g) for g in given["gpu"]] if given.get("gpu") else None,
-        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")})
+        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")},
+    )
     if given.get("gpu") or any(p != "host" for p in plan.paths):
         from xferscope.gpus import check_gpu_indices, gpu_count
 
@@ -116,20 +154,46 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
 
 
 def saturate_command(
-    paths: PathsOpt = None, bs: BlocksOpt = None, io: IoOpt = None, max_workers: MaxWorkersOpt = None,
-    max_qd: MaxQdOpt = None, min_rounds: MinRoundsOpt = None, max_rounds: MaxRoundsOpt = None,
-    max_points: MaxPointsOpt = None, duration: PointSecondsOpt = None, size: SizeOpt = None, file: FileOpt = None,
-    directory: DirOpt = None, gpu: GpuSetsOpt = None, numa: NumaOpt = None, cpus: CpusOpt = None,
-    rwmix: MixOpt = None, buffered: BufferedOpt = False, force: ForceOpt = False, keep: KeepOpt = False,
-    storage: StorageOpt = None, json_path: JsonOut = None, csv_path: CsvOut = None, fmt: FormatOpt = "table",
+    paths: PathsOpt = None,
+    bs: BlocksOpt = None,
+    io: IoOpt = None,
+    max_workers: MaxWorkersOpt = None,
+    max_qd: MaxQdOpt = None,
+    min_rounds: MinRoundsOpt = None,
+    max_rounds: MaxRoundsOpt = None,
+    max_points: MaxPointsOpt = None,
+    duration: PointSecondsOpt = None,
+    size: SizeOpt = None,
+    file: FileOpt = None,
+    directory: DirOpt = None,
+    gpu: GpuSetsOpt = None,
+    numa: NumaOpt = None,
+    cpus: CpusOpt = None,
+    rwmix: MixOpt = None,
+    buffered: BufferedOpt = False,
+    force: ForceOpt = False,
+    keep: KeepOpt = False,
+    storage: StorageOpt = None,
+    json_path: JsonOut = None,
+    csv_path: CsvOut = None,
+    fmt: FormatOpt = "table",
     interval: Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
     register: RegisterOpt = None,
-    huge_pages: HugePagesOpt = False, profile: ProfileOpt = None, save_profile: SaveProfileOpt = None,
-    from_file: FromOpt = None, dry_run: DryRunOpt = False, mpi: MpiOpt = False,
-    split: Annotated[str | None, typer.Option(
-        "--split", help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
-                        "storage reference, runs whole blocks)")] = None,
+    huge_pages: HugePagesOpt = False,
+    profile: ProfileOpt = None,
+    save_profile: SaveProfileOpt = None,
+    from_file: FromOpt = None,
+    dry_run: DryRunOpt = False,
+    mpi: MpiOpt = False,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            "--split",
+            help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
+            "storage reference, runs whole blocks)",
+        ),
+    ] = None,
 ) -> None:
     """Find each path's knee (the least concurrency within 5% of its plateau) per block size, adaptively, and
     say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
@@ -143,11 +207,33 @@ def saturate_command(
             raise typer.Exit(written)
         return
 
-    given = dict(paths=paths, bs=bs, io=io, max_workers=max_workers, max_qd=max_qd, min_rounds=min_rounds,
-                 max_rounds=max_rounds, max_points=max_points, duration=duration, size=size, file=file,
-                 directory=directory, gpu=gpu, numa=numa, cpus=cpus, rwmix=rwmix, buffered=buffered, force=force,
-                 keep=keep, interval=interval, seed=seed, register=register, huge_pages=huge_pages, storage=storage,
-                 split=split)
+    given = dict(
+        paths=paths,
+        bs=bs,
+        io=io,
+        max_workers=max_workers,
+        max_qd=max_qd,
+        min_rounds=min_rounds,
+        max_rounds=max_rounds,
+        max_points=max_points,
+        duration=duration,
+        size=size,
+        file=file,
+        directory=directory,
+        gpu=gpu,
+        numa=numa,
+        cpus=cpus,
+        rwmix=rwmix,
+        buffered=buffered,
+        force=force,
+        keep=keep,
+        interval=interval,
+        seed=seed,
+        register=register,
+        huge_pages=huge_pages,
+        storage=storage,
+        split=split,
+    )
 
     def make():
         return make_plan(profile, **given)
@@ -155,8 +241,7 @@ def saturate_command(
     if mpi:
         from xferscope.cluster.saturate import saturate_mpi
 
-        return saturate_mpi(make, gpu_given=bool(gpu), fmt=fmt, json_path=json_path, csv_path=csv_path,
-                            dry_run=dry_run)
+        return saturate_mpi(make, gpu_given=bool(gpu), fmt=fmt, json_path=json_path, csv_path=csv_path, dry_run=dry_run)
     plan = make()
     if save_profile:
         from xferscope.profiles import save_profile as save
@@ -177,22 +262,37 @@ def run_plan(plan, *, fmt: str, json_path: str | None, csv_path: str | None) -> 
     run_and_report(plan, LocalRunner(), fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
-def replay_plan(profile, *, duration: str | None, sets: list[str], directory: str | None, file: str | None,
-                results: str | None, fmt: str, dry_run: bool, mpi: bool, not_for_plans: dict) -> None:
+def replay_plan(
+    profile,
+    *,
+    duration: str | None,
+    sets: list[str],
+    directory: str | None,
+    file: str | None,
+    results: str | None,
+    fmt: str,
+    dry_run: bool,
+    mpi: bool,
+    not_for_plans: dict,
+) -> None:
     """`xferscope replay NAME` of a saturate profile: its plan, run as `saturate --profile NAME` would, the
     saturation written to ``--results`` (default NAME.saturate.json, a CSV of its points beside it)."""
     given = [option for option, value in not_for_plans.items() if value]
     if given:
-        raise SpecError(given[0].lstrip("-"), f"{given[0]} does not apply to a saturate plan ({profile.name}); "
-                                              "its searches repeat each point until it can be told apart")
+        raise SpecError(
+            given[0].lstrip("-"),
+            f"{given[0]} does not apply to a saturate plan ({profile.name}); "
+            "its searches repeat each point until it can be told apart",
+        )
     if directory and file:
         raise SpecError("dir", "give either --dir or --file, not both")
     profile = profile.with_changes(sets=parse_sets(sets))
     from xferscope.safe_write import is_stream
 
     json_path = results or f"{profile.name}.saturate.json"
-    csv_path = None if is_stream(json_path) else \
-        json_path[:-5] + ".csv" if json_path.endswith(".json") else json_path + ".csv"
+    csv_path = (
+        None if is_stream(json_path) else json_path[:-5] + ".csv" if json_path.endswith(".json") else json_path + ".csv"
+    )
     check_format(fmt)
     check_outputs(fmt, {"--results": json_path}, folders=not mpi)
 
@@ -202,8 +302,14 @@ def replay_plan(profile, *, duration: str | None, sets: list[str], directory: st
     if mpi:
         from xferscope.cluster.saturate import saturate_mpi
 
-        return saturate_mpi(make, gpu_given="gpu_sets" in profile.saturate, fmt=fmt, json_path=json_path,
-                            csv_path=csv_path, dry_run=dry_run)
+        return saturate_mpi(
+            make,
+            gpu_given="gpu_sets" in profile.saturate,
+            fmt=fmt,
+            json_path=json_path,
+            csv_path=csv_path,
+            dry_run=dry_run,
+        )
     plan = make()
     if dry_run:
         print_dry_run(plan)

@@ -1,4 +1,5 @@
 """`xferscope tui` (the default): opens the Textual console. Textual is imported only when it opens."""
+
 from __future__ import annotations
 
 import typer
@@ -32,8 +33,7 @@ def gpu_label(g: dict) -> str:
     parts = [f"{g['index']}: {g.get('name', 'GPU')}"]
     if g.get("link_gen") and g.get("link_width"):
         link = f"PCIe gen{g['link_gen']} x{g['link_width']}"
-        if (g.get("link_gen_max"), g.get("link_width_max")) not in ((None, None),
-                                                                  (g["link_gen"], g["link_width"])):
+        if (g.get("link_gen_max"), g.get("link_width_max")) not in ((None, None), (g["link_gen"], g["link_width"])):
             link += f" (max gen{g.get('link_gen_max')} x{g.get('link_width_max')})"
         parts.append(link)
     if g.get("mem_total_mib"):
@@ -41,11 +41,21 @@ def gpu_label(g: dict) -> str:
     return " · ".join(parts)
 
 
-def console_options(start: bool = False, profile: str | None = None, duration: float | None = None,
-                    path: str | None = None, directory: str | None = None, file: str | None = None,
-                    bs: str | None = None, workers: int | None = None, iodepth: int | None = None,
-                    size: str | None = None, io: str | None = None, buffered: bool = False,
-                    export_to: str | None = None):
+def console_options(
+    start: bool = False,
+    profile: str | None = None,
+    duration: float | None = None,
+    path: str | None = None,
+    directory: str | None = None,
+    file: str | None = None,
+    bs: str | None = None,
+    workers: int | None = None,
+    iodepth: int | None = None,
+    size: str | None = None,
+    io: str | None = None,
+    buffered: bool = False,
+    export_to: str | None = None,
+):
     """What the console opens on: the embedded default (or a profile) with the overrides applied."""
     from xferscope.app.app import ConsoleOptions
     from xferscope.app.setup_model import FormValues, default_paths
@@ -77,13 +87,20 @@ def console_options(start: bool = False, profile: str | None = None, duration: f
         profile_points = None
     if duration is not None:
         values.duration = f"{duration:g}"
-    return ConsoleOptions(values, machine, start=start, profile_name=profile_name,
-                          profile_points=profile_points, profile_repetitions=repetitions, mem_points=mem_points,
-                          saturate_plan=saturate_plan, export_to=export_to)
+    return ConsoleOptions(
+        values,
+        machine,
+        start=start,
+        profile_name=profile_name,
+        profile_points=profile_points,
+        profile_repetitions=repetitions,
+        mem_points=mem_points,
+        saturate_plan=saturate_plan,
+        export_to=export_to,
+    )
 
 
-def open_console(start: bool = False, profile: str | None = None, duration: float | None = None,
-                 **overrides) -> int:
+def open_console(start: bool = False, profile: str | None = None, duration: float | None = None, **overrides) -> int:
     """Open the console on the embedded default (or a profile); returns the exit code.
 
     ``overrides``: path, directory, file, io, bs, workers, iodepth, size, buffered, export_to
@@ -178,9 +195,20 @@ def tui_command(
         seconds = parse_duration(duration) if duration is not None else None
     except ValueError as exc:
         raise SpecError("duration", str(exc)) from None
-    code = open_console(start=start, profile=profile, duration=seconds, path=parse_path(path) if path else None,
-                        directory=directory, file=file, io=parse_io(io) if io else None, bs=bs, workers=workers,
-                        iodepth=iodepth, size=size, buffered=buffered)
+    code = open_console(
+        start=start,
+        profile=profile,
+        duration=seconds,
+        path=parse_path(path) if path else None,
+        directory=directory,
+        file=file,
+        io=parse_io(io) if io else None,
+        bs=bs,
+        workers=workers,
+        iodepth=iodepth,
+        size=size,
+        buffered=buffered,
+    )
     raise typer.Exit(code)
 
 

@@ -13,6 +13,7 @@ one run:
 ``xferscope.runner.Run`` drives an engine, samples it at a fixed interval and
 turns snapshots into ``Sample``s and one ``RunResult``.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
@@ -37,7 +38,7 @@ class WorkerCounters:
     cpu_sys_us: int = 0
     lanes_usr_us: int = 0  # the CPU time of its lanes (threads issuing the sub-requests of --split), summed
     lanes_sys_us: int = 0
-    lane_max_us: int = 0   # the busiest lane's user + system time
+    lane_max_us: int = 0  # the busiest lane's user + system time
 
     @property
     def ops(self) -> int:
@@ -60,7 +61,7 @@ class Snapshot:
     lat_max_ns: int
     first_done: tuple[int, int, int] | None  # (t_ns, bytes, ops) of all workers when the first finished
     done: int
-    error: tuple[str, int] | None            # (message, offset)
+    error: tuple[str, int] | None  # (message, offset)
 
     @property
     def bytes(self) -> int:
@@ -151,7 +152,7 @@ class LatencySummary:
 class Sample:
     """One sampling interval. Rates are over the interval; ``total_*`` are since the start."""
 
-    t: float                  # seconds since the timed region began, at the end of the interval
+    t: float  # seconds since the timed region began, at the end of the interval
     dt: float
     bytes: int
     ops: int
@@ -161,9 +162,9 @@ class Sample:
     throughput_mb_s: float
     iops: float
     latency_us: LatencySummary
-    cpu_usr_pct: float        # this process, percent of one core
+    cpu_usr_pct: float  # this process, percent of one core
     cpu_sys_pct: float
-    sys_usr_pct: float        # whole system, percent of all cores
+    sys_usr_pct: float  # whole system, percent of all cores
     sys_sys_pct: float
     per_core_pct: tuple[float, ...]
     total_bytes: int
@@ -202,8 +203,13 @@ class DonePoint:
         return self.ops / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, float]:
-        return {"seconds": self.seconds, "bytes": self.bytes, "ops": self.ops,
-                "throughput_mib_s": self.throughput_mib_s, "iops": self.iops}
+        return {
+            "seconds": self.seconds,
+            "bytes": self.bytes,
+            "ops": self.ops,
+            "throughput_mib_s": self.throughput_mib_s,
+            "iops": self.iops,
+        }
 
 
 @dataclass
@@ -211,7 +217,7 @@ class RunResult:
     """Everything one run measured: what exporters, comparisons and profiles consume."""
 
     spec: RunSpec
-    status: str                       # "ok", "interrupted", "failed"
+    status: str  # "ok", "interrupted", "failed"
     bytes: int
     ops: int
     read_bytes: int

@@ -21,6 +21,7 @@ Both: ``--huge-pages`` puts the pinned buffers on 2 MiB transparent huge pages
 ``--buffered`` (gdsio CPU_CACHED_GPU, ``-x 4``) reads through the page cache;
 the output says so.
 """
+
 from __future__ import annotations
 
 from xferscope.engines.gpu_native import GpuNativeEngine
@@ -50,8 +51,10 @@ class BounceEngine(GpuNativeEngine):
 
     def path_labels(self) -> None:
         if self.spec.iodepth > 1:
-            self.labels.append(f"psync: queue depth {self.spec.iodepth} not used (one read, then one copy, "
-                               "per worker; bounce-async pipelines)")
+            self.labels.append(
+                f"psync: queue depth {self.spec.iodepth} not used (one read, then one copy, "
+                "per worker; bounce-async pipelines)"
+            )
 
     def environment(self):
         env = super().environment()
@@ -69,5 +72,6 @@ class BounceAsyncEngine(BounceEngine):
         return pipeline_depth(self.spec.iodepth)
 
     def path_labels(self) -> None:
-        self.labels.append(f"pipelined: reads go on while copies land, up to {self.host_buffers()} pinned buffers "
-                           "per worker")
+        self.labels.append(
+            f"pipelined: reads go on while copies land, up to {self.host_buffers()} pinned buffers per worker"
+        )

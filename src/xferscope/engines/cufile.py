@@ -18,6 +18,7 @@ underneath), in ``labels`` and ``environment()["cufile_mode"]``, and whether its
 I/O went through the page cache in spite of O_DIRECT (one probe per run: cuFile's
 compat batch path does), in ``labels`` and ``environment()["io_mode"]``.
 """
+
 from __future__ import annotations
 
 import collections
@@ -49,8 +50,11 @@ BATCH_STOP_GRACE_S = 5.0
 
 def _reject_buffered(spec) -> None:
     if spec.buffered:
-        raise SpecError("buffered", f"{spec.path} reads with O_DIRECT into GPU memory; --buffered applies to "
-                                    "host and bounce (gdsio -x 4 is `--path bounce --buffered`)")
+        raise SpecError(
+            "buffered",
+            f"{spec.path} reads with O_DIRECT into GPU memory; --buffered applies to "
+            "host and bounce (gdsio -x 4 is `--path bounce --buffered`)",
+        )
 
 
 class _CufileMixin:
@@ -88,9 +92,14 @@ class _CufileMixin:
         of its own)."""
         target = self.target
         path = target.files[target.worker_files[0]].path
-        self.mode = cufile_driver.file_mode(path, self.spec.block_size, self.worker_gpus[0], os.stat(path).st_dev,
-                                            fstype=target.filesystem.fstype,
-                                            register=self.spec.register_buffers)
+        self.mode = cufile_driver.file_mode(
+            path,
+            self.spec.block_size,
+            self.worker_gpus[0],
+            os.stat(path).st_dev,
+            fstype=target.filesystem.fstype,
+            register=self.spec.register_buffers,
+        )
         self.labels.append(self.mode.label)
 
     def _one_io(self, worker: dict[str, Any], offset: int, write: bool) -> None:
@@ -106,19 +115,26 @@ class _CufileMixin:
         offset = target.worker_regions[0][0]
         directions = ([("read", False)] if spec.read_pct > 0 else []) + ([("write", True)] if spec.writes else [])
         self.page_cache_seen = {
-            name: page_cache.passes_through(path, offset, spec.block_size,
-                                            functools.partial(self._one_io, worker, offset, write))
-            for name, write in directions}
+            name: page_cache.passes_through(
+                path, offset, spec.block_size, functools.partial(self._one_io, worker, offset, write)
+            )
+            for name, write in directions
+        }
         cached = [name for name, seen in self.page_cache_seen.items() if seen]
         if cached:
             if "O_DIRECT" in self.labels:
                 self.labels.remove("O_DIRECT")
-            self.labels.insert(0, f"page cache: cuFile's {' and '.join(cached)}s went through it in spite of "
-                                  "O_DIRECT (seen by a probe), so the figures include cache hits")
+            self.labels.insert(
+                0,
+                f"page cache: cuFile's {' and '.join(cached)}s went through it in spite of "
+                "O_DIRECT (seen by a probe), so the figures include cache hits",
+            )
 
     def cufile_environment(self) -> dict[str, Any]:
-        env: dict[str, Any] = {"cufile_version": cufile_driver.library_version(),
-                               "cufile_library": cufile_driver.library_path()}
+        env: dict[str, Any] = {
+            "cufile_version": cufile_driver.library_version(),
+            "cufile_library": cufile_driver.library_path(),
+        }
         if self.mode is not None:
             env["cufile_mode"] = self.mode.mode
             env["cufile_mode_reason"] = self.mode.reason
@@ -138,8 +154,10 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
     def prepare_gpu(self):
         self.open_cufile()
         if self.spec.iodepth > 1:
-            self.labels.append(f"queue depth {self.spec.iodepth} not used (cuFileRead is synchronous; "
-                               "cufile-batch and cufile-async queue)")
+            self.labels.append(
+                f"queue depth {self.spec.iodepth} not used (cuFileRead is synchronous; "
+                "cufile-batch and cufile-async queue)"
+            )
         gpu = super().prepare_gpu()
         gpu["functions"].update(cufile_driver.functions())
         first = self.gpu_workers[0]
@@ -163,6 +181,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
 
 
 # ------------------------------------------------------------------ Python-thread engines
+
 
 class _Cursor:
     """Offsets and directions of one worker, in the native core's order: sequential slices
@@ -228,8 +247,12 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
             if spec.writes:
                 res.fill_device(gpu, dev, size, spec.seed)
             start, length = self.target.worker_regions[i]
-            worker = {"gpu": gpu, "dev": dev, "handle": self.register(i, gpu, self._fds[i], dev, size),
-                      "cursor": _Cursor(spec, start, length, i)}
+            worker = {
+                "gpu": gpu,
+                "dev": dev,
+                "handle": self.register(i, gpu, self._fds[i], dev, size),
+                "cursor": _Cursor(spec, start, length, i),
+            }
             if i == 0:
                 self.detect_mode()
             self.prepare_worker(worker)
@@ -244,8 +267,9 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
     # -- protocol ------------------------------------------------------------------
     def start(self) -> None:
         for i, worker in enumerate(self._workers):
-            t = threading.Thread(target=self._thread_main, args=(i, worker), name=f"xferscope-{self.name}-{i}",
-                                 daemon=True)
+            t = threading.Thread(
+                target=self._thread_main, args=(i, worker), name=f"xferscope-{self.name}-{i}", daemon=True
+            )
             self._threads.append(t)
             t.start()
         self._ready.wait()
@@ -327,8 +351,11 @@ class CufileBatchEngine(_CufileThreadEngine):
             cufile_driver.open_driver(self.worker_gpus[0])
             limit = cufile_driver.max_batch_size()
         if limit and self.depth > limit:
-            raise SpecError("iodepth", f"cuFile takes batches of at most {limit} operations "
-                                       "(cufile.json properties.io_batchsize); lower --iodepth")
+            raise SpecError(
+                "iodepth",
+                f"cuFile takes batches of at most {limit} operations "
+                "(cufile.json properties.io_batchsize); lower --iodepth",
+            )
         super().prepare()
         self.labels.append(f"batch API, batch size {self.depth}")
         self.check_page_cache(self._workers[0])
@@ -343,15 +370,18 @@ class CufileBatchEngine(_CufileThreadEngine):
         nr, timeout, t0 = ctypes.c_uint(0), _Timespec(1, 0), time.monotonic()
         while not nr.value:
             nr.value = 1
-            cf.batch_io_get_status(worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data,
-                                   ctypes.addressof(timeout))
+            cf.batch_io_get_status(
+                worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout)
+            )
             if not nr.value and time.monotonic() - t0 > BATCH_STALL_S:
                 cf.batch_io_cancel(worker["batch"])
                 raise RunFailed(f"cuFile batch probe at offset {offset} did not complete in {BATCH_STALL_S:.0f} s")
         status, ret = int(events["status"][0]), int(events["ret"][0])
         if status != int(cf.Status.COMPLETE) or ret != bs:
-            raise RunFailed(f"cuFile batch {'write' if write else 'read'} at offset {offset} ended with status "
-                            f"{cf.Status(status).name}, {ret} of {bs} bytes")
+            raise RunFailed(
+                f"cuFile batch {'write' if write else 'read'} at offset {offset} ended with status "
+                f"{cf.Status(status).name}, {ret} of {bs} bytes"
+            )
 
     def prepare_worker(self, worker):
         import numpy as np
@@ -406,8 +436,9 @@ class CufileBatchEngine(_CufileThreadEngine):
             remaining, progress = n, time.monotonic()
             while remaining:
                 nr.value = remaining
-                cf.batch_io_get_status(worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data,
-                                       ctypes.addressof(timeout))
+                cf.batch_io_get_status(
+                    worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout)
+                )
                 k = nr.value
                 if not k:
                     self.check_stall(time.monotonic() - progress, remaining, n)
@@ -420,14 +451,15 @@ class CufileBatchEngine(_CufileThreadEngine):
                 if bad.any():
                     j = int(cookies[np.argmax(bad)])
                     status, ret = int(ev["status"][np.argmax(bad)]), int(ev["ret"][np.argmax(bad)])
-                    raise RunFailed(f"batch {'write' if writes[j] else 'read'} at offset {int(offsets[j])} ended "
-                                    f"with status {cf.Status(status).name}, {ret} of {bs} bytes")
+                    raise RunFailed(
+                        f"batch {'write' if writes[j] else 'read'} at offset {int(offsets[j])} ended "
+                        f"with status {cf.Status(status).name}, {ret} of {bs} bytes"
+                    )
                 nw = int(writes[cookies].sum())
                 self.recorder.record(index, True, bs, lat, nw)
                 self.recorder.record(index, False, bs, lat, k - nw)
                 remaining -= k
                 done += k * bs
-
 
     def check_stall(self, idle_s: float, pending: int, batch: int) -> None:
         """Give up on a batch that completes nothing (run_worker then cancels it), instead of hanging."""
@@ -435,9 +467,11 @@ class CufileBatchEngine(_CufileThreadEngine):
         if idle_s < limit:
             return
         in_flight = self.spec.workers * batch
-        raise RunFailed(f"cuFile batch stalled: {pending} of {batch} operations still pending after {idle_s:.1f} s "
-                        f"({self.spec.workers} workers x batch size {batch} = {in_flight} in flight); "
-                        "lower --workers or --iodepth")
+        raise RunFailed(
+            f"cuFile batch stalled: {pending} of {batch} operations still pending after {idle_s:.1f} s "
+            f"({self.spec.workers} workers x batch size {batch} = {in_flight} in flight); "
+            "lower --workers or --iodepth"
+        )
 
 
 class CufileAsyncEngine(_CufileThreadEngine):
@@ -455,12 +489,20 @@ class CufileAsyncEngine(_CufileThreadEngine):
         cu, cf, bs = gpu_setup.driver(), cufile_driver.module(), self.spec.block_size
         worker["file_off"][0], worker["done"][0] = offset, 0
         call = cf.write_async if write else cf.read_async
-        call(worker["handle"], worker["dev"], ctypes.addressof(worker["size"]), ctypes.addressof(worker["file_off"]),
-             ctypes.addressof(worker["buf_off"]), ctypes.addressof(worker["done"]), int(worker["stream"]))
+        call(
+            worker["handle"],
+            worker["dev"],
+            ctypes.addressof(worker["size"]),
+            ctypes.addressof(worker["file_off"]),
+            ctypes.addressof(worker["buf_off"]),
+            ctypes.addressof(worker["done"]),
+            int(worker["stream"]),
+        )
         gpu_setup.check(cu.cuStreamSynchronize(worker["stream"]), "cuStreamSynchronize")
         if worker["done"][0] != bs:
-            raise RunFailed(f"{'write' if write else 'read'}_async at offset {offset} returned {worker['done'][0]} "
-                            f"(expected {bs})")
+            raise RunFailed(
+                f"{'write' if write else 'read'}_async at offset {offset} returned {worker['done'][0]} (expected {bs})"
+            )
 
     def prepare_worker(self, worker):
         res, gpu, n = self.resources, worker["gpu"], self.depth
@@ -482,8 +524,10 @@ class CufileAsyncEngine(_CufileThreadEngine):
         handle, dev, sid = worker["handle"], worker["dev"], int(worker["stream"])
         size, file_off, buf_off, done_b = worker["size"], worker["file_off"], worker["buf_off"], worker["done"]
         step = ctypes.sizeof(ctypes.c_int64)
-        addr = {name: ctypes.addressof(arr) for name, arr in
-                (("size", size), ("file", file_off), ("buf", buf_off), ("done", done_b))}
+        addr = {
+            name: ctypes.addressof(arr)
+            for name, arr in (("size", size), ("file", file_off), ("buf", buf_off), ("done", done_b))
+        }
         free = collections.deque(range(self.depth))
         inflight: collections.deque = collections.deque()
         submitted = 0
@@ -495,8 +539,15 @@ class CufileAsyncEngine(_CufileThreadEngine):
                 done_b[j] = 0
                 call = cf.write_async if write else cf.read_async
                 t0 = time.monotonic_ns()
-                call(handle, dev, addr["size"] + j * step, addr["file"] + j * step, addr["buf"] + j * step,
-                     addr["done"] + j * step, sid)
+                call(
+                    handle,
+                    dev,
+                    addr["size"] + j * step,
+                    addr["file"] + j * step,
+                    addr["buf"] + j * step,
+                    addr["done"] + j * step,
+                    sid,
+                )
                 gpu_setup.check(cu.cuEventRecord(events[j], stream), "cuEventRecord")
                 inflight.append((j, write, off, t0))
                 submitted += bs
@@ -508,7 +559,8 @@ class CufileAsyncEngine(_CufileThreadEngine):
             lat = time.monotonic_ns() - t0
             if done_b[j] != bs:
                 self._stop.set()
-                raise RunFailed(f"{'write' if write else 'read'}_async at offset {off} returned {done_b[j]} "
-                                f"(expected {bs})")
+                raise RunFailed(
+                    f"{'write' if write else 'read'}_async at offset {off} returned {done_b[j]} (expected {bs})"
+                )
             self.recorder.record(index, write, bs, lat)
             free.append(j)

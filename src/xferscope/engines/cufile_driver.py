@@ -13,6 +13,7 @@ buffers). It is decided from the driver (nvidia-fs loaded, P2PDMA enabled,
 forced compat) and, per file, from cuFile's own counters around one probe read, taken
 in a process of its own (see ``probe_read_path``).
 """
+
 from __future__ import annotations
 
 import atexit
@@ -39,6 +40,7 @@ NO_CUFILE_FS = ("tmpfs", "ramfs", "devtmpfs", "proc", "sysfs", "squashfs", "over
 
 
 # ------------------------------------------------------------------ log
+
 
 class CufileLog:
     """The file cuFile logs to; ``mark()`` then ``since(mark)`` gives what one call added."""
@@ -155,6 +157,7 @@ def error_code(exc: BaseException) -> tuple[int | None, str]:
 
 # ------------------------------------------------------------------ library
 
+
 @functools.lru_cache(maxsize=1)
 def library_status() -> tuple[str | None, int | None]:
     """(None, version) when libcufile loads here; (reason, None) when it does not."""
@@ -201,6 +204,7 @@ def functions() -> dict[str, int]:
 
 
 # ------------------------------------------------------------------ driver
+
 
 class _Driver:
     """cuFile's driver, opened once per process with a CUDA context current, closed at exit."""
@@ -266,8 +270,10 @@ def explain_driver_failure(exc: BaseException, log_text: str) -> str:
     _code, name = error_code(exc)
     detail = last_log_error(log_text)
     if nvidia_fs_version() is None and not truthy(os.environ.get(FORCE_COMPAT_ENV)):
-        hint = ("nvidia-fs is not loaded and compat mode seems off: load nvidia-fs (modprobe nvidia-fs) or set "
-                "\"allow_compat_mode\": true in cufile.json")
+        hint = (
+            "nvidia-fs is not loaded and compat mode seems off: load nvidia-fs (modprobe nvidia-fs) or set "
+            '"allow_compat_mode": true in cufile.json'
+        )
     else:
         hint = "run `xferscope doctor` for the cuFile set-up"
     return f"cuFile driver_open failed: {name}" + (f" ({detail})" if detail else "") + f"; {hint}"
@@ -289,6 +295,7 @@ def _trim_log_line(line: str) -> str:
 
 
 # ------------------------------------------------------------------ mode
+
 
 def truthy(text: str | None) -> bool:
     return str(text or "").strip().lower() in ("1", "true", "yes", "on")
@@ -324,7 +331,7 @@ def _param_bool(name: str) -> bool | None:
 
 @dataclass(frozen=True)
 class CufileMode:
-    mode: str    # "gds" or "compat"
+    mode: str  # "gds" or "compat"
     reason: str  # why, in a few words
 
     @property
@@ -354,8 +361,9 @@ def driver_mode() -> CufileMode:
 PROBE_COUNTERS = {"nvfs": "n_nvfs_reads", "p2p": "n_p2p_reads", "posix": "n_posix_reads"}
 
 
-def probe_read_path(path: str, nbytes: int, gpu: int = 0, *, fstype: str = "",
-                    register: bool = True) -> tuple[str | None, str | None]:
+def probe_read_path(
+    path: str, nbytes: int, gpu: int = 0, *, fstype: str = "", register: bool = True
+) -> tuple[str | None, str | None]:
     """Which path cuFile took for one read of ``path`` ("nvfs", "p2p" or "posix"), from its own per-GPU
     counters, or (None, why not). Outside the timed region.
 
@@ -368,8 +376,16 @@ def probe_read_path(path: str, nbytes: int, gpu: int = 0, *, fstype: str = "",
     from xferscope.isolation import ChildDied, call
 
     try:
-        counts = call("xferscope.engines.cufile_probe:count_one_read", path, nbytes, gpu, fstype, register,
-                      what="cuFile's mode probe", timeout=120)
+        counts = call(
+            "xferscope.engines.cufile_probe:count_one_read",
+            path,
+            nbytes,
+            gpu,
+            fstype,
+            register,
+            what="cuFile's mode probe",
+            timeout=120,
+        )
     except ChildDied as exc:
         return None, f"the probe's process died by {exc.how}" if exc.signal_name else str(exc)
     except Exception as exc:
@@ -394,8 +410,9 @@ def remember_probes(probes: dict[int, str | None]) -> None:
         _probed.update(probes)
 
 
-def file_mode(path: str, nbytes: int, gpu: int = 0, device: int | None = None, *, fstype: str = "",
-              register: bool = True) -> CufileMode:
+def file_mode(
+    path: str, nbytes: int, gpu: int = 0, device: int | None = None, *, fstype: str = "", register: bool = True
+) -> CufileMode:
     """The mode for one file: the driver's, corrected by a probe read's counters.
 
     The probe runs once per block device (``device``, the file's st_dev) and session: it costs a
@@ -427,6 +444,7 @@ def max_batch_size() -> int:
 
 # ------------------------------------------------------------------ registration
 
+
 def block_device(path: str) -> tuple[int, int]:
     st = os.stat(path)
     return os.major(st.st_dev), os.minor(st.st_dev)
@@ -441,8 +459,10 @@ def udev_fix(path: str, fstype: str) -> str:
     """The shell line (as root) that writes the udev record cuFile looks for."""
     major, minor = block_device(path)
     fs = fstype if fstype and fstype != "unknown" else "ext4"
-    return (f"mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem\\nE:ID_FS_TYPE={fs}\\n' "
-            f"> /run/udev/data/b{major}:{minor}")
+    return (
+        f"mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem\\nE:ID_FS_TYPE={fs}\\n' "
+        f"> /run/udev/data/b{major}:{minor}"
+    )
 
 
 def udev_record_ok(path: str) -> bool:
@@ -459,17 +479,27 @@ def explain_registration(exc: BaseException, log_text: str, path: str, fstype: s
     low = log_text.lower()
     if "id_fs_usage" in low or "udev" in low:
         major, minor = block_device(path)
-        return (f"cuFile cannot register {path}: the udev database has no record for its block device "
-                f"{major}:{minor} (usual inside VMs and containers). Fix, as root: {udev_fix(path, fstype)}")
+        return (
+            f"cuFile cannot register {path}: the udev database has no record for its block device "
+            f"{major}:{minor} (usual inside VMs and containers). Fix, as root: {udev_fix(path, fstype)}"
+        )
     if any(fstype.startswith(fs) for fs in NO_CUFILE_FS):
-        return (f"cuFile cannot register files on {fstype} ({path}): it needs a block-device filesystem "
-                "with O_DIRECT; use a directory on ext4 or xfs (--dir)")
+        return (
+            f"cuFile cannot register files on {fstype} ({path}): it needs a block-device filesystem "
+            "with O_DIRECT; use a directory on ext4 or xfs (--dir)"
+        )
     if name in ("DIO_NOT_SET", "INVALID_FILE_OPEN_FLAG") or "o_direct" in low:
-        return (f"cuFile cannot register {path}: the file must be open with O_DIRECT and {fstype} refuses "
-                "it; use a directory on ext4 or xfs (--dir)")
+        return (
+            f"cuFile cannot register {path}: the file must be open with O_DIRECT and {fstype} refuses "
+            "it; use a directory on ext4 or xfs (--dir)"
+        )
     detail = last_log_error(log_text)
-    return (f"cuFile handle_register failed for {path}: {name}" + (f" ({code})" if code else "")
-            + (f"; cuFile log: {detail}" if detail else "") + "; run `xferscope doctor --dir DIR` for the checks")
+    return (
+        f"cuFile handle_register failed for {path}: {name}"
+        + (f" ({code})" if code else "")
+        + (f"; cuFile log: {detail}" if detail else "")
+        + "; run `xferscope doctor --dir DIR` for the checks"
+    )
 
 
 def register_handle(res: gpu_setup.GpuResources, fd: int, path: str, fstype: str) -> int:
@@ -499,8 +529,10 @@ def register_buffer(res: gpu_setup.GpuResources, gpu: int, ptr: int, size: int) 
         except Exception as exc:
             _, name = error_code(exc)
             detail = last_log_error(log().since(mark))
-            raise EnvironmentProblem(f"cuFile buf_register of {size >> 10} KiB on GPU {gpu} failed: {name}"
-                                     + (f" ({detail})" if detail else "")) from None
+            raise EnvironmentProblem(
+                f"cuFile buf_register of {size >> 10} KiB on GPU {gpu} failed: {name}"
+                + (f" ({detail})" if detail else "")
+            ) from None
         res.on_release(gpu, "cuFileBufDeregister", lambda: cf.buf_deregister(ptr))
 
 
@@ -516,6 +548,7 @@ def register_stream(res: gpu_setup.GpuResources, gpu: int, stream, flags: int) -
 
 
 # ------------------------------------------------------------------ cufile.json
+
 
 def config_path() -> str:
     return os.environ.get(CONFIG_ENV) or DEFAULT_CONFIG

@@ -12,6 +12,7 @@ for the probe and leaves right after answering (``isolation.call``, no exit
 handlers), so nothing here ever stops the statistics or closes the driver, and
 the process that measures runs never has them on.
 """
+
 from __future__ import annotations
 
 import os

@@ -11,6 +11,7 @@ host stand-ins from ``xferscope._gpusim``: ``functions()`` is the seam).
 Everything is freed in ``release_gpu()``, which ``close()`` calls after a
 normal end, a failure or Ctrl-C.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -117,17 +118,23 @@ class GpuNativeEngine(NativeEngine):
         env = super().environment()
         env.update(gpu_environment(self.worker_gpus))
         if self.host_buffers():
-            env["pinned_buffers_placed_on"] = self.pinned_placement or "not placed (one NUMA node, or the GPU's is unknown)"
-            env["pinned_buffers"] = ("2 MiB transparent huge pages, cuMemHostRegister" if self.spec.huge_pages
-                                     else "cuMemHostAlloc")
+            env["pinned_buffers_placed_on"] = (
+                self.pinned_placement or "not placed (one NUMA node, or the GPU's is unknown)"
+            )
+            env["pinned_buffers"] = (
+                "2 MiB transparent huge pages, cuMemHostRegister" if self.spec.huge_pages else "cuMemHostAlloc"
+            )
         return env
 
 
 def gpu_environment(worker_gpus: Sequence[int | None]) -> dict[str, Any]:
     """GPUs, CUDA and cuda-python versions, and the measured link ceilings where known."""
     gpus = sorted({g for g in worker_gpus if g is not None})
-    env: dict[str, Any] = {"cuda_driver": gpu_setup.cuda_driver_version(),
-                           "cuda_python": gpu_setup.cuda_python_version(), "gpus": []}
+    env: dict[str, Any] = {
+        "cuda_driver": gpu_setup.cuda_driver_version(),
+        "cuda_python": gpu_setup.cuda_python_version(),
+        "gpus": [],
+    }
     ceilings = {}
     with contextlib.suppress(Exception):
         from xferscope.gpus import cached_link_ceiling

@@ -10,6 +10,7 @@ failure half-way through set-up, and after Ctrl-C. Signals that would raise
 ``KeyboardInterrupt`` are held back while an allocation is being recorded, so
 an interrupt can never land between "allocated" and "remembered".
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -269,6 +270,7 @@ def interrupts_deferred() -> Iterator[None]:
 
 # ------------------------------------------------------------------ resources
 
+
 class GpuResources:
     """Contexts and allocations of one engine (or one measurement), freed together.
 
@@ -320,9 +322,11 @@ class GpuResources:
             if rc != cu.CUresult.CUDA_SUCCESS:
                 free = _free_memory(cu)
                 more = f" ({free / (1 << 20):.0f} MiB free)" if free is not None else ""
-                raise EnvironmentProblem(f"not enough GPU memory on GPU {gpu}: cuMemAlloc of "
-                                         f"{size / (1 << 20):.0f} MiB failed ({_error_name(cu, rc)}){more}; "
-                                         "lower --bs or --workers")
+                raise EnvironmentProblem(
+                    f"not enough GPU memory on GPU {gpu}: cuMemAlloc of "
+                    f"{size / (1 << 20):.0f} MiB failed ({_error_name(cu, rc)}){more}; "
+                    "lower --bs or --workers"
+                )
             self.on_release(gpu, "cuMemFree", lambda: check(cu.cuMemFree(ptr), "cuMemFree"))
         return int(ptr)
 
@@ -333,8 +337,10 @@ class GpuResources:
         with interrupts_deferred():
             rc, ptr = cu.cuMemHostAlloc(size, CU_MEMHOSTALLOC_PORTABLE)
             if rc != cu.CUresult.CUDA_SUCCESS:
-                raise EnvironmentProblem(f"cannot pin {size / (1 << 20):.0f} MiB of host memory "
-                                         f"({_error_name(cu, rc)}); lower --bs or --workers, or raise ulimit -l")
+                raise EnvironmentProblem(
+                    f"cannot pin {size / (1 << 20):.0f} MiB of host memory "
+                    f"({_error_name(cu, rc)}); lower --bs or --workers, or raise ulimit -l"
+                )
             self.on_release(gpu, "cuMemFreeHost", lambda: check(cu.cuMemFreeHost(ptr), "cuMemFreeHost"))
         return int(ptr)
 
@@ -349,11 +355,14 @@ class GpuResources:
         with interrupts_deferred():
             rc = cu.cuMemHostRegister(base, size, CU_MEMHOSTREGISTER_PORTABLE)[0]
             if rc != cu.CUresult.CUDA_SUCCESS:
-                raise EnvironmentProblem(f"cannot pin {size / (1 << 20):.0f} MiB of host memory on huge pages "
-                                         f"(cuMemHostRegister: {_error_name(cu, rc)}); lower --bs or --workers, "
-                                         "or raise ulimit -l")
-            self.on_release(gpu, "cuMemHostUnregister",
-                            lambda: check(cu.cuMemHostUnregister(base), "cuMemHostUnregister"))
+                raise EnvironmentProblem(
+                    f"cannot pin {size / (1 << 20):.0f} MiB of host memory on huge pages "
+                    f"(cuMemHostRegister: {_error_name(cu, rc)}); lower --bs or --workers, "
+                    "or raise ulimit -l"
+                )
+            self.on_release(
+                gpu, "cuMemHostUnregister", lambda: check(cu.cuMemHostUnregister(base), "cuMemHostUnregister")
+            )
         return base
 
     def stream(self, gpu: int):
@@ -427,8 +436,8 @@ class GpuResources:
         self.release()
 
 
-_PROT_RW = 0x1 | 0x2                 # PROT_READ | PROT_WRITE
-_MAP_ANON_PRIVATE = 0x02 | 0x20      # MAP_PRIVATE | MAP_ANONYMOUS
+_PROT_RW = 0x1 | 0x2  # PROT_READ | PROT_WRITE
+_MAP_ANON_PRIVATE = 0x02 | 0x20  # MAP_PRIVATE | MAP_ANONYMOUS
 _MADV_HUGEPAGE = 14
 _MAP_FAILED = ctypes.c_void_p(-1).value
 
@@ -440,8 +449,10 @@ def map_huge_pages(size: int) -> tuple[int, int, int]:
     length = -(-size // HUGE_PAGE) * HUGE_PAGE + HUGE_PAGE  # room to start on a 2 MiB boundary
     raw = libc.mmap(None, length, _PROT_RW, _MAP_ANON_PRIVATE, -1, 0)
     if not raw or raw == _MAP_FAILED:
-        raise EnvironmentProblem(f"cannot map {length / (1 << 20):.0f} MiB of host memory "
-                                 f"({os.strerror(ctypes.get_errno())}); lower --bs or --workers")
+        raise EnvironmentProblem(
+            f"cannot map {length / (1 << 20):.0f} MiB of host memory "
+            f"({os.strerror(ctypes.get_errno())}); lower --bs or --workers"
+        )
     base = -(-raw // HUGE_PAGE) * HUGE_PAGE
     if libc.madvise(ctypes.c_void_p(base), ctypes.c_size_t(length - (base - raw)), _MADV_HUGEPAGE):
         err = ctypes.get_errno()
@@ -483,6 +494,7 @@ def memory_info(gpu: int) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ native entry points
+
 
 def loaded_library(fragment: str) -> str | None:
     """Path of a shared library already mapped into this process whose name contains ``fragment``."""

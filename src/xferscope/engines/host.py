@@ -4,6 +4,7 @@ psync (pread/pwrite, one operation in flight per worker) at queue depth 1;
 io_uring at queue depth > 1 when the kernel allows it, psync otherwise, and
 the output says which.
 """
+
 from __future__ import annotations
 
 from xferscope.engines.native import NativeEngine, uring_status
@@ -20,15 +21,17 @@ def thp_mode() -> str | None:
     except OSError:
         return None
     start, end = text.find("["), text.find("]")
-    return text[start + 1:end] if 0 <= start < end else None
+    return text[start + 1 : end] if 0 <= start < end else None
 
 
 def require_huge_pages() -> None:
     """Raise EnvironmentProblem, with the fix, where transparent huge pages cannot be had (--huge-pages)."""
     mode = thp_mode()
     if mode not in ("always", "madvise"):
-        raise EnvironmentProblem(f"--huge-pages: transparent huge pages are off on this machine ({THP_SETTING}: "
-                                 f"{mode or 'absent'}); as root: echo madvise > {THP_SETTING}")
+        raise EnvironmentProblem(
+            f"--huge-pages: transparent huge pages are off on this machine ({THP_SETTING}: "
+            f"{mode or 'absent'}); as root: echo madvise > {THP_SETTING}"
+        )
 
 
 class HostEngine(NativeEngine):

@@ -1,5 +1,6 @@
 """The practical host<->GPU copy limit: pinned host->device and device->host copies of 256 MiB (as
 p2pBandwidthLatencyTest measures it), timed once per boot and kept in ``xferscope.gpus``."""
+
 from __future__ import annotations
 
 import statistics
@@ -54,5 +55,7 @@ def _measure(index: int, size: int = CEILING_BYTES, reps: int = CEILING_REPS) ->
             return cu.cuMemcpyDtoHAsync(host, dev, size, stream)
 
         timed(h2d), timed(d2h)  # warm-up
-        return {"link_ceiling_h2d_gb_s": statistics.median(timed(h2d) for _ in range(reps)),
-                "link_ceiling_d2h_gb_s": statistics.median(timed(d2h) for _ in range(reps))}
+        return {
+            "link_ceiling_h2d_gb_s": statistics.median(timed(h2d) for _ in range(reps)),
+            "link_ceiling_d2h_gb_s": statistics.median(timed(d2h) for _ in range(reps)),
+        }

@@ -14,6 +14,7 @@ the others' public names are imported from.
 
 Nothing here knows about terminals or the console.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -80,9 +81,19 @@ from xferscope.errors import EnvironmentProblem, RunFailed
 RAN_SHARE = 0.97
 
 
-def point_from_windows(windows: list[tuple[int, ...]], *, traffic: str, stride: int, delay: int | None,
-                       read_bytes: int, write_bytes: int, backend: str, ns_per_iter: float | None,
-                       latency: bool, bandwidth: bool) -> MemPoint | None:
+def point_from_windows(
+    windows: list[tuple[int, ...]],
+    *,
+    traffic: str,
+    stride: int,
+    delay: int | None,
+    read_bytes: int,
+    write_bytes: int,
+    backend: str,
+    ns_per_iter: float | None,
+    latency: bool,
+    bandwidth: bool,
+) -> MemPoint | None:
     """Median latency (and its min/max) and median bandwidth over complete sub-windows.
 
     A window is (ns, chase steps, load steps[, ns the latency thread ran]). Latency is window time per load,
@@ -219,7 +230,11 @@ class MemSweep(PointStream):
         if spec.mode == "peak":
             return len(spec.traffic_types) * (strides if spec.backend == "builtin" else 1)
         if spec.mode == "curve":
-            sizes = len(self._plan.curve_sizes) if spec.backend == "builtin" else len(curve_sizes_for(spec, llc_bytes(spec.sysfs)))
+            sizes = (
+                len(self._plan.curve_sizes)
+                if spec.backend == "builtin"
+                else len(curve_sizes_for(spec, llc_bytes(spec.sysfs)))
+            )
             return strides * sizes
         if spec.mode == "matrix":
             return strides * 2 * (len(self._plan.matrix) if spec.backend == "builtin" else 1)
@@ -282,8 +297,9 @@ class MemSweep(PointStream):
 
         runner = MlcRunner(self.spec, self._mlc_path)
         cpu = self.spec.latency_cpu if self.spec.latency_cpu is not None else allowed_cpus()[0]
-        self.result.environment["caches"] = [{"name": c.name, "size": c.size}
-                                             for c in cache_levels(cpu, self.spec.sysfs)]
+        self.result.environment["caches"] = [
+            {"name": c.name, "size": c.size} for c in cache_levels(cpu, self.spec.sysfs)
+        ]
         forget = self._on_cancel(runner.stop)
         try:
             yield from runner.points(self._cancel)
@@ -298,8 +314,10 @@ class MemSweep(PointStream):
         self.result.warnings.extend(plan.notes)
         self.result.pages = spec.pages
         if not core.NT_STORES and any(t in NT_TRAFFIC for t in spec.traffic_types) and spec.mode in ("loaded", "peak"):
-            self.result.warnings.append("this build has no non-temporal stores: W6..W10 use regular stores "
-                                        "(and their read for ownership is counted)")
+            self.result.warnings.append(
+                "this build has no non-temporal stores: W6..W10 use regular stores "
+                "(and their read for ownership is counted)"
+            )
         ns_per_iter = core.calibrate_delay()
         self.result.environment.update(builtin_environment(spec, plan, ns_per_iter))
         self._obtained: dict[int, int] = {}
@@ -318,15 +336,26 @@ class MemSweep(PointStream):
             if wanted_huge and self.result.thp_coverage is not None and self.result.thp_coverage < 0.5:
                 self.result.warnings.append(
                     f"only {self.result.thp_coverage:.0%} of the buffers sit on huge pages (THP mode "
-                    f"{thp_mode(spec.sysfs) or 'unknown'}): latency includes page walks")
+                    f"{thp_mode(spec.sysfs) or 'unknown'}): latency includes page walks"
+                )
 
     @contextmanager
-    def _session(self, core, chase_bytes: int, stride: int, chase_cpu: int | None, load_cpus, load_bytes: int,
-                 traffic, **options):
+    def _session(
+        self, core, chase_bytes: int, stride: int, chase_cpu: int | None, load_cpus, load_bytes: int, traffic, **options
+    ):
         """A started native session (None when cancelled while starting), closed afterwards; the page sizes it
         obtained are counted."""
-        session = core.Session(chase_bytes, stride, -1 if chase_cpu is None else chase_cpu, list(load_cpus),
-                               load_bytes, list(traffic), self.spec.seed, pages=self.spec.pages, **options)
+        session = core.Session(
+            chase_bytes,
+            stride,
+            -1 if chase_cpu is None else chase_cpu,
+            list(load_cpus),
+            load_bytes,
+            list(traffic),
+            self.spec.seed,
+            pages=self.spec.pages,
+            **options,
+        )
         forget = self._on_cancel(session.stop)
         try:
             try:
@@ -347,8 +376,10 @@ class MemSweep(PointStream):
 
     def _no_memory_reason(self) -> str:
         if self.spec.pages in HUGETLB_PAGE:
-            return (f"the reserved {PAGE_SIZE_TEXT[self.spec.pages]} ran out (they may sit on another NUMA node); "
-                    "reserve more or use --pages thp")
+            return (
+                f"the reserved {PAGE_SIZE_TEXT[self.spec.pages]} ran out (they may sit on another NUMA node); "
+                "reserve more or use --pages thp"
+            )
         return "not enough memory for the sweep buffers; pass a smaller --buffer or fewer --threads"
 
     def _measure(self, session, traffic: str, delay: int | None, *, loads: bool, chase: bool, whole: bool = False):
@@ -357,20 +388,31 @@ class MemSweep(PointStream):
         taken again, and after a few tries fails saying so."""
         plan = self._plan
         for _ in range(TRIES):
-            out = session.measure(traffic if loads else "R", delay or 0, loads, chase, plan.warmup_s, plan.window_s,
-                                  plan.windows, whole=whole)
+            out = session.measure(
+                traffic if loads else "R",
+                delay or 0,
+                loads,
+                chase,
+                plan.warmup_s,
+                plan.window_s,
+                plan.windows,
+                whole=whole,
+            )
             if out["cancelled"]:
                 return None
             windows = out["windows"]
             if (not chase or any(w[1] for w in windows)) and (not loads or any(w[2] for w in windows)):
                 return windows
         who = "latency thread" if chase else "load threads"
-        raise RunFailed(f"the {who} made no progress in {TRIES} tries of {plan.warmup_s + plan.window_s * plan.windows:g}"
-                        " s each: this machine is too busy to measure; retry when it is quieter or with a longer "
-                        "--point-seconds")
+        raise RunFailed(
+            f"the {who} made no progress in {TRIES} tries of {plan.warmup_s + plan.window_s * plan.windows:g}"
+            " s each: this machine is too busy to measure; retry when it is quieter or with a longer "
+            "--point-seconds"
+        )
 
-    def _latency_point(self, session, stride: int, window: int, buffer: int, *, whole: bool = False,
-                       traffic: str = IDLE, **where) -> MemPoint | None:
+    def _latency_point(
+        self, session, stride: int, window: int, buffer: int, *, whole: bool = False, traffic: str = IDLE, **where
+    ) -> MemPoint | None:
         """An idle-latency point; ``window`` 0 is the whole buffer. A cache-curve point is named by the locality
         asked for even where its working set fits in one window (the chase is then one cycle over all of it)."""
         windows = self._measure(session, "R", None, loads=False, chase=True, whole=whole)
@@ -379,18 +421,41 @@ class MemSweep(PointStream):
         if traffic == CURVE:
             window = self._plan.window_for(self.spec, stride, 1 << 62)
         bytes_ = None if whole or not window else window
-        point = point_from_windows(windows, traffic=traffic, stride=stride, delay=None, read_bytes=0, write_bytes=0,
-                                   backend="builtin", ns_per_iter=None, latency=True, bandwidth=False)
-        return point and replace(point, locality=locality_label(bytes_, None if traffic == CURVE else buffer),
-                                 locality_bytes=bytes_, size_bytes=buffer, **where)
+        point = point_from_windows(
+            windows,
+            traffic=traffic,
+            stride=stride,
+            delay=None,
+            read_bytes=0,
+            write_bytes=0,
+            backend="builtin",
+            ns_per_iter=None,
+            latency=True,
+            bandwidth=False,
+        )
+        return point and replace(
+            point,
+            locality=locality_label(bytes_, None if traffic == CURVE else buffer),
+            locality_bytes=bytes_,
+            size_bytes=buffer,
+            **where,
+        )
 
     def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
         spec, plan = self.spec, self._plan
         window = plan.window_for(spec, stride, plan.chase_bytes) if plan.chase_bytes else 0
         whole_too = bool(window) and spec.whole_idle and spec.mode != "peak"
-        with self._session(core, plan.chase_bytes, stride, plan.latency_cpu, plan.load_cpus, plan.load_bytes,
-                           spec.traffic if plan.load_cpus else [], window=window,
-                           whole_chase=whole_too) as session:
+        with self._session(
+            core,
+            plan.chase_bytes,
+            stride,
+            plan.latency_cpu,
+            plan.load_cpus,
+            plan.load_bytes,
+            spec.traffic if plan.load_cpus else [],
+            window=window,
+            whole_chase=whole_too,
+        ) as session:
             if session is None:
                 return
             if spec.mode != "peak":
@@ -404,20 +469,29 @@ class MemSweep(PointStream):
             label = locality_label(window or None, plan.chase_bytes)
             for traffic in spec.traffic_types:
                 info = core.traffic_info(traffic)
-                for delay in (spec.delays if spec.mode == "loaded" else (0,)):
+                for delay in spec.delays if spec.mode == "loaded" else (0,):
                     if self._cancel.is_set():
                         return
                     chase = spec.mode == "loaded"
                     windows = self._measure(session, traffic, delay, loads=True, chase=chase)
                     point = windows and point_from_windows(
-                        windows, traffic=traffic, stride=stride, delay=delay, read_bytes=info["read_bytes"],
-                        write_bytes=info["write_bytes"], backend="builtin", ns_per_iter=ns_per_iter,
-                        latency=chase, bandwidth=True)
+                        windows,
+                        traffic=traffic,
+                        stride=stride,
+                        delay=delay,
+                        read_bytes=info["read_bytes"],
+                        write_bytes=info["write_bytes"],
+                        backend="builtin",
+                        ns_per_iter=ns_per_iter,
+                        latency=chase,
+                        bandwidth=True,
+                    )
                     if not point:
                         return
                     if chase:
-                        point = replace(point, locality=label, locality_bytes=window or None,
-                                        size_bytes=plan.chase_bytes)
+                        point = replace(
+                            point, locality=label, locality_bytes=window or None, size_bytes=plan.chase_bytes
+                        )
                     yield point
 
     def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
@@ -440,10 +514,21 @@ class MemSweep(PointStream):
         window = plan.window_for(spec, stride, plan.chase_bytes)
         read = core.traffic_info("R")
         for cell in plan.matrix:
-            with self._session(core, plan.chase_bytes, stride, cell.latency_cpu, (), 0, (), window=window,
-                               chase_touch_cpu=cell.touch_cpu, mem_node=cell.mem_node) as session:
-                point = session and self._latency_point(session, stride, window, plan.chase_bytes,
-                                                        cpu_node=cell.cpu_node, mem_node=cell.mem_node)
+            with self._session(
+                core,
+                plan.chase_bytes,
+                stride,
+                cell.latency_cpu,
+                (),
+                0,
+                (),
+                window=window,
+                chase_touch_cpu=cell.touch_cpu,
+                mem_node=cell.mem_node,
+            ) as session:
+                point = session and self._latency_point(
+                    session, stride, window, plan.chase_bytes, cpu_node=cell.cpu_node, mem_node=cell.mem_node
+                )
                 if not point:
                     return
                 self._check_placement(session, cell)
@@ -451,13 +536,30 @@ class MemSweep(PointStream):
             if self._cancel.is_set():
                 return
             touch = [cell.touch_cpu] * len(cell.load_cpus)
-            with self._session(core, 0, stride, None, cell.load_cpus, plan.load_bytes, ["R"],
-                               load_touch_cpus=touch, mem_node=cell.mem_node) as session:
+            with self._session(
+                core,
+                0,
+                stride,
+                None,
+                cell.load_cpus,
+                plan.load_bytes,
+                ["R"],
+                load_touch_cpus=touch,
+                mem_node=cell.mem_node,
+            ) as session:
                 windows = session and self._measure(session, "R", 0, loads=True, chase=False)
                 point = windows and point_from_windows(
-                    windows, traffic="R", stride=stride, delay=0, read_bytes=read["read_bytes"],
-                    write_bytes=read["write_bytes"], backend="builtin", ns_per_iter=ns_per_iter, latency=False,
-                    bandwidth=True)
+                    windows,
+                    traffic="R",
+                    stride=stride,
+                    delay=0,
+                    read_bytes=read["read_bytes"],
+                    write_bytes=read["write_bytes"],
+                    backend="builtin",
+                    ns_per_iter=ns_per_iter,
+                    latency=False,
+                    bandwidth=True,
+                )
                 if not point:
                     return
                 self._check_placement(session, cell)
@@ -471,8 +573,12 @@ class MemSweep(PointStream):
         elsewhere = {n: c for n, c in pages.items() if n != cell.mem_node}
         if not info["bind_errno"] and not elsewhere:
             return
-        how = (f"the kernel refused to bind it there ({os.strerror(info['bind_errno'])}), so it was placed by first "
-               f"touch from CPU {cell.touch_cpu}" if info["bind_errno"] else "it was bound there")
+        how = (
+            f"the kernel refused to bind it there ({os.strerror(info['bind_errno'])}), so it was placed by first "
+            f"touch from CPU {cell.touch_cpu}"
+            if info["bind_errno"]
+            else "it was bound there"
+        )
         got = ", ".join(f"{c / total:.0%} on node {n}" for n, c in sorted(pages.items())) if total else "not known"
         warning = f"memory for node {cell.mem_node}: {how}; pages obtained: {got}"
         if warning not in self.result.warnings:
@@ -488,8 +594,7 @@ def finish_result(result: MemResult, *, cancelled: bool) -> None:
         result.warnings.append(warning)
     result.warnings.extend(w for w in sanity_warnings(result.points) if w not in result.warnings)
     matrix = result.matrix()
-    if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in \
-            result.notes:
+    if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in result.notes:
         result.notes.append(ONE_NODE_NOTE)
 
 
@@ -500,11 +605,15 @@ def busy_warning(points: list[MemPoint]) -> str | None:
     if not short:
         return None
     spoiled = sum(1 for p in timed if p.windows_short >= p.windows)
-    text = (f"the latency thread was off its CPU in {short} of {sum(p.windows for p in timed)} windows (the "
-            "machine is busy): those windows were left out")
+    text = (
+        f"the latency thread was off its CPU in {short} of {sum(p.windows for p in timed)} windows (the "
+        "machine is busy): those windows were left out"
+    )
     if spoiled:
-        text += (f"; {spoiled} point(s) had no clean window: their latency is the thread's own running time per "
-                 "load; measure on a quieter machine")
+        text += (
+            f"; {spoiled} point(s) had no clean window: their latency is the thread's own running time per "
+            "load; measure on a quieter machine"
+        )
     return text
 
 
@@ -525,8 +634,10 @@ def _load_memcore():
     try:
         from xferscope import _memcore
     except ImportError as exc:
-        raise EnvironmentProblem(f"the native memory core is not built ({exc}); reinstall xferscope with a C "
-                                 "compiler present, or use --backend mlc") from None
+        raise EnvironmentProblem(
+            f"the native memory core is not built ({exc}); reinstall xferscope with a C "
+            "compiler present, or use --backend mlc"
+        ) from None
     return _memcore
 
 
@@ -550,16 +661,45 @@ def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dic
         "window_s": plan.window_s,
         "windows": plan.windows,
         "ns_per_delay_iter": ns_per_iter,
-        **({"numa_nodes": [{"node": n.node, "cpus": format_cpu_list(n.cpus), "memory": n.memory}
-                           for n in plan.topology]} if plan.topology else {}),
+        **(
+            {
+                "numa_nodes": [
+                    {"node": n.node, "cpus": format_cpu_list(n.cpus), "memory": n.memory} for n in plan.topology
+                ]
+            }
+            if plan.topology
+            else {}
+        ),
         **({"sysfs": spec.sysfs} if spec.sysfs != "/sys" else {}),
         **({"curve_sizes": list(plan.curve_sizes)} if plan.curve_sizes else {}),
     }
 
 
 __all__ = [
-    "BACKENDS", "BUILTIN_TRAFFIC", "CSV_COLUMNS", "CURVE", "DEFAULT_DELAYS", "IDLE", "MODES", "MemPlan", "MemPoint",
-    "MemResult", "MemSpec", "MemSweep", "PointStream", "allowed_cpus", "csv_text", "finish_result", "format_cpu_list", "group_series",
-    "llc_bytes", "parse_cpu_list", "parse_int_list", "point_from_windows", "resolve_plan", "result_json",
-    "sanity_warnings", "thp_coverage",
+    "BACKENDS",
+    "BUILTIN_TRAFFIC",
+    "CSV_COLUMNS",
+    "CURVE",
+    "DEFAULT_DELAYS",
+    "IDLE",
+    "MODES",
+    "MemPlan",
+    "MemPoint",
+    "MemResult",
+    "MemSpec",
+    "MemSweep",
+    "PointStream",
+    "allowed_cpus",
+    "csv_text",
+    "finish_result",
+    "format_cpu_list",
+    "group_series",
+    "llc_bytes",
+    "parse_cpu_list",
+    "parse_int_list",
+    "point_from_windows",
+    "resolve_plan",
+    "result_json",
+    "sanity_warnings",
+    "thp_coverage",
 ]

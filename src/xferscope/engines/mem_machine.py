@@ -3,6 +3,7 @@
 Everything here reads the kernel's files (sysfs, procfs) and nothing else; no
 module of the mem family above it knows where they live.
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,6 @@ def format_cpu_list(cpus: Iterable[int]) -> str:
     if run:
         out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
     return ",".join(out)
-
 
 
 def allowed_cpus() -> tuple[int, ...]:
@@ -245,8 +245,9 @@ def thp_coverage(regions: Iterable[tuple[int, int]], smaps: str = "/proc/self/sm
     return sum(v for k, v in got.items() if k > BASE_PAGE) / total if total else None
 
 
-def nodes_obtained(regions: Iterable[tuple[int, int]], maps: str = "/proc/self/maps",
-                   numa_maps: str = "/proc/self/numa_maps") -> dict[int, int]:
+def nodes_obtained(
+    regions: Iterable[tuple[int, int]], maps: str = "/proc/self/maps", numa_maps: str = "/proc/self/numa_maps"
+) -> dict[int, int]:
     """Pages of the mappings holding ``regions`` on each NUMA node, from numa_maps: {node: pages}."""
     spans = [(start, start + size) for start, size in regions]
     starts = set()

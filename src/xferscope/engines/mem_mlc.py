@@ -7,6 +7,7 @@ matrix ``--latency_matrix`` and ``--bandwidth_matrix``, curve ``--idle_latency -
 once per working-set size. ``--locality whole`` is mlc's ``-r`` (random access);
 ``--pages 2m``/``1g`` are its ``-L``/``-h``.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,12 +33,14 @@ def find_mlc(path: str | None = None) -> str:
     if path:
         if os.path.isfile(path) and os.access(path, os.X_OK):
             return path
-        raise EngineUnavailable("mlc", f"{path} is not an executable file; download Intel MLC from {MLC_URL} "
-                                       "and pass its path with --mlc")
+        raise EngineUnavailable(
+            "mlc", f"{path} is not an executable file; download Intel MLC from {MLC_URL} and pass its path with --mlc"
+        )
     found = shutil.which("mlc")
     if not found:
-        raise EngineUnavailable("mlc", f"Intel MLC (mlc) is not on PATH; download it from {MLC_URL} and put it "
-                                       "on PATH or pass --mlc PATH")
+        raise EngineUnavailable(
+            "mlc", f"Intel MLC (mlc) is not on PATH; download it from {MLC_URL} and put it on PATH or pass --mlc PATH"
+        )
     return found
 
 
@@ -71,8 +74,9 @@ def mlc_seconds(spec: MemSpec) -> int:
     return max(1, round(spec.seconds_per_point))
 
 
-def loaded_latency_command(mlc: str, spec: MemSpec, traffic: str, stride: int,
-                           delays_file: str | None = None) -> list[str]:
+def loaded_latency_command(
+    mlc: str, spec: MemSpec, traffic: str, stride: int, delays_file: str | None = None
+) -> list[str]:
     """``mlc --loaded_latency`` for one traffic type and stride; ``delays_file`` when the delays are a list."""
     cmd = [mlc, "--loaded_latency", "-R" if traffic == "R" else f"-{traffic}", f"-l{stride}", f"-t{mlc_seconds(spec)}"]
     if len(spec.delays) == 1:
@@ -97,8 +101,10 @@ def peak_bandwidth_command(mlc: str, spec: MemSpec) -> list[str]:
 
 def matrix_commands(mlc: str, spec: MemSpec, stride: int) -> list[list[str]]:
     """``mlc --latency_matrix`` and ``mlc --bandwidth_matrix``."""
-    return [[mlc, "--latency_matrix", f"-l{stride}"] + _buffer_option(spec) + _chase_options(spec),
-            [mlc, "--bandwidth_matrix"] + _buffer_option(spec) + _page_options(spec)]
+    return [
+        [mlc, "--latency_matrix", f"-l{stride}"] + _buffer_option(spec) + _chase_options(spec),
+        [mlc, "--bandwidth_matrix"] + _buffer_option(spec) + _page_options(spec),
+    ]
 
 
 class MlcRunner:
@@ -114,8 +120,10 @@ class MlcRunner:
         self._lock = threading.Lock()
         self._stopped = False
         if mlc_seconds(spec) != spec.point_seconds and spec.mode == "loaded":
-            self.warnings.append(f"mlc measures whole seconds per point: ran -t{mlc_seconds(spec)} "
-                                 f"for --point-seconds {spec.point_seconds:g}")
+            self.warnings.append(
+                f"mlc measures whole seconds per point: ran -t{mlc_seconds(spec)} "
+                f"for --point-seconds {spec.point_seconds:g}"
+            )
 
     def stop(self) -> None:
         with self._lock:
@@ -144,8 +152,9 @@ class MlcRunner:
                     for size in curve_sizes_for(spec, llc_bytes(spec.sysfs)):
                         if cancel.is_set():
                             return
-                        yield from self._run(idle_latency_command(self.mlc, spec, stride, size), CURVE, stride,
-                                             cancel, size=size)
+                        yield from self._run(
+                            idle_latency_command(self.mlc, spec, stride, size), CURVE, stride, cancel, size=size
+                        )
                     continue
                 yield from self._run(idle_latency_command(self.mlc, spec, stride), IDLE, stride, cancel)
                 if spec.mode == "idle":
@@ -166,8 +175,9 @@ class MlcRunner:
         if missing and not cancel.is_set():
             self.warnings.append(f"mlc --max_bandwidth printed no row for {', '.join(missing)}")
 
-    def _run(self, cmd: list[str], traffic: str | None, stride: int | None,
-             cancel: threading.Event, size: int | None = None) -> Iterator[MemPoint]:
+    def _run(
+        self, cmd: list[str], traffic: str | None, stride: int | None, cancel: threading.Event, size: int | None = None
+    ) -> Iterator[MemPoint]:
         self.environment["mlc_commands"].append(" ".join(cmd))
         parser = MlcParser(" ".join(cmd))
         parser.learn_flags(cmd[1:])
@@ -175,8 +185,9 @@ class MlcRunner:
             if self._stopped:
                 return
             try:
-                self._proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                              errors="replace", bufsize=1)
+                self._proc = subprocess.Popen(
+                    cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace", bufsize=1
+                )
             except OSError as exc:
                 raise EngineUnavailable("mlc", f"cannot run {self.mlc}: {exc.strerror or exc}") from None
         proc = self._proc

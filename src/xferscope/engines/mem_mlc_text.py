@@ -15,6 +15,7 @@ says it measures random access (``-r``, or when it could not switch the hardware
 prefetchers off), ``mlc sequential`` when it says sequential, ``mlc`` otherwise.
 MLC's ``-L`` and ``-h`` are its 2 MiB and 1 GiB pages.
 """
+
 from __future__ import annotations
 
 import re
@@ -123,9 +124,21 @@ class MlcParser:
         return f"mlc {self.access}" if self.access else "mlc"
 
     def _idle_point(self, latency: float, **where) -> MemPoint:
-        return MemPoint(delay=None, latency_ns=latency, latency_min_ns=None, latency_max_ns=None, bandwidth_mb_s=None,
-                        read_mb_s=None, write_mb_s=None, traffic=IDLE, stride=self._cmd_stride, backend="mlc",
-                        locality=self.locality, size_bytes=self._cmd_buffer, **where)
+        return MemPoint(
+            delay=None,
+            latency_ns=latency,
+            latency_min_ns=None,
+            latency_max_ns=None,
+            bandwidth_mb_s=None,
+            read_mb_s=None,
+            write_mb_s=None,
+            traffic=IDLE,
+            stride=self._cmd_stride,
+            backend="mlc",
+            locality=self.locality,
+            size_bytes=self._cmd_buffer,
+            **where,
+        )
 
     def _matrix_row(self, tokens: list[str], what: str) -> list[MemPoint]:
         """A row of the latency or bandwidth matrix: a CPU node, then one value per memory node."""
@@ -156,10 +169,22 @@ class MlcParser:
             if what == "idle latency":
                 out.append(self._idle_point(value, cpu_node=cpu_node, mem_node=mem_node))
             else:
-                out.append(MemPoint(delay=0, latency_ns=None, latency_min_ns=None, latency_max_ns=None,
-                                    bandwidth_mb_s=value, read_mb_s=None, write_mb_s=None,
-                                    traffic=self._section_traffic or "R", stride=self._cmd_stride, backend="mlc",
-                                    cpu_node=cpu_node, mem_node=mem_node))
+                out.append(
+                    MemPoint(
+                        delay=0,
+                        latency_ns=None,
+                        latency_min_ns=None,
+                        latency_max_ns=None,
+                        bandwidth_mb_s=value,
+                        read_mb_s=None,
+                        write_mb_s=None,
+                        traffic=self._section_traffic or "R",
+                        stride=self._cmd_stride,
+                        backend="mlc",
+                        cpu_node=cpu_node,
+                        mem_node=mem_node,
+                    )
+                )
         return out
 
     def _peak_row(self, line: str) -> list[MemPoint]:
@@ -172,17 +197,42 @@ class MlcParser:
         label = " ".join(match.group("label").split())
         traffic = PEAK_LABELS.get(label.lower(), label)
         bw = float(value)
-        return [MemPoint(delay=0, latency_ns=None, latency_min_ns=None, latency_max_ns=None, bandwidth_mb_s=bw,
-                         read_mb_s=None, write_mb_s=None, traffic=traffic, stride=self._cmd_stride, backend="mlc")]
+        return [
+            MemPoint(
+                delay=0,
+                latency_ns=None,
+                latency_min_ns=None,
+                latency_max_ns=None,
+                bandwidth_mb_s=bw,
+                read_mb_s=None,
+                write_mb_s=None,
+                traffic=traffic,
+                stride=self._cmd_stride,
+                backend="mlc",
+            )
+        ]
 
     def _loaded_row(self, tokens: list[str]) -> list[MemPoint]:
         if len(tokens) != 3 or not _DELAY.match(tokens[0]) or not all(_NUMBER.match(t) for t in tokens[1:]):
-            raise self._fail("loaded latency row needs a delay, a latency (ns) and a bandwidth (MB/sec), got "
-                             f"{' '.join(tokens)!r}")
-        return [MemPoint(delay=int(tokens[0]), latency_ns=float(tokens[1]), latency_min_ns=None, latency_max_ns=None,
-                         bandwidth_mb_s=float(tokens[2]), read_mb_s=None, write_mb_s=None, traffic=self._traffic(),
-                         stride=self._cmd_stride, backend="mlc", locality=self.locality,
-                         size_bytes=self._cmd_buffer)]
+            raise self._fail(
+                f"loaded latency row needs a delay, a latency (ns) and a bandwidth (MB/sec), got {' '.join(tokens)!r}"
+            )
+        return [
+            MemPoint(
+                delay=int(tokens[0]),
+                latency_ns=float(tokens[1]),
+                latency_min_ns=None,
+                latency_max_ns=None,
+                bandwidth_mb_s=float(tokens[2]),
+                read_mb_s=None,
+                write_mb_s=None,
+                traffic=self._traffic(),
+                stride=self._cmd_stride,
+                backend="mlc",
+                locality=self.locality,
+                size_bytes=self._cmd_buffer,
+            )
+        ]
 
     # -- one line
 
@@ -240,8 +290,13 @@ class MlcParser:
         return []
 
     def result(self) -> MemResult:
-        result = MemResult(points=list(self.points), backend="mlc", warnings=list(self.warnings),
-                           environment={"source": self.source, **self.environment}, pages=self.pages)
+        result = MemResult(
+            points=list(self.points),
+            backend="mlc",
+            warnings=list(self.warnings),
+            environment={"source": self.source, **self.environment},
+            pages=self.pages,
+        )
         result.warnings.extend(sanity_warnings(result.points))
         return result
 

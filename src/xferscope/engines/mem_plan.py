@@ -1,4 +1,5 @@
 """A memory sweep's spec resolved against this machine: which CPUs, how much memory, which windows."""
+
 from __future__ import annotations
 
 import math
@@ -131,9 +132,11 @@ def check_huge_pool(spec: MemSpec, buffers: Iterable[int]) -> None:
         raise EnvironmentProblem(f"--pages {spec.pages}: this kernel offers no {PAGE_SIZE_TEXT[spec.pages]}")
     if pool.free < need:
         path = f"{spec.sysfs}/kernel/mm/hugepages/hugepages-{page // 1024}kB/nr_hugepages"
-        raise EnvironmentProblem(f"--pages {spec.pages} needs {need} free {PAGE_SIZE_TEXT[spec.pages]} and "
-                                 f"{pool.free} of {pool.total} reserved are free; reserve them as root "
-                                 f"(echo {pool.total - pool.free + need} > {path}) or use --pages thp")
+        raise EnvironmentProblem(
+            f"--pages {spec.pages} needs {need} free {PAGE_SIZE_TEXT[spec.pages]} and "
+            f"{pool.free} of {pool.total} reserved are free; reserve them as root "
+            f"(echo {pool.total - pool.free + need} > {path}) or use --pages thp"
+        )
 
 
 def resolve_plan(spec: MemSpec) -> MemPlan:
@@ -154,12 +157,17 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
     if spec.threads is not None and spec.mode in ("loaded", "peak"):
         if spec.threads > len(load):
             free_text = format_cpu_list(load) or "none"
-            raise SpecError("threads", f"{spec.threads} load threads asked but only {len(load)} CPU(s) are free "
-                                       f"for them ({free_text}); ask for at most {len(load)}")
+            raise SpecError(
+                "threads",
+                f"{spec.threads} load threads asked but only {len(load)} CPU(s) are free "
+                f"for them ({free_text}); ask for at most {len(load)}",
+            )
         load = tuple(load[: spec.threads])
     if spec.mode == "loaded" and not load:
-        raise EnvironmentProblem("loaded latency needs a CPU for the latency thread and at least one more for "
-                                 f"load threads; this process may use {format_cpu_list(allowed)}")
+        raise EnvironmentProblem(
+            "loaded latency needs a CPU for the latency thread and at least one more for "
+            f"load threads; this process may use {format_cpu_list(allowed)}"
+        )
 
     caches = tuple(cache_levels(latency_cpu if latency_cpu is not None else allowed[0], spec.sysfs))
     llc = caches[-1].size if caches else None
@@ -169,8 +177,9 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
         topology = tuple(numa_topology(spec.sysfs, allowed))
         cells = matrix_cells(list(topology), spec, spec.threads)
         if not cells:
-            raise EnvironmentProblem(f"no NUMA node has both CPUs this process may use ({format_cpu_list(allowed)}) "
-                                     "and memory to measure")
+            raise EnvironmentProblem(
+                f"no NUMA node has both CPUs this process may use ({format_cpu_list(allowed)}) and memory to measure"
+            )
         load = max((c.load_cpus for c in cells), key=len)
     if spec.buffer_bytes is not None:
         chase = load_bytes = spec.buffer_bytes
@@ -189,13 +198,30 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
     need = chase + len(load) * buffers_per_load_thread(spec.traffic_types) * load_bytes
     avail = available_memory()
     if avail is not None and need > 0.8 * avail:
-        raise EnvironmentProblem(f"the sweep needs {need / GIB:.1f} GiB of buffers and {avail / GIB:.1f} GiB is "
-                                 "available; pass a smaller --buffer or fewer --threads")
+        raise EnvironmentProblem(
+            f"the sweep needs {need / GIB:.1f} GiB of buffers and {avail / GIB:.1f} GiB is "
+            "available; pass a smaller --buffer or fewer --threads"
+        )
     loads = [load_bytes] * (len(load) * buffers_per_load_thread(spec.traffic_types))
     check_huge_pool(spec, ([chase] if spec.mode != "curve" else []) + (loads if spec.mode != "matrix" else []))
     if llc and chase and chase < 4 * llc and spec.mode != "curve":
-        notes.append(f"the latency buffer ({chase / MIB:.0f} MiB) is smaller than 4x the last-level cache "
-                     f"({llc / MIB:.0f} MiB): latency may come partly from cache; use --buffer {_round_up(4 * llc, GIB) // GIB}G")
+        notes.append(
+            f"the latency buffer ({chase / MIB:.0f} MiB) is smaller than 4x the last-level cache "
+            f"({llc / MIB:.0f} MiB): latency may come partly from cache; use --buffer {_round_up(4 * llc, GIB) // GIB}G"
+        )
     warmup, window, count = sub_windows(spec.seconds_per_point)
-    return MemPlan(latency_cpu if spec.mode != "peak" else None, tuple(load), chase, load_bytes, warmup, window,
-                   count, llc, tuple(notes), caches, sizes, cells, topology)
+    return MemPlan(
+        latency_cpu if spec.mode != "peak" else None,
+        tuple(load),
+        chase,
+        load_bytes,
+        warmup,
+        window,
+        count,
+        llc,
+        tuple(notes),
+        caches,
+        sizes,
+        cells,
+        topology,
+    )

@@ -1,5 +1,6 @@
 """What a memory sweep (or an imported MLC output) produced: ``MemPoint``, ``MemResult``, their files,
 and the sanity checks of a trustworthy curve."""
+
 from __future__ import annotations
 
 import csv
@@ -16,8 +17,20 @@ from xferscope.engines.mem_spec import MemSpec
 from xferscope.errors import FormatError
 from xferscope.units import format_size
 
-CSV_COLUMNS = ("delay", "latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s", "traffic", "stride", "backend",
-               "locality", "size_bytes", "cpu_node", "mem_node")
+CSV_COLUMNS = (
+    "delay",
+    "latency_ns",
+    "bandwidth_mb_s",
+    "read_mb_s",
+    "write_mb_s",
+    "traffic",
+    "stride",
+    "backend",
+    "locality",
+    "size_bytes",
+    "cpu_node",
+    "mem_node",
+)
 IDLE = "idle"  # the traffic label of an idle-latency point
 CURVE = "curve"  # the traffic label of a point of the cache-level curve (latency against working-set size)
 WHOLE_BUFFER = "whole-buffer"  # the locality label of a chase over the whole buffer
@@ -47,10 +60,20 @@ class MemPoint:
     mem_node: int | None = None  # matrix cells: the NUMA node of the memory
 
     def csv_row(self) -> list[str]:
-        return [_cell(self.delay, "{}"), _cell(self.latency_ns, "{:.2f}"), _cell(self.bandwidth_mb_s, "{:.1f}"),
-                _cell(self.read_mb_s, "{:.1f}"), _cell(self.write_mb_s, "{:.1f}"), self.traffic,
-                _cell(self.stride, "{}"), self.backend, self.locality or "", _cell(self.size_bytes, "{}"),
-                _cell(self.cpu_node, "{}"), _cell(self.mem_node, "{}")]
+        return [
+            _cell(self.delay, "{}"),
+            _cell(self.latency_ns, "{:.2f}"),
+            _cell(self.bandwidth_mb_s, "{:.1f}"),
+            _cell(self.read_mb_s, "{:.1f}"),
+            _cell(self.write_mb_s, "{:.1f}"),
+            self.traffic,
+            _cell(self.stride, "{}"),
+            self.backend,
+            self.locality or "",
+            _cell(self.size_bytes, "{}"),
+            _cell(self.cpu_node, "{}"),
+            _cell(self.mem_node, "{}"),
+        ]
 
     @property
     def in_matrix(self) -> bool:
@@ -92,8 +115,14 @@ class MemResult:
             return local[0] if local and not whole else None
         if whole:
             first = idle[0]
-            return next((p for p in idle[1:] if p.locality == WHOLE_BUFFER and p.stride == first.stride
-                         and first.locality != WHOLE_BUFFER), None)
+            return next(
+                (
+                    p
+                    for p in idle[1:]
+                    if p.locality == WHOLE_BUFFER and p.stride == first.stride and first.locality != WHOLE_BUFFER
+                ),
+                None,
+            )
         return idle[0]
 
     @property
@@ -136,8 +165,9 @@ class MemResult:
     def matrix(self) -> dict[str, Any] | None:
         """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
         not measured); None when the result has no matrix cells."""
-        cells = [(p, p.cpu_node, p.mem_node) for p in self.matrix_points
-                 if p.cpu_node is not None and p.mem_node is not None]
+        cells = [
+            (p, p.cpu_node, p.mem_node) for p in self.matrix_points if p.cpu_node is not None and p.mem_node is not None
+        ]
         if not cells:
             return None
         cpu_nodes = sorted({cpu for _, cpu, _ in cells})
@@ -199,8 +229,16 @@ def result_from_dict(data: Any, where: str) -> MemResult:
         if not isinstance(p, dict) or "traffic" not in p:
             raise FormatError(where, None, "a memory point without a traffic type")
         values = {k: v for k, v in p.items() if k in names}
-        for key in ("delay", "latency_ns", "latency_min_ns", "latency_max_ns", "bandwidth_mb_s", "read_mb_s",
-                    "write_mb_s", "stride"):
+        for key in (
+            "delay",
+            "latency_ns",
+            "latency_min_ns",
+            "latency_max_ns",
+            "bandwidth_mb_s",
+            "read_mb_s",
+            "write_mb_s",
+            "stride",
+        ):
             values.setdefault(key, None)
         values.setdefault("backend", data.get("backend", "builtin"))
         points.append(MemPoint(**values))
@@ -212,19 +250,31 @@ def result_from_dict(data: Any, where: str) -> MemResult:
             spec = MemSpec(**raw)
         except TypeError:
             spec = None
-    return MemResult(points=points, backend=str(data.get("backend", "builtin")),
-                     thp_coverage=data.get("thp_coverage"), warnings=list(data.get("warnings") or []),
-                     environment=dict(data.get("environment") or {}), cancelled=bool(data.get("cancelled")),
-                     spec=spec, pages=data.get("pages"), pages_obtained=dict(data.get("pages_obtained") or {}),
-                     notes=list(data.get("notes") or []), source=data.get("source") or where,
-                     error=data.get("error") if isinstance(data.get("error"), str) else None)
+    return MemResult(
+        points=points,
+        backend=str(data.get("backend", "builtin")),
+        thp_coverage=data.get("thp_coverage"),
+        warnings=list(data.get("warnings") or []),
+        environment=dict(data.get("environment") or {}),
+        cancelled=bool(data.get("cancelled")),
+        spec=spec,
+        pages=data.get("pages"),
+        pages_obtained=dict(data.get("pages_obtained") or {}),
+        notes=list(data.get("notes") or []),
+        source=data.get("source") or where,
+        error=data.get("error") if isinstance(data.get("error"), str) else None,
+    )
 
 
 def is_mem_result(data: Any) -> bool:
     """Whether parsed JSON looks like a memory result (a dict, or a list of them, with memory points)."""
     first = data[0] if isinstance(data, list) and data else data
-    return isinstance(first, dict) and isinstance(first.get("points"), list) and "backend" in first \
+    return (
+        isinstance(first, dict)
+        and isinstance(first.get("points"), list)
+        and "backend" in first
         and "throughput_mib_s" not in first
+    )
 
 
 def pages_shares(obtained: dict[int, int]) -> dict[str, float]:
@@ -273,8 +323,9 @@ def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]])
             runs.append([(size, lat)])
     merged: list[list[tuple[int, float]]] = []
     for run in (r for r in runs if len(r) > 1):  # a lone point is a transition or a disturbed window
-        if merged and abs(math.log(statistics.median(x for _, x in run) /
-                                   statistics.median(x for _, x in merged[-1]))) < math.log(PLATEAU_RISE):
+        if merged and abs(
+            math.log(statistics.median(x for _, x in run) / statistics.median(x for _, x in merged[-1]))
+        ) < math.log(PLATEAU_RISE):
             merged[-1] = merged[-1] + run
         else:
             merged.append(run)
@@ -285,10 +336,17 @@ def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]])
         last = run[-1][0]
         level = next(((size, name) for size, name in levels if last <= size), None)
         latency = statistics.median(x for _, x in run)
-        out.append({"level": level[1] if level else "memory" if levels else f"plateau {len(out) + 1}",
-                    "from_bytes": run[0][0], "to_bytes": last, "points": len(run), "latency_ns": latency,
-                    "rises": None if not out else latency > PLATEAU_RISE * out[-1]["latency_ns"],
-                    "ends_early": bool(level and last * 4 <= level[0])})
+        out.append(
+            {
+                "level": level[1] if level else "memory" if levels else f"plateau {len(out) + 1}",
+                "from_bytes": run[0][0],
+                "to_bytes": last,
+                "points": len(run),
+                "latency_ns": latency,
+                "rises": None if not out else latency > PLATEAU_RISE * out[-1]["latency_ns"],
+                "ends_early": bool(level and last * 4 <= level[0]),
+            }
+        )
     return out
 
 
@@ -318,8 +376,10 @@ def sanity_warnings(points: list[MemPoint]) -> list[str]:
         idle_of.setdefault((p.stride, p.locality), p.latency_ns)
         if not IDLE_RANGE_NS[0] <= p.latency_ns <= IDLE_RANGE_NS[1]:
             where = f"stride {p.stride}" + (f", {p.locality}" if p.locality else "")
-            out.append(f"idle latency {p.latency_ns:.1f} ns ({where}) is outside the 60-200 ns usual for DRAM: "
-                       "the buffer may fit in cache, or the memory is remote or slow")
+            out.append(
+                f"idle latency {p.latency_ns:.1f} ns ({where}) is outside the 60-200 ns usual for DRAM: "
+                "the buffer may fit in cache, or the memory is remote or slow"
+            )
     for (traffic, stride), series in group_series(p for p in points if not p.in_matrix).items():
         if traffic in (IDLE, CURVE):
             continue
@@ -331,12 +391,16 @@ def sanity_warnings(points: list[MemPoint]) -> list[str]:
         if idle and len(lat) >= 2:
             last, last_ns = lat[-1], cast(float, lat[-1].latency_ns)  # lat holds measured latencies only
             if abs(last_ns - idle) > 0.05 * idle:
-                out.append(f"{traffic} stride {stride}: latency at the largest delay ({last.delay}) is "
-                           f"{last_ns:.1f} ns, more than 5% away from idle ({idle:.1f} ns)")
+                out.append(
+                    f"{traffic} stride {stride}: latency at the largest delay ({last.delay}) is "
+                    f"{last_ns:.1f} ns, more than 5% away from idle ({idle:.1f} ns)"
+                )
             first, first_ns = lat[0], cast(float, lat[0].latency_ns)
             if first.delay == 0 and first_ns < 1.3 * idle:
-                out.append(f"{traffic} stride {stride}: latency at delay 0 ({first_ns:.1f} ns) is below "
-                           f"1.3x idle ({idle:.1f} ns): the load threads may not saturate memory")
+                out.append(
+                    f"{traffic} stride {stride}: latency at delay 0 ({first_ns:.1f} ns) is below "
+                    f"1.3x idle ({idle:.1f} ns): the load threads may not saturate memory"
+                )
         rising, lowest = [], None  # (bandwidth, delay) lowest so far, at smaller delays
         for p in series:
             if not p.bandwidth_mb_s:

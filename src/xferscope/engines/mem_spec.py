@@ -1,4 +1,5 @@
 """What a memory sweep measures: ``MemSpec``, validated once, with errors naming the field and the fix."""
+
 from __future__ import annotations
 
 import math
@@ -22,8 +23,12 @@ PEAK_TRAFFIC = ("R", "W3", "W2", "W5", "W10")
 DEFAULT_POINT_SECONDS = {"idle": 2.0, "loaded": 2.0, "peak": 2.0, "curve": 0.25, "matrix": 1.0}
 # Page sizes a buffer may ask for: 4 KiB (THP refused), transparent huge pages, hugetlbfs 2 MiB or 1 GiB.
 PAGE_SIZES = ("4k", "thp", "2m", "1g")
-PAGE_SIZE_TEXT = {"4k": "4 KiB pages", "thp": "transparent huge pages (2 MiB)", "2m": "hugetlbfs 2 MiB pages",
-                  "1g": "hugetlbfs 1 GiB pages"}
+PAGE_SIZE_TEXT = {
+    "4k": "4 KiB pages",
+    "thp": "transparent huge pages (2 MiB)",
+    "2m": "hugetlbfs 2 MiB pages",
+    "1g": "hugetlbfs 1 GiB pages",
+}
 # multichase's default -T: 64 pages of the base page size.
 DEFAULT_LOCALITY_PAGES = 64
 WHOLE = "whole"
@@ -115,16 +120,24 @@ class MemSpec:
             allowed = allowed_cpus()
             for c in cpus:
                 if c not in allowed:
-                    raise SpecError("cpus", f"CPU {c} is not available to this process; pick from {format_cpu_list(allowed)}")
+                    raise SpecError(
+                        "cpus", f"CPU {c} is not available to this process; pick from {format_cpu_list(allowed)}"
+                    )
         if self.latency_cpu is not None and self.latency_cpu not in allowed_cpus():
-            raise SpecError("latency_cpu", f"CPU {self.latency_cpu} is not available; pick from {format_cpu_list(allowed_cpus())}")
+            raise SpecError(
+                "latency_cpu", f"CPU {self.latency_cpu} is not available; pick from {format_cpu_list(allowed_cpus())}"
+            )
         if cpus is not None and self.latency_cpu is not None and self.latency_cpu in cpus and mode == "loaded":
             raise SpecError("latency_cpu", f"CPU {self.latency_cpu} also runs a load thread; pick a CPU not in --cpus")
         if self.buffer_bytes is not None:
             if not isinstance(self.buffer_bytes, int) or self.buffer_bytes < MIN_BUFFER:
-                raise SpecError("buffer", f"{self.buffer_bytes!r} is too small; use at least 1M (default: 4x the last-level cache)")
+                raise SpecError(
+                    "buffer", f"{self.buffer_bytes!r} is too small; use at least 1M (default: 4x the last-level cache)"
+                )
             if self.buffer_bytes // min(strides) >= 2**32:
-                raise SpecError("buffer", "the buffer holds more than 2^32 chase elements; use a smaller buffer or a larger stride")
+                raise SpecError(
+                    "buffer", "the buffer holds more than 2^32 chase elements; use a smaller buffer or a larger stride"
+                )
         locality = normalise_locality(self.locality, strides, backend)
         pages = str(self.pages).lower()
         if pages not in PAGE_SIZES:
@@ -134,10 +147,21 @@ class MemSpec:
         if not isinstance(self.per_octave, int) or not 1 <= self.per_octave <= 16:
             raise SpecError("per_octave", f"{self.per_octave!r} sizes per octave; use 1 to 16")
         if backend == "mlc" and pages == "4k":
-            raise SpecError("pages", "mlc has no option for 4 KiB pages; use thp (mlc's own allocation), 2m (mlc -L) "
-                                     "or 1g (mlc -h)")
-        return replace(self, mode=mode, backend=backend, traffic=traffic, strides=strides, delays=delays,
-                       point_seconds=seconds, cpus=cpus, locality=locality, pages=pages)
+            raise SpecError(
+                "pages", "mlc has no option for 4 KiB pages; use thp (mlc's own allocation), 2m (mlc -L) or 1g (mlc -h)"
+            )
+        return replace(
+            self,
+            mode=mode,
+            backend=backend,
+            traffic=traffic,
+            strides=strides,
+            delays=delays,
+            point_seconds=seconds,
+            cpus=cpus,
+            locality=locality,
+            pages=pages,
+        )
 
 
 def normalise_locality(value: Any, strides: tuple[int, ...], backend: str = "builtin") -> str:
@@ -148,17 +172,23 @@ def normalise_locality(value: Any, strides: tuple[int, ...], backend: str = "bui
     if text in (WHOLE, "whole-buffer", "all"):
         return WHOLE
     if backend == "mlc":
-        raise SpecError("locality", f"mlc has no locality window ({value!r}); use default (mlc's own chase) or "
-                                    "whole (mlc -r, random access over the buffer)")
+        raise SpecError(
+            "locality",
+            f"mlc has no locality window ({value!r}); use default (mlc's own chase) or "
+            "whole (mlc -r, random access over the buffer)",
+        )
     pages = re.fullmatch(r"(\d*)-?pages?", text)
     try:
         window = (int(pages.group(1) or 1) * BASE_PAGE) if pages else parse_size(text)
     except ValueError:
-        raise SpecError("locality", f"{value!r} is not a locality; use a size like 256K, page, whole or default "
-                                    "(64 pages, multichase's -T)") from None
+        raise SpecError(
+            "locality",
+            f"{value!r} is not a locality; use a size like 256K, page, whole or default (64 pages, multichase's -T)",
+        ) from None
     if window % 64 or window < max(strides):
-        raise SpecError("locality", f"{value!r} must be a multiple of 64 bytes and at least the stride "
-                                    f"({max(strides)} B)")
+        raise SpecError(
+            "locality", f"{value!r} must be a multiple of 64 bytes and at least the stride ({max(strides)} B)"
+        )
     return str(window)
 
 

@@ -5,6 +5,7 @@ builds the native Job and forwards the protocol calls to it. Subclasses add
 what their path needs (GPU buffers, cuFile handles) in ``prepare_gpu`` and say
 which native mode to run.
 """
+
 from __future__ import annotations
 
 import os

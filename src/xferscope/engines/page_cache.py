@@ -6,6 +6,7 @@ cache even from an O_DIRECT descriptor). ``passes_through`` finds out with one
 probe: evict a range's pages, do one I/O on it, ask ``mincore`` whether the
 pages are now resident, evict them again. Outside any timed region.
 """
+
 from __future__ import annotations
 
 import contextlib

@@ -6,6 +6,7 @@ native ones to the runner, the exporters and the console. One lock guards
 everything: workers take it once per completion group, the sampler once per
 snapshot.
 """
+
 from __future__ import annotations
 
 import threading
@@ -87,13 +88,27 @@ class Recorder:
     def snapshot(self) -> Snapshot:
         with self._lock:
             workers = tuple(
-                WorkerCounters(self._ops[i][0], self._ops[i][1], self._bytes[i][0], self._bytes[i][1],
-                               self._lat_sum[i][0], self._lat_sum[i][1], self._done[i])
-                for i in range(self.workers))
+                WorkerCounters(
+                    self._ops[i][0],
+                    self._ops[i][1],
+                    self._bytes[i][0],
+                    self._bytes[i][1],
+                    self._lat_sum[i][0],
+                    self._lat_sum[i][1],
+                    self._done[i],
+                )
+                for i in range(self.workers)
+            )
             hist_read = Histogram(array("Q", self._hist[0]))
             hist_write = Histogram(array("Q", self._hist[1]))
             return Snapshot(
-                t_ns=self.elapsed_ns(), workers=workers, hist_read=hist_read, hist_write=hist_write,
-                lat_min_ns=0 if self._lat_min == _NO_MIN else self._lat_min, lat_max_ns=self._lat_max,
-                first_done=self._first_done, done=sum(d is not None for d in self._done), error=self._error,
+                t_ns=self.elapsed_ns(),
+                workers=workers,
+                hist_read=hist_read,
+                hist_write=hist_write,
+                lat_min_ns=0 if self._lat_min == _NO_MIN else self._lat_min,
+                lat_max_ns=self._lat_max,
+                first_done=self._first_done,
+                done=sum(d is not None for d in self._done),
+                error=self._error,
             )

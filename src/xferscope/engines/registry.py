@@ -1,4 +1,5 @@
 """Path name -> engine class, and what can run on this machine."""
+
 from __future__ import annotations
 
 import functools
@@ -53,8 +54,7 @@ def availability() -> dict[str, str | None]:
 
     try:
         with child_log_env() as env:
-            return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600,
-                        env=env)
+            return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600, env=env)
     except ChildDied as exc:
         why = f"cannot tell: {exc}"
         return dict.fromkeys(PATHS, why)

@@ -13,6 +13,7 @@ sub-requests the same way as :func:`plan_split`.
 splitting; every output that gives advice (the compare table's note, the
 saturation finder) calls it.
 """
+
 from __future__ import annotations
 
 from xferscope.spec import SPLIT_PATHS
@@ -56,8 +57,10 @@ def split_label(block_size: int, split: int | None) -> str | None:
     last = plan[-1][1]
     tail = f", the last {format_size(last)}" if last != split else ""
     n = lanes(block_size, split)
-    return (f"each {format_size(block_size)} request as {len(plan)} sub-requests of {format_size(split)}{tail}, "
-            f"{n} in flight (--split)")
+    return (
+        f"each {format_size(block_size)} request as {len(plan)} sub-requests of {format_size(split)}{tail}, "
+        f"{n} in flight (--split)"
+    )
 
 
 def split_advice(path: str, block_size: int, split: int | None, cufile_mode: str | None) -> str | None:
@@ -71,5 +74,7 @@ def split_advice(path: str, block_size: int, split: int | None, cufile_mode: str
     if path != "cufile" or cufile_mode != "compat" or split or block_size < ADVICE_MIN_BLOCK:
         return None
     size = format_size(ADVISED_SPLIT)
-    return (f"{path}: cuFile in compat mode moves {format_size(block_size)} requests faster as parallel "
-            f"{size} sub-requests (KvikIO's default task size): try --split {size}")
+    return (
+        f"{path}: cuFile in compat mode moves {format_size(block_size)} requests faster as parallel "
+        f"{size} sub-requests (KvikIO's default task size): try --split {size}"
+    )

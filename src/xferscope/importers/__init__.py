@@ -5,6 +5,7 @@ exporters, comparisons and ``replay --against`` take as native runs. A malformed
 file is a FormatError naming the file and line. MLC output (memory sweeps) becomes a
 ``MemResult`` instead: ``xferscope.importers.mlc``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable

@@ -16,6 +16,7 @@ The transfer path comes from the command line: ``--cufile`` is cuFile, ``--gpuid
 without it is the bounce path, neither is host memory. ``CPU%`` is elbencho's
 whole-system CPU utilisation; it is kept as ``cpu.sys_busy_pct``.
 """
+
 from __future__ import annotations
 
 import math
@@ -106,8 +107,13 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
     random = num("random", 0) == 1
     if mixed:
         io = "randrw" if random else "rw"
-        rwmix = read_pct if read_pct is not None else \
-            round(100 * read_last / (read_last + main_last)) if read_last + main_last else 50
+        rwmix = (
+            read_pct
+            if read_pct is not None
+            else round(100 * read_last / (read_last + main_last))
+            if read_last + main_last
+            else 50
+        )
     else:
         io = ("rand" if random else "") + operation
         rwmix = 70
@@ -116,39 +122,76 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
     path = "cufile" if options.get("cufile") else "bounce" if gpus else "host"
     block = int(num("block size", 0))
     threads = int(num("threads", 0)) * int(num("hosts", 1) or 1)
-    fields = dict(path=path, io=io, block_size=block, workers=threads, iodepth=int(num("IO depth", 1) or 1),
-                  file_size=max(int(num("file size", 0) or 0), block), rwmix=rwmix,
-                  buffered=num("direct IO", 1) == 0, duration=t_last, gpus=gpus or [0])
+    fields = dict(
+        path=path,
+        io=io,
+        block_size=block,
+        workers=threads,
+        iodepth=int(num("IO depth", 1) or 1),
+        file_size=max(int(num("file size", 0) or 0), block),
+        rwmix=rwmix,
+        buffered=num("direct IO", 1) == 0,
+        duration=t_last,
+        gpus=gpus or [0],
+    )
     spec = checked_spec(where, line, **fields)
     # with --rwmixpct the plain columns are the writes and "rwmix read" the reads
     write_bytes = main_last if (mixed or operation == "write") else 0
     read_bytes = read_last if mixed else (main_last if operation == "read" else 0)
     write_ops = main_ops if (mixed or operation == "write") else 0
     reads = read_ops if mixed else (main_ops if operation == "read" else 0)
-    io_lat = latency(min=num("IO lat us [min]", float("nan")), mean=num("IO lat us [avg]", float("nan")),
-                     max=num("IO lat us [max]", float("nan")))
-    read_lat = latency(min=num("rwmix read IO lat us [min]", float("nan")),
-                       mean=num("rwmix read IO lat us [avg]", float("nan")),
-                       max=num("rwmix read IO lat us [max]", float("nan"))) if mixed else None
+    io_lat = latency(
+        min=num("IO lat us [min]", float("nan")),
+        mean=num("IO lat us [avg]", float("nan")),
+        max=num("IO lat us [max]", float("nan")),
+    )
+    read_lat = (
+        latency(
+            min=num("rwmix read IO lat us [min]", float("nan")),
+            mean=num("rwmix read IO lat us [avg]", float("nan")),
+            max=num("rwmix read IO lat us [max]", float("nan")),
+        )
+        if mixed
+        else None
+    )
     overall = io_lat
     if read_lat is not None and reads + write_ops:
-        overall = latency(min=min(io_lat.min, read_lat.min), max=max(io_lat.max, read_lat.max),
-                          mean=(io_lat.mean * write_ops + read_lat.mean * reads) / (reads + write_ops))
+        overall = latency(
+            min=min(io_lat.min, read_lat.min),
+            max=max(io_lat.max, read_lat.max),
+            mean=(io_lat.mean * write_ops + read_lat.mean * reads) / (reads + write_ops),
+        )
     cpu = {}
     busy = _number(row, "CPU% [last]", where, line)
     if busy is not None:
         cpu["sys_busy_pct"] = busy
     label = row.get("label", "").strip()
-    environment = {k: row[c].strip() for k, c in (("elbencho_version", "version"), ("command", "command"),
-                                                   ("iso_date", "ISO date"), ("path_type", "path type"))
-                   if row.get(c, "").strip()}
+    environment = {
+        k: row[c].strip()
+        for k, c in (
+            ("elbencho_version", "version"),
+            ("command", "command"),
+            ("iso_date", "ISO date"),
+            ("path_type", "path type"),
+        )
+        if row.get(c, "").strip()
+    }
     return imported_result(
-        spec, source=SOURCE, seconds=t_last, read_bytes=int(read_bytes), write_bytes=int(write_bytes),
-        read_ops=reads, write_ops=write_ops, latency_us=overall,
-        read_latency_us=read_lat if mixed else None, write_latency_us=io_lat if mixed else None, cpu=cpu,
+        spec,
+        source=SOURCE,
+        seconds=t_last,
+        read_bytes=int(read_bytes),
+        write_bytes=int(write_bytes),
+        read_ops=reads,
+        write_ops=write_ops,
+        latency_us=overall,
+        read_latency_us=read_lat if mixed else None,
+        write_latency_us=io_lat if mixed else None,
+        cpu=cpu,
         first_done=DonePoint(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
         last_done=DonePoint(t_last, int(main_last + read_last), main_ops + read_ops),
-        environment=environment, labels=[label] if label else [],
+        environment=environment,
+        labels=[label] if label else [],
     )
 
 
@@ -167,8 +210,12 @@ def parse_text(text: str, where: str) -> list[RunResult]:
             header = cells
             continue
         if header is None:
-            raise FormatError(where, number, "no elbencho CSV header before the first row "
-                                             "(expected columns such as 'operation', 'threads', 'MiB/s [last]')")
+            raise FormatError(
+                where,
+                number,
+                "no elbencho CSV header before the first row "
+                "(expected columns such as 'operation', 'threads', 'MiB/s [last]')",
+            )
         if len(cells) != len(header):
             raise FormatError(where, number, f"row has {len(cells)} fields, the header has {len(header)}")
         row = dict(zip(header, cells))

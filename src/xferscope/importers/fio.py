@@ -6,6 +6,7 @@ from ``clat_ns`` (min, mean, max and the 50/90/99/99.9 percentiles); CPU from
 xferscope's own figures. A job that ran both reads and writes keeps its per-direction
 latencies; fio gives no percentiles of the two together, so those stay empty.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,8 +21,15 @@ from xferscope.units import parse_size
 
 SOURCE = "fio"
 
-RW_PATTERNS = {"read": "read", "write": "write", "randread": "randread", "randwrite": "randwrite",
-               "rw": "rw", "readwrite": "rw", "randrw": "randrw"}
+RW_PATTERNS = {
+    "read": "read",
+    "write": "write",
+    "randread": "randread",
+    "randwrite": "randwrite",
+    "rw": "rw",
+    "readwrite": "rw",
+    "randrw": "randrw",
+}
 PERCENTILE_KEYS = {"p50": "50.000000", "p90": "90.000000", "p99": "99.000000", "p999": "99.900000"}
 
 
@@ -42,8 +50,11 @@ def _merge(parts: list[tuple[LatencySummary | None, int]]) -> LatencySummary | N
     if len(known) == 1:
         return known[0][0]
     total = sum(n for _, n in known)
-    return latency(min=min(lat.min for lat, _ in known), max=max(lat.max for lat, _ in known),
-                   mean=sum(lat.mean * n for lat, n in known) / total)
+    return latency(
+        min=min(lat.min for lat, _ in known),
+        max=max(lat.max for lat, _ in known),
+        mean=sum(lat.mean * n for lat, n in known) / total,
+    )
 
 
 def _options(data: dict[str, Any], job: dict[str, Any]) -> dict[str, str]:
@@ -63,8 +74,9 @@ def _job_spec(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line
     options = _options(data, jobs[0])
     rw = options.get("rw", options.get("readwrite", "read")).split(":")[0]
     if rw not in RW_PATTERNS:
-        raise FormatError(where, line, f"fio rw={rw} is not a pattern xferscope measures; known: "
-                                       f"{', '.join(RW_PATTERNS)}")
+        raise FormatError(
+            where, line, f"fio rw={rw} is not a pattern xferscope measures; known: {', '.join(RW_PATTERNS)}"
+        )
     try:
         bs = parse_size(options.get("bs", options.get("blocksize", "4k")).split(",")[0])
     except ValueError as exc:
@@ -76,9 +88,15 @@ def _job_spec(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line
     workers = len(jobs) if len(jobs) > 1 else int(options.get("numjobs", 1))
     mix = int(options["rwmixread"]) if "rwmixread" in options else 100 - int(options.get("rwmixwrite", 50))
     path, gpus = _path_of(options)
-    fields: dict[str, Any] = dict(path=path, io=RW_PATTERNS[rw], block_size=bs, workers=workers,
-                                  iodepth=int(options.get("iodepth", 1)), rwmix=mix,
-                                  buffered=options.get("direct", "0") not in ("1", "true"))
+    fields: dict[str, Any] = dict(
+        path=path,
+        io=RW_PATTERNS[rw],
+        block_size=bs,
+        workers=workers,
+        iodepth=int(options.get("iodepth", 1)),
+        rwmix=mix,
+        buffered=options.get("direct", "0") not in ("1", "true"),
+    )
     if size:
         fields["file_size"] = max(size, bs)
     if gpus:
@@ -99,8 +117,12 @@ def _result(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line: 
         cpu_usr_s = sum(float(j["usr_cpu"]) * float(j["job_runtime"]) for j in jobs) / 1e5
         cpu_sys_s = sum(float(j["sys_cpu"]) * float(j["job_runtime"]) for j in jobs) / 1e5
     except (KeyError, TypeError, ValueError) as exc:
-        raise FormatError(where, line, f"fio job lacks {exc} (expected read/write sections with io_bytes, "
-                                       "total_ios, runtime, and usr_cpu/sys_cpu/job_runtime)") from None
+        raise FormatError(
+            where,
+            line,
+            f"fio job lacks {exc} (expected read/write sections with io_bytes, "
+            "total_ios, runtime, and usr_cpu/sys_cpu/job_runtime)",
+        ) from None
     if seconds <= 0:
         raise FormatError(where, line, f"fio job {jobs[0].get('jobname')!r} has no runtime: it did no I/O")
     read_lat = _merge([(_direction_latency(s), int(s["total_ios"])) for s in rd])
@@ -109,9 +131,12 @@ def _result(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line: 
     fields["duration"] = seconds
     spec = checked_spec(where, line, **fields)
     gib = (read_bytes + write_bytes) / (1 << 30)
-    cpu = {"usr_pct": cpu_usr_s / seconds * 100, "sys_pct": cpu_sys_s / seconds * 100,
-           "cpu_seconds": cpu_usr_s + cpu_sys_s,
-           "cpu_s_per_gib": (cpu_usr_s + cpu_sys_s) / gib if gib > 0 else math.nan}
+    cpu = {
+        "usr_pct": cpu_usr_s / seconds * 100,
+        "sys_pct": cpu_sys_s / seconds * 100,
+        "cpu_seconds": cpu_usr_s + cpu_sys_s,
+        "cpu_s_per_gib": (cpu_usr_s + cpu_sys_s) / gib if gib > 0 else math.nan,
+    }
     workers = []
     for i, job in enumerate(jobs):
         nbytes = int(job["read"]["io_bytes"]) + int(job["write"]["io_bytes"])
@@ -123,14 +148,26 @@ def _result(data: dict[str, Any], jobs: list[dict[str, Any]], where: str, line: 
     if fields.get("buffered"):
         labels.append("buffered")
     return imported_result(
-        spec, source=SOURCE, seconds=seconds, read_bytes=read_bytes, write_bytes=write_bytes, read_ops=read_ops,
-        write_ops=write_ops, latency_us=overall,
+        spec,
+        source=SOURCE,
+        seconds=seconds,
+        read_bytes=read_bytes,
+        write_bytes=write_bytes,
+        read_ops=read_ops,
+        write_ops=write_ops,
+        latency_us=overall,
         read_latency_us=read_lat if read_ops and write_ops else None,
         write_latency_us=write_lat if read_ops and write_ops else None,
-        cpu=cpu, workers=workers if len(jobs) > 1 else [],
-        environment={"fio_version": data.get("fio version"), "jobname": jobs[0].get("jobname"),
-                     "fio_options": options, "time": data.get("time")},
-        labels=labels, error=f"fio reported error {errors[0]}" if errors else None,
+        cpu=cpu,
+        workers=workers if len(jobs) > 1 else [],
+        environment={
+            "fio_version": data.get("fio version"),
+            "jobname": jobs[0].get("jobname"),
+            "fio_options": options,
+            "time": data.get("time"),
+        },
+        labels=labels,
+        error=f"fio reported error {errors[0]}" if errors else None,
     )
 
 
@@ -141,7 +178,7 @@ def parse_text(text: str, where: str) -> list[RunResult]:
         raise FormatError(where, None, "not fio JSON output (run fio with --output-format=json)")
     skipped_lines = text.count("\n", 0, start.start())
     try:
-        data = json.loads(text[start.start():])
+        data = json.loads(text[start.start() :])
     except json.JSONDecodeError as exc:
         raise FormatError(where, exc.lineno + skipped_lines, f"not valid JSON: {exc.msg}") from None
     jobs = data.get("jobs") if isinstance(data, dict) else None

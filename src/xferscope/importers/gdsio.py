@@ -8,6 +8,7 @@ ignored, except two things kept with each result: the gdsio command line above i
 (``$ gdsio ...``), and a note in angle brackets such as ``<C-state Disable>`` between
 that command and the previous command or numbered heading.
 """
+
 from __future__ import annotations
 
 import re
@@ -41,21 +42,25 @@ def _option(command: str, letter: str) -> str | None:
     return match.group(1) if match else None
 
 
-def parse_line(text: str, where: str, line: int, command: str | None = None,
-               note: str | None = None) -> RunResult:
+def parse_line(text: str, where: str, line: int, command: str | None = None, note: str | None = None) -> RunResult:
     """One result from the gdsio line at ``line`` (with the command and note found above it)."""
     match = RESULT_LINE.search(text)
     if not match:
-        raise FormatError(where, line, "not a complete gdsio result line: expected 'IoType: ... XferType: ... "
-                                       "Threads: ... DataSetSize: N/N(KiB) IOSize: N(KiB) Throughput: X GiB/sec, "
-                                       "Avg_Latency: X usecs ops: N total_time X secs'")
+        raise FormatError(
+            where,
+            line,
+            "not a complete gdsio result line: expected 'IoType: ... XferType: ... "
+            "Threads: ... DataSetSize: N/N(KiB) IOSize: N(KiB) Throughput: X GiB/sec, "
+            "Avg_Latency: X usecs ops: N total_time X secs'",
+        )
     g = match.groupdict()
     io_name, xfer = g["io"].upper(), g["xfer"].upper()
     if io_name not in IO_TYPES:
         raise FormatError(where, line, f"IoType {g['io']!r} is not one of {', '.join(IO_TYPES)}")
     if xfer not in XFER_TYPES:
-        raise FormatError(where, line, f"XferType {g['xfer']!r} is not one xferscope measures; known: "
-                                       f"{', '.join(XFER_TYPES)}")
+        raise FormatError(
+            where, line, f"XferType {g['xfer']!r} is not one xferscope measures; known: {', '.join(XFER_TYPES)}"
+        )
     path, buffered = XFER_TYPES[xfer]
     nbytes = int(g["done_kib"]) * 1024
     ops = int(g["ops"])
@@ -64,9 +69,16 @@ def parse_line(text: str, where: str, line: int, command: str | None = None,
         raise FormatError(where, line, f"total_time {g['seconds']} is not a positive number of seconds")
     gpu = _option(command, "d") if command else None
     spec = checked_spec(
-        where, line, path=path, io=IO_TYPES[io_name], block_size=int(g["io_kib"]) * 1024,
-        workers=int(g["threads"]), iodepth=int(g["depth"] or 1), file_size=int(g["size_kib"]) * 1024,
-        duration=seconds, buffered=buffered,
+        where,
+        line,
+        path=path,
+        io=IO_TYPES[io_name],
+        block_size=int(g["io_kib"]) * 1024,
+        workers=int(g["threads"]),
+        iodepth=int(g["depth"] or 1),
+        file_size=int(g["size_kib"]) * 1024,
+        duration=seconds,
+        buffered=buffered,
         gpus=[int(gpu)] if gpu and gpu.isdigit() else [0],
     )
     writes = spec.writes
@@ -74,10 +86,16 @@ def parse_line(text: str, where: str, line: int, command: str | None = None,
     if command:
         environment["command"] = command
     return imported_result(
-        spec, source=SOURCE, seconds=seconds,
-        read_bytes=0 if writes else nbytes, write_bytes=nbytes if writes else 0,
-        read_ops=0 if writes else ops, write_ops=ops if writes else 0,
-        latency_us=latency(mean=float(g["lat_us"])), environment=environment, labels=[note] if note else [],
+        spec,
+        source=SOURCE,
+        seconds=seconds,
+        read_bytes=0 if writes else nbytes,
+        write_bytes=nbytes if writes else 0,
+        read_ops=0 if writes else ops,
+        write_ops=ops if writes else 0,
+        latency_us=latency(mean=float(g["lat_us"])),
+        environment=environment,
+        labels=[note] if note else [],
     )
 
 

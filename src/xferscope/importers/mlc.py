@@ -1,6 +1,7 @@
 """Intel MLC's saved text output as a ``MemResult`` (backend "mlc"), read with the parser the mlc backend
 uses (``xferscope.engines.mem_mlc_text``), and memory results read back from any file that holds them.
 """
+
 from __future__ import annotations
 
 from xferscope.engines.mem_mlc_text import parse_mlc_output
@@ -20,8 +21,12 @@ def import_mlc(path: str) -> MemResult:
     result = parse_mlc_output(text, path)
     result.source = path
     if not result.points:
-        raise FormatError(path, None, "no MLC section found (idle latency, peak injection bandwidth or loaded "
-                                      "latencies); pass the text mlc printed")
+        raise FormatError(
+            path,
+            None,
+            "no MLC section found (idle latency, peak injection bandwidth or loaded "
+            "latencies); pass the text mlc printed",
+        )
     return result
 
 
@@ -39,7 +44,11 @@ def read_mem_results(path: str) -> list[MemResult]:
     if head in ("{", "["):
         data = read_json(path)
         if not is_mem_result(data):
-            raise FormatError(path, None, "not a memory result (mem --json or import mlc --json); transfer "
-                                          "results are compared with `compare` paths or opened in the console")
+            raise FormatError(
+                path,
+                None,
+                "not a memory result (mem --json or import mlc --json); transfer "
+                "results are compared with `compare` paths or opened in the console",
+            )
         return [result_from_dict(item, path) for item in (data if isinstance(data, list) else [data])]
     return [import_mlc(path)]

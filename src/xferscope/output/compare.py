@@ -1,5 +1,6 @@
 """A comparison in rounds on the terminal (each run's gdsio line, the table of medians, ratios and verdicts,
 its notes) and in its files (``--json``: the comparison and every run; ``--csv``: one row per run)."""
+
 from __future__ import annotations
 
 import typer
@@ -20,10 +21,12 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
                 typer.echo(f"round {r + 1}/{comp.rounds}: " + ", ".join(comp.labels[run.slot] for run in runs))
             for run in runs:
                 typer.echo(gdsio_line(run.result))
-    rounds = f"{comp.rounds_done()} of {comp.rounds} rounds" if comp.rounds_done() < comp.rounds else \
-        f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
-    print_table(rounds_table(comp, title=f"{rounds}, order rotated; ratio: paired per round against "
-                                          f"{comp.labels[0]}"))
+    rounds = (
+        f"{comp.rounds_done()} of {comp.rounds} rounds"
+        if comp.rounds_done() < comp.rounds
+        else f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
+    )
+    print_table(rounds_table(comp, title=f"{rounds}, order rotated; ratio: paired per round against {comp.labels[0]}"))
     for line in comp.notes():
         typer.echo(line)
     for note in advice_notes([run.result for run in comp.runs if run.result is not None]):
@@ -43,8 +46,10 @@ def comparison_payload(comp, *, samples: bool) -> dict:
 
     results = [run.result for run in comp.runs if run.result is not None]
     index = {id(r): i for i, r in enumerate(results)}
-    return {"comparison": comp.to_dict(lambda r: index.get(id(r))),
-            "results": [result_to_dict(r, samples=samples) for r in results]}
+    return {
+        "comparison": comp.to_dict(lambda r: index.get(id(r))),
+        "results": [result_to_dict(r, samples=samples) for r in results],
+    }
 
 
 def rounds_csv_text(comp) -> str:
@@ -59,8 +64,10 @@ def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> lis
     """``--json`` (the comparison and every run with its time series) and ``--csv`` (one row per run)."""
     from xferscope.export import json_text
 
-    return [Output("JSON", "--json", json_path, lambda: json_text(comparison_payload(comp, samples=True))),
-            Output("CSV", "--csv", csv_path, lambda: rounds_csv_text(comp))]
+    return [
+        Output("JSON", "--json", json_path, lambda: json_text(comparison_payload(comp, samples=True))),
+        Output("CSV", "--csv", csv_path, lambda: rounds_csv_text(comp)),
+    ]
 
 
 def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> int:

@@ -8,6 +8,7 @@ then each file asked for is written through ``xferscope.safe_write``.
   shown; the other files are still written, and the command exits with ``ExitCode.NOT_WRITTEN`` (4)
   unless the run itself failed or was interrupted (its own code then).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,8 +44,7 @@ def check_outputs(fmt: str, outputs: dict[str, str | None], *, folders: bool = T
     ``outputs``: option ("--json") -> path. Under MPI only rank 0 writes: its ranks pass ``folders=False``."""
     on_stdout = (["--format json"] if fmt == "json" else []) + [o for o, p in outputs.items() if p and is_stdout(p)]
     if len(on_stdout) > 1:
-        raise SpecError(on_stdout[-1], f"{' and '.join(on_stdout)} would both write stdout; "
-                                       "send one of them to a file")
+        raise SpecError(on_stdout[-1], f"{' and '.join(on_stdout)} would both write stdout; send one of them to a file")
     for option, path in outputs.items():
         if not folders or not path or is_stream(path):
             continue
@@ -117,8 +117,9 @@ def _stdout_to_devnull() -> None:
 # -------------------------------------------------------------- run results
 
 
-def result_outputs(results: list, json_path: str | None, csv_path: str | None,
-                   csv_text: Callable[[list], str] | None = None) -> list[Output]:
+def result_outputs(
+    results: list, json_path: str | None, csv_path: str | None, csv_text: Callable[[list], str] | None = None
+) -> list[Output]:
     """``--json`` (the summary with the time series) and ``--csv`` (the time series, or ``csv_text``'s
     table) of RunResults."""
     from xferscope.export import json_text, result_to_dict, series_csv_text
@@ -128,12 +129,21 @@ def result_outputs(results: list, json_path: str | None, csv_path: str | None,
             return result_to_dict(results[0], samples=True)
         return {"results": [result_to_dict(r, samples=True) for r in results]}
 
-    return [Output("JSON", "--json", json_path, lambda: json_text(payload())),
-            Output("CSV", "--csv", csv_path, lambda: (csv_text or series_csv_text)(results))]
+    return [
+        Output("JSON", "--json", json_path, lambda: json_text(payload())),
+        Output("CSV", "--csv", csv_path, lambda: (csv_text or series_csv_text)(results)),
+    ]
 
 
-def emit(results: list, *, fmt: str, json_path: str | None, csv_path: str | None, printer,
-         csv_text: Callable[[list], str] | None = None) -> int:
+def emit(
+    results: list,
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+    printer,
+    csv_text: Callable[[list], str] | None = None,
+) -> int:
     """Print the results (``printer``, or JSON with ``--format json``), then write the files asked for.
     Returns ExitCode.NOT_WRITTEN when a file could not be written (a line said which and why), else 0."""
     from xferscope.export import result_to_dict

@@ -1,4 +1,5 @@
 """A memory result on the terminal (MLC's tables, or JSON) and in its files (``--json``, ``--csv``, ``--plot``)."""
+
 from __future__ import annotations
 
 import sys
@@ -17,8 +18,10 @@ def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: 
             emit_result(result, fmt, out=out)
     except OSError:  # a closed terminal: the files still get the result
         pass
-    outputs = [Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
-               Output("CSV", "--csv", csv_out, lambda: csv_text(result))]
+    outputs = [
+        Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
+        Output("CSV", "--csv", csv_out, lambda: csv_text(result)),
+    ]
     if plot:
         from xferscope.sweep.plot import mem_result_chart, render_chart
 

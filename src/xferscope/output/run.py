@@ -1,4 +1,5 @@
 """A run's result on the terminal (gdsio's line and what gdsio leaves out) and in its files, in that order."""
+
 from __future__ import annotations
 
 import typer
@@ -18,8 +19,7 @@ def print_run(results) -> None:
             typer.echo(line)
 
 
-def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None,
-                       printer) -> None:
+def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, csv_path: str | None, printer) -> None:
     """Call ``execute()`` for one result, then print and save it; a failure's partial result is printed and
     saved before the error goes on; an interrupted run exits 130, a file not written 4. ``None`` from
     ``execute``: nothing to say."""

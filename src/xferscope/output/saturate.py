@@ -2,6 +2,7 @@
 their knees and verdicts, its files (``--json``, ``--csv``) and its exit code; and the one sequence that runs a
 plan and reports it, with the runner of one host (``saturate.execute.LocalRunner``) or of an MPI job
 (``cluster.saturate.ClusterRunner``)."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,10 @@ class SaturateProgress(ProgressLine):
             from xferscope.saturate.report import progress_text
 
             self.points = max(self.points, 0)
-            self._write("\r\033[K" + progress_text(event.series.label, self.index, self.total, event.shape.label,
-                                                   self.points, self.runs))
+            self._write(
+                "\r\033[K"
+                + progress_text(event.series.label, self.index, self.total, event.shape.label, self.points, self.runs)
+            )
 
 
 def print_dry_run(plan) -> None:
@@ -45,11 +48,15 @@ def print_dry_run(plan) -> None:
     series = plan.series()
     for i, s in enumerate(series, start=1):
         role = " (storage reference)" if s.role != "measured" else ""
-        typer.echo(f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} grid points, "
-                   f"up to {plan.limit_text(s.path)}")
-    typer.echo(f"{len(series)} searches; each point {plan.base.duration:g} s a run, {plan.min_rounds}-"
-               f"{plan.max_rounds} interleaved rounds per comparison; at most {seconds_text(plan.worst_case_seconds())}"
-               " of measuring")
+        typer.echo(
+            f"{i:>4}  {s.label}{role}: up to {plan.points_budget(s.path)} of {plan.grid_points(s.path)} grid points, "
+            f"up to {plan.limit_text(s.path)}"
+        )
+    typer.echo(
+        f"{len(series)} searches; each point {plan.base.duration:g} s a run, {plan.min_rounds}-"
+        f"{plan.max_rounds} interleaved rounds per comparison; at most {seconds_text(plan.worst_case_seconds())}"
+        " of measuring"
+    )
 
 
 def announce(plan) -> None:
@@ -57,9 +64,12 @@ def announce(plan) -> None:
 
     series = plan.series()
     grid = sum(plan.grid_points(s.path) for s in series)
-    typer.echo(f"xferscope: {len(series)} searches against {grid} points of the full grids; at most "
-               f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), "
-               "usually far less", err=True)
+    typer.echo(
+        f"xferscope: {len(series)} searches against {grid} points of the full grids; at most "
+        f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), "
+        "usually far less",
+        err=True,
+    )
 
 
 def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
@@ -90,14 +100,19 @@ def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) ->
     try:
         with human_output(json_path, csv_path):
             if fmt == "json":
-                typer.echo(json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"},
-                                      indent=2))
+                typer.echo(
+                    json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"}, indent=2)
+                )
             else:
                 print_saturation(outcome, typer.echo)
     except OSError:
         pass
-    return write_outputs([Output("JSON", "--json", json_path, lambda: json_text(saturation_to_dict(outcome))),
-                          Output("CSV", "--csv", csv_path, lambda: csv_text(outcome))])
+    return write_outputs(
+        [
+            Output("JSON", "--json", json_path, lambda: json_text(saturation_to_dict(outcome))),
+            Output("CSV", "--csv", csv_path, lambda: csv_text(outcome)),
+        ]
+    )
 
 
 def finish(outcome, written: int = 0) -> None:

@@ -1,5 +1,6 @@
 """A sweep on the terminal: its plan (``--dry-run``), and its progress on stderr: a live line on a terminal, one
 line per finished or skipped point everywhere."""
+
 from __future__ import annotations
 
 import sys
@@ -29,8 +30,9 @@ class SweepProgress(ProgressLine):
 
     def __call__(self, event) -> None:
         if isinstance(event, RepetitionStarted):
-            self.prefix = (f"[{event.point.index:>{self.width}}/{self.total}] {event.point.label}"
-                           + (f" rep {event.repetition}/{event.repetitions}" if event.repetitions > 1 else ""))
+            self.prefix = f"[{event.point.index:>{self.width}}/{self.total}] {event.point.label}" + (
+                f" rep {event.repetition}/{event.repetitions}" if event.repetitions > 1 else ""
+            )
             self._live(self.prefix)
         elif isinstance(event, SampleTaken):
             now = time.monotonic()
@@ -38,8 +40,10 @@ class SweepProgress(ProgressLine):
                 self._last_live = now
                 self._live(f"{self.prefix}  {self._sample_text(event.sample)}")
         elif isinstance(event, RepetitionFinished) and event.status != "ok":
-            self._line(f"{self._head(event.point)}: repetition {event.status}"
-                       + (f": {event.record.reason}" if event.record.reason else ""))
+            self._line(
+                f"{self._head(event.point)}: repetition {event.status}"
+                + (f": {event.record.reason}" if event.record.reason else "")
+            )
         elif isinstance(event, PointFinished):
             self._line(f"{self._head(event.point)}: {self._point_text(event.record)}")
         elif isinstance(event, PointSkipped):
@@ -76,9 +80,11 @@ class SweepProgress(ProgressLine):
         rows = mem_rows(record.repetitions)
         idle = [r for r in rows if r["delay"] is None]
         where = f" ({idle[0]['locality']})" if idle and idle[0].get("locality") else ""
-        return f"{len(rows) - len(idle)} delays" + \
-            (f", idle latency {_f(idle[0]['latency_ns']['median'])} ns{where}" if idle else "") + \
-            (f" ({n} reps)" if n > 1 else "")
+        return (
+            f"{len(rows) - len(idle)} delays"
+            + (f", idle latency {_f(idle[0]['latency_ns']['median'])} ns{where}" if idle else "")
+            + (f" ({n} reps)" if n > 1 else "")
+        )
 
     # ------------------------------------------------------------ output
     def _live(self, text: str) -> None:
@@ -111,5 +117,7 @@ def print_plan(sweep, results_path: str) -> None:
         seconds *= len(sweep.points[0].spec.delays) + 1 if sweep.points else 0
     total = todo * seconds
     took = f"{total:.1f} s" if total < 120 else f"{total / 60:.0f} min" if total < 7200 else f"{total / 3600:.1f} h"
-    typer.echo(f"{len(sweep.points)} points x {profile.repetitions} repetitions; {todo} repetitions to run, "
-               f"about {took} of measuring; results: {results_path}")
+    typer.echo(
+        f"{len(sweep.points)} points x {profile.repetitions} repetitions; {todo} repetitions to run, "
+        f"about {took} of measuring; results: {results_path}"
+    )

@@ -1,5 +1,6 @@
 """The terminal a headless command talks to: a live progress line on stderr (only on a terminal), and the
 signals that say the terminal or the session went away."""
+
 from __future__ import annotations
 
 import signal
@@ -43,6 +44,7 @@ class ProgressLine:
 
 def install_hangup_handlers() -> None:
     """SIGTERM and SIGHUP (closed SSH session) stop a run like Ctrl-C: results kept, files removed."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt
 

@@ -4,6 +4,7 @@ A converter takes the raw value (from TOML: int, float, str, bool or list; from
 ``--set field=value``: always a string) and returns the field's value or raises
 ``ValueError`` with a message that names what is accepted.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -71,11 +72,11 @@ def to_size(value: Any) -> int:
 
 def to_seconds(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(f"expected seconds such as 10 or \"500ms\", got {_describe(value)}")
+        raise ValueError(f'expected seconds such as 10 or "500ms", got {_describe(value)}')
     try:
         seconds = parse_duration(value)
     except ValueError:
-        raise ValueError(f"expected seconds such as 10 or \"500ms\", got {value!r}") from None
+        raise ValueError(f'expected seconds such as 10 or "500ms", got {value!r}') from None
     if seconds <= 0:
         raise ValueError(f"expected a positive number of seconds, got {value!r}")
     return seconds
@@ -98,16 +99,19 @@ def to_int_list(value: Any) -> list[int]:
             out.extend(range(int(lo), int(hi) + 1) if sep else [int(lo)])
         if out:
             return out
-    raise ValueError(f"expected a list of numbers such as [0, 1], \"0,1\" or \"0-3\", got {_describe(value)}")
+    raise ValueError(f'expected a list of numbers such as [0, 1], "0,1" or "0-3", got {_describe(value)}')
 
 
-def choice(options: tuple[str, ...] | list[str], numbers: dict[int, str] | None = None,
-           upper: bool = False) -> Converter:
+def choice(
+    options: tuple[str, ...] | list[str], numbers: dict[int, str] | None = None, upper: bool = False
+) -> Converter:
     """A converter that accepts one of ``options`` (or, with ``numbers``, a number standing for one)."""
 
     def convert(value: Any) -> str:
-        if numbers and ((isinstance(value, int) and not isinstance(value, bool)) or
-                        (isinstance(value, str) and value.strip().isdigit())):
+        if numbers and (
+            (isinstance(value, int) and not isinstance(value, bool))
+            or (isinstance(value, str) and value.strip().isdigit())
+        ):
             number = int(value)
             if number in numbers:
                 return numbers[number]
@@ -147,14 +151,33 @@ IO_FIELDS: dict[str, Converter] = {
     "interval": to_float,
     "label": to_str,
 }
-IO_ALIASES = {"bs": "block_size", "size": "file_size", "qd": "iodepth", "gpu": "gpus", "dir": "directory",
-              "xfer": "path", "pattern": "io", "total": "total_bytes"}
+IO_ALIASES = {
+    "bs": "block_size",
+    "size": "file_size",
+    "qd": "iodepth",
+    "gpu": "gpus",
+    "dir": "directory",
+    "xfer": "path",
+    "pattern": "io",
+    "total": "total_bytes",
+}
 IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes", "split")
 
 # Fields that say what a point measures (the rest say where and how long): the identity of a point when
 # results are resumed or compared against another file.
-IO_IDENTITY = ("path", "io", "block_size", "workers", "iodepth", "rwmix", "gpus", "buffered", "register_buffers",
-               "huge_pages", "split")
+IO_IDENTITY = (
+    "path",
+    "io",
+    "block_size",
+    "workers",
+    "iodepth",
+    "rwmix",
+    "gpus",
+    "buffered",
+    "register_buffers",
+    "huge_pages",
+    "split",
+)
 
 # ----------------------------------------------------------------- mem kind
 
@@ -204,7 +227,7 @@ def _list_of(convert: Converter) -> Converter:
     def of(value: Any) -> list:
         items = value.split(",") if isinstance(value, str) else value
         if not isinstance(items, list) or not items:
-            raise ValueError(f"expected a non-empty list such as [a, b] or \"a,b\", got {_describe(value)}")
+            raise ValueError(f'expected a non-empty list such as [a, b] or "a,b", got {_describe(value)}')
         return [convert(v.strip() if isinstance(v, str) else v) for v in items]
 
     return of
@@ -220,7 +243,7 @@ def to_positive(value: Any) -> int:
 def to_gpu_sets(value: Any) -> list[list[int]]:
     """[[0], [0, 1]] or ["0", "0-3"]: one GPU set each."""
     if not isinstance(value, list) or not value:
-        raise ValueError(f"expected a list of GPU sets such as [[0], [0, 1]] or [\"0\", \"0-3\"], got {_describe(value)}")
+        raise ValueError(f'expected a list of GPU sets such as [[0], [0, 1]] or ["0", "0-3"], got {_describe(value)}')
     return [to_int_list(v) for v in value]
 
 
@@ -235,8 +258,13 @@ SATURATE_FIELDS: dict[str, Converter] = {
     "max_points": to_positive,
     "storage": to_str,
 }
-SATURATE_ALIASES = {"path": "paths", "bs": "block_sizes", "block_size": "block_sizes", "gpus": "gpu_sets",
-                    "gpu": "gpu_sets"}
+SATURATE_ALIASES = {
+    "path": "paths",
+    "bs": "block_sizes",
+    "block_size": "block_sizes",
+    "gpus": "gpu_sets",
+    "gpu": "gpu_sets",
+}
 
 #: What a duration means for each kind (saturate: each measurement of a search).
 DEFAULT_DURATION = {"io": 10.0, "mem": 2.0, "saturate": 1.0}
@@ -285,4 +313,3 @@ def to_toml_value(kind: str, key: str, value: Any) -> Any:
         text = format_size(value)
         return text if not text.isdigit() else value
     return value
-

@@ -7,6 +7,7 @@ and limits of its knee searches in ``saturate``, the runs' other fields in
 ``base``). A profile holds typed field values; ``xferscope.profiles.toml_format``
 reads and writes them as TOML.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -32,20 +33,23 @@ class Profile:
     kind: str = "io"
     repetitions: int = 1
     duration: float | None = None  # seconds per point; None: the kind's default (or no limit with total_bytes)
-    ranks: int | None = None       # MPI ranks the profile needs (replay --mpi under exactly that many); None: any
+    ranks: int | None = None  # MPI ranks the profile needs (replay --mpi under exactly that many); None: any
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     saturate: dict[str, Any] = field(default_factory=dict)  # kind "saturate": the plan's fields
     file: str | None = None  # where it was read from
-    origin: str = "file"     # bundled, user or file
+    origin: str = "file"  # bundled, user or file
 
     # ------------------------------------------------------------ the grid
     @property
     def point_count(self) -> int:
         """Points of the grid; for a saturate plan, its knee searches (paths x GPU sets x block sizes)."""
         if self.kind == "saturate":
-            return len(self.paths()) * len(self.saturate.get("gpu_sets") or [[0]]) * \
-                len(self.saturate.get("block_sizes") or [0] * 4)
+            return (
+                len(self.paths())
+                * len(self.saturate.get("gpu_sets") or [[0]])
+                * len(self.saturate.get("block_sizes") or [0] * 4)
+            )
         return math.prod(len(values) for values in self.grid.values()) if self.grid else 1
 
     @property
@@ -93,12 +97,15 @@ class Profile:
         if not mpi:
             raise SpecError("ranks", f"profile {self.name} needs {self.ranks} MPI ranks; start it with {start}")
         if world_size != self.ranks:
-            raise SpecError("ranks", f"profile {self.name} needs {self.ranks} MPI ranks, this job has {world_size}; "
-                                     f"start it with {start}")
+            raise SpecError(
+                "ranks",
+                f"profile {self.name} needs {self.ranks} MPI ranks, this job has {world_size}; start it with {start}",
+            )
 
     # ------------------------------------------------------------- changes
-    def with_changes(self, *, duration: float | None = None, repetitions: int | None = None,
-                     sets: dict[str, Any] | None = None) -> Profile:
+    def with_changes(
+        self, *, duration: float | None = None, repetitions: int | None = None, sets: dict[str, Any] | None = None
+    ) -> Profile:
         """A copy with a new duration, repetition count, or fixed values (each removes its grid axis)."""
         base = dict(self.base)
         grid = dict(self.grid)
@@ -113,8 +120,9 @@ class Profile:
                     raise SpecError(name, str(exc)) from None
                 continue
             if name is None:
-                raise SpecError(key, f"not a field of {self.kind} profiles; valid fields: "
-                                     f"{', '.join(F.fields_of(self.kind))}")
+                raise SpecError(
+                    key, f"not a field of {self.kind} profiles; valid fields: {', '.join(F.fields_of(self.kind))}"
+                )
             try:
                 base[name] = F.convert(self.kind, name, value)
             except ValueError as exc:
@@ -126,9 +134,14 @@ class Profile:
                 base.pop("file", None)
         if repetitions is not None and repetitions < 1:
             raise SpecError("reps", f"must be 1 or more, got {repetitions}")
-        return dataclasses.replace(self, base=base, grid=grid, saturate=plan,
-                                   duration=self.duration if duration is None else duration,
-                                   repetitions=self.repetitions if repetitions is None else repetitions)
+        return dataclasses.replace(
+            self,
+            base=base,
+            grid=grid,
+            saturate=plan,
+            duration=self.duration if duration is None else duration,
+            repetitions=self.repetitions if repetitions is None else repetitions,
+        )
 
     # --------------------------------------------------------- conversions
     @classmethod
@@ -139,8 +152,9 @@ class Profile:
         base: dict[str, Any] = {}
         for key in F.IO_FIELDS:
             value = getattr(spec, key)
-            if value is not None and (key in ("path", "io", "block_size", "workers")
-                                      or value != getattr(defaults, key)):
+            if value is not None and (
+                key in ("path", "io", "block_size", "workers") or value != getattr(defaults, key)
+            ):
                 base[key] = list(value) if isinstance(value, (list, tuple)) else value
         return cls(name=name, description=description, kind="io", duration=spec.duration, base=base)
 
@@ -152,8 +166,14 @@ def point_identity(spec) -> dict[str, Any]:
         out["rwmix"] = spec.read_pct
         out["gpus"] = list(spec.gpus) if spec.uses_gpu else []
         return out
-    return {"mode": spec.mode, "traffic": list(spec.traffic), "stride": list(spec.strides), "backend": spec.backend,
-            "locality": spec.locality, "pages": spec.pages}
+    return {
+        "mode": spec.mode,
+        "traffic": list(spec.traffic),
+        "stride": list(spec.strides),
+        "backend": spec.backend,
+        "locality": spec.locality,
+        "pages": spec.pages,
+    }
 
 
 def _mem_spec(values: dict[str, Any], seconds: float | None):

@@ -2,6 +2,7 @@
 
 A user profile with the name of a bundled one takes its place.
 """
+
 from __future__ import annotations
 
 import os
@@ -50,8 +51,9 @@ def load_profile(name_or_path: str) -> Profile:
     found = _by_name()
     if name_or_path not in found:
         names = ", ".join(sorted(found)) or "none"
-        raise SpecError("profile", f"no profile named {name_or_path!r}; available: {names} "
-                                   "(or give the path of a .toml file)")
+        raise SpecError(
+            "profile", f"no profile named {name_or_path!r}; available: {names} (or give the path of a .toml file)"
+        )
     path, origin = found[name_or_path]
     return read_profile_file(path, origin)
 
@@ -89,15 +91,32 @@ class ProfileInfo:
     error: str | None = None  # set when the file does not load; the other fields are then empty
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "source": self.source, "kind": self.kind,
-                "origin": self.origin, "file": self.file, "paths": list(self.paths), "points": self.points,
-                "repetitions": self.repetitions, "error": self.error}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "kind": self.kind,
+            "origin": self.origin,
+            "file": self.file,
+            "paths": list(self.paths),
+            "points": self.points,
+            "repetitions": self.repetitions,
+            "error": self.error,
+        }
 
 
 def info_of(profile: Profile) -> ProfileInfo:
-    return ProfileInfo(name=profile.name, description=profile.description, source=profile.source,
-                       kind=profile.kind, origin=profile.origin, file=profile.file or "", paths=profile.paths(),
-                       points=profile.point_count, repetitions=profile.repetitions)
+    return ProfileInfo(
+        name=profile.name,
+        description=profile.description,
+        source=profile.source,
+        kind=profile.kind,
+        origin=profile.origin,
+        file=profile.file or "",
+        paths=profile.paths(),
+        points=profile.point_count,
+        repetitions=profile.repetitions,
+    )
 
 
 def list_profiles() -> list[ProfileInfo]:
@@ -107,6 +126,7 @@ def list_profiles() -> list[ProfileInfo]:
         try:
             out.append(info_of(read_profile_file(path, origin)))
         except (FormatError, SpecError) as exc:
-            out.append(ProfileInfo(name=name, description="", source="", kind="", origin=origin, file=path,
-                                   error=str(exc)))
+            out.append(
+                ProfileInfo(name=name, description="", source="", kind="", origin=origin, file=path, error=str(exc))
+            )
     return out

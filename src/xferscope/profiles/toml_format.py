@@ -21,6 +21,7 @@
 
 Every mistake is a FormatError naming the file, the line and the valid choices.
 """
+
 from __future__ import annotations
 
 import re
@@ -102,12 +103,18 @@ class _Reader:
         if ranks is not None and ranks < 1:
             raise self.fail("", "ranks", f"ranks must be 1 or more (the MPI ranks the profile needs), got {ranks}")
         profile = Profile(
-            name=name, kind=kind, repetitions=reps, ranks=ranks,
+            name=name,
+            kind=kind,
+            repetitions=reps,
+            ranks=ranks,
             description=self.top(data, "description", F.to_str, ""),
             source=self.top(data, "source", F.to_str, ""),
             duration=self.top(data, "duration", F.to_seconds, None),
-            base=self.table(data, "base", kind), grid=self.table(data, "grid", kind),
-            saturate=self.plan(data, kind), file=self.where, origin=origin,
+            base=self.table(data, "base", kind),
+            grid=self.table(data, "grid", kind),
+            saturate=self.plan(data, kind),
+            file=self.where,
+            origin=origin,
         )
         both = sorted(set(profile.base) & set(profile.grid))
         if both:
@@ -122,8 +129,12 @@ class _Reader:
                 raise self.fail("", "saturate", 'only kind = "saturate" profiles have a [saturate] table')
             return {}
         if data.get("grid"):
-            raise self.fail("", "grid", "a saturate profile has no [grid]: the search chooses workers and queue "
-                                        "depth; list paths, block_sizes and gpu_sets under [saturate]")
+            raise self.fail(
+                "",
+                "grid",
+                "a saturate profile has no [grid]: the search chooses workers and queue "
+                "depth; list paths, block_sizes and gpu_sets under [saturate]",
+            )
         raw = data.get("saturate", {})
         if not isinstance(raw, dict):
             raise self.fail("", "saturate", "saturate must be a table: write [saturate] on a line of its own")
@@ -131,8 +142,9 @@ class _Reader:
         for key, value in raw.items():
             name = F.canonical_plan(key)
             if name is None:
-                raise self.fail("saturate", key, f"[saturate] unknown field {key!r}; valid fields: "
-                                                 f"{', '.join(F.SATURATE_FIELDS)}")
+                raise self.fail(
+                    "saturate", key, f"[saturate] unknown field {key!r}; valid fields: {', '.join(F.SATURATE_FIELDS)}"
+                )
             if name in out:
                 raise self.fail("saturate", key, f"[saturate] {key} sets {name} a second time")
             try:
@@ -149,15 +161,26 @@ class _Reader:
         for key, value in raw.items():
             name = F.canonical(kind, key)
             if name is None and kind == "saturate" and F.canonical("io", key) in F.SEARCHED:
-                raise self.fail(table, key, f"[{table}] {key}: a saturate plan searches it; paths, block sizes and "
-                                            "GPU sets go under [saturate] (workers and queue depth are found)")
+                raise self.fail(
+                    table,
+                    key,
+                    f"[{table}] {key}: a saturate plan searches it; paths, block sizes and "
+                    "GPU sets go under [saturate] (workers and queue depth are found)",
+                )
             if name is None:
-                raise self.fail(table, key, f"[{table}] unknown field {key!r} for {kind} profiles; valid fields: "
-                                            f"{', '.join(F.fields_of(kind))}")
+                raise self.fail(
+                    table,
+                    key,
+                    f"[{table}] unknown field {key!r} for {kind} profiles; valid fields: "
+                    f"{', '.join(F.fields_of(kind))}",
+                )
             if name in out:
                 raise self.fail(table, key, f"[{table}] {key} sets {name} a second time")
-            out[name] = self.grid_values(kind, name, key, value) if table == "grid" else \
-                self.value(table, kind, name, key, value)
+            out[name] = (
+                self.grid_values(kind, name, key, value)
+                if table == "grid"
+                else self.value(table, kind, name, key, value)
+            )
         return out
 
     def value(self, table: str, kind: str, name: str, key: str, value: Any) -> Any:
@@ -168,8 +191,12 @@ class _Reader:
 
     def grid_values(self, kind: str, name: str, key: str, value: Any) -> list[Any]:
         if not isinstance(value, list) or not value:
-            raise self.fail("grid", key, f"[grid] {key}: a grid field takes a non-empty list of values, "
-                                         f"e.g. {key} = [a, b]; put a single value in [base]")
+            raise self.fail(
+                "grid",
+                key,
+                f"[grid] {key}: a grid field takes a non-empty list of values, "
+                f"e.g. {key} = [a, b]; put a single value in [base]",
+            )
         values = [self.value("grid", kind, name, key, v) for v in value]
         seen: list[Any] = []
         for v in values:
@@ -193,7 +220,7 @@ class _Reader:
 
 def _written_key(lines: dict[tuple[str, str], int], table: str, kind: str, name: str) -> str:
     """The key as the file wrote it (an alias or the field name)."""
-    for (t, key) in lines:
+    for t, key in lines:
         if t == table and F.canonical(kind, key) == name:
             return key
     return name

@@ -5,6 +5,7 @@ are the thresholds below, printed in one line (``CEILING_RULE``) under every
 verdict. Nothing here measures: a ceiling that was not measured is said to be
 missing, never guessed.
 """
+
 from __future__ import annotations
 
 import math
@@ -12,19 +13,21 @@ from dataclasses import dataclass, field
 
 from xferscope.units import format_size
 
-CPU_SHARE = 0.90        # the engine's threads use 90% of the CPUs they may use
-THREAD_PCT = 90.0       # one thread busy 90% of the time or more (the issue's "one thread at 100%")
-SYSTEM_PCT = 95.0       # the whole machine busy, whoever uses it
-PCIE_SHARE = 0.85       # PCIe traffic at 85% of the measured pinned copy ceiling
-STORAGE_SHARE = 0.90    # at 90% of the host O_DIRECT plateau: storage binds
-ABOVE_STORAGE = 1.10    # through the page cache and 10% above storage: memory, not storage, is read
-LITTLE_LOW, LITTLE_HIGH = 0.80, 1.25   # IOPS x latency against the concurrency set
+CPU_SHARE = 0.90  # the engine's threads use 90% of the CPUs they may use
+THREAD_PCT = 90.0  # one thread busy 90% of the time or more (the issue's "one thread at 100%")
+SYSTEM_PCT = 95.0  # the whole machine busy, whoever uses it
+PCIE_SHARE = 0.85  # PCIe traffic at 85% of the measured pinned copy ceiling
+STORAGE_SHARE = 0.90  # at 90% of the host O_DIRECT plateau: storage binds
+ABOVE_STORAGE = 1.10  # through the page cache and 10% above storage: memory, not storage, is read
+LITTLE_LOW, LITTLE_HIGH = 0.80, 1.25  # IOPS x latency against the concurrency set
 
-CEILING_RULE = (f"bound by PCIe at >= {PCIE_SHARE:.0%} of the measured pinned copy ceiling; CPU when the engine "
-                f"threads use >= {CPU_SHARE:.0%} of their CPUs, one thread >= {THREAD_PCT:.0f}% or the machine "
-                f">= {SYSTEM_PCT:.0f}% busy; storage at >= {STORAGE_SHARE:.0%} of the host O_DIRECT plateau; "
-                "memory copies through the page cache (above storage) or cuFile compat buffers; otherwise the "
-                "path's own overhead")
+CEILING_RULE = (
+    f"bound by PCIe at >= {PCIE_SHARE:.0%} of the measured pinned copy ceiling; CPU when the engine "
+    f"threads use >= {CPU_SHARE:.0%} of their CPUs, one thread >= {THREAD_PCT:.0f}% or the machine "
+    f">= {SYSTEM_PCT:.0f}% busy; storage at >= {STORAGE_SHARE:.0%} of the host O_DIRECT plateau; "
+    "memory copies through the page cache (above storage) or cuFile compat buffers; otherwise the "
+    "path's own overhead"
+)
 
 KINDS = ("PCIe", "CPU", "storage", "memory copies", "path overhead", "undetermined")
 
@@ -35,38 +38,38 @@ class Evidence:
 
     path: str
     block_size: int
-    knee: str                          # "4 workers", "2 workers x qd 16"
+    knee: str  # "4 workers", "2 workers x qd 16"
     plateau_gib_s: float
     writes: bool = False
     storage_gib_s: float | None = None  # the host O_DIRECT plateau at this block size; None: not measured
-    storage_note: str | None = None     # why it is missing, or what limits it ("itself CPU-bound")
+    storage_note: str | None = None  # why it is missing, or what limits it ("itself CPU-bound")
     pcie_ceiling_gb_s: float | None = None  # measured pinned copy ceiling, summed over the GPUs used
-    pcie_mb_s: float | None = None          # NVML RX (reads) or TX (writes) during the run, summed
-    engine_cpu_pct: float | None = None     # the engine's threads, percent of one core
-    cpus_allowed: int | None = None         # the CPUs those threads may run on
+    pcie_mb_s: float | None = None  # NVML RX (reads) or TX (writes) during the run, summed
+    engine_cpu_pct: float | None = None  # the engine's threads, percent of one core
+    cpus_allowed: int | None = None  # the CPUs those threads may run on
     busiest_thread_pct: float | None = None
     system_busy_pct: float | None = None
-    page_cache: bool = False                # reads or writes went through the page cache
-    compat: bool = False                    # cuFile in compat mode: POSIX I/O through its own bounce buffers
-    split: int | None = None                # each request split into sub-requests of this size (--split)
-    little_ratio: float | None = None       # IOPS x mean latency / concurrency
+    page_cache: bool = False  # reads or writes went through the page cache
+    compat: bool = False  # cuFile in compat mode: POSIX I/O through its own bounce buffers
+    split: int | None = None  # each request split into sub-requests of this size (--split)
+    little_ratio: float | None = None  # IOPS x mean latency / concurrency
     little_in_flight: float | None = None
-    concurrency: int | None = None          # in flight across all workers (and ranks)
-    unsaturated: str | None = None          # "workers", "iodepth" or both: doubling still gained at the limit
-    limit: str | None = None                # "16 workers x qd 64": the most the search was allowed
+    concurrency: int | None = None  # in flight across all workers (and ranks)
+    unsaturated: str | None = None  # "workers", "iodepth" or both: doubling still gained at the limit
+    limit: str | None = None  # "16 workers x qd 64": the most the search was allowed
 
 
 @dataclass(frozen=True)
 class Check:
-    ceiling: str          # storage, PCIe, CPU, memory copies, Little
-    text: str             # "97% of storage (host 3.0 GiB/s)"
-    binds: bool | None    # None: not measured here
+    ceiling: str  # storage, PCIe, CPU, memory copies, Little
+    text: str  # "97% of storage (host 3.0 GiB/s)"
+    binds: bool | None  # None: not measured here
 
 
 @dataclass(frozen=True)
 class Bottleneck:
-    kind: str                               # one of KINDS
-    detail: str                             # "page cache", "one thread at 100%", ...
+    kind: str  # one of KINDS
+    detail: str  # "page cache", "one thread at 100%", ...
     checks: tuple[Check, ...]
     advice: tuple[str, ...] = field(default=())
 
@@ -79,9 +82,13 @@ class Bottleneck:
         return f"{self.kind}-bound" + (f" ({self.detail})" if self.detail else "")
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "detail": self.detail, "verdict": self.word,
-                "checks": [{"ceiling": c.ceiling, "text": c.text, "binds": c.binds} for c in self.checks],
-                "advice": list(self.advice)}
+        return {
+            "kind": self.kind,
+            "detail": self.detail,
+            "verdict": self.word,
+            "checks": [{"ceiling": c.ceiling, "text": c.text, "binds": c.binds} for c in self.checks],
+            "advice": list(self.advice),
+        }
 
 
 def _known(value: float | None) -> bool:
@@ -97,8 +104,9 @@ def storage_check(e: Evidence) -> Check:
         note = f", {e.storage_note}" if e.storage_note else ""
         return Check("storage", f"(the storage reference: host O_DIRECT{note})", None)
     if not _known(e.storage_gib_s) or not e.storage_gib_s:
-        return Check("storage", f"storage not measured ({e.storage_note or 'no host plateau at this block size'})",
-                     None)
+        return Check(
+            "storage", f"storage not measured ({e.storage_note or 'no host plateau at this block size'})", None
+        )
     share = e.plateau_gib_s / e.storage_gib_s
     note = f", {e.storage_note}" if e.storage_note else ""
     return Check("storage", f"{share:.0%} of storage (host {gib(e.storage_gib_s)}{note})", share >= STORAGE_SHARE)
@@ -195,15 +203,17 @@ def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
     """What to try next, where xferscope knows it."""
     out: list[str] = []
     if e.unsaturated:
-        options = " and ".join(o for axis, o in (("workers", "--max-workers"), ("iodepth", "--max-qd"))
-                               if axis in e.unsaturated)
+        options = " and ".join(
+            o for axis, o in (("workers", "--max-workers"), ("iodepth", "--max-qd")) if axis in e.unsaturated
+        )
         out.append(f"still gaining at {e.limit}: the plateau may lie beyond; raise {options}")
     if kind == "CPU":
         detail = _cpu_detail(e)
         if detail.startswith("one thread"):
-            out.append("one thread saturates a core: spread it over more workers" +
-                       (", or keep more in flight per thread (--max-qd)" if e.path in ("host", "cufile-batch")
-                        else ""))
+            out.append(
+                "one thread saturates a core: spread it over more workers"
+                + (", or keep more in flight per thread (--max-qd)" if e.path in ("host", "cufile-batch") else "")
+            )
         elif detail == "the machine is busy":
             out.append("other processes keep the CPUs busy: measure again on a quiet machine")
         else:
@@ -211,8 +221,10 @@ def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
     if kind == "PCIe":
         out.append("the link is full: spread the work over GPUs on other links (--gpu 0,1)")
     if e.page_cache:
-        out.append("reads come through the page cache: use a file larger than memory, or a path that reads "
-                   "with O_DIRECT" + (" (cuFile's compat batch path does not)" if e.path == "cufile-batch" else ""))
+        out.append(
+            "reads come through the page cache: use a file larger than memory, or a path that reads "
+            "with O_DIRECT" + (" (cuFile's compat batch path does not)" if e.path == "cufile-batch" else "")
+        )
     if e.compat:
         split = split_advice(e)
         if split:

@@ -8,6 +8,7 @@ on one dataset: without ``--file``/``--dir`` all points read the same scratch
 file, created once and removed at the end. The listener gets past-tense events
 from the thread that runs the saturation; it must not block.
 """
+
 from __future__ import annotations
 
 import threading
@@ -28,7 +29,7 @@ from xferscope.target import Interrupted
 @dataclass(frozen=True)
 class SeriesStarted:
     series: Series
-    index: int       # 1-based
+    index: int  # 1-based
     total: int
 
 
@@ -82,9 +83,9 @@ class SeriesOutcome:
 class SaturationOutcome:
     plan: SaturatePlan
     series: list[SeriesOutcome] = field(default_factory=list)
-    stopped: str | None = None          # "interrupted", or the failure that ended the saturation
+    stopped: str | None = None  # "interrupted", or the failure that ended the saturation
     failed: bool = False
-    storage_source: str | None = None   # where the storage ceilings came from, when not from this run
+    storage_source: str | None = None  # where the storage ceilings came from, when not from this run
     storage: dict[int, tuple[float, str | None]] | None = None  # those ceilings: block size -> (GiB/s, note)
     environment: dict[str, Any] = field(default_factory=dict)
 
@@ -107,8 +108,9 @@ def analyse(outcome: SaturationOutcome) -> None:
             o.evidence = o.bottleneck = None
             continue
         value, note = _storage_of(o, hosts, storage, plan)
-        o.evidence, o.bottleneck = judge(o.series, o.found, o.figures, writes=writes, limit=o.limit,
-                                         storage_gib_s=value, storage_note=note)
+        o.evidence, o.bottleneck = judge(
+            o.series, o.found, o.figures, writes=writes, limit=o.limit, storage_gib_s=value, storage_note=note
+        )
 
 
 def _storage_of(o: SeriesOutcome, hosts: dict, storage: dict | None, plan: SaturatePlan):
@@ -165,8 +167,15 @@ class LocalRunner:
 
 # --------------------------------------------------------------- saturation
 class Saturation:
-    def __init__(self, plan: SaturatePlan, runner, *, listener: Callable[[Any], None] | None = None,
-                 storage: dict[int, tuple[float, str | None]] | None = None, storage_source: str | None = None):
+    def __init__(
+        self,
+        plan: SaturatePlan,
+        runner,
+        *,
+        listener: Callable[[Any], None] | None = None,
+        storage: dict[int, tuple[float, str | None]] | None = None,
+        storage_source: str | None = None,
+    ):
         self.plan = plan
         self.runner = runner
         self.listener = listener or (lambda event: None)
@@ -240,14 +249,25 @@ class Saturation:
         def relay(event) -> None:
             self.listener(PointMeasured(series, event) if isinstance(event, Point) else Compared(series, event))
 
-        search = KneeSearch(measure, max_workers=plan.max_workers, max_qd=plan.max_qd_of(series.path),
-                            min_rounds=plan.min_rounds, max_rounds=plan.max_rounds,
-                            max_points=plan.points_budget(series.path), listener=relay)
+        search = KneeSearch(
+            measure,
+            max_workers=plan.max_workers,
+            max_qd=plan.max_qd_of(series.path),
+            min_rounds=plan.min_rounds,
+            max_rounds=plan.max_rounds,
+            max_points=plan.points_budget(series.path),
+            listener=relay,
+        )
         self._search = search
         found = search.run()
         self._search = None
-        done = SeriesOutcome(series, found, plan.grid_points(series.path), plan.limit_text(series.path),
-                             error=error[0] if error else None)
+        done = SeriesOutcome(
+            series,
+            found,
+            plan.grid_points(series.path),
+            plan.limit_text(series.path),
+            error=error[0] if error else None,
+        )
         self.outcome.series.append(done)
         self._environment(found)
         analyse(self.outcome)  # the verdicts so far, for listeners that show them as they come
@@ -256,16 +276,16 @@ class Saturation:
     def _keep_partial(self, reason: str) -> None:
         series = self.plan.series()[len(self.outcome.series)]
         found = self._search.result(reason)
-        self.outcome.series.append(SeriesOutcome(series, found, self.plan.grid_points(series.path),
-                                                 self.plan.limit_text(series.path)))
+        self.outcome.series.append(
+            SeriesOutcome(series, found, self.plan.grid_points(series.path), self.plan.limit_text(series.path))
+        )
 
     def _environment(self, found: SearchResult) -> None:
         if self.outcome.environment:
             return
         for point in found.points:
             for m in point.measurements:
-                self.outcome.environment = {k: v for k, v in m.result.environment.items()
-                                            if k not in ("cluster",)}
+                self.outcome.environment = {k: v for k, v in m.result.environment.items() if k not in ("cluster",)}
                 return
 
 

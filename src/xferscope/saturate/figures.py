@@ -1,5 +1,6 @@
 """From the runs of one knee search to its figures: knee, plateau, latency, Little's law, CPU, PCIe, and the
 evidence the ceiling rules judge. Every figure is the median over the runs of the point it belongs to."""
+
 from __future__ import annotations
 
 import math
@@ -77,8 +78,11 @@ def _engine_cpu(result: RunResult) -> tuple[float | None, float | None]:
 
 def _system_busy(result: RunResult) -> float | None:
     sources = [h.cpu for h in result.hosts] or [result.cpu]
-    values = [float(c["sys_usr_pct"]) + float(c["sys_sys_pct"]) for c in sources
-              if c.get("sys_usr_pct") is not None and c.get("sys_sys_pct") is not None]
+    values = [
+        float(c["sys_usr_pct"]) + float(c["sys_sys_pct"])
+        for c in sources
+        if c.get("sys_usr_pct") is not None and c.get("sys_sys_pct") is not None
+    ]
     return max(values) if values else None
 
 
@@ -94,7 +98,7 @@ class Figures:
     knee: Shape
     plateau: Shape
     ranks: int
-    concurrency: int              # in flight at the knee, over every worker of every rank
+    concurrency: int  # in flight at the knee, over every worker of every rank
     plateau_gib_s: float
     plateau_min_gib_s: float
     plateau_max_gib_s: float
@@ -104,7 +108,7 @@ class Figures:
     lat_mean_us: float | None
     lat_p99_us: float | None
     little_in_flight: float | None  # IOPS x mean latency
-    little_ratio: float | None      # ... against the concurrency
+    little_ratio: float | None  # ... against the concurrency
     cpu_s_per_gib: float | None
     engine_cpu_pct: float | None
     busiest_thread_pct: float | None
@@ -119,8 +123,7 @@ class Figures:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["knee"] = {"workers": self.knee.workers, "iodepth": self.knee.iodepth, "label": self.knee.label}
-        d["plateau"] = {"workers": self.plateau.workers, "iodepth": self.plateau.iodepth,
-                        "label": self.plateau.label}
+        d["plateau"] = {"workers": self.plateau.workers, "iodepth": self.plateau.iodepth, "label": self.plateau.label}
         return d
 
 
@@ -140,14 +143,23 @@ def figures_of(found: SearchResult, writes: bool) -> Figures | None:
     engine = [_engine_cpu(r) for r in runs]
     direction = "pcie_tx_mb_s" if writes else "pcie_rx_mb_s"
     return Figures(
-        knee=found.knee, plateau=found.plateau, ranks=ranks, concurrency=concurrency,
-        plateau_gib_s=plateau.median, plateau_min_gib_s=plateau.low, plateau_max_gib_s=plateau.high,
+        knee=found.knee,
+        plateau=found.plateau,
+        ranks=ranks,
+        concurrency=concurrency,
+        plateau_gib_s=plateau.median,
+        plateau_min_gib_s=plateau.low,
+        plateau_max_gib_s=plateau.high,
         plateau_iops=_median(m.result.iops for m in plateau.measurements) or 0.0,
-        knee_gib_s=knee.median, knee_iops=iops or 0.0, lat_mean_us=lat,
+        knee_gib_s=knee.median,
+        knee_iops=iops or 0.0,
+        lat_mean_us=lat,
         lat_p99_us=_median(r.latency_us.p99 for r in runs),
-        little_in_flight=in_flight, little_ratio=in_flight / concurrency if in_flight is not None else None,
+        little_in_flight=in_flight,
+        little_ratio=in_flight / concurrency if in_flight is not None else None,
         cpu_s_per_gib=_median(r.cpu_seconds_per_gib for r in runs),
-        engine_cpu_pct=_median(e[0] for e in engine), busiest_thread_pct=_median(e[1] for e in engine),
+        engine_cpu_pct=_median(e[0] for e in engine),
+        busiest_thread_pct=_median(e[1] for e in engine),
         system_busy_pct=_median(_system_busy(r) for r in runs),
         cpus_allowed=_cpus(knee.measurements, ranks),
         pcie_mb_s=_median(_gpu_sum(r, direction) for r in runs),
@@ -163,17 +175,39 @@ def _cpus(measurements, ranks: int) -> int | None:
     return values[0] if values else None
 
 
-def evidence_of(series: Series, found: SearchResult, figures: Figures, *, writes: bool, limit: str,
-                storage_gib_s: float | None, storage_note: str | None) -> Evidence:
+def evidence_of(
+    series: Series,
+    found: SearchResult,
+    figures: Figures,
+    *,
+    writes: bool,
+    limit: str,
+    storage_gib_s: float | None,
+    storage_note: str | None,
+) -> Evidence:
     return Evidence(
-        path=series.path, block_size=series.block_size, knee=figures.knee.label + _per_rank(figures),
-        plateau_gib_s=figures.plateau_gib_s, writes=writes, storage_gib_s=storage_gib_s, storage_note=storage_note,
-        pcie_ceiling_gb_s=figures.pcie_ceiling_gb_s, pcie_mb_s=figures.pcie_mb_s,
-        engine_cpu_pct=figures.engine_cpu_pct, cpus_allowed=figures.cpus_allowed,
-        busiest_thread_pct=figures.busiest_thread_pct, system_busy_pct=figures.system_busy_pct,
-        page_cache=figures.page_cache, compat=figures.compat, split=figures.split, little_ratio=figures.little_ratio,
-        little_in_flight=figures.little_in_flight, concurrency=figures.concurrency,
-        unsaturated=" and ".join(found.unsaturated) or None, limit=limit)
+        path=series.path,
+        block_size=series.block_size,
+        knee=figures.knee.label + _per_rank(figures),
+        plateau_gib_s=figures.plateau_gib_s,
+        writes=writes,
+        storage_gib_s=storage_gib_s,
+        storage_note=storage_note,
+        pcie_ceiling_gb_s=figures.pcie_ceiling_gb_s,
+        pcie_mb_s=figures.pcie_mb_s,
+        engine_cpu_pct=figures.engine_cpu_pct,
+        cpus_allowed=figures.cpus_allowed,
+        busiest_thread_pct=figures.busiest_thread_pct,
+        system_busy_pct=figures.system_busy_pct,
+        page_cache=figures.page_cache,
+        compat=figures.compat,
+        split=figures.split,
+        little_ratio=figures.little_ratio,
+        little_in_flight=figures.little_in_flight,
+        concurrency=figures.concurrency,
+        unsaturated=" and ".join(found.unsaturated) or None,
+        limit=limit,
+    )
 
 
 def _per_rank(figures: Figures) -> str:

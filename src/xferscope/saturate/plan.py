@@ -1,5 +1,6 @@
 """What a saturation measures: the paths, block sizes and GPU sets, the limits of the search, and the full grid
 it is counted against."""
+
 from __future__ import annotations
 
 import math
@@ -15,7 +16,7 @@ from xferscope.units import format_size
 #: paths with a queue depth of their own (host: io_uring; cufile-batch: the batch size)
 QUEUE_PATHS = frozenset({"host", "cufile-batch"})
 DEFAULT_BLOCKS = (4 << 10, 64 << 10, 1 << 20, 16 << 20)
-DEFAULT_DURATION = 1.0   # seconds per measurement
+DEFAULT_DURATION = 1.0  # seconds per measurement
 STORAGE_AUTO, STORAGE_NONE = "auto", "none"
 
 
@@ -91,8 +92,11 @@ class SaturatePlan:
         if not 1 <= self.max_qd <= 4096:
             raise SpecError("max-qd", f"must be 1..4096, got {self.max_qd}")
         if not 2 <= self.min_rounds <= self.max_rounds:
-            raise SpecError("rounds", f"need 2 <= min rounds <= max rounds (one round gives no verdict), "
-                                      f"got {self.min_rounds}..{self.max_rounds}")
+            raise SpecError(
+                "rounds",
+                f"need 2 <= min rounds <= max rounds (one round gives no verdict), "
+                f"got {self.min_rounds}..{self.max_rounds}",
+            )
         if self.max_rounds > 50:
             raise SpecError("rounds", f"at most 50 rounds per comparison, got {self.max_rounds}")
         if self.max_points < 2:
@@ -111,8 +115,9 @@ class SaturatePlan:
     def series(self) -> list[Series]:
         """Every search in the order it runs: host first (the storage reference), then each path as given,
         each GPU set, each block size."""
-        order = (["host"] if "host" in self.paths or self.needs_storage_search else []) + \
-            [p for p in self.paths if p != "host"]
+        order = (["host"] if "host" in self.paths or self.needs_storage_search else []) + [
+            p for p in self.paths if p != "host"
+        ]
         out = []
         for path in order:
             role = "measured" if path in self.paths else "storage reference"
@@ -126,8 +131,15 @@ class SaturatePlan:
         """The spec of one point; ``--split`` applies to the GPU paths that take it (host, the storage
         reference, and queue depths run whole blocks)."""
         split = self.base.split if series.path in SPLIT_PATHS and series.path != "host" else None
-        return self.base.replace(path=series.path, block_size=series.block_size, gpus=list(series.gpus),
-                                 workers=workers, iodepth=iodepth, label=None, split=split).validate()
+        return self.base.replace(
+            path=series.path,
+            block_size=series.block_size,
+            gpus=list(series.gpus),
+            workers=workers,
+            iodepth=iodepth,
+            label=None,
+            split=split,
+        ).validate()
 
     def max_qd_of(self, path: str) -> int:
         return self.max_qd if has_queue(path) else 1
@@ -151,29 +163,55 @@ class SaturatePlan:
         return sum(2 * self.max_rounds * (self.points_budget(s.path) - 1) * per for s in self.series())
 
     def to_dict(self) -> dict[str, Any]:
-        return {"paths": list(self.paths), "block_sizes": list(self.block_sizes),
-                "gpu_sets": [list(s) for s in self.gpu_sets], "io": self.base.io,
-                "max_workers": self.max_workers, "max_qd": self.max_qd, "min_rounds": self.min_rounds,
-                "max_rounds": self.max_rounds, "max_points": self.max_points, "storage": self.storage,
-                "duration": self.base.duration, "file_size": self.base.file_size, "spec": self.base.to_dict()}
+        return {
+            "paths": list(self.paths),
+            "block_sizes": list(self.block_sizes),
+            "gpu_sets": [list(s) for s in self.gpu_sets],
+            "io": self.base.io,
+            "max_workers": self.max_workers,
+            "max_qd": self.max_qd,
+            "min_rounds": self.min_rounds,
+            "max_rounds": self.max_rounds,
+            "max_points": self.max_points,
+            "storage": self.storage,
+            "duration": self.base.duration,
+            "file_size": self.base.file_size,
+            "spec": self.base.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SaturatePlan:
         spec_d = {k: v for k, v in (d.get("spec") or {}).items() if k in RunSpec.field_names()}
-        return cls(base=RunSpec(**spec_d), paths=list(d["paths"]), block_sizes=[int(b) for b in d["block_sizes"]],
-                   gpu_sets=[list(s) for s in d.get("gpu_sets") or [[0]]], max_workers=int(d["max_workers"]),
-                   max_qd=int(d["max_qd"]), min_rounds=int(d.get("min_rounds", MIN_ROUNDS)),
-                   max_rounds=int(d.get("max_rounds", MAX_ROUNDS)), max_points=int(d.get("max_points", MAX_POINTS)),
-                   storage=str(d.get("storage", STORAGE_AUTO)))
+        return cls(
+            base=RunSpec(**spec_d),
+            paths=list(d["paths"]),
+            block_sizes=[int(b) for b in d["block_sizes"]],
+            gpu_sets=[list(s) for s in d.get("gpu_sets") or [[0]]],
+            max_workers=int(d["max_workers"]),
+            max_qd=int(d["max_qd"]),
+            min_rounds=int(d.get("min_rounds", MIN_ROUNDS)),
+            max_rounds=int(d.get("max_rounds", MAX_ROUNDS)),
+            max_points=int(d.get("max_points", MAX_POINTS)),
+            storage=str(d.get("storage", STORAGE_AUTO)),
+        )
 
 
-PLAN_DEFAULTS = {"paths": ["host"], "block_sizes": list(DEFAULT_BLOCKS), "gpu_sets": [[0]], "max_workers": 16,
-                 "max_qd": 64, "min_rounds": MIN_ROUNDS, "max_rounds": MAX_ROUNDS, "max_points": MAX_POINTS,
-                 "storage": STORAGE_AUTO}
+PLAN_DEFAULTS = {
+    "paths": ["host"],
+    "block_sizes": list(DEFAULT_BLOCKS),
+    "gpu_sets": [[0]],
+    "max_workers": 16,
+    "max_qd": 64,
+    "min_rounds": MIN_ROUNDS,
+    "max_rounds": MAX_ROUNDS,
+    "max_points": MAX_POINTS,
+    "storage": STORAGE_AUTO,
+}
 
 
-def plan_from(profile=None, *, fields: dict[str, Any] | None = None, duration: float | None = None,
-              **given: Any) -> SaturatePlan:
+def plan_from(
+    profile=None, *, fields: dict[str, Any] | None = None, duration: float | None = None, **given: Any
+) -> SaturatePlan:
     """The validated plan: each of its values (``paths``, ``block_sizes``, ``gpu_sets``, ``max_workers``, ...)
     from ``given`` where not None, else from the saturate ``profile``, else the default; the runs' other fields
     are the profile's ``[base]`` updated with ``fields``. SpecError names what is wrong."""
@@ -181,11 +219,13 @@ def plan_from(profile=None, *, fields: dict[str, Any] | None = None, duration: f
     if unknown:
         raise TypeError(f"not a plan value: {sorted(unknown)}")
     if profile is not None and profile.kind != "saturate":
-        raise SpecError("profile", f"{profile.name} is a {profile.kind} profile, not a saturate plan; replay it "
-                                   f"with `xferscope replay {profile.name}`")
+        raise SpecError(
+            "profile",
+            f"{profile.name} is a {profile.kind} profile, not a saturate plan; replay it "
+            f"with `xferscope replay {profile.name}`",
+        )
     held = dict(profile.saturate) if profile is not None else {}
-    values = {k: given[k] if given.get(k) is not None else held.get(k, default)
-              for k, default in PLAN_DEFAULTS.items()}
+    values = {k: given[k] if given.get(k) is not None else held.get(k, default) for k, default in PLAN_DEFAULTS.items()}
     if duration is None:
         duration = profile.duration if profile is not None and profile.duration else DEFAULT_DURATION
     runs = dict(profile.base) if profile is not None else {}
@@ -195,19 +235,40 @@ def plan_from(profile=None, *, fields: dict[str, Any] | None = None, duration: f
         runs.pop("directory", None)
     runs.update(fields)
     split = runs.pop("split", None)
-    base = RunSpec(**runs, path=values["paths"][0], block_size=values["block_sizes"][0],
-                   gpus=list(values["gpu_sets"][0]), duration=duration).validate().replace(split=split)
+    base = (
+        RunSpec(
+            **runs,
+            path=values["paths"][0],
+            block_size=values["block_sizes"][0],
+            gpus=list(values["gpu_sets"][0]),
+            duration=duration,
+        )
+        .validate()
+        .replace(split=split)
+    )
     if split and not any(p in SPLIT_PATHS and p != "host" for p in values["paths"]):
-        raise SpecError("split", f"--split applies to {', '.join(p for p in SPLIT_PATHS if p != 'host')} here; "
-                                 "none of the paths takes it")
+        raise SpecError(
+            "split",
+            f"--split applies to {', '.join(p for p in SPLIT_PATHS if p != 'host')} here; none of the paths takes it",
+        )
     storage = values["storage"]
     if storage not in (STORAGE_AUTO, STORAGE_NONE) and not os.path.isfile(storage):
-        raise SpecError("storage", f"{storage}: no such file (auto, none, or the JSON of an earlier "
-                                   "`xferscope saturate --path host`)")
-    return SaturatePlan(base=base, paths=list(values["paths"]), block_sizes=list(values["block_sizes"]),
-                        gpu_sets=[list(g) for g in values["gpu_sets"]], max_workers=values["max_workers"],
-                        max_qd=values["max_qd"], min_rounds=values["min_rounds"], max_rounds=values["max_rounds"],
-                        max_points=values["max_points"], storage=storage).validate()
+        raise SpecError(
+            "storage",
+            f"{storage}: no such file (auto, none, or the JSON of an earlier `xferscope saturate --path host`)",
+        )
+    return SaturatePlan(
+        base=base,
+        paths=list(values["paths"]),
+        block_sizes=list(values["block_sizes"]),
+        gpu_sets=[list(g) for g in values["gpu_sets"]],
+        max_workers=values["max_workers"],
+        max_qd=values["max_qd"],
+        min_rounds=values["min_rounds"],
+        max_rounds=values["max_rounds"],
+        max_points=values["max_points"],
+        storage=storage,
+    ).validate()
 
 
 def profile_of(plan: SaturatePlan, name: str, description: str = ""):
@@ -221,13 +282,21 @@ def profile_of(plan: SaturatePlan, name: str, description: str = ""):
         value = getattr(plan.base, key)
         if value is not None and (value != getattr(defaults, key) or key == "io"):
             base[key] = list(value) if isinstance(value, (list, tuple)) else value
-    held = {"paths": list(plan.paths), "block_sizes": list(plan.block_sizes), "max_workers": plan.max_workers,
-            "max_qd": plan.max_qd, "min_rounds": plan.min_rounds, "max_rounds": plan.max_rounds,
-            "max_points": plan.max_points, "storage": plan.storage}
+    held = {
+        "paths": list(plan.paths),
+        "block_sizes": list(plan.block_sizes),
+        "max_workers": plan.max_workers,
+        "max_qd": plan.max_qd,
+        "min_rounds": plan.min_rounds,
+        "max_rounds": plan.max_rounds,
+        "max_points": plan.max_points,
+        "storage": plan.storage,
+    }
     if plan.gpu_sets != [[0]]:
         held["gpu_sets"] = [list(s) for s in plan.gpu_sets]
-    return Profile(name=name, description=description, kind="saturate", duration=plan.base.duration, base=base,
-                   saturate=held)
+    return Profile(
+        name=name, description=description, kind="saturate", duration=plan.base.duration, base=base, saturate=held
+    )
 
 
 def seconds_text(seconds: float) -> str:

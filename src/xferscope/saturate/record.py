@@ -8,6 +8,7 @@ saturation like any other results file (``replay --against``, the console's
 Compare view), and ``load_saturation`` rebuilds the searches and judges them
 again with today's rules.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,9 +24,28 @@ from xferscope.saturate.search import SEARCH_RULE, Comparison, Point, SearchResu
 
 SCHEMA = "xferscope.saturate/1"
 
-POINT_COLUMNS = ["path", "block_size", "gpus", "role", "workers", "iodepth", "concurrency", "stage", "runs",
-                 "median_gib_s", "min_gib_s", "max_gib_s", "median_iops", "lat_mean_us", "cpu_s_per_gib", "knee",
-                 "plateau", "bottleneck", "points_measured", "grid_points"]
+POINT_COLUMNS = [
+    "path",
+    "block_size",
+    "gpus",
+    "role",
+    "workers",
+    "iodepth",
+    "concurrency",
+    "stage",
+    "runs",
+    "median_gib_s",
+    "min_gib_s",
+    "max_gib_s",
+    "median_iops",
+    "lat_mean_us",
+    "cpu_s_per_gib",
+    "knee",
+    "plateau",
+    "bottleneck",
+    "points_measured",
+    "grid_points",
+]
 
 
 def verdict_rule() -> str:
@@ -48,22 +68,48 @@ def _median_of(point: Point, get) -> float | None:
 def series_to_dict(o: SeriesOutcome, index_of: dict[int, int]) -> dict[str, Any]:
     s, found = o.series, o.found
     d: dict[str, Any] = {
-        "path": s.path, "block_size": s.block_size, "gpus": list(s.gpus) if s.path != "host" else [],
-        "role": s.role, "label": s.label, "grid_points": o.grid_points, "points_measured": o.points_measured,
-        "share_of_grid": o.share_of_grid, "runs": found.measurements, "limit": o.limit,
-        "stopped": found.stopped, "error": o.error, "unsaturated": list(found.unsaturated),
+        "path": s.path,
+        "block_size": s.block_size,
+        "gpus": list(s.gpus) if s.path != "host" else [],
+        "role": s.role,
+        "label": s.label,
+        "grid_points": o.grid_points,
+        "points_measured": o.points_measured,
+        "share_of_grid": o.share_of_grid,
+        "runs": found.measurements,
+        "limit": o.limit,
+        "stopped": found.stopped,
+        "error": o.error,
+        "unsaturated": list(found.unsaturated),
         "knee": _shape(found.knee) if found.knee else None,
         "plateau": _shape(found.plateau) if found.plateau else None,
         "figures": o.figures.to_dict() if o.figures else None,
         "evidence": dataclasses.asdict(o.evidence) if o.evidence else None,
         "bottleneck": o.bottleneck.to_dict() if o.bottleneck else None,
         "verdict_line": verdict_line(o.evidence, o.bottleneck) if o.bottleneck else None,
-        "points": [{**_shape(p.shape), "stage": p.stage, "throughput_gib_s": p.values, "median_gib_s": p.median,
-                    "min_gib_s": p.low, "max_gib_s": p.high, "results": [index_of[id(m)] for m in p.measurements]}
-                   for p in found.points],
-        "comparisons": [{"baseline": _shape(c.baseline), "other": _shape(c.other), "stage": c.stage,
-                         **c.verdict.as_dict(), "told_apart": c.told_apart, "gain": c.gain}
-                        for c in found.comparisons],
+        "points": [
+            {
+                **_shape(p.shape),
+                "stage": p.stage,
+                "throughput_gib_s": p.values,
+                "median_gib_s": p.median,
+                "min_gib_s": p.low,
+                "max_gib_s": p.high,
+                "results": [index_of[id(m)] for m in p.measurements],
+            }
+            for p in found.points
+        ],
+        "comparisons": [
+            {
+                "baseline": _shape(c.baseline),
+                "other": _shape(c.other),
+                "stage": c.stage,
+                **c.verdict.as_dict(),
+                "told_apart": c.told_apart,
+                "gain": c.gain,
+            }
+            for c in found.comparisons
+        ],
     }
     return d
 
@@ -78,20 +124,26 @@ def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
             for m in p.measurements:
                 index_of[id(m)] = len(results)
                 d = result_to_dict(m.result)
-                d["saturate"] = {"series": number, "workers": p.shape.workers, "iodepth": p.shape.iodepth,
-                                 "cpus_allowed": m.cpus_allowed}
+                d["saturate"] = {
+                    "series": number,
+                    "workers": p.shape.workers,
+                    "iodepth": p.shape.iodepth,
+                    "cpus_allowed": m.cpus_allowed,
+                }
                 results.append(d)
-    return _clean({
-        "schema": SCHEMA,
-        "plan": outcome.plan.to_dict(),
-        "rules": {"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
-        "stopped": outcome.stopped,
-        "storage_source": outcome.storage_source,
-        "storage": {str(bs): list(v) for bs, v in (outcome.storage or {}).items()} or None,
-        "environment": outcome.environment,
-        "series": [series_to_dict(o, index_of) for o in outcome.series],
-        "results": results,
-    })
+    return _clean(
+        {
+            "schema": SCHEMA,
+            "plan": outcome.plan.to_dict(),
+            "rules": {"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
+            "stopped": outcome.stopped,
+            "storage_source": outcome.storage_source,
+            "storage": {str(bs): list(v) for bs, v in (outcome.storage or {}).items()} or None,
+            "environment": outcome.environment,
+            "series": [series_to_dict(o, index_of) for o in outcome.series],
+            "results": results,
+        }
+    )
 
 
 def point_rows(outcome: SaturationOutcome):
@@ -99,16 +151,25 @@ def point_rows(outcome: SaturationOutcome):
         found = o.found
         for p in found.points:
             yield {
-                "path": o.series.path, "block_size": o.series.block_size,
+                "path": o.series.path,
+                "block_size": o.series.block_size,
                 "gpus": " ".join(map(str, o.series.gpus)) if o.series.path != "host" else "",
-                "role": o.series.role, "workers": p.shape.workers, "iodepth": p.shape.iodepth,
-                "concurrency": p.shape.concurrency, "stage": p.stage, "runs": len(p.measurements),
-                "median_gib_s": p.median, "min_gib_s": p.low, "max_gib_s": p.high,
+                "role": o.series.role,
+                "workers": p.shape.workers,
+                "iodepth": p.shape.iodepth,
+                "concurrency": p.shape.concurrency,
+                "stage": p.stage,
+                "runs": len(p.measurements),
+                "median_gib_s": p.median,
+                "min_gib_s": p.low,
+                "max_gib_s": p.high,
                 "median_iops": _median_of(p, lambda r: r.iops),
                 "lat_mean_us": _median_of(p, lambda r: r.latency_us.mean),
                 "cpu_s_per_gib": _median_of(p, lambda r: r.cpu_seconds_per_gib),
-                "knee": "yes" if p.shape == found.knee else "", "plateau": "yes" if p.shape == found.plateau else "",
-                "bottleneck": o.bottleneck.word if o.bottleneck else "", "points_measured": o.points_measured,
+                "knee": "yes" if p.shape == found.knee else "",
+                "plateau": "yes" if p.shape == found.plateau else "",
+                "bottleneck": o.bottleneck.word if o.bottleneck else "",
+                "points_measured": o.points_measured,
                 "grid_points": o.grid_points,
             }
 
@@ -152,24 +213,41 @@ def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> Saturat
 
     try:
         plan = SaturatePlan.from_dict(data["plan"])
-        runs = [Measurement(result_from_dict(r, where), (r.get("saturate") or {}).get("cpus_allowed"))
-                for r in data.get("results") or []]
-        outcome = SaturationOutcome(plan, stopped=data.get("stopped"), storage_source=data.get("storage_source"),
-                                    environment=data.get("environment") or {},
-                                    storage={int(bs): (float(v[0]), v[1]) for bs, v in
-                                             (data.get("storage") or {}).items()} or None)
+        runs = [
+            Measurement(result_from_dict(r, where), (r.get("saturate") or {}).get("cpus_allowed"))
+            for r in data.get("results") or []
+        ]
+        outcome = SaturationOutcome(
+            plan,
+            stopped=data.get("stopped"),
+            storage_source=data.get("storage_source"),
+            environment=data.get("environment") or {},
+            storage={int(bs): (float(v[0]), v[1]) for bs, v in (data.get("storage") or {}).items()} or None,
+        )
         for s in data["series"]:
             series = Series(s["path"], int(s["block_size"]), tuple(s.get("gpus") or [0]), s.get("role", "measured"))
-            points = [Point(Shape(int(p["workers"]), int(p["iodepth"])), p.get("stage", ""),
-                            [runs[i] for i in p.get("results") or []]) for p in s.get("points") or []]
-            comparisons = [Comparison(Shape(c["baseline"]["workers"], c["baseline"]["iodepth"]),
-                                      Shape(c["other"]["workers"], c["other"]["iodepth"]),
-                                      Verdict(c["verdict"], c["ratio"], c["ratio_min"], c["ratio_max"], c["rounds"]),
-                                      c.get("stage", "")) for c in s.get("comparisons") or []]
+            points = [
+                Point(
+                    Shape(int(p["workers"]), int(p["iodepth"])),
+                    p.get("stage", ""),
+                    [runs[i] for i in p.get("results") or []],
+                )
+                for p in s.get("points") or []
+            ]
+            comparisons = [
+                Comparison(
+                    Shape(c["baseline"]["workers"], c["baseline"]["iodepth"]),
+                    Shape(c["other"]["workers"], c["other"]["iodepth"]),
+                    Verdict(c["verdict"], c["ratio"], c["ratio_min"], c["ratio_max"], c["rounds"]),
+                    c.get("stage", ""),
+                )
+                for c in s.get("comparisons") or []
+            ]
             knee, plateau = knee_of(points)
             found = SearchResult(points, comparisons, knee, plateau, list(s.get("unsaturated") or []), s.get("stopped"))
-            outcome.series.append(SeriesOutcome(series, found, int(s["grid_points"]), s.get("limit") or "",
-                                                error=s.get("error")))
+            outcome.series.append(
+                SeriesOutcome(series, found, int(s["grid_points"]), s.get("limit") or "", error=s.get("error"))
+            )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise FormatError(where, None, f"not a saturation: {exc!r}") from None
     analyse(outcome)
@@ -187,8 +265,11 @@ def storage_from_file(path: str) -> dict[int, tuple[float, str | None]]:
                 note += f", itself {o.bottleneck.word}"
             out[o.series.block_size] = (o.figures.plateau_gib_s, note)
     if not out:
-        raise SpecError("storage", f"{path} holds no host saturation to take the storage ceiling from; run "
-                                   "`xferscope saturate --path host --json FILE` first")
+        raise SpecError(
+            "storage",
+            f"{path} holds no host saturation to take the storage ceiling from; run "
+            "`xferscope saturate --path host --json FILE` first",
+        )
     return out
 
 

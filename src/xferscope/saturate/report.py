@@ -1,4 +1,5 @@
 """A saturation as text: per search its knee, plateau, latency, Little's law, CPU cost and the bottleneck line."""
+
 from __future__ import annotations
 
 import math
@@ -17,8 +18,10 @@ def _f(value: float | None, fmt: str = "{:.1f}") -> str:
 
 def count_line(o: SeriesOutcome) -> str:
     """'9 of 64 points of the full grid (14%), 46 runs'."""
-    return (f"{o.points_measured} of {o.grid_points} points of the full grid ({o.share_of_grid:.0%}), "
-            f"{o.found.measurements} runs")
+    return (
+        f"{o.points_measured} of {o.grid_points} points of the full grid ({o.share_of_grid:.0%}), "
+        f"{o.found.measurements} runs"
+    )
 
 
 def series_lines(o: SeriesOutcome) -> list[str]:
@@ -29,14 +32,20 @@ def series_lines(o: SeriesOutcome) -> list[str]:
         lines.append("  nothing measured" + (f": {o.error}" if o.error else ""))
         return lines
     per_rank = f" per rank, {fig.ranks} ranks" if fig.ranks > 1 else ""
-    lines.append(f"  knee {fig.knee.label}{per_rank} ({fig.concurrency} in flight): {gib(fig.knee_gib_s)}, "
-                 f"{fig.knee_iops:,.0f} IOPS, latency mean {_f(fig.lat_mean_us)} us p99 {_f(fig.lat_p99_us)} us, "
-                 f"CPU-s/GiB {_f(fig.cpu_s_per_gib, '{:.3f}')}")
-    lines.append(f"  plateau {gib(fig.plateau_gib_s)} (runs {fig.plateau_min_gib_s:.2f}-{fig.plateau_max_gib_s:.2f}), "
-                 f"{fig.plateau_iops:,.0f} IOPS at {fig.plateau.label}")
+    lines.append(
+        f"  knee {fig.knee.label}{per_rank} ({fig.concurrency} in flight): {gib(fig.knee_gib_s)}, "
+        f"{fig.knee_iops:,.0f} IOPS, latency mean {_f(fig.lat_mean_us)} us p99 {_f(fig.lat_p99_us)} us, "
+        f"CPU-s/GiB {_f(fig.cpu_s_per_gib, '{:.3f}')}"
+    )
+    lines.append(
+        f"  plateau {gib(fig.plateau_gib_s)} (runs {fig.plateau_min_gib_s:.2f}-{fig.plateau_max_gib_s:.2f}), "
+        f"{fig.plateau_iops:,.0f} IOPS at {fig.plateau.label}"
+    )
     if fig.little_ratio is not None:
-        lines.append(f"  Little's law: {fig.concurrency} in flight, IOPS x latency {fig.little_in_flight:.1f} "
-                     f"({fig.little_ratio:.0%})")
+        lines.append(
+            f"  Little's law: {fig.concurrency} in flight, IOPS x latency {fig.little_in_flight:.1f} "
+            f"({fig.little_ratio:.0%})"
+        )
     if found.stopped:
         lines.append(f"  search stopped: {found.stopped}")
     if o.bottleneck is not None:
@@ -53,10 +62,19 @@ def points_table(o: SeriesOutcome, title: str | None = None):
     for h in ("in flight", "workers", "qd", "GiB/s", "min-max", "runs", "stage", ""):
         table.add_column(h, justify="left" if h in ("stage", "") else "right")
     for p in o.found.points:
-        mark = " ".join(word for word, shape in (("knee", o.found.knee), ("plateau", o.found.plateau))
-                        if p.shape == shape)
-        table.add_row(str(p.shape.concurrency), str(p.shape.workers), str(p.shape.iodepth), _f(p.median, "{:.3f}"),
-                      f"{_f(p.low, '{:.3f}')}-{_f(p.high, '{:.3f}')}", str(len(p.measurements)), p.stage, mark)
+        mark = " ".join(
+            word for word, shape in (("knee", o.found.knee), ("plateau", o.found.plateau)) if p.shape == shape
+        )
+        table.add_row(
+            str(p.shape.concurrency),
+            str(p.shape.workers),
+            str(p.shape.iodepth),
+            _f(p.median, "{:.3f}"),
+            f"{_f(p.low, '{:.3f}')}-{_f(p.high, '{:.3f}')}",
+            str(len(p.measurements)),
+            p.stage,
+            mark,
+        )
     return table
 
 
@@ -77,8 +95,10 @@ def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -
     total_points = sum(o.points_measured for o in outcome.series)
     total_grid = sum(o.grid_points for o in outcome.series)
     if total_grid:
-        echo(f"measured {total_points} of {total_grid} points of the full grids ({total_points / total_grid:.0%}), "
-             f"{sum(o.found.measurements for o in outcome.series)} runs")
+        echo(
+            f"measured {total_points} of {total_grid} points of the full grids ({total_points / total_grid:.0%}), "
+            f"{sum(o.found.measurements for o in outcome.series)} runs"
+        )
     if outcome.storage_source:
         echo(f"storage ceilings from {outcome.storage_source}")
     echo(SEARCH_RULE)

@@ -28,6 +28,7 @@ The knee is the smallest concurrency (workers x queue depth; fewer workers on a
 tie) whose median throughput is within 5% of the plateau, the best median of any
 point measured. At most ``max_points`` distinct points are measured per search.
 """
+
 from __future__ import annotations
 
 import math
@@ -38,16 +39,18 @@ from typing import Any, Protocol
 
 from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict
 
-GAIN = 1 + MARGIN       # a step that gains less (or cannot be told apart from its neighbour) is flat
-PLATEAU_SHARE = 0.95    # the knee: the smallest concurrency within 5% of the plateau
+GAIN = 1 + MARGIN  # a step that gains less (or cannot be told apart from its neighbour) is flat
+PLATEAU_SHARE = 0.95  # the knee: the smallest concurrency within 5% of the plateau
 MIN_ROUNDS = 3
 MAX_ROUNDS = 5
 MAX_POINTS = 24
 
 #: one line for every output that shows a knee: how it was found
-SEARCH_RULE = (f"knee: the smallest concurrency within {100 - 100 * PLATEAU_SHARE:.0f}% of the plateau (the best "
-               f"median); concurrency (one worker's queue, then workers) doubled until a step gains under "
-               f"{100 * GAIN - 100:.0f}% (median of paired ratios), the limit checked, then bisected")
+SEARCH_RULE = (
+    f"knee: the smallest concurrency within {100 - 100 * PLATEAU_SHARE:.0f}% of the plateau (the best "
+    f"median); concurrency (one worker's queue, then workers) doubled until a step gains under "
+    f"{100 * GAIN - 100:.0f}% (median of paired ratios), the limit checked, then bisected"
+)
 
 
 class Measured(Protocol):
@@ -206,9 +209,17 @@ class KneeSearch:
     """One adaptive search at one block size. ``listener(event)`` gets ``Point`` after every measurement and
     ``Comparison`` after every finished comparison (from the thread that runs the search; it must not block)."""
 
-    def __init__(self, measure: Callable[[Shape], Measured], *, max_workers: int, max_qd: int = 1,
-                 min_rounds: int = MIN_ROUNDS, max_rounds: int = MAX_ROUNDS, max_points: int = MAX_POINTS,
-                 listener: Callable[[Any], None] | None = None):
+    def __init__(
+        self,
+        measure: Callable[[Shape], Measured],
+        *,
+        max_workers: int,
+        max_qd: int = 1,
+        min_rounds: int = MIN_ROUNDS,
+        max_rounds: int = MAX_ROUNDS,
+        max_points: int = MAX_POINTS,
+        listener: Callable[[Any], None] | None = None,
+    ):
         if max_workers < 1 or max_qd < 1:
             raise ValueError("max_workers and max_qd must be 1 or more")
         if not 2 <= min_rounds <= max_rounds:
@@ -247,8 +258,9 @@ class KneeSearch:
         knee, plateau = knee_of(points)
         limits = {"workers": self.max_workers, "iodepth": self.max_qd}
         # an axis still gaining at its limit matters where the answer sits at that limit
-        unsaturated = [axis for axis in self.unsaturated
-                       if plateau is not None and getattr(plateau, axis) == limits[axis]]
+        unsaturated = [
+            axis for axis in self.unsaturated if plateau is not None and getattr(plateau, axis) == limits[axis]
+        ]
         return SearchResult(points, list(self.comparisons), knee, plateau, unsaturated, stopped)
 
     def _walk(self, shapes: list[Shape]) -> Shape:

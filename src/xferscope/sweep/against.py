@@ -11,6 +11,7 @@ A point's verdict against the old file follows ``xferscope.verdict.repeated_verd
 regression) only when every repetition of this run is below every earlier one by more than the margin, so
 one noisy point, or a point measured once on either side, is never called a regression.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,9 +29,9 @@ from xferscope.verdict import SLOWER, Verdict, repeated_verdict
 
 @dataclass
 class Ratio:
-    key: str            # point key (io) or point key plus delay (mem)
+    key: str  # point key (io) or point key plus delay (mem)
     label: str
-    new: float | None   # this run's median (MiB/s for io, MB/s for memory bandwidth)
+    new: float | None  # this run's median (MiB/s for io, MB/s for memory bandwidth)
     old: float | None
     new_latency: float | None = None  # mean latency (us for io, ns for memory)
     old_latency: float | None = None
@@ -64,9 +65,16 @@ def _median(values: list[float]) -> float | None:
 
 def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any, **where: Any) -> str:
     """A memory point's key: mode, backend, traffic, stride, delay, and where it measured (``mem_where``)."""
-    return key_of({"mode": identity.get("mode"), "traffic": traffic, "stride": stride,
-                   "backend": identity.get("backend"), "delay": delay,
-                   **{k: v for k, v in where.items() if v is not None}})
+    return key_of(
+        {
+            "mode": identity.get("mode"),
+            "traffic": traffic,
+            "stride": stride,
+            "backend": identity.get("backend"),
+            "delay": delay,
+            **{k: v for k, v in where.items() if v is not None},
+        }
+    )
 
 
 class OldResults:
@@ -85,8 +93,9 @@ class OldResults:
         else:
             self._from_results(path)
         if not self.figures:
-            raise FormatError(path, None, f"holds no {'memory sweep' if kind == 'mem' else 'transfer'} results "
-                                          "to compare against")
+            raise FormatError(
+                path, None, f"holds no {'memory sweep' if kind == 'mem' else 'transfer'} results to compare against"
+            )
 
     def _from_sweep(self, data: dict) -> None:
         if data.get("kind", "io") != self.kind:
@@ -107,8 +116,9 @@ class OldResults:
 
     def _from_mem(self, data: Any) -> None:
         if not isinstance(data, dict) or not isinstance(data.get("points"), list):
-            raise FormatError(self.path, None, "not a memory sweep result (mem --json, import mlc --json, or a "
-                                               "replay results file)")
+            raise FormatError(
+                self.path, None, "not a memory sweep result (mem --json, import mlc --json, or a replay results file)"
+            )
         mode = (data.get("spec") or {}).get("mode", "loaded")
         identity = {"mode": mode, "backend": data.get("backend", "builtin")}
         for p in data["points"]:
@@ -126,8 +136,10 @@ class OldResults:
                 key = key_of({k: plain(v) for k, v in point_identity(r.spec).items()})
                 groups.setdefault(key, []).append(r)
         for key, results in groups.items():
-            self.figures[key] = (_median([r.throughput_mib_s for r in results]),
-                                 _median([r.latency_us.mean for r in results]))
+            self.figures[key] = (
+                _median([r.throughput_mib_s for r in results]),
+                _median([r.latency_us.mean for r in results]),
+            )
             self.values[key] = _positive([r.throughput_mib_s for r in results])
 
 
@@ -140,26 +152,47 @@ def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
         if results.kind == "io":
             st = io_stats(rec.repetitions)
             before = old.figures.get(rec.key, (None, None))
-            out.append(Ratio(rec.key, rec.label, st["throughput_mib_s"]["median"], before[0],
-                             st["lat_mean_us"]["median"], before[1], io_values(rec.repetitions),
-                             old.values.get(rec.key, ())))
+            out.append(
+                Ratio(
+                    rec.key,
+                    rec.label,
+                    st["throughput_mib_s"]["median"],
+                    before[0],
+                    st["lat_mean_us"]["median"],
+                    before[1],
+                    io_values(rec.repetitions),
+                    old.values.get(rec.key, ()),
+                )
+            )
             continue
         new_values = mem_values(rec.identity, rec.repetitions)
         for row in mem_rows(rec.repetitions):
             key = mem_key(rec.identity, row["traffic"], row["stride"], row["delay"], **mem_where(row))
             before = old.figures.get(key, (None, None))
             delay = "idle" if row["delay"] is None else f"delay {row['delay']}"
-            out.append(Ratio(key, f"{row['traffic']} stride {row['stride']} {delay}",
-                             row["bandwidth_mb_s"]["median"], before[0], row["latency_ns"]["median"], before[1],
-                             new_values.get(key, ()), old.values.get(key, ())))
+            out.append(
+                Ratio(
+                    key,
+                    f"{row['traffic']} stride {row['stride']} {delay}",
+                    row["bandwidth_mb_s"]["median"],
+                    before[0],
+                    row["latency_ns"]["median"],
+                    before[1],
+                    new_values.get(key, ()),
+                    old.values.get(key, ()),
+                )
+            )
     return out
 
 
 def below(found: list[Ratio], threshold: float) -> list[Ratio]:
     """The regressions: points whose verdict is slower and whose ratio is under ``threshold`` (points without
     a match in the old file, or without a verdict, are not counted)."""
-    return [r for r in found if r.ratio is not None and r.ratio < threshold and r.verdict is not None
-            and r.verdict.word == SLOWER]
+    return [
+        r
+        for r in found
+        if r.ratio is not None and r.ratio < threshold and r.verdict is not None and r.verdict.word == SLOWER
+    ]
 
 
 def below_without_verdict(found: list[Ratio], threshold: float) -> list[Ratio]:

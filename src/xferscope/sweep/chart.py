@@ -1,5 +1,6 @@
 """A chart as data: panels of series of points, with their axes, ticks and marks; how it is drawn is the
 renderers' business (``svg_chart``, ``png_chart``), what it shows is ``plot``'s."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

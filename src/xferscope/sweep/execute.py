@@ -9,6 +9,7 @@ cannot run here (no GPU, no cuFile, GPU index missing) are recorded as skipped w
 the reason. The listener gets past-tense events, from the thread that runs the
 sweep; it must not block (the console hands them to its own loop).
 """
+
 from __future__ import annotations
 
 import signal
@@ -29,21 +30,21 @@ from xferscope.sweep.record import PointRecord, ResultsFile
 @dataclass(frozen=True)
 class RepetitionStarted:
     point: SweepPoint
-    repetition: int   # 1-based
+    repetition: int  # 1-based
     repetitions: int
 
 
 @dataclass(frozen=True)
 class SampleTaken:
     point: SweepPoint
-    sample: Any       # a runner Sample (io) or a MemPoint (mem)
+    sample: Any  # a runner Sample (io) or a MemPoint (mem)
 
 
 @dataclass(frozen=True)
 class RepetitionFinished:
     point: SweepPoint
     record: PointRecord
-    status: str       # ok, interrupted, failed
+    status: str  # ok, interrupted, failed
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class PointSkipped:
 class SweepOutcome:
     results: ResultsFile
     interrupted: bool = False
-    not_written: NotWritten | None = None          # the results file could not be written: the sweep stopped
-    ran: int = 0                                   # repetitions measured in this run
+    not_written: NotWritten | None = None  # the results file could not be written: the sweep stopped
+    ran: int = 0  # repetitions measured in this run
     skipped: list[SweepPoint] = field(default_factory=list)
     failed: list[SweepPoint] = field(default_factory=list)
 
@@ -78,8 +79,14 @@ class Sweep:
     #: end the sweep at the first failed point (the points after it are left to a rerun)
     stop_on_failure = False
 
-    def __init__(self, profile: Profile, results_path: str, *, listener: Callable[[Any], None] | None = None,
-                 availability: Availability | None = None):
+    def __init__(
+        self,
+        profile: Profile,
+        results_path: str,
+        *,
+        listener: Callable[[Any], None] | None = None,
+        availability: Availability | None = None,
+    ):
         self.profile = profile
         self.points = plan_points(profile, availability)
         self.results = ResultsFile(results_path, profile, self.points)

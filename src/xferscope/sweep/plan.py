@@ -1,4 +1,5 @@
 """The points of a sweep: each one's spec, the key that identifies it across files, and why it is skipped here."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -12,12 +13,12 @@ from xferscope.units import format_size
 
 @dataclass
 class SweepPoint:
-    index: int                # 1-based, in grid order
-    combo: dict[str, Any]     # the grid values of this point
-    spec: Any                 # RunSpec (io) or MemSpec (mem)
-    key: str                  # what it measures, e.g. "path=host io=randread block_size=4096 ..."
-    label: str                # short, for tables
-    skip: str | None = None   # why it does not run on this machine
+    index: int  # 1-based, in grid order
+    combo: dict[str, Any]  # the grid values of this point
+    spec: Any  # RunSpec (io) or MemSpec (mem)
+    key: str  # what it measures, e.g. "path=host io=randread block_size=4096 ..."
+    label: str  # short, for tables
+    skip: str | None = None  # why it does not run on this machine
     identity: dict[str, Any] = field(default_factory=dict)
 
 
@@ -44,7 +45,9 @@ def label_of(spec) -> str:
         parts = [spec.mode] + (["/".join(spec.traffic)] if spec.mode in ("loaded", "peak") else [])
         parts.append(f"stride {'/'.join(map(str, spec.strides))}")
         if spec.locality != "default":
-            parts.append(spec.locality if not spec.locality.isdigit() else f"locality {format_size(int(spec.locality))}")
+            parts.append(
+                spec.locality if not spec.locality.isdigit() else f"locality {format_size(int(spec.locality))}"
+            )
         if spec.pages != "thp":
             parts.append(f"pages {spec.pages}")
         return " ".join(parts) + (f" ({spec.backend})" if spec.backend != "builtin" else "")
@@ -59,8 +62,9 @@ def label_of(spec) -> str:
 class Availability:
     """Why a point cannot run here (engine missing, GPU missing), asked once per path."""
 
-    def __init__(self, path_reason: Callable[[str], str | None] | None = None,
-                 gpu_count: Callable[[], int] | None = None):
+    def __init__(
+        self, path_reason: Callable[[str], str | None] | None = None, gpu_count: Callable[[], int] | None = None
+    ):
         self._path_reason = path_reason
         self._gpu_count = gpu_count
         self._reasons: dict[str, str | None] = {}

@@ -8,6 +8,7 @@ against bandwidth (MB/s), one line per traffic type and stride; and for one memo
 result (``mem --plot``), its cache-level curve (latency against working-set size,
 both axes logarithmic, the cache sizes read from sysfs marked) or its loaded curve.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -53,17 +54,25 @@ def io_chart(results: ResultsFile) -> Chart:
     series_axis = rest[-1] if rest else None
     panel_axes = rest[:-1]
     categorical = x_axis is None or x_axis not in NUMERIC_AXES
-    categories = [_value_text(x_axis, v) for v in profile.grid[x_axis]] if x_axis and categorical else \
-        ([records[0].label] if records and x_axis is None else None)
+    categories = (
+        [_value_text(x_axis, v) for v in profile.grid[x_axis]]
+        if x_axis and categorical
+        else ([records[0].label] if records and x_axis is None else None)
+    )
     x_values = profile.grid.get(x_axis, []) if x_axis else []
     x_log = not categorical and min(x_values) > 0 and max(x_values) / min(x_values) >= 8
     panels = []
     for panel_values in itertools.product(*(profile.grid[a] for a in panel_axes)):
         fixed = dict(zip(panel_axes, panel_values))
-        panel = Panel(title=combo_text(fixed),
-                      x_label=(x_axis or "point").replace("_", " "), y_label="MiB/s (median, bars: stdev)",
-                      categories=categories, x_log=x_log, x_is_size=x_axis in ("block_size", "file_size"))
-        for series_value in (profile.grid[series_axis] if series_axis else [None]):
+        panel = Panel(
+            title=combo_text(fixed),
+            x_label=(x_axis or "point").replace("_", " "),
+            y_label="MiB/s (median, bars: stdev)",
+            categories=categories,
+            x_log=x_log,
+            x_is_size=x_axis in ("block_size", "file_size"),
+        )
+        for series_value in profile.grid[series_axis] if series_axis else [None]:
             name = _value_text(series_axis, series_value) if series_axis else "median"
             series = Series(f"{series_axis}={name}" if series_axis else name)
             for rec in records:
@@ -97,8 +106,15 @@ def mem_chart(results: ResultsFile) -> Chart:
             if row["traffic"] == "curve":
                 several = len(rec.identity.get("stride") or []) > 1
                 series = (rec.label or "curve") + (f", stride {row['stride']}" if several else "")
-                cache_points.append(SimpleNamespace(size_bytes=row["size_bytes"], stride=row["stride"], series=series,
-                                                    locality=row["locality"], latency_ns=row["latency_ns"]["median"]))
+                cache_points.append(
+                    SimpleNamespace(
+                        size_bytes=row["size_bytes"],
+                        stride=row["stride"],
+                        series=series,
+                        locality=row["locality"],
+                        latency_ns=row["latency_ns"]["median"],
+                    )
+                )
                 continue
             bw, lat = row["bandwidth_mb_s"]["median"], row["latency_ns"]["median"]
             if row["delay"] is None or bw != bw or lat != lat:
@@ -139,19 +155,33 @@ def cache_curve_panel(points, caches, title: str) -> Panel | None:
     if not series:
         return None
     xs = [x for pts in series.values() for x, _, _ in pts]
-    marks = [(float(c["size"]), f"{c['name']} {format_size(c['size'])}") for c in caches
-             if c.get("size") and c["size"] <= 2 * max(xs)]  # a mark far beyond the points would squeeze them
-    return Panel(title=title, x_label="working set (bytes)", y_label="latency (ns)",
-                 series=[Series(name, sorted(pts)) for name, pts in series.items()], x_log=True, x_is_size=True,
-                 y_log=True, x_ticks=size_ticks(min(xs), max(xs)), marks=marks)
+    marks = [
+        (float(c["size"]), f"{c['name']} {format_size(c['size'])}")
+        for c in caches
+        if c.get("size") and c["size"] <= 2 * max(xs)
+    ]  # a mark far beyond the points would squeeze them
+    return Panel(
+        title=title,
+        x_label="working set (bytes)",
+        y_label="latency (ns)",
+        series=[Series(name, sorted(pts)) for name, pts in series.items()],
+        x_log=True,
+        x_is_size=True,
+        y_log=True,
+        x_ticks=size_ticks(min(xs), max(xs)),
+        marks=marks,
+    )
 
 
 def mem_result_chart(result) -> Chart:
     """One memory result (a ``MemResult``): its cache-level curve, else its loaded-latency curves."""
     name = result.name
     if result.cache_curve:
-        panel = cache_curve_panel(result.cache_curve, result.environment.get("caches") or [],
-                                  "latency against working-set size (cache sizes from sysfs)")
+        panel = cache_curve_panel(
+            result.cache_curve,
+            result.environment.get("caches") or [],
+            "latency against working-set size (cache sizes from sysfs)",
+        )
         return Chart(f"{name}: cache-level curve", [panel] if panel else [])
     panel = Panel(title="latency against bandwidth", x_label="bandwidth (MB/s)", y_label="latency (ns)")
     curves: dict[str, list[tuple[float, float, float]]] = {}

@@ -1,4 +1,5 @@
 """A Chart as a PNG through matplotlib (imported only here; ``check_plot_path`` says when it is missing)."""
+
 from __future__ import annotations
 
 import io
@@ -16,7 +17,7 @@ def render_png(chart: Chart) -> bytes:
     columns = 1 if len(chart.panels) == 1 else 2
     rows = math.ceil(len(chart.panels) / columns)
     fig, axes = plt.subplots(rows, columns, figsize=(7.5 * columns, 4.2 * rows), squeeze=False)
-    for ax in axes.flat[len(chart.panels):]:
+    for ax in axes.flat[len(chart.panels) :]:
         ax.set_visible(False)
     for ax, panel in zip(axes.flat, chart.panels):
         n = len(panel.series)
@@ -26,8 +27,9 @@ def render_png(chart: Chart) -> bytes:
             errs = [e if e == e else 0.0 for _, _, e in series.points]
             if panel.categories is not None:
                 width = 0.8 / n
-                ax.bar([x - 0.4 + (i + 0.5) * width for x in xs], ys, width * 0.95, yerr=errs, label=series.name,
-                       capsize=2)
+                ax.bar(
+                    [x - 0.4 + (i + 0.5) * width for x in xs], ys, width * 0.95, yerr=errs, label=series.name, capsize=2
+                )
             else:
                 ax.errorbar(xs, ys, yerr=errs, marker="o", markersize=3, capsize=2, label=series.name)
         if panel.categories is not None:
@@ -38,8 +40,15 @@ def render_png(chart: Chart) -> bytes:
             ax.set_xticks(ticks, [tick_text(panel, t) for t in ticks])
         for x, label in panel.marks:
             ax.axvline(x, color="#888", linestyle="--", linewidth=0.8)
-            ax.annotate(label, (x, 1.0), xycoords=("data", "axes fraction"), xytext=(3, -12),
-                        textcoords="offset points", fontsize=7, color="#555")
+            ax.annotate(
+                label,
+                (x, 1.0),
+                xycoords=("data", "axes fraction"),
+                xytext=(3, -12),
+                textcoords="offset points",
+                fontsize=7,
+                color="#555",
+            )
         if panel.y_log:
             ax.set_yscale("log")
         else:

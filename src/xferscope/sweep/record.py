@@ -9,6 +9,7 @@ cheap, and when the sweep stops (Ctrl-C included): an interrupted sweep loses no
 it measured, and a write that fails (a full disk, a crash) leaves the previous complete
 version of both files.
 """
+
 from __future__ import annotations
 
 import csv
@@ -53,9 +54,16 @@ class PointRecord:
         return sum(1 for r in self.repetitions if r.get("status", "ok") == "ok")
 
     def to_dict(self, kind: str) -> dict[str, Any]:
-        d: dict[str, Any] = {"index": self.index, "key": self.key, "label": self.label, "status": self.status,
-                             "reason": self.reason, "params": self.params, "identity": self.identity,
-                             "repetitions_done": self.ok_count()}
+        d: dict[str, Any] = {
+            "index": self.index,
+            "key": self.key,
+            "label": self.label,
+            "status": self.status,
+            "reason": self.reason,
+            "params": self.params,
+            "identity": self.identity,
+            "repetitions_done": self.ok_count(),
+        }
         if kind == "io":
             d["stats"] = io_stats(self.repetitions)
         else:
@@ -65,10 +73,16 @@ class PointRecord:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PointRecord:
-        return cls(key=d["key"], label=d.get("label", d["key"]), index=int(d.get("index", 0)),
-                   params=d.get("params") or {}, identity=d.get("identity") or {},
-                   repetitions=list(d.get("repetitions") or []), status=d.get("status", "pending"),
-                   reason=d.get("reason"))
+        return cls(
+            key=d["key"],
+            label=d.get("label", d["key"]),
+            index=int(d.get("index", 0)),
+            params=d.get("params") or {},
+            identity=d.get("identity") or {},
+            repetitions=list(d.get("repetitions") or []),
+            status=d.get("status", "pending"),
+            reason=d.get("reason"),
+        )
 
 
 def csv_path_for(json_path: str) -> str:
@@ -118,13 +132,19 @@ class ResultsFile:
             raise FormatError(self.path, None, "not a sweep results file of xferscope replay; pass another --results")
         old = data.get("profile") or {}
         if old.get("name") != self.profile.name or old.get("kind", "io") != self.kind:
-            raise SpecError("results", f"{self.path} holds results of profile {old.get('name')!r}, not "
-                                       f"{self.profile.name!r}; pass another --results")
+            raise SpecError(
+                "results",
+                f"{self.path} holds results of profile {old.get('name')!r}, not "
+                f"{self.profile.name!r}; pass another --results",
+            )
         old_duration = old.get("duration")
         new_duration = self.profile.duration
         if old_duration is not None and new_duration is not None and float(old_duration) != float(new_duration):
-            raise SpecError("duration", f"{self.path} was measured with {old_duration} s points; pass --duration "
-                                        f"{old_duration} to resume it, or another --results")
+            raise SpecError(
+                "duration",
+                f"{self.path} was measured with {old_duration} s points; pass --duration "
+                f"{old_duration} to resume it, or another --results",
+            )
         self.created = data.get("created", self.created)
         for d in data.get("points", []):
             try:
@@ -147,12 +167,19 @@ class ResultsFile:
     # ---------------------------------------------------------------- writing
     def to_dict(self) -> dict[str, Any]:
         points = [self.records[k].to_dict(self.kind) for k in self.order]
-        out: dict[str, Any] = {"schema": SCHEMA, "profile": profile_to_dict(self.profile), "kind": self.kind,
-                               "created": self.created, "updated": _now(), "environment": self.environment,
-                               "points": points}
+        out: dict[str, Any] = {
+            "schema": SCHEMA,
+            "profile": profile_to_dict(self.profile),
+            "kind": self.kind,
+            "created": self.created,
+            "updated": _now(),
+            "environment": self.environment,
+            "points": points,
+        }
         if self.kind == "io":
-            out["results"] = [rep for rep in (median_repetition(self.records[k].repetitions) for k in self.order)
-                              if rep is not None]
+            out["results"] = [
+                rep for rep in (median_repetition(self.records[k].repetitions) for k in self.order) if rep is not None
+            ]
         return out
 
     def save(self) -> None:
@@ -197,8 +224,15 @@ MEM_ID_COLUMNS = ("mode", "traffic", "stride", "backend", "delay", "locality", "
 def csv_columns(kind: str) -> list[str]:
     metrics = IO_METRICS if kind == "io" else MEM_METRICS
     ids = IO_ID_COLUMNS if kind == "io" else MEM_ID_COLUMNS
-    return ["point", "label", *ids, "status", "reason", "repetitions",
-            *(f"{m}_{s}" for m in metrics for s in STAT_NAMES)]
+    return [
+        "point",
+        "label",
+        *ids,
+        "status",
+        "reason",
+        "repetitions",
+        *(f"{m}_{s}" for m in metrics for s in STAT_NAMES),
+    ]
 
 
 def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
@@ -206,8 +240,13 @@ def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
     rows = []
     for key in results.order:
         rec = results.records[key]
-        common = {"point": rec.index or "", "label": rec.label, "status": rec.status, "reason": rec.reason,
-                  "repetitions": rec.ok_count()}
+        common = {
+            "point": rec.index or "",
+            "label": rec.label,
+            "status": rec.status,
+            "reason": rec.reason,
+            "repetitions": rec.ok_count(),
+        }
         if results.kind == "io":
             row = {**common, **{c: rec.identity.get(c) for c in IO_ID_COLUMNS}}
             for metric, st in io_stats(rec.repetitions).items():
@@ -217,9 +256,14 @@ def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
         ident = {"mode": rec.identity.get("mode"), "backend": rec.identity.get("backend")}
         delay_rows = mem_rows(rec.repetitions) or [{}]
         for mr in delay_rows:
-            row = {**common, **ident, "traffic": mr.get("traffic", " ".join(rec.identity.get("traffic", []))),
-                   "stride": mr.get("stride", " ".join(map(str, rec.identity.get("stride", [])))),
-                   "delay": mr.get("delay"), **{k: mr.get(k) for k in MEM_WHERE}}
+            row = {
+                **common,
+                **ident,
+                "traffic": mr.get("traffic", " ".join(rec.identity.get("traffic", []))),
+                "stride": mr.get("stride", " ".join(map(str, rec.identity.get("stride", [])))),
+                "delay": mr.get("delay"),
+                **{k: mr.get(k) for k in MEM_WHERE},
+            }
             for metric in MEM_METRICS:
                 st = mr.get(metric) or {}
                 row.update({f"{metric}_{s}": st.get(s) for s in STAT_NAMES})

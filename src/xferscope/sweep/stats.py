@@ -4,6 +4,7 @@ Repetitions are kept as the dictionaries the results file stores (``result_to_di
 for io points, ``MemResult.to_dict`` for memory sweeps), so a resumed sweep and a
 fresh one compute the same way. Only repetitions that finished ("ok") count.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -48,6 +49,8 @@ MEM_WHERE = ("locality", "size_bytes", "cpu_node", "mem_node")
 def mem_where(d: dict) -> dict[str, Any]:
     """The MEM_WHERE fields of a point or row that are set."""
     return {k: d[k] for k in MEM_WHERE if d.get(k) is not None}
+
+
 STAT_NAMES = ("median", "stdev", "min", "max")
 
 
@@ -77,8 +80,13 @@ def mem_rows(reps: list[dict]) -> list[dict[str, Any]]:
             groups.setdefault(key, []).append(p)
     rows = []
     for (traffic, stride, delay, *where), points in groups.items():
-        row: dict[str, Any] = {"traffic": traffic, "stride": stride, "delay": delay,
-                               "backend": points[0].get("backend"), **dict(zip(MEM_WHERE, where))}
+        row: dict[str, Any] = {
+            "traffic": traffic,
+            "stride": stride,
+            "delay": delay,
+            "backend": points[0].get("backend"),
+            **dict(zip(MEM_WHERE, where)),
+        }
         for metric in MEM_METRICS:
             row[metric] = summarize(p.get(metric) for p in points)
         rows.append(row)

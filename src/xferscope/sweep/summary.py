@@ -1,4 +1,5 @@
 """A sweep's results as a table (one row per point, or per delay of a memory sweep) and as JSON for stdout."""
+
 from __future__ import annotations
 
 import math
@@ -16,10 +17,38 @@ def _f(v: Any, fmt: str = "{:,.1f}") -> str:
     return fmt.format(v)
 
 
-IO_HEADERS = ("#", "point", "reps", "MiB/s", "stdev", "min", "max", "IOPS", "avg lat (us)", "p99 (us)", "usr %",
-              "sys %", "CPU-s/GiB", "first-done MiB/s", "last-done MiB/s", "PCIe RX MB/s")
-MEM_HEADERS = ("#", "traffic", "stride", "delay", "where", "reps", "latency (ns)", "stdev", "bandwidth (MB/s)", "stdev",
-               "read MB/s", "write MB/s")
+IO_HEADERS = (
+    "#",
+    "point",
+    "reps",
+    "MiB/s",
+    "stdev",
+    "min",
+    "max",
+    "IOPS",
+    "avg lat (us)",
+    "p99 (us)",
+    "usr %",
+    "sys %",
+    "CPU-s/GiB",
+    "first-done MiB/s",
+    "last-done MiB/s",
+    "PCIe RX MB/s",
+)
+MEM_HEADERS = (
+    "#",
+    "traffic",
+    "stride",
+    "delay",
+    "where",
+    "reps",
+    "latency (ns)",
+    "stdev",
+    "bandwidth (MB/s)",
+    "stdev",
+    "read MB/s",
+    "write MB/s",
+)
 
 
 def where_text(row: dict) -> str:
@@ -59,10 +88,24 @@ def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, .
         st = io_stats(rec.repetitions)
         med = {k: v["median"] for k, v in st.items()}
         tp = st["throughput_mib_s"]
-        row = [str(rec.index), rec.label, _reps(rec, target), _f(tp["median"]), _f(tp["stdev"]), _f(tp["min"]),
-               _f(tp["max"]), _f(med["iops"], "{:,.0f}"), _f(med["lat_mean_us"]), _f(med["lat_p99_us"]),
-               _f(med["cpu_usr_pct"]), _f(med["cpu_sys_pct"]), _f(med["cpu_s_per_gib"], "{:.3f}"),
-               _f(med["first_done_mib_s"]), _f(med["last_done_mib_s"]), _f(med["pcie_rx_mb_s"], "{:,.0f}")]
+        row = [
+            str(rec.index),
+            rec.label,
+            _reps(rec, target),
+            _f(tp["median"]),
+            _f(tp["stdev"]),
+            _f(tp["min"]),
+            _f(tp["max"]),
+            _f(med["iops"], "{:,.0f}"),
+            _f(med["lat_mean_us"]),
+            _f(med["lat_p99_us"]),
+            _f(med["cpu_usr_pct"]),
+            _f(med["cpu_sys_pct"]),
+            _f(med["cpu_s_per_gib"], "{:.3f}"),
+            _f(med["first_done_mib_s"]),
+            _f(med["last_done_mib_s"]),
+            _f(med["pcie_rx_mb_s"], "{:,.0f}"),
+        ]
         if ratios:
             row += _against_cells(ratios.get(rec.key))
         rows.append(tuple(row))
@@ -77,14 +120,24 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
     for rec in results.planned():
         for mr in mem_rows(rec.repetitions):
             lat, bw = mr["latency_ns"], mr["bandwidth_mb_s"]
-            row = [str(rec.index), str(mr["traffic"]), str(mr["stride"]),
-                   "idle" if mr["delay"] is None else str(mr["delay"]), where_text(mr), _reps(rec, target),
-                   _f(lat["median"], "{:.2f}"),
-                   _f(lat["stdev"], "{:.2f}"), _f(bw["median"]), _f(bw["stdev"]), _f(mr["read_mb_s"]["median"]),
-                   _f(mr["write_mb_s"]["median"])]
+            row = [
+                str(rec.index),
+                str(mr["traffic"]),
+                str(mr["stride"]),
+                "idle" if mr["delay"] is None else str(mr["delay"]),
+                where_text(mr),
+                _reps(rec, target),
+                _f(lat["median"], "{:.2f}"),
+                _f(lat["stdev"], "{:.2f}"),
+                _f(bw["median"]),
+                _f(bw["stdev"]),
+                _f(mr["read_mb_s"]["median"]),
+                _f(mr["write_mb_s"]["median"]),
+            ]
             if ratios:
-                row += _against_cells(ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"],
-                                                           **mem_where(mr))))
+                row += _against_cells(
+                    ratios.get(mem_key(rec.identity, mr["traffic"], mr["stride"], mr["delay"], **mem_where(mr)))
+                )
             rows.append(tuple(row))
     return rows
 
@@ -101,12 +154,16 @@ def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title
         headers = headers + (("old MiB/s" if results.kind == "io" else "old MB/s"), "ratio", "verdict")
     if results.kind == "io" and rows and all(row[IO_HEADERS.index("PCIe RX MB/s")] == "-" for row in rows):
         drop = IO_HEADERS.index("PCIe RX MB/s")  # no GPU telemetry in this sweep: no empty column
-        headers = headers[:drop] + headers[drop + 1:]
-        rows = [row[:drop] + row[drop + 1:] for row in rows]
+        headers = headers[:drop] + headers[drop + 1 :]
+        rows = [row[:drop] + row[drop + 1 :] for row in rows]
     table = Table(title=title, header_style="bold")
     for h in headers:
-        table.add_column(h, justify="left" if h in ("point", "traffic", "verdict") else "right", no_wrap=h == "point",
-                         overflow="fold")
+        table.add_column(
+            h,
+            justify="left" if h in ("point", "traffic", "verdict") else "right",
+            no_wrap=h == "point",
+            overflow="fold",
+        )
     for row in rows:
         table.add_row(*(escape(c) for c in row))
     return table
@@ -127,8 +184,13 @@ def skipped_lines(results: ResultsFile) -> list[str]:
 
 def _verdict_fields(r: Ratio) -> dict[str, Any]:
     v = r.verdict
-    return {"verdict": v.word if v else None, "ratio_min": v.low if v else None, "ratio_max": v.high if v else None,
-            "new_values": list(r.new_values), "old_values": list(r.old_values)}
+    return {
+        "verdict": v.word if v else None,
+        "ratio_min": v.low if v else None,
+        "ratio_max": v.high if v else None,
+        "new_values": list(r.new_values),
+        "old_values": list(r.old_values),
+    }
 
 
 def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dict[str, Any]:
@@ -138,10 +200,25 @@ def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dic
         d = rec.to_dict(results.kind)
         d.pop("repetitions")
         points.append(d)
-    out: dict[str, Any] = {"profile": results.profile.name, "kind": results.kind, "results_file": results.path,
-                           "csv_file": results.csv_path, "points": points}
+    out: dict[str, Any] = {
+        "profile": results.profile.name,
+        "kind": results.kind,
+        "results_file": results.path,
+        "csv_file": results.csv_path,
+        "points": points,
+    }
     if ratios is not None:
-        out["against"] = [{"key": r.key, "label": r.label, "new": r.new, "old": r.old, "ratio": r.ratio,
-                           "latency_ratio": r.latency_ratio, **_verdict_fields(r)} for r in ratios]
+        out["against"] = [
+            {
+                "key": r.key,
+                "label": r.label,
+                "new": r.new,
+                "old": r.old,
+                "ratio": r.ratio,
+                "latency_ratio": r.latency_ratio,
+                **_verdict_fields(r),
+            }
+            for r in ratios
+        ]
         out["rule"] = RULE_REPEATED
     return out

@@ -1,4 +1,5 @@
 """A Chart as a standalone SVG document: panels in two columns, lines (or grouped bars), error bars, legends."""
+
 from __future__ import annotations
 
 import math
@@ -8,8 +9,7 @@ from xferscope.sweep.chart import Chart, Panel, tick_text
 
 PANEL_W, PANEL_H = 560, 340
 LEFT, RIGHT, TOP, BOTTOM = 72, 180, 34, 52
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 
 
 def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
@@ -52,8 +52,9 @@ class _Frame:
             positive = [y for y in ys if y > 0] or [1.0]
             lo, hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
             self.y_lo, self.y_hi = float(lo), float(max(hi, lo + 1))
-            self.y_ticks = [10.0 ** k * m for k in range(lo, int(self.y_hi) + 1) for m in (1, 2, 5)
-                            if 10.0 ** k * m <= 10.0 ** self.y_hi]
+            self.y_ticks = [
+                10.0**k * m for k in range(lo, int(self.y_hi) + 1) for m in (1, 2, 5) if 10.0**k * m <= 10.0**self.y_hi
+            ]
         else:
             self.y_ticks = nice_ticks(0.0, max(ys) * 1.05 if ys and max(ys) > 0 else 1.0)
             self.y_lo, self.y_hi = 0.0, self.y_ticks[-1]
@@ -70,8 +71,7 @@ class _Frame:
 
 
 def _text(x: float, y: float, text: str, anchor: str = "middle", size: int = 11, extra: str = "") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{extra}>'
-            f"{escape(text)}</text>")
+    return f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}"{extra}>{escape(text)}</text>'
 
 
 def _axes(f: _Frame) -> list[str]:
@@ -107,16 +107,20 @@ def _marks_of(f: _Frame) -> list[str]:
         px = f.px(x)
         if not f.x0 <= px <= f.x0 + f.w:
             continue
-        out.append(f'<line x1="{px:.1f}" y1="{f.y0:.1f}" x2="{px:.1f}" y2="{f.y0 + f.h:.1f}" stroke="#888" '
-                   'stroke-dasharray="4 3"/>')
+        out.append(
+            f'<line x1="{px:.1f}" y1="{f.y0:.1f}" x2="{px:.1f}" y2="{f.y0 + f.h:.1f}" stroke="#888" '
+            'stroke-dasharray="4 3"/>'
+        )
         out.append(_text(px + 3, f.y0 + 12 + 12 * (i % 2), label, "start", 10, ' fill="#555"'))
     return out
 
 
 def _error_bar(x: float, y_lo: float, y_hi: float, color: str) -> str:
-    return (f'<line x1="{x:.1f}" y1="{y_lo:.1f}" x2="{x:.1f}" y2="{y_hi:.1f}" stroke="{color}"/>'
-            f'<line x1="{x - 3:.1f}" y1="{y_lo:.1f}" x2="{x + 3:.1f}" y2="{y_lo:.1f}" stroke="{color}"/>'
-            f'<line x1="{x - 3:.1f}" y1="{y_hi:.1f}" x2="{x + 3:.1f}" y2="{y_hi:.1f}" stroke="{color}"/>')
+    return (
+        f'<line x1="{x:.1f}" y1="{y_lo:.1f}" x2="{x:.1f}" y2="{y_hi:.1f}" stroke="{color}"/>'
+        f'<line x1="{x - 3:.1f}" y1="{y_lo:.1f}" x2="{x + 3:.1f}" y2="{y_lo:.1f}" stroke="{color}"/>'
+        f'<line x1="{x - 3:.1f}" y1="{y_hi:.1f}" x2="{x + 3:.1f}" y2="{y_hi:.1f}" stroke="{color}"/>'
+    )
 
 
 def _marks(f: _Frame) -> list[str]:
@@ -131,8 +135,10 @@ def _marks(f: _Frame) -> list[str]:
                 left = f.px(x - 0.4 + i * slot)
                 width = f.px(x - 0.4 + (i + 1) * slot) - left - 1
                 top = f.py(y)
-                out.append(f'<rect x="{left:.1f}" y="{top:.1f}" width="{max(width, 1):.1f}" '
-                           f'height="{f.y0 + f.h - top:.1f}" fill="{color}"/>')
+                out.append(
+                    f'<rect x="{left:.1f}" y="{top:.1f}" width="{max(width, 1):.1f}" '
+                    f'height="{f.y0 + f.h - top:.1f}" fill="{color}"/>'
+                )
                 if err == err and err > 0:
                     out.append(_error_bar(left + width / 2, f.py(y - err), f.py(y + err), "#222"))
             continue
@@ -160,10 +166,12 @@ def render_svg(chart: Chart) -> str:
     columns = 1 if len(chart.panels) == 1 else 2
     rows = math.ceil(len(chart.panels) / columns)
     width, height = columns * PANEL_W, rows * PANEL_H + 30
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
-             f'<rect width="{width}" height="{height}" fill="white"/>',
-             _text(width / 2, 20, chart.title, size=14, extra=' font-weight="bold"')]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
+        _text(width / 2, 20, chart.title, size=14, extra=' font-weight="bold"'),
+    ]
     for i, panel in enumerate(chart.panels):
         frame = _Frame(panel, (i % columns) * PANEL_W, 30 + (i // columns) * PANEL_H)
         parts += _axes(frame) + _marks_of(frame) + _marks(frame) + _legend(frame)

@@ -1,4 +1,5 @@
 """CPU use of this process and of the system (per core), between two readings."""
+
 from __future__ import annotations
 
 import os
@@ -36,7 +37,9 @@ class CpuMeter:
 
     @staticmethod
     def _busy(t) -> float:
-        return t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+        return (
+            t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0) + getattr(t, "steal", 0.0)
+        )
 
     @classmethod
     def _total(cls, t) -> float:
@@ -45,8 +48,8 @@ class CpuMeter:
     def _between(self, a, b) -> CpuReading:
         (t0, p0, c0), (t1, p1, c1) = a, b
         wall = max(t1 - t0, 1e-9)
-        usr = (p1.user + getattr(p1, "children_user", 0) - p0.user - getattr(p0, "children_user", 0))
-        sys_ = (p1.system + getattr(p1, "children_system", 0) - p0.system - getattr(p0, "children_system", 0))
+        usr = p1.user + getattr(p1, "children_user", 0) - p0.user - getattr(p0, "children_user", 0)
+        sys_ = p1.system + getattr(p1, "children_system", 0) - p0.system - getattr(p0, "children_system", 0)
         cores, su, ss, sio, stot = [], 0.0, 0.0, 0.0, 0.0
         for x, y in zip(c0, c1):
             total = self._total(y) - self._total(x)
@@ -54,7 +57,8 @@ class CpuMeter:
             cores.append(100.0 * busy / total if total > 0 else 0.0)
             su += (y.user + y.nice) - (x.user + x.nice)
             ss += (y.system + getattr(y, "irq", 0) + getattr(y, "softirq", 0)) - (
-                x.system + getattr(x, "irq", 0) + getattr(x, "softirq", 0))
+                x.system + getattr(x, "irq", 0) + getattr(x, "softirq", 0)
+            )
             sio += getattr(y, "iowait", 0.0) - getattr(x, "iowait", 0.0)
             stot += total
         stot = stot or 1e-9

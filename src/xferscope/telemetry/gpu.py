@@ -12,6 +12,7 @@ A meter shows the copy ceiling kept in ``xferscope.gpus`` for this boot, or
 the one its ``ceiling_of`` gives (the engine's process passes the function of
 ``xferscope.engines.link_ceiling`` that measures it when this boot has none).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +27,7 @@ from xferscope.gpus import nvml as _nvml
 from xferscope.gpus import nvml_text as _text
 
 # ------------------------------------------------------------------ NVML
+
 
 def _try(fn, *args):
     try:
@@ -64,8 +66,10 @@ def _static(nv, handle, index: int) -> dict[str, Any]:
     if pci is not None:
         d["pci_bus_id"] = _text(pci.busId)
         d.update(pci_locality(d["pci_bus_id"]))
-    for key, fn in (("link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
-                    ("link_width_max", "nvmlDeviceGetMaxPcieLinkWidth")):
+    for key, fn in (
+        ("link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+        ("link_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+    ):
         value = _try(getattr(nv, fn), handle)
         if value is not None:
             d[key] = int(value)
@@ -92,8 +96,10 @@ def _dynamic(nv, handle) -> dict[str, Any]:
     clock = _try(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM)
     if clock is not None:
         d["sm_clock_mhz"] = float(clock)
-    for key, fn in (("link_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
-                    ("link_width", "nvmlDeviceGetCurrPcieLinkWidth")):
+    for key, fn in (
+        ("link_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+        ("link_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+    ):
         value = _try(getattr(nv, fn), handle)
         if value is not None:
             d[key] = int(value)
@@ -156,8 +162,9 @@ def driver_versions() -> dict[str, str]:
 class GpuMeter:
     """Latest NVML readings of the GPUs a run uses, refreshed by a background thread."""
 
-    def __init__(self, gpus: list[int], period: float = 0.1,
-                 ceiling_of: Callable[[int], dict[str, float] | None] | None = None):
+    def __init__(
+        self, gpus: list[int], period: float = 0.1, ceiling_of: Callable[[int], dict[str, float] | None] | None = None
+    ):
         """``ceiling_of(index)``: the copy ceiling of a GPU (default: the one measured this boot, if any)."""
         self.gpus = list(gpus)
         self.period = period

@@ -1,4 +1,5 @@
 """Several runs or saved results side by side: the table, and overlaid charts on one shared scale."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -19,8 +20,11 @@ from xferscope.units import GIB
 
 
 def overlay(results: list[RunResult], value) -> list[Series]:
-    return [Series(r.spec.name, [(s.t, value(s)) for s in r.samples], PALETTE[i % len(PALETTE)])
-            for i, r in enumerate(results) if r.samples]
+    return [
+        Series(r.spec.name, [(s.t, value(s)) for s in r.samples], PALETTE[i % len(PALETTE)])
+        for i, r in enumerate(results)
+        if r.samples
+    ]
 
 
 def legend(results: list[RunResult], lead: str = "") -> Text:
@@ -109,8 +113,9 @@ class CompareScreen(ViewScreen):
         title = Text(no_wrap=True, overflow="ellipsis")
         title.append("xferscope", style="bold")
         done = comp.rounds_done()
-        state = f"{done}/{comp.rounds} rounds" + ("" if done == comp.rounds else f", {len(comp.done())}/"
-                                                                               f"{len(comp.runs)} runs")
+        state = f"{done}/{comp.rounds} rounds" + (
+            "" if done == comp.rounds else f", {len(comp.done())}/{len(comp.runs)} runs"
+        )
         title.append(f" · comparison · {state} · ratio to {comp.labels[baseline]}, paired per round")
         self.query_one("#compare-title", Static).update(title)
         results = latest_per_path(comp)

@@ -1,4 +1,5 @@
 """Small modal questions: a name or a path (checked in place), and a profile from the list."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -60,8 +61,9 @@ class ProfilePicker(ModalScreen[str | None]):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog dialog-wide"):
             yield Label("Open a profile", classes="dialog-title")
-            yield OptionList(*(Option(Text(f"{name}  {desc}"), id=name) for name, desc in self.profiles),
-                             id="profile-list")
+            yield OptionList(
+                *(Option(Text(f"{name}  {desc}"), id=name) for name, desc in self.profiles), id="profile-list"
+            )
             yield Input(placeholder="or the path of a .toml file", id="profile-path")
             yield Static("", id="prompt-error", classes="form-error -shown")
             yield Label("[dim]enter: open · tab: list/path · escape: cancel[/dim]")

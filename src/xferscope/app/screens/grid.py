@@ -1,5 +1,6 @@
 """A profile's grid as its points finish: median throughput over repetitions with the spread, as lines
 (against block size, one line per the other varying fields) or as a heatmap, beside a table of statistics."""
+
 from __future__ import annotations
 
 import math
@@ -63,8 +64,10 @@ def heatmap_text(grid: GridRun, points: list[PointStats], width: int) -> Text:
                 v = p.throughput["median"]
                 shade = min(int(v / top * len(SHADES)), len(SHADES) - 1) if top > 0 else 0
                 out.append(" ")
-                out.append(_num(v, "{:,.0f}").rjust(cell_w - 1),
-                           style=Style(bgcolor=SHADES[shade], color="black" if shade >= 4 else "white"))
+                out.append(
+                    _num(v, "{:,.0f}").rjust(cell_w - 1),
+                    style=Style(bgcolor=SHADES[shade], color="black" if shade >= 4 else "white"),
+                )
         out.append("\n")
     out.append("\ncells: median MiB/s over repetitions", style="dim")
     if top > 0:
@@ -92,8 +95,7 @@ class GridScreen(ViewScreen):
         yield Static("", id="grid-title", classes="screen-title")
         with Vertical(classes="panel", id="grid-chart") as v:
             v.border_title = "Throughput"
-            yield LineChart(figures.rate_unit, empty="no point measured yet", x_format=self._x_label,
-                            id="grid-lines")
+            yield LineChart(figures.rate_unit, empty="no point measured yet", x_format=self._x_label, id="grid-lines")
             yield Static("", id="grid-heatmap")
         yield DataTable(cursor_type="row", zebra_stripes=True, id="grid-table")
         yield Static(RULE_REPEATED, id="grid-rule")
@@ -129,8 +131,10 @@ class GridScreen(ViewScreen):
         heat = self.query_one("#grid-heatmap", Static)
         panel = self.query_one("#grid-chart")
         if grid is None:
-            title.append(" · grid · nothing yet: open a profile with several points or repetitions "
-                         "(s, then o) and start it (r)", style="dim")
+            title.append(
+                " · grid · nothing yet: open a profile with several points or repetitions (s, then o) and start it (r)",
+                style="dim",
+            )
             self.query_one("#grid-title", Static).update(title)
             chart.set_data([])
             heat.display = False
@@ -138,8 +142,10 @@ class GridScreen(ViewScreen):
         points = grid.points()
         done = sum(1 for p in points if p.state == "done")
         heatmap = self.heatmap if self.heatmap is not None else grid.heatmap_default
-        title.append(f" · grid · {done}/{len(points)} points · {grid.repetitions} "
-                     f"rep{'s' if grid.repetitions != 1 else ''} each · {grid.describe(heatmap)}")
+        title.append(
+            f" · grid · {done}/{len(points)} points · {grid.repetitions} "
+            f"rep{'s' if grid.repetitions != 1 else ''} each · {grid.describe(heatmap)}"
+        )
         self.query_one("#grid-title", Static).update(title)
         chart.display, heat.display = not heatmap, heatmap
         if heatmap:
@@ -149,8 +155,11 @@ class GridScreen(ViewScreen):
         else:
             panel.border_title = "Throughput: median over repetitions, dim: min and max (v: heatmap)"
             names = [name for name, _ in grid.lines(points)]
-            panel.border_subtitle = "  ".join(f"[{PALETTE[i % len(PALETTE)]}]■[/] {name}"
-                                              for i, name in enumerate(names)) if len(names) > 1 else ""
+            panel.border_subtitle = (
+                "  ".join(f"[{PALETTE[i % len(PALETTE)]}]■[/] {name}" for i, name in enumerate(names))
+                if len(names) > 1
+                else ""
+            )
             chart.set_data(line_series(grid, points), x_end=max(len(grid.x_values) - 1, 0), x_start=0.0)
         self._show_table(points)
 
@@ -168,8 +177,16 @@ class GridScreen(ViewScreen):
             st = p.throughput
             reps = f"{p.done}/{p.planned}" + ("" if p.state in ("done", "waiting") else f" {p.state}")
             spread = f"{_num(st['min'])}–{_num(st['max'])}" if p.done else "-"
-            cells = (str(p.index), p.label, reps, _num(st["median"]), spread_text(st) or "-", spread,
-                     _num(p.p99_us["median"]), verdict_text(p, base))
+            cells = (
+                str(p.index),
+                p.label,
+                reps,
+                _num(st["median"]),
+                spread_text(st) or "-",
+                spread,
+                _num(p.p99_us["median"]),
+                verdict_text(p, base),
+            )
             table.add_row(*(Text(c, style="dim" if not p.done else "") for c in cells), key=str(p.index))
         if points:
             table.move_cursor(row=min(row, len(points) - 1))

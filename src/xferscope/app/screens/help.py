@@ -1,4 +1,5 @@
 """`?`: the keys of the screen underneath, and what the figures mean."""
+
 from __future__ import annotations
 
 from rich.table import Table

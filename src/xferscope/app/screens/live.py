@@ -1,4 +1,5 @@
 """The live view of the run in progress (or the last one): throughput, latency, CPU, GPU, workers."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -18,8 +19,15 @@ from xferscope.app.widgets.latency import LatencyPanel
 from xferscope.app.widgets.throughput import ThroughputPanel
 from xferscope.app.widgets.workers import WorkersPanel
 
-STATE_WORDS = {"queued": "waiting", "preparing": "preparing", "running": "running", "finished": "finished",
-               "stopped": "stopped", "failed": "failed", "skipped": "skipped"}
+STATE_WORDS = {
+    "queued": "waiting",
+    "preparing": "preparing",
+    "running": "running",
+    "finished": "finished",
+    "stopped": "stopped",
+    "failed": "failed",
+    "skipped": "skipped",
+}
 
 
 def status_line(record: RunRecord | None, paused: bool) -> Text:
@@ -90,6 +98,6 @@ class LiveScreen(ViewScreen):
         self.query_one(GpuPanel).show(record)
         self.query_one(WorkersPanel).show(record)
         failed = app.last_failure
-        self.query_one(ErrorPanel).show_error(failed.title if failed else None, failed.error if failed else None,
-                                              failed.error_detail if failed else ())
-
+        self.query_one(ErrorPanel).show_error(
+            failed.title if failed else None, failed.error if failed else None, failed.error_detail if failed else ()
+        )

@@ -2,6 +2,7 @@
 rows, the cache-level curve (latency against working set, cache sizes marked), the NUMA matrix, the max-bandwidth
 table; and every result of the session or opened from a file (a built-in run, an mlc run, an imported mlc
 output) side by side (``v``)."""
+
 from __future__ import annotations
 
 import asyncio
@@ -47,8 +48,16 @@ FIELDS = (
     ("mem-locality", "Locality", 8, "default"),
 )
 FIRST_ROW = 4  # fields on the first form row, after the mode
-VALUE_OF = {"mem-traffic": "traffic", "mem-stride": "stride", "mem-seconds": "seconds", "mem-delays": "delays",
-            "mem-threads": "threads", "mem-buffer": "buffer", "mem-locality": "locality", "mem-pages": "pages"}
+VALUE_OF = {
+    "mem-traffic": "traffic",
+    "mem-stride": "stride",
+    "mem-seconds": "seconds",
+    "mem-delays": "delays",
+    "mem-threads": "threads",
+    "mem-buffer": "buffer",
+    "mem-locality": "locality",
+    "mem-pages": "pages",
+}
 MODES = ("loaded", "idle", "peak", "curve", "matrix")
 #: the table panel's width for what it shows (the chart takes the rest)
 TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr"}
@@ -57,7 +66,7 @@ TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr
 def _size_of_log2(x: float) -> str:
     from xferscope.units import format_size
 
-    return format_size(round(2 ** x / 1024) * 1024) if x >= 10 else format_size(round(2 ** x))
+    return format_size(round(2**x / 1024) * 1024) if x >= 10 else format_size(round(2**x))
 
 
 def _ns(max_ns: float) -> tuple[str, float]:
@@ -80,11 +89,11 @@ class MemoryScreen(ConsoleScreen):
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.values = MemFormValues()
-        self.queue: list = []       # MemSpecs still to run (a profile's points)
-        self.points: list = []      # MemPoints measured, in order
-        self.results: list = []     # MemResults of finished sweeps, then those opened from files
+        self.queue: list = []  # MemSpecs still to run (a profile's points)
+        self.points: list = []  # MemPoints measured, in order
+        self.results: list = []  # MemResults of finished sweeps, then those opened from files
         self.state = "idle"
-        self.side_by_side = False   # the table shows every result side by side instead of this sweep's points
+        self.side_by_side = False  # the table shows every result side by side instead of this sweep's points
         self._sweep = None
         self._environment: dict = {}  # what the running (or last) sweep's engine said about the machine
         self._series_seen: list[str] = []
@@ -93,23 +102,27 @@ class MemoryScreen(ConsoleScreen):
         yield Static("", id="mem-title", classes="screen-title")
         with Horizontal(classes="mem-form"):
             yield Label("Mode", classes="mem-label")
-            yield Select([(m, m) for m in MODES], value=self.values.mode,
-                         allow_blank=False, compact=True, id="mem-mode")
+            yield Select(
+                [(m, m) for m in MODES], value=self.values.mode, allow_blank=False, compact=True, id="mem-mode"
+            )
             for cid, label, width, hint in FIELDS[:FIRST_ROW]:
                 yield Label(label, classes="mem-label")
-                yield Input(getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid,
-                            classes=f"w{width}")
+                yield Input(
+                    getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid, classes=f"w{width}"
+                )
         with Horizontal(classes="mem-form"):
             for cid, label, width, hint in FIELDS[FIRST_ROW:]:
                 yield Label(label, classes="mem-label")
-                yield Input(getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid,
-                            classes=f"w{width}")
+                yield Input(
+                    getattr(self.values, VALUE_OF[cid]), placeholder=hint, compact=True, id=cid, classes=f"w{width}"
+                )
         yield Static("", id="mem-error", classes="form-error")
         with Horizontal(id="mem-body"):
             with Vertical(classes="panel", id="mem-curve") as v:
                 v.border_title = "Latency ns vs bandwidth MB/s"
-                yield LineChart(_ns, empty="press r to sweep: points appear as they are measured",
-                                x_format=_mb_s, id="mem-chart")
+                yield LineChart(
+                    _ns, empty="press r to sweep: points appear as they are measured", x_format=_mb_s, id="mem-chart"
+                )
                 yield Static("", id="mem-legend")
             with Vertical(classes="panel", id="mem-table-panel") as v:
                 v.border_title = "Loaded latency"
@@ -135,7 +148,8 @@ class MemoryScreen(ConsoleScreen):
                 self.query_one(f"#{cid}", Input).value = getattr(self.values, VALUE_OF[cid])
         self.queue = list(specs)
         self.query_one("#mem-notes", Static).update(
-            Text(f"profile: {len(specs)} sweeps run one after another (editing the form replaces them)"))
+            Text(f"profile: {len(specs)} sweeps run one after another (editing the form replaces them)")
+        )
 
     @on(Input.Changed)
     @on(Select.Changed)
@@ -271,8 +285,9 @@ class MemoryScreen(ConsoleScreen):
             table.add_row(*((Text(key, style=color),) if several else ()), *mlc_row(p))
         table.scroll_end(animate=False)
         locality = next((f", {p.locality} locality" for p in shown if p.locality), "")
-        panel.border_title = ("Loaded latency" if not several else
-                              f"Loaded latency, {len(self._series_seen)} curves") + locality
+        panel.border_title = (
+            "Loaded latency" if not several else f"Loaded latency, {len(self._series_seen)} curves"
+        ) + locality
 
     def _table_kind(self) -> str:
         shown = [p for p in self.points if not (p.traffic == IDLE and p.cpu_node is None)]
@@ -300,8 +315,12 @@ class MemoryScreen(ConsoleScreen):
         self.side_by_side = True
         self._fill_table()
         self.query_one("#mem-notes", Static).update(
-            Text(f"opened {len(results)} memory result{'s' if len(results) != 1 else ''} from {source}; "
-                 "v: this sweep / side by side", style="dim"))
+            Text(
+                f"opened {len(results)} memory result{'s' if len(results) != 1 else ''} from {source}; "
+                "v: this sweep / side by side",
+                style="dim",
+            )
+        )
 
     def on_mem_sweep_finished(self, message: MemSweepFinished) -> None:
         self.results.append(message.result)
@@ -347,11 +366,16 @@ class MemoryScreen(ConsoleScreen):
         for p in self.points:
             if p.bandwidth_mb_s is not None and p.latency_ns is not None:
                 groups.setdefault(series_key(p), []).append((p.bandwidth_mb_s, p.latency_ns))
-        series = [Series(k, sorted(v), PALETTE[self._series_seen.index(k) % len(PALETTE)] if k in
-                         self._series_seen else PALETTE[0]) for k, v in groups.items()]
+        series = [
+            Series(
+                k,
+                sorted(v),
+                PALETTE[self._series_seen.index(k) % len(PALETTE)] if k in self._series_seen else PALETTE[0],
+            )
+            for k, v in groups.items()
+        ]
         top = max((x for s in series for x, _ in s.points), default=0.0)
-        self.query_one("#mem-chart", LineChart).set_data(series, x_end=nice_ceiling(top) if top else None,
-                                                         x_start=0.0)
+        self.query_one("#mem-chart", LineChart).set_data(series, x_end=nice_ceiling(top) if top else None, x_start=0.0)
         legend = Text(no_wrap=True, overflow="ellipsis")
         for s in series:
             legend.append("■ ", style=s.color)

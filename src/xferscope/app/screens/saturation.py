@@ -1,5 +1,6 @@
 """Saturation: throughput against concurrency per block size, drawn as the knee searches measure, each knee
 marked under the chart, and the verdict line of every search."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -35,8 +36,16 @@ FIELDS = (
     ("sat-seconds", "Run s", "1"),
     ("sat-rounds", "Rounds", "5"),
 )
-VALUE_OF = {"sat-paths": "paths", "sat-bs": "bs", "sat-workers": "max_workers", "sat-qd": "max_qd",
-            "sat-target": "target", "sat-size": "size", "sat-seconds": "seconds", "sat-rounds": "max_rounds"}
+VALUE_OF = {
+    "sat-paths": "paths",
+    "sat-bs": "bs",
+    "sat-workers": "max_workers",
+    "sat-qd": "max_qd",
+    "sat-target": "target",
+    "sat-size": "size",
+    "sat-seconds": "seconds",
+    "sat-rounds": "max_rounds",
+}
 TABLE_HEADERS = ("Search", "in flight", "w", "qd", "GiB/s", "runs", "knee")
 
 
@@ -54,9 +63,9 @@ class SaturationScreen(ConsoleScreen):
         self.values = SaturateFormValues()
         self.state = SaturationState()
         self.status = "idle"
-        self.saturation = None   # the Saturation in flight
-        self.base = None         # a profile's fields the form does not show
-        self.source = ""         # a saved saturation shown
+        self.saturation = None  # the Saturation in flight
+        self.base = None  # a profile's fields the form does not show
+        self.source = ""  # a saved saturation shown
 
     def compose(self) -> ComposeResult:
         yield Static("", id="sat-title", classes="screen-title")
@@ -69,8 +78,12 @@ class SaturationScreen(ConsoleScreen):
         with Horizontal(id="sat-body"):
             with Vertical(classes="panel", id="sat-curve") as v:
                 v.border_title = "Throughput vs concurrency (in flight, log scale); ▲ knee"
-                yield LineChart(figures.rate_unit, empty="press r to search: points appear as they are measured",
-                                x_format=in_flight, id="sat-chart")
+                yield LineChart(
+                    figures.rate_unit,
+                    empty="press r to search: points appear as they are measured",
+                    x_format=in_flight,
+                    id="sat-chart",
+                )
                 yield Static("", id="sat-knees")
                 yield Static("", id="sat-legend")
             with Vertical(classes="panel", id="sat-table-panel") as v:
@@ -217,8 +230,12 @@ class SaturationScreen(ConsoleScreen):
             if path and loaded:
                 self.show_saved(loaded[-1], path)
 
-        self.app.push_screen(TextPrompt("Open a saved saturation (JSON from xferscope saturate --json)",
-                                        "path of a .json file", check=check), done)
+        self.app.push_screen(
+            TextPrompt(
+                "Open a saved saturation (JSON from xferscope saturate --json)", "path of a .json file", check=check
+            ),
+            done,
+        )
 
     def show_saved(self, outcome, source: str) -> None:
         if self.status in ("running", "stopping"):
@@ -272,9 +289,15 @@ class SaturationScreen(ConsoleScreen):
         table.clear()
         index = {v.series: i for i, v in enumerate(self.state.views)}
         for series, shape, point, mark in self.state.rows():
-            table.add_row(Text(series.label, style=self._color(index[series])), str(shape.concurrency),
-                          str(shape.workers), str(shape.iodepth), f"{point.median:.3f}", str(len(point.measurements)),
-                          Text("▲" if mark else "", style=self._color(index[series])))
+            table.add_row(
+                Text(series.label, style=self._color(index[series])),
+                str(shape.concurrency),
+                str(shape.workers),
+                str(shape.iodepth),
+                f"{point.median:.3f}",
+                str(len(point.measurements)),
+                Text("▲" if mark else "", style=self._color(index[series])),
+            )
         table.scroll_end(animate=False)
 
     def _verdicts(self) -> None:
@@ -288,8 +311,11 @@ class SaturationScreen(ConsoleScreen):
             for a in advice:
                 text.append(f"\n  {a}", style="dim")
         if not text and self.status == "idle":
-            text.append("each search doubles the I/Os in flight (one worker's queue, then workers) until the gain "
-                        "flattens, checks the limit, then bisects; the verdict says which ceiling binds", style="dim")
+            text.append(
+                "each search doubles the I/Os in flight (one worker's queue, then workers) until the gain "
+                "flattens, checks the limit, then bisects; the verdict says which ceiling binds",
+                style="dim",
+            )
         self.query_one("#sat-verdicts", Static).update(text)
 
     def _title(self) -> None:

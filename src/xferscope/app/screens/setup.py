@@ -1,4 +1,5 @@
 """Setup: choose what to measure; invalid choices are explained beside their control before anything runs."""
+
 from __future__ import annotations
 
 from textual import on, work
@@ -136,9 +137,11 @@ class SetupScreen(ConsoleScreen):
             blocked = sum(1 for p in points if avail.get(p.path))
             cannot = f"; {blocked} use paths that cannot run here and will fail" if blocked else ""
             reps = f", {repetitions} repetitions each" if repetitions > 1 else ""
-            self._note(f"profile [b]{name}[/b]: {len(points)} point{'s' if len(points) != 1 else ''}{reps} "
-                       f"run one after another, drawn on the grid view (g) "
-                       f"(the form shows the first; editing it replaces the profile){cannot}")
+            self._note(
+                f"profile [b]{name}[/b]: {len(points)} point{'s' if len(points) != 1 else ''}{reps} "
+                f"run one after another, drawn on the grid view (g) "
+                f"(the form shows the first; editing it replaces the profile){cannot}"
+            )
 
     def _note(self, text: str) -> None:
         self.query_one("#profile-note", Static).update(text)

@@ -1,4 +1,5 @@
 """Shown instead of a garbled layout when the terminal is smaller than the console can use."""
+
 from __future__ import annotations
 
 from textual.app import ComposeResult
@@ -14,8 +15,10 @@ class SizeMessage(Widget):
 
     def render(self) -> str:
         w, h = self.app.size
-        return (f"Terminal too small: {w}x{h}.\nxferscope needs at least {MIN_WIDTH}x{MIN_HEIGHT} "
-                "(80x24 is comfortable).\nEnlarge the window; runs keep going. q quits.")
+        return (
+            f"Terminal too small: {w}x{h}.\nxferscope needs at least {MIN_WIDTH}x{MIN_HEIGHT} "
+            "(80x24 is comfortable).\nEnlarge the window; runs keep going. q quits."
+        )
 
 
 class TooSmallScreen(ModalScreen[None]):

@@ -1,4 +1,5 @@
 """Base screens: every console screen watches the terminal size; views are redrawn by the app's timer."""
+
 from __future__ import annotations
 
 from textual import events

@@ -4,6 +4,7 @@ Drawn line by line as strips of segments (one per run of equal colour), cached
 until the data or the size changes: the cheapest way Textual offers to paint a
 picture that changes several times a second.
 """
+
 from __future__ import annotations
 
 import math
@@ -44,8 +45,15 @@ class LineChart(Widget):
     LineChart { height: 1fr; min-height: 3; }
     """
 
-    def __init__(self, unit_for: UnitPicker, *, empty: str = "waiting for samples",
-                 x_format: Callable[[float], str] = figures.seconds, y_log: bool = False, **kwargs):
+    def __init__(
+        self,
+        unit_for: UnitPicker,
+        *,
+        empty: str = "waiting for samples",
+        x_format: Callable[[float], str] = figures.seconds,
+        y_log: bool = False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.unit_for = unit_for
         self.empty = empty
@@ -57,8 +65,13 @@ class LineChart(Widget):
         self._strips: list[Strip] | None = None
         self._strips_size = (0, 0)
 
-    def set_data(self, series: Sequence[Series], x_end: float | None = None, x_start: float | None = None,
-                 marks: Sequence[tuple[float, str]] = ()) -> None:
+    def set_data(
+        self,
+        series: Sequence[Series],
+        x_end: float | None = None,
+        x_start: float | None = None,
+        marks: Sequence[tuple[float, str]] = (),
+    ) -> None:
         """Draw ``series`` (points in ascending x); x runs from ``x_start`` (default: the first point,
         or 0 when that is under 1) to ``x_end`` or the last point, whichever is further."""
         self._marks = tuple(marks)
@@ -92,16 +105,27 @@ class LineChart(Widget):
             positive = [v / div for v in values if v > 0] or [1.0]
             bottom = math.floor(math.log10(min(positive)))
             top = max(math.ceil(math.log10(max(positive))), bottom + 1)
-            scaled = [Series(s.name, [(x, math.log10(y / div) - bottom) for x, y in s.points
-                                      if not figures.missing(y) and y > 0], s.color) for s in self._series]
+            scaled = [
+                Series(
+                    s.name,
+                    [(x, math.log10(y / div) - bottom) for x, y in s.points if not figures.missing(y) and y > 0],
+                    s.color,
+                )
+                for s in self._series
+            ]
             grid = plot(scaled, width - GUTTER, rows, self._x_range, float(top - bottom))
-            labels = {0: figures.scaled(10.0 ** top), rows - 1: figures.scaled(10.0 ** bottom)}
+            labels = {0: figures.scaled(10.0**top), rows - 1: figures.scaled(10.0**bottom)}
             if rows > 2:
                 labels[rows // 2] = figures.scaled(10.0 ** ((top + bottom) / 2))
         else:
             top = nice_ceiling(max(values) / div)
-            grid = plot([Series(s.name, [(x, y / div) for x, y in s.points], s.color) for s in self._series],
-                        width - GUTTER, rows, self._x_range, top)
+            grid = plot(
+                [Series(s.name, [(x, y / div) for x, y in s.points], s.color) for s in self._series],
+                width - GUTTER,
+                rows,
+                self._x_range,
+                top,
+            )
             labels = {0: figures.scaled(top), rows // 2: figures.scaled(top / 2) if rows > 2 else "", rows - 1: "0"}
         self._draw_marks(grid, width - GUTTER)
         strips = []
@@ -120,9 +144,14 @@ class LineChart(Widget):
         x0, x1 = self._x_range
         left, right = self.x_format(x0), self.x_format(x1)
         axis_w = width - GUTTER
-        strips.append(Strip([Segment(unit.rjust(GUTTER - 1)[: GUTTER - 1] + " ", _style("bold")),
-                             Segment((left + right.rjust(max(axis_w - len(left), 0)))[:axis_w], dim)])
-                      .adjust_cell_length(width))
+        strips.append(
+            Strip(
+                [
+                    Segment(unit.rjust(GUTTER - 1)[: GUTTER - 1] + " ", _style("bold")),
+                    Segment((left + right.rjust(max(axis_w - len(left), 0)))[:axis_w], dim),
+                ]
+            ).adjust_cell_length(width)
+        )
         return strips
 
     def _draw_marks(self, grid: list[list[tuple[str, str | None]]], width: int) -> None:

@@ -1,4 +1,5 @@
 """A panel of one run: a line or two of figures over a chart. Subclasses say what the figures and curves are."""
+
 from __future__ import annotations
 
 from textual.containers import Vertical

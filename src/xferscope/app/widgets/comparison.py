@@ -4,6 +4,7 @@ At 80 columns the headers are short and columns whose value is the same in
 every row (I/O pattern, queue depth) move into the caption, so the CPU columns
 and the ratio stay on screen.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -15,8 +16,14 @@ from textual.widgets import DataTable
 from xferscope.engines.base import RunResult
 from xferscope.report import COMPARE_HEADERS, compare_rows
 
-SHORT = {"block": "bs", "workers": "w", "avg lat (us)": "avg µs", "p99 lat (us)": "p99 µs", "usr CPU %": "usr%",
-         "sys CPU %": "sys%"}
+SHORT = {
+    "block": "bs",
+    "workers": "w",
+    "avg lat (us)": "avg µs",
+    "p99 lat (us)": "p99 µs",
+    "usr CPU %": "usr%",
+    "sys CPU %": "sys%",
+}
 FOLDABLE = ("io", "qd")  # shown in the caption when every row has the same value
 WIDE = 120
 
@@ -26,7 +33,7 @@ class TableRow:
     """A row of the table: a result, or one host's part of a run over several hosts."""
 
     result: RunResult
-    number: int              # the result's number (1-based), shared by its host rows
+    number: int  # the result's number (1-based), shared by its host rows
     host: str | None = None  # the host of a per-host row
     slowest: bool = False
 

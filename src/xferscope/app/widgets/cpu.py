@@ -1,4 +1,5 @@
 """CPU use: the engine's process, its workers, the whole system, the console's own process, and every core."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -11,8 +12,10 @@ from xferscope.app.widgets.chart import LineChart, time_axis_end
 from xferscope.app.widgets.figures_line import FiguresText
 
 #: (label, Sample fields usr/sys, colour) drawn over time: usr + sys of the process and of the workers
-CURVES = (("process", ("cpu_usr_pct", "cpu_sys_pct"), "#ffd75f"),
-          ("engine", ("engine_usr_pct", "engine_sys_pct"), "#5fd7ff"))
+CURVES = (
+    ("process", ("cpu_usr_pct", "cpu_sys_pct"), "#ffd75f"),
+    ("engine", ("engine_usr_pct", "engine_sys_pct"), "#5fd7ff"),
+)
 
 
 MAX_BAR_LINES = 12  # more cores than this: one cell each
@@ -42,7 +45,7 @@ def core_lines(cores: tuple[float, ...] | list[float], width: int, height: int) 
         return out
     per_row = max(width - 1, 1)
     for start in range(0, len(cores), per_row):
-        for pct in cores[start:start + per_row]:
+        for pct in cores[start : start + per_row]:
             out.append(level(pct / 100), style=_load_style(pct))
         out.append("\n")
     out.append(f"{len(cores)} cores, one cell each; full cell = 100%", style="dim")
@@ -54,15 +57,21 @@ def cpu_figures(record: RunRecord) -> tuple[str, dict[str, tuple[float, float]],
     r = record.result
     if r is not None and r.cpu:
         cpu = r.cpu
-        lines = {"process": (cpu.get("usr_pct"), cpu.get("sys_pct")),
-                 "engine": (cpu.get("engine_usr_pct"), cpu.get("engine_sys_pct")),
-                 "system": (cpu.get("sys_usr_pct"), cpu.get("sys_sys_pct"))}
+        lines = {
+            "process": (cpu.get("usr_pct"), cpu.get("sys_pct")),
+            "engine": (cpu.get("engine_usr_pct"), cpu.get("engine_sys_pct")),
+            "system": (cpu.get("sys_usr_pct"), cpu.get("sys_sys_pct")),
+        }
         return "CPU (whole run)", lines, tuple(cpu.get("per_core_pct") or ())
     recent = record.recent()
-    lines = {name: (window_average(recent, usr), window_average(recent, sys_))
-             for name, (usr, sys_) in (("process", ("cpu_usr_pct", "cpu_sys_pct")),
-                                       ("engine", ("engine_usr_pct", "engine_sys_pct")),
-                                       ("system", ("sys_usr_pct", "sys_sys_pct")))}
+    lines = {
+        name: (window_average(recent, usr), window_average(recent, sys_))
+        for name, (usr, sys_) in (
+            ("process", ("cpu_usr_pct", "cpu_sys_pct")),
+            ("engine", ("engine_usr_pct", "engine_sys_pct")),
+            ("system", ("sys_usr_pct", "sys_sys_pct")),
+        )
+    }
     n = min(len(s.per_core_pct) for s in recent)
     total = sum(s.dt for s in recent) or 1.0
     cores = tuple(sum(s.per_core_pct[i] * s.dt for s in recent) / total for i in range(n))
@@ -95,8 +104,12 @@ class CpuPanel(Vertical):
     """
 
     def __init__(self, **kwargs):
-        super().__init__(FiguresText(id="cpu-figures"), FiguresText(id="cpu-cores"),
-                         LineChart(_pct_of_one_core, empty="", id="cpu-chart"), **kwargs)
+        super().__init__(
+            FiguresText(id="cpu-figures"),
+            FiguresText(id="cpu-cores"),
+            LineChart(_pct_of_one_core, empty="", id="cpu-chart"),
+            **kwargs,
+        )
         self.border_title = "CPU"
 
     def show(self, record: RunRecord | None, console_log: CpuLog | None) -> None:
@@ -125,5 +138,10 @@ class CpuPanel(Vertical):
             self.border_subtitle = ""
             return
         self.border_subtitle = " ".join(f"[{color}]■[/] {name}" for name, _, color in CURVES) + " usr+sys"
-        chart.set_data([Series(name, [(s.t, getattr(s, usr) + getattr(s, sys_)) for s in record.history], color)
-                        for name, (usr, sys_), color in CURVES], time_axis_end(record))
+        chart.set_data(
+            [
+                Series(name, [(s.t, getattr(s, usr) + getattr(s, sys_)) for s in record.history], color)
+                for name, (usr, sys_), color in CURVES
+            ],
+            time_axis_end(record),
+        )

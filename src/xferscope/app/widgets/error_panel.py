@@ -1,5 +1,6 @@
 """Why a run failed, in the engine's words (and, when its process died, that process's last lines and
 cuFile's log); hidden when nothing failed."""
+
 from __future__ import annotations
 
 from rich.text import Text

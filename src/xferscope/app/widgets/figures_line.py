@@ -1,4 +1,5 @@
 """A fixed-size text widget for figures redrawn several times a second."""
+
 from __future__ import annotations
 
 from textual.widgets import Static

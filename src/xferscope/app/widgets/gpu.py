@@ -1,4 +1,5 @@
 """GPU telemetry of the run's GPUs: utilisation, memory, PCIe RX/TX against the measured link ceiling."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -33,8 +34,10 @@ def gpu_text(readings: tuple[dict, ...] | list[dict], width: int) -> Text:
         used, total = g.get("mem_used_mib"), g.get("mem_total_mib")
         if used is not None:
             out.append(f" mem  {used / 1024:.1f}" + (f" of {total / 1024:.0f}" if total else "") + " GiB\n")
-        for key, word, ceiling_key in (("pcie_rx_mb_s", "RX", "link_ceiling_h2d_gb_s"),
-                                       ("pcie_tx_mb_s", "TX", "link_ceiling_d2h_gb_s")):
+        for key, word, ceiling_key in (
+            ("pcie_rx_mb_s", "RX", "link_ceiling_h2d_gb_s"),
+            ("pcie_tx_mb_s", "TX", "link_ceiling_d2h_gb_s"),
+        ):
             v = g.get(key)
             if v is None:
                 continue

@@ -1,4 +1,5 @@
 """Latency percentiles of the last interval (of the whole run once it ended), and p50 / p99 / max over time."""
+
 from __future__ import annotations
 
 from xferscope.app import figures
@@ -23,10 +24,14 @@ class LatencyPanel(ChartPanel):
         else:
             lat = record.latest.latency_us
             self.border_title = "Latency (last interval)"
-        return (f"[{COLOR['p50']}]p50[/] {figures.latency(lat.p50)}  [{COLOR['p99']}]p99[/] "
-                f"{figures.latency(lat.p99)}\np99.9 {figures.latency(lat.p999)}  "
-                f"[{COLOR['max']}]max[/] {figures.latency(lat.max)}")
+        return (
+            f"[{COLOR['p50']}]p50[/] {figures.latency(lat.p50)}  [{COLOR['p99']}]p99[/] "
+            f"{figures.latency(lat.p99)}\np99.9 {figures.latency(lat.p999)}  "
+            f"[{COLOR['max']}]max[/] {figures.latency(lat.max)}"
+        )
 
     def curves(self, record: RunRecord) -> list[Series]:
-        return [Series(name, [(x.t, getattr(x.latency_us, key)) for x in record.history], color)
-                for name, key, color in CURVES]
+        return [
+            Series(name, [(x.t, getattr(x.latency_us, key)) for x in record.history], color)
+            for name, key, color in CURVES
+        ]

@@ -1,5 +1,6 @@
 """A comparison in rounds as the console shows it: one row per path with its median over the rounds so far,
 a bar with the min-max whisker, the paired ratio to the baseline with its range, and the verdict."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -31,8 +32,11 @@ def whisker_bar(median: float | None, low: float | None, high: float | None, top
 def rounds_cells(comp: Comparison, baseline: int, wide: bool) -> tuple[list[str], list[list[Text | str]]]:
     """Headers and rows of the table: #, path, rounds done, median MiB/s, (min-max when wide), the bar,
     the ratio to ``baseline`` (median of the paired ratios, with their range), the verdict."""
-    headers = ["#", "path", "rounds", "MiB/s"] + (["min–max"] if wide else []) + \
-        ["median, ▓─┤ min–max", "ratio (range)", "verdict"]
+    headers = (
+        ["#", "path", "rounds", "MiB/s"]
+        + (["min–max"] if wide else [])
+        + ["median, ▓─┤ min–max", "ratio (range)", "verdict"]
+    )
     spreads = [comp.spread(slot) for slot in range(comp.paths)]
     top = max((s["max"] for s in spreads if s["max"]), default=0.0)
     width = BAR_WIDE if wide else BAR_NARROW
@@ -45,8 +49,7 @@ def rounds_cells(comp: Comparison, baseline: int, wide: bool) -> tuple[list[str]
         else:
             v = comp.verdict(slot, baseline)
             ratio, word = (v.spread(), v.word) if v else ("-", "-")
-        cells: list[Text | str] = [str(slot + 1), label, f"{ran}/{planned}",
-                                   f"{st['median']:,.1f}" if st["n"] else "-"]
+        cells: list[Text | str] = [str(slot + 1), label, f"{ran}/{planned}", f"{st['median']:,.1f}" if st["n"] else "-"]
         if wide:
             cells.append(f"{st['min']:,.1f}–{st['max']:,.1f}" if st["n"] else "-")
         cells += [whisker_bar(st["median"], st["min"], st["max"], top, width), ratio, word]

@@ -1,4 +1,5 @@
 """The setup form: GPU, target, transfer paths, I/O pattern and sizes; errors shown beside their control."""
+
 from __future__ import annotations
 
 from rich.text import Text
@@ -35,8 +36,15 @@ def _row(label: str, control, control_id: str) -> ComposeResult:
 class SetupForm(Horizontal):
     """``values()`` reads the form; ``load()`` fills it; ``show_error()`` explains a control."""
 
-    def __init__(self, values: FormValues, gpus: list[tuple[str, int]], no_gpu_reason: str,
-                 availability: dict[str, str | None], descriptions: dict[str, str], **kwargs):
+    def __init__(
+        self,
+        values: FormValues,
+        gpus: list[tuple[str, int]],
+        no_gpu_reason: str,
+        availability: dict[str, str | None],
+        descriptions: dict[str, str],
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self._initial = values
         self._order = path_order(values.paths)  # the paths as listed, which is the order they run
@@ -53,8 +61,13 @@ class SetupForm(Horizontal):
         v = self._initial
         with VerticalScroll(id="setup-left"):
             if self._gpus:
-                gpu = Select(self._gpus, value=v.gpu if v.gpu is not None else self._gpus[0][1],
-                             allow_blank=False, compact=True, id="gpu")
+                gpu = Select(
+                    self._gpus,
+                    value=v.gpu if v.gpu is not None else self._gpus[0][1],
+                    allow_blank=False,
+                    compact=True,
+                    id="gpu",
+                )
             else:
                 gpu = Static(Text(no_gpu_text(self._no_gpu_reason)), id="gpu", classes="form-static")
             with Horizontal(classes="form-row -auto"):
@@ -63,17 +76,30 @@ class SetupForm(Horizontal):
             yield Static("", id="error-gpu", classes="form-error")
             with Horizontal(classes="form-row"):
                 yield Label("Target", classes="form-label")
-                yield Select([(SCRATCH_LABEL, DEFAULT_TARGET)], value=DEFAULT_TARGET,
-                             allow_blank=False, compact=True, id="target")
+                yield Select(
+                    [(SCRATCH_LABEL, DEFAULT_TARGET)],
+                    value=DEFAULT_TARGET,
+                    allow_blank=False,
+                    compact=True,
+                    id="target",
+                )
             yield Static("checking the machine's filesystems…", id="target-info", classes="form-info")
             with Horizontal(classes="form-row"):
                 yield Label("or path", classes="form-label")
                 yield Input(v.typed_path, placeholder="a file or directory", compact=True, id="target-path")
             yield Static("", id="error-target", classes="form-error")
-            yield from _row("I/O", Select([(p, p) for p in IO_PATTERNS], value=v.io, allow_blank=False,
-                                          compact=True, id="io"), "io")
-            values = {"bs": v.bs, "split": v.split, "workers": v.workers, "iodepth": v.iodepth, "size": v.size,
-                      "duration": v.duration, "rounds": v.rounds}
+            yield from _row(
+                "I/O", Select([(p, p) for p in IO_PATTERNS], value=v.io, allow_blank=False, compact=True, id="io"), "io"
+            )
+            values = {
+                "bs": v.bs,
+                "split": v.split,
+                "workers": v.workers,
+                "iodepth": v.iodepth,
+                "size": v.size,
+                "duration": v.duration,
+                "rounds": v.rounds,
+            }
             for cid, label, hint in TYPED:
                 yield from _row(label, Input(values[cid], placeholder=hint, compact=True, id=cid), cid)
         with Vertical(id="setup-right"):
@@ -158,8 +184,11 @@ class SetupForm(Horizontal):
         paths.clear_options()
         paths.add_options(self._path_choices(values.paths))
         gpu_widget = self.query_one("#gpu")
-        if (isinstance(gpu_widget, Select) and values.gpu is not None
-                and any(values.gpu == idx for _, idx in self._gpus)):
+        if (
+            isinstance(gpu_widget, Select)
+            and values.gpu is not None
+            and any(values.gpu == idx for _, idx in self._gpus)
+        ):
             gpu_widget.value = values.gpu
 
     # ---------------------------------------------------------------- errors

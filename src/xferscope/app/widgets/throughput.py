@@ -1,4 +1,5 @@
 """Throughput now (the last second) and over time, with IOPS and how far the run has got."""
+
 from __future__ import annotations
 
 from xferscope.app import figures
@@ -16,14 +17,18 @@ class ThroughputPanel(ChartPanel):
     def figures(self, record: RunRecord) -> str:
         r, s = record.result, record.latest
         if r is not None:  # the whole run
-            return (f"avg [b]{figures.rate(r.throughput_gib_s * GIB)}[/b]  {figures.count(r.iops)} IOPS  "
-                    f"{figures.seconds(r.seconds)}  {figures.size(r.bytes)}")
+            return (
+                f"avg [b]{figures.rate(r.throughput_gib_s * GIB)}[/b]  {figures.count(r.iops)} IOPS  "
+                f"{figures.seconds(r.seconds)}  {figures.size(r.bytes)}"
+            )
         when = figures.seconds(s.t)
         if record.spec.duration:
             when += f"/{figures.seconds(record.spec.duration)}"
         recent = record.recent()
-        return (f"now [b]{figures.rate(window_rate(recent, 'bytes'))}[/b]  "
-                f"{figures.count(window_rate(recent, 'ops'))} IOPS  {when}  {figures.size(s.total_bytes)}")
+        return (
+            f"now [b]{figures.rate(window_rate(recent, 'bytes'))}[/b]  "
+            f"{figures.count(window_rate(recent, 'ops'))} IOPS  {when}  {figures.size(s.total_bytes)}"
+        )
 
     def curves(self, record: RunRecord) -> list[Series]:
         return [Series(record.spec.name, [(x.t, x.throughput_gib_s * GIB) for x in record.history], PALETTE[0])]

@@ -1,4 +1,5 @@
 """Per-worker progress, and elbencho's first-done / last-done figures when the run ends."""
+
 from __future__ import annotations
 
 import time
@@ -22,14 +23,19 @@ def worker_rows(record: RunRecord) -> list[tuple[str, ...]]:
     gpu = record.spec.uses_gpu
     r = record.result
     if r is not None and r.workers:
-        return [(str(w.worker), f"{w.throughput_mib_s:,.1f}", figures.size(w.bytes), f"{w.seconds:.2f} s")
-                + ((figures.DASH if w.gpu is None else str(w.gpu),) if gpu else ()) for w in r.workers]
+        return [
+            (str(w.worker), f"{w.throughput_mib_s:,.1f}", figures.size(w.bytes), f"{w.seconds:.2f} s")
+            + ((figures.DASH if w.gpu is None else str(w.gpu),) if gpu else ())
+            for w in r.workers
+        ]
     s = record.latest
     if s is None:
         return []
     t = max(s.t, 1e-9)
-    return [(str(i), f"{b / MIB / t:,.1f}", figures.size(b), figures.DASH) + ((figures.DASH,) if gpu else ())
-            for i, b in enumerate(s.worker_bytes)]
+    return [
+        (str(i), f"{b / MIB / t:,.1f}", figures.size(b), figures.DASH) + ((figures.DASH,) if gpu else ())
+        for i, b in enumerate(s.worker_bytes)
+    ]
 
 
 def done_text(record: RunRecord) -> str:
@@ -41,8 +47,10 @@ def done_text(record: RunRecord) -> str:
     if not r.first_done or not r.last_done:
         return "stopped before any worker finished" if r.status == "interrupted" else ""
     f, last = r.first_done, r.last_done
-    return (f"first done {f.seconds:.2f} s, {f.throughput_mib_s:,.1f} MiB/s\n"
-            f"last done  {last.seconds:.2f} s, {last.throughput_mib_s:,.1f} MiB/s")
+    return (
+        f"first done {f.seconds:.2f} s, {f.throughput_mib_s:,.1f} MiB/s\n"
+        f"last done  {last.seconds:.2f} s, {last.throughput_mib_s:,.1f} MiB/s"
+    )
 
 
 class WorkersPanel(Vertical):
@@ -52,8 +60,11 @@ class WorkersPanel(Vertical):
     """
 
     def __init__(self, **kwargs):
-        super().__init__(DataTable(cursor_type="none", zebra_stripes=True, id="workers-table"),
-                         FiguresText(id="workers-done"), **kwargs)
+        super().__init__(
+            DataTable(cursor_type="none", zebra_stripes=True, id="workers-table"),
+            FiguresText(id="workers-done"),
+            **kwargs,
+        )
         self.border_title = "Workers"
         self._rows: list[tuple[str, ...]] = []
         self._columns: tuple[str, ...] = ()
