@@ -122,6 +122,7 @@ def main() -> int:
 
     work = tempfile.mkdtemp(prefix="xferscope-bench-", dir=args.dir)
     out = args.keep or tempfile.mkdtemp(prefix="xferscope-bench-results-")
+    os.makedirs(out, exist_ok=True)
     data_file = os.path.join(work, "xferscope-scratch.dat")
     sat_json = os.path.join(out, "saturate.json")
     grid_json = os.path.join(out, "grid.results.json")
