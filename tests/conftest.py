@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -147,6 +148,14 @@ def fifo_with_reader(tmp_path):
         except OSError:
             pass
         thread.join(timeout=5)
+
+
+def pytest_configure(config):
+    # The Ctrl-C tests need SIGINT to reach Python. A suite started as a background job of a script inherits
+    # SIGINT ignored, and so would every process it starts; a handler of our own is reset to the default in
+    # them instead.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_addoption(parser):
