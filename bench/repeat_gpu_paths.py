@@ -131,8 +131,8 @@ def main() -> None:
             f"before each path's first run once all its runs have ended (runs beside each other share the GPU)"
         )
 
-    def one_run(path: str, i: int) -> tuple[str, str | None, list[str]]:
-        """(outcome, cuFile mode, notes) of the i-th run of path, in lane i % lanes."""
+    def one_run(path: str, i: int) -> tuple[str, str | None, list[str], list[str]]:
+        """(outcome, cuFile mode, what it left or kept, notes) of the i-th run of path, in lane i % lanes."""
         lane = i % lanes
         where, out = lane_dirs[lane], lane_outs[lane]
         notes: list[str] = []
@@ -189,7 +189,7 @@ def main() -> None:
             if after is not None and after > before + args.gpu_slack_mib:
                 extra.append("gpu memory not back")
                 notes.append(f"run {i}: GPU memory {before:.0f} -> {after:.0f} MiB")
-        return outcome, mode, notes + [f"+{e}" for e in extra]
+        return outcome, mode, extra, notes
 
     def in_lanes(fn, n: int) -> list:
         """fn(i) for i in range(n), `lanes` at a time, each lane taking its own indices in turn."""
@@ -213,15 +213,12 @@ def main() -> None:
             notes: list[str] = []
             t0 = time.monotonic()
             level = gpu_memory_mib()
-            for outcome, mode, run_notes in in_lanes(lambda i, path=path: one_run(path, i), args.runs):
+            for outcome, mode, extra, run_notes in in_lanes(lambda i, path=path: one_run(path, i), args.runs):
                 tally[outcome] += 1
+                tally.update(extra)
                 if mode is not None:
                     modes[mode] += 1
-                for note in run_notes:
-                    if note.startswith("+"):
-                        tally[note[1:]] += 1
-                    else:
-                        notes.append(note)
+                notes.extend(run_notes)
             if lanes > 1:
                 after = gpu_memory_mib()
                 if level is not None and after is not None and after > level + args.gpu_slack_mib:

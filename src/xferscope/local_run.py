@@ -114,6 +114,34 @@ class SampleFeed:
                 pass
 
 
+def run_to_end(
+    run, progress: Callable[[int, int], None] | None, *, started: Callable[[], bool], grace_s: float
+) -> None:
+    """Prepare, start and wait for ``run`` (a ``LocalRun`` or a ``runner.Run``), then close it. On Ctrl-C: ask
+    it to stop and wait up to ``grace_s`` for its workers, then leave them behind with what they measured
+    (``_abandon``); asked twice, leave at once. Interrupted before the run started raises
+    ``target.Interrupted``."""
+    try:
+        run.prepare(progress)
+        run.start()
+        while not run.join(0.2):
+            pass
+    except KeyboardInterrupt:
+        run.stop()
+        if not started():
+            raise targets.Interrupted("interrupted before the run started") from None
+        deadline = time.monotonic() + grace_s
+        try:
+            while not run.join(0.2):
+                if time.monotonic() > deadline:
+                    run._abandon()
+                    break
+        except KeyboardInterrupt:  # asked twice: do not wait any longer
+            run._abandon()
+    finally:
+        run.close()
+
+
 class LocalRun(SampleFeed):
     """One run of one spec in this process. Use ``execute()`` for the simple case, or the steps.
 
@@ -229,25 +257,7 @@ class LocalRun(SampleFeed):
         """
         if on_sample:
             self.subscribe(on_sample)
-        try:
-            self.prepare(progress)
-            self.start()
-            while not self.join(0.2):
-                pass
-        except KeyboardInterrupt:
-            self.stop()
-            if self._thread is None:
-                raise targets.Interrupted("interrupted before the run started") from None
-            deadline = time.monotonic() + STOP_GRACE_S
-            try:
-                while not self.join(0.2):
-                    if time.monotonic() > deadline:
-                        self._abandon()
-                        break
-            except KeyboardInterrupt:  # asked twice: do not wait any longer
-                self._abandon()
-        finally:
-            self.close()
+        run_to_end(self, progress, started=lambda: self._thread is not None, grace_s=STOP_GRACE_S)
         result = self.finish()
         if result.status == "failed":
             err = RunFailed(f"{self.spec.path}: {result.error}")

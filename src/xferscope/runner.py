@@ -33,7 +33,7 @@ from xferscope import target as targets
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire
-from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples
+from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
 
 #: after "close", how long the engine's process gets to free the engine and remove its files
@@ -357,25 +357,8 @@ class Run(SampleFeed):
         or its process dies (``EngineDied``)."""
         if on_sample:
             self.subscribe(on_sample)
-        try:
-            self.prepare(progress)
-            self.start()
-            while not self.join(0.2):
-                pass
-        except KeyboardInterrupt:
-            self.stop()
-            if self._started_at is None:
-                raise targets.Interrupted("interrupted before the run started") from None
-            deadline = time.monotonic() + STOP_GRACE_S + 2.0
-            try:
-                while not self.join(0.2):
-                    if time.monotonic() > deadline:
-                        self._abandon()
-                        break
-            except KeyboardInterrupt:  # asked twice: do not wait any longer
-                self._abandon()
-        finally:
-            self.close()
+        # the engine's process gets 2 s more than its own workers' grace to send what they measured
+        run_to_end(self, progress, started=lambda: self._started_at is not None, grace_s=STOP_GRACE_S + 2.0)
         result = self.finish()
         if result.status == "failed":
             if self._death is not None:
