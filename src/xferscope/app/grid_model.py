@@ -20,7 +20,7 @@ from xferscope.sweep.against import io_values
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.plot import NUMERIC_AXES
 from xferscope.sweep.stats import io_stats
-from xferscope.verdict import Verdict, repeated_verdict
+from xferscope.verdict import SINGLE_PASS, Verdict, repeated_verdict
 
 MIB = 1 << 20
 
@@ -210,11 +210,14 @@ def point_verdict(point: PointStats, baseline: PointStats) -> Verdict | None:
 
 
 def verdict_text(point: PointStats, baseline: PointStats) -> str:
-    """'0.83 slower', '1.02 within noise', 'baseline', or '-'."""
+    """'0.83 slower', '1.02 within noise', '0.37 no verdict' (one repetition on a side: the rule line under the
+    table says why), 'baseline', or '-'."""
     if point.index == baseline.index:
         return "baseline"
     v = point_verdict(point, baseline)
-    return f"{v.ratio:.2f} {v.word}" if v else "-"
+    if v is None:
+        return "-"
+    return f"{v.ratio:.2f} {'no verdict' if v.word == SINGLE_PASS else v.word}"
 
 
 def spread_text(stats: dict[str, float]) -> str:

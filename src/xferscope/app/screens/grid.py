@@ -21,7 +21,9 @@ from xferscope.verdict import RULE_REPEATED
 
 #: heatmap shades, low to high (256-colour friendly), and the text colour that reads on each
 SHADES = ("#1c1c5f", "#005f87", "#00875f", "#5f8700", "#878700", "#af8700", "#d7af00", "#ffd700")
-TABLE_HEADERS = ("#", "point", "reps", "MiB/s", "±sd", "min–max", "p99 µs", "vs #{baseline}")
+#: the verdict against the baseline next to the median it rests on, so that a narrow terminal cuts the spread columns
+#: rather than the answer
+TABLE_HEADERS = ("#", "point", "reps", "MiB/s", "vs #{baseline}", "±sd", "min–max", "p99 µs")
 
 
 def _num(v: float, fmt: str = "{:,.1f}") -> str:
@@ -182,10 +184,10 @@ class GridScreen(ViewScreen):
                 p.label,
                 reps,
                 _num(st["median"]),
+                verdict_text(p, base),
                 spread_text(st) or "-",
                 spread,
                 _num(p.p99_us["median"]),
-                verdict_text(p, base),
             )
             table.add_row(*(Text(c, style="dim" if not p.done else "") for c in cells), key=str(p.index))
         if points:
