@@ -160,6 +160,14 @@ async def test_console_memory_view_survives_its_engine_dying(direct_dir, sig):
         assert reason.startswith(f"mem: the engine process died by {name}"), reason
         await wait_for(pilot, lambda: name in screen_text(app))
         assert app.screen.state == "failed" and app.screen.points, "the points measured stay on screen"
+        failed = msgs.of(MemSweepFailed)[0]
+        kept = failed.result
+        assert kept is not None and kept.points and kept.error, "what it measured is kept, marked incomplete"
+        assert app.screen.results[-1] is kept
+        await wait_for(pilot, lambda: "points measured are kept" in screen_text(app))
+        if sig == signal.SIGSEGV:  # Python's fault handler spoke on the engine's stderr: its last words shown
+            assert any("Segmentation fault" in line for line in failed.detail), failed.detail
+            await wait_for(pilot, lambda: "Segmentation fault" in screen_text(app).split(name, 1)[1])
         assert gone(engine.pid)
         # the console is alive and the next sweep works
         await retype(pilot, "#mem-delays", "0")

@@ -15,7 +15,7 @@ from typing import Any
 
 from xferscope.engines.base import RunResult
 from xferscope.spec import RunSpec
-from xferscope.verdict import RULE, Verdict, drift, paired_verdict
+from xferscope.verdict import RULE, Verdict, drift, paired_verdict, resolution_hint
 
 DEFAULT_ROUNDS = 3
 
@@ -148,6 +148,11 @@ class Comparison:
     def notes(self, baseline: int = 0) -> list[str]:
         """The lines printed under the table: the rule, then drift and the page cache where they apply."""
         lines = [RULE]
+        for slot, label in enumerate(self.labels):
+            v = self.verdict(slot, baseline)
+            hint = resolution_hint(label, v) if v else None
+            if hint:
+                lines.append(hint)
         d = self.drift(baseline)
         if d:
             lines.append(d)

@@ -6,16 +6,24 @@ between rounds (a neighbour's load, a cache filling up); what is left is the noi
 
 The rule, chosen for few rounds (3-5) on noisy shared disks:
 
-* **faster** when the paired ratio of *every* round is above ``1 + MARGIN``,
-* **slower** when every one is below ``1 - MARGIN``,
-* **within noise** otherwise; one round gives no verdict at all.
+* **faster** when the paired ratio of *every* round is above ``1 + margin``,
+* **slower** when every one is below ``1 - margin``,
+* **within noise** otherwise; one round gives no verdict at all;
+* the margin narrows as the rounds grow: ``30% / rounds``, never under 5% (2 rounds: 15%, 3: 10%, 4: 7.5%,
+  5: 6%, 6 or more: 5%).
 
 Why not a bootstrap interval of the median: with 3 rounds there are only 10 distinct resamples and the
 interval is the min-max range anyway, so "every ratio beyond the margin" is the same test, stated plainly.
-Why every round and a margin: if the two paths are the same (A/A) and a run's ratio lands beyond the margin on
-one side with probability p (p <= 1/2), all n rounds do so with probability 2 p**n: with a run-to-run noise of
-about 6% (p = 0.2) that is 1.6% for 3 rounds and 0.06% for 5. Rotating the order removes a systematic
-first-run bias, the usual cause of one-sided A/A ratios. A margin of 5% keeps differences too small to act on out of the verdicts.
+
+Why every round, and why this margin: if the two paths are the same (A/A) and a round's ratio lands beyond
+the margin on one side with probability p, all n rounds do so with probability 2 p**n. On shared virtual
+disks a round's A/A ratio has a spread of about 7% (sd; single rounds from 0.77 to 1.45), so a fixed 5%
+margin (p = 0.24) gives 2.8% false verdicts at 3 rounds, and more where a disk's swing outlasts a round and
+the rounds of one comparison are not independent: 2 of 20 A/A comparisons of 3 rounds said faster or slower
+on such a disk. A margin of 30% / rounds keeps 2 p**n near 0.1% at every round count from 2 to 6 under that
+spread (p = 0.016, 0.077, 0.14, 0.20, 0.24), so that a verdict means the same whatever the rounds; more
+rounds resolve smaller differences. The floor of 5% keeps differences too small to act on out of the
+verdicts. Rotating the order removes a systematic first-run bias, the usual cause of one-sided A/A ratios.
 """
 
 from __future__ import annotations
@@ -25,13 +33,30 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+#: the narrowest margin, reached at 6 rounds: a difference under 5% is not one to act on
 MARGIN = 0.05
+#: the margin with n rounds is this over n (never under MARGIN)
+MARGIN_TIMES_ROUNDS = 0.30
 FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS = "faster", "slower", "within noise", "single pass: no verdict"
 WORDS = (FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS)
 
+
+def margin_for(rounds: int) -> float:
+    """The margin of the rule with this many rounds (repetitions): 30% / rounds, never under 5%."""
+    return max(MARGIN, round(MARGIN_TIMES_ROUNDS / max(rounds, 1), 6))
+
+
+def _margins_text(word: str) -> str:
+    return (
+        f"1 ± {MARGIN_TIMES_ROUNDS:.0%}/{word}s, at least {MARGIN:.0%} "
+        f"(3 {word}s: ±{margin_for(3):.0%}, 5: ±{margin_for(5):.0%}, "
+        f"{math.ceil(MARGIN_TIMES_ROUNDS / MARGIN)}+: ±{MARGIN:.0%})"
+    )
+
+
 RULE = (
     f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
-    f"1 ± {MARGIN:.0%}; else within noise; 1 round: no verdict"
+    f"{_margins_text('round')}; else within noise; 1 round: no verdict"
 )
 
 
@@ -42,6 +67,11 @@ class Verdict:
     low: float  # min of the paired ratios
     high: float  # max of the paired ratios
     rounds: int
+    margin: float | None = None  # the rule's margin for these rounds (None: margin_for(rounds))
+
+    def __post_init__(self) -> None:
+        if self.margin is None:
+            object.__setattr__(self, "margin", margin_for(self.rounds))
 
     @property
     def decided(self) -> bool:
@@ -61,6 +91,7 @@ class Verdict:
             "ratio_min": self.low,
             "ratio_max": self.high,
             "rounds": self.rounds,
+            "margin": self.margin,
         }
 
 
@@ -95,30 +126,49 @@ def _word(rounds: int, low: float, high: float) -> str:
     """The rule itself: every ratio beyond the margin on one side, with two rounds (repetitions) or more."""
     if rounds < 2:
         return SINGLE_PASS
-    if low > 1 + MARGIN:
+    margin = margin_for(rounds)
+    if low > 1 + margin:
         return FASTER
-    if high < 1 - MARGIN:
+    if high < 1 - margin:
         return SLOWER
     return WITHIN_NOISE
 
 
 def drift(baseline: Sequence[float]) -> str | None:
-    """A warning when the baseline's first and last rounds differ by more than the margin the rule allows."""
+    """A warning when the baseline's first and last rounds differ by more than the margin the rule allows
+    with that many rounds."""
     base = _figures("baseline", baseline)
     if len(base) < 2:
         return None
     change = base[-1] / base[0] - 1
-    if abs(change) <= MARGIN:
+    margin = margin_for(len(base))
+    if abs(change) <= margin:
         return None
     return (
         f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
-        f"(beyond the {MARGIN:.0%} the rule allows); the machine changed during the comparison"
+        f"(beyond the {margin:.0%} the rule allows with {len(base)} rounds); the machine changed during the "
+        f"comparison"
+    )
+
+
+def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str | None:
+    """For a path called within noise because its median ratio, though beyond the narrowest margin, lies inside
+    the wider margin of few rounds: how many rounds would resolve a difference of that size (else None)."""
+    margin = verdict.margin if verdict.margin is not None else margin_for(verdict.rounds)
+    off = abs(verdict.ratio - 1)
+    if verdict.word != WITHIN_NOISE or verdict.rounds < 2 or not MARGIN < off <= margin:
+        return None
+    need = next(n for n in range(verdict.rounds + 1, 1000) if margin_for(n) < off)
+    return (
+        f"{label}: {verdict.ratio:.2f} lies inside the ±{margin:.0%} margin of {verdict.rounds} {what}; "
+        f"from {need} {what}, a difference that size is called if every one shows it"
     )
 
 
 RULE_REPEATED = (
     f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
-    f"with is beyond 1 ± {MARGIN:.0%}; else within noise; 1 repetition on a side: no verdict"
+    f"with is beyond {_margins_text('repetition')}, counting the side with fewer; else within noise; "
+    f"1 repetition on a side: no verdict"
 )
 
 

@@ -109,9 +109,13 @@ class MemSweepFinished(Message, bubble=False):
 
 @dataclass
 class MemSweepFailed(Message, bubble=False):
-    """A memory sweep could not run or its engine failed; ``reason`` in the engine's words."""
+    """A memory sweep could not run or its engine failed; ``reason`` in the engine's words, ``detail`` the
+    engine process's last words (its stderr's tail) where it died, ``result`` the points it measured
+    until then (a ``MemResult`` with ``error`` set; None when it measured none)."""
 
     reason: str
+    detail: tuple[str, ...] = ()
+    result: object = None
 
 
 @dataclass

@@ -61,6 +61,9 @@ VALUE_OF = {
 MODES = ("loaded", "idle", "peak", "curve", "matrix")
 #: the table panel's width for what it shows (the chart takes the rest)
 TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr"}
+#: the engine's last words shown under a failed sweep: their heading, then the fault handler's first line and
+#: the innermost frames (``isolation.fault_summary``), or the start of its stderr's tail
+FAILURE_LINES = 5
 
 
 def _size_of_log2(x: float) -> str:
@@ -213,7 +216,14 @@ class MemoryScreen(ConsoleScreen):
                 async for point in self._sweep:
                     self.post_message(MemPointMeasured(point))
             except XferscopeError as exc:
-                self.post_message(MemSweepFailed(str(exc)))
+                partial = getattr(exc, "result", None)
+                self.post_message(
+                    MemSweepFailed(
+                        str(exc),
+                        tuple(getattr(exc, "detail", ()) or ()),
+                        partial if partial is not None and partial.points else None,
+                    )
+                )
                 return
             except Exception as exc:  # the engine's bug: say so, keep the console
                 self.post_message(MemSweepFailed(f"memory sweep failed: {exc!r}"))
@@ -222,6 +232,7 @@ class MemoryScreen(ConsoleScreen):
         self._sweep = None
 
     def on_mem_point_measured(self, message: MemPointMeasured) -> None:
+        self.query_one("#mem-notes", Static).set_class(False, "-failed")
         point = message.point
         self.points.append(point)
         if point.traffic == IDLE and point.cpu_node is None:
@@ -343,7 +354,18 @@ class MemoryScreen(ConsoleScreen):
     def on_mem_sweep_failed(self, message: MemSweepFailed) -> None:
         self.state = "failed"
         self._title()
-        self.query_one("#mem-notes", Static).update(Text(message.reason, style="bold red"))
+        text = Text(message.reason, style="bold red")
+        if message.result is not None:  # what it measured stays, marked incomplete, for export and side by side
+            self.results.append(message.result)
+            text.append(
+                f"\nthe {len(message.result.points)} points measured are kept (incomplete); v: side by side",
+                style="dim",
+            )
+        for line in message.detail[:FAILURE_LINES]:
+            text.append("\n" + line, style="dim")
+        notes = self.query_one("#mem-notes", Static)
+        notes.set_class(True, "-failed")
+        notes.update(text)
         self.notify(message.reason, title="memory sweep failed", severity="error", timeout=10)
 
     def on_worker_state_changed(self, event) -> None:
