@@ -71,6 +71,7 @@ def run_xferscope(path: str, io: str, bs: str, workers: int, depth: int, seconds
         "json",
         "--interval",
         "0.5",
+        "--4k-pages",  # fio's buffers are malloc'd on 4 KiB pages
     ]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     d = json.loads(out)

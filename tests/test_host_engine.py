@@ -1,6 +1,7 @@
 """The host engine on real files: every pattern, accounting, percentiles, verification, sampling."""
 
 import asyncio
+import json
 import os
 
 import pytest
@@ -256,8 +257,47 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
     assert seen and max(seen) >= 2 * 2048, seen  # a 2 MiB page at least under each worker's buffers
     assert "buffers on 2 MiB huge pages" in result.labels
     assert result.environment["host_buffers"] == "2 MiB transparent huge pages"
-    plain = run(direct_dir, file_size=64 << 20, block_size=1 << 20, total_bytes=8 << 20, duration=None)
+    plain = run(
+        direct_dir, file_size=64 << 20, block_size=1 << 20, total_bytes=8 << 20, duration=None, huge_pages=False
+    )
     assert plain.environment["host_buffers"] == "4 KiB pages" and plain.status == "ok"
+    assert not any("huge" in label or "4 KiB" in label for label in plain.labels)
+
+
+def test_host_buffers_are_on_huge_pages_by_default_where_the_kernel_offers_them(direct_dir):
+    from xferscope.engines.host import huge_pages_offered
+
+    if not huge_pages_offered():
+        pytest.skip("transparent huge pages are off here")
+    seen = []
+    from xferscope.local_run import LocalRun
+
+    spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=64 << 20, block_size=1 << 20, workers=2, duration=1.0)
+    result = LocalRun(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
+    assert result.status == "ok" and seen and max(seen) >= 2 * 2048, seen
+    assert "buffers on 2 MiB huge pages" in result.labels
+    assert result.environment["host_buffers"] == "2 MiB transparent huge pages (default)"
+
+
+def test_host_buffers_fall_back_to_4k_pages_by_default_where_the_kernel_has_huge_pages_off(direct_dir, monkeypatch):
+    from xferscope.engines import host
+    from xferscope.local_run import LocalRun
+
+    monkeypatch.setattr(host, "thp_mode", lambda: "never")
+    result = LocalRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2)).execute()
+    assert result.status == "ok"
+    assert "buffers on 4 KiB pages (transparent huge pages never)" in result.labels
+    assert result.environment["host_buffers"] == "4 KiB pages (default)"
+
+
+def test_the_4k_pages_flag_and_the_default_reach_the_host_engine(cli, direct_dir):
+    from xferscope.engines.host import huge_pages_offered
+
+    common = ["run", "--path", "host", "-f", str(direct_dir / "x.dat"), "-s", "8M", "--total", "4M", "--format", "json"]
+    small = json.loads(cli(*common, "--4k-pages").out)
+    assert small["environment"]["host_buffers"] == "4 KiB pages"
+    default = json.loads(cli(*common).out)["environment"]["host_buffers"]
+    assert default == ("2 MiB transparent huge pages (default)" if huge_pages_offered() else "4 KiB pages (default)")
 
 
 def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, monkeypatch):

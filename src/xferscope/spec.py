@@ -69,7 +69,9 @@ class RunSpec:
     cpus: list[int] | None = None
     verify: bool = False
     buffered: bool = False
-    huge_pages: bool = False  # host and bounce paths: their buffers on transparent huge pages (2 MiB), not 4 KiB pages
+    # host and bounce buffers: on 2 MiB transparent huge pages (True), on 4 KiB pages (False), or the path's
+    # default (None: host on huge pages where the kernel offers them, the bounce paths in CUDA's pinned memory)
+    huge_pages: bool | None = None
     split: int | None = None  # one request of block_size as parallel sub-requests of this size (KvikIO's task size)
     register_buffers: bool = (
         True  # cuFile buf_register of the GPU buffers (gdsio does it; compat mode may read faster without)

@@ -100,7 +100,7 @@ def compare_command(
     ),
     mpi: MpiOpt = False,
     register: RegisterOpt = True,
-    huge_pages: HugePagesOpt = False,
+    huge_pages: HugePagesOpt = None,
     split: SplitOpt = None,
     mem: str = typer.Option(
         None,

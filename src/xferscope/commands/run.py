@@ -72,7 +72,7 @@ def run_command(
     seed: SeedOpt = 0x5EED,
     mpi: MpiOpt = False,
     register: RegisterOpt = True,
-    huge_pages: HugePagesOpt = False,
+    huge_pages: HugePagesOpt = None,
     split: SplitOpt = None,
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""

@@ -133,7 +133,8 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
         "seed": given.get("seed"),
         "interval": given.get("interval"),
         "split": _size(given["split"], "split") if given.get("split") else None,
-        **{flag: True for flag in ("buffered", "force", "keep", "huge_pages") if given.get(flag)},
+        **{flag: True for flag in ("buffered", "force", "keep") if given.get(flag)},
+        **({"huge_pages": given["huge_pages"]} if given.get("huge_pages") is not None else {}),
     }
     plan = plan_from(
         profile,
@@ -180,7 +181,7 @@ def saturate_command(
     interval: Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")] = None,
     seed: Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
     register: RegisterOpt = None,
-    huge_pages: HugePagesOpt = False,
+    huge_pages: HugePagesOpt = None,
     profile: ProfileOpt = None,
     save_profile: SaveProfileOpt = None,
     from_file: FromOpt = None,

@@ -162,7 +162,10 @@ class Profile:
 def point_identity(spec) -> dict[str, Any]:
     """What a RunSpec or MemSpec measures, as plain values: the key for resume and ``--against``."""
     if isinstance(spec, RunSpec):
+        from xferscope.engines.host import host_buffers_on_huge_pages
+
         out = {k: getattr(spec, k) for k in F.IO_IDENTITY}
+        out["huge_pages"] = host_buffers_on_huge_pages(spec)  # the pages measured, asked for or by default
         out["rwmix"] = spec.read_pct
         out["gpus"] = list(spec.gpus) if spec.uses_gpu else []
         return out
