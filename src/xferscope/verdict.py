@@ -135,19 +135,18 @@ def _word(rounds: int, low: float, high: float) -> str:
 
 
 def drift(baseline: Sequence[float]) -> str | None:
-    """A warning when the baseline's first and last rounds differ by more than the margin the rule allows
-    with that many rounds."""
+    """A warning when the baseline's first and last rounds differ by more than the rule allows two figures
+    (``margin_for(2)``, 15%): first against last is a comparison of two runs, whatever the rounds between."""
     base = _figures("baseline", baseline)
     if len(base) < 2:
         return None
     change = base[-1] / base[0] - 1
-    margin = margin_for(len(base))
+    margin = margin_for(2)
     if abs(change) <= margin:
         return None
     return (
         f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
-        f"(beyond the {margin:.0%} the rule allows with {len(base)} rounds); the machine changed during the "
-        f"comparison"
+        f"(beyond the {margin:.0%} the rule allows two figures); the machine changed during the comparison"
     )
 
 
