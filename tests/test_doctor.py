@@ -121,6 +121,19 @@ def test_o_direct_refused_fails_with_the_alternative(no_gpu, tmp_path, monkeypat
     assert check["status"] == "fail" and "--buffered" in check["fix"]
 
 
+@pytest.mark.parametrize("mode", ["madvise", "never"])
+def test_host_buffers_say_which_pages_the_host_path_gets(no_gpu, tmp_path, monkeypatch, mode):
+    from xferscope.engines import host
+
+    monkeypatch.setattr(host, "thp_mode", lambda: mode)
+    check = by_name(doctor.run_checks(str(tmp_path)), "host buffers")
+    if mode == "madvise":
+        assert check["status"] == "ok" and "2 MiB" in check["detail"] and "madvise" in check["detail"]
+    else:
+        assert check["status"] == "warn" and "4 KiB" in check["detail"] and "never" in check["detail"]
+        assert "echo madvise >" in check["fix"]
+
+
 def test_a_broken_check_is_reported_and_the_rest_still_run(no_gpu, tmp_path, monkeypatch):
     def broken(facts):
         raise OSError("sysfs went away")
