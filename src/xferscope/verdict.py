@@ -17,10 +17,10 @@ interval is the min-max range anyway, so "every ratio beyond the margin" is the 
 
 Why every round, and why this margin: if the two paths are the same (A/A) and a round's ratio lands beyond
 the margin on one side with probability p, all n rounds do so with probability 2 p**n. On shared virtual
-disks a round's A/A ratio has a spread of about 7% (sd; single rounds from 0.77 to 1.45), so a fixed 5%
-margin (p = 0.24) gives 2.8% false verdicts at 3 rounds, and more where a disk's swing outlasts a round and
-the rounds of one comparison are not independent: 2 of 20 A/A comparisons of 3 rounds said faster or slower
-on such a disk. A margin of 30% / rounds keeps 2 p**n near 0.1% at every round count from 2 to 6 under that
+disks a round's A/A ratio has a spread of about 6-7% (sd; single rounds from 0.89 to 1.19) with the host
+buffers on 2 MiB pages, and 16% on 4 KiB pages, where the pages a run gets set its speed. A fixed 5% margin
+(p = 0.24 at 7%) gives 2.8% false verdicts at 3 rounds, and more where the rounds of one comparison are not
+independent: on 4 KiB pages 8 of 48 A/A comparisons of 3 rounds said faster or slower. A margin of 30% / rounds keeps 2 p**n near 0.1% at every round count from 2 to 6 under that
 spread (p = 0.016, 0.077, 0.14, 0.20, 0.24), so that a verdict means the same whatever the rounds; more
 rounds resolve smaller differences. The floor of 5% keeps differences too small to act on out of the
 verdicts. Rotating the order removes a systematic first-run bias, the usual cause of one-sided A/A ratios.
