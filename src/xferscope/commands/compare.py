@@ -56,8 +56,8 @@ RoundsOpt = typer.Option(
     "-R",
     min=1,
     help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
-    "rotated; ratios are paired per round and give the verdict; 1 is a single pass "
-    "with no verdict",
+    "rotated; ratios are paired per round and give the verdict, which needs every round beyond a margin "
+    "of 30%/rounds, at least 5% (3: 10%, 6 or more: 5%); 1 is a single pass with no verdict",
 )
 
 
