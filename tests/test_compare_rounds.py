@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from xferscope.engines.host import huge_pages_offered
 from xferscope.rounds import Comparison, path_labels, round_orders
 from xferscope.spec import RunSpec
 from xferscope.verdict import RULE, SINGLE_PASS, WORDS, paired_verdict
@@ -185,6 +186,14 @@ def test_a_single_pass_gives_no_verdict(cli, direct_dir):
         str(direct_dir),
     )
     assert r.code == 0 and SINGLE_PASS in r.out and "round 1/1" not in r.out
+    assert "4 KiB pages" not in r.out or not huge_pages_offered()
+
+
+def test_host_buffers_on_4k_pages_are_named_under_the_table(cli, direct_dir):
+    common = ["compare", "--paths", "host,host", "-i", "64K", "-s", "4M", "-T", "0.2", "--rounds", "2"]
+    r = cli(*common, "--dir", str(direct_dir), "--4k-pages")
+    assert r.code == 0, r.err
+    assert "host#1, host#2: buffers on 4 KiB pages" in r.out and "--huge-pages" in r.out
 
 
 def test_rounds_must_be_one_or_more(cli):

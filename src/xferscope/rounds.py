@@ -156,6 +156,21 @@ class Comparison:
         d = self.drift(baseline)
         if d:
             lines.append(d)
+        small = [
+            label
+            for slot, label in enumerate(self.labels)
+            if any(
+                run.slot == slot
+                and run.result is not None
+                and str(run.result.environment.get("host_buffers", "")).startswith("4 KiB")
+                for run in self.runs
+            )
+        ]
+        if small:
+            lines.append(
+                f"{', '.join(small)}: buffers on 4 KiB pages; on a virtual machine a run's speed depends on the "
+                "pages it gets, which widens every round's spread (2 MiB pages: --huge-pages; xferscope doctor)"
+            )
         if self.cache_dropped is False:
             lines.append(f"{self.cache_note}: figures may come from the host's cache")
         return lines
