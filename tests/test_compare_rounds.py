@@ -148,50 +148,24 @@ def test_without_a_target_every_path_reads_one_scratch_file(cli, tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("xferscope")] == []
 
 
+#: a short A/A comparison on the host engine (add --rounds and the target)
+SHORT_A_A = ("compare", "--paths", "host,host", "-i", "64K", "-s", "4M", "-T", "0.2")
+
+
 def test_a_single_pass_gives_no_verdict(cli, direct_dir):
-    r = cli(
-        "compare",
-        "--paths",
-        "host,host",
-        "-i",
-        "64K",
-        "-s",
-        "4M",
-        "-T",
-        "0.2",
-        "--rounds",
-        "1",
-        "--dir",
-        str(direct_dir),
-        "--format",
-        "json",
-    )
+    single = (*SHORT_A_A, "--rounds", "1", "--dir", str(direct_dir))
+    r = cli(*single, "--format", "json")
     assert r.code == 0, r.err
     out = json.loads(r.out)
     assert out["comparison"]["paths"][1]["verdict"] == SINGLE_PASS
     assert "samples" not in out["results"][0]
-    r = cli(
-        "compare",
-        "--paths",
-        "host,host",
-        "-i",
-        "64K",
-        "-s",
-        "4M",
-        "-T",
-        "0.2",
-        "--rounds",
-        "1",
-        "--dir",
-        str(direct_dir),
-    )
+    r = cli(*single)
     assert r.code == 0 and SINGLE_PASS in r.out and "round 1/1" not in r.out
     assert "4 KiB pages" not in r.out or not huge_pages_offered()
 
 
 def test_host_buffers_on_4k_pages_are_named_under_the_table(cli, direct_dir):
-    common = ["compare", "--paths", "host,host", "-i", "64K", "-s", "4M", "-T", "0.2", "--rounds", "2"]
-    r = cli(*common, "--dir", str(direct_dir), "--4k-pages")
+    r = cli(*SHORT_A_A, "--rounds", "2", "--dir", str(direct_dir), "--4k-pages")
     assert r.code == 0, r.err
     assert "host#1, host#2: buffers on 4 KiB pages" in r.out and "--huge-pages" in r.out
 

@@ -255,33 +255,26 @@ def test_plateaus_are_found_in_the_measurements_and_named_by_the_cache_that_hold
     assert len(flat) == 1 and rising_plateaus(flat) == 1
 
 
+def idle_point(windows):
+    return point_from_windows(
+        windows,
+        traffic=IDLE,
+        stride=64,
+        delay=None,
+        read_bytes=0,
+        write_bytes=0,
+        backend="builtin",
+        ns_per_iter=None,
+        latency=True,
+        bandwidth=False,
+    )
+
+
 def test_windows_the_latency_thread_missed_are_left_out():
     clean, busy = (100_000_000, 1_000_000, 0, 99_500_000), (100_000_000, 500_000, 0, 50_000_000)
-    p = point_from_windows(
-        [clean, busy, clean],
-        traffic=IDLE,
-        stride=64,
-        delay=None,
-        read_bytes=0,
-        write_bytes=0,
-        backend="builtin",
-        ns_per_iter=None,
-        latency=True,
-        bandwidth=False,
-    )
+    p = idle_point([clean, busy, clean])
     assert p.latency_ns == 100.0 and p.windows_short == 1
-    worst = point_from_windows(
-        [busy, busy],
-        traffic=IDLE,
-        stride=64,
-        delay=None,
-        read_bytes=0,
-        write_bytes=0,
-        backend="builtin",
-        ns_per_iter=None,
-        latency=True,
-        bandwidth=False,
-    )
+    worst = idle_point([busy, busy])
     assert worst.latency_ns == 100.0 and worst.windows_short == 2  # the thread's own running time per load
     text = busy_warning([p, worst])
     assert "off its CPU in 3 of 5 windows" in text and "1 point(s) had no clean window" in text

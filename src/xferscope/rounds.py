@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.engines.base import RunResult
+from xferscope.engines.host import SMALL_PAGE_BUFFERS
 from xferscope.spec import RunSpec
 from xferscope.verdict import RULE, Verdict, drift, paired_verdict, resolution_hint
 
@@ -162,7 +163,7 @@ class Comparison:
             if any(
                 run.slot == slot
                 and run.result is not None
-                and str(run.result.environment.get("host_buffers", "")).startswith("4 KiB")
+                and str(run.result.environment.get("host_buffers", "")).startswith(SMALL_PAGE_BUFFERS)
                 for run in self.runs
             )
         ]

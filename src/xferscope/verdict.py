@@ -15,15 +15,16 @@ The rule, chosen for few rounds (3-5) on noisy shared disks:
 Why not a bootstrap interval of the median: with 3 rounds there are only 10 distinct resamples and the
 interval is the min-max range anyway, so "every ratio beyond the margin" is the same test, stated plainly.
 
-Why every round, and why this margin: if the two paths are the same (A/A) and a round's ratio lands beyond
-the margin on one side with probability p, all n rounds do so with probability 2 p**n. On shared virtual
-disks a round's A/A ratio has a spread of about 6-7% (sd; single rounds from 0.89 to 1.19) with the host
-buffers on 2 MiB pages, and 16% on 4 KiB pages, where the pages a run gets set its speed. A fixed 5% margin
-(p = 0.24 at 7%) gives 2.8% false verdicts at 3 rounds, and more where the rounds of one comparison are not
-independent: on 4 KiB pages 8 of 48 A/A comparisons of 3 rounds said faster or slower. A margin of 30% / rounds keeps 2 p**n near 0.1% at every round count from 2 to 6 under that
-spread (p = 0.016, 0.077, 0.14, 0.20, 0.24), so that a verdict means the same whatever the rounds; more
-rounds resolve smaller differences. The floor of 5% keeps differences too small to act on out of the
-verdicts. Rotating the order removes a systematic first-run bias, the usual cause of one-sided A/A ratios.
+Why every round, and why this margin: if the two paths are the same (A/A) and a round's ratio lands beyond the
+margin on one side with probability p, all n rounds do so with probability 2 p**n. On shared virtual disks a
+round's A/A ratio has a spread of about 6-7% (sd; single rounds from 0.89 to 1.19) with the host buffers on 2 MiB
+pages, and 16% on 4 KiB pages, where the pages a run gets set its speed. A fixed 5% margin (p = 0.24 at 7%) gives
+2.8% false verdicts at 3 rounds, and more where the rounds of one comparison are not independent: on 4 KiB pages 8
+of 48 A/A comparisons of 3 rounds said faster or slower. A margin of 30% / rounds keeps 2 p**n near 0.1% at every
+round count from 2 to 6 under that spread (p = 0.016, 0.077, 0.14, 0.20, 0.24), so that a verdict means the same
+whatever the rounds; more rounds resolve smaller differences. The floor of 5% keeps differences too small to act on
+out of the verdicts. Rotating the order removes a systematic first-run bias, the usual cause of one-sided A/A
+ratios.
 """
 
 from __future__ import annotations
@@ -67,11 +68,11 @@ class Verdict:
     low: float  # min of the paired ratios
     high: float  # max of the paired ratios
     rounds: int
-    margin: float | None = None  # the rule's margin for these rounds (None: margin_for(rounds))
 
-    def __post_init__(self) -> None:
-        if self.margin is None:
-            object.__setattr__(self, "margin", margin_for(self.rounds))
+    @property
+    def margin(self) -> float:
+        """The rule's margin for these rounds."""
+        return margin_for(self.rounds)
 
     @property
     def decided(self) -> bool:
@@ -153,7 +154,7 @@ def drift(baseline: Sequence[float]) -> str | None:
 def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str | None:
     """For a path called within noise because its median ratio, though beyond the narrowest margin, lies inside
     the wider margin of few rounds: how many rounds would resolve a difference of that size (else None)."""
-    margin = verdict.margin if verdict.margin is not None else margin_for(verdict.rounds)
+    margin = verdict.margin
     off = abs(verdict.ratio - 1)
     if verdict.word != WITHIN_NOISE or verdict.rounds < 2 or not MARGIN < off <= margin:
         return None

@@ -11,6 +11,8 @@ from xferscope.engines.native import NativeEngine, uring_status
 from xferscope.errors import EnvironmentProblem
 
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
+#: the result's ``host_buffers``: which pages the buffers were on (" (default)" appended when not asked for)
+HUGE_PAGE_BUFFERS, SMALL_PAGE_BUFFERS = "2 MiB transparent huge pages", "4 KiB pages"
 
 
 def thp_mode() -> str | None:
@@ -67,7 +69,7 @@ class HostEngine(NativeEngine):
     def environment(self):
         env = super().environment()
         huge = host_buffers_on_huge_pages(self.spec)
-        env["host_buffers"] = "2 MiB transparent huge pages" if huge else "4 KiB pages"
+        env["host_buffers"] = HUGE_PAGE_BUFFERS if huge else SMALL_PAGE_BUFFERS
         if self.spec.huge_pages is None:
             env["host_buffers"] += " (default)"
         return env
