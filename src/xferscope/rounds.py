@@ -157,20 +157,17 @@ class Comparison:
         d = self.drift(baseline)
         if d:
             lines.append(d)
-        small = [
-            label
-            for slot, label in enumerate(self.labels)
-            if any(
-                run.slot == slot
-                and run.result is not None
-                and str(run.result.environment.get("host_buffers", "")).startswith(SMALL_PAGE_BUFFERS)
-                for run in self.runs
-            )
-        ]
+        small = {
+            run.slot
+            for run in self.runs
+            if run.result is not None
+            and str(run.result.environment.get("host_buffers", "")).startswith(SMALL_PAGE_BUFFERS)
+        }
         if small:
             lines.append(
-                f"{', '.join(small)}: buffers on 4 KiB pages; on a virtual machine a run's speed depends on the "
-                "pages it gets, which widens every round's spread (2 MiB pages: --huge-pages; xferscope doctor)"
+                f"{', '.join(self.labels[slot] for slot in sorted(small))}: buffers on {SMALL_PAGE_BUFFERS}; on a "
+                "virtual machine a run's speed depends on the pages it gets, which widens every round's spread "
+                "(2 MiB pages: --huge-pages; xferscope doctor)"
             )
         if self.cache_dropped is False:
             lines.append(f"{self.cache_note}: figures may come from the host's cache")

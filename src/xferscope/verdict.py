@@ -47,7 +47,8 @@ def margin_for(rounds: int) -> float:
     return max(MARGIN, round(MARGIN_TIMES_ROUNDS / max(rounds, 1), 6))
 
 
-def _margins_text(word: str) -> str:
+def margins_text(word: str) -> str:
+    """The rule's margins in words, for rounds or repetitions (``word``)."""
     return (
         f"1 ± {MARGIN_TIMES_ROUNDS:.0%}/{word}s, at least {MARGIN:.0%} "
         f"(3 {word}s: ±{margin_for(3):.0%}, 5: ±{margin_for(5):.0%}, "
@@ -57,7 +58,7 @@ def _margins_text(word: str) -> str:
 
 RULE = (
     f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
-    f"{_margins_text('round')}; else within noise; 1 round: no verdict"
+    f"{margins_text('round')}; else within noise; 1 round: no verdict"
 )
 
 
@@ -167,7 +168,7 @@ def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str |
 
 RULE_REPEATED = (
     f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
-    f"with is beyond {_margins_text('repetition')}, counting the side with fewer; else within noise; "
+    f"with is beyond {margins_text('repetition')}, counting the side with fewer; else within noise; "
     f"1 repetition on a side: no verdict"
 )
 

@@ -42,6 +42,7 @@ from xferscope.output.compare import emit_comparison
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.rounds import DEFAULT_ROUNDS
+from xferscope.verdict import margins_text
 
 CompareCsvOpt = Annotated[
     str | None,
@@ -56,8 +57,8 @@ RoundsOpt = typer.Option(
     "-R",
     min=1,
     help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
-    "rotated; ratios are paired per round and give the verdict, which needs every round beyond a margin "
-    "of 30%/rounds, at least 5% (3: 10%, 6 or more: 5%); 1 is a single pass with no verdict",
+    f"rotated; ratios are paired per round and give the verdict, which needs every round beyond "
+    f"{margins_text('round')}; 1 is a single pass with no verdict",
 )
 
 
