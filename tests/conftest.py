@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -20,24 +24,37 @@ class CliResult:
     err: str
 
 
-@pytest.fixture
-def direct_dir(tmp_path):
-    """A temporary directory on a filesystem that accepts O_DIRECT (skips where none does)."""
-    ok, why = probe_direct_io(str(tmp_path))
+@contextlib.contextmanager
+def direct_dir_in(tmp: Path):
+    """``tmp``, or a directory made for the test elsewhere, on a filesystem that accepts O_DIRECT (skips where
+    none does)."""
+    ok, why = probe_direct_io(str(tmp))
     if ok:
-        yield tmp_path
+        yield tmp
         return
     for parent in ("/var/tmp", os.getcwd()):
         if probe_direct_io(parent)[0]:
-            import tempfile
-
-            d = tempfile.mkdtemp(prefix="xs-test-", dir=parent)
-            yield __import__("pathlib").Path(d)
-            import shutil
-
-            shutil.rmtree(d, ignore_errors=True)
+            d = Path(tempfile.mkdtemp(prefix="xs-test-", dir=parent))
+            try:
+                yield d
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
             return
     pytest.skip(f"no filesystem here accepts O_DIRECT ({why})")
+
+
+@pytest.fixture
+def direct_dir(tmp_path):
+    """A temporary directory on a filesystem that accepts O_DIRECT (skips where none does)."""
+    with direct_dir_in(tmp_path) as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
+def module_direct_dir(tmp_path_factory):
+    """``direct_dir`` shared by the tests of one module (for a costly result that several tests read)."""
+    with direct_dir_in(tmp_path_factory.mktemp("module")) as d:
+        yield d
 
 
 def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> CliResult:
@@ -156,6 +173,13 @@ def pytest_configure(config):
     # them instead.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_xdist_auto_num_workers(config):
+    """Workers for ``-n auto``: two per CPU (at most 16). About a third of the suite's time is spent waiting on
+    the processes it starts (the CLI, engines) and on their runs, not computing; one worker per CPU leaves
+    the CPUs idle then."""
+    return min(16, 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def pytest_addoption(parser):

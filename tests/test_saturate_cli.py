@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+from conftest import xferscope_cli
 from test_mpi import mpirun, needs_mpi, rank_dirs
 
 from xferscope.export import load_results
@@ -32,14 +33,15 @@ SMALL = (
 )
 
 
-@pytest.fixture
-def saturated(cli, direct_dir, tmp_path):
-    """One small saturation of the host path: its CLI result, JSON and CSV files, and the directory it ran in."""
-    out = tmp_path / "sat.json"
-    table = tmp_path / "sat.csv"
-    run_dir = direct_dir / "run"
+@pytest.fixture(scope="module")
+def saturated(module_direct_dir):
+    """One small saturation of the host path, which the tests below read: its CLI result, JSON and CSV files,
+    and the directory it ran in."""
+    out = module_direct_dir / "sat.json"
+    table = module_direct_dir / "sat.csv"
+    run_dir = module_direct_dir / "run"
     run_dir.mkdir()
-    r = cli("saturate", *SMALL, "--dir", str(run_dir), "--json", str(out), "--csv", str(table))
+    r = xferscope_cli("saturate", *SMALL, "--dir", str(run_dir), "--json", str(out), "--csv", str(table))
     return r, out, table, run_dir
 
 
