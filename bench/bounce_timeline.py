@@ -1,23 +1,26 @@
-"""Where a bounce worker's time goes: the native core's timeline of `bounce` and `bounce-async`, side by side.
+"""Where a worker's time goes: the native core's timeline of `host`, `bounce` and `bounce-async`, side by side.
 
 Each variant reads the same file with one worker (or --workers N) while the native core records every
-interval of every worker: reads, copies issued (for `bounce`: issued and waited for), waits for a copy
-to land. Per variant the medians over rounds (order rotated per round) of:
+interval of every worker on one clock (time.monotonic_ns): reads, copies issued (for `bounce`: issued and
+waited for), waits for a copy to land. Per variant the medians over rounds (order rotated per round) of:
 
   MiB/s          bytes over the span from the first read's start to the last read's end
-  read ms        median time of one read (pread into the pinned buffer)
-  gap us         median time between the end of one read and the start of the next: what the
-                 path puts on the read's critical path (bounce: copy + sync; bounce-async: issuing
-                 the copy and finding a free buffer)
+  read ms        median time of one read (pread, or io_uring from submission to completion)
+  gap us         median time between the end of one read and the start of the next: what the path puts
+                 on the read's critical path (host: the loop; bounce: copy + wait; bounce-async: finding a
+                 free buffer, and with psync issuing the copy)
+  copy call us   median time of the copy call itself (cuMemcpyHtoDAsync and cuEventRecord)
   waits          reads that had to wait for a copy to land first, and the time spent waiting
-  buffers        how many pinned buffers the reads went into
+  CPU-s/GiB      the worker threads' own CPU time (user + system) per GiB read
+  buffers        how many buffers the reads went into
   read ms by buffer   whether reads into some buffers are slower than into others
 
     python bench/bounce_timeline.py --dir /data [--size 2G] [--bs 16M] [--workers 1] [--iodepth 1] \
-        [--seconds 3] [--rounds 5] [--variants bounce,bounce-async,bounce-async+huge]
+        [--seconds 3] [--rounds 5] [--variants host,bounce,bounce-async] [--source cache]
 
-A variant is a path with `+huge` for --huge-pages. `--standins` runs on host stand-ins for CUDA
-(xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
+A variant is a path, with `+4k` for --4k-pages (bounce: CUDA's pinned allocation), `+huge` for --huge-pages,
+and `@psync` for bounce-async without io_uring (the copy issued between two reads). `--standins` runs on host
+stand-ins for CUDA (xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
 """
 
 from __future__ import annotations
@@ -49,11 +52,14 @@ def use_standins() -> None:
     gpu_setup.GpuResources = SimResources
     gpu_setup.unavailable_reason = lambda: None
     gpu_native.GpuNativeEngine.functions = lambda self: _gpusim.functions()
+    # copies that land by themselves, 10 us after issue plus 18 us a MiB (about 54 GB/s, as a PCIe Gen5 link)
+    _gpusim.configure(copy_ns=10_000, copy_ns_per_mib=18_000, landing=_gpusim.LAND_EAGER)
 
 
-def run_variant(variant: str, file: str, size: int, bs: int, workers: int, iodepth: int, seconds: float) -> dict:
-    path, _, extra = variant.partition("+")
-    spec = RunSpec(
+def spec_of(variant: str, file: str, size: int, bs: int, workers: int, iodepth: int, seconds: float, source: str):
+    name, _, _how = variant.partition("@")
+    path, _, pages = name.partition("+")
+    return RunSpec(
         path=path,
         file=file,
         file_size=size,
@@ -62,27 +68,44 @@ def run_variant(variant: str, file: str, size: int, bs: int, workers: int, iodep
         iodepth=iodepth,
         duration=seconds,
         keep=True,
-        huge_pages=extra == "huge",
+        huge_pages={"huge": True, "4k": False}.get(pages),
+        source=source,
     ).validate()
+
+
+def run_variant(variant: str, spec: RunSpec) -> dict:
+    from xferscope.engines import bounce, page_cache
+
     target = targets.plan(spec)
     targets.materialize(target, threading.Event(), None)
-    engine = engine_class(path)(spec, target)
+    if spec.source == "cache":
+        page_cache.hold([f.path for f in target.files])
+    engine = engine_class(spec.path)(spec, target)
     engine.timeline_records = 1 << 20
+    saved = bounce.uring_status
+    if variant.endswith("@psync"):
+        bounce.uring_status = lambda: (False, "not used (@psync)")
     try:
         engine.prepare()
         engine.start()
         while not engine.wait(0.5):
             pass
         timeline = engine.timeline()
+        snap = engine.snapshot()
         labels = list(engine.labels)
     finally:
+        bounce.uring_status = saved
         engine.close()
-    return summarise(timeline, bs) | {"labels": labels}
+    cpu_s = sum(w.cpu_usr_us + w.cpu_sys_us for w in snap.workers) / 1e6
+    return summarise(timeline, spec.block_size) | {
+        "labels": labels,
+        "cpu_s_per_gib": cpu_s / (snap.bytes / (1 << 30)) if snap.bytes else 0.0,
+    }
 
 
 def summarise(timeline: list[dict], bs: int) -> dict:
     """The figures of one run from its workers' timelines."""
-    reads, gaps, waits, wait_ns, by_buf, spans = [], [], 0, 0, {}, []
+    reads, gaps, waits, wait_ns, by_buf, spans, calls = [], [], 0, 0, {}, [], []
     nbytes = 0
     for worker in timeline:
         recs = sorted(worker["records"], key=lambda r: r[3])
@@ -95,6 +118,7 @@ def summarise(timeline: list[dict], bs: int) -> dict:
             reads.append(r[4] - r[3])
             by_buf.setdefault(r[2], []).append(r[4] - r[3])
         gaps += [b[3] - a[4] for a, b in itertools.pairwise(rd)]
+        calls += [r[4] - r[3] for r in recs if r[0] == _iocore.TL_COPY]
         last = rd[-1][4]
         for w in (r for r in recs if r[0] == _iocore.TL_WAIT and r[3] < last):
             waits += 1
@@ -104,6 +128,7 @@ def summarise(timeline: list[dict], bs: int) -> dict:
         "mib_s": nbytes / (1 << 20) / (span / 1e9) if span else 0.0,
         "read_ms": statistics.median(reads) / 1e6 if reads else 0.0,
         "gap_us": statistics.median(gaps) / 1e3 if gaps else 0.0,
+        "copy_call_us": statistics.median(calls) / 1e3 if calls else 0.0,
         "waits": waits,
         "wait_ms": wait_ns / 1e6,
         "reads": len(reads),
@@ -121,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--iodepth", type=int, default=1)
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--variants", default="bounce,bounce-async,bounce-async+huge")
+    ap.add_argument("--variants", default="host,bounce,bounce-async")
+    ap.add_argument("--source", default="storage", help="storage, or cache: the file held in the page cache")
     ap.add_argument("--standins", action="store_true", help="host stand-ins for CUDA: checks the script only")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
@@ -133,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     got: dict[str, list[dict]] = {v: [] for v in variants}
     print(
         f"# {format_size(bs)} x{args.workers} qd{args.iodepth}, {args.seconds:g}s x {args.rounds} rounds, "
+        f"source {args.source}, "
         f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
         + (" [STAND-INS, no GPU]" if args.standins else ""),
         flush=True,
@@ -141,11 +168,21 @@ def main(argv: list[str] | None = None) -> int:
         for rnd in range(args.rounds):
             k = rnd % len(variants)
             for v in variants[k:] + variants[:k]:
-                got[v].append(run_variant(v, file, size, bs, args.workers, args.iodepth, args.seconds))
+                spec = spec_of(v, file, size, bs, args.workers, args.iodepth, args.seconds, args.source)
+                got[v].append(run_variant(v, spec))
         for v, runs in got.items():
             med = {
                 key: statistics.median(r[key] for r in runs)
-                for key in ("mib_s", "read_ms", "gap_us", "waits", "wait_ms", "buffers")
+                for key in (
+                    "mib_s",
+                    "read_ms",
+                    "gap_us",
+                    "copy_call_us",
+                    "waits",
+                    "wait_ms",
+                    "buffers",
+                    "cpu_s_per_gib",
+                )
             }
             bufs = {}
             for r in runs:
@@ -154,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{v:<22} {med['mib_s']:9.1f} MiB/s ({min(r['mib_s'] for r in runs):.0f}-"
                 f"{max(r['mib_s'] for r in runs):.0f})  read {med['read_ms']:.3f} ms  gap {med['gap_us']:.1f} us  "
-                f"waits {med['waits']:.0f} ({med['wait_ms']:.1f} ms)  buffers {med['buffers']:.0f}  read ms by "
+                f"copy call {med['copy_call_us']:.1f} us  waits {med['waits']:.0f} ({med['wait_ms']:.1f} ms)  "
+                f"CPU-s/GiB {med['cpu_s_per_gib']:.3f}  buffers {med['buffers']:.0f}  read ms by "
                 f"buffer " + " ".join(f"{b}:{statistics.median(ms):.3f}" for b, ms in sorted(bufs.items())),
                 flush=True,
             )

@@ -93,6 +93,24 @@ def no_gpu(monkeypatch, tmp_path):
     monkeypatch.setenv("XFERSCOPE_NO_GPU", "1")
 
 
+@pytest.fixture(autouse=True)
+def _gpu_shared_or_alone(request, tmp_path_factory):
+    """GPU tests run side by side (pytest-xdist) on one GPU. Those that read the GPU's free memory to find a leak
+    (they use ``held_context``) hold it alone: every other GPU test holds it shared, so none runs beside them."""
+    if request.node.get_closest_marker("gpu") is None:
+        yield
+        return
+    import fcntl
+
+    lock = tmp_path_factory.getbasetemp().parent / "xferscope-gpu.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if "held_context" in request.fixturenames else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture
 def full_fs(tmp_path):
     """A real filesystem with no space left: a 64 KiB tmpfs mounted for the test and filled, holding one

@@ -51,7 +51,7 @@ class SimResources:
         return _gpusim.stream()
 
     def event(self, gpu: int, timing: bool = False, blocking: bool = False) -> int:
-        return _gpusim.event()
+        return _gpusim.event(blocking=blocking)
 
     def fill_device(self, gpu: int, ptr: int, size: int, seed: int) -> None:
         _iocore.fill_pattern(memoryview((ctypes.c_char * size).from_address(ptr)).cast("B"), 0, seed)
@@ -98,6 +98,9 @@ class EngineRun:
     error: tuple[str, int] | None
     bytes: int
     labels: list[str]
+    worker_cpu_s: list[float]  # per worker thread: its CPU time in the timed region (user + system)
+    worker_done_s: list[float]  # per worker: when it finished, from the start of the timed region
+    environment: dict  # what the engine reports of itself (pinned buffers, io engine, ...)
 
     def reads(self, worker: int = 0) -> list[Interval]:
         return [r for r in self.timelines[worker] if r.kind == _iocore.TL_READ]
@@ -127,6 +130,7 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
         raw = engine.timeline()
         hosts = [list(w.get("host", [])) for w in getattr(engine, "gpu_workers", [])]
         labels = list(engine.labels)
+        environment = engine.environment()
     finally:
         engine.close()
         targets.cleanup(target, keep=spec.keep)
@@ -134,5 +138,14 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
     copies = [Copy(*rec) for rec in log if rec[0] in ("htod", "dtoh")]
     calls = [rec for rec in log if rec[0].startswith("cufile")]
     return EngineRun(
-        [[Interval(*r) for r in w["records"]] for w in raw], hosts, copies, calls, snap.error, snap.bytes, labels
+        [[Interval(*r) for r in w["records"]] for w in raw],
+        hosts,
+        copies,
+        calls,
+        snap.error,
+        snap.bytes,
+        labels,
+        [(w.cpu_usr_us + w.cpu_sys_us) / 1e6 for w in snap.workers],
+        [(w.done_ns or 0) / 1e9 for w in snap.workers],
+        environment,
     )

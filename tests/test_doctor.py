@@ -142,3 +142,66 @@ def test_a_broken_check_is_reported_and_the_rest_still_run(no_gpu, tmp_path, mon
     report = doctor.run_checks(str(tmp_path))
     assert report["checks"][0]["status"] == "warn" and "sysfs went away" in report["checks"][0]["detail"]
     assert len(report["checks"]) > 5
+
+
+def fake_queue(root, directory, *, segments: int, segment: int, sectors_kb: int, partition: bool = False) -> None:
+    """A sysfs tree holding the queue limits of the block device under ``directory`` (of its disk, for a
+    partition)."""
+    st = os.stat(directory)
+    dev = root / "dev" / "block" / f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
+    disk = root / "devices" / "vdz"
+    node = disk / "vdz1" if partition else disk
+    queue = disk / "queue"
+    queue.mkdir(parents=True)
+    node.mkdir(parents=True, exist_ok=True)
+    for name, value in (("max_segments", segments), ("max_segment_size", segment), ("max_sectors_kb", sectors_kb)):
+        (queue / name).write_text(f"{value}\n")
+    dev.parent.mkdir(parents=True)
+    dev.symlink_to(node)
+
+
+@pytest.mark.parametrize("partition", [False, True], ids=["disk", "partition"])
+def test_queue_limits_say_which_reads_are_split_by_the_pages_of_the_buffer(tmp_path, monkeypatch, partition):
+    """The development VM's disk: 128 segments of at most 64 KiB, 1280 KiB a request. A read into scattered 4 KiB
+    pages needs a segment per page: over 512 KiB it is split; 2 MiB pages fill 64 KiB segments: 1280 KiB."""
+    if os.major(os.stat(tmp_path).st_dev) == 0:
+        pytest.skip("the temporary directory is not on a block device here")
+    from xferscope.engines import host
+
+    root = tmp_path / "sys"
+    fake_queue(root, tmp_path, segments=128, segment=64 << 10, sectors_kb=1280, partition=partition)
+    monkeypatch.setattr(doctor, "SYSFS", str(root))
+    monkeypatch.setattr(host, "thp_mode", lambda: "madvise")
+    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    assert check.status == "ok"
+    assert check.detail == (
+        "vdz: 128 segments a request (64 KiB each), at most 1280 KiB a request: a read over 512 KiB into 4 KiB "
+        "pages is split here; into 2 MiB pages one request holds 1280 KiB. xferscope's buffers are on 2 MiB pages"
+    )
+    monkeypatch.setattr(host, "thp_mode", lambda: "never")
+    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    assert check.status == "warn" and "4 KiB pages here" in check.detail and "echo madvise" in check.fix
+
+
+def test_queue_limits_where_pages_make_no_difference(tmp_path, monkeypatch):
+    if os.major(os.stat(tmp_path).st_dev) == 0:
+        pytest.skip("the temporary directory is not on a block device here")
+    root = tmp_path / "sys"
+    fake_queue(root, tmp_path, segments=256, segment=4096, sectors_kb=512)
+    monkeypatch.setattr(doctor, "SYSFS", str(root))
+    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    assert check.status == "ok" and "the pages of a buffer make no difference here" in check.detail
+    monkeypatch.setattr(doctor, "SYSFS", str(tmp_path / "nothing"))
+    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    assert check.status == "ok" and "no block device queue" in check.detail
+
+
+def test_ceilings_measure_each_path_from_the_page_cache(cli, tmp_path):
+    r = cli("doctor", "--dir", str(tmp_path), "--ceilings", "--json", env={"XFERSCOPE_NO_GPU": "1"})
+    report = json.loads(r.out)
+    host = by_name(report, "ceiling host")
+    assert host["status"] == "ok" and "GiB/s from the page cache (1M x 4 workers, 2 s;" in host["detail"]
+    assert float(host["detail"].split(" GiB/s")[0]) > 0
+    for path in ("bounce", "bounce-async"):
+        assert by_name(report, f"ceiling {path}")["detail"].startswith("not measured: no GPU")
+    assert os.listdir(tmp_path) == [], "the file it read is gone"

@@ -169,8 +169,8 @@ def test_bounce_buffers_on_huge_pages(path, direct_dir):
 
 
 def test_bounce_async_timeline_on_the_gpu(direct_dir):
-    """The pipeline's intervals on a real GPU: each read's copy is issued right after it, and while PCIe
-    outruns the disk two of the four buffers are all the reads need."""
+    """The pipeline's intervals on a real GPU: each read's copy is issued once the next read is under way, and
+    while PCIe outruns the disk two of the buffers are all the reads need."""
     from xferscope import _iocore
     from xferscope import target as targets
     from xferscope.engines.bounce import BounceAsyncEngine
@@ -196,6 +196,8 @@ def test_bounce_async_timeline_on_the_gpu(direct_dir):
     assert len(reads) == len(copies) == 8
     assert {r[2] for r in reads} <= {0, 1}
     assert all(c[3] >= r[4] for r, c in zip(reads, copies))
+    if any(label.startswith("io_uring") for label in engine.labels):
+        assert all(c[3] >= nxt[3] for c, nxt in zip(copies, reads[1:])), "copies issued while the next read runs"
 
 
 @needs_cufile
@@ -297,11 +299,11 @@ def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monke
     calls = {"n": 0}
     real = gpu_setup.GpuResources.event
 
-    def failing_event(self, gpu, timing=False):
+    def failing_event(self, gpu, timing=False, blocking=False):
         calls["n"] += 1
         if calls["n"] == 5:
             raise EnvironmentProblem("injected failure half-way through set-up")
-        return real(self, gpu, timing)
+        return real(self, gpu, timing, blocking)
 
     monkeypatch.setattr(gpu_setup.GpuResources, "event", failing_event)
     before = gpu_free_bytes()
@@ -313,11 +315,15 @@ def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monke
     assert gpu_free_bytes() >= before - LEAK_SLACK
 
 
-def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, monkeypatch):
+@pytest.mark.parametrize("alloc, pages", [("pinned_huge_memory", None), ("pinned_memory", False)], ids=["huge", "4k"])
+def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, monkeypatch, alloc, pages):
     from xferscope.engines import gpu_setup
+    from xferscope.engines.host import huge_pages_offered
     from xferscope.target import Interrupted
 
-    real = gpu_setup.GpuResources.pinned_memory
+    if pages is None and not huge_pages_offered():
+        pytest.skip("transparent huge pages are off here: the default buffers are cuMemHostAlloc's")
+    real = getattr(gpu_setup.GpuResources, alloc)
     calls = {"n": 0}
 
     def interrupted(self, gpu, size):
@@ -326,9 +332,9 @@ def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, 
             raise KeyboardInterrupt
         return real(self, gpu, size)
 
-    monkeypatch.setattr(gpu_setup.GpuResources, "pinned_memory", interrupted)
+    monkeypatch.setattr(gpu_setup.GpuResources, alloc, interrupted)
     before = gpu_free_bytes()
-    run = LocalRun(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4))
+    run = LocalRun(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4, huge_pages=pages))
     with pytest.raises(Interrupted):
         run.execute()
     assert run.engine.resources.live == 0

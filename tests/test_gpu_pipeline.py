@@ -5,6 +5,8 @@ on how fast anything runs: a loop that waited for a copy it did not need would s
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from gpu_standins import run_engine
 
@@ -37,9 +39,41 @@ def in_flight_at(copies, t: int) -> int:
 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs):
+def test_each_copy_is_issued_while_the_next_block_is_read(sim_gpu, direct_dir, bs):
+    """bounce-async with io_uring: the read of block n+1 is under way when block n's copy is issued, so no copy
+    call sits between two reads, and there is still one read in flight at a time."""
     run = run_engine(spec_for("bounce-async", direct_dir, bs))
     assert run.error is None
+    assert any(label.startswith("io_uring: the next read is under way") for label in run.labels), run.labels
+    reads, copies = run.reads(), run.copies_from()
+    assert len(reads) == len(copies) == 8
+    for n in range(len(reads) - 1):
+        nxt = reads[n + 1]
+        assert nxt.t0 <= copies[n].issued <= nxt.t1, f"block {n}'s copy is not issued during block {n + 1}'s read"
+        assert copies[n].landed >= nxt.t1
+        assert reads[n].t1 <= nxt.t0, "one read in flight at a time"
+    copy_calls = [r for r in run.timelines[0] if r.kind == _iocore.TL_COPY]
+    for a, b in itertools.pairwise(reads):  # the gaps between reads hold no copy call
+        assert not [c for c in copy_calls if a.t1 < c.t0 < b.t0]
+    # the read of each block goes into a buffer whose copy has landed: with copies that land only once the next
+    # one is issued (the stand-ins' lazy mode), three buffers take turns
+    for n in range(1, len(reads)):
+        assert reads[n].buf != reads[n - 1].buf
+    assert {r.buf for r in reads} == {0, 1, 2}
+
+
+@pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
+def test_without_io_uring_the_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs, monkeypatch):
+    """Where the kernel has no io_uring, the copy of block n is issued between two reads (psync), and the read of
+    block n+1 runs while it lands; the output says which."""
+    from xferscope.engines import bounce
+
+    monkeypatch.setattr(bounce, "uring_status", lambda: (False, "Function not implemented"))
+    run = run_engine(spec_for("bounce-async", direct_dir, bs))
+    assert run.error is None
+    assert "psync: io_uring unavailable (Function not implemented); each copy is issued between two reads" in (
+        run.labels
+    )
     reads, copies = run.reads(), run.copies_from()
     assert len(reads) == len(copies) == 8
     for n in range(len(reads) - 1):
@@ -47,9 +81,6 @@ def test_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs):
         assert copies[n].issued <= nxt.t0 and copies[n].landed >= nxt.t1, (
             f"block {n + 1}'s read does not lie inside block {n}'s copy"
         )
-    # the read of each block goes into a buffer whose copy has landed, and two buffers take turns
-    for n in range(1, len(reads)):
-        assert reads[n].buf != reads[n - 1].buf
     assert {r.buf for r in reads} == {0, 1}
 
 
@@ -82,12 +113,29 @@ def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, 
 
 
 def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir):
+    # copies that land as soon as anybody looks: PCIe far faster than storage
+    sim_gpu.configure(landing=sim_gpu.LAND_EAGER)
     run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, blocks=16, iodepth=8))
     assert len(run.host_buffers[0]) == 8
     reads = run.reads()
     assert {r.buf for r in reads} == {0, 1}
     # no waiting for a copy during the run (the end of the run waits for the last ones)
     assert not [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
+
+
+@pytest.mark.parametrize("path", ["bounce", "bounce-async"])
+def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path):
+    """Copies that take 10 ms each, against reads of a few microseconds: the worker spends most of the run
+    waiting for copies, and little of it on the CPU (it sleeps until a copy is due, then asks). A worker that
+    waited in cuStreamSynchronize or cuEventSynchronize as CUDA does by default would spin the whole time."""
+    sim_gpu.configure(copy_ns=10_000_000, landing=sim_gpu.LAND_EAGER)
+    run = run_engine(spec_for(path, direct_dir, 4 * K, blocks=40, iodepth=1))
+    assert run.error is None and run.bytes == 40 * 4 * K
+    ran_s = run.worker_done_s[0]
+    assert ran_s >= 0.1, f"the run took {ran_s:.3f} s: too short for the copies to have been waited for"
+    assert run.worker_cpu_s[0] < 0.25 * ran_s, (run.worker_cpu_s[0], ran_s)
+    waits = [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT]
+    assert sum(w.t1 - w.t0 for w in waits) / 1e9 > 0.5 * ran_s, "the timeline shows where the time went"
 
 
 @pytest.mark.parametrize("io", ["read", "write", "randrw"])
@@ -136,3 +184,41 @@ def test_huge_page_buffers_for_bounce_paths(sim_gpu, direct_dir):
     assert "pinned buffers on 2 MiB huge pages" in run.labels
     assert all(addr % 4096 == 0 for addr in run.host_buffers[0])
     assert run.host_buffers[0][0] % (2 << 20) == 0
+
+
+def test_bounce_buffers_are_on_huge_pages_by_default_and_on_cuda_s_pages_with_4k_pages(sim_gpu, direct_dir):
+    from xferscope.engines.host import huge_pages_offered
+
+    if not huge_pages_offered():
+        pytest.skip("transparent huge pages are off here")
+    run = run_engine(spec_for("bounce", direct_dir, M, verify=True))
+    assert run.error is None and "pinned buffers on 2 MiB huge pages" in run.labels
+    assert run.host_buffers[0][0] % (2 << 20) == 0
+    small = run_engine(spec_for("bounce-async", direct_dir, M, verify=True, huge_pages=False))
+    assert small.error is None and "pinned buffers from cuMemHostAlloc (4 KiB pages, --4k-pages)" in small.labels
+    env = run.environment
+    assert env["pinned_buffers"].startswith("2 MiB transparent huge pages, cuMemHostRegister")
+    assert env["host_buffers"] == "2 MiB transparent huge pages (default)", "named as the host path names its own"
+    assert small.environment["host_buffers"] == "4 KiB pages"
+
+
+def test_a_refused_registration_falls_back_to_cuda_s_pinned_memory_and_says_why(sim_gpu, direct_dir, monkeypatch):
+    from gpu_standins import SimResources
+
+    from xferscope.engines.host import huge_pages_offered
+    from xferscope.errors import EnvironmentProblem
+
+    if not huge_pages_offered():
+        pytest.skip("transparent huge pages are off here")
+
+    def refused(self, gpu, size):
+        raise EnvironmentProblem("cannot pin 3 MiB of host memory on huge pages (cuMemHostRegister: ...)")
+
+    monkeypatch.setattr(SimResources, "pinned_huge_memory", refused)
+    run = run_engine(spec_for("bounce-async", direct_dir, M, verify=True, workers=2))
+    assert run.error is None and run.bytes == 8 * M
+    assert "pinned buffers from cuMemHostAlloc (4 KiB pages): cannot pin 3 MiB of host memory on huge pages" in (
+        " ".join(run.labels)
+    )
+    with pytest.raises(EnvironmentProblem, match="cannot pin"):  # asked for by name: no quiet fallback
+        run_engine(spec_for("bounce-async", direct_dir, M, huge_pages=True))

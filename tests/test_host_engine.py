@@ -307,3 +307,36 @@ def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, mo
     monkeypatch.setattr(host, "thp_mode", lambda: "never")
     with pytest.raises(Exception, match=r"--huge-pages: transparent huge pages are off on this machine"):
         LocalRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2, huge_pages=True)).execute()
+
+
+@pytest.mark.parametrize("iodepth", [1, 4], ids=["psync", "io_uring"])
+def test_host_records_the_same_timeline_as_the_bounce_paths(direct_dir, iodepth):
+    """Every read of a host worker, with the fields and clock of the bounce paths' timeline (bench/bounce_timeline.py
+    sets them side by side): one interval per operation, in the file, on time.monotonic_ns()'s clock."""
+    import time
+
+    from gpu_standins import run_engine
+
+    from xferscope import _iocore
+
+    before = time.monotonic_ns()
+    run = run_engine(
+        RunSpec(
+            path="host",
+            io="read",
+            block_size=64 << 10,
+            iodepth=iodepth,
+            file_size=4 << 20,
+            duration=None,
+            total_bytes=2 << 20,
+            file=str(direct_dir / "tl.dat"),
+        )
+    )
+    after = time.monotonic_ns()
+    assert run.error is None
+    reads = run.reads()
+    assert len(reads) == run.bytes // (64 << 10) >= 32 and all(r.kind == _iocore.TL_READ for r in reads)
+    assert all(before <= r.t0 <= r.t1 <= after for r in reads)
+    assert all(r.bytes == 64 << 10 and r.off % (64 << 10) == 0 and r.off < 4 << 20 for r in reads)
+    if iodepth > 1 and any("io_uring" in label for label in run.labels):  # one interval per slot in flight
+        assert {r.buf for r in reads} == set(range(iodepth))

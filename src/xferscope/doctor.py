@@ -253,6 +253,83 @@ def check_host_buffers(f: Facts) -> list[Check]:
     ]
 
 
+#: where the block devices' queue limits are read (tests point it at a tree of their own)
+SYSFS = "/sys"
+SMALL_PAGE, HUGE_PAGE = 4096, 2 << 20
+
+
+@dataclass(frozen=True)
+class QueueLimits:
+    """What one request to a block device may hold (``/sys/block/DEV/queue``)."""
+
+    device: str
+    max_segments: int  # scatter-gather entries a request may have
+    max_segment_size: int  # bytes one entry may hold
+    max_request: int  # bytes a request may hold (max_sectors_kb)
+
+    def unsplit(self, page: int) -> int:
+        """The largest read into buffers on pages of ``page`` bytes that is one request, where no two pages sit
+        side by side in physical memory (4 KiB pages as a process gets them): each page, or each piece of a page
+        that one entry can hold, is one entry."""
+        per_segment = min(page, self.max_segment_size)
+        return min(self.max_segments * per_segment, self.max_request)
+
+
+def queue_limits(major: int, minor: int) -> QueueLimits | None:
+    """The queue limits of the block device ``major:minor`` (a partition's are its disk's); None where sysfs has
+    none (a filesystem not on a local block device, a device mapper without them)."""
+    base = os.path.join(SYSFS, "dev", "block", f"{major}:{minor}")
+    for queue in (os.path.join(base, "queue"), os.path.join(base, "..", "queue")):
+        try:
+            values = {}
+            for name in ("max_segments", "max_segment_size", "max_sectors_kb"):
+                with open(os.path.join(queue, name)) as fh:
+                    values[name] = int(fh.read().strip())
+        except (OSError, ValueError):
+            continue
+        device = os.path.basename(os.path.realpath(os.path.join(queue, "..")))
+        return QueueLimits(device, values["max_segments"], values["max_segment_size"], values["max_sectors_kb"] << 10)
+    return None
+
+
+def check_queue_limits(f: Facts) -> list[Check]:
+    """How large an O_DIRECT read can be before the block layer splits it, by the pages of the buffer."""
+    from xferscope.engines.host import huge_pages_offered
+
+    def format_size(n: int) -> str:
+        return f"{n >> 10} KiB" if n < 1 << 20 or n % (1 << 20) else f"{n >> 20} MiB"
+
+    dev = _block_device(f)
+    limits = queue_limits(*dev) if dev else None
+    if limits is None:
+        return [Check("request size", OK, "no block device queue under this directory: nothing to split")]
+    small, huge = limits.unsplit(SMALL_PAGE), limits.unsplit(HUGE_PAGE)
+    size = (
+        "no size limit on one" if limits.max_segment_size >= 1 << 31 else f"{format_size(limits.max_segment_size)} each"
+    )
+    detail = (
+        f"{limits.device}: {limits.max_segments} segments a request ({size}), at most "
+        f"{format_size(limits.max_request)} a request"
+    )
+    if small >= huge:
+        return [Check("request size", OK, f"{detail}: the pages of a buffer make no difference here")]
+    detail += (
+        f": a read over {format_size(small)} into 4 KiB pages is split here; into 2 MiB pages one request holds "
+        f"{format_size(huge)}"
+    )
+    if huge_pages_offered():
+        return [Check("request size", OK, f"{detail}. xferscope's buffers are on 2 MiB pages")]
+    return [
+        Check(
+            "request size",
+            WARN,
+            f"{detail}. xferscope's buffers are on 4 KiB pages here (transparent huge pages off): larger reads "
+            "are split, and slower for it",
+            "as root: echo madvise > /sys/kernel/mm/transparent_hugepage/enabled",
+        )
+    ]
+
+
 def _block_device(f: Facts) -> tuple[int, int] | None:
     try:
         st = os.stat(f.directory)
@@ -453,6 +530,7 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
     check_filesystem,
     check_direct_io,
     check_host_buffers,
+    check_queue_limits,
     check_udev,
     check_registration,
     check_free_space,
@@ -542,8 +620,9 @@ class _NativeSide:
             janitor.release(self.log)
 
 
-def run_checks(directory: str | None = None) -> dict[str, Any]:
-    """Every check, for ``directory`` (default: where xferscope puts scratch files).
+def run_checks(directory: str | None = None, *, ceilings: bool = False) -> dict[str, Any]:
+    """Every check, for ``directory`` (default: where xferscope puts scratch files); with ``ceilings``, each
+    path's own ceiling measured too (``check_ceilings``).
 
     The checks that call NVML, CUDA or cuFile run in a process of their own: one that crashes there
     is a failed check that names the signal, and the others still run."""
@@ -570,6 +649,8 @@ def run_checks(directory: str | None = None) -> dict[str, Any]:
                 checks.extend(_run_one(fn, facts))
     finally:
         native.close()
+    if ceilings:
+        checks.extend(check_ceilings(directory))
     summary = {s: sum(c.status == s for c in checks) for s in (OK, WARN, FAIL)}
     return {
         "schema": SCHEMA,
@@ -578,6 +659,61 @@ def run_checks(directory: str | None = None) -> dict[str, Any]:
         "checks": [asdict(c) for c in checks],
         "summary": summary,
     }
+
+
+#: doctor --ceilings: what each path moves when storage drops out (--source cache)
+CEILING_PATHS = ("host", "bounce", "bounce-async")
+CEILING_BLOCK, CEILING_WORKERS, CEILING_SECONDS, CEILING_FILE = 1 << 20, 4, 2.0, 256 << 20
+
+
+def check_ceilings(directory: str) -> list[Check]:
+    """Each path's own ceiling: one run of each, reading a file held in the page cache (``--source cache``), so
+    that storage drops out. A path that cannot run here says why."""
+    from xferscope.dataset import SharedDataset
+    from xferscope.engines.registry import unavailable_reason
+    from xferscope.errors import XferscopeError
+    from xferscope.runner import Run
+    from xferscope.spec import RunSpec
+
+    shape = f"1M x {CEILING_WORKERS} workers, {CEILING_SECONDS:g} s"
+    base = RunSpec(
+        path="host",
+        block_size=CEILING_BLOCK,
+        workers=CEILING_WORKERS,
+        duration=CEILING_SECONDS,
+        file_size=CEILING_FILE,
+        directory=None,
+        file=os.path.join(directory, "xferscope-ceilings.dat"),
+        source="cache",
+    )
+    checks: list[Check] = []
+    dataset = SharedDataset(base)
+    try:
+        dataset.prepare()
+        for path in CEILING_PATHS:
+            name = f"ceiling {path}"
+            why = unavailable_reason(path)
+            if why:
+                checks.append(Check(name, WARN, f"not measured: {why}"))
+                continue
+            try:
+                r = Run(dataset.spec_for(base.replace(path=path))).execute()
+            except XferscopeError as exc:
+                checks.append(Check(name, FAIL, f"the run failed: {exc}"))
+                continue
+            checks.append(
+                Check(
+                    name,
+                    OK,
+                    f"{r.throughput_gib_s:.2f} GiB/s from the page cache ({shape}; "
+                    f"{r.cpu_seconds_per_gib:.3f} CPU-s/GiB): what the path moves when storage drops out",
+                )
+            )
+    except XferscopeError as exc:
+        checks.append(Check("ceilings", FAIL, f"not measured: {exc}"))
+    finally:
+        dataset.close()
+    return checks
 
 
 def format_report(report: dict[str, Any]) -> str:

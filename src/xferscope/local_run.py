@@ -25,6 +25,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 
 from xferscope import target as targets
+from xferscope.engines import page_cache
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, Snapshot, WorkerResult
 from xferscope.engines.registry import engine_class
 from xferscope.errors import EngineUnavailable, RunFailed
@@ -170,6 +171,9 @@ class LocalRun(SampleFeed):
         self._finished = threading.Event()
         #: workers did not stop when asked (stuck in a driver call): their threads are left behind
         self.stuck = False
+        #: --source cache: the share of the file in the page cache before and after the run
+        self._resident_before: float | None = None
+        self._resident_after: float | None = None
 
     # ---------------------------------------------------------------- steps
     def check_available(self) -> None:
@@ -186,10 +190,14 @@ class LocalRun(SampleFeed):
         if self.target is None:
             self.target = targets.plan(self.spec)
         targets.materialize(self.target, self._cancel, progress)
+        if self.spec.source == "cache":
+            self._resident_before = page_cache.hold(self._files(), self._cancel.is_set)
         if self._cancel.is_set():
             raise targets.Interrupted("interrupted before the run started")
         self.engine = cls(self.spec, self.target)
         self.engine.prepare()
+        if self.spec.source == "cache":
+            self.engine.labels.append(cache_source_label(self._resident_before))
         if self._gpu_telemetry:
             self._gpu_meter = _gpu_meter(self.spec, self.engine)
 
@@ -369,6 +377,11 @@ class LocalRun(SampleFeed):
                 "cpu_seconds": cpu.proc_cpu_seconds,
                 "per_core_pct": list(cpu.per_core_busy_pct),
             }
+        if self.spec.source == "cache" and self.target is not None:
+            self._resident_after = page_cache.resident_share(self._files())
+            note = cache_left_note(self._resident_after)
+            if note and self.engine is not None:
+                self.engine.labels.append(note)
         status, error = "ok", None
         if snap.error:
             status, error = "failed", snap.error[0]
@@ -418,7 +431,35 @@ class LocalRun(SampleFeed):
             )
         if self.engine is not None:
             env.update(self.engine.environment())
+        if self.spec.source == "cache":
+            env["source"] = "page cache"
+            env["resident_before"] = self._resident_before
+            env["resident_after"] = self._resident_after
         return env
+
+    def _files(self) -> list[str]:
+        return [f.path for f in self.target.files] if self.target is not None else []
+
+
+#: below this share of the file in the page cache after a --source cache run, part of it came from storage
+RESIDENT_ENOUGH = 0.99
+
+
+def cache_source_label(resident: float | None) -> str:
+    """The label of a --source cache run: where its data came from."""
+    if resident is None:
+        return "source: page cache (how much of the file is resident cannot be told here)"
+    return f"source: page cache, {resident:.0%} of the file resident (storage drops out: the path's own ceiling)"
+
+
+def cache_left_note(resident: float | None) -> str | None:
+    """A --source cache run whose file did not stay in the page cache: a line saying so, else None."""
+    if resident is None or resident >= RESIDENT_ENOUGH:
+        return None
+    return (
+        f"page cache: only {resident:.0%} of the file was resident after the run (memory pressure): part of it "
+        "was read from storage"
+    )
 
 
 def build_result(

@@ -111,7 +111,9 @@ COMPARE_HEADERS = (
 def path_qualifiers(r: RunResult) -> list[str]:
     """What a path's name alone does not say: through the page cache (asked for, or not), compat mode."""
     quals = []
-    if r.environment.get("io_mode") == "buffered":
+    if getattr(r.spec, "source", "storage") == "cache":
+        quals.append("from cache")
+    elif r.environment.get("io_mode") == "buffered":
         quals.append("buffered" if r.spec.buffered else "page cache")
     if any("compat" in label for label in r.labels):
         quals.append("compat")

@@ -107,6 +107,30 @@ class Comparison:
         """Rounds whose every run has a result."""
         return sum(1 for r in range(self.rounds) if all(run.result is not None for run in self.runs if run.round == r))
 
+    @property
+    def from_cache(self) -> bool:
+        """The paths read a file held in the page cache (--source cache): it stays there between runs."""
+        return any(spec.source == "cache" for spec in self.specs)
+
+    def before_run(self, drop: bool, why_not: str = "--no-drop-cache") -> str | None:
+        """Ready the page cache for the next run: dropped where that is wanted and allowed (root), kept for
+        --source cache. Returns a warning to show once (the first time it cannot be dropped), else None."""
+        from xferscope.target import drop_page_cache
+
+        if self.from_cache:
+            self.cache_dropped = False
+            self.cache_note = "page cache kept (--source cache: the file is read from memory in every round)"
+            return None
+        if not drop:
+            self.note_cache(False, why_not)
+            return None
+        if drop_page_cache():
+            self.note_cache(True)
+            return None
+        first = self.cache_dropped is None
+        self.note_cache(False, "not root")
+        return "cannot drop the page cache (not root); the result will say so" if first else None
+
     def note_cache(self, dropped: bool, why_not: str = "") -> None:
         """Record whether the page cache was dropped before a run; once not, the comparison says so."""
         if dropped and self.cache_dropped is None:
@@ -169,8 +193,10 @@ class Comparison:
                 "virtual machine a run's speed depends on the pages it gets, which widens every round's spread "
                 "(2 MiB pages: --huge-pages; xferscope doctor)"
             )
-        if self.cache_dropped is False:
+        if self.cache_dropped is False and not self.from_cache:
             lines.append(f"{self.cache_note}: figures may come from the host's cache")
+        elif self.from_cache:
+            lines.append(f"{self.cache_note}: storage drops out, and each path shows its own ceiling")
         return lines
 
     # ------------------------------------------------------------- output

@@ -43,6 +43,9 @@ GDSIO_IO_NAME = {
 
 DEFAULT_BLOCK = 1 << 20
 DEFAULT_FILE_SIZE = 1 << 30
+#: where the data comes from: the storage under the file (O_DIRECT by default), or the file held in the page cache,
+#: so that storage drops out and each path shows its own ceiling
+SOURCES = ("storage", "cache")
 MIN_BLOCK = 512
 MAX_BLOCK = 1 << 30
 MAX_WORKERS = 1024
@@ -69,8 +72,10 @@ class RunSpec:
     cpus: list[int] | None = None
     verify: bool = False
     buffered: bool = False
-    # host and bounce buffers: on 2 MiB transparent huge pages (True), on 4 KiB pages (False), or the path's
-    # default (None: host on huge pages where the kernel offers them, the bounce paths in CUDA's pinned memory)
+    source: str = "storage"  # one of SOURCES; "cache" reads buffered from a file held resident in the page cache
+    # host and bounce buffers: on 2 MiB transparent huge pages (True), on 4 KiB pages (False), or the default
+    # (None: on huge pages where the kernel offers them; the bounce paths pin them with cuMemHostRegister, and
+    # fall back to CUDA's own pinned allocation where that is refused, saying so)
     huge_pages: bool | None = None
     split: int | None = None  # one request of block_size as parallel sub-requests of this size (KvikIO's task size)
     register_buffers: bool = (
@@ -95,6 +100,11 @@ class RunSpec:
     @property
     def writes(self) -> bool:
         return self.read_pct < 100
+
+    @property
+    def through_page_cache(self) -> bool:
+        """Reads and writes go through the page cache (no O_DIRECT): --buffered, or --source cache."""
+        return self.buffered or self.source == "cache"
 
     @property
     def uses_gpu(self) -> bool:
@@ -134,7 +144,7 @@ class RunSpec:
             raise SpecError("rwmix", f"read share must be 0..100 percent, got {self.rwmix}")
         if not MIN_BLOCK <= self.block_size <= MAX_BLOCK:
             raise SpecError("block_size", f"{self.block_size} bytes is outside {MIN_BLOCK} B .. 1 GiB")
-        if not self.buffered and self.block_size % MIN_BLOCK:
+        if not self.through_page_cache and self.block_size % MIN_BLOCK:
             raise SpecError(
                 "block_size",
                 f"{self.block_size} bytes is not a multiple of 512 as O_DIRECT needs; "
@@ -182,12 +192,27 @@ class RunSpec:
                 )
             if not MIN_BLOCK <= self.split <= MAX_BLOCK:
                 raise SpecError("split", f"{self.split} bytes is outside {MIN_BLOCK} B .. 1 GiB")
-            if not self.buffered and self.split % MIN_BLOCK:
+            if not self.through_page_cache and self.split % MIN_BLOCK:
                 raise SpecError(
                     "split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; use a multiple of 4K"
                 )
             if self.split % 8:
                 raise SpecError("split", f"{self.split} bytes is not a multiple of 8")
+        if self.source not in SOURCES:
+            raise SpecError("source", f"unknown source {self.source!r}; choose one of {', '.join(SOURCES)}")
+        if self.source == "cache":
+            if self.writes:
+                raise SpecError(
+                    "source",
+                    f"--source cache reads a file held in memory; --io {self.io} writes, and its writes would go to "
+                    "storage: use --io read or randread",
+                )
+            if self.path.startswith("cufile"):
+                raise SpecError(
+                    "source",
+                    f"{self.path} reads with O_DIRECT into GPU memory; --source cache applies to host, bounce and "
+                    "bounce-async",
+                )
         if self.verify and self.path in ("cufile-batch", "cufile-async"):
             raise SpecError(
                 "verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}"

@@ -213,7 +213,7 @@ def plan(spec: RunSpec) -> Target:
 
 def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
     fs = filesystem_of(directory)
-    direct = not spec.buffered
+    direct = not spec.through_page_cache
     if direct:
         ok, why = probe_direct_io(directory)
         fs.direct_io, fs.direct_error = ok, why
@@ -240,6 +240,8 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
             for i in range(spec.workers):
                 name = f"xferscope-scratch-{format_size(spec.file_size)}-w{i}.dat"
                 files.append(_target_file(spec, os.path.join(directory, name), i))
+    if spec.source == "cache":
+        _check_fits_in_memory(sum(f.size for f in files))
     to_create = sum(f.size for f in files if f.create)
     if to_create:
         free = shutil.disk_usage(directory).free
@@ -254,6 +256,33 @@ def _plan_in(spec: RunSpec, directory: str, temp_dir: str | None) -> Target:
         raise EnvironmentProblem(f"cannot create files in {directory}: permission denied")
     worker_files, regions = _regions(spec, files)
     return Target(files, worker_files, regions, fs, direct, temp_dir)
+
+
+#: --source cache holds the file in memory: at most this share of the memory available
+CACHE_SHARE = 0.9
+
+
+def memory_available() -> int | None:
+    """Bytes of memory available for new use, page cache included (MemAvailable); None where unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _check_fits_in_memory(size: int) -> None:
+    """--source cache: a file that cannot stay in memory is refused before anything runs."""
+    available = memory_available()
+    if available is not None and size > CACHE_SHARE * available:
+        raise SpecError(
+            "source",
+            f"--source cache holds the file in memory, and {format_bytes(size)} does not fit in "
+            f"{CACHE_SHARE:.0%} of the memory available ({format_bytes(available)}, MemAvailable): lower --size",
+        )
 
 
 def _target_file(spec: RunSpec, path: str, index: int) -> TargetFile:

@@ -17,7 +17,10 @@
  *                     as they possibly can, so a loop that waits for a copy it did not need shows
  *                     it, deterministically, whatever the machine's load;
  *   LAND_ON_WAIT (2)  only when somebody waits for it: a device slower than any storage.
- * Asking (cuEventQuery) never makes a lazy copy land.
+ * Asking (cuEventQuery) never makes a lazy copy land. A wait spins, as CUDA's does by default
+ * (cuStreamSynchronize, and cuEventSynchronize on an event made without blocking sync), or sleeps
+ * (an event made with event(blocking=True)): a loop that spins through its copies shows it in its
+ * threads' CPU time.
  *
  * cuFileRead/cuFileWrite: the handle is a file descriptor wrapped by file(); the call is a
  * pread/pwrite into or out of the "device" address. With gather=N, each call waits (up to
@@ -49,6 +52,14 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* How CUDA waits by default (cuStreamSynchronize; cuEventSynchronize on an event without
+ * CU_EVENT_BLOCKING_SYNC): the calling thread spins until the work is done. */
+static void spin_until(uint64_t t)
+{
+    while (now_ns() < t)
+        ;
 }
 
 static void sleep_until(uint64_t t)
@@ -121,6 +132,7 @@ typedef struct {
 typedef struct {
     stream_t *s;
     uint64_t seq; /* 0: never recorded */
+    int blocking; /* CU_EVENT_BLOCKING_SYNC: a wait sleeps; else it spins, as CUDA's does */
 } event_t;
 
 typedef struct {
@@ -190,11 +202,14 @@ static void land_ready(stream_t *s)
         land_one(s);
 }
 
-/* Land every op up to seq, waiting for their due times (a wait makes them land). */
-static void land_upto(stream_t *s, uint64_t seq)
+/* Land every op up to seq, waiting for their due times (a wait makes them land): asleep, or spinning. */
+static void land_upto(stream_t *s, uint64_t seq, int sleep)
 {
     while (s->nops && s->ops[0].seq <= seq) {
-        sleep_until(s->ops[0].due);
+        if (sleep)
+            sleep_until(s->ops[0].due);
+        else
+            spin_until(s->ops[0].due);
         land_one(s);
     }
 }
@@ -248,7 +263,7 @@ static int sim_stream_sync(void *stream)
     if (!s)
         return 1;
     pthread_mutex_lock(&s->mu);
-    land_upto(s, UINT64_MAX);
+    land_upto(s, UINT64_MAX, 0); /* the default scheduling of a context: spin */
     pthread_mutex_unlock(&s->mu);
     return 0;
 }
@@ -277,7 +292,7 @@ static int event_land(void *event, int wait)
         return 0;
     pthread_mutex_lock(&e->s->mu);
     if (wait)
-        land_upto(e->s, e->seq);
+        land_upto(e->s, e->seq, e->blocking);
     else
         land_ready(e->s);
     int done = e->s->landed_seq >= e->seq;
@@ -395,11 +410,16 @@ static PyObject *py_stream(PyObject *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromVoidPtr(s);
 }
 
-static PyObject *py_event(PyObject *self, PyObject *Py_UNUSED(ignored))
+static PyObject *py_event(PyObject *self, PyObject *args, PyObject *kw)
 {
+    static char *kwlist[] = {"blocking", NULL};
+    int blocking = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|p", kwlist, &blocking))
+        return NULL;
     event_t *e = calloc(1, sizeof *e);
     if (!e)
         return PyErr_NoMemory();
+    e->blocking = blocking;
     keep(e, 1, 0);
     return PyLong_FromVoidPtr(e);
 }
@@ -500,7 +520,8 @@ static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))py_configure, METH_VARARGS | METH_KEYWORDS,
      "configure(copy_ns=0, copy_ns_per_mib=0, landing=LAND_LAZY, cufile_ns=0, gather=0, gather_timeout_s=5.0)"},
     {"stream", py_stream, METH_NOARGS, "A new stream (its address)."},
-    {"event", py_event, METH_NOARGS, "A new event (its address)."},
+    {"event", (PyCFunction)(void (*)(void))py_event, METH_VARARGS | METH_KEYWORDS,
+     "event(blocking=False) -> a new event (its address); a wait on it spins unless blocking."},
     {"file", py_file, METH_VARARGS, "file(fd) -> a cuFile handle stand-in for this descriptor."},
     {"alloc", py_alloc, METH_VARARGS, "alloc(size) -> address of zeroed, page-aligned memory."},
     {"functions", py_functions, METH_NOARGS, "Addresses of the stand-ins, keyed as _iocore.Job's gpu_functions."},

@@ -277,11 +277,8 @@ class Batch:
         return True
 
     def _drop_cache(self) -> None:
-        from xferscope.target import drop_page_cache
-
         if self.comparison is not None:
-            dropped = drop_page_cache()
-            self.comparison.note_cache(dropped, "" if dropped else "not root")
+            self.comparison.before_run(True)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the loop to end (runs closed, scratch files removed); True when it has."""

@@ -138,7 +138,6 @@ def compare_mpi(
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
     from xferscope.output.compare import comparison_outputs, emit_comparison
     from xferscope.rounds import Comparison
-    from xferscope.target import drop_page_cache
 
     world = open_world()
     root = world.is_root
@@ -162,14 +161,9 @@ def compare_mpi(
 
     try:
         for planned in comp.runs:
-            if not drop_cache:
-                comp.note_cache(False, "--no-drop-cache")
-            elif drop_page_cache():
-                comp.note_cache(True)
-            else:
-                if root and comp.cache_dropped is None:
-                    typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
-                comp.note_cache(False, "not root")
+            warning = comp.before_run(drop_cache)
+            if root and warning:
+                typer.echo(f"xferscope: {warning}", err=True)
             spec = planned.spec
             progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration)
             if progress.enabled:

@@ -29,6 +29,7 @@ from xferscope.commands.options import (
     RegisterOpt,
     SeedOpt,
     SizeOpt,
+    SourceOpt,
     SplitOpt,
     TotalOpt,
     VerifyOpt,
@@ -86,6 +87,7 @@ def compare_command(
     rwmix: MixOpt = 70,
     verify: VerifyOpt = False,
     buffered: BufferedOpt = False,
+    source: SourceOpt = "storage",
     force: ForceOpt = False,
     keep: KeepOpt = False,
     json_path: JsonOpt = None,
@@ -152,6 +154,7 @@ def compare_command(
                     rwmix=rwmix,
                     verify=verify,
                     buffered=buffered,
+                    source=source,
                     force=force,
                     keep=keep,
                     interval=interval,
@@ -206,7 +209,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
     from xferscope.commands.compare_progress import RoundsProgress, plan_text
     from xferscope.dataset import SharedDataset
     from xferscope.runner import EngineDied, Run
-    from xferscope.target import Interrupted, drop_page_cache
+    from xferscope.target import Interrupted
 
     outcome = Outcome()
     dataset = SharedDataset(comp.specs[0])
@@ -223,14 +226,9 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
         for i, planned in enumerate(comp.runs):
             if planned.slot in outcome.failed:
                 continue
-            if not drop_cache:
-                comp.note_cache(False, "--no-drop-cache")
-            elif drop_page_cache():
-                comp.note_cache(True)
-            else:
-                if comp.cache_dropped is None:
-                    typer.echo("xferscope: cannot drop the page cache (not root); the result will say so", err=True)
-                comp.note_cache(False, "not root")
+            warning = comp.before_run(drop_cache)
+            if warning:
+                typer.echo(f"xferscope: {warning}", err=True)
             progress.begin(i)
             run = Run(dataset.spec_for(planned.spec))
             try:

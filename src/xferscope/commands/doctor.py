@@ -16,6 +16,14 @@ def doctor_command(
         typer.Option("--dir", "-D", help="directory to check for scratch files (default: where runs put them)"),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    ceilings: Annotated[
+        bool,
+        typer.Option(
+            "--ceilings",
+            help="also measure each path's own ceiling: host, bounce and bounce-async reading a file held in the "
+            "page cache (--source cache, 1M x 4 workers, 2 s each), so that storage drops out",
+        ),
+    ] = False,
 ) -> None:
     """Check drivers, cuFile, the filesystem under --dir, IOMMU, PCIe links and NUMA affinity.
 
@@ -27,7 +35,7 @@ def doctor_command(
 
     if directory is not None and not os.path.isdir(directory):
         raise SpecError("dir", f"{directory} is not a directory")
-    report = run_checks(directory)
+    report = run_checks(directory, ceilings=ceilings)
     typer.echo(json.dumps(report, indent=2) if as_json else format_report(report))
     if report["summary"]["fail"]:
         raise typer.Exit(int(ExitCode.RUN_FAILED))

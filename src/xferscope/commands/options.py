@@ -26,6 +26,15 @@ CpusOpt = Annotated[str | None, typer.Option("--cpus", help="pin workers to thes
 MixOpt = Annotated[int, typer.Option("--rwmix", "-M", help="read share in percent for randrw/rw")]
 VerifyOpt = Annotated[bool, typer.Option("--verify", "-V", help="check the data read against the pattern written")]
 BufferedOpt = Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")]
+SourceOpt = Annotated[
+    str,
+    typer.Option(
+        "--source",
+        help="storage (default: the file's device, O_DIRECT), or cache: the file read once into the page cache and "
+        "kept there, reads buffered, so that storage drops out and each path shows its own ceiling (reads only; "
+        "host, bounce, bounce-async)",
+    ),
+]
 ForceOpt = Annotated[bool, typer.Option("--force", help="allow writing over a file xferscope did not create")]
 KeepOpt = Annotated[bool, typer.Option("--keep", help="keep the scratch files this run creates, for reuse")]
 JsonOpt = Annotated[str | None, typer.Option("--json", help="write the summary as JSON to FILE")]
@@ -45,10 +54,10 @@ HugePagesOpt = Annotated[
     bool | None,
     typer.Option(
         "--huge-pages/--4k-pages",
-        help="buffers on 2 MiB transparent huge pages, or on 4 KiB pages (as fio's malloc). Default: host on "
-        "huge pages where the kernel offers them (on a VM the 4 KiB pages a run gets change its speed by up to a "
-        "third), the bounce paths in CUDA's pinned memory; --huge-pages pins bounce buffers with "
-        "cuMemHostRegister",
+        help="host and bounce buffers on 2 MiB transparent huge pages, or on 4 KiB pages (host: as fio's malloc; "
+        "bounce: CUDA's pinned allocation, cuMemHostAlloc). Default: huge pages where the kernel offers them (on "
+        "a VM the 4 KiB pages a run gets change its speed by up to a third, and an O_DIRECT read into them can be "
+        "split); the bounce paths pin them with cuMemHostRegister",
     ),
 ]
 SplitOpt = Annotated[
@@ -157,6 +166,7 @@ def build_spec(
     register: bool = True,
     huge_pages: bool | None = None,
     split: str | None = None,
+    source: str = "storage",
 ) -> RunSpec:
     """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
     try:
@@ -187,6 +197,7 @@ def build_spec(
         register_buffers=register,
         huge_pages=huge_pages,
         split=_size(split, "split") if split else None,
+        source=source,
     )
     spec.validate()
     if gpu is not None or spec.uses_gpu:

@@ -1,22 +1,30 @@
 """bounce: storage -> pinned host memory -> GPU, the path every GPU program has without GDS.
 
 ``bounce`` (gdsio CPU_GPU, ``-x 2``): each worker reads a block into a pinned
-buffer (cuMemHostAlloc), copies it to the GPU (cuMemcpyHtoDAsync) and waits
-for the copy before the next read. Writes go GPU -> pinned host -> storage.
+buffer, copies it to the GPU (cuMemcpyHtoDAsync) and waits for the copy before
+the next read. Writes go GPU -> pinned host -> storage.
 
 ``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): K pinned buffers per worker
-(K = --iodepth, at least 2) with an event each. Block n is read into a free
-buffer and its copy issued; block n+1 is then read into another free buffer
-while block n's copy is in flight, so the copy never sits between two reads.
-A buffer is free once its copy has landed (checked without waiting); the one
-that landed last is reused first, so two buffers take turns while PCIe is
-faster than storage, and the worker waits for a copy only when all K are in
-flight (PCIe slower than storage). ``--iodepth`` is that slack, not reads in
-flight: each worker has one read in flight, as ``bounce`` and gdsio have.
+(K = --iodepth, at least 3) with an event each, and still one read in flight
+per worker, as ``bounce`` and gdsio have. Reads go through io_uring: the moment
+block n has been read, block n+1's read is submitted, and only then is block
+n's copy issued, so the copy call never sits between two reads (where io_uring
+is missing, or for writes and split requests, the copy is issued between two
+reads). A buffer is free again once its copy has landed (checked without
+waiting); the one that landed last is reused first, so two or three buffers
+take turns while PCIe is faster than storage, and the worker waits for a copy
+only when all K are in flight (PCIe slower than storage). ``--iodepth`` is that
+slack, not reads in flight.
 
-Both: ``--huge-pages`` puts the pinned buffers on 2 MiB transparent huge pages
-(cuMemHostRegister), the same memory ``host --huge-pages`` reads into;
-``--split SIZE`` reads each block as parallel sub-requests of SIZE.
+Waiting for a copy (``bounce`` always, ``bounce-async`` when every buffer is
+in flight) sleeps until just before the copy is predicted to land, then asks:
+no spinning through it (the native core's ``wait_copy``).
+
+Both: the pinned buffers are on 2 MiB transparent huge pages, pinned with
+cuMemHostRegister, the same memory the host path reads into, where the kernel
+offers them; ``--4k-pages`` (or a kernel without them) takes CUDA's pinned
+allocation (cuMemHostAlloc). ``--split SIZE`` reads each block as parallel
+sub-requests of SIZE.
 
 ``--buffered`` (gdsio CPU_CACHED_GPU, ``-x 4``) reads through the page cache;
 the output says so.
@@ -25,13 +33,16 @@ the output says so.
 from __future__ import annotations
 
 from xferscope.engines.gpu_native import GpuNativeEngine
+from xferscope.engines.native import uring_status
 
 MAX_PIPELINE = 64  # the native core's limit of buffers per worker
+#: one being read into, one whose copy is in flight, one spare for a copy that lands later than the next read ends
+MIN_PIPELINE = 3
 
 
 def pipeline_depth(iodepth: int) -> int:
-    """Pinned buffers per worker for bounce-async: --iodepth, at least double-buffered."""
-    return max(2, min(iodepth, MAX_PIPELINE))
+    """Pinned buffers per worker for bounce-async: --iodepth, at least triple-buffered."""
+    return max(MIN_PIPELINE, min(iodepth, MAX_PIPELINE))
 
 
 class BounceEngine(GpuNativeEngine):
@@ -75,3 +86,16 @@ class BounceAsyncEngine(BounceEngine):
         self.labels.append(
             f"pipelined: reads go on while copies land, up to {self.host_buffers()} pinned buffers per worker"
         )
+
+    def use_uring(self) -> bool:
+        """Reads through io_uring, so that the next one is under way while a copy is issued: for reads that
+        are not split, where the kernel has io_uring."""
+        spec = self.spec
+        if spec.writes or (spec.split and spec.split < spec.block_size):
+            return False
+        ok, why = uring_status()
+        if ok:
+            self.labels.append("io_uring: the next read is under way while each copy is issued (one read in flight)")
+            return True
+        self.labels.append(f"psync: io_uring unavailable ({why}); each copy is issued between two reads")
+        return False

@@ -3,9 +3,9 @@
 Per worker, outside the timed region: the primary context of its GPU (workers
 go round-robin over ``--gpu``), a stream, a device buffer, pinned host buffers
 and events where the path needs them. A worker's pinned buffers are one
-allocation (cuMemHostAlloc), or with ``--huge-pages`` one mapping on 2 MiB
-transparent huge pages that is then pinned (cuMemHostRegister), as ``host
---huge-pages`` reads into. The hot loop is the native core's; it calls the
+mapping on 2 MiB transparent huge pages, pinned with cuMemHostRegister (the
+memory the host path reads into), where the kernel offers them; else, or with
+``--4k-pages``, one allocation of CUDA's (cuMemHostAlloc, 4 KiB pages). The hot loop is the native core's; it calls the
 CUDA driver through the addresses resolved in ``gpu_setup`` (or, in tests,
 host stand-ins from ``xferscope._gpusim``: ``functions()`` is the seam).
 Everything is freed in ``release_gpu()``, which ``close()`` calls after a
@@ -20,9 +20,12 @@ from typing import Any
 
 from xferscope.engines import gpu_setup, host
 from xferscope.engines.native import NativeEngine, numa_cpus
+from xferscope.errors import EnvironmentProblem
 
 #: pinned buffers of a worker start at multiples of this within their allocation (O_DIRECT alignment)
 PINNED_ALIGN = 4096
+#: the environment's ``pinned_buffers``: a worker's pinned buffers, on which pages and pinned how
+PINNED_HUGE, PINNED_SMALL = "2 MiB transparent huge pages, cuMemHostRegister", "cuMemHostAlloc (4 KiB pages)"
 
 
 class GpuNativeEngine(NativeEngine):
@@ -36,6 +39,8 @@ class GpuNativeEngine(NativeEngine):
         self.resources = gpu_setup.GpuResources()
         self.gpu_workers: list[dict[str, Any]] = []
         self.pinned_placement: str | None = None  # where the pinned buffers' pages were put, when it mattered
+        self.pinned_kinds: list[str] = []  # per worker: PINNED_HUGE or PINNED_SMALL
+        self.pinned_fallback: str | None = None  # why registering huge pages was refused (then cuMemHostAlloc)
 
     @classmethod
     def unavailable_reason(cls) -> str | None:
@@ -62,8 +67,9 @@ class GpuNativeEngine(NativeEngine):
         spec, res = self.spec, self.resources
         bs = spec.block_size
         functions = self.functions()
-        huge = bool(spec.huge_pages and self.host_buffers())
-        if huge:
+        k = self.host_buffers()
+        huge = bool(k) and host.host_buffers_on_huge_pages(spec)
+        if huge and spec.huge_pages:
             host.require_huge_pages()
         if len(set(self.worker_gpus)) > 1:
             self.labels.append("GPUs " + ",".join(map(str, sorted(set(self.worker_gpus)))) + " round-robin")
@@ -73,20 +79,48 @@ class GpuNativeEngine(NativeEngine):
             worker["dev"] = res.device_memory(gpu, size)
             if spec.writes:
                 res.fill_device(gpu, worker["dev"], size, spec.seed)
-            k = self.host_buffers()
             if k:
                 stride = -(-bs // PINNED_ALIGN) * PINNED_ALIGN
                 with gpu_setup.running_on(self.pinned_cpus(i, gpu)):
-                    base = (res.pinned_huge_memory if huge else res.pinned_memory)(gpu, k * stride)
+                    base = self.pinned_buffers(gpu, k * stride, huge)
                 worker["host"] = [base + j * stride for j in range(k)]
-                worker["events"] = [int(res.event(gpu)) for _ in range(k)]
+                # blocking sync: a copy waited for past its predicted landing sleeps (the native core's wait_copy)
+                worker["events"] = [int(res.event(gpu, blocking=True)) for _ in range(k)]
             self.prepare_worker(i, gpu, worker)
             self.gpu_workers.append(worker)
         if self.pinned_placement:
             self.labels.append(f"pinned buffers on {self.pinned_placement}")
-        if huge:
-            self.labels.append("pinned buffers on 2 MiB huge pages")
+        if k:
+            self.labels.append(self.pinned_label())
         return {"functions": functions, "workers": self.gpu_workers}
+
+    def pinned_buffers(self, gpu: int, size: int, huge: bool) -> int:
+        """One worker's pinned buffers: a mapping on 2 MiB transparent huge pages pinned with cuMemHostRegister
+        (``huge``), else CUDA's own pinned allocation (cuMemHostAlloc, 4 KiB pages). By default a refused
+        registration (a low ``ulimit -l``, say) falls back to the latter, and the label says why."""
+        if huge and self.pinned_fallback is None:
+            try:
+                base = self.resources.pinned_huge_memory(gpu, size)
+                self.pinned_kinds.append(PINNED_HUGE)
+                return base
+            except EnvironmentProblem as exc:
+                if self.spec.huge_pages:  # asked for: no quiet fallback
+                    raise
+                self.pinned_fallback = str(exc)
+        self.pinned_kinds.append(PINNED_SMALL)
+        return self.resources.pinned_memory(gpu, size)
+
+    def pinned_label(self) -> str:
+        """Which memory the workers' pinned buffers are, in the words of the labels."""
+        huge = self.pinned_kinds.count(PINNED_HUGE)
+        if huge == len(self.pinned_kinds):
+            return "pinned buffers on 2 MiB huge pages"
+        if self.pinned_fallback is not None:
+            share = f"{huge} of {len(self.pinned_kinds)} workers' " if huge else ""
+            return f"{share}pinned buffers from cuMemHostAlloc (4 KiB pages): {self.pinned_fallback}"
+        if self.spec.huge_pages is False:
+            return "pinned buffers from cuMemHostAlloc (4 KiB pages, --4k-pages)"
+        return f"pinned buffers from cuMemHostAlloc (4 KiB pages): transparent huge pages {host.thp_mode() or 'absent'}"
 
     def pinned_cpus(self, index: int, gpu: int) -> list[int] | None:
         """CPUs to allocate worker ``index``'s pinned buffers from, so their pages sit on the right NUMA node.
@@ -121,9 +155,16 @@ class GpuNativeEngine(NativeEngine):
             env["pinned_buffers_placed_on"] = (
                 self.pinned_placement or "not placed (one NUMA node, or the GPU's is unknown)"
             )
-            env["pinned_buffers"] = (
-                "2 MiB transparent huge pages, cuMemHostRegister" if self.spec.huge_pages else "cuMemHostAlloc"
-            )
+            kinds = sorted(set(self.pinned_kinds)) or [
+                PINNED_HUGE if host.host_buffers_on_huge_pages(self.spec) else PINNED_SMALL
+            ]
+            env["pinned_buffers"] = " and ".join(kinds)
+            if self.pinned_fallback:
+                env["pinned_buffers_fallback"] = self.pinned_fallback
+            # in the host path's words, so that comparisons name the paths whose buffers were on 4 KiB pages
+            env["host_buffers"] = host.HUGE_PAGE_BUFFERS if kinds == [PINNED_HUGE] else host.SMALL_PAGE_BUFFERS
+            if self.spec.huge_pages is None:
+                env["host_buffers"] += " (default)"
         return env
 
 

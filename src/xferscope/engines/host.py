@@ -31,13 +31,19 @@ def huge_pages_offered() -> bool:
     return thp_mode() in ("always", "madvise")
 
 
+#: the paths whose reads land in host buffers of xferscope's own (host, and the bounce paths' pinned buffers)
+PATHS_WITH_HOST_BUFFERS = ("host", "bounce", "bounce-async")
+
+
 def host_buffers_on_huge_pages(spec) -> bool:
-    """Whether ``spec``'s host buffers sit on 2 MiB pages: as asked, or by default for the host path where the
-    kernel offers them. On virtual machines the 4 KiB pages a process happens to get decide how fast O_DIRECT
-    reads into them go (run to run, the same read varies by a third), so the host path does not measure that
-    by default; ``--4k-pages`` (``huge_pages=False``) measures it, as fio's malloc'd buffers do."""
+    """Whether ``spec``'s host buffers sit on 2 MiB pages: as asked, or by default for the paths that have them
+    where the kernel offers them. On virtual machines the 4 KiB pages a process happens to get decide how fast
+    O_DIRECT reads into them go (run to run, the same read varies by a third), and a read into many of them can
+    be split into several requests (the queue's segment limit, see doctor), so xferscope does not measure that
+    by default; ``--4k-pages`` (``huge_pages=False``) measures it, as fio's malloc'd buffers and CUDA's pinned
+    allocation do."""
     if spec.huge_pages is None:
-        return spec.path == "host" and huge_pages_offered()
+        return spec.path in PATHS_WITH_HOST_BUFFERS and huge_pages_offered()
     return bool(spec.huge_pages)
 
 

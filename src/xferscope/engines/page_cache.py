@@ -5,6 +5,10 @@ underneath may not honour it (cuFile's compat batch path reads through the page
 cache even from an O_DIRECT descriptor). ``passes_through`` finds out with one
 probe: evict a range's pages, do one I/O on it, ask ``mincore`` whether the
 pages are now resident, evict them again. Outside any timed region.
+
+``hold`` does the opposite for ``--source cache``: it reads a file once through
+the page cache, so that every run after it reads memory, not storage, and
+``resident_share`` says how much of it stayed there.
 """
 
 from __future__ import annotations
@@ -84,3 +88,42 @@ def passes_through(path: str, offset: int, length: int, io: Callable[[], object]
     if after is None:
         return None
     return after > 0
+
+
+def resident_share(paths: list[str]) -> float | None:
+    """The share (0..1) of the files' bytes held in the page cache now; None where it cannot be told."""
+    total = held = 0
+    for path in paths:
+        got = resident_bytes(path)
+        if got is None:
+            return None
+        size = os.path.getsize(path)
+        total += size
+        held += min(got, size)
+    return held / total if total else None
+
+
+HOLD_CHUNK = 8 << 20
+
+
+def hold(paths: list[str], cancel: Callable[[], bool] | None = None) -> float | None:
+    """Read the files once through the page cache, so that the runs that follow read them from memory (--source
+    cache); the share of their bytes resident afterwards (None where it cannot be told). Outside any timed
+    region; what is resident already is read at memory speed."""
+    buf = bytearray(HOLD_CHUNK)
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            with contextlib.suppress(OSError):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+            off = 0
+            while True:
+                if cancel is not None and cancel():
+                    return resident_share(paths)
+                n = os.preadv(fd, [buf], off)
+                if n <= 0:
+                    break
+                off += n
+        finally:
+            os.close(fd)
+    return resident_share(paths)

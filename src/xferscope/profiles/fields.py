@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xferscope.spec import GDSIO_IO, GDSIO_XFER, IO_PATTERNS, PATHS
+from xferscope.spec import GDSIO_IO, GDSIO_XFER, IO_PATTERNS, PATHS, SOURCES
 from xferscope.units import format_size, parse_duration, parse_size
 
 Converter = Callable[[Any], Any]
@@ -142,6 +142,7 @@ IO_FIELDS: dict[str, Converter] = {
     "cpus": to_int_list,
     "verify": to_bool,
     "buffered": to_bool,
+    "source": choice(SOURCES),
     "register_buffers": to_bool,
     "huge_pages": to_bool,
     "split": to_size,
@@ -174,6 +175,7 @@ IO_IDENTITY = (
     "rwmix",
     "gpus",
     "buffered",
+    "source",
     "register_buffers",
     "huge_pages",
     "split",

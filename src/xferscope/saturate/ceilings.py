@@ -20,13 +20,15 @@ PCIE_SHARE = 0.85  # PCIe traffic at 85% of the measured pinned copy ceiling
 STORAGE_SHARE = 0.90  # at 90% of the host O_DIRECT plateau: storage binds
 ABOVE_STORAGE = 1.10  # through the page cache and 10% above storage: memory, not storage, is read
 LITTLE_LOW, LITTLE_HIGH = 0.80, 1.25  # IOPS x latency against the concurrency set
+OWN_SHARE = 0.90  # at 90% of what the path moves from the page cache (--source cache): at its own ceiling
 
 CEILING_RULE = (
     f"bound by PCIe at >= {PCIE_SHARE:.0%} of the measured pinned copy ceiling; CPU when the engine "
     f"threads use >= {CPU_SHARE:.0%} of their CPUs, one thread >= {THREAD_PCT:.0f}% or the machine "
     f">= {SYSTEM_PCT:.0f}% busy; storage at >= {STORAGE_SHARE:.0%} of the host O_DIRECT plateau; "
     "memory copies through the page cache (above storage) or cuFile compat buffers; otherwise the "
-    "path's own overhead"
+    f"path's own overhead, held against what the path moves from the page cache (--source cache: at its own "
+    f"ceiling from {OWN_SHARE:.0%} of it)"
 )
 
 KINDS = ("PCIe", "CPU", "storage", "memory copies", "path overhead", "undetermined")
@@ -57,6 +59,8 @@ class Evidence:
     concurrency: int | None = None  # in flight across all workers (and ranks)
     unsaturated: str | None = None  # "workers", "iodepth" or both: doubling still gained at the limit
     limit: str | None = None  # "16 workers x qd 64": the most the search was allowed
+    own_ceiling_gib_s: float | None = None  # the path at its plateau reading from the page cache (--source cache)
+    own_ceiling_note: str | None = None  # why that was not measured
 
 
 @dataclass(frozen=True)
@@ -153,6 +157,20 @@ def memory_check(e: Evidence) -> Check | None:
     return None
 
 
+def own_ceiling_check(e: Evidence) -> Check | None:
+    """The plateau against what the path moves when storage drops out (measured for a path-overhead verdict)."""
+    if _known(e.own_ceiling_gib_s) and e.own_ceiling_gib_s:
+        share = e.plateau_gib_s / e.own_ceiling_gib_s
+        return Check(
+            "own ceiling",
+            f"{share:.0%} of its own ceiling ({gib(e.own_ceiling_gib_s)} from the page cache, --source cache)",
+            share >= OWN_SHARE,
+        )
+    if e.own_ceiling_note:
+        return Check("own ceiling", f"own ceiling not measured ({e.own_ceiling_note})", None)
+    return None
+
+
 def little_check(e: Evidence) -> Check | None:
     if not _known(e.little_ratio) or not e.concurrency:
         return None
@@ -172,7 +190,8 @@ def bottleneck(e: Evidence) -> Bottleneck:
     cpu = cpu_check(e)
     memory = memory_check(e)
     little = little_check(e)
-    checks = tuple(c for c in (storage, pcie, cpu, memory, little) if c is not None)
+    own = own_ceiling_check(e)
+    checks = tuple(c for c in (storage, pcie, cpu, memory, own, little) if c is not None)
     above = _known(e.storage_gib_s) and e.storage_gib_s and e.plateau_gib_s > ABOVE_STORAGE * e.storage_gib_s
     if e.page_cache and (above or e.path == "host"):
         kind, detail = "memory copies", "page cache: memory is read, not storage"
@@ -187,8 +206,16 @@ def bottleneck(e: Evidence) -> Bottleneck:
     elif storage.binds is None:
         kind, detail = "undetermined", "storage ceiling not measured"
     else:
-        kind, detail = "path overhead", f"{e.plateau_gib_s / e.storage_gib_s:.0%} of storage"
+        kind, detail = "path overhead", f"{e.plateau_gib_s / e.storage_gib_s:.0%} of storage" + _own_detail(own)
     return Bottleneck(kind, detail, checks, tuple(advice(e, kind, little)))
+
+
+def _own_detail(own: Check | None) -> str:
+    if own is None or own.binds is None:
+        return ""
+    if own.binds:
+        return "; at its own ceiling from memory"
+    return "; below its own ceiling from memory: a cost per request, not a rate"
 
 
 def _cpu_detail(e: Evidence) -> str:

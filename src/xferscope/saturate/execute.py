@@ -69,6 +69,15 @@ class SeriesOutcome:
     evidence: Evidence | None = None
     bottleneck: Bottleneck | None = None
     error: str | None = None  # the run that ended this search failed
+    #: a path whose plateau is its own overhead: one run at the plateau from the page cache (--source cache)
+    own_ceiling: Measurement | None = None
+    own_ceiling_note: str | None = None  # why it was not measured
+
+    @property
+    def own_ceiling_gib_s(self) -> float | None:
+        if self.own_ceiling is None:
+            return None
+        return self.own_ceiling.result.throughput_mib_s / 1024
 
     @property
     def points_measured(self) -> int:
@@ -109,7 +118,15 @@ def analyse(outcome: SaturationOutcome) -> None:
             continue
         value, note = _storage_of(o, hosts, storage, plan)
         o.evidence, o.bottleneck = judge(
-            o.series, o.found, o.figures, writes=writes, limit=o.limit, storage_gib_s=value, storage_note=note
+            o.series,
+            o.found,
+            o.figures,
+            writes=writes,
+            limit=o.limit,
+            storage_gib_s=value,
+            storage_note=note,
+            own_ceiling_gib_s=o.own_ceiling_gib_s,
+            own_ceiling_note=o.own_ceiling_note,
         )
 
 
@@ -271,7 +288,34 @@ class Saturation:
         self.outcome.series.append(done)
         self._environment(found)
         analyse(self.outcome)  # the verdicts so far, for listeners that show them as they come
+        self._measure_own_ceiling(done)
         return done
+
+    def _measure_own_ceiling(self, done: SeriesOutcome) -> None:
+        """A path whose plateau is its own overhead: one run at its plateau with the file in the page cache
+        (--source cache), so that the verdict can say whether the path is at its own ceiling or pays a cost per
+        request. Not for writes, nor cuFile (O_DIRECT only)."""
+        plateau = done.found.plateau
+        if done.bottleneck is None or done.bottleneck.kind != "path overhead" or plateau is None:
+            return
+        if self._stop.is_set() or done.found.stopped == "interrupted":
+            return
+        spec = self.plan.spec(done.series, plateau.workers, plateau.iodepth)
+        if spec.writes or spec.path.startswith("cufile"):
+            done.own_ceiling_note = "writes are not read from the page cache" if spec.writes else "O_DIRECT only"
+        else:
+            try:
+                result = self.runner(spec.replace(source="cache"))
+            except (StopSearch, Interrupted):
+                return
+            except XferscopeError as exc:
+                done.own_ceiling_note = str(exc)
+            else:
+                if result.status == "ok":
+                    done.own_ceiling = Measurement(result, cpus_allowed(spec))
+                else:
+                    done.own_ceiling_note = result.error or result.status
+        analyse(self.outcome)
 
     def _keep_partial(self, reason: str) -> None:
         series = self.plan.series()[len(self.outcome.series)]

@@ -184,6 +184,8 @@ def evidence_of(
     limit: str,
     storage_gib_s: float | None,
     storage_note: str | None,
+    own_ceiling_gib_s: float | None = None,
+    own_ceiling_note: str | None = None,
 ) -> Evidence:
     return Evidence(
         path=series.path,
@@ -207,6 +209,8 @@ def evidence_of(
         concurrency=figures.concurrency,
         unsaturated=" and ".join(found.unsaturated) or None,
         limit=limit,
+        own_ceiling_gib_s=own_ceiling_gib_s,
+        own_ceiling_note=own_ceiling_note,
     )
 
 

@@ -87,6 +87,11 @@ def series_to_dict(o: SeriesOutcome, index_of: dict[int, int]) -> dict[str, Any]
         "evidence": dataclasses.asdict(o.evidence) if o.evidence else None,
         "bottleneck": o.bottleneck.to_dict() if o.bottleneck else None,
         "verdict_line": verdict_line(o.evidence, o.bottleneck) if o.bottleneck else None,
+        "own_ceiling": {
+            "gib_s": o.own_ceiling_gib_s,
+            "note": o.own_ceiling_note,
+            "result": index_of.get(id(o.own_ceiling)) if o.own_ceiling is not None else None,
+        },
         "points": [
             {
                 **_shape(p.shape),
@@ -131,6 +136,11 @@ def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
                     "cpus_allowed": m.cpus_allowed,
                 }
                 results.append(d)
+        if o.own_ceiling is not None:
+            index_of[id(o.own_ceiling)] = len(results)
+            d = result_to_dict(o.own_ceiling.result)
+            d["saturate"] = {"series": number, "own_ceiling": True, "cpus_allowed": o.own_ceiling.cpus_allowed}
+            results.append(d)
     return _clean(
         {
             "schema": SCHEMA,
@@ -245,9 +255,12 @@ def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> Saturat
             ]
             knee, plateau = knee_of(points)
             found = SearchResult(points, comparisons, knee, plateau, list(s.get("unsaturated") or []), s.get("stopped"))
-            outcome.series.append(
-                SeriesOutcome(series, found, int(s["grid_points"]), s.get("limit") or "", error=s.get("error"))
-            )
+            done = SeriesOutcome(series, found, int(s["grid_points"]), s.get("limit") or "", error=s.get("error"))
+            own = s.get("own_ceiling") or {}
+            if own.get("result") is not None:
+                done.own_ceiling = runs[int(own["result"])]
+            done.own_ceiling_note = own.get("note")
+            outcome.series.append(done)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise FormatError(where, None, f"not a saturation: {exc!r}") from None
     analyse(outcome)

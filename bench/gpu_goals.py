@@ -1,0 +1,289 @@
+"""The GPU goals of the open issues, measured on the GPU machine, each printed with its figure and "met" or "not met".
+
+Every figure comes from the product itself (`xferscope compare`, interleaved rotated rounds with an A/A pair
+beside) or from the bench scripts beside this one; nothing is assumed. A goal whose measurement does not fit in
+the time left is printed as "not run" with the reason.
+
+Issue 25 (the bounce paths at the cost of a plain read):
+  * bounce-async / host >= 0.97 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
+    bounce-async >= bounce at each point;
+  * CPU-s/GiB: bounce-async <= 1.5 x host and bounce <= 2 x host, at 64K x8 and 1M x4;
+  * --source cache, 1M x8: bounce-async >= 0.9 x host, with the GB/s of each;
+  * the timeline: the gap between two reads of bounce-async down to host's;
+  * cufile keeps its lead over KvikIO (registered, 1M and 16M split 4M): ratio >= 1.
+
+    python bench/gpu_goals.py --dir /var/tmp/xs [--seconds 2] [--rounds 5] [--size 1G] [--budget 420] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
+CPU_POINTS = {("64K", 8), ("1M", 4)}
+
+
+class Goals:
+    def __init__(self, budget: float, out: str):
+        self.deadline = time.monotonic() + budget
+        self.out = out
+        self.lines: list[str] = []
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def say(self, goal: str, figure: str, met: bool | None) -> None:
+        word = "met" if met else "not met" if met is not None else "not run"
+        line = f"{word:>7}  {goal}: {figure}"
+        self.lines.append(line)
+        print(line, flush=True)
+
+    def run(self, name: str, cmd: list[str], need: float) -> subprocess.CompletedProcess | None:
+        """Run ``cmd`` (its output kept in OUT/name.log) if ``need`` seconds fit in the time left."""
+        if self.left() < need:
+            print(f"# {name}: not run, {need:.0f} s needed and {self.left():.0f} s left", flush=True)
+            return None
+        print(f"# {name}: {' '.join(cmd)}", flush=True)
+        t0 = time.monotonic()
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30.0, self.left()))
+        with open(os.path.join(self.out, f"{name}.log"), "w") as fh:
+            fh.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
+        print(f"#   {time.monotonic() - t0:.0f} s, exit {proc.returncode}", flush=True)
+        return proc
+
+
+def compare(g: Goals, name: str, paths: str, bs: str, workers: int, args, *extra: str) -> dict | None:
+    out = os.path.join(g.out, f"{name}.json")
+    n = len(paths.split(","))
+    need = n * args.rounds * (args.seconds + 1.5) + 15
+    proc = g.run(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "compare",
+            "--paths",
+            paths,
+            "--bs",
+            bs,
+            "-w",
+            str(workers),
+            "-T",
+            str(args.seconds),
+            "--rounds",
+            str(args.rounds),
+            "-s",
+            args.size,
+            "--dir",
+            args.dir,
+            "--json",
+            out,
+            *extra,
+        ],
+        need,
+    )
+    if proc is None or proc.returncode not in (0, 4) or not os.path.exists(out):
+        if proc is not None:
+            print(proc.stderr[-2000:], flush=True)
+        return None
+    with open(out) as fh:
+        return json.load(fh)
+
+
+def by_label(data: dict) -> dict[str, dict]:
+    return {p["label"]: p for p in data["comparison"]["paths"]}
+
+
+def ratio_text(entry: dict) -> str:
+    return f"{entry['ratio']:.3f} ({entry['ratio_min']:.3f}-{entry['ratio_max']:.3f}) {entry['verdict']}"
+
+
+def paired(data: dict, other: str, base: str):
+    from xferscope.verdict import paired_verdict
+
+    paths = by_label(data)
+    return paired_verdict(paths[base]["rounds"], paths[other]["rounds"])
+
+
+def median_of(entry: dict, key: str) -> float:
+    value = entry[key]
+    return value["median"] if isinstance(value, dict) else value
+
+
+def storage_points(g: Goals, args) -> None:
+    for bs, workers in POINTS:
+        point = f"{bs} x{workers}"
+        data = compare(g, f"compare-{bs}-x{workers}", "host,host,bounce,bounce-async", bs, workers, args)
+        if data is None:
+            for goal in ("bounce-async / host >= 0.97", "bounce-async >= bounce"):
+                g.say(f"{goal} at {point}", "not measured", None)
+            continue
+        paths = by_label(data)
+        aa, ba = paths["host#2"], paths["bounce-async"]
+        g.say(
+            f"bounce-async / host >= 0.97 at {point}",
+            f"{ratio_text(ba)}; A/A {ratio_text(aa)}; bounce {ratio_text(paths['bounce'])}",
+            ba["ratio"] is not None and ba["ratio"] >= 0.97,
+        )
+        v = paired(data, "bounce-async", "bounce")
+        g.say(f"bounce-async >= bounce at {point}", f"{v.spread()} {v.word}", v.ratio is not None and v.ratio >= 1.0)
+        if (bs, workers) in CPU_POINTS:
+            host = median_of(paths["host#1"], "cpu_s_per_gib")
+            for path, limit in (("bounce-async", 1.5), ("bounce", 2.0)):
+                mine = median_of(paths[path], "cpu_s_per_gib")
+                share = mine / host if host else float("nan")
+                g.say(
+                    f"CPU-s/GiB {path} <= {limit:g} x host at {point}",
+                    f"{mine:.3f} against {host:.3f} ({share:.2f} x)",
+                    share <= limit,
+                )
+
+
+def cache_point(g: Goals, args) -> None:
+    data = compare(
+        g, "compare-cache-1M-x8", "host,host,bounce,bounce-async", "1M", 8, args, "--source", "cache", "-s", "1G"
+    )
+    if data is None:
+        g.say("--source cache 1M x8: bounce-async / host >= 0.9", "not measured", None)
+        return
+    paths = by_label(data)
+    gb_s = {label: median_of(p, "throughput_mib_s") * (1 << 20) / 1e9 for label, p in paths.items()}
+    g.say(
+        "--source cache 1M x8: bounce-async / host >= 0.9",
+        f"{ratio_text(paths['bounce-async'])}; GB/s: "
+        + ", ".join(f"{label} {value:.2f}" for label, value in gb_s.items())
+        + f"; A/A {ratio_text(paths['host#2'])}",
+        paths["bounce-async"]["ratio"] is not None and paths["bounce-async"]["ratio"] >= 0.9,
+    )
+
+
+def timeline(g: Goals, args) -> None:
+    for bs, workers in (("64K", 8), ("1M", 4)):
+        name = f"timeline-{bs}-x{workers}"
+        out = os.path.join(g.out, f"{name}.json")
+        proc = g.run(
+            name,
+            [
+                sys.executable,
+                os.path.join(HERE, "bounce_timeline.py"),
+                "--dir",
+                args.dir,
+                "--size",
+                args.size,
+                "--bs",
+                bs,
+                "--workers",
+                str(workers),
+                "--seconds",
+                "1.5",
+                "--rounds",
+                "2",
+                "--variants",
+                "host,bounce,bounce-async,bounce-async@psync",
+                "--json",
+                out,
+            ],
+            4 * 2 * 3 + 10,
+        )
+        if proc is None or proc.returncode or not os.path.exists(out):
+            g.say(f"bounce-async's gap between reads down to host's at {bs} x{workers}", "not measured", None)
+            continue
+        print(proc.stdout, flush=True)
+        with open(out) as fh:
+            runs = json.load(fh)["runs"]
+        gap = {v: statistics.median(r["gap_us"] for r in rs) for v, rs in runs.items()}
+        host, mine = gap["host"], gap["bounce-async"]
+        g.say(
+            f"bounce-async's gap between reads down to host's at {bs} x{workers}",
+            f"{mine:.1f} us against host {host:.1f} us (bounce {gap['bounce']:.1f}, bounce-async@psync "
+            f"{gap['bounce-async@psync']:.1f})",
+            mine <= max(2 * host, host + 2.0),
+        )
+
+
+def kvikio(g: Goals, args) -> None:
+    out = os.path.join(g.out, "cufile-vs-kvikio.json")
+    proc = g.run(
+        "cufile-vs-kvikio",
+        [
+            sys.executable,
+            os.path.join(HERE, "cufile_vs_kvikio.py"),
+            "--dir",
+            args.dir,
+            "--size",
+            "1G",
+            "--sizes",
+            "1M,16M",
+            "--workers",
+            "8",
+            "--split",
+            "4M",
+            "--rounds",
+            "3",
+            "--registered",
+            "--json",
+            out,
+        ],
+        120,
+    )
+    if proc is None or proc.returncode or not os.path.exists(out):
+        if proc is not None:
+            print(proc.stderr[-2000:], flush=True)
+        g.say("cufile keeps its lead over KvikIO (registered)", "not measured", None)
+        return
+    with open(out) as fh:
+        rows = json.load(fh)["rows"]
+    for row in rows:
+        bs = row["block_size"] >> 20
+        key = (
+            "xferscope_split_registered/kvikio_default_registered"
+            if bs == 16
+            else "xferscope_registered/kvikio_registered"
+        )
+        r = row["ratios"].get(key)
+        if r is None:
+            g.say(f"cufile keeps its lead over KvikIO at {bs}M", f"no ratio {key}", None)
+            continue
+        g.say(
+            f"cufile keeps its lead over KvikIO at {bs}M x8 ({key})",
+            f"{r['ratio']:.3f} ({r['ratio_min']:.3f}-{r['ratio_max']:.3f}) {r['verdict']}",
+            r["ratio"] >= 1.0,
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default="/var/tmp/xferscope-goals")
+    ap.add_argument("--seconds", type=float, default=2.0)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--size", default="1G")
+    ap.add_argument("--budget", type=float, default=420.0, help="seconds this may take; goals beyond it are not run")
+    ap.add_argument("--out", default=None, help="where the logs and JSON go (default: --dir/out)")
+    ap.add_argument("--only", default="storage,cache,timeline,kvikio", help="which groups of goals to run")
+    args = ap.parse_args(argv)
+    os.makedirs(args.dir, exist_ok=True)
+    out = args.out or os.path.join(args.dir, "out")
+    os.makedirs(out, exist_ok=True)
+    g = Goals(args.budget, out)
+    print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget:.0f} s", flush=True)
+    groups = {"storage": storage_points, "cache": cache_point, "timeline": timeline, "kvikio": kvikio}
+    for name in args.only.split(","):
+        groups[name.strip()](g, args)
+    print("\n# goals")
+    for line in g.lines:
+        print(line)
+    with open(os.path.join(out, "goals.txt"), "w") as fh:
+        fh.write("\n".join(g.lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
