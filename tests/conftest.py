@@ -58,15 +58,22 @@ def module_direct_dir(tmp_path_factory):
 
 
 def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> CliResult:
-    """Run `python -m xferscope.cli ARGS` as a user would (a new process, the real entry point)."""
-    proc = subprocess.run(
+    """Run `python -m xferscope.cli ARGS` as a user would (a new process, the real entry point). A command still
+    running after ``timeout`` fails the test with what every thread of it was doing (Python's fault handler)."""
+    proc = subprocess.Popen(
         [sys.executable, "-m", "xferscope.cli", *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})},
     )
-    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # the fault handler prints every thread's stack
+        out, err = proc.communicate(timeout=30)
+        raise AssertionError(f"xferscope {' '.join(args)} still ran after {timeout} s; its threads:\n{err}") from None
+    return CliResult(proc.returncode, out, err)
 
 
 @pytest.fixture

@@ -38,28 +38,40 @@ def in_flight_at(copies, t: int) -> int:
     return sum(1 for c in copies if c.issued <= t < c.landed)
 
 
+def group_of(bs: int) -> int:
+    from xferscope.engines.bounce import copy_group
+
+    return copy_group(bs)
+
+
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
 def test_each_copy_is_issued_while_the_next_block_is_read(sim_gpu, direct_dir, bs):
-    """bounce-async with io_uring: the read of block n+1 is under way when block n's copy is issued, so no copy
-    call sits between two reads, and there is still one read in flight at a time."""
-    run = run_engine(spec_for("bounce-async", direct_dir, bs))
-    assert run.error is None
+    """bounce-async with io_uring: a read is under way whenever a copy is issued, so no copy call sits between two
+    reads, and there is still one read in flight at a time. Small blocks go to the GPU in groups (one copy a group),
+    the last group when the run ends."""
+    group = group_of(bs)
+    blocks = 3 * group + 2
+    run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks))
+    assert run.error is None and run.bytes == blocks * bs
     assert any(label.startswith("io_uring: the next read is under way") for label in run.labels), run.labels
+    assert run.environment["blocks_per_copy"] == group
     reads, copies = run.reads(), run.copies_from()
-    assert len(reads) == len(copies) == 8
-    for n in range(len(reads) - 1):
-        nxt = reads[n + 1]
-        assert nxt.t0 <= copies[n].issued <= nxt.t1, f"block {n}'s copy is not issued during block {n + 1}'s read"
-        assert copies[n].landed >= nxt.t1
-        assert reads[n].t1 <= nxt.t0, "one read in flight at a time"
+    assert len(reads) == blocks and len(copies) == -(-blocks // group)
+    assert [c.bytes for c in copies] == [group * bs] * (blocks // group) + (
+        [blocks % group * bs] if blocks % group else []
+    )
+    for a, b in itertools.pairwise(reads):
+        assert a.t1 <= b.t0, "one read in flight at a time"
+    for n, c in enumerate(copies[:-1]):  # the last one is copied when the run ends
+        after = reads[(n + 1) * group]  # the read that was under way: the first of the next group
+        assert after.t0 <= c.issued <= after.t1, f"copy {n} is not issued while block {(n + 1) * group} is read"
+        assert c.landed >= after.t1
     copy_calls = [r for r in run.timelines[0] if r.kind == _iocore.TL_COPY]
     for a, b in itertools.pairwise(reads):  # the gaps between reads hold no copy call
         assert not [c for c in copy_calls if a.t1 < c.t0 < b.t0]
-    # the read of each block goes into a buffer whose copy has landed: with copies that land only once the next
-    # one is issued (the stand-ins' lazy mode), three buffers take turns
-    for n in range(1, len(reads)):
-        assert reads[n].buf != reads[n - 1].buf
-    assert {r.buf for r in reads} == {0, 1, 2}
+    # the slots are read into in turn; with copies that land only once the next one is issued (the stand-ins'
+    # lazy mode), three groups take turns
+    assert [r.buf for r in reads] == [n % (3 * group) for n in range(blocks)]
 
 
 @pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
@@ -92,8 +104,16 @@ def test_serial_bounce_fails_the_overlap_check(sim_gpu, direct_dir):
     assert all(copies[n].landed <= reads[n + 1].t0 for n in range(len(reads) - 1))
 
 
+@pytest.fixture
+def psync(monkeypatch):
+    """bounce-async without io_uring: each copy issued between two reads, buffers reused most recently landed first."""
+    from xferscope.engines import bounce
+
+    monkeypatch.setattr(bounce, "uring_status", lambda: (False, "Function not implemented"))
+
+
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs):
+def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs, psync):
     depth = 3
     # a device slower than any storage: a copy lands only when the worker waits for it
     sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
@@ -112,9 +132,29 @@ def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, 
     assert len(waits) == len(reads) - depth
 
 
-def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir):
-    # copies that land as soon as anybody looks: PCIe far faster than storage
-    sim_gpu.configure(landing=sim_gpu.LAND_EAGER)
+@pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
+def test_the_ring_reads_into_a_group_only_once_its_copy_has_landed(sim_gpu, direct_dir, bs):
+    """io_uring: a device slower than any storage (a copy lands only when waited for). The reads come round to a
+    group still in flight and wait for it, once each time round, and never read into memory still being copied."""
+    sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
+    group = group_of(bs)
+    slots = 3 * group
+    blocks = 2 * slots + group
+    run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks, iodepth=1))
+    assert run.error is None and run.bytes == blocks * bs
+    assert len(run.host_buffers[0]) == slots
+    reads = run.reads()
+    starts = {addr: i for i, addr in enumerate(run.host_buffers[0])}
+    copies = sorted((c for c in run.copies if c.kind == "htod" and c.src in starts), key=lambda c: c.issued)
+    for r in reads:
+        g = r.buf // group
+        earlier = [c for c in copies if starts[c.src] // group == g and c.issued < r.t0]
+        assert not earlier or earlier[-1].landed <= r.t0, f"slot {r.buf} read into while its group was in flight"
+    waits = [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
+    assert len(waits) == (blocks - slots) // group  # each time the reads come round to a group after the first lap
+
+
+def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir, psync):
     run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, blocks=16, iodepth=8))
     assert len(run.host_buffers[0]) == 8
     reads = run.reads()
@@ -123,14 +163,14 @@ def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direc
     assert not [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
 
 
-@pytest.mark.parametrize("path", ["bounce", "bounce-async"])
-def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path):
+@pytest.mark.parametrize("path, bs", [("bounce", 4 * K), ("bounce-async", M)])
+def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path, bs):
     """Copies that take 10 ms each, against reads of a few microseconds: the worker spends most of the run
     waiting for copies, and little of it on the CPU (it sleeps until a copy is due, then asks). A worker that
     waited in cuStreamSynchronize or cuEventSynchronize as CUDA does by default would spin the whole time."""
     sim_gpu.configure(copy_ns=10_000_000, landing=sim_gpu.LAND_EAGER)
-    run = run_engine(spec_for(path, direct_dir, 4 * K, blocks=40, iodepth=1))
-    assert run.error is None and run.bytes == 40 * 4 * K
+    run = run_engine(spec_for(path, direct_dir, bs, blocks=40, iodepth=1))
+    assert run.error is None and run.bytes == 40 * bs
     ran_s = run.worker_done_s[0]
     assert ran_s >= 0.1, f"the run took {ran_s:.3f} s: too short for the copies to have been waited for"
     assert run.worker_cpu_s[0] < 0.25 * ran_s, (run.worker_cpu_s[0], ran_s)

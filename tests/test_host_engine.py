@@ -340,3 +340,12 @@ def test_host_records_the_same_timeline_as_the_bounce_paths(direct_dir, iodepth)
     assert all(r.bytes == 64 << 10 and r.off % (64 << 10) == 0 and r.off < 4 << 20 for r in reads)
     if iodepth > 1 and any("io_uring" in label for label in run.labels):  # one interval per slot in flight
         assert {r.buf for r in reads} == set(range(iodepth))
+
+
+def test_the_path_s_cpu_leaves_out_xferscope_s_own_sampling(direct_dir):
+    """CPU-s/GiB is the engine process's CPU less its sampling threads (measured), which the result keeps apart."""
+    result = Run(RunSpec(path="host", file=str(direct_dir / "c.dat"), file_size=8 << 20, duration=0.5)).execute()
+    cpu, gib = result.cpu, result.bytes / (1 << 30)
+    assert cpu["telemetry_cpu_seconds"] > 0, "the sampler ran on the CPU for 0.5 s"
+    assert result.cpu_seconds_per_gib == pytest.approx((cpu["cpu_seconds"] - cpu["telemetry_cpu_seconds"]) / gib)
+    assert cpu["cpu_s_per_gib"] == pytest.approx(result.cpu_seconds_per_gib)

@@ -171,6 +171,8 @@ class LocalRun(SampleFeed):
         self._finished = threading.Event()
         #: workers did not stop when asked (stuck in a driver call): their threads are left behind
         self.stuck = False
+        self._sampler_cpu = 0.0  # CPU time of the sampler thread over the run
+        self._gpu_meter_cpu0 = 0.0
         #: --source cache: the share of the file in the page cache before and after the run
         self._resident_before: float | None = None
         self._resident_after: float | None = None
@@ -205,6 +207,7 @@ class LocalRun(SampleFeed):
         self._cpu = CpuMeter()
         self.engine.start()
         self._cpu.mark()
+        self._gpu_meter_cpu0 = self._gpu_meter.cpu_seconds if self._gpu_meter is not None else 0.0
         self._engine_cpu = ThreadCpuMeter(self.engine.thread_ids())
         self._started_at = time.monotonic()
         self.state = "running"
@@ -275,6 +278,13 @@ class LocalRun(SampleFeed):
 
     # -------------------------------------------------------------- sampling
     def _sample_loop(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            self._sample_until_done()
+        finally:
+            self._sampler_cpu = time.thread_time() - cpu0
+
+    def _sample_until_done(self) -> None:
         interval = self.spec.interval
         deadline = (self.spec.duration + GRACE_S) if self.spec.duration else None
         prev = None
@@ -376,6 +386,7 @@ class LocalRun(SampleFeed):
                 "sys_iowait_pct": cpu.sys_iowait_pct,
                 "cpu_seconds": cpu.proc_cpu_seconds,
                 "per_core_pct": list(cpu.per_core_busy_pct),
+                "telemetry_cpu_seconds": self._telemetry_cpu(),
             }
         if self.spec.source == "cache" and self.target is not None:
             self._resident_after = page_cache.resident_share(self._files())
@@ -403,6 +414,12 @@ class LocalRun(SampleFeed):
             environment=self.environment(),
         )
         return self.result
+
+    def _telemetry_cpu(self) -> float:
+        """CPU time of xferscope's own sampling threads in this process over the run (the sampler, NVML's meter):
+        measured, and taken out of the path's CPU-s/GiB."""
+        meter = self._gpu_meter.cpu_seconds - self._gpu_meter_cpu0 if self._gpu_meter is not None else 0.0
+        return self._sampler_cpu + max(0.0, meter)
 
     def environment(self) -> dict:
         env = {
@@ -501,7 +518,8 @@ def build_result(
     gib = snap.bytes / (1 << 30)
     cpu_d = dict(cpu)
     if cpu_d:
-        cpu_s = cpu_d.get("cpu_seconds", math.nan)
+        # the path's CPU: the process's, less xferscope's own sampling threads (measured: the sampler, NVML's meter)
+        cpu_s = cpu_d.get("cpu_seconds", math.nan) - cpu_d.get("telemetry_cpu_seconds", 0.0)
         cpu_d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
         engine_usr = sum(w.cpu_usr_us + w.lanes_usr_us for w in snap.workers) / 1e6
         engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6

@@ -177,6 +177,7 @@ typedef struct {
 struct job {
     PyObject_HEAD
     int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
+    int copy_batch;        /* BOUNCE_PIPE with io_uring: blocks per copy (slots side by side) */
     uint64_t block_size, duration_ns, bytes_limit, seed;
     uint64_t split;        /* sub-request size (0: none) */
     int lanes;             /* threads per worker issuing sub-requests, the worker included (1: no split) */
@@ -569,21 +570,24 @@ static int cufile_io(worker_t *w, int write, uint64_t off)
 
 /* ------------------------------------------------------------------ waiting for a copy
  *
- * A worker that must wait for a copy to land (bounce: every copy; bounce-async: only when all its
- * buffers are in flight) neither spins through the copy nor sleeps on an interrupt. It sleeps until
- * just before the copy is predicted to land, then asks (cuEventQuery) until it has. The prediction
- * is the worker's running estimate of how long its copies take from issue to landing, learnt from
- * the copies it waits for: nudged down when one had landed by the time it woke, moved towards the
- * time seen when it had to ask. A copy still in flight well past its prediction is waited for with
- * cuEventSynchronize (the events are created for blocking sync: the thread sleeps).
+ * A worker that must wait for a copy to land (bounce: every copy; bounce-async: only when the reads
+ * have come round to buffers still in flight) asks for it (cuEventQuery) until it has, and sleeps
+ * first when the copy is predicted to take long enough to be worth a sleep: until just before it is
+ * due. The prediction is the worker's running estimate of how long its copies take from issue to
+ * landing, learnt from the copies it waits for: nudged down when one had landed by the time it woke,
+ * moved towards the time seen when it had to ask. A copy still in flight long past its prediction is
+ * waited for with cuEventSynchronize (the events are created for blocking sync: the thread sleeps).
  *
- * Measured on an H100 VM: spinning through a 1 MiB copy costs its whole 29 us of CPU; a blocking
- * event wait costs 10 us of CPU and lands 34 us late; sleeping then asking costs 10 us and lands
- * 5 us late. The sleep needs a timer slack of about a microsecond (the default is 50 us): the GPU
- * modes' workers set it. */
-#define WAKE_EARLY_NS 8000u  /* a sleep ends this long before the predicted landing (wake-up latency) */
+ * Measured on an H100 VM, 8 threads: asking through a 64 KiB copy costs 14 us of CPU and lands it
+ * at once; any sleep costs 5-8 us of CPU and lands it 10-20 us late; a blocking event wait costs
+ * 17 us and lands it 25 us late. Through a 1 MiB copy asking costs 39 us, sleeping then asking 27 us
+ * (5-15 us late), a blocking wait 28 us (80-160 us late). So short copies are asked for, long ones
+ * slept through first. The sleep needs a timer slack of about a microsecond (the default is 50 us):
+ * the GPU modes' workers set it. */
+#define SPIN_BELOW_NS 30000u /* copies predicted shorter than this are asked for without sleeping */
+#define WAKE_EARLY_NS 10000u /* a sleep ends this long before the predicted landing (wake-up latency) */
 #define MIN_SLEEP_NS 4000u   /* a shorter sleep is not worth its system call */
-#define POLL_MIN_NS 20000u   /* ask at least this long before waiting on the event */
+#define POLL_MIN_NS 50000u   /* ask at least this long (or the prediction) before waiting on the event */
 #define TIMER_SLACK_NS 1000u
 #define MAX_LATE_STEPS 3     /* waits in a row that may lengthen the prediction without seeing a landing */
 
@@ -615,14 +619,14 @@ static int wait_copy(worker_t *w, void *event, uint64_t issued)
     int rc = fn->event_query(event);
     if (rc != CUDA_ERROR_NOT_READY)
         goto early;
-    if (pred > WAKE_EARLY_NS + MIN_SLEEP_NS && issued + pred - WAKE_EARLY_NS > now_ns() + MIN_SLEEP_NS) {
+    if (pred >= SPIN_BELOW_NS && issued + pred - WAKE_EARLY_NS > now_ns() + MIN_SLEEP_NS) {
         sleep_until_ns(issued + pred - WAKE_EARLY_NS);
         rc = fn->event_query(event);
         if (rc != CUDA_ERROR_NOT_READY)
             goto early;
     }
     uint64_t t = now_ns();
-    uint64_t deadline = t + (pred / 2 > POLL_MIN_NS ? pred / 2 : POLL_MIN_NS);
+    uint64_t deadline = t + (pred > POLL_MIN_NS ? pred : POLL_MIN_NS);
     for (;;) {
         for (int i = 0; i < 16; i++)
             cpu_relax();
@@ -998,28 +1002,98 @@ static int uring_read_into(worker_t *w, uring_t *ring, int i, uint64_t off)
     return 0;
 }
 
-/* BOUNCE_PIPE reads with the next read in flight while a copy is issued (io_uring). Still one read
- * in flight per worker, as in every psync mode and in gdsio: block n+1 is submitted the moment block
- * n has been read, and only then is block n's copy to the GPU issued. The copy call is off the
- * read's critical path: the gap between two reads is what it is for host. */
+/* BOUNCE_PIPE reads through io_uring, with the next read in flight while a copy is issued. Still one
+ * read in flight per worker, as in every psync mode and in gdsio: block n+1 is submitted the moment
+ * block n has been read, and only then is a copy to the GPU issued, so the copy call never sits
+ * between two reads (the gap between them is what it is for host).
+ *
+ * The buffers are a ring, read into in turn; its slots form groups of `copy_batch` slots that lie
+ * side by side in host memory and in GPU memory, and a group goes to the GPU in one copy once its
+ * last slot has been read (small blocks: a copy call costs about as much CPU as the read itself,
+ * measured on an H100 VM at 8-10 us for 64 KiB, so 64 KiB blocks go 16 to a copy). A group's slots
+ * are read into again once its copy has landed (asked without waiting; waited for only when the
+ * reads have come round to a group still in flight: PCIe slower than storage). Each group has its
+ * own event; a partly filled group is copied when the run ends. */
+typedef struct {
+    int b, groups, slots;           /* slots per group (one copy each), groups, b * groups */
+    int pending[MAX_PIPE];          /* a group's copy is in flight */
+    uint64_t issued[MAX_PIPE];      /* when it was issued */
+    uint64_t offs[MAX_PIPE];        /* file offset of the block in each slot */
+} ring_t;
+
+static inline uint64_t ring_dev(worker_t *w, int slot)
+{
+    return w->dev + (uint64_t)slot * w->job->block_size;
+}
+
+/* Group g's copy has landed (waited for, if `wait`): check it (--verify) and mark it free. 1 while it
+ * is still in flight (not waiting), 0 when free, -1 on failure. */
+static int ring_settle(worker_t *w, ring_t *r, int g, int n, int wait, void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    if (!r->pending[g])
+        return 0;
+    int rc = fn->event_query(w->events[g]);
+    if (rc == CUDA_ERROR_NOT_READY) {
+        if (!wait)
+            return 1;
+        uint64_t t0 = now_ns();
+        rc = wait_copy(w, w->events[g], r->issued[g]);
+        tl_add(w, TL_WAIT, 0, g, t0, now_ns(), r->offs[g * r->b], (uint64_t)n * job->block_size);
+    }
+    if (rc) {
+        job_fail(job, r->offs[g * r->b], "waiting for a copy to the GPU failed (CUDA error %d)", rc);
+        return -1;
+    }
+    r->pending[g] = 0;
+    if (job->verify) {
+        uint64_t bs = job->block_size;
+        if (fn->dtoh(scratch, ring_dev(w, g * r->b), (uint64_t)n * bs, w->stream) || fn->stream_sync(w->stream)) {
+            job_fail(job, r->offs[g * r->b], "cuMemcpyDtoHAsync failed while verifying");
+            return -1;
+        }
+        for (int i = 0; i < n; i++)
+            if (verify_host(w, (char *)scratch + (uint64_t)i * bs, r->offs[g * r->b + i]))
+                return -1;
+    }
+    return 0;
+}
+
+/* Copy slots [first, first + n) of group g to the GPU in one call: 0, or -1 (the job has failed). */
+static int ring_copy(worker_t *w, ring_t *r, int g, int n)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    int first = g * r->b;
+    uint64_t t1 = now_ns();
+    r->issued[g] = t1;
+    if (fn->htod(ring_dev(w, first), w->host[first], (uint64_t)n * job->block_size, w->stream) ||
+        fn->event_record(w->events[g], w->stream)) {
+        job_fail(job, r->offs[first], "cuMemcpyHtoDAsync failed");
+        return -1;
+    }
+    r->pending[g] = 1;
+    tl_add(w, TL_COPY, 0, g, t1, now_ns(), r->offs[first], (uint64_t)n * job->block_size);
+    return 0;
+}
+
 static void run_pipelined_uring(worker_t *w, cursor_t *c, void *scratch, uring_t *ring)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
     uint64_t bs = job->block_size;
-    pipe_t p;
-    memset(&p, 0, sizeof p);
-    p.k = w->nhost;
-    p.staged = -1;
-    for (int i = p.k - 1; i >= 0; i--) /* buffer 0 on top */
-        p.free[p.nfree++] = i;
-    int cur = -1, in_flight = 0;
-    uint64_t cur_off = 0, t_sub = 0;
+    ring_t r;
+    memset(&r, 0, sizeof r);
+    r.b = job->copy_batch;
+    r.groups = w->nhost / r.b;
+    r.slots = r.b * r.groups;
+    int cur = 0, in_flight = 0, last_group_fill = 0;
+    uint64_t t_sub = 0;
     if (keep_going(w, c, now_ns())) {
-        cur = pipe_acquire(w, &p, scratch);
-        cur_off = cur < 0 ? 0 : next_offset(w, c);
+        r.offs[0] = next_offset(w, c);
         t_sub = now_ns();
-        if (cur < 0 || uring_read_into(w, ring, cur, cur_off))
+        if (uring_read_into(w, ring, 0, r.offs[0]))
             goto drain;
         in_flight = 1;
     }
@@ -1032,39 +1106,36 @@ static void run_pipelined_uring(worker_t *w, cursor_t *c, void *scratch, uring_t
         if (res != (int)bs) {
             if (res < 0)
                 errno = -res;
-            report_short(job, 0, res, bs, cur_off);
+            report_short(job, 0, res, bs, r.offs[cur]);
             goto drain;
         }
-        tl_add(w, TL_READ, 0, cur, t_sub, t_done, cur_off, bs);
+        tl_add(w, TL_READ, 0, cur, t_sub, t_done, r.offs[cur], bs);
         c->done_bytes += bs;
-        /* the next read goes out first */
-        int next = -1;
-        uint64_t next_off = 0, next_sub = 0;
+        int g = cur / r.b;
+        last_group_fill = cur % r.b + 1;
+        /* the next read goes out first, into the next slot (its group's copy landed, or waited for) */
+        int next = (cur + 1) % r.slots;
+        uint64_t next_sub = 0;
         if (keep_going(w, c, t_done)) {
-            next = pipe_acquire(w, &p, scratch);
-            if (next < 0)
+            if (next % r.b == 0 && ring_settle(w, &r, next / r.b, r.b, 1, scratch))
                 goto drain;
-            next_off = next_offset(w, c);
+            r.offs[next] = next_offset(w, c);
             next_sub = now_ns();
-            if (uring_read_into(w, ring, next, next_off))
+            if (uring_read_into(w, ring, next, r.offs[next]))
                 goto drain;
             in_flight = 1;
         }
-        /* then this block's copy, while that read is under way */
-        uint64_t t1 = now_ns();
-        p.issued[cur] = t1;
-        if (fn->htod(pipe_dev(w, cur), w->host[cur], bs, w->stream) || fn->event_record(w->events[cur], w->stream)) {
-            job_fail(job, cur_off, "cuMemcpyHtoDAsync failed");
-            goto drain;
+        /* then, with that read under way, this block's group to the GPU once it is full */
+        uint64_t call = 0;
+        if (last_group_fill == r.b) {
+            uint64_t t1 = now_ns();
+            if (ring_copy(w, &r, g, r.b))
+                goto drain;
+            call = now_ns() - t1;
+            last_group_fill = 0;
         }
-        uint64_t t2 = now_ns();
-        p.ring[(p.head + p.len) % p.k] = cur;
-        p.len++;
-        p.offs[cur] = cur_off;
-        tl_add(w, TL_COPY, 0, cur, t1, t2, cur_off, bs);
-        record(w->st, 0, bs, (t_done - t_sub) + (t2 - t1)); /* the read, and issuing its copy */
+        record(w->st, 0, bs, (t_done - t_sub) + call); /* the read, and issuing a copy where it did */
         cur = next;
-        cur_off = next_off;
         t_sub = next_sub;
     }
 drain:
@@ -1072,11 +1143,15 @@ drain:
         int res;
         uring_wait_one(w, ring, &res);
     }
+    if (last_group_fill && !atomic_load(&job->has_error)) /* the blocks of a group the run ended in */
+        ring_copy(w, &r, cur / r.b, last_group_fill);
+    for (int i = 0; i < r.groups && !atomic_load(&job->has_error); i++) {
+        int n = (i == cur / r.b && last_group_fill) ? last_group_fill : r.b;
+        if (ring_settle(w, &r, i, n, 1, scratch) < 0)
+            break;
+    }
     if (fn->stream_sync(w->stream) && !atomic_load(&job->has_error))
         job_fail(job, 0, "cuStreamSynchronize failed at the end of the run");
-    while (p.len && !atomic_load(&job->has_error))
-        if (pipe_wait_oldest(w, &p, scratch))
-            break;
 }
 
 /* HOST at depth > 1 through io_uring: every slot has its own buffer. */
@@ -1248,7 +1323,7 @@ static void *worker_main(void *arg)
     } else if (job->mode == MODE_BOUNCE) {
         bufs[0] = w->host[0];
     }
-    if (job->verify && job->mode != MODE_HOST && posix_memalign(&scratch, 4096, bs)) {
+    if (job->verify && job->mode != MODE_HOST && posix_memalign(&scratch, 4096, bs * (uint64_t)job->copy_batch)) {
         job_fail(job, 0, "cannot allocate the verification buffer");
         goto wait_and_finish;
     }
@@ -1363,15 +1438,17 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
-                             "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline", NULL};
+                             "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline",
+                             "copy_batch", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
     unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKI", kwlist, &fds, &starts, &lengths, &block_size,
+    int copy_batch = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIi", kwlist, &fds, &starts, &lengths, &block_size,
                                      &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
                                      &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
-                                     &huge_pages, &split, &timeline))
+                                     &huge_pages, &split, &timeline, &copy_batch))
         return -1;
     Py_ssize_t n = PySequence_Size(fds);
     if (n <= 0 || n > 65536) {
@@ -1412,6 +1489,11 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
         return -1;
     }
     job->timeline = timeline;
+    if (copy_batch < 1 || copy_batch > MAX_PIPE) {
+        PyErr_SetString(PyExc_ValueError, "copy_batch: 1..64 blocks per copy");
+        return -1;
+    }
+    job->copy_batch = mode == MODE_BOUNCE_PIPE && job->use_uring ? copy_batch : 1;
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->cond, NULL);
     job->workers = calloc((size_t)n, sizeof(worker_t));
@@ -1525,6 +1607,19 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
                     item = PySequence_GetItem(events, k);
                     w->events[k] = item ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(item) : NULL;
                     Py_XDECREF(item);
+                }
+            }
+            if (job->copy_batch > 1) { /* a group goes in one copy: its buffers must lie side by side */
+                for (int k = 1; k < w->nhost; k++)
+                    if ((char *)w->host[k] != (char *)w->host[k - 1] + block_size) {
+                        Py_DECREF(fast);
+                        PyErr_SetString(PyExc_ValueError, "copy_batch > 1 needs the pinned buffers side by side");
+                        return -1;
+                    }
+                if (w->nhost < 2 * job->copy_batch) {
+                    Py_DECREF(fast);
+                    PyErr_SetString(PyExc_ValueError, "copy_batch needs at least two groups of buffers");
+                    return -1;
                 }
             }
             if ((mode == MODE_BOUNCE && (w->nhost < 1 || !events)) ||

@@ -56,7 +56,7 @@ def rank_row(st: RankState, own: RunResult | None) -> dict[str, Any]:
 
 def _cpu(states: list[RankState], owns: dict[int, RunResult | None], gib: float) -> dict[str, Any]:
     """Process CPU summed over ranks (percent of one core, as on one host); system CPU averaged over hosts."""
-    usr = sys_ = cpu_s = 0.0
+    usr = sys_ = cpu_s = telemetry = 0.0
     measured = False
     for st in states:
         own = owns[st.rank]
@@ -65,6 +65,7 @@ def _cpu(states: list[RankState], owns: dict[int, RunResult | None], gib: float)
             usr += own.cpu.get("usr_pct") or 0.0
             sys_ += own.cpu.get("sys_pct") or 0.0
             cpu_s += own.cpu.get("cpu_seconds") or 0.0
+            telemetry += own.cpu.get("telemetry_cpu_seconds") or 0.0
         elif st.cpu:
             measured = True
             usr += st.cpu[0]
@@ -87,7 +88,8 @@ def _cpu(states: list[RankState], owns: dict[int, RunResult | None], gib: float)
     d = {"usr_pct": usr, "sys_pct": sys_, "sys_usr_pct": sys_usr, "sys_sys_pct": sys_sys, "sys_iowait_pct": iowait}
     if all(owns[st.rank] for st in states):
         d["cpu_seconds"] = cpu_s
-        d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
+        d["telemetry_cpu_seconds"] = telemetry
+        d["cpu_s_per_gib"] = (cpu_s - telemetry) / gib if gib > 0 else math.nan
         engines = [owns[st.rank].cpu for st in states]
         if all("engine_usr_pct" in c for c in engines):  # the workers alone: summed over ranks, the busiest thread
             d["engine_usr_pct"] = sum(c["engine_usr_pct"] for c in engines)

@@ -272,6 +272,10 @@ class RunResult:
 
     @property
     def cpu_seconds_per_gib(self) -> float:
+        """The path's CPU time per GiB: the engine process's, less xferscope's own sampling threads where they
+        were measured (``telemetry_cpu_seconds``)."""
         gib = self.bytes / (1 << 30)
         cpu_s = self.cpu.get("cpu_seconds")  # absent where CPU was not measured (some imports)
-        return cpu_s / gib if gib > 0 and cpu_s is not None else float("nan")
+        if cpu_s is None or gib <= 0:
+            return float("nan")
+        return (cpu_s - (self.cpu.get("telemetry_cpu_seconds") or 0.0)) / gib

@@ -175,6 +175,7 @@ class GpuMeter:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._cpu_seconds = 0.0
         try:
             self._nv = _nvml()
         except ImportError:
@@ -218,7 +219,13 @@ class GpuMeter:
                 self._poll()
             except Exception:
                 pass
+            self._cpu_seconds = time.thread_time()
             self._stop.wait(max(0.0, self.period - (time.monotonic() - t0)))
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time this meter's thread has spent so far (NVML's calls): xferscope's own, not the run's."""
+        return self._cpu_seconds
 
     def read(self) -> list[dict[str, Any]]:
         """The latest reading of each GPU (a list of dicts); [] without a GPU."""
