@@ -19,8 +19,9 @@ waited for), waits for a copy to land. Per variant the medians over rounds (orde
         [--seconds 3] [--rounds 5] [--variants host,bounce,bounce-async] [--source cache]
 
 A variant is a path, with `+4k` for --4k-pages (bounce: CUDA's pinned allocation), `+huge` for --huge-pages,
-and `@psync` for bounce-async without io_uring (the copy issued between two reads). `--standins` runs on host
-stand-ins for CUDA (xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
+and for bounce-async `@b1` (its read ring with one block per copy) or `@lifo` (no ring: each block's copy issued
+after its read, buffers reused most recently landed first, as its writes go). `--standins` runs on host stand-ins
+for CUDA (xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def spec_of(variant: str, file: str, size: int, bs: int, workers: int, iodepth: 
 
 
 def run_variant(variant: str, spec: RunSpec) -> dict:
-    from xferscope.engines import bounce, page_cache
+    from xferscope.engines import page_cache
 
     target = targets.plan(spec)
     targets.materialize(target, threading.Event(), None)
@@ -82,9 +83,11 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
         page_cache.hold([f.path for f in target.files])
     engine = engine_class(spec.path)(spec, target)
     engine.timeline_records = 1 << 20
-    saved = bounce.uring_status
-    if variant.endswith("@psync"):
-        bounce.uring_status = lambda: (False, "not used (@psync)")
+    how = variant.partition("@")[2]
+    if how == "b1":
+        engine.blocks_per_copy = 1
+    elif how == "lifo":
+        engine.read_ring = False
     try:
         engine.prepare()
         engine.start()
@@ -94,7 +97,6 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
         snap = engine.snapshot()
         labels = list(engine.labels)
     finally:
-        bounce.uring_status = saved
         engine.close()
     cpu_s = sum(w.cpu_usr_us + w.cpu_sys_us for w in snap.workers) / 1e6
     return summarise(timeline, spec.block_size) | {

@@ -160,7 +160,7 @@ def storage_points(g: Goals, args) -> None:
 
 
 def cache_point(g: Goals, args) -> None:
-    data = compare(g, "compare-cache-1M-x8", "host,host,bounce-async", "1M", 8, args, "--source", "cache", "-s", "1G")
+    data = compare(g, "compare-cache-1M-x8", "host,host,bounce-async", "1M", 8, args, "--source", "cache", "-T", "1")
     if data is None:
         g.say("--source cache 1M x8: bounce-async / host >= 0.9", "not measured", None)
         return
@@ -201,7 +201,7 @@ def timeline(g: Goals, args) -> None:
                 "--json",
                 out,
             ],
-            4 * 2 * 2 + 8,
+            5 * 2 * 2 + 8,
         )
         if proc is None or proc.returncode or not os.path.exists(out):
             g.say(f"bounce-async's gap between reads down to host's at {bs} x{workers}", "not measured", None)
@@ -213,8 +213,9 @@ def timeline(g: Goals, args) -> None:
         host, mine = gap["host"], gap["bounce-async"]
         g.say(
             f"bounce-async's gap between reads down to host's at {bs} x{workers}",
-            f"{mine:.1f} us against host {host:.1f} us (bounce {gap['bounce']:.1f}, bounce-async@psync "
-            f"{gap['bounce-async@psync']:.1f})",
+            f"{mine:.1f} us against host {host:.1f} us (bounce {gap['bounce']:.1f}, one block a copy "
+            f"{gap['bounce-async@b1']:.1f}, no ring {gap['bounce-async@lifo']:.1f}); MiB/s: "
+            + ", ".join(f"{v} {statistics.median(r['mib_s'] for r in rs):.0f}" for v, rs in runs.items()),
             mine <= max(2 * host, host + 2.0),
         )
 
@@ -277,14 +278,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", default="1G")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds this may take; goals beyond it are not run")
     ap.add_argument("--out", default=None, help="where the logs and JSON go (default: --dir/out)")
-    ap.add_argument("--only", default="storage,cache,timeline,kvikio", help="which groups of goals to run")
+    ap.add_argument("--only", default="storage,timeline,cache,kvikio", help="which groups of goals to run")
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
     out = args.out or os.path.join(args.dir, "out")
     os.makedirs(out, exist_ok=True)
     g = Goals(args.budget, out)
     print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget:.0f} s", flush=True)
-    groups = {"storage": storage_points, "cache": cache_point, "timeline": timeline, "kvikio": kvikio}
+    groups = {"storage": storage_points, "timeline": timeline, "cache": cache_point, "kvikio": kvikio}
     for name in args.only.split(","):
         groups[name.strip()](g, args)
     print("\n# goals")

@@ -70,9 +70,26 @@ def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> 
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGABRT)  # the fault handler prints every thread's stack
-        out, err = proc.communicate(timeout=30)
-        raise AssertionError(f"xferscope {' '.join(args)} still ran after {timeout} s; its threads:\n{err}") from None
+        import psutil
+
+        stacks = ""
+        if shutil.which("py-spy"):  # where it is installed: the stacks of the processes the command started
+            for child in psutil.Process(proc.pid).children(recursive=True):
+                dump = subprocess.run(["py-spy", "dump", "--pid", str(child.pid)], capture_output=True, text=True)
+                stacks += f"\n--- process {child.pid} {' '.join(child.cmdline()[2:4])}:\n{dump.stdout}{dump.stderr}"
+        # the fault handler prints every thread's stack: of the processes it started first (an engine's lands in
+        # the command's own error line), then of the command
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.send_signal(signal.SIGABRT)
+        try:
+            out, err = proc.communicate(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+        raise AssertionError(
+            f"xferscope {' '.join(args)} still ran after {timeout} s; its threads:\n{err}{stacks}"
+        ) from None
     return CliResult(proc.returncode, out, err)
 
 

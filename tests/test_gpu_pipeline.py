@@ -45,47 +45,49 @@ def group_of(bs: int) -> int:
 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_each_copy_is_issued_while_the_next_block_is_read(sim_gpu, direct_dir, bs):
-    """bounce-async with io_uring: a read is under way whenever a copy is issued, so no copy call sits between two
-    reads, and there is still one read in flight at a time. Small blocks go to the GPU in groups (one copy a group),
-    the last group when the run ends."""
+def test_the_ring_copies_a_group_at_a_time_while_the_next_is_read(sim_gpu, direct_dir, bs):
+    """bounce-async reads go into a ring in turn, one read in flight; once a group's last block is read, the group
+    goes to the GPU in one copy, which lands while the next group is read. So a copy call sits between two reads
+    once a group, and the other gaps hold none."""
     group = group_of(bs)
     blocks = 3 * group + 2
     run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks))
     assert run.error is None and run.bytes == blocks * bs
-    assert any(label.startswith("io_uring: the next read is under way") for label in run.labels), run.labels
     assert run.environment["blocks_per_copy"] == group
     reads, copies = run.reads(), run.copies_from()
     assert len(reads) == blocks and len(copies) == -(-blocks // group)
-    assert [c.bytes for c in copies] == [group * bs] * (blocks // group) + (
-        [blocks % group * bs] if blocks % group else []
-    )
+    whole = [group * bs] * (blocks // group)
+    assert [c.bytes for c in copies] == whole + ([blocks % group * bs] if blocks % group else [])
     for a, b in itertools.pairwise(reads):
         assert a.t1 <= b.t0, "one read in flight at a time"
     for n, c in enumerate(copies[:-1]):  # the last one is copied when the run ends
-        after = reads[(n + 1) * group]  # the read that was under way: the first of the next group
-        assert after.t0 <= c.issued <= after.t1, f"copy {n} is not issued while block {(n + 1) * group} is read"
-        assert c.landed >= after.t1
+        last, following = reads[(n + 1) * group - 1], reads[(n + 1) * group]
+        assert last.t1 <= c.issued <= following.t0, f"group {n} is not copied right after its last block"
+        assert c.landed >= following.t1, "it lands while the next group is read"
     copy_calls = [r for r in run.timelines[0] if r.kind == _iocore.TL_COPY]
-    for a, b in itertools.pairwise(reads):  # the gaps between reads hold no copy call
-        assert not [c for c in copy_calls if a.t1 < c.t0 < b.t0]
-    # the slots are read into in turn; with copies that land only once the next one is issued (the stand-ins'
+    gaps_with_a_copy = [
+        n for n, (a, b) in enumerate(itertools.pairwise(reads)) if any(a.t1 <= c.t0 < b.t0 for c in copy_calls)
+    ]
+    assert gaps_with_a_copy == [n for n in range(blocks - 1) if n % group == group - 1]
+    # the slots are read into in turn: with copies that land only once the next one is issued (the stand-ins'
     # lazy mode), three groups take turns
     assert [r.buf for r in reads] == [n % (3 * group) for n in range(blocks)]
 
 
-@pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
-def test_without_io_uring_the_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs, monkeypatch):
-    """Where the kernel has no io_uring, the copy of block n is issued between two reads (psync), and the read of
-    block n+1 runs while it lands; the output says which."""
+@pytest.fixture
+def lifo(monkeypatch):
+    """bounce-async without the ring (as its writes go): each block's copy issued after its read, buffers reused
+    most recently landed first."""
     from xferscope.engines import bounce
 
-    monkeypatch.setattr(bounce, "uring_status", lambda: (False, "Function not implemented"))
+    monkeypatch.setattr(bounce.BounceAsyncEngine, "read_ring", False)
+
+
+@pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
+def test_without_the_ring_the_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs, lifo):
     run = run_engine(spec_for("bounce-async", direct_dir, bs))
     assert run.error is None
-    assert "psync: io_uring unavailable (Function not implemented); each copy is issued between two reads" in (
-        run.labels
-    )
+    assert any(label.startswith("pipelined: reads go on while copies land") for label in run.labels)
     reads, copies = run.reads(), run.copies_from()
     assert len(reads) == len(copies) == 8
     for n in range(len(reads) - 1):
@@ -96,24 +98,8 @@ def test_without_io_uring_the_read_of_next_block_overlaps_copy_of_this_one(sim_g
     assert {r.buf for r in reads} == {0, 1}
 
 
-def test_serial_bounce_fails_the_overlap_check(sim_gpu, direct_dir):
-    """The same check on `bounce` (each copy waited for) finds no overlap: it can fail."""
-    run = run_engine(spec_for("bounce", direct_dir, 64 * K))
-    reads, copies = run.reads(), run.copies_from()
-    assert len(reads) == len(copies) == 8
-    assert all(copies[n].landed <= reads[n + 1].t0 for n in range(len(reads) - 1))
-
-
-@pytest.fixture
-def psync(monkeypatch):
-    """bounce-async without io_uring: each copy issued between two reads, buffers reused most recently landed first."""
-    from xferscope.engines import bounce
-
-    monkeypatch.setattr(bounce, "uring_status", lambda: (False, "Function not implemented"))
-
-
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs, psync):
+def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs, lifo):
     depth = 3
     # a device slower than any storage: a copy lands only when the worker waits for it
     sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
@@ -134,8 +120,8 @@ def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
 def test_the_ring_reads_into_a_group_only_once_its_copy_has_landed(sim_gpu, direct_dir, bs):
-    """io_uring: a device slower than any storage (a copy lands only when waited for). The reads come round to a
-    group still in flight and wait for it, once each time round, and never read into memory still being copied."""
+    """A device slower than any storage (a copy lands only when waited for). The reads come round to a group still
+    in flight and wait for it, once each time round, and never read into memory still being copied."""
     sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
     group = group_of(bs)
     slots = 3 * group
@@ -154,7 +140,7 @@ def test_the_ring_reads_into_a_group_only_once_its_copy_has_landed(sim_gpu, dire
     assert len(waits) == (blocks - slots) // group  # each time the reads come round to a group after the first lap
 
 
-def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir, psync):
+def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir, lifo):
     run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, blocks=16, iodepth=8))
     assert len(run.host_buffers[0]) == 8
     reads = run.reads()
@@ -163,9 +149,9 @@ def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direc
     assert not [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
 
 
-@pytest.mark.parametrize("path, bs", [("bounce", 4 * K), ("bounce-async", M)])
+@pytest.mark.parametrize("path, bs", [("bounce", 4 * K), ("bounce-async", 4 * M)])
 def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path, bs):
-    """Copies that take 10 ms each, against reads of a few microseconds: the worker spends most of the run
+    """Copies that take 10 ms each, against reads of a few milliseconds at most: the worker spends most of the run
     waiting for copies, and little of it on the CPU (it sleeps until a copy is due, then asks). A worker that
     waited in cuStreamSynchronize or cuEventSynchronize as CUDA does by default would spin the whole time."""
     sim_gpu.configure(copy_ns=10_000_000, landing=sim_gpu.LAND_EAGER)

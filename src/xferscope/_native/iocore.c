@@ -177,7 +177,7 @@ typedef struct {
 struct job {
     PyObject_HEAD
     int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
-    int copy_batch;        /* BOUNCE_PIPE with io_uring: blocks per copy (slots side by side) */
+    int copy_batch;        /* BOUNCE_PIPE reads: blocks per copy of the ring (slots side by side); 0: no ring */
     uint64_t block_size, duration_ns, bytes_limit, seed;
     uint64_t split;        /* sub-request size (0: none) */
     int lanes;             /* threads per worker issuing sub-requests, the worker included (1: no split) */
@@ -575,19 +575,20 @@ static int cufile_io(worker_t *w, int write, uint64_t off)
  * first when the copy is predicted to take long enough to be worth a sleep: until just before it is
  * due. The prediction is the worker's running estimate of how long its copies take from issue to
  * landing, learnt from the copies it waits for: nudged down when one had landed by the time it woke,
- * moved towards the time seen when it had to ask. A copy still in flight long past its prediction is
- * waited for with cuEventSynchronize (the events are created for blocking sync: the thread sleeps).
+ * moved towards the time seen when it had to ask. A copy still in flight past its prediction is asked
+ * for between naps that double, and only long after that waited for with cuEventSynchronize.
  *
  * Measured on an H100 VM, 8 threads: asking through a 64 KiB copy costs 14 us of CPU and lands it
- * at once; any sleep costs 5-8 us of CPU and lands it 10-20 us late; a blocking event wait costs
- * 17 us and lands it 25 us late. Through a 1 MiB copy asking costs 39 us, sleeping then asking 27 us
- * (5-15 us late), a blocking wait 28 us (80-160 us late). So short copies are asked for, long ones
- * slept through first. The sleep needs a timer slack of about a microsecond (the default is 50 us):
- * the GPU modes' workers set it. */
+ * at once; any sleep costs 5-8 us of CPU and lands it 10-20 us late. Through a 1 MiB copy asking
+ * costs 39 us, sleeping then asking 27 us (5-15 us late); an event made for blocking sync lands it
+ * 80-160 us late and costs as much. So short copies are asked for, long ones slept through first.
+ * The sleep needs a timer slack of about a microsecond (the default is 50 us): the GPU modes'
+ * workers set it. */
 #define SPIN_BELOW_NS 30000u /* copies predicted shorter than this are asked for without sleeping */
 #define WAKE_EARLY_NS 10000u /* a sleep ends this long before the predicted landing (wake-up latency) */
 #define MIN_SLEEP_NS 4000u   /* a shorter sleep is not worth its system call */
-#define POLL_MIN_NS 50000u   /* ask at least this long (or the prediction) before waiting on the event */
+#define POLL_MIN_NS 50000u   /* ask without sleeping this long at most (or the prediction), then between naps */
+#define LATE_ASK_NS 2000000u /* ask between naps this long at least (or 4 predictions), then wait on the event */
 #define TIMER_SLACK_NS 1000u
 #define MAX_LATE_STEPS 3     /* waits in a row that may lengthen the prediction without seeing a landing */
 
@@ -633,18 +634,28 @@ static int wait_copy(worker_t *w, void *event, uint64_t issued)
         rc = fn->event_query(event);
         t = now_ns();
         if (rc != CUDA_ERROR_NOT_READY)
+            goto seen;
+        if (t > deadline)
             break;
-        if (t > deadline) {
-            /* far later than predicted: sleep in the driver (blocking sync), and lengthen the prediction by
-             * the time the copy took past the asking (not by the asking itself), a few times in a row at
-             * most: a device that only finishes when waited for (never seen landing) must not make it grow
-             * without end */
-            rc = fn->event_sync(event);
-            if (!rc && w->copy_late++ < MAX_LATE_STEPS)
-                w->copy_pred_ns = pred + (now_ns() - deadline);
-            return rc;
-        }
     }
+    /* later than predicted: ask between naps that double, for a while */
+    uint64_t nap = 20000u, give_up = t + (4 * pred > LATE_ASK_NS ? 4 * pred : LATE_ASK_NS);
+    while (t < give_up) {
+        sleep_until_ns(t + nap);
+        nap = nap < 1000000u ? 2 * nap : nap;
+        rc = fn->event_query(event);
+        t = now_ns();
+        if (rc != CUDA_ERROR_NOT_READY)
+            goto seen;
+    }
+    /* still in flight: wait in the driver, and lengthen the prediction by the time the copy took past the
+     * asking (not by the asking itself), a few times in a row at most: a device that only finishes when
+     * waited for (never seen landing) must not make it grow without end */
+    rc = fn->event_sync(event);
+    if (!rc && w->copy_late++ < MAX_LATE_STEPS)
+        w->copy_pred_ns = pred + (now_ns() - t);
+    return rc;
+seen:
     if (!rc) { /* seen landing: move the prediction a quarter of the way to what it took */
         w->copy_pred_ns = (uint64_t)((int64_t)pred + ((int64_t)(t - issued) - (int64_t)pred) / 4);
         w->copy_late = 0;
@@ -975,45 +986,19 @@ static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
             break;
 }
 
-/* Wait for the one read in flight on `ring` (the worker's only request): its result, or 1 when
- * io_uring itself failed (the job has failed then). */
-static int uring_wait_one(worker_t *w, uring_t *ring, int *res)
-{
-    uint64_t user;
-    while (!uring_peek(ring, &user, res)) {
-        int rc = uring_enter(ring, 1);
-        if (rc) {
-            job_fail(w->job, 0, "io_uring_enter failed: %s", strerror(-rc));
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* Submit the read of `off` into buffer i: 0, or -1 (the job has failed). */
-static int uring_read_into(worker_t *w, uring_t *ring, int i, uint64_t off)
-{
-    uring_prep(ring, 0, w->fd, w->host[i], (unsigned)w->job->block_size, off, (uint64_t)i);
-    int rc = uring_enter(ring, 0);
-    if (rc) {
-        job_fail(w->job, off, "io_uring_enter failed: %s", strerror(-rc));
-        return -1;
-    }
-    return 0;
-}
-
-/* BOUNCE_PIPE reads through io_uring, with the next read in flight while a copy is issued. Still one
- * read in flight per worker, as in every psync mode and in gdsio: block n+1 is submitted the moment
- * block n has been read, and only then is a copy to the GPU issued, so the copy call never sits
- * between two reads (the gap between them is what it is for host).
+/* BOUNCE_PIPE reads (copy_batch >= 1): the buffers are a ring, read into in turn, one read in flight
+ * per worker as in every psync mode and in gdsio. Its slots form groups of `copy_batch` slots that lie
+ * side by side in host memory and in GPU memory, and a group goes to the GPU in one copy once its last
+ * slot has been read: a copy call costs about as much CPU as a small read (measured on an H100 VM: 8-10
+ * us for 64 KiB, 10-16 us for 1 MiB, when calls are a read apart), so blocks go to the GPU in groups of
+ * up to 4 MiB, and the copy call sits between two reads once a group, not once a block. The copy of a
+ * group lands while the next group is read; the reads come back to a group's slots once its copy has
+ * landed (asked without waiting; waited for only when the reads have come round to a group still in
+ * flight: PCIe slower than storage). Each group has its own event; a partly filled group is copied
+ * when the run ends.
  *
- * The buffers are a ring, read into in turn; its slots form groups of `copy_batch` slots that lie
- * side by side in host memory and in GPU memory, and a group goes to the GPU in one copy once its
- * last slot has been read (small blocks: a copy call costs about as much CPU as the read itself,
- * measured on an H100 VM at 8-10 us for 64 KiB, so 64 KiB blocks go 16 to a copy). A group's slots
- * are read into again once its copy has landed (asked without waiting; waited for only when the
- * reads have come round to a group still in flight: PCIe slower than storage). Each group has its
- * own event; a partly filled group is copied when the run ends. */
+ * (Reads through io_uring, with the next read submitted before a copy is issued, were measured too:
+ * on the same VM they took 5-30% longer than pread, and its kernel threads cost CPU of their own.) */
 typedef struct {
     int b, groups, slots;           /* slots per group (one copy each), groups, b * groups */
     int pending[MAX_PIPE];          /* a group's copy is in flight */
@@ -1078,7 +1063,7 @@ static int ring_copy(worker_t *w, ring_t *r, int g, int n)
     return 0;
 }
 
-static void run_pipelined_uring(worker_t *w, cursor_t *c, void *scratch, uring_t *ring)
+static void run_ring(worker_t *w, cursor_t *c, void *scratch)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
@@ -1088,66 +1073,34 @@ static void run_pipelined_uring(worker_t *w, cursor_t *c, void *scratch, uring_t
     r.b = job->copy_batch;
     r.groups = w->nhost / r.b;
     r.slots = r.b * r.groups;
-    int cur = 0, in_flight = 0, last_group_fill = 0;
-    uint64_t t_sub = 0;
-    if (keep_going(w, c, now_ns())) {
-        r.offs[0] = next_offset(w, c);
-        t_sub = now_ns();
-        if (uring_read_into(w, ring, 0, r.offs[0]))
-            goto drain;
-        in_flight = 1;
-    }
-    while (in_flight) {
-        int res;
-        if (uring_wait_one(w, ring, &res))
-            goto drain;
-        in_flight = 0;
-        uint64_t t_done = now_ns();
-        if (res != (int)bs) {
-            if (res < 0)
-                errno = -res;
-            report_short(job, 0, res, bs, r.offs[cur]);
-            goto drain;
-        }
-        tl_add(w, TL_READ, 0, cur, t_sub, t_done, r.offs[cur], bs);
-        c->done_bytes += bs;
+    int cur = 0, fill = 0; /* the slot to read into next; slots of its group read so far */
+    while (keep_going(w, c, now_ns())) {
         int g = cur / r.b;
-        last_group_fill = cur % r.b + 1;
-        /* the next read goes out first, into the next slot (its group's copy landed, or waited for) */
-        int next = (cur + 1) % r.slots;
-        uint64_t next_sub = 0;
-        if (keep_going(w, c, t_done)) {
-            if (next % r.b == 0 && ring_settle(w, &r, next / r.b, r.b, 1, scratch))
-                goto drain;
-            r.offs[next] = next_offset(w, c);
-            next_sub = now_ns();
-            if (uring_read_into(w, ring, next, r.offs[next]))
-                goto drain;
-            in_flight = 1;
-        }
-        /* then, with that read under way, this block's group to the GPU once it is full */
+        if (fill == 0 && ring_settle(w, &r, g, r.b, 1, scratch)) /* the group's last copy has landed */
+            break;
+        uint64_t off = next_offset(w, c);
+        r.offs[cur] = off;
+        uint64_t t0 = now_ns();
+        if (host_io(w, 0, w->host[cur], off))
+            break;
+        uint64_t t1 = now_ns();
+        tl_add(w, TL_READ, 0, cur, t0, t1, off, bs);
+        c->done_bytes += bs;
         uint64_t call = 0;
-        if (last_group_fill == r.b) {
-            uint64_t t1 = now_ns();
+        if (++fill == r.b) {
             if (ring_copy(w, &r, g, r.b))
-                goto drain;
+                break;
             call = now_ns() - t1;
-            last_group_fill = 0;
+            fill = 0;
         }
-        record(w->st, 0, bs, (t_done - t_sub) + call); /* the read, and issuing a copy where it did */
-        cur = next;
-        t_sub = next_sub;
+        record(w->st, 0, bs, (t1 - t0) + call); /* the read, and issuing a copy where it did */
+        cur = (cur + 1) % r.slots;
     }
-drain:
-    if (in_flight) { /* a read still under way must end before its buffer is freed */
-        int res;
-        uring_wait_one(w, ring, &res);
-    }
-    if (last_group_fill && !atomic_load(&job->has_error)) /* the blocks of a group the run ended in */
-        ring_copy(w, &r, cur / r.b, last_group_fill);
-    for (int i = 0; i < r.groups && !atomic_load(&job->has_error); i++) {
-        int n = (i == cur / r.b && last_group_fill) ? last_group_fill : r.b;
-        if (ring_settle(w, &r, i, n, 1, scratch) < 0)
+    if (fill && !atomic_load(&job->has_error)) /* the blocks of the group the run ended in */
+        ring_copy(w, &r, cur / r.b, fill);
+    for (int g = 0; g < r.groups && !atomic_load(&job->has_error); g++) {
+        int n = (fill && g == cur / r.b) ? fill : r.b;
+        if (ring_settle(w, &r, g, n, 1, scratch) < 0)
             break;
     }
     if (fn->stream_sync(w->stream) && !atomic_load(&job->has_error))
@@ -1323,14 +1276,15 @@ static void *worker_main(void *arg)
     } else if (job->mode == MODE_BOUNCE) {
         bufs[0] = w->host[0];
     }
-    if (job->verify && job->mode != MODE_HOST && posix_memalign(&scratch, 4096, bs * (uint64_t)job->copy_batch)) {
+    if (job->verify && job->mode != MODE_HOST &&
+        posix_memalign(&scratch, 4096, bs * (uint64_t)(job->copy_batch > 1 ? job->copy_batch : 1))) {
         job_fail(job, 0, "cannot allocate the verification buffer");
         goto wait_and_finish;
     }
     if (job->mode != MODE_HOST) /* the copy waits sleep to within a microsecond (wait_copy) */
         prctl(PR_SET_TIMERSLACK, TIMER_SLACK_NS, 0, 0, 0);
     if (job->use_uring) {
-        int rc = uring_init(&ring, job->mode == MODE_HOST ? (unsigned)job->iodepth : 2u);
+        int rc = uring_init(&ring, (unsigned)job->iodepth);
         if (rc) {
             job_fail(job, 0, "io_uring_setup failed: %s", strerror(-rc));
             goto wait_and_finish;
@@ -1354,10 +1308,10 @@ wait_and_finish:
     memset(&cpu_at_start, 0, sizeof cpu_at_start);
     getrusage(RUSAGE_THREAD, &cpu_at_start);
     if (!atomic_load(&job->has_error)) {
-        if (ring_ok && job->mode == MODE_BOUNCE_PIPE)
-            run_pipelined_uring(w, &c, scratch, &ring);
-        else if (ring_ok)
+        if (ring_ok)
             run_uring(w, &c, bufs, &ring);
+        else if (job->mode == MODE_BOUNCE_PIPE && job->copy_batch)
+            run_ring(w, &c, scratch);
         else if (job->mode == MODE_BOUNCE_PIPE)
             run_pipelined(w, &c, scratch);
         else
@@ -1444,7 +1398,7 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
     unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
-    int copy_batch = 1;
+    int copy_batch = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIi", kwlist, &fds, &starts, &lengths, &block_size,
                                      &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
                                      &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
@@ -1474,9 +1428,7 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     job->bytes_limit = bytes_limit;
     job->seed = seed;
     job->verify = verify;
-    /* io_uring: host at depth > 1; bounce-async reads (one in flight, the next submitted before a copy) */
-    job->use_uring = use_uring && ((mode == MODE_HOST && iodepth > 1) ||
-                                   (mode == MODE_BOUNCE_PIPE && read_pct >= 100 && !(split && split < block_size)));
+    job->use_uring = use_uring && mode == MODE_HOST && iodepth > 1;
     if (split && (split % 8 || (job->use_uring && split < block_size))) {
         PyErr_SetString(PyExc_ValueError, "split must be a multiple of 8, and psync (io_uring queues its own requests)");
         return -1;
@@ -1489,11 +1441,12 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
         return -1;
     }
     job->timeline = timeline;
-    if (copy_batch < 1 || copy_batch > MAX_PIPE) {
-        PyErr_SetString(PyExc_ValueError, "copy_batch: 1..64 blocks per copy");
+    if (copy_batch < 0 || copy_batch > MAX_PIPE) {
+        PyErr_SetString(PyExc_ValueError, "copy_batch: 0 (no ring) or 1..64 blocks per copy");
         return -1;
     }
-    job->copy_batch = mode == MODE_BOUNCE_PIPE && job->use_uring ? copy_batch : 1;
+    /* the ring: bounce-async reads; writes keep the staged pipeline */
+    job->copy_batch = mode == MODE_BOUNCE_PIPE && read_pct >= 100 ? copy_batch : 0;
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->cond, NULL);
     job->workers = calloc((size_t)n, sizeof(worker_t));

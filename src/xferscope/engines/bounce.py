@@ -4,17 +4,20 @@
 buffer, copies it to the GPU (cuMemcpyHtoDAsync) and waits for the copy before
 the next read. Writes go GPU -> pinned host -> storage.
 
-``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): K pinned buffers per worker
-(K = --iodepth, at least 3) with an event each, and still one read in flight
-per worker, as ``bounce`` and gdsio have. Reads go through io_uring: the moment
-block n has been read, block n+1's read is submitted, and only then is block
-n's copy issued, so the copy call never sits between two reads (where io_uring
-is missing, or for writes and split requests, the copy is issued between two
-reads). A buffer is free again once its copy has landed (checked without
-waiting); the one that landed last is reused first, so two or three buffers
-take turns while PCIe is faster than storage, and the worker waits for a copy
-only when all K are in flight (PCIe slower than storage). ``--iodepth`` is that
-slack, not reads in flight.
+``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): one read in flight per worker,
+as ``bounce`` and gdsio have, and the copies to the GPU land while the next
+blocks are read. Reads go into a ring of pinned buffers in turn; the ring's
+slots form groups that lie side by side in host and in GPU memory, and a group
+goes to the GPU in one copy (cuMemcpyHtoDAsync) once its last block is read:
+blocks under 4 MiB in groups of up to 4 MiB (at most 16 blocks), larger ones a
+copy each. A copy call costs about as much CPU as a small read, and sits
+between two reads once a group rather than once a block. A group's slots are
+read into again once its copy has landed (checked without waiting); the worker
+waits for a copy only when the reads have come round to a group still in flight
+(PCIe slower than storage). The ring holds three groups, or --iodepth buffers
+where that is more: ``--iodepth`` is that slack, not reads in flight. Writes go
+the other way through K = --iodepth (at least 3) buffers: the data of the next
+write is copied from the GPU while this one is written.
 
 Waiting for a copy (``bounce`` always, ``bounce-async`` when every buffer is
 in flight) sleeps until just before the copy is predicted to land, then asks:
@@ -33,15 +36,15 @@ the output says so.
 from __future__ import annotations
 
 from xferscope.engines.gpu_native import PINNED_ALIGN, GpuNativeEngine
-from xferscope.engines.native import uring_status
+from xferscope.units import format_size
 
 MAX_PIPELINE = 64  # the native core's limit of buffers per worker
 #: one being read into, one whose copy is in flight, one spare for a copy that lands later than the next read ends
 MIN_PIPELINE = 3
 
 
-#: with io_uring, blocks smaller than this go to the GPU in groups of up to this many bytes, one copy a group
-COPY_GROUP_BYTES = 1 << 20
+#: the read ring: blocks smaller than this go to the GPU in groups of up to this many bytes, one copy a group
+COPY_GROUP_BYTES = 4 << 20
 MAX_COPY_GROUP = 16
 
 
@@ -51,8 +54,8 @@ def pipeline_depth(iodepth: int) -> int:
 
 
 def copy_group(block_size: int) -> int:
-    """Blocks per copy to the GPU when the reads go through io_uring: small blocks in groups of up to 1 MiB (a
-    copy call costs about as much CPU as a 64 KiB read), whole blocks of 1 MiB and more. Buffers that do not lie
+    """Blocks per copy to the GPU in the read ring: small blocks in groups of up to 4 MiB and 16 blocks (a copy
+    call costs about as much CPU as a small read), blocks of 4 MiB and more a copy each. Buffers that do not lie
     side by side (blocks not a multiple of 4 KiB) go one a copy."""
     if block_size % PINNED_ALIGN:
         return 1
@@ -90,42 +93,36 @@ class BounceEngine(GpuNativeEngine):
 class BounceAsyncEngine(BounceEngine):
     name = "bounce-async"
     xfer_type = "CPU_ASYNC_GPU"
-    description = "storage -> pinned host -> GPU, read of block n+1 overlaps the copy of block n (gdsio CPU_ASYNC_GPU)"
+    description = "storage -> pinned host -> GPU, reads go on while copies land (gdsio CPU_ASYNC_GPU)"
     native_mode = 2  # _iocore.MODE_BOUNCE_PIPE
-
-    def __init__(self, spec, target):
-        super().__init__(spec, target)
-        #: reads through io_uring (the next read under way while a copy is issued), or why not
-        self.uring_ok, self.uring_why = False, ""
-        if not spec.writes and not (spec.split and spec.split < spec.block_size):
-            self.uring_ok, self.uring_why = uring_status()
+    #: reads through the ring of grouped copies (False: each block's copy issued after its read, buffers reused
+    #: most recently landed first, as writes go; bench/bounce_timeline.py sets it to compare the two)
+    read_ring = True
+    #: blocks per copy in the ring (None: copy_group's choice; bench/bounce_timeline.py sets 1 to compare)
+    blocks_per_copy: int | None = None
 
     def copy_batch(self) -> int:
-        return copy_group(self.spec.block_size) if self.uring_ok else 1
+        """Blocks per copy of the read ring; 0 where there is no ring (writes)."""
+        if self.spec.writes or not self.read_ring:
+            return 0
+        return self.blocks_per_copy or copy_group(self.spec.block_size)
 
     def host_buffers(self) -> int:
-        return min(MAX_PIPELINE, max(pipeline_depth(self.spec.iodepth), MIN_PIPELINE * self.copy_batch()))
+        group = self.copy_batch()
+        return min(MAX_PIPELINE, max(pipeline_depth(self.spec.iodepth), MIN_PIPELINE * group))
 
     def path_labels(self) -> None:
-        self.labels.append(
-            f"pipelined: reads go on while copies land, up to {self.host_buffers()} pinned buffers per worker"
-        )
-
-    def use_uring(self) -> bool:
-        """Reads through io_uring, so that the next one is under way while a copy is issued: for reads that
-        are not split, where the kernel has io_uring."""
-        if self.uring_ok:
-            group = self.copy_batch()
-            copies = f"; copies of {group} blocks at a time" if group > 1 else ""
+        group, k = self.copy_batch(), self.host_buffers()
+        if group:
+            size = format_size(group * self.spec.block_size)
             self.labels.append(
-                f"io_uring: the next read is under way while each copy is issued (one read in flight){copies}"
+                f"ring of {k} pinned buffers per worker, copies of {group} block{'s' if group > 1 else ''} "
+                f"({size}) while the next are read"
             )
-            return True
-        if self.uring_why:
-            self.labels.append(f"psync: io_uring unavailable ({self.uring_why}); each copy is issued between two reads")
-        return False
+        else:
+            self.labels.append(f"pipelined: reads go on while copies land, up to {k} pinned buffers per worker")
 
     def environment(self):
         env = super().environment()
-        env["blocks_per_copy"] = self.copy_batch()
+        env["blocks_per_copy"] = self.copy_batch() or 1
         return env

@@ -84,8 +84,7 @@ class GpuNativeEngine(NativeEngine):
                 with gpu_setup.running_on(self.pinned_cpus(i, gpu)):
                     base = self.pinned_buffers(gpu, k * stride, huge)
                 worker["host"] = [base + j * stride for j in range(k)]
-                # blocking sync: a copy waited for past its predicted landing sleeps (the native core's wait_copy)
-                worker["events"] = [int(res.event(gpu, blocking=True)) for _ in range(k)]
+                worker["events"] = [int(res.event(gpu)) for _ in range(k)]
             self.prepare_worker(i, gpu, worker)
             self.gpu_workers.append(worker)
         if self.pinned_placement:
