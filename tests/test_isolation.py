@@ -97,3 +97,40 @@ def test_a_child_leaves_when_its_parent_is_killed(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail("the child outlived its parent")
+
+
+def test_a_channel_closed_under_its_reader_never_reads_the_next_pipe_that_gets_its_number():
+    """A reader thread between two reads while another thread closes the channel: its next read must end, not
+    read whatever pipe the descriptor's number is given to next (the next engine's: it took that engine's first
+    message, and the run waiting for it waited for ever)."""
+    import threading
+
+    from xferscope.isolation import Channel
+
+    r1, w1 = os.pipe()
+    first = Channel(r1, w1)
+    first.send("one")
+    got, go_on, out = [], threading.Event(), []
+
+    def reader():
+        got.append(first.recv())
+        go_on.wait(10)  # between two reads
+        try:
+            out.append(first.recv())
+        except EOFError:
+            out.append("EOF")
+
+    thread = threading.Thread(target=reader)
+    thread.start()
+    while not got:
+        time.sleep(0.01)
+    first.close()
+    r2, w2 = os.pipe()  # the lowest free numbers: the ones just closed
+    assert r2 == r1, "the test needs the closed number given out again"
+    second = Channel(r2, w2)
+    second.send("two")
+    go_on.set()
+    thread.join(10)
+    assert out == ["EOF"], "the old reader read the new pipe"
+    assert second.recv(timeout=5) == "two"
+    second.close()

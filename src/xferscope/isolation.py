@@ -109,11 +109,18 @@ def fault_summary(report: list[str], lines: int = 12) -> list[str]:
 
 
 class Channel:
-    """Length-prefixed pickles over two pipe ends. ``send`` may be called from any thread."""
+    """Length-prefixed pickles over two pipe ends. ``send`` may be called from any thread, and ``recv`` from one
+    thread while another closes the channel: the read end is closed only when no ``recv`` is inside it (else by
+    that ``recv`` on its way out), and a ``recv`` after ``close`` raises EOFError without touching the number the
+    descriptor had. (Closing it under a reader between two reads let that reader read whatever pipe the number
+    was given to next: the next engine's, whose first message it took.)"""
 
     def __init__(self, read_fd: int, write_fd: int):
         self.read_fd, self.write_fd = read_fd, write_fd
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()  # guards read_fd, _readers and _close_pending
+        self._readers = 0
+        self._close_pending = False
         self.closed = False
 
     def send(self, obj: Any) -> None:
@@ -126,19 +133,31 @@ class Channel:
                 view = view[n:]
 
     def recv(self, timeout: float | None = None) -> Any:
-        """The next message; raises EOFError when the other side has closed its end (or died), and
-        TimeoutError when none began within ``timeout`` seconds."""
-        if timeout is not None:
-            ready, _, _ = select.select([self.read_fd], [], [], timeout)
-            if not ready:
-                raise TimeoutError(f"no message within {timeout:g} s")
-        (size,) = _HEADER.unpack(self._read_exactly(_HEADER.size))
-        return pickle.loads(self._read_exactly(size))
+        """The next message; raises EOFError when the other side has closed its end (or died), or this side was
+        closed, and TimeoutError when none began within ``timeout`` seconds."""
+        with self._read_lock:
+            if self.read_fd < 0 or self._close_pending:
+                raise EOFError("the channel is closed")
+            fd = self.read_fd
+            self._readers += 1
+        try:
+            if timeout is not None:
+                ready, _, _ = select.select([fd], [], [], timeout)
+                if not ready:
+                    raise TimeoutError(f"no message within {timeout:g} s")
+            (size,) = _HEADER.unpack(self._read_exactly(fd, _HEADER.size))
+            return pickle.loads(self._read_exactly(fd, size))
+        finally:
+            with self._read_lock:
+                self._readers -= 1
+                if self._close_pending and not self._readers:
+                    self._close_read()
 
-    def _read_exactly(self, n: int) -> bytes:
+    @staticmethod
+    def _read_exactly(fd: int, n: int) -> bytes:
         parts, left = [], n
         while left:
-            chunk = os.read(self.read_fd, min(left, 1 << 20))
+            chunk = os.read(fd, min(left, 1 << 20))
             if not chunk:
                 raise EOFError("the other process closed the channel")
             parts.append(chunk)
@@ -152,12 +171,21 @@ class Channel:
                     os.close(self.write_fd)
                 self.write_fd = -1
 
-    def close(self) -> None:
-        self.close_write()
+    def _close_read(self) -> None:
+        """Close the read end (the caller holds ``_read_lock``)."""
         if self.read_fd >= 0:
             with contextlib.suppress(OSError):
                 os.close(self.read_fd)
             self.read_fd = -1
+        self._close_pending = False
+
+    def close(self) -> None:
+        self.close_write()
+        with self._read_lock:
+            if self._readers:  # a recv is inside: it closes the read end on its way out
+                self._close_pending = True
+            else:
+                self._close_read()
         self.closed = True
 
 
