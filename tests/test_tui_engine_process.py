@@ -69,11 +69,23 @@ async def test_a_comparison_goes_on_after_an_engine_dies(direct_dir):
 # ------------------------------------------------------------------ in a real terminal
 
 needs_tmux = pytest.mark.skipif(not shutil.which("tmux"), reason="needs tmux (a real terminal for the console)")
+#: the tmux server of the test running now: a new one for every test, as a server told to go may still be going
+#: when the next test starts one under the same name (then new-session fails)
 SOCKET = f"xferscope-test-{os.getpid()}"
 
 
+@pytest.fixture(autouse=True)
+def _own_tmux_server(request):
+    global SOCKET
+    SOCKET = f"xferscope-test-{os.getpid()}-{abs(hash(request.node.nodeid)) % 10**8}"
+    yield
+
+
 def _tmux(*args: str, check: bool = True) -> str:
-    return subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True, check=check).stdout
+    proc = subprocess.run(["tmux", "-L", SOCKET, *args], capture_output=True, text=True)
+    if check and proc.returncode:
+        raise AssertionError(f"tmux {' '.join(args[:3])} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout
 
 
 def _console_in_tmux(tmp, *args: str) -> int:
