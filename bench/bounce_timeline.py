@@ -5,10 +5,10 @@ interval of every worker on one clock (time.monotonic_ns): reads, copies issued 
 waited for), waits for a copy to land. Per variant the medians over rounds (order rotated per round) of:
 
   MiB/s          bytes over the span from the first read's start to the last read's end
-  read ms        median time of one read (pread, or io_uring from submission to completion)
+  read ms        median time of one read (pread; host at --iodepth > 1: io_uring, submission to completion)
   gap us         median time between the end of one read and the start of the next: what the path puts
-                 on the read's critical path (host: the loop; bounce: copy + wait; bounce-async: finding a
-                 free buffer, and with psync issuing the copy)
+                 on the read's critical path (host: the loop; bounce: copy + wait; bounce-async: the next
+                 buffer, and once a group the group's copy call)
   copy call us   median time of the copy call itself (cuMemcpyHtoDAsync and cuEventRecord)
   waits          reads that had to wait for a copy to land first, and the time spent waiting
   CPU-s/GiB      the worker threads' own CPU time (user + system) per GiB read

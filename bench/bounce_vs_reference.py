@@ -6,7 +6,7 @@ bounce buffers on 2 MiB huge pages where the kernel offers them):
   host               reads into host memory, the baseline (no GPU copy at all)
   host#aa            the same again: the A/A noise floor of every ratio
   bounce             serial: read, copy, wait (sleeping until the copy is due)
-  bounce-async       pipelined: the next read under way while each copy is issued (io_uring)
+  bounce-async       pipelined: reads into a ring of pinned buffers, copied to the GPU a group at a time
   bounce-async+4k    the same with --4k-pages: CUDA's pinned allocation (cuMemHostAlloc), as before huge pages
   reference          the loop a user would write: per thread, pread (O_DIRECT) into a pinned buffer
                      (cuMemHostAlloc), cuMemcpyHtoDAsync, cuStreamSynchronize, in a tight Python loop
