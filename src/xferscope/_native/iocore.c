@@ -8,8 +8,9 @@
  * Modes:
  *   HOST            storage -> host buffer (psync, or io_uring at depth > 1)
  *   BOUNCE          storage -> pinned host -> GPU, copy waited for (gdsio CPU_GPU)
- *   BOUNCE_PIPE     as BOUNCE, with K pinned buffers: the read of block n+1
- *                   overlaps the copy of block n (gdsio CPU_ASYNC_GPU)
+ *   BOUNCE_PIPE     as BOUNCE, with K pinned buffers: reads go on while the copies
+ *                   land (gdsio CPU_ASYNC_GPU); reads through a ring copied a group
+ *                   at a time (copy_batch), writes through the staged pipeline
  *   CUFILE          cuFileRead/cuFileWrite straight into GPU memory (gdsio GPUD)
  * The GPU modes call CUDA driver and cuFile functions through addresses that
  * the Python side resolves from the libraries it loaded; nothing here links
@@ -764,7 +765,8 @@ static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
 /* ------------------------------------------------------------------ bounce-async pipeline
  *
  * K pinned buffers per worker (K = the pipeline depth), each with an event and its own block of
- * GPU memory, all copies on the worker's stream (they land in the order they were issued).
+ * GPU memory, all copies on the worker's stream (they land in the order they were issued). Writes
+ * go this way; reads go through the ring below (copy_batch >= 1), or this way with copy_batch 0.
  *
  * Reads: block n is read into a free buffer and its copy to the GPU is issued (cuMemcpyHtoDAsync,
  * then the buffer's event); the worker goes straight on to read block n+1 into another free

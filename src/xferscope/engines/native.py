@@ -75,8 +75,8 @@ class NativeEngine(Engine):
         return False
 
     def copy_batch(self) -> int:
-        """Blocks per copy to the GPU (bounce-async with io_uring: small blocks in groups)."""
-        return 1
+        """Blocks per copy of bounce-async's read ring (small blocks go in groups); 0: no ring (every other path)."""
+        return 0
 
     # -- protocol --------------------------------------------------------------
     def open_files(self) -> None:
