@@ -1,10 +1,17 @@
 """The GPU goals of the open issues, measured on the GPU machine, each printed with its figure and "met" or "not met".
 
-Every figure comes from the product itself (`xferscope compare`, interleaved rotated rounds with an A/A pair
-beside) or from the bench scripts beside this one; nothing is assumed. A goal whose measurement does not fit in
-the time left is printed as "not run" with the reason.
+Every figure comes from the product itself (`xferscope workload train`, `xferscope compare`, interleaved rotated
+rounds with an A/A pair beside) or from the bench scripts beside this one; nothing is assumed. A goal whose
+measurement does not fit in the time left is printed as "not run" with the reason.
 
-Issue 25 (the bounce paths at the cost of a plain read):
+Training input into the GPU (group "train", the default):
+  * unet3d and cosmoflow with H100 computation times through host, bounce-async and cufile: each run ends with
+    its AU measured (met), and the AU, MB/s and pass or fail are printed;
+  * --find-max for cosmoflow through bounce-async: the count found, and its runs against a full scan's;
+  * the AU of --compute gpu against --compute sleep (cosmoflow, bounce-async);
+  * the workload layer's cost (bench/train_layer_cost.py, bounce-async): data rate >= 0.95 x a plain run.
+
+The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
   * bounce-async / host >= 0.97 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
     bounce-async >= bounce at each point;
   * CPU-s/GiB: bounce-async <= 1.5 x host and bounce <= 2 x host, at 64K x8 and 1M x4;
@@ -12,7 +19,7 @@ Issue 25 (the bounce paths at the cost of a plain read):
   * the timeline: the gap between two reads of bounce-async down to host's;
   * cufile keeps its lead over KvikIO (registered, 1M and 16M split 4M): ratio >= 1.
 
-    python bench/gpu_goals.py --dir /var/tmp/xs [--seconds 2] [--rounds 5] [--size 1G] [--budget 420] [--out DIR]
+    python bench/gpu_goals.py --dir /var/tmp/xs [--only train] [--budget 420] [--out DIR]
 """
 
 from __future__ import annotations
@@ -276,6 +283,166 @@ def kvikio(g: Goals, args) -> None:
         )
 
 
+def train_run(g: Goals, name: str, args, *options: str, need: float) -> dict | None:
+    proc = g.run(name, [sys.executable, "-m", "xferscope.cli", "workload", "train", *options, "--format", "json"], need)
+    if proc is None or proc.returncode != 0:
+        if proc is not None:
+            print(f"#   {proc.stderr.strip()[-400:]}", flush=True)
+        return None
+    with open(os.path.join(g.out, f"{name}.json"), "w") as fh:
+        fh.write(proc.stdout)
+    return json.loads(proc.stdout)
+
+
+def au_text(r: dict) -> str:
+    au = r.get("au")
+    mark = "-" if au is None else f"{100 * au:.1f}%"
+    verdict = {True: "pass", False: "fail", None: "not known"}[r.get("passed")]
+    mb = r.get("mb_per_s") or 0.0
+    wait = r.get("io_wait_p99_s")
+    wait_text = "-" if wait is None else f"{1000 * wait:.1f} ms"
+    return (
+        f"AU {mark} ({verdict} at {100 * r['au_threshold']:.0f}%), {mb:.0f} MB/s, I/O wait p99 {wait_text}, "
+        f"{r['cpu_s_per_gib'] or float('nan'):.3f} CPU-s/GiB"
+    )
+
+
+def train_goals(g: Goals, args) -> None:
+    sets = os.path.join(args.dir, "train-sets")
+    os.makedirs(sets, exist_ok=True)
+    try:
+        workloads = (("unet3d", "24", "1", "15"), ("cosmoflow", "1000", "2", "10"))
+        for preset, files, accelerators, seconds in workloads:
+            made = train_run(
+                g,
+                f"train-{preset}-set",
+                args,
+                preset,
+                "--files",
+                files,
+                "--steps",
+                "1",
+                "--keep",
+                "--dir",
+                sets,
+                "--path",
+                "host",
+                "--compute",
+                "sleep",
+                need=60,
+            )
+            kept = [d for d in os.listdir(sets) if d.startswith(f"xferscope-train-{preset}-")]
+            if made is None or not kept:
+                g.say(f"train {preset}: the data set", "not made", None)
+                continue
+            data = os.path.join(sets, kept[0], "train")
+            runs: dict[str, dict | None] = {}
+            for path in ("host", "bounce-async", "cufile"):
+                r = runs[path] = train_run(
+                    g,
+                    f"train-{preset}-{path}",
+                    args,
+                    preset,
+                    "--data",
+                    data,
+                    "-a",
+                    accelerators,
+                    "-T",
+                    seconds,
+                    "--path",
+                    path,
+                    "--compute",
+                    "gpu",
+                    need=float(seconds) + 20,
+                )
+                goal = f"train {preset} (H100 times) x{accelerators} through {path}, compute gpu"
+                g.say(goal, au_text(r) if r else "no result", r is not None and r["au"] is not None)
+            if preset != "cosmoflow":
+                continue
+            r = train_run(
+                g,
+                "train-cosmoflow-bounce-async-sleep",
+                args,
+                preset,
+                "--data",
+                data,
+                "-a",
+                accelerators,
+                "-T",
+                seconds,
+                "--path",
+                "bounce-async",
+                "--compute",
+                "sleep",
+                need=float(seconds) + 20,
+            )
+            gpu_run = runs["bounce-async"]
+            if r and gpu_run and r["au"] is not None and gpu_run["au"] is not None:
+                g.say(
+                    "train cosmoflow: AU of --compute gpu against --compute sleep (bounce-async)",
+                    f"gpu {100 * gpu_run['au']:.1f}%, sleep {100 * r['au']:.1f}% "
+                    f"({100 * (gpu_run['au'] - r['au']):+.1f} points)",
+                    True,
+                )
+            else:
+                g.say("train cosmoflow: AU of --compute gpu against --compute sleep", "not measured", None)
+            fm = train_run(
+                g,
+                "train-cosmoflow-find-max",
+                args,
+                preset,
+                "--data",
+                data,
+                "-T",
+                "6",
+                "--path",
+                "bounce-async",
+                "--compute",
+                "gpu",
+                "--find-max",
+                "--max-accelerators",
+                "16",
+                need=150,
+            )
+            if fm:
+                points = ", ".join(f"{p['accelerators']}: {100 * (p['au'] or 0):.1f}%" for p in fm["points"])
+                g.say(
+                    "train cosmoflow --find-max (bounce-async, compute gpu)",
+                    f"keeps {fm['best']} accelerators at AU >= {100 * fm['au_threshold']:.0f}%; {fm['runs']} runs "
+                    f"over {len(fm['points'])} counts against a full scan's {fm['upper']} ({points})",
+                    len(fm["points"]) <= fm["upper"] / 2,
+                )
+            else:
+                g.say("train cosmoflow --find-max", "no result", None)
+        cost = g.run(
+            "train-layer-cost",
+            [
+                sys.executable,
+                os.path.join(HERE, "train_layer_cost.py"),
+                "--dir",
+                args.dir,
+                "--path",
+                "bounce-async",
+                "--rounds",
+                "3",
+                "--seconds",
+                "4",
+            ],
+            80,
+        )
+        if cost is not None:
+            for line in cost.stdout.splitlines():
+                if line.strip().startswith(("met", "not met")):
+                    word, _, text = line.strip().partition("  ")
+                    g.say(
+                        f"train layer cost (bounce-async): {text.split(':')[0]}", text.partition(": ")[2], word == "met"
+                    )
+    finally:
+        import shutil
+
+        shutil.rmtree(sets, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/xferscope-goals")
@@ -287,14 +454,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--standins", action="store_true", help="the timeline on host stand-ins for CUDA (checks the script)"
     )
-    ap.add_argument("--only", default="storage,timeline,cache,kvikio", help="which groups of goals to run")
+    ap.add_argument(
+        "--only", default="train", help="which groups of goals to run: train, storage, timeline, cache, kvikio"
+    )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
     out = args.out or os.path.join(args.dir, "out")
     os.makedirs(out, exist_ok=True)
     g = Goals(args.budget, out)
     print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget:.0f} s", flush=True)
-    groups = {"storage": storage_points, "timeline": timeline, "cache": cache_point, "kvikio": kvikio}
+    groups = {
+        "train": train_goals,
+        "storage": storage_points,
+        "timeline": timeline,
+        "cache": cache_point,
+        "kvikio": kvikio,
+    }
     for name in args.only.split(","):
         groups[name.strip()](g, args)
     print("\n# goals")

@@ -13,7 +13,18 @@ import sys
 
 import typer
 
-COMMAND_MODULES = ("tui", "run", "compare", "saturate", "mem", "replay", "profiles", "imports", "doctor")
+COMMAND_MODULES = (
+    "tui",
+    "run",
+    "compare",
+    "saturate",
+    "mem",
+    "replay",
+    "profiles",
+    "imports",
+    "doctor",
+    "workload",
+)
 
 app = typer.Typer(
     name="xferscope",

@@ -33,7 +33,7 @@ import time
 from typing import Any
 
 from xferscope import target as targets
-from xferscope.isolation import Channel, ParentGone, error_to_wire
+from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
 from xferscope.local_run import STOP_GRACE_S, LocalRun
 
 #: once orphaned, how long the run gets to stop and clean up by itself before the files are removed anyway
@@ -70,14 +70,7 @@ class EngineHost:
         life = threading.Thread(target=self._life, name="xferscope-engine-life", daemon=True)
         life.start()
         try:
-            while not self._done.is_set():
-                try:
-                    command = self.channel.recv()
-                except EOFError:
-                    if self._closed_sent:
-                        break
-                    raise ParentGone("the channel closed before the run did") from None
-                self._handle(command)
+            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), lambda: self._closed_sent)
         except ParentGone:
             self._orphaned(life)
             os._exit(0)

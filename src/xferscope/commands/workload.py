@@ -1,0 +1,217 @@
+"""`xferscope workload train`: does this storage keep N GPUs busy? DLIO's training input, landing in GPU memory."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from xferscope.commands.options import (
+    CsvOpt,
+    FormatOpt,
+    JsonOpt,
+    KeepOpt,
+    SeedOpt,
+    check_format,
+    gpu_list,
+)
+from xferscope.errors import ExitCode, SpecError
+from xferscope.output.files import check_outputs
+from xferscope.output.terminal import install_hangup_handlers
+from xferscope.units import parse_duration, parse_size
+
+workload_app = typer.Typer(
+    name="workload",
+    help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation).",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+)
+
+
+def _size(text: str | None, option: str) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise SpecError(option, str(exc)) from None
+
+
+def _share(text: str | None) -> float | None:
+    """0.9, or 90%."""
+    if text is None:
+        return None
+    try:
+        return float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise SpecError("au-threshold", f"a share such as 0.9 or 90%, got {text!r}") from None
+
+
+def _defaults(path: str | None, compute: str | None) -> tuple[str, str, str]:
+    """The path and compute the user left out: into the GPU where there is one, else as DLIO (host, sleep)."""
+    if path is not None and compute is not None:
+        return path, compute, ""
+    from xferscope.gpus import gpu_count
+
+    n, why = gpu_count()
+    if n:
+        return path or "bounce-async", compute or "gpu", ""
+    left = " ".join(f for f, v in (("--path host", path), ("--compute sleep", compute)) if v is None)
+    return path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
+
+
+def train_command(
+    preset: Annotated[str, typer.Argument(help="unet3d, cosmoflow or resnet50 (DLIO's workload configs)")] = "unet3d",
+    accelerator_type: Annotated[
+        str, typer.Option("--accelerator-type", help="whose computation_time the preset gives: h100 or a100")
+    ] = "h100",
+    accelerators: Annotated[int, typer.Option("--accelerators", "-a", help="emulated accelerators")] = 1,
+    gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the accelerators go round-robin over")] = None,
+    path: Annotated[
+        str | None,
+        typer.Option("--path", "-x", help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile"),
+    ] = None,
+    compute: Annotated[
+        str | None, typer.Option("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
+    ] = None,
+    sample_size: Annotated[str | None, typer.Option("--sample-size", help="mean sample size, e.g. 140M")] = None,
+    sample_sd: Annotated[str | None, typer.Option("--sample-sd", help="standard deviation of the sample size")] = None,
+    samples_per_file: Annotated[int | None, typer.Option("--samples-per-file", help="samples in one file")] = None,
+    files: Annotated[int | None, typer.Option("--files", help="files in the generated data set")] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="samples per batch (per step)")] = None,
+    read_threads: Annotated[int | None, typer.Option("--read-threads", help="reader threads per accelerator")] = None,
+    computation_time: Annotated[
+        float | None, typer.Option("--computation-time", help="seconds of computation per batch")
+    ] = None,
+    au_threshold: Annotated[str | None, typer.Option("--au-threshold", help="pass mark, e.g. 0.9 or 90%")] = None,
+    prefetch: Annotated[
+        int,
+        typer.Option(
+            "--prefetch",
+            help="prefetch depth: batch buffers per accelerator, the one computed on included (0: read threads + 1)",
+        ),
+    ] = 0,
+    steps: Annotated[int | None, typer.Option("--steps", help="steps per accelerator")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="epochs (1 when no other end is given)")] = None,
+    directory: Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")] = None,
+    data: Annotated[str | None, typer.Option("--data", help="read your own files in DIR as the data set")] = None,
+    bs: Annotated[str, typer.Option("--bs", "-i", help="request size of the reads")] = "4M",
+    buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
+    find_max: Annotated[
+        bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
+    ] = False,
+    max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
+    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    seed: SeedOpt = 0x5EED,
+    keep: KeepOpt = False,
+    json_path: JsonOpt = None,
+    csv_path: CsvOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
+    report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
+    from xferscope.workloads.train_spec import train_spec
+
+    check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    if max_accelerators < 1:
+        raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
+    path, compute, note = _defaults(path, compute)
+    spec = train_spec(
+        preset,
+        accelerator_type,
+        accelerators=accelerators,
+        gpus=tuple(gpu_list(gpu)) if gpu is not None else None,
+        path=path,
+        compute=compute,
+        sample_size=_size(sample_size, "sample-size"),
+        sample_sd=_size(sample_sd, "sample-sd"),
+        samples_per_file=samples_per_file,
+        files=files,
+        batch=batch,
+        read_threads=read_threads,
+        computation_time=computation_time,
+        au_threshold=_share(au_threshold),
+        prefetch=prefetch,
+        steps=steps,
+        duration=parse_duration(duration) if duration is not None else None,
+        epochs=epochs,
+        directory=directory,
+        data=data,
+        block_size=_size(bs, "bs"),
+        seed=seed,
+        keep=keep,
+        buffered=buffered,
+        interval=interval,
+        defaults_note=note,
+    )
+    install_hangup_handlers()
+    _run(spec, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def _run(spec, find_max: bool, upper: int, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    from xferscope.output.workload import emit_train
+    from xferscope.workloads.train import TrainSession
+    from xferscope.workloads.train_data import page_cache_warning
+
+    live = sys.stderr.isatty() and fmt != "json"
+    session = TrainSession(spec)
+    try:
+        data = session.prepare(_fill_line if live else None)
+        _clear(live)
+        warning = page_cache_warning(data)
+        if warning:
+            typer.echo(f"xferscope: warning: {warning}", err=True)
+        tick = _tick_line if live else None
+        result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
+        _clear(live)
+    except KeyboardInterrupt:
+        _clear(live)
+        typer.echo("xferscope: interrupted", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    finally:
+        session.close()
+    written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if result.status == "interrupted":
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if result.status == "failed":
+        error = getattr(result, "error", None)
+        typer.echo(f"xferscope: the run failed: {error}", err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
+
+
+def _write(text: str) -> None:
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def _fill_line(done: int, total: int) -> None:
+    _write(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
+
+
+def _tick_line(tick: dict) -> None:
+    rows = tick["accelerators"]
+    aus = [r["au"] for r in rows if r["au"] == r["au"]]
+    au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
+    steps = sum(r["steps"] for r in rows)
+    rate = tick["bytes_read"] / tick["t"] / 1e6 if tick["t"] > 0 else 0.0
+    _write(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
+
+
+def _clear(live: bool) -> None:
+    if live:
+        _write("\r\033[K")
+
+
+def register(app: typer.Typer) -> None:
+    workload_app.command("train")(train_command)
+    app.add_typer(workload_app, name="workload")

@@ -1,0 +1,173 @@
+"""A training-input run (or a ``--find-max`` search) on the terminal and in its files: the table first,
+then ``--json`` (the record, ``xferscope.workloads.train_record``) and ``--csv`` (a row per accelerator)."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import typer
+
+from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.units import format_bytes
+from xferscope.workloads.train_record import FindMaxResult, TrainResult, encode
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.1f} ms"
+
+
+def _f(x: float | None, fmt: str = "{:.1f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def headline(r: TrainResult) -> str:
+    s = r.spec
+    return (
+        f"workload train {s.preset} ({s.accelerator_type}, {s.computation_time:g} s a batch of {s.batch}): "
+        f"{s.accelerators} accelerator{'s' * (s.accelerators != 1)} through {s.path}, compute {s.compute}, "
+        f"{s.read_threads} read threads each"
+    )
+
+
+def verdict(r: TrainResult) -> str:
+    if r.passed is None:
+        return "AU not known (fewer than 2 steps)"
+    word = "PASS" if r.passed else "FAIL"
+    return f"AU {_pct(r.au)} against {_pct(r.au_threshold)}: {word}"
+
+
+def table_lines(r: TrainResult) -> list[str]:
+    lines = [headline(r)]
+    if r.incomplete:
+        lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the steps taken)")
+    lines.append(
+        f"  {verdict(r)} | {_f(r.samples_per_s)} samples/s | {_f(r.mb_per_s, '{:.0f}')} MB/s | I/O wait p50 "
+        f"{_ms(r.io_wait_p50_s)} p99 {_ms(r.io_wait_p99_s)} | first batch {_ms(r.first_batch_s)} | "
+        f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+    )
+    lines.append(
+        f"  {'acc':>4} {'gpu':>4} {'steps':>7} {'AU':>7} {'samples/s':>10} {'MB/s':>8} {'wait p50':>10} "
+        f"{'wait p99':>10} {'first':>10}"
+    )
+    for a in r.accelerators:
+        lines.append(
+            f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {_pct(a.au):>7} "
+            f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {_ms(a.io_wait_p50_s):>10} "
+            f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10}"
+        )
+    d = r.data
+    where = "generated" if d.get("generated") else "read as they are"
+    lines.append(
+        f"  data: {d.get('files')} files, {d.get('samples')} samples, {format_bytes(d.get('bytes', 0))} "
+        f"({where}) in {d.get('where')}" + (" (kept)" if d.get("kept") else "")
+    )
+    if r.labels:
+        lines.append("  " + "; ".join(r.labels))
+    return lines
+
+
+def find_max_lines(f: FindMaxResult) -> list[str]:
+    s = f.spec
+    cls = s.accelerator_type.upper()
+    lines = [
+        f"This storage keeps {f.best} {cls}-class accelerator{'s' * (f.best != 1)} training {s.preset} at "
+        f"AU >= {_pct(f.au_threshold)} through {s.path} (compute {s.compute}; {f.runs} runs, "
+        f"counts up to {f.upper} tried by doubling then bisecting)"
+    ]
+    for p in f.points:
+        runs = ", ".join(_pct(a) for a in p.aus)
+        lines.append(f"  {p.accelerators:>4} accelerators: AU {_pct(p.au)} ({runs}) {'pass' if p.passed else 'fail'}")
+    return lines
+
+
+def print_train(results) -> None:
+    for r in results:
+        lines = find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r)
+        for line in lines:
+            typer.echo(line)
+
+
+def csv_text(r: TrainResult | FindMaxResult) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(
+        [
+            "accelerators",
+            "path",
+            "accelerator",
+            "gpu",
+            "steps",
+            "au",
+            "passed",
+            "samples_per_s",
+            "mb_per_s",
+            "io_wait_p50_s",
+            "io_wait_p99_s",
+            "first_batch_s",
+            "cpu_s_per_gib",
+            "status",
+        ]
+    )
+    runs = r.results if isinstance(r, FindMaxResult) else [r]
+    for run in runs:
+        n = run.spec.accelerators
+        for a in run.accelerators:
+            w.writerow(
+                [
+                    n,
+                    run.spec.path,
+                    a.index,
+                    a.gpu,
+                    a.steps,
+                    a.au,
+                    a.passed,
+                    a.samples_per_s,
+                    a.mb_per_s,
+                    a.io_wait_p50_s,
+                    a.io_wait_p99_s,
+                    a.first_batch_s,
+                    "",
+                    run.status,
+                ]
+            )
+        w.writerow(
+            [
+                n,
+                run.spec.path,
+                "all",
+                "",
+                sum(a.steps for a in run.accelerators),
+                run.au,
+                run.passed,
+                run.samples_per_s,
+                run.mb_per_s,
+                run.io_wait_p50_s,
+                run.io_wait_p99_s,
+                run.first_batch_s,
+                run.cpu_s_per_gib,
+                run.status,
+            ]
+        )
+    return buf.getvalue()
+
+
+def emit_train(result: TrainResult | FindMaxResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+    try:
+        with human_output(json_path, csv_path):
+            if fmt == "json":
+                typer.echo(encode(result).decode())
+            else:
+                print_train([result])
+    except OSError:
+        pass
+    return write_outputs(
+        [
+            Output("JSON", "--json", json_path, lambda: encode(result).decode() + "\n"),
+            Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
+        ]
+    )

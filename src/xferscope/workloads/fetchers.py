@@ -1,0 +1,304 @@
+"""How one reader thread moves a sample from its file into a batch buffer, by each path.
+
+* ``host``: pread into the batch buffer in host memory (as DLIO, whose data stops there).
+* ``bounce``: pread into a pinned buffer of ``--bs``, one copy to the GPU, wait, next request.
+* ``bounce-async``: two pinned buffers taking turns: the next pread runs while the last copy is under way.
+* ``cufile``: cuFileRead straight into GPU memory (cuFile's compat mode where nvidia-fs is absent).
+
+Requests are ``--bs`` long; with O_DIRECT a sample's range is widened to 4 KiB boundaries (the bytes counted
+are the sample's). A copy is waited for by asking its event, with short sleeps between: no spinning in the
+driver. Everything a fetcher allocates is freed by ``close()``; GPU memory through ``GpuResources``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import time
+from typing import Any
+
+from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.workloads.train_data import ALIGN, SampleRef, TrainData
+
+#: sleep between two questions to a copy's event
+EVENT_POLL_S = 20e-6
+
+
+class Slot:
+    """One batch buffer: host memory (``host``, a writable view) or GPU memory (``dev``) of ``capacity`` bytes."""
+
+    def __init__(self, capacity: int, host: memoryview | None = None, dev: int | None = None, free=None):
+        self.capacity = capacity
+        self.host = host
+        self.dev = dev
+        self._free = free
+
+    def close(self) -> None:
+        if self.host is not None:
+            self.host.release()
+            self.host = None
+        if self._free is not None:
+            self._free()
+            self._free = None
+
+
+def host_slot(capacity: int) -> Slot:
+    """A batch buffer in host memory: on 2 MiB transparent huge pages where the kernel offers them (the memory
+    the host path reads into; an O_DIRECT read into 4 KiB pages can be split into many), else an anonymous
+    mapping. Its pages are faulted in now, outside the timed region."""
+    from xferscope.engines import gpu_setup, host
+
+    if host.huge_pages_offered():
+        raw, length, base = gpu_setup.map_huge_pages(capacity)
+        view = memoryview((ctypes.c_char * capacity).from_address(base)).cast("B")
+        return Slot(capacity, host=view, free=lambda: gpu_setup.unmap(raw, length))
+    buf = mmap.mmap(-1, capacity)
+    buf.write(bytes(capacity))
+    return Slot(capacity, host=memoryview(buf), free=buf.close)
+
+
+class Fetcher:
+    """One reader thread's path. ``read`` puts ``sample`` at ``slot`` offset ``at`` (4 KiB aligned)."""
+
+    labels: tuple[str, ...] = ()
+
+    def __init__(self, data: TrainData, block_size: int):
+        self.data = data
+        self.bs = block_size
+        self._file: int | None = None
+        self._fd = -1
+
+    def fd_for(self, file: int) -> int:
+        if file != self._file:
+            self.close_file()
+            path = self.data.files[file].path
+            try:
+                self._fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if self.data.direct else 0))
+            except OSError as exc:
+                raise RunFailed(f"cannot open {path}: {exc.strerror}") from None
+            self._file = file
+            self.opened(file)
+        return self._fd
+
+    def opened(self, file: int) -> None:
+        """A new file is open (cuFile registers its handle here)."""
+
+    def close_file(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._file = -1, None
+
+    def extent(self, sample: SampleRef) -> tuple[int, int]:
+        """(file offset, length) to read for ``sample``."""
+        return sample.span if self.data.direct else (sample.offset, sample.length)
+
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        raise NotImplementedError
+
+    def batch_done(self) -> None:
+        """Every copy of the batch has landed (the async paths wait here)."""
+
+    def close(self) -> None:
+        self.close_file()
+
+    def _short(self, sample: SampleRef, got: int, want: int) -> RunFailed:
+        path = self.data.files[sample.file].path
+        return RunFailed(f"short read of {path} at {sample.offset}: {got} of {want} bytes (the file changed?)")
+
+
+def _pread(fd: int, view: memoryview, offset: int) -> int:
+    try:
+        return os.preadv(fd, [view], offset)
+    except OSError as exc:
+        raise RunFailed(f"read failed at offset {offset}: {exc.strerror}") from None
+
+
+class HostFetcher(Fetcher):
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        fd = self.fd_for(sample.file)
+        start, length = self.extent(sample)
+        whole = slot.host
+        assert whole is not None
+        pos = 0
+        while pos < length:
+            n = min(self.bs, length - pos)
+            got = _pread(fd, whole[at + pos : at + pos + n], start + pos)
+            pos += got
+            if got < n:
+                break
+        if pos < sample.offset - start + sample.length:
+            raise self._short(sample, pos, length)
+
+
+# ------------------------------------------------------------------ the GPU paths
+
+
+class GpuFetcher(Fetcher):
+    """Shared by the paths whose data lands in GPU memory: the reader's context and stream."""
+
+    def __init__(self, data: TrainData, block_size: int, gpu: int, resources):
+        super().__init__(data, block_size)
+        from xferscope.engines import gpu_setup
+
+        self.gpu = gpu
+        self.res = resources
+        self.cu = gpu_setup.driver()
+        self.check = gpu_setup.check
+        resources.context(gpu)
+        self.stream = resources.stream(gpu)
+
+    def wait_event(self, event) -> None:
+        cu = self.cu
+        while True:
+            rc = cu.cuEventQuery(event)[0]
+            if rc == cu.CUresult.CUDA_SUCCESS:
+                return
+            if rc != cu.CUresult.CUDA_ERROR_NOT_READY:
+                self.check((rc,), "cuEventQuery")
+            time.sleep(EVENT_POLL_S)
+
+
+class _Staging:
+    """A pinned buffer of ``--bs``: on 2 MiB huge pages pinned with cuMemHostRegister where the kernel offers
+    them (as the bounce engines' buffers), else CUDA's own pinned allocation."""
+
+    def __init__(self, fetcher: GpuFetcher, size: int):
+        from xferscope.engines import host
+
+        if host.huge_pages_offered():
+            self.addr = fetcher.res.pinned_huge_memory(fetcher.gpu, size)
+        else:
+            self.addr = fetcher.res.pinned_memory(fetcher.gpu, size)
+        self.view = memoryview((ctypes.c_char * size).from_address(self.addr)).cast("B")
+        self.event = fetcher.res.event(fetcher.gpu)
+        self.pending = False
+
+
+class BounceFetcher(GpuFetcher):
+    """``buffers`` pinned buffers of ``--bs`` taking turns; with one, every copy is waited for before the next
+    read (bounce), with two the next read overlaps the last copy (bounce-async)."""
+
+    def __init__(self, data: TrainData, block_size: int, gpu: int, resources, buffers: int):
+        super().__init__(data, block_size, gpu, resources)
+        self.staging = [_Staging(self, block_size) for _ in range(buffers)]
+        self._turn = 0
+
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        fd = self.fd_for(sample.file)
+        start, length = self.extent(sample)
+        assert slot.dev is not None
+        cu = self.cu
+        pos = 0
+        while pos < length:
+            st = self.staging[self._turn]
+            self._turn = (self._turn + 1) % len(self.staging)
+            if st.pending:
+                self.wait_event(st.event)
+                st.pending = False
+            n = min(self.bs, length - pos)
+            got = _pread(fd, st.view[:n], start + pos)
+            if got:
+                self.check(cu.cuMemcpyHtoDAsync(slot.dev + at + pos, st.addr, got, self.stream), "cuMemcpyHtoDAsync")
+                self.check(cu.cuEventRecord(st.event, self.stream), "cuEventRecord")
+                st.pending = True
+                if len(self.staging) == 1:
+                    self.wait_event(st.event)
+                    st.pending = False
+            pos += got
+            if got < n:
+                break
+        if pos < sample.offset - start + sample.length:
+            raise self._short(sample, pos, length)
+
+    def batch_done(self) -> None:
+        for st in self.staging:
+            if st.pending:
+                self.wait_event(st.event)
+                st.pending = False
+
+    def close(self) -> None:
+        self.batch_done()
+        for st in self.staging:
+            st.view.release()
+        super().close()
+
+
+class CufileFetcher(GpuFetcher):
+    labels = ()
+
+    def __init__(self, data: TrainData, block_size: int, gpu: int, resources):
+        super().__init__(data, block_size, gpu, resources)
+        from xferscope.engines import cufile_driver
+
+        self.cf = cufile_driver.module()
+        cufile_driver.open_driver(gpu)
+        self._handle: int | None = None
+
+    def opened(self, file: int) -> None:
+        from xferscope.engines import cufile_driver, gpu_setup
+        from xferscope.target import filesystem_of
+
+        path = self.data.files[file].path
+        cf = self.cf
+        descr = cf.Descr()
+        descr.type = cf.FileHandleType.OPAQUE_FD
+        descr.handle.fd = self._fd
+        descr.fs_ops = 0
+        mark = cufile_driver.log().mark()
+        with gpu_setup.interrupts_deferred():
+            try:
+                self._handle = int(cf.handle_register(descr.ptr))
+            except Exception as exc:
+                fstype = filesystem_of(path).fstype
+                raise EnvironmentProblem(
+                    cufile_driver.explain_registration(exc, cufile_driver.log().since(mark), path, fstype)
+                ) from None
+
+    def close_file(self) -> None:
+        if self._handle is not None:
+            try:
+                self.cf.handle_deregister(self._handle)
+            finally:
+                self._handle = None
+        super().close_file()
+
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        self.fd_for(sample.file)
+        start, length = self.extent(sample)
+        assert slot.dev is not None
+        pos = 0
+        while pos < length:
+            n = min(self.bs, length - pos)
+            try:
+                got = int(self.cf.read(self._handle, slot.dev, n, start + pos, at + pos))
+            except Exception as exc:
+                raise RunFailed(f"cuFileRead at offset {start + pos} failed: {exc}") from None
+            if got < 0:
+                raise RunFailed(f"cuFileRead at offset {start + pos} failed: {got}")
+            pos += got
+            if got < n:
+                break
+        if pos < sample.offset - start + sample.length:
+            raise self._short(sample, pos, length)
+
+
+def make_fetcher(path: str, data: TrainData, block_size: int, gpu: int | None, resources: Any) -> Fetcher:
+    if path == "host":
+        return HostFetcher(data, block_size)
+    assert gpu is not None
+    if path == "bounce":
+        return BounceFetcher(data, block_size, gpu, resources, buffers=1)
+    if path == "bounce-async":
+        return BounceFetcher(data, block_size, gpu, resources, buffers=2)
+    if path == "cufile":
+        return CufileFetcher(data, block_size, gpu, resources)
+    raise ValueError(path)
+
+
+def slot_capacity(lengths: list[int], batch: int) -> int:
+    """Bytes a batch buffer needs for any batch of samples of these lengths: the ``batch`` largest, each
+    widened to 4 KiB boundaries and placed from one, in 2 MiB units."""
+    widest = sorted(lengths, reverse=True)[:batch]
+    need = sum(-(-(n + ALIGN) // ALIGN) * ALIGN + ALIGN for n in widest)
+    return -(-need // (2 << 20)) * (2 << 20)

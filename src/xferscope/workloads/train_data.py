@@ -1,0 +1,264 @@
+"""The training data set: generated in DLIO's layout with sizes drawn from the preset's distribution, or the
+user's own files read as they are.
+
+A generated set lives in a directory xferscope creates (``xferscope-train-*`` under ``--dir``, files under
+``train/``, named ``img_<i>_of_<n>.dat`` as DLIO names its files), guarded by the janitor from its creation
+and removed at the end unless ``--keep``. Its files hold xferscope's data pattern, not the format DLIO writes
+(npz, TFRecord): the reads move the same bytes, nothing decodes them. With ``samples_per_file`` > 1 a file is
+its samples one after another (records). Nothing is written before the set is known to fit the disk.
+
+``--data DIR``: every readable regular file under DIR, in name order, each cut into ``samples_per_file``
+samples of equal size. Nothing there is written, not even a probe: O_DIRECT is tried by opening a file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xferscope import janitor
+from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.target import Interrupted, default_scratch_parent, probe_direct_io
+from xferscope.units import format_bytes
+from xferscope.workloads.train_spec import TrainSpec
+
+ALIGN = 4096
+FILL_CHUNK = 8 << 20
+#: free space left on the disk beyond the data set
+DISK_MARGIN = 256 << 20
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str
+    size: int
+
+
+@dataclass(frozen=True)
+class SampleRef:
+    file: int  # index into TrainData.files
+    offset: int
+    length: int
+
+    @property
+    def span(self) -> tuple[int, int]:
+        """The aligned byte range an O_DIRECT read of this sample covers."""
+        start = self.offset - self.offset % ALIGN
+        end = -(-(self.offset + self.length) // ALIGN) * ALIGN
+        return start, end - start
+
+
+@dataclass
+class TrainData:
+    root: str
+    files: list[DataFile]
+    samples: list[SampleRef]
+    generated: bool
+    direct: bool
+    #: the directory xferscope created for a generated set (removed by ``close`` unless kept)
+    created_dir: str | None = None
+    kept: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def bytes(self) -> int:
+        return sum(s.length for s in self.samples)
+
+    def describe(self) -> dict:
+        return {
+            "where": self.root,
+            "files": len(self.files),
+            "samples": len(self.samples),
+            "bytes": self.bytes,
+            "generated": self.generated,
+            "direct_io": self.direct,
+            "kept": self.kept,
+        }
+
+    def close(self, keep: bool = False) -> None:
+        """Remove the generated set (unless ``keep``); the user's own files are never touched."""
+        if self.created_dir is None:
+            return
+        if keep:
+            self.kept = True
+        else:
+            shutil.rmtree(self.created_dir, ignore_errors=True)
+        janitor.release(self.created_dir)
+        self.created_dir = None
+
+
+# ------------------------------------------------------------------ sizes
+
+
+def sample_sizes(spec: TrainSpec, count: int) -> list[int]:
+    """``count`` sample sizes drawn from the normal distribution of the spec (mean, sd), seeded, at least 1 byte
+    (a draw below 1 is drawn again)."""
+    rng = random.Random(spec.seed)
+    out = []
+    for _ in range(count):
+        while True:
+            size = round(rng.gauss(spec.sample_size, spec.sample_sd)) if spec.sample_sd else spec.sample_size
+            if size >= 1:
+                break
+        out.append(size)
+    return out
+
+
+# ------------------------------------------------------------------ a generated set
+
+
+def plan_generated(spec: TrainSpec) -> tuple[str, bool, list[int]]:
+    """Where the set goes, whether O_DIRECT works there, and the sizes of its samples; refuses a set that does
+    not fit the free space (before anything is written)."""
+    if spec.directory is not None:
+        parent = os.path.abspath(spec.directory)
+        if not os.path.isdir(parent):
+            raise SpecError("dir", f"{spec.directory}: no such directory")
+        if not os.access(parent, os.W_OK):
+            raise SpecError("dir", f"{spec.directory}: not writable")
+        direct = probe_direct_io(parent)[0] and not spec.buffered
+    else:
+        parent, direct = default_scratch_parent()
+        direct = direct and not spec.buffered
+    sizes = sample_sizes(spec, spec.files * spec.samples_per_file)
+    total = sum(sizes)
+    free = shutil.disk_usage(parent).free
+    if total + DISK_MARGIN > free:
+        fit = max(0, (free - DISK_MARGIN) * spec.files // max(total, 1))
+        raise SpecError(
+            "files",
+            f"the data set ({spec.files} files, {format_bytes(total)}) does not fit the free space of {parent} "
+            f"({format_bytes(free)}); lower --files (about {fit} fit) or choose --dir",
+        )
+    return parent, direct, sizes
+
+
+def generate(
+    spec: TrainSpec, progress: Callable[[int, int], None] | None = None, cancel: Callable[[], bool] | None = None
+) -> TrainData:
+    """Create and fill the set (outside any timed region). On an error or Ctrl-C what was written is removed."""
+    parent, direct, sizes = plan_generated(spec)
+    root = tempfile.mkdtemp(prefix=f"xferscope-train-{spec.preset}-", dir=parent)
+    janitor.guard(root)
+    data = TrainData(root=os.path.join(root, "train"), files=[], samples=[], generated=True, direct=direct)
+    data.created_dir = root
+    try:
+        os.mkdir(data.root)
+        total, done = sum(sizes), 0
+        per = spec.samples_per_file
+        buf = mmap.mmap(-1, FILL_CHUNK)
+        try:
+            for i in range(spec.files):
+                mine = sizes[i * per : (i + 1) * per]
+                path = os.path.join(data.root, f"img_{i + 1}_of_{spec.files}.dat")
+                offset = 0
+                for n in mine:
+                    data.samples.append(SampleRef(i, offset, n))
+                    offset += n
+                data.files.append(DataFile(path, offset))
+                _fill(path, offset, direct, spec.seed + i, buf, cancel)
+                done += offset
+                if progress is not None:
+                    progress(done, total)
+        finally:
+            buf.close()
+    except BaseException:
+        data.close(keep=False)
+        raise
+    return data
+
+
+def _fill(path: str, size: int, direct: bool, seed: int, buf: mmap.mmap, cancel) -> None:
+    from xferscope import _iocore
+
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | (os.O_DIRECT if direct else 0), 0o644)
+    try:
+        off = 0
+        while off < size:
+            if cancel is not None and cancel():
+                raise Interrupted("interrupted while creating the data set")
+            n = min(FILL_CHUNK, size - off)
+            _iocore.fill_pattern(buf, off, seed)
+            length = -(-n // ALIGN) * ALIGN if direct else n
+            with memoryview(buf)[:length] as view:
+                try:
+                    os.pwrite(fd, view, off)
+                except OSError as exc:
+                    if exc.errno == errno.ENOSPC:
+                        raise EnvironmentProblem(f"disk full while creating {path}; lower --files") from None
+                    raise EnvironmentProblem(f"cannot write {path}: {exc.strerror}") from None
+            off += n
+        if direct and size % ALIGN:
+            os.ftruncate(fd, size)
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------ the user's own files
+
+
+def scan(spec: TrainSpec) -> TrainData:
+    """The user's files under ``--data``, as samples; nothing is written there."""
+    root = os.path.abspath(spec.data or "")
+    if not os.path.isdir(root):
+        raise SpecError("data", f"{spec.data}: no such directory")
+    files: list[DataFile] = []
+    for dirpath, dirnames, names in os.walk(root):
+        dirnames.sort()
+        for name in sorted(names):
+            path = os.path.join(dirpath, name)
+            with contextlib.suppress(OSError):
+                if os.path.isfile(path) and not os.path.islink(path) and os.access(path, os.R_OK):
+                    size = os.path.getsize(path)
+                    if size >= spec.samples_per_file:
+                        files.append(DataFile(path, size))
+    if not files:
+        raise SpecError("data", f"{spec.data}: no readable files there (of at least {spec.samples_per_file} bytes)")
+    samples = []
+    per = spec.samples_per_file
+    for i, f in enumerate(files):
+        each = f.size // per
+        for j in range(per):
+            length = each if j < per - 1 else f.size - each * (per - 1)
+            samples.append(SampleRef(i, j * each, length))
+    direct = False if spec.buffered else _direct_works(files[0].path)
+    data = TrainData(root=root, files=files, samples=samples, generated=False, direct=direct)
+    if not direct and not spec.buffered:
+        data.notes.append("O_DIRECT refused there: reads go through the page cache")
+    return data
+
+
+def _direct_works(path: str) -> bool:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        return False
+    os.close(fd)
+    return True
+
+
+def page_cache_warning(data: TrainData) -> str | None:
+    """MLPerf's rule: through the page cache, the set must be at least 5 times the host's RAM, or the reads may
+    come from memory. None when the reads are O_DIRECT or the set is large enough."""
+    if data.direct:
+        return None
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+    total = sum(f.size for f in data.files)
+    if total >= 5 * ram:
+        return None
+    return (
+        f"reads go through the page cache and the data set ({format_bytes(total)}) is smaller than 5 times this "
+        f"host's RAM ({format_bytes(ram)}): samples may come from memory, not storage (MLPerf Storage asks for 5x)"
+    )

@@ -1,0 +1,265 @@
+"""A training-input run in the engine's own process (started by ``train_run.TrainRun``).
+
+What passes over the channel, in order (parent -> child on the left):
+
+    {spec, data}                          ("ready", labels, environment) or ("error", …)
+    "start"                               ("tick", progress)… every --interval
+    "stop" (any time)                     ("ended", steps per accelerator, figures of the process, error)
+    "close" (any time)                    ("closed",)
+
+Set-up (GPU memory checked, batch buffers, pinned buffers, streams, the kernel) happens before "ready",
+outside the timed region. When the parent is gone the run stops, frees what it holds and the process leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+from typing import Any
+
+from xferscope.errors import SpecError
+from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
+from xferscope.units import format_bytes
+from xferscope.workloads.accelerators import Accelerator, run_accelerators, step_limit
+from xferscope.workloads.compute import SleepCompute
+from xferscope.workloads.fetchers import host_slot, make_fetcher, slot_capacity
+from xferscope.workloads.train_data import TrainData
+from xferscope.workloads.train_spec import TrainSpec
+
+#: share of the free memory (host MemAvailable, or a GPU's free memory) the batch buffers may take
+MEMORY_SHARE = 0.9
+
+
+class TrainSetup:
+    """The accelerators of a run with everything they hold; ``close()`` frees it all (also after a failure)."""
+
+    def __init__(self, spec: TrainSpec, data: TrainData):
+        self.spec, self.data = spec, data
+        self.accelerators: list[Accelerator] = []
+        self.labels: list[str] = []
+        self.environment: dict[str, Any] = {}
+        self.resources: Any = None  # GpuResources where a GPU is used
+        self._host_slots: list = []
+        self._computes: list = []
+
+    def build(self) -> None:
+        spec, data = self.spec, self.data
+        capacity = slot_capacity([x.length for x in data.samples], spec.batch)
+        limit = step_limit(spec, data)
+        self.labels.append("O_DIRECT" if data.direct else "buffered (page cache)")
+        self.environment["batch_buffer_bytes"] = capacity
+        self.environment["batch_buffers_per_accelerator"] = spec.slots
+        if spec.lands_in_gpu or spec.compute == "gpu":
+            self._gpu_setup(capacity)
+        else:
+            self._check_host_memory(capacity)
+        modules: dict = {}
+        for i in range(spec.accelerators):
+            gpu = spec.accelerator_gpu(i) if (spec.lands_in_gpu or spec.compute == "gpu") else None
+            if spec.lands_in_gpu:
+                assert gpu is not None
+                slots = [self._dev_slot(gpu, capacity) for _ in range(spec.slots)]
+            else:
+                slots = [host_slot(capacity) for _ in range(spec.slots)]
+                self._host_slots += slots
+            fetchers = [
+                make_fetcher(spec.path, data, spec.block_size, gpu, self.resources) for _ in range(spec.read_threads)
+            ]
+            compute: Any
+            if spec.compute == "gpu":
+                from xferscope.workloads.compute import GpuCompute
+
+                assert gpu is not None
+                compute = GpuCompute(gpu, self.resources, modules)
+            else:
+                compute = SleepCompute()
+            self._computes.append(compute)
+            bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
+            self.accelerators.append(Accelerator(i, spec, data, gpu, fetchers, compute, slots, limit, bind))
+        self.labels.append(self._computes[0].label)
+        from xferscope.engines.host import huge_pages_offered
+
+        pages = "2 MiB huge pages" if huge_pages_offered() else "4 KiB pages"
+        if spec.lands_in_gpu:
+            self.labels.append(f"batches land in GPU memory ({spec.path})")
+            if spec.path != "cufile":
+                self.labels.append(f"pinned buffers of {spec.block_size >> 10} KiB on {pages}")
+        else:
+            self.labels.append(f"batches stop in host memory (as DLIO), on {pages}")
+
+    def _gpu_setup(self, capacity: int) -> None:
+        from xferscope.engines import gpu_setup
+
+        reason = gpu_setup.unavailable_reason()
+        if reason:
+            raise SpecError("path", f"{self.spec.path} with --compute {self.spec.compute} needs a GPU: {reason}")
+        self.resources = gpu_setup.GpuResources()
+        spec = self.spec
+        if not spec.lands_in_gpu:
+            check_memory(spec, capacity, {})
+            return
+        gpus = sorted({spec.accelerator_gpu(i) for i in range(spec.accelerators)})
+        free = {}
+        for g in gpus:
+            self.resources.context(g)
+            free[g] = gpu_setup.memory_info(g)[0]
+        check_memory(spec, capacity, free)
+        self.environment.update(_gpu_environment(gpus))
+
+    def _check_host_memory(self, capacity: int) -> None:
+        check_memory(self.spec, capacity, {})
+
+    def _dev_slot(self, gpu: int, capacity: int):
+        from xferscope.workloads.fetchers import Slot
+
+        return Slot(capacity, dev=self.resources.device_memory(gpu, capacity))
+
+    def close(self) -> None:
+        for a in self.accelerators:
+            for f in a.fetchers:
+                try:
+                    f.close()
+                except Exception as exc:
+                    print(f"xferscope: closing a reader failed: {exc!r}", file=sys.stderr)
+        for s in self._host_slots:
+            s.close()
+        self._host_slots.clear()
+        if self.resources is not None:
+            self.resources.release()
+
+
+def free_gpu_memory(gpus: list[int]) -> dict[int, int]:
+    """Free memory of each GPU (in a process of its own: ``isolation.call``)."""
+    from xferscope.engines import gpu_setup
+
+    reason = gpu_setup.unavailable_reason()
+    if reason:
+        raise SpecError("gpu", f"no GPU to land the batches in: {reason}")
+    with gpu_setup.GpuResources() as res:
+        out = {}
+        for g in gpus:
+            res.context(g)
+            out[g] = gpu_setup.memory_info(g)[0]
+        return out
+
+
+def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> None:
+    """The batch buffers fit: in each GPU's free memory (``free_gpu``) where batches land in GPU memory, else
+    in the host's available memory. Raises SpecError naming --prefetch."""
+    from xferscope.target import memory_available
+
+    if spec.lands_in_gpu:
+        per_gpu: dict[int, int] = {}
+        for i in range(spec.accelerators):
+            g = spec.accelerator_gpu(i)
+            per_gpu[g] = per_gpu.get(g, 0) + 1
+        for g, n in sorted(per_gpu.items()):
+            need, free = n * spec.slots * capacity, free_gpu.get(g)
+            if free is not None and need > free * MEMORY_SHARE:
+                raise SpecError(
+                    "prefetch",
+                    f"{n} accelerator{'s' * (n != 1)} on GPU {g} need{'s' * (n == 1)} {format_bytes(need)} of batch buffers "
+                    f"({spec.slots} each of {format_bytes(capacity)}: --prefetch buffers, each for the "
+                    f"{spec.batch} largest samples), more than its free memory allows ({format_bytes(free)} "
+                    "free): lower --prefetch, --batch or --accelerators",
+                )
+        return
+    need, avail = spec.accelerators * spec.slots * capacity, memory_available()
+    if avail is not None and need > avail * MEMORY_SHARE:
+        raise SpecError(
+            "prefetch",
+            f"{spec.accelerators} accelerator{'s' * (spec.accelerators != 1)} need{'s' * (spec.accelerators == 1)} {format_bytes(need)} of batch "
+            f"buffers in host memory ({spec.slots} each of {format_bytes(capacity)}), more than is available "
+            f"({format_bytes(avail)}): lower --prefetch, --batch or --accelerators",
+        )
+
+
+def _gpu_environment(gpus: list[int]) -> dict[str, Any]:
+    from xferscope.engines.gpu_native import gpu_environment
+
+    return gpu_environment(gpus)
+
+
+class TrainHost:
+    def __init__(self, channel: Channel, job: dict[str, Any]):
+        self.channel = channel
+        self.job = job
+        self.stop = threading.Event()
+        self._start = threading.Event()
+        self._close = threading.Event()
+        self._done = threading.Event()
+
+    def send(self, message: Any) -> None:
+        try:
+            self.channel.send(message)
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        life = threading.Thread(target=self._life, name="xferscope-train-life", daemon=True)
+        life.start()
+        try:
+            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), self._done.is_set)
+        except ParentGone:
+            self.stop.set()
+            self._close.set()
+            self._start.set()
+            life.join(30)
+            sys.stderr.flush()
+            os._exit(0)
+        life.join(30)
+
+    def _handle(self, command) -> None:
+        if command == "start":
+            self._start.set()
+        elif command == "stop":
+            self.stop.set()
+        elif command == "close":
+            self.stop.set()
+            self._close.set()
+            self._start.set()
+
+    def _life(self) -> None:
+        setup = TrainSetup(self.job["spec"], self.job["data"])
+        try:
+            try:
+                setup.build()
+            except BaseException as exc:
+                self.send(("error", error_to_wire(exc)))
+                return
+            self.send(("ready", setup.labels, setup.environment))
+            self._start.wait()
+            if self.stop.is_set():
+                self.send(("ended", [], {}, None))
+                return
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            error = None
+            try:
+                seconds = run_accelerators(setup.accelerators, setup.spec, self.stop, lambda p: self.send(("tick", p)))
+            except BaseException as exc:  # pragma: no cover - run_accelerators catches the threads' errors
+                seconds, error = 0.0, error_to_wire(exc)
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            runs = [(a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read) for a in setup.accelerators]
+            failed = next((a.record.error for a in setup.accelerators if a.record.error is not None), None)
+            if failed is not None and error is None:
+                error = error_to_wire(failed)
+            process = {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_bytes": after.ru_maxrss * 1024}
+            self.send(("ended", runs, process, error))
+        finally:
+            self._close.wait()
+            try:
+                setup.close()
+            finally:
+                self.send(("closed",))
+                self._done.set()
+
+
+def serve(channel: Channel) -> None:
+    try:
+        job = channel.recv()
+    except EOFError:
+        return
+    TrainHost(channel, job).serve()

@@ -1,0 +1,198 @@
+"""The record of a training-input run: typed (msgspec), with a schema version, written and read as JSON.
+
+``TrainResult.from_steps`` turns the accelerators' steps into the figures; ``encode``/``decode`` write and
+read the file (a damaged or foreign one is one line naming the field); ``schema()`` is its JSON Schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from xferscope.errors import FormatError
+from xferscope.workloads.au import Step, mean_au, percentile, utilisation
+from xferscope.workloads.train_spec import TrainSpec
+
+SCHEMA_VERSION = 1
+KIND = "workload-train"
+
+
+class AcceleratorFigures(msgspec.Struct, kw_only=True):
+    index: int
+    gpu: int | None
+    steps: int
+    counted_steps: int
+    au: float | None  # share 0-1; None with fewer than 2 steps
+    passed: bool | None
+    compute_s: float
+    span_s: float
+    samples_per_s: float | None
+    mb_per_s: float | None  # 10^6 bytes a second, of the samples counted
+    io_wait_p50_s: float | None
+    io_wait_p99_s: float | None
+    first_batch_s: float | None
+    bytes_read: int
+
+
+class TrainResult(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND
+    status: str  # ok, interrupted, failed
+    spec: TrainSpec
+    data: dict[str, Any]
+    accelerators: list[AcceleratorFigures]
+    au: float | None
+    au_threshold: float
+    passed: bool | None
+    samples_per_s: float | None
+    mb_per_s: float | None
+    io_wait_p50_s: float | None
+    io_wait_p99_s: float | None
+    first_batch_s: float | None
+    seconds: float
+    bytes_read: int
+    cpu_seconds: float | None
+    cpu_s_per_gib: float | None
+    peak_rss_bytes: int | None
+    labels: list[str] = []
+    environment: dict[str, Any] = {}
+    error: str | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @classmethod
+    def from_steps(
+        cls,
+        spec: TrainSpec,
+        data: dict[str, Any],
+        runs: Sequence[tuple[int, int | None, Sequence[Step], int]],
+        *,
+        status: str,
+        seconds: float,
+        cpu_seconds: float | None = None,
+        peak_rss_bytes: int | None = None,
+        labels: Sequence[str] = (),
+        environment: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> TrainResult:
+        """``runs``: per accelerator (index, GPU, steps, bytes read)."""
+        figures = []
+        waits: list[float] = []
+        samples = nbytes = 0
+        span = 0.0
+        for index, gpu, steps, bytes_read in runs:
+            u = utilisation(steps)
+            waits += [s.wait_s for s in steps[1:]]
+            samples += u.samples
+            nbytes += u.bytes
+            span = max(span, u.span_s)
+            figures.append(
+                AcceleratorFigures(
+                    index=index,
+                    gpu=gpu,
+                    steps=u.steps,
+                    counted_steps=u.counted_steps,
+                    au=_num(u.au),
+                    passed=None if math.isnan(u.au) else u.au >= spec.au_threshold,
+                    compute_s=u.compute_s,
+                    span_s=u.span_s,
+                    samples_per_s=_num(u.samples_per_s),
+                    mb_per_s=_num(u.bytes_per_s / 1e6),
+                    io_wait_p50_s=_num(u.io_wait_p50_s),
+                    io_wait_p99_s=_num(u.io_wait_p99_s),
+                    first_batch_s=_num(u.first_batch_s),
+                    bytes_read=bytes_read,
+                )
+            )
+        au = mean_au([f.au if f.au is not None else math.nan for f in figures]) if figures else math.nan
+        # the accelerators' rates add up; each over its own span (they run side by side)
+        rate = sum(f.samples_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
+        mbs = sum(f.mb_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
+        firsts = [f.first_batch_s for f in figures if f.first_batch_s is not None]
+        read = sum(r[3] for r in runs)
+        gib = read / (1 << 30)
+        return cls(
+            status=status,
+            spec=spec,
+            data=data,
+            accelerators=figures,
+            au=_num(au),
+            au_threshold=spec.au_threshold,
+            passed=None if math.isnan(au) else au >= spec.au_threshold,
+            samples_per_s=_num(rate),
+            mb_per_s=_num(mbs),
+            io_wait_p50_s=_num(percentile(waits, 50)),
+            io_wait_p99_s=_num(percentile(waits, 99)),
+            first_batch_s=max(firsts) if firsts else None,
+            seconds=seconds,
+            bytes_read=read,
+            cpu_seconds=cpu_seconds,
+            cpu_s_per_gib=(cpu_seconds / gib) if cpu_seconds is not None and gib > 0 else None,
+            peak_rss_bytes=peak_rss_bytes,
+            labels=list(labels),
+            environment=dict(environment or {}),
+            error=error,
+        )
+
+
+class FindMaxPoint(msgspec.Struct, kw_only=True):
+    accelerators: int
+    aus: list[float | None]
+    au: float | None  # the mean of its runs
+    passed: bool
+
+
+class FindMaxResult(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND + "-find-max"
+    best: int  # the most accelerators at or above the threshold (0: not even one)
+    upper: int  # the most the search would try
+    au_threshold: float
+    runs: int
+    points: list[FindMaxPoint]
+    results: list[TrainResult]  # every run, in the order measured
+    status: str = "ok"
+
+    @property
+    def spec(self) -> TrainSpec:
+        return self.results[0].spec
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) or math.isinf(x) else float(x)
+
+
+def encode(result: TrainResult | FindMaxResult) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(result), indent=2)
+
+
+def to_builtins(result: TrainResult | FindMaxResult) -> dict[str, Any]:
+    return msgspec.to_builtins(result)
+
+
+def decode(text: bytes | str, path: str = "<result>") -> TrainResult:
+    """A result file read back; a damaged or foreign one raises FormatError naming the field."""
+    try:
+        return msgspec.json.decode(text, type=TrainResult)
+    except msgspec.ValidationError as exc:
+        raise FormatError(path, None, f"not a training result xferscope can read: {exc}") from None
+    except msgspec.DecodeError as exc:
+        raise FormatError(path, None, f"not JSON: {exc}") from None
+
+
+def schema() -> dict[str, Any]:
+    return msgspec.json.schema(TrainResult)
+
+
+def spec_dict(spec: TrainSpec) -> dict[str, Any]:
+    return dataclasses.asdict(spec)

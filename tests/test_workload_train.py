@@ -1,0 +1,402 @@
+"""`workload train`: AU to DLIO's definition, the accelerator loop with a source of known I/O time, --find-max
+against a full scan, the data set generator, the record, and the CLI on real files (host path, host sleep)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from xferscope.errors import FormatError, SpecError
+from xferscope.workloads import train_data
+from xferscope.workloads.accelerators import Accelerator, check_enough, run_accelerators, step_limit
+from xferscope.workloads.au import Step, percentile, utilisation
+from xferscope.workloads.compute import SleepCompute
+from xferscope.workloads.fetchers import Fetcher, Slot, slot_capacity
+from xferscope.workloads.find_max import find_max
+from xferscope.workloads.train_data import DataFile, SampleRef, TrainData
+from xferscope.workloads.train_record import TrainResult, decode, encode, schema
+from xferscope.workloads.train_spec import train_spec
+
+# ------------------------------------------------------------------ AU, as DLIO defines it
+
+
+def test_au_leaves_the_first_step_out():
+    # the first step waited 5 s for its batch (start-up); then 4 steps of 1 s compute after 1 s of wait each
+    steps = [Step(5.0, 1.0, 6.0, 2, 200)]
+    t = 6.0
+    for _ in range(4):
+        t += 2.0
+        steps.append(Step(1.0, 1.0, t, 2, 200))
+    u = utilisation(steps)
+    assert u.counted_steps == 4 and u.span_s == pytest.approx(8.0)
+    assert u.au == pytest.approx(0.5)  # with the first step: 5/14 = 0.357
+    assert u.first_batch_s == 5.0
+    assert u.samples_per_s == pytest.approx(8 / 8.0) and u.bytes_per_s == pytest.approx(800 / 8.0)
+    assert u.io_wait_p50_s == pytest.approx(1.0)
+
+
+def test_au_needs_two_steps():
+    assert math.isnan(utilisation([Step(0.1, 0.1, 0.2, 1, 1)]).au)
+    assert math.isnan(utilisation([]).au)
+
+
+def test_percentile_interpolates_between_order_statistics():
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+    assert percentile([5.0], 99) == 5.0
+    assert percentile(list(range(101)), 99) == 99
+
+
+def test_the_run_au_is_the_mean_of_the_accelerators():
+    spec = train_spec("cosmoflow", accelerators=2, au_threshold=0.6)
+    fast = [Step(0.0, 1.0, 1.0 + i, 1, 10) for i in range(3)]  # AU 1.0
+    slow = [Step(1.0, 1.0, 2.0 * (i + 1), 1, 10) for i in range(3)]  # AU 0.5
+    r = TrainResult.from_steps(spec, {}, [(0, None, fast, 30), (1, None, slow, 30)], status="ok", seconds=6)
+    assert [a.au for a in r.accelerators] == [pytest.approx(1.0), pytest.approx(0.5)]
+    assert r.au == pytest.approx(0.75) and r.passed is True
+    assert r.accelerators[1].passed is False
+
+
+# ------------------------------------------------------------------ the loop, with a source of known I/O time
+
+
+class KnownTimeSource(Fetcher):
+    """Each sample takes ``seconds`` to read (the first ``first`` seconds, if given)."""
+
+    def __init__(self, data, seconds: float, first: float | None = None):
+        super().__init__(data, 4096)
+        self.seconds, self.first = seconds, first
+        self.reads = 0
+
+    def read(self, sample, slot, at):
+        self.reads += 1
+        time.sleep(self.first if (self.first is not None and self.reads == 1) else self.seconds)
+
+
+def memory_data(samples: int, size: int = 4096) -> TrainData:
+    files = [DataFile(f"/nonexistent/{i}", size) for i in range(samples)]
+    return TrainData("/nonexistent", files, [SampleRef(i, 0, size) for i in range(samples)], False, False)
+
+
+def run_known(io_s: float, compute_s: float, *, steps: int, first: float | None = None, threads: int = 1):
+    spec = train_spec(
+        "cosmoflow", computation_time=compute_s, read_threads=threads, steps=steps, batch=1, sample_size=4096
+    )
+    data = memory_data(4 * steps)
+    sources = [KnownTimeSource(data, io_s, first) for _ in range(threads)]
+    acc = Accelerator(
+        0, spec, data, None, sources, SleepCompute(), [Slot(1 << 20)] * spec.slots, step_limit(spec, data)
+    )
+    run_accelerators([acc], spec, threading.Event())
+    assert acc.record.error is None
+    return acc.record
+
+
+def test_reads_slower_than_compute_give_compute_over_read_time():
+    rec = run_known(0.040, 0.020, steps=12)
+    u = utilisation(rec.steps)
+    # one reader, 40 ms a batch, 20 ms of compute: a step every 40 ms, half of it computing
+    assert u.counted_steps == 11
+    assert 0.35 < u.au < 0.6
+    assert u.io_wait_p50_s > 0.01
+
+
+def test_reads_faster_than_compute_keep_the_accelerator_busy():
+    rec = run_known(0.005, 0.030, steps=10, threads=2)
+    assert utilisation(rec.steps).au > 0.85
+
+
+def test_a_slow_first_batch_does_not_count_against_au():
+    rec = run_known(0.002, 0.020, steps=8, first=0.5)
+    u = utilisation(rec.steps)
+    assert u.first_batch_s >= 0.5
+    assert u.au > 0.8  # with the first step counted it would be under 0.25
+
+
+def test_a_failing_reader_ends_the_run_with_its_error():
+    class Broken(Fetcher):
+        def read(self, sample, slot, at):
+            raise OSError("disk gone")
+
+    spec = train_spec("cosmoflow", computation_time=0.0, read_threads=1, steps=5, batch=1)
+    data = memory_data(10)
+    acc = Accelerator(0, spec, data, None, [Broken(data, 4096)], SleepCompute(), [Slot(1 << 20)] * 2, 5)
+    run_accelerators([acc], spec, threading.Event())
+    assert isinstance(acc.record.error, OSError) and acc.record.steps == []
+
+
+def test_batches_follow_dlio_sharding_and_change_each_epoch():
+    from xferscope.workloads.accelerators import BatchPlan
+
+    spec = train_spec("cosmoflow", accelerators=2, batch=3, steps=100)
+    data = memory_data(13)
+    a, b = BatchPlan(spec, data, 0), BatchPlan(spec, data, 1)
+    assert a.per_epoch == 2  # 13 samples, 6 each, 2 batches of 3
+    epoch0 = [a.batch(0), a.batch(1), b.batch(0), b.batch(1)]
+    flat = [s for batch in epoch0 for s in batch]
+    assert len(set(flat)) == 12  # no sample twice within an epoch
+    assert a.batch(2) != a.batch(0)  # epoch 1 is shuffled anew
+    assert BatchPlan(spec, data, 0).batch(1) == a.batch(1)  # and the same seed gives the same order
+
+
+def test_run_length_follows_steps_epochs_or_duration():
+    data = memory_data(40)
+    assert step_limit(train_spec("cosmoflow", batch=4), data) == 10  # one epoch when nothing is given
+    assert step_limit(train_spec("cosmoflow", batch=4, epochs=3), data) == 30
+    assert step_limit(train_spec("cosmoflow", batch=4, steps=7, epochs=3), data) == 7
+    assert step_limit(train_spec("cosmoflow", batch=4, duration=5.0), data) is None
+
+
+def test_too_few_samples_for_the_accelerators_is_refused():
+    with pytest.raises(SpecError, match="need at least 8"):
+        check_enough(train_spec("cosmoflow", accelerators=4, batch=2), 7)
+
+
+def test_batch_buffers_hold_the_largest_batch():
+    cap = slot_capacity([10, 5 << 20, 3 << 20, 1], 2)
+    assert cap >= (5 << 20) + (3 << 20) + 4 * 4096 and cap % (2 << 20) == 0
+
+
+# ------------------------------------------------------------------ --find-max
+
+
+def storage_au(throughput: float, demand: float):
+    """A stand-in storage of known throughput shared by n accelerators that each need ``demand``."""
+    calls = []
+
+    def measure(n):
+        calls.append(n)
+        return min(1.0, throughput / (n * demand)), None
+
+    return measure, calls
+
+
+@pytest.mark.parametrize("throughput", [0.5, 1.0, 6.3, 13.0, 40.0, 64.0, 100.0])
+def test_find_max_agrees_with_a_full_scan(throughput):
+    upper = 64
+    measure, calls = storage_au(throughput, 1.0)
+    full = max((n for n in range(1, upper + 1) if measure(n)[0] >= 0.9), default=0)
+    calls.clear()
+    search = find_max(measure, 0.9, upper)
+    assert search.best == full
+    assert len(set(calls)) <= upper // 2
+
+
+def test_find_max_repeats_counts_near_the_threshold():
+    answers = {1: [0.99], 2: [0.95], 4: [0.905, 0.86, 0.87], 3: [0.93]}
+    seen = {k: iter(v) for k, v in answers.items()}
+    search = find_max(lambda n: (next(seen[n]), None), 0.9, 8)
+    assert len(search.points[4].aus) == 3 and not search.passed(4)  # mean 0.878
+    assert search.best == 3
+
+
+# ------------------------------------------------------------------ the data set
+
+
+def test_sample_sizes_follow_the_distribution():
+    spec = train_spec("cosmoflow", files=4000)
+    sizes = train_data.sample_sizes(spec, 4000)
+    assert statistics.mean(sizes) == pytest.approx(2_828_486, rel=0.02)
+    assert statistics.stdev(sizes) == pytest.approx(71_311, rel=0.02)
+    assert sizes == train_data.sample_sizes(spec, 4000)  # seeded
+
+
+def test_generated_set_is_dlio_layout_and_goes_away(direct_dir):
+    spec = train_spec(
+        "resnet50", files=3, samples_per_file=5, sample_size=50_000, sample_sd=9_000, directory=str(direct_dir)
+    )
+    data = train_data.generate(spec)
+    try:
+        names = sorted(os.listdir(data.root))
+        assert names == ["img_1_of_3.dat", "img_2_of_3.dat", "img_3_of_3.dat"]
+        assert len(data.samples) == 15
+        for i, f in enumerate(data.files):
+            mine = [s for s in data.samples if s.file == i]
+            assert os.path.getsize(f.path) == f.size == sum(s.length for s in mine)
+            assert [s.offset for s in mine] == [sum(x.length for x in mine[:k]) for k in range(5)]
+    finally:
+        data.close()
+    assert os.listdir(direct_dir) == []
+
+
+def test_a_set_that_does_not_fit_is_refused_before_writing(direct_dir):
+    spec = train_spec("unet3d", files=100_000, directory=str(direct_dir))
+    with pytest.raises(SpecError, match="does not fit"):
+        train_data.generate(spec)
+    assert os.listdir(direct_dir) == []
+
+
+def test_user_files_are_cut_into_samples(tmp_path):
+    (tmp_path / "a").write_bytes(b"x" * 1000)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b").write_bytes(b"y" * 10)
+    data = train_data.scan(train_spec("cosmoflow", data=str(tmp_path), samples_per_file=3))
+    assert [(s.file, s.offset, s.length) for s in data.samples] == [
+        (0, 0, 333),
+        (0, 333, 333),
+        (0, 666, 334),
+        (1, 0, 3),
+        (1, 3, 3),
+        (1, 6, 4),
+    ]
+    assert data.created_dir is None
+
+
+# ------------------------------------------------------------------ the record
+
+
+def sample_result() -> TrainResult:
+    spec = train_spec("cosmoflow", accelerators=1)
+    steps = [Step(0.01, 0.0035, 0.0135 + 0.004 * i, 1, 2_800_000) for i in range(5)]
+    return TrainResult.from_steps(
+        spec,
+        {"files": 5},
+        [(0, None, steps, 14_000_000)],
+        status="ok",
+        seconds=0.03,
+        cpu_seconds=0.01,
+        labels=["O_DIRECT"],
+    )
+
+
+def test_the_record_round_trips_with_its_schema_version():
+    r = sample_result()
+    back = decode(encode(r))
+    assert back == r and back.schema_version == 1 and back.kind == "workload-train"
+    assert "accelerators" in schema()["$defs"]["TrainResult"]["properties"]
+
+
+def test_a_damaged_record_is_one_line_naming_the_field(tmp_path):
+    text = json.loads(encode(sample_result()))
+    text["au"] = "high"
+    with pytest.raises(FormatError, match=r"\$\.au"):
+        decode(json.dumps(text), "r.json")
+    with pytest.raises(FormatError, match="not JSON"):
+        decode(b"{", "r.json")
+
+
+# ------------------------------------------------------------------ the CLI, on real files
+
+
+@pytest.fixture
+def set_dir(direct_dir):
+    """Where the CLI tests generate their sets (the result files go elsewhere)."""
+    d = direct_dir / "sets"
+    d.mkdir()
+    return d
+
+
+def small_train(set_dir, *more):
+    return (
+        "workload",
+        "train",
+        "cosmoflow",
+        "--files",
+        "24",
+        "--sample-size",
+        "1M",
+        "--sample-sd",
+        "64K",
+        "--dir",
+        str(set_dir),
+        *more,
+    )
+
+
+def test_cli_runs_host_and_reports_au(cli, set_dir, tmp_path, no_gpu):
+    js, csv_path = tmp_path / "t.json", tmp_path / "t.csv"
+    r = cli(*small_train(set_dir, "-a", "2", "--steps", "6", "--json", str(js), "--csv", str(csv_path)))
+    assert r.code == 0, r.err
+    assert "AU " in r.out and "no GPU here" in r.out
+    data = json.loads(js.read_text())
+    assert data["status"] == "ok" and data["spec"]["path"] == "host" and data["spec"]["compute"] == "sleep"
+    assert [a["steps"] for a in data["accelerators"]] == [6, 6]
+    assert 0 < data["au"] <= 1 and data["cpu_s_per_gib"] > 0 and data["mb_per_s"] > 0
+    assert data["io_wait_p99_s"] >= data["io_wait_p50_s"] >= 0
+    assert data["data"]["generated"] and data["data"]["samples"] == 24
+    rows = csv_path.read_text().splitlines()
+    assert rows[0].startswith("accelerators,path,accelerator") and len(rows) == 4
+    assert os.listdir(set_dir) == []  # the set was removed
+
+
+def test_cli_keep_leaves_the_set_for_data(cli, set_dir, no_gpu):
+    r = cli(*small_train(set_dir, "--steps", "2", "--keep"))
+    assert r.code == 0, r.err
+    (kept,) = os.listdir(set_dir)
+    train = set_dir / kept / "train"
+    r2 = cli("workload", "train", "cosmoflow", "--data", str(train), "--steps", "3", "--format", "json")
+    assert r2.code == 0, r2.err
+    data = json.loads(r2.out)
+    assert not data["data"]["generated"] and data["data"]["files"] == 24
+    assert sorted(os.listdir(train)) == sorted(f"img_{i}_of_24.dat" for i in range(1, 25))
+
+
+def test_cli_find_max_reports_the_count(cli, set_dir, no_gpu):
+    r = cli(*small_train(set_dir, "--steps", "3", "--find-max", "--max-accelerators", "4", "--format", "json"))
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    assert data["kind"] == "workload-train-find-max" and 0 <= data["best"] <= 4
+    assert data["points"][0]["accelerators"] == 1
+    assert len(data["results"]) == data["runs"]
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        (("nope",), "no preset 'nope'; choose one of unet3d, cosmoflow, resnet50"),
+        (("cosmoflow", "--accelerators", "0"), "accelerators: must be at least 1"),
+        (("cosmoflow", "--files", "3", "-a", "4"), "need at least 4"),
+        (("unet3d", "--files", "8", "--prefetch", "100000"), "prefetch:"),
+        (("cosmoflow", "--path", "bogus"), "unknown path 'bogus'"),
+        (("cosmoflow", "--au-threshold", "abc"), "au-threshold"),
+    ],
+)
+def test_bad_input_is_one_line(cli, set_dir, no_gpu, args, field):
+    r = cli("workload", "train", *args, "--dir", str(set_dir), "--steps", "2")
+    assert r.code == 2, r.err
+    assert field in r.err and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+    assert os.listdir(set_dir) == []
+
+
+def test_data_without_readable_files_is_refused(cli, tmp_path, no_gpu):
+    (tmp_path / "empty").mkdir()
+    r = cli("workload", "train", "cosmoflow", "--data", str(tmp_path / "empty"))
+    assert r.code == 2 and "no readable files" in r.err
+
+
+def test_a_set_too_big_for_the_disk_is_refused_before_writing(cli, set_dir, no_gpu):
+    r = cli("workload", "train", "unet3d", "--files", "100000", "--dir", str(set_dir))
+    assert r.code == 2 and "does not fit" in r.err
+    assert os.listdir(set_dir) == []
+
+
+def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu):
+    js = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *small_train(set_dir, "-T", "60", "--json", str(js))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(set_dir.iterdir()):
+        time.sleep(0.05)
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    data = json.loads(js.read_text())
+    assert data["status"] == "interrupted"
+    if data["accelerators"][0]["steps"]:  # interrupted after the set was made: its steps are kept
+        assert "INTERRUPTED" in out
+    assert os.listdir(set_dir) == []
