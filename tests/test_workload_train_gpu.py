@@ -101,6 +101,8 @@ def test_cli_trains_through_the_gpu_paths(cli, direct_dir, tmp_path, path, compu
     assert data["au"] is not None and data["cpu_s_per_gib"] > 0
     landing = "batches land in GPU memory" if path != "host" else "batches stop in host memory"
     assert any(landing in label for label in data["labels"]), data["labels"]
+    if path == "cufile":
+        assert any(label.startswith("cuFile ") for label in data["labels"]), data["labels"]
     if compute == "gpu":
         assert any("computation on the GPU" in label for label in data["labels"])
     assert os.listdir(sets) == []

@@ -84,7 +84,11 @@ class TrainSetup:
         pages = "2 MiB huge pages" if huge_pages_offered() else "4 KiB pages"
         if spec.lands_in_gpu:
             self.labels.append(f"batches land in GPU memory ({spec.path})")
-            if spec.path != "cufile":
+            if spec.path == "cufile":
+                from xferscope.engines import cufile_driver
+
+                self.labels.append(cufile_driver.driver_mode().label + ", GPU buffers not registered")
+            else:
                 self.labels.append(f"pinned buffers of {spec.block_size >> 10} KiB on {pages}")
         else:
             self.labels.append(f"batches stop in host memory (as DLIO), on {pages}")
