@@ -5,8 +5,10 @@ from __future__ import annotations
 import csv
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -218,6 +220,9 @@ async def test_target_problems_are_explained_before_the_run(tmp_path):
 
 async def test_csv_export_writes_the_snapshot(direct_dir):
     app = make_app(direct_dir, duration="1")
+    # a short folder: the toast shortens a long path in its middle (pytest's numbered temporary folders grow)
+    exports = tempfile.mkdtemp(prefix="xs-")
+    app.options.export_to = exports
     msgs = Messages()
     async with app.run_test(message_hook=msgs, notifications=True) as pilot:
         await pilot.press("e")  # nothing measured yet: says so, writes nothing
@@ -230,7 +235,7 @@ async def test_csv_export_writes_the_snapshot(direct_dir):
         await pilot.pause(0.3)
         text = screen_text(app)
     paths = msgs.of(SnapshotExported)[0].paths
-    assert len(paths) == 2 and all(p.startswith(str(direct_dir)) and os.path.exists(p) for p in paths)
+    assert len(paths) == 2 and all(p.startswith(exports) and os.path.exists(p) for p in paths)
     toast = toast_text(text)
     assert "CSV snapshot written" in toast and paths[0] in toast and paths[1] in toast, text
     series = list(csv.DictReader(Path(paths[0]).read_text().splitlines()))
@@ -239,6 +244,7 @@ async def test_csv_export_writes_the_snapshot(direct_dir):
     assert len(series) == len(result.samples) and float(series[-1]["throughput_gib_s"]) >= 0
     assert sum(int(r["bytes"]) for r in series) == result.bytes
     assert len(summary) == 1 and int(summary[0]["bytes"]) == result.bytes
+    shutil.rmtree(exports)
 
 
 async def test_engine_failure_shows_the_error_panel_and_the_console_goes_on(direct_dir):

@@ -144,7 +144,36 @@ async def _memory(app, pilot) -> None:
     await app._open_memory_results("mlc.txt", [result])
 
 
-SCREENS = {"setup": _setup, "live": _live, "compare": _compare, "grid": _grid, "memory": _memory}
+async def _workload(app, pilot) -> None:
+    from xferscope.workloads.au import Step
+    from xferscope.workloads.train_record import TrainResult
+    from xferscope.workloads.train_spec import train_spec
+
+    spec = train_spec("cosmoflow", accelerators=3, files=400, duration=10.0, path="bounce-async", compute="gpu")
+    runs = []
+    for i, wait in enumerate((0.0002, 0.001, 0.004)):
+        steps = [Step(0.01, 0.0035, 0.0135 + (0.0035 + wait) * k, 1, 2_828_486) for k in range(200)]
+        runs.append((i, 0, steps, 200 * 2_828_486))
+    data = {"where": "/data/train", "files": 400, "samples": 400, "bytes": 1_131_394_400, "generated": True}
+    result = TrainResult.from_steps(
+        spec, data, runs, status="ok", seconds=1.6, cpu_seconds=0.2, labels=["O_DIRECT", "batches land in GPU memory"]
+    )
+    await app.switch_mode("workload")
+    screen = app.screen
+    screen.state.start(spec)
+    screen.state.finish(result)
+    screen.status = "finished"
+    screen._redraw()
+
+
+SCREENS = {
+    "setup": _setup,
+    "live": _live,
+    "compare": _compare,
+    "grid": _grid,
+    "memory": _memory,
+    "workload": _workload,
+}
 CASES = [(name, size) for name in SCREENS for size in SIZES] + [("too-small", (60, 16))]
 
 

@@ -38,6 +38,7 @@ from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
+from xferscope.app.screens.workload import WorkloadScreen
 from xferscope.app.session import (
     SERIES_KEPT,
     Batch,
@@ -120,6 +121,7 @@ class XferscopeApp(App):
         "grid": GridScreen,
         "memory": MemoryScreen,
         "saturation": SaturationScreen,
+        "workload": WorkloadScreen,
     }
     DEFAULT_MODE = "setup"
     BINDINGS = [
@@ -130,6 +132,7 @@ class XferscopeApp(App):
         Binding("g", "show('grid')", "Grid", id="show-grid"),
         Binding("m", "show('memory')", "Memory", id="show-memory"),
         Binding("t", "show('saturation')", "Saturation", id="show-saturation"),
+        Binding("w", "show('workload')", "Workload", id="show-workload"),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -156,6 +159,7 @@ class XferscopeApp(App):
         self._worker = None
         self.setup_screen: SetupScreen | None = None  # set by the screen when it mounts
         self.saturation_screen: SaturationScreen | None = None  # likewise
+        self.workload_screen: WorkloadScreen | None = None  # likewise
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
@@ -234,6 +238,12 @@ class XferscopeApp(App):
 
             self.notify("stopping the saturation and removing its scratch files…")
             await asyncio.to_thread(saturating.stop_and_wait)
+        training = self.workload_screen
+        if training is not None and training.session is not None:
+            import asyncio
+
+            self.notify("stopping the training run and removing its data set…")
+            await asyncio.to_thread(training.stop_and_wait)
         self.exit()
 
     def wait_for_runs(self, timeout: float = 30.0) -> None:
@@ -243,6 +253,8 @@ class XferscopeApp(App):
             self.batch.wait(timeout)
         if self.saturation_screen is not None:
             self.saturation_screen.stop_and_wait(timeout)
+        if self.workload_screen is not None:
+            self.workload_screen.stop_and_wait(timeout)
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:

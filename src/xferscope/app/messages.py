@@ -137,3 +137,32 @@ class SaturationFailed(Message, bubble=False):
     """A saturation could not go on (bad target, xferscope's own error); ``reason`` says why."""
 
     reason: str
+
+
+@dataclass
+class WorkloadPreparing(Message, bubble=False):
+    """The training run's data set is being written: ``done`` of ``total`` bytes."""
+
+    done: int
+    total: int
+
+
+@dataclass
+class WorkloadTicked(Message, bubble=False):
+    """A training run's tick: per accelerator its steps and AU so far, and the bytes read."""
+
+    tick: dict
+
+
+@dataclass
+class WorkloadEnded(Message, bubble=False):
+    """A training run ended (finished, stopped, or failed with the steps it took); ``result`` is its TrainResult."""
+
+    result: object
+
+
+@dataclass
+class WorkloadFailed(Message, bubble=False):
+    """A training run could not start or go on (bad input, no GPU, xferscope's own error); ``reason`` says why."""
+
+    reason: str

@@ -41,7 +41,7 @@ def verdict(r: TrainResult) -> str:
     return f"AU {_pct(r.au)} against {_pct(r.au_threshold)}: {word}"
 
 
-def table_lines(r: TrainResult) -> list[str]:
+def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
     lines = [headline(r)]
     if r.incomplete:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the steps taken)")
@@ -50,16 +50,17 @@ def table_lines(r: TrainResult) -> list[str]:
         f"{_ms(r.io_wait_p50_s)} p99 {_ms(r.io_wait_p99_s)} | first batch {_ms(r.first_batch_s)} | "
         f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
-    lines.append(
-        f"  {'acc':>4} {'gpu':>4} {'steps':>7} {'AU':>7} {'samples/s':>10} {'MB/s':>8} {'wait p50':>10} "
-        f"{'wait p99':>10} {'first':>10}"
-    )
-    for a in r.accelerators:
+    if per_accelerator:
         lines.append(
-            f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {_pct(a.au):>7} "
-            f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {_ms(a.io_wait_p50_s):>10} "
-            f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10}"
+            f"  {'acc':>4} {'gpu':>4} {'steps':>7} {'AU':>7} {'samples/s':>10} {'MB/s':>8} {'wait p50':>10} "
+            f"{'wait p99':>10} {'first':>10}"
         )
+        for a in r.accelerators:
+            lines.append(
+                f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {_pct(a.au):>7} "
+                f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {_ms(a.io_wait_p50_s):>10} "
+                f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10}"
+            )
     d = r.data
     where = "generated" if d.get("generated") else "read as they are"
     lines.append(

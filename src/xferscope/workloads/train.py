@@ -69,6 +69,15 @@ class TrainSession:
     def __init__(self, spec: TrainSpec):
         self.spec = spec
         self.data: TrainData | None = None
+        self.stopped = False
+        self._run: TrainRun | None = None
+
+    def stop(self) -> None:
+        """From any thread: stop making the set, or the run in flight; no further run starts."""
+        self.stopped = True
+        run = self._run
+        if run is not None:
+            run.stop()
 
     def prepare(self, progress: Callable[[int, int], None] | None = None, *, most_accelerators: int = 0) -> TrainData:
         spec = self.spec
@@ -82,7 +91,7 @@ class TrainSession:
         check_enough(spec, len(lengths))
         check_memory_before(spec, lengths)
         if data is None:
-            data = train_data.generate(spec, progress)
+            data = train_data.generate(spec, progress, cancel=lambda: self.stopped)
         self.data = data
         return data
 
@@ -92,7 +101,13 @@ class TrainSession:
         assert self.data is not None
         spec = spec or self.spec
         check_enough(spec, len(self.data.samples))
-        return TrainRun(spec, self.data).execute(on_tick)
+        run = self._run = TrainRun(spec, self.data)
+        if self.stopped:
+            run.stop()
+        try:
+            return run.execute(on_tick)
+        finally:
+            self._run = None
 
     def find_max(
         self,
@@ -106,7 +121,7 @@ class TrainSession:
 
         def measure(n: int) -> tuple[float, TrainResult]:
             result = self.run(spec.with_accelerators(n), on_tick)
-            if result.status == "interrupted":
+            if result.status == "interrupted" or self.stopped:
                 raise KeyboardInterrupt
             return (math.nan if result.au is None else result.au), result
 

@@ -33,6 +33,15 @@ class TrainRun:
         self.environment: dict[str, Any] = {}
         self._steps: dict[int, list[Step]] = {}
         self._read: dict[int, int] = {}
+        self._child: Child | None = None
+        self._stop_asked = False
+
+    def stop(self) -> None:
+        """End the run early (from any thread): the steps taken so far are its result, marked interrupted."""
+        self._stop_asked = True
+        child = self._child
+        if child is not None:
+            child.send("stop")
 
     def _spawn(self) -> Child:
         env = None
@@ -44,7 +53,9 @@ class TrainRun:
         return Child("xferscope.workloads.train_process:serve", what=f"the {self.spec.path} training run", env=env)
 
     def execute(self, on_tick: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-        child = self._spawn()
+        child = self._child = self._spawn()
+        if self._stop_asked:
+            child.send("stop")
         try:
             return self._drive(child, on_tick)
         finally:
@@ -95,6 +106,8 @@ class TrainRun:
                 _, runs, process, wire = message
                 if wire is not None:
                     status, error = "failed", str(error_from_wire(wire))
+                elif self._stop_asked:
+                    status = "interrupted"
                 break
             if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
                 child.kill()

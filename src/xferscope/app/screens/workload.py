@@ -1,0 +1,239 @@
+"""Workload: will this storage keep N GPUs busy? A training-input run (`workload train`) with a live bar of AU
+per accelerator against the threshold, then the run's figures."""
+
+from __future__ import annotations
+
+import threading
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Input, Label, Static
+
+from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
+from xferscope.app.screens.view import ConsoleScreen
+from xferscope.app.workload_model import FIELD_CONTROL, WorkloadFormValues, WorkloadState, au_bar, build_spec
+from xferscope.errors import SpecError, XferscopeError
+
+#: (control id, label, placeholder, value attribute) of the typed fields, two rows
+FIELDS = (
+    ("wl-preset", "Preset", "unet3d, cosmoflow, resnet50", "preset"),
+    ("wl-path", "Path", "host, bounce, bounce-async, cufile", "path"),
+    ("wl-compute", "Compute", "gpu, sleep", "compute"),
+    ("wl-accelerators", "Acc", "1", "accelerators"),
+    ("wl-type", "Type", "h100, a100", "accelerator_type"),
+    ("wl-files", "Files", "400", "files"),
+    ("wl-seconds", "Run s", "10", "seconds"),
+    ("wl-target", "Dir", "where the data set goes (empty: temporary)", "target"),
+)
+TABLE_HEADERS = ("acc", "gpu", "steps", "AU", "against the threshold")
+
+
+class WorkloadScreen(ConsoleScreen):
+    AUTO_FOCUS = ""
+    BINDINGS = [
+        Binding("r", "start", "Start", id="start-workload"),
+        Binding("x", "stop", "Stop", id="stop-workload"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="leave-workload-field"),
+    ]
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.values = WorkloadFormValues()
+        self.state = WorkloadState()
+        self.status = "idle"
+        self.session = None  # the TrainSession in flight
+        self.finished = threading.Event()
+        self.finished.set()
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="wl-title", classes="screen-title")
+        for row in (FIELDS[:4], FIELDS[4:]):
+            with Horizontal(classes="mem-form"):
+                for cid, label, hint, attr in row:
+                    yield Label(label, classes="mem-label")
+                    yield Input(getattr(self.values, attr), placeholder=hint, compact=True, id=cid)
+        yield Static("", id="wl-error", classes="form-error")
+        with Vertical(classes="panel", id="wl-body") as v:
+            v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
+            yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-table")
+        yield Static("", id="wl-summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.workload_screen = self
+        self.query_one("#wl-table", DataTable).add_columns(*TABLE_HEADERS)
+        self._redraw()
+
+    # ----------------------------------------------------------------- form
+    def form_values(self) -> WorkloadFormValues:
+        return WorkloadFormValues(**{attr: self.query_one(f"#{cid}", Input).value for cid, _, _, attr in FIELDS})
+
+    def _has_gpu(self) -> bool:
+        return bool(getattr(self.app.options.machine, "gpus", None))
+
+    def _spec_or_explain(self):
+        error = self.query_one("#wl-error", Static)
+        for w in self.query(".-invalid-choice"):
+            w.set_class(False, "-invalid-choice")
+        try:
+            spec = build_spec(self.form_values(), self._has_gpu())
+        except SpecError as exc:
+            error.update(Text(str(exc)))
+            error.set_class(True, "-shown")
+            control = FIELD_CONTROL.get(exc.field)
+            if control:
+                self.query_one(f"#{control}").set_class(True, "-invalid-choice")
+            return None
+        error.set_class(False, "-shown")
+        return spec
+
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        self._spec_or_explain()
+
+    def action_leave_field(self) -> None:
+        self.set_focus(None)
+
+    # ----------------------------------------------------------- running
+    @on(Input.Submitted)
+    def action_start(self) -> None:
+        if self.status in ("preparing", "running", "stopping"):
+            self.notify("a training run is going: stop it (x) first", severity="warning")
+            return
+        if getattr(self.app, "batch", None) is not None:
+            self.notify("a run is in progress: stop it first (l, then x)", severity="warning")
+            return
+        spec = self._spec_or_explain()
+        if spec is None:
+            return
+        self.values = self.form_values()
+        self.state = WorkloadState()
+        self.state.start(spec)
+        self.status = "preparing"
+        self.set_focus(None)
+        self.finished.clear()
+        self._redraw()
+        self._run(spec)
+
+    def action_stop(self) -> None:
+        if self.session is not None and self.status in ("preparing", "running"):
+            self.status = "stopping"
+            self.session.stop()
+            self._title()
+
+    def stop_and_wait(self, timeout: float = 30.0) -> None:
+        """Stop a run in flight and wait until its data set is removed (the console closes)."""
+        session = self.session
+        if session is not None:
+            session.stop()
+        self.finished.wait(timeout)
+
+    @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
+    def _run(self, spec) -> None:
+        from xferscope.workloads.train import TrainSession
+
+        session = self.session = TrainSession(spec)
+        try:
+            session.prepare(lambda done, total: self.post_message(WorkloadPreparing(done, total)))
+            result = session.run(on_tick=lambda tick: self.post_message(WorkloadTicked(tick)))
+        except XferscopeError as exc:
+            self.post_message(WorkloadFailed(str(exc)))
+            return
+        except Exception as exc:  # xferscope's bug: say so, keep the console
+            self.post_message(WorkloadFailed(f"the training run failed: {exc!r}"))
+            return
+        finally:
+            try:
+                session.close()
+            finally:
+                self.session = None
+                self.finished.set()
+        self.post_message(WorkloadEnded(result))
+
+    def on_workload_preparing(self, message: WorkloadPreparing) -> None:
+        self.state.made = (message.done, message.total)
+        self._title()
+
+    def on_workload_ticked(self, message: WorkloadTicked) -> None:
+        if self.status == "preparing":
+            self.status = "running"
+        self.state.take(message.tick)
+        self._redraw()
+
+    def on_workload_ended(self, message: WorkloadEnded) -> None:
+        result = message.result
+        self.state.finish(result)
+        self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
+        if result.status == "failed":
+            self.notify(result.error or "the run failed", title="training run failed", severity="error", timeout=10)
+        self._redraw()
+
+    def on_workload_failed(self, message: WorkloadFailed) -> None:
+        self.status = "failed" if not message.reason.endswith("interrupted while creating the data set") else "stopped"
+        self.notify(message.reason, title="training run", severity="error", timeout=10)
+        self._redraw()
+        self.query_one("#wl-summary", Static).update(Text(message.reason, style="bold red"))
+
+    # --------------------------------------------------------------- drawing
+    def _redraw(self) -> None:
+        self._title()
+        self._table()
+        self._summary()
+
+    def _table(self) -> None:
+        table = self.query_one("#wl-table", DataTable)
+        table.clear()
+        spec = self.state.spec
+        if spec is None:
+            return
+        for row in self.state.rows.values():
+            gpu = spec.accelerator_gpu(row.index) if (spec.lands_in_gpu or spec.compute == "gpu") else None
+            table.add_row(
+                str(row.index),
+                "-" if gpu is None else str(gpu),
+                str(row.steps),
+                "-" if row.au is None else f"{100 * row.au:.1f}%",
+                au_bar(row.au, spec.au_threshold),
+            )
+
+    def _summary(self) -> None:
+        from xferscope.output.workload import table_lines
+
+        out = Text()
+        result = self.state.result
+        if result is not None:
+            lines = table_lines(result, per_accelerator=False)
+            out.append(lines[0] + "\n", style="bold")
+            for line in lines[1:]:
+                out.append(line.strip() + "\n")
+        elif self.status == "idle":
+            out.append(
+                "each emulated accelerator reads its batches by the path into GPU memory (host: host memory, as "
+                "DLIO) and computes on each for the preset's time; AU is the share of time spent computing",
+                style="dim",
+            )
+        self.query_one("#wl-summary", Static).update(out)
+
+    def _title(self) -> None:
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("xferscope", style="bold")
+        out.append(" · workload train · ")
+        style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(self.status, "bold")
+        out.append(self.status, style=style)
+        st, spec = self.state, self.state.spec
+        if spec is not None:
+            out.append(f" · {spec.preset} x{spec.accelerators} through {spec.path}, compute {spec.compute}")
+        if st.made is not None and self.status in ("preparing", "stopping"):
+            done, total = st.made
+            out.append(f" · making the data set {100 * done // max(total, 1)}%", style="dim")
+        elif st.t > 0:
+            au = st.au
+            out.append(f" · {st.t:.1f} s · AU {'-' if au is None else f'{100 * au:.1f}%'}")
+            if st.mb_per_s is not None:
+                out.append(f" · {st.mb_per_s:.0f} MB/s read")
+        if self.status == "idle":
+            out.append(" · press r to start", style="dim")
+        self.query_one("#wl-title", Static).update(out)

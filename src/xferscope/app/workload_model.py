@@ -1,0 +1,135 @@
+"""What the Workload view holds and draws: its form, the spec it makes, and a training run's ticks and result as
+they arrive (a bar per accelerator). No Textual here."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+
+from xferscope.errors import SpecError
+from xferscope.units import parse_duration
+from xferscope.workloads.train_record import TrainResult
+from xferscope.workloads.train_spec import TrainSpec, train_spec
+
+#: SpecError field -> the form control that explains it
+FIELD_CONTROL = {
+    "preset": "wl-preset",
+    "path": "wl-path",
+    "compute": "wl-compute",
+    "accelerators": "wl-accelerators",
+    "accelerator-type": "wl-type",
+    "files": "wl-files",
+    "duration": "wl-seconds",
+    "dir": "wl-target",
+    "prefetch": "wl-accelerators",
+}
+
+
+@dataclass
+class WorkloadFormValues:
+    """The form as typed. Path and compute left empty: into the GPU where there is one, else as DLIO."""
+
+    preset: str = "cosmoflow"
+    path: str = ""
+    compute: str = ""
+    accelerators: str = "1"
+    accelerator_type: str = "h100"
+    files: str = "400"
+    seconds: str = "10"
+    target: str = ""  # where the set is generated; empty: a temporary directory
+
+
+def _int(text: str, option: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise SpecError(option, f"a whole number, got {text!r}") from None
+
+
+def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
+    """The form's spec, validated; SpecError names the field."""
+    path = values.path.strip() or ("bounce-async" if has_gpu else "host")
+    compute = values.compute.strip() or ("gpu" if has_gpu else "sleep")
+    note = "" if has_gpu or (values.path.strip() and values.compute.strip()) else "no GPU here: host path, host sleep"
+    try:
+        seconds = parse_duration(values.seconds)
+    except ValueError as exc:
+        raise SpecError("duration", str(exc)) from None
+    return train_spec(
+        values.preset.strip(),
+        values.accelerator_type.strip() or "h100",
+        accelerators=_int(values.accelerators, "accelerators"),
+        files=_int(values.files, "files"),
+        path=path,
+        compute=compute,
+        duration=seconds,
+        directory=values.target.strip() or None,
+        defaults_note=note,
+    )
+
+
+def au_bar(au: float | None, threshold: float, width: int = 24) -> Text:
+    """AU as a bar of ``width`` cells, green at or above the threshold, red below, the threshold marked ``|``."""
+    out = Text(no_wrap=True)
+    if au is None or math.isnan(au):
+        return out.append("·" * width, style="dim")
+    filled = round(max(0.0, min(1.0, au)) * width)
+    mark = min(width - 1, round(threshold * width))
+    style = "green" if au >= threshold else "red"
+    for i in range(width):
+        if i == mark:
+            out.append("|", style="bold")
+        elif i < filled:
+            out.append("█", style=style)
+        else:
+            out.append("·", style="dim")
+    return out
+
+
+@dataclass
+class AcceleratorRow:
+    index: int
+    steps: int = 0
+    au: float | None = None
+
+
+@dataclass
+class WorkloadState:
+    """A run as it goes: the set being made, then the ticks, then the result."""
+
+    spec: TrainSpec | None = None
+    made: tuple[int, int] | None = None  # (bytes written, of) while the set is made
+    rows: dict[int, AcceleratorRow] = field(default_factory=dict)
+    t: float = 0.0
+    bytes_read: int = 0
+    result: TrainResult | None = None
+
+    def start(self, spec: TrainSpec) -> None:
+        self.spec = spec
+        self.rows = {i: AcceleratorRow(i) for i in range(spec.accelerators)}
+
+    def take(self, tick: dict[str, Any]) -> None:
+        self.made = None
+        self.t, self.bytes_read = tick["t"], tick["bytes_read"]
+        for r in tick["accelerators"]:
+            au = r["au"]
+            self.rows[r["index"]] = AcceleratorRow(r["index"], r["steps"], None if au != au else au)
+
+    def finish(self, result: TrainResult) -> None:
+        self.result = result
+        for a in result.accelerators:
+            self.rows[a.index] = AcceleratorRow(a.index, a.steps, a.au)
+
+    @property
+    def au(self) -> float | None:
+        if self.result is not None:
+            return self.result.au
+        aus = [r.au for r in self.rows.values()]
+        return None if not aus or any(a is None for a in aus) else sum(a for a in aus if a is not None) / len(aus)
+
+    @property
+    def mb_per_s(self) -> float | None:
+        return self.bytes_read / self.t / 1e6 if self.t > 0 else None
