@@ -400,3 +400,78 @@ def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu)
     if data["accelerators"][0]["steps"]:  # interrupted after the set was made: its steps are kept
         assert "INTERRUPTED" in out
     assert os.listdir(set_dir) == []
+
+
+# ------------------------------------------------------------------ side by side
+
+
+def test_ranking_puts_sustained_accelerators_first_and_marks_level_entries():
+    from xferscope.workloads.train_compare import Entry, rank
+
+    def entry(label, au, lo, hi, sustained=None):
+        return Entry(
+            label=label,
+            source="xferscope",
+            workload="unet3d",
+            path=label,
+            accelerators=4,
+            runs=3,
+            au=au,
+            au_min=lo,
+            au_max=hi,
+            au_threshold=0.9,
+            passed=au >= 0.9,
+            samples_per_s=1.0,
+            mb_per_s=1.0,
+            sustained=sustained,
+        )
+
+    ranked = rank([entry("a", 0.80, 0.70, 0.85), entry("b", 0.95, 0.94, 0.96), entry("c", 0.83, 0.82, 0.84)])
+    assert [e.label for e in ranked] == ["b", "c", "a"]
+    assert ranked[1].level_with == ["a"] and ranked[0].level_with == []  # c's range lies inside a's
+    searched = rank([entry("x", 0.99, 0.99, 0.99, sustained=2), entry("y", 0.91, 0.91, 0.91, sustained=5)])
+    assert [e.label for e in searched] == ["y", "x"]
+    assert rank([entry("p", 0.985, 0.985, 0.985), entry("q", 0.99, 0.99, 0.99)])[0].level_with == ["p"]
+
+
+def test_cli_ranks_paths_in_rotated_rounds_with_an_a_a_pair(cli, set_dir, tmp_path, no_gpu):
+    js = tmp_path / "c.json"
+    r = cli(*small_train(set_dir, "--path", "host,host", "--rounds", "2", "--steps", "4", "--json", str(js)))
+    assert r.code == 0, r.err
+    assert "2 rotated rounds over one data set" in r.out and "host#1" in r.out and "host#2" in r.out
+    data = json.loads(js.read_text())
+    assert data["kind"] == "workload-train-comparison" and len(data["results"]) == 4
+    assert {e["label"] for e in data["entries"]} == {"host#1", "host#2"} and all(
+        e["runs"] == 2 for e in data["entries"]
+    )
+    assert os.listdir(set_dir) == []
+
+
+def test_saved_runs_and_a_dlio_summary_side_by_side(cli, set_dir, tmp_path, no_gpu):
+    ours = tmp_path / "ours.json"
+    assert cli(*small_train(set_dir, "--steps", "4", "--json", str(ours))).code == 0
+    dlio = os.path.join(os.path.dirname(__file__), "data", "dlio-summary.json")
+    r = cli("workload", "compare", str(ours), dlio, "--format", "json")
+    assert r.code == 0, r.err
+    entries = {e["label"]: e for e in json.loads(r.out)["entries"]}
+    d = entries["dlio-summary.json"]
+    assert d["source"] == "dlio" and d["accelerators"] == 4 and d["passed"] is True
+    assert d["au"] == pytest.approx(0.9249, abs=1e-4) and d["au_min"] == pytest.approx(0.918214)
+    assert d["mb_per_s"] == pytest.approx(11478.2 * 1.048576)  # DLIO's MB/s are MiB/s
+    assert entries["ours.json"]["source"] == "xferscope"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{", "not JSON"),
+        ('{"metric": {}}', "not a DLIO summary.json"),
+        ('{"kind": "workload-train", "au": 1}', "not a training result xferscope can read"),
+        ("[1, 2]", "neither a result of `workload train --json` nor DLIO's summary.json"),
+    ],
+)
+def test_a_file_compare_cannot_read_is_one_line(cli, tmp_path, content, says):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    r = cli("workload", "compare", str(bad))
+    assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err

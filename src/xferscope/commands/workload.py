@@ -71,7 +71,12 @@ def train_command(
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the accelerators go round-robin over")] = None,
     path: Annotated[
         str | None,
-        typer.Option("--path", "-x", help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile"),
+        typer.Option(
+            "--path",
+            "-x",
+            help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile; a comma list runs each over "
+            "one data set in rotated rounds and ranks them",
+        ),
     ] = None,
     compute: Annotated[
         str | None, typer.Option("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
@@ -104,6 +109,7 @@ def train_command(
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
     max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
+    rounds: Annotated[int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")] = 3,
     interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
     seed: SeedOpt = 0x5EED,
     keep: KeepOpt = False,
@@ -119,13 +125,20 @@ def train_command(
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
     if max_accelerators < 1:
         raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
     path, compute, note = _defaults(path, compute)
+    paths = [p.strip() for p in path.split(",") if p.strip()]  # a path twice: an A/A pair (host#1, host#2)
+    if not paths:
+        raise SpecError("path", "no path given")
+    for p in paths[1:]:
+        train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
     spec = train_spec(
         preset,
         accelerator_type,
         accelerators=accelerators,
         gpus=tuple(gpu_list(gpu)) if gpu is not None else None,
-        path=path,
+        path=paths[0],
         compute=compute,
         sample_size=_size(sample_size, "sample-size"),
         sample_sd=_size(sample_sd, "sample-sd"),
@@ -149,10 +162,20 @@ def train_command(
         defaults_note=note,
     )
     install_hangup_handlers()
-    _run(spec, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    _run(spec, paths, rounds, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
-def _run(spec, find_max: bool, upper: int, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+def _run(
+    spec,
+    paths: list[str],
+    rounds: int,
+    find_max: bool,
+    upper: int,
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+) -> None:
     from xferscope.output.workload import emit_train
     from xferscope.workloads.train import TrainSession
     from xferscope.workloads.train_data import page_cache_warning
@@ -160,13 +183,16 @@ def _run(spec, find_max: bool, upper: int, *, fmt: str, json_path: str | None, c
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)
     try:
-        data = session.prepare(_fill_line if live else None)
+        data = session.prepare(_fill_line if live else None, list(dict.fromkeys(paths)))
         _clear(live)
         warning = page_cache_warning(data)
         if warning:
             typer.echo(f"xferscope: warning: {warning}", err=True)
         tick = _tick_line if live else None
-        result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
+        if len(paths) > 1:
+            result = session.compare_paths(paths, rounds, find_max_upper=upper if find_max else None, on_tick=tick)
+        else:
+            result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
         _clear(live)
     except KeyboardInterrupt:
         _clear(live)
@@ -212,6 +238,27 @@ def _clear(live: bool) -> None:
         _write("\r\033[K")
 
 
+def compare_command(
+    files: Annotated[list[str], typer.Argument(help="results of `workload train --json`, or DLIO's summary.json")],
+    json_path: JsonOpt = None,
+    csv_path: CsvOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Saved training runs side by side (xferscope's and DLIO's), ranked by the accelerators they sustain and
+    their AU."""
+    from xferscope.output.workload import emit_compared
+    from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
+
+    check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    entries = [e for f in files for e in load_entries(f)]
+    comparison = TrainComparison(rounds=0, entries=rank(entries))
+    written = emit_compared(comparison, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if written:
+        raise typer.Exit(written)
+
+
 def register(app: typer.Typer) -> None:
     workload_app.command("train")(train_command)
+    workload_app.command("compare")(compare_command)
     app.add_typer(workload_app, name="workload")

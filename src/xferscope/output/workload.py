@@ -10,6 +10,7 @@ import typer
 
 from xferscope.output.files import Output, human_output, write_outputs
 from xferscope.units import format_bytes
+from xferscope.workloads.train_compare import TrainComparison
 from xferscope.workloads.train_record import FindMaxResult, TrainResult, encode
 
 
@@ -86,14 +87,89 @@ def find_max_lines(f: FindMaxResult) -> list[str]:
     return lines
 
 
+def comparison_lines(c: TrainComparison, title: str) -> list[str]:
+    searched = any(e.sustained is not None for e in c.entries)
+    lines = [title]
+    head = f"  {'#':>2} {'':<24} {'source':<9} {'acc':>4} "
+    head += f"{'keeps':>5} " if searched else ""
+    head += f"{'AU':>7} {'range':>15} {'pass':>5} {'samples/s':>10} {'MB/s':>7}  level with"
+    lines.append(head)
+    for i, e in enumerate(c.entries, 1):
+        rng = "-" if e.au_min is None else f"{_pct(e.au_min)}-{_pct(e.au_max)}"
+        row = f"  {i:>2} {e.label[:24]:<24} {e.source:<9} {('-' if e.accelerators is None else e.accelerators):>4} "
+        row += f"{('-' if e.sustained is None else e.sustained):>5} " if searched else ""
+        passed = {True: "pass", False: "fail", None: "-"}[e.passed]
+        row += f"{_pct(e.au):>7} {rng:>15} {passed:>5} {_f(e.samples_per_s):>10} {_f(e.mb_per_s, '{:.0f}'):>7}  " + (
+            ", ".join(e.level_with) or "-"
+        )
+        lines.append(row)
+    rule = "the most accelerators kept at the threshold first (--find-max), then " if searched else ""
+    lines.append(
+        f"  ranked: {rule}the highest AU (the median of a path's runs); entries whose AU ranges overlap or lie within 2 AU points "
+        "are level"
+    )
+    if c.status != "ok":
+        lines.append(f"  {c.status.upper()}: the rounds measured until then")
+    return lines
+
+
 def print_train(results) -> None:
     for r in results:
+        if isinstance(r, TrainComparison):
+            s = r.spec
+            title = (
+                f"workload train {s.preset} ({s.accelerator_type}): {len(r.entries)} paths x{s.accelerators}, "
+                f"compute {s.compute}, "
+                + (f"{r.rounds} rotated rounds over one data set" if not r.searches else "--find-max each")
+            )
+            for line in comparison_lines(r, title):
+                typer.echo(line)
+            continue
         lines = find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r)
         for line in lines:
             typer.echo(line)
 
 
-def csv_text(r: TrainResult | FindMaxResult) -> str:
+def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
+    if isinstance(r, TrainComparison):
+        buf = io.StringIO()
+        w = csv.writer(buf)
+        w.writerow(
+            [
+                "rank",
+                "label",
+                "source",
+                "path",
+                "accelerators",
+                "sustained",
+                "runs",
+                "au",
+                "au_min",
+                "au_max",
+                "passed",
+                "samples_per_s",
+                "mb_per_s",
+            ]
+        )
+        for i, e in enumerate(r.entries, 1):
+            w.writerow(
+                [
+                    i,
+                    e.label,
+                    e.source,
+                    e.path,
+                    e.accelerators,
+                    e.sustained,
+                    e.runs,
+                    e.au,
+                    e.au_min,
+                    e.au_max,
+                    e.passed,
+                    e.samples_per_s,
+                    e.mb_per_s,
+                ]
+            )
+        return buf.getvalue()
     buf = io.StringIO()
     w = csv.writer(buf)
     w.writerow(
@@ -157,7 +233,9 @@ def csv_text(r: TrainResult | FindMaxResult) -> str:
     return buf.getvalue()
 
 
-def emit_train(result: TrainResult | FindMaxResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+def emit_train(
+    result: TrainResult | FindMaxResult | TrainComparison, *, fmt: str, json_path: str | None, csv_path: str | None
+) -> int:
     try:
         with human_output(json_path, csv_path):
             if fmt == "json":
@@ -170,5 +248,24 @@ def emit_train(result: TrainResult | FindMaxResult, *, fmt: str, json_path: str 
         [
             Output("JSON", "--json", json_path, lambda: encode(result).decode() + "\n"),
             Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
+        ]
+    )
+
+
+def emit_compared(c: TrainComparison, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+    """Saved results side by side (``workload compare``)."""
+    try:
+        with human_output(json_path, csv_path):
+            if fmt == "json":
+                typer.echo(encode(c).decode())
+            else:
+                for line in comparison_lines(c, f"{len(c.entries)} saved training runs"):
+                    typer.echo(line)
+    except OSError:
+        pass
+    return write_outputs(
+        [
+            Output("JSON", "--json", json_path, lambda: encode(c).decode() + "\n"),
+            Output("CSV", "--csv", csv_path, lambda: csv_text(c)),
         ]
     )

@@ -3,8 +3,9 @@ before anything is written, one run or a ``--find-max`` search over it, and the 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem
@@ -12,6 +13,7 @@ from xferscope.workloads import train_data
 from xferscope.workloads.accelerators import check_enough
 from xferscope.workloads.fetchers import slot_capacity
 from xferscope.workloads.find_max import Search, find_max
+from xferscope.workloads.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
 from xferscope.workloads.train_data import TrainData
 from xferscope.workloads.train_record import FindMaxPoint, FindMaxResult, TrainResult
 from xferscope.workloads.train_run import TrainRun
@@ -42,6 +44,16 @@ def check_memory_before(spec: TrainSpec, lengths: list[int]) -> None:
         gpus = sorted({spec.accelerator_gpu(i) for i in range(spec.accelerators)})
         free = call("xferscope.workloads.train_process:free_gpu_memory", gpus, what="the GPUs' free memory")
     check_memory(spec, capacity, free)
+
+
+def path_labels(paths: Sequence[str]) -> list[str]:
+    """host, bounce-async -> as they are; a path given twice (an A/A pair) -> host#1, host#2."""
+    seen: dict[str, int] = {}
+    labels = []
+    for p in paths:
+        seen[p] = seen.get(p, 0) + 1
+        labels.append(f"{p}#{seen[p]}" if paths.count(p) > 1 else p)
+    return labels
 
 
 def most_that_fit(spec: TrainSpec, data: TrainData) -> int:
@@ -79,9 +91,13 @@ class TrainSession:
         if run is not None:
             run.stop()
 
-    def prepare(self, progress: Callable[[int, int], None] | None = None, *, most_accelerators: int = 0) -> TrainData:
+    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> TrainData:
+        """The data set, after checking that every path asked for (``paths``, else the spec's) can run here and
+        that the batch buffers fit."""
         spec = self.spec
-        check_path(spec)
+        specs = [dataclasses.replace(spec, path=p) for p in paths] or [spec]
+        for s in specs:
+            check_path(s)
         if spec.data is not None:
             data = train_data.scan(spec)
             lengths = [s.length for s in data.samples]
@@ -89,7 +105,8 @@ class TrainSession:
             data = None
             lengths = train_data.plan_generated(spec)[2]
         check_enough(spec, len(lengths))
-        check_memory_before(spec, lengths)
+        for s in specs:
+            check_memory_before(s, lengths)
         if data is None:
             data = train_data.generate(spec, progress, cancel=lambda: self.stopped)
         self.data = data
@@ -114,9 +131,10 @@ class TrainSession:
         upper: int,
         on_point: Callable[[Search, int], None] | None = None,
         on_tick: Callable[[dict[str, Any]], None] | None = None,
+        spec: TrainSpec | None = None,
     ) -> FindMaxResult:
         assert self.data is not None
-        spec = self.spec
+        spec = spec or self.spec
         upper = min(upper, len(self.data.samples) // spec.batch, most_that_fit(spec, self.data))
 
         def measure(n: int) -> tuple[float, TrainResult]:
@@ -127,6 +145,46 @@ class TrainSession:
 
         search = find_max(measure, spec.au_threshold, upper, on_point=on_point)
         return find_max_record(search)
+
+    def compare_paths(
+        self,
+        paths: Sequence[str],
+        rounds: int,
+        *,
+        find_max_upper: int | None = None,
+        on_tick: Callable[[dict[str, Any]], None] | None = None,
+    ) -> TrainComparison:
+        """Each path over the one data set: ``rounds`` rounds, the order rotated each round (or, with
+        ``find_max_upper``, one search per path), ranked. Ctrl-C or ``stop`` ends it with what was measured."""
+        labels = path_labels(paths)
+        runs: dict[str, list[TrainResult]] = {label: [] for label in labels}
+        searches: list[FindMaxResult] = []
+        status = "ok"
+        try:
+            if find_max_upper is not None:
+                for p in paths:
+                    spec = dataclasses.replace(self.spec, path=p)
+                    searches.append(self.find_max(find_max_upper, on_tick=on_tick, spec=spec))
+            else:
+                n = len(paths)
+                order = list(zip(labels, paths))
+                for r in range(rounds):
+                    for label, p in order[r % n :] + order[: r % n]:
+                        if self.stopped:
+                            raise KeyboardInterrupt
+                        result = self.run(dataclasses.replace(self.spec, path=p), on_tick)
+                        runs[label].append(result)
+                        if result.status != "ok":
+                            status = result.status
+                            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            status = "interrupted" if status == "ok" else status
+        if searches:
+            entries = [entry_of_search(label, s) for label, s in zip(labels, searches)]
+        else:
+            entries = [entry_of_runs(p, rs) for p, rs in runs.items() if rs]
+        results = [r for rs in runs.values() for r in rs]
+        return TrainComparison(rounds=rounds, entries=rank(entries), results=results, searches=searches, status=status)
 
     def close(self) -> None:
         if self.data is not None:

@@ -172,11 +172,11 @@ def _num(x: float) -> float | None:
     return None if x is None or math.isnan(x) or math.isinf(x) else float(x)
 
 
-def encode(result: TrainResult | FindMaxResult) -> bytes:
+def encode(result: msgspec.Struct) -> bytes:
     return msgspec.json.format(msgspec.json.encode(result), indent=2)
 
 
-def to_builtins(result: TrainResult | FindMaxResult) -> dict[str, Any]:
+def to_builtins(result: msgspec.Struct) -> dict[str, Any]:
     return msgspec.to_builtins(result)
 
 

@@ -1,0 +1,175 @@
+"""Training-input runs side by side: the paths of one command in rotated rounds over one data set, or saved
+results (xferscope's records and DLIO's ``summary.json``), ranked by AU and by the accelerators they sustain.
+
+A ranking says which is ahead and by what spread; two whose AU ranges overlap, or whose AU lie within
+``LEVEL_AU`` of each other, are called level, not ranked apart: one pass of A against B on a shared disk can
+flip, and an AU near 100% has no room to differ.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from xferscope.errors import FormatError
+from xferscope.workloads.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
+
+#: AU this close (0-1) is level whatever the ranges
+LEVEL_AU = 0.02
+#: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
+MIB_IN_MB = (1 << 20) / 1e6
+
+
+class Entry(msgspec.Struct, kw_only=True):
+    """One side of a comparison: a path of this command (over its rounds), or a saved result."""
+
+    label: str
+    source: str  # "xferscope" or "dlio"
+    workload: str | None
+    path: str  # "host", ..., or "host memory (DLIO)"
+    accelerators: int | None
+    runs: int
+    au: float | None  # the median over the runs, 0-1
+    au_min: float | None
+    au_max: float | None
+    au_threshold: float | None
+    passed: bool | None
+    samples_per_s: float | None
+    mb_per_s: float | None
+    sustained: int | None = None  # --find-max: the most accelerators at the threshold
+    level_with: list[str] = []  # entries whose AU range overlaps this one's
+
+
+class TrainComparison(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND + "-comparison"
+    rounds: int
+    entries: list[Entry]  # ranked: most accelerators sustained first, then the highest AU
+    results: list[TrainResult] = []
+    searches: list[FindMaxResult] = []
+    status: str = "ok"  # "interrupted": the rounds measured before Ctrl-C
+
+    @property
+    def spec(self):
+        return (self.results or [s.results[0] for s in self.searches])[0].spec
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
+
+
+def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
+    first = results[0]
+    aus = [r.au for r in results if r.au is not None]
+    au = _median(aus)
+    return Entry(
+        label=label,
+        source="xferscope",
+        workload=first.spec.preset,
+        path=first.spec.path,
+        accelerators=first.spec.accelerators,
+        runs=len(results),
+        au=au,
+        au_min=min(aus) if aus else None,
+        au_max=max(aus) if aus else None,
+        au_threshold=first.au_threshold,
+        passed=None if au is None else au >= first.au_threshold,
+        samples_per_s=_median([r.samples_per_s for r in results]),
+        mb_per_s=_median([r.mb_per_s for r in results]),
+    )
+
+
+def entry_of_search(label: str, search: FindMaxResult) -> Entry:
+    at_best = [r for r in search.results if r.spec.accelerators == search.best] or search.results[:1]
+    e = entry_of_runs(label, at_best)
+    e.sustained = search.best
+    return e
+
+
+def _level(a: Entry, b: Entry) -> bool:
+    if a.sustained != b.sustained or a.au is None or b.au is None:
+        return False
+    if abs(a.au - b.au) < LEVEL_AU:
+        return True
+    if None in (a.au_min, a.au_max, b.au_min, b.au_max):
+        return False
+    return a.au_min <= b.au_max and b.au_min <= a.au_max  # type: ignore[operator]
+
+
+def rank(entries: list[Entry]) -> list[Entry]:
+    """Most accelerators sustained first, then the highest AU; each marks those whose AU range it overlaps."""
+    for e in entries:
+        e.level_with = [o.label for o in entries if o is not e and _level(e, o)]
+    return sorted(entries, key=lambda e: (-(e.sustained or 0), -(e.au if e.au is not None else -1.0)))
+
+
+# ------------------------------------------------------------------ saved results
+
+
+def _dlio_entry(label: str, data: dict[str, Any]) -> Entry:
+    metric = data.get("metric")
+    if not isinstance(metric, dict) or "train_au_mean_percentage" not in metric:
+        raise KeyError("metric.train_au_mean_percentage")
+    aus = [float(a) / 100 for a in metric.get("train_au_percentage") or [metric["train_au_mean_percentage"]]]
+    meet = metric.get("train_au_meet_expectation")
+    io = metric.get("train_io_mean_MB_per_second")
+    rate = metric.get("train_throughput_mean_samples_per_second")
+    return Entry(
+        label=label,
+        source="dlio",
+        workload=data.get("workload") or data.get("model"),
+        path="host memory (DLIO)",
+        accelerators=data.get("num_accelerators"),
+        runs=len(aus),
+        au=float(metric["train_au_mean_percentage"]) / 100,
+        au_min=min(aus),
+        au_max=max(aus),
+        au_threshold=None,
+        passed=None if meet is None else meet == "success",
+        samples_per_s=None if rate is None else float(rate),
+        mb_per_s=None if io is None else float(io) * MIB_IN_MB,
+    )
+
+
+def load_entries(path: str) -> list[Entry]:
+    """A saved training result, a --find-max search, a comparison (its entries), or DLIO's ``summary.json``; a
+    file that is none of them is one line naming the file and what is missing."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise FormatError(path, None, f"cannot read it: {exc.strerror}") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise FormatError(path, None, f"not JSON: {exc}") from None
+    label = path.rsplit("/", 1)[-1]
+    if isinstance(data, dict) and data.get("kind") == KIND:
+        return [entry_of_runs(label, [decode(raw, path)])]
+    if isinstance(data, dict) and data.get("kind") == KIND + "-comparison":
+        try:
+            compared = msgspec.json.decode(raw, type=TrainComparison)
+        except msgspec.ValidationError as exc:
+            raise FormatError(path, None, f"not a comparison xferscope can read: {exc}") from None
+        for e in compared.entries:
+            e.label, e.level_with = f"{label}:{e.label}", []
+        return compared.entries
+    if isinstance(data, dict) and data.get("kind") == KIND + "-find-max":
+        try:
+            search = msgspec.json.decode(raw, type=FindMaxResult)
+        except msgspec.ValidationError as exc:
+            raise FormatError(path, None, f"not a --find-max result xferscope can read: {exc}") from None
+        return [entry_of_search(label, search)]
+    if isinstance(data, dict) and "metric" in data:
+        try:
+            return [_dlio_entry(label, data)]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(path, None, f"not a DLIO summary.json: {exc} is missing or not a number") from None
+    raise FormatError(
+        path, None, "neither a result of `workload train --json` nor DLIO's summary.json (no kind, no metric)"
+    )
