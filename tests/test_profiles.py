@@ -46,6 +46,7 @@ def test_every_bundled_profile_loads_validates_saves_and_loads_again(name, tmp_p
 
 #: saturate plans bundled, and their knee searches (paths x GPU sets x block sizes)
 SATURATE_PLANS = {"saturate-host-4k-1m": 2, "saturate-gpu-paths": 12, "saturate-gds-gpu-sets": 16}
+WORKLOADS = {"train-cosmoflow-h100": 1}  # one path
 
 
 @pytest.mark.parametrize("name", sorted(SATURATE_PLANS))
@@ -100,7 +101,7 @@ def test_bundled_profiles_measure_what_their_experiments_measured():
 
 def test_list_profiles_and_the_json_listing(cli):
     infos = {i.name: i for i in list_profiles()}
-    every = {**BUNDLED, **SATURATE_PLANS}
+    every = {**BUNDLED, **SATURATE_PLANS, **WORKLOADS}
     assert set(infos) == set(every)
     assert infos["qd-iosize-scaling"].paths == ["cufile-batch", "host"]
     r = cli("profiles", "--json")

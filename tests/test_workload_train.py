@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -475,3 +476,71 @@ def test_a_file_compare_cannot_read_is_one_line(cli, tmp_path, content, says):
     bad.write_text(content)
     r = cli("workload", "compare", str(bad))
     assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+# ------------------------------------------------------------------ profiles
+
+
+WORKLOAD_PROFILE = """
+name = "train-small"
+kind = "workload"
+duration = 30
+
+[workload]
+preset = "cosmoflow"
+path = "host"
+compute = "sleep"
+accelerators = 2
+files = 24
+sample-size = "1M"
+sample_sd = "64K"
+steps = 4
+"""
+
+
+def test_a_workload_profile_reads_and_writes_back():
+    from xferscope.profiles.toml_format import dump_profile, parse_profile
+
+    p = parse_profile(WORKLOAD_PROFILE, "t.toml", "t")
+    assert p.kind == "workload" and p.workload["sample_size"] == 1 << 20 and p.workload["accelerators"] == 2
+    again = parse_profile(dump_profile(p), "again.toml", "t")
+    assert again.workload == p.workload and again.duration == 30 and p.paths() == ["host"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (WORKLOAD_PROFILE + "bogus = 1\n", "[workload] unknown field 'bogus'"),
+        (WORKLOAD_PROFILE.replace('preset = "cosmoflow"\n', ""), "[workload] needs preset"),
+        (WORKLOAD_PROFILE + "[grid]\nbatch = [1, 2]\n", "a workload profile has no [grid]"),
+    ],
+)
+def test_a_bad_workload_profile_is_one_line(text, says):
+    from xferscope.profiles.toml_format import parse_profile
+
+    with pytest.raises(FormatError, match=re.escape(says)):
+        parse_profile(text, "t.toml", "t")
+
+
+def test_replay_runs_a_workload_profile(cli, set_dir, tmp_path, no_gpu):
+    profile = tmp_path / "train-small.toml"
+    profile.write_text(WORKLOAD_PROFILE)
+    results = tmp_path / "r.json"
+    r = cli("replay", str(profile), "--dir", str(set_dir), "--results", str(results))
+    assert r.code == 0, r.err
+    data = json.loads(results.read_text())
+    assert data["kind"] == "workload-train" and [a["steps"] for a in data["accelerators"]] == [4, 4]
+    assert data["spec"]["duration"] == 30 and data["spec"]["sample_size"] == 1 << 20
+    assert os.listdir(set_dir) == []
+    refused = cli("replay", str(profile), "--reps", "3")
+    assert refused.code == 2 and "--reps is not for a workload profile" in refused.err
+
+
+def test_the_bundled_workload_profile_makes_a_valid_spec():
+    from xferscope.profiles import load_profile
+    from xferscope.workloads.train_spec import spec_from_profile
+
+    p = load_profile("train-cosmoflow-h100")
+    spec, choices = spec_from_profile(p.workload, p.point_duration(), None)
+    assert (spec.preset, spec.path, spec.compute, spec.accelerators) == ("cosmoflow", "bounce-async", "gpu", 2)
+    assert spec.computation_time == 0.0035 and choices["paths"] == ["bounce-async"]

@@ -52,6 +52,10 @@ def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str,
     profile.check_ranks(False, None)  # a profile made for an MPI job is replayed with mpirun, not here
     if duration is not None:
         profile = profile.with_changes(duration=duration)
+    if profile.kind == "workload":
+        raise SpecError(
+            "profile", f"{profile.name} is a training workload: replay it with `xferscope replay {profile.name}`"
+        )
     if profile.kind == "saturate":
         from xferscope.saturate.plan import plan_from
 

@@ -51,6 +51,9 @@ def show_command(name: str, as_json: bool) -> None:
         return
     typer.echo(f"# {profile.origin} profile: {profile.file}")
     typer.echo(dump_profile(profile).rstrip())
+    if profile.kind == "workload":
+        typer.echo(f"# a training workload: run it with `xferscope replay {name}`")
+        return
     if profile.kind == "saturate":
         typer.echo(
             f"# a saturate plan: {profile.point_count} knee searches (paths x GPU sets x block sizes); "

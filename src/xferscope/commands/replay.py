@@ -179,6 +179,24 @@ def replay_command(
         held = load_profile(profile_name)
     except XferscopeError:  # reported below, by rank 0 alone under --mpi (whose followers take the same steps)
         held = None
+    if held is not None and held.kind == "workload":
+        return replay_workload(
+            held,
+            duration=duration,
+            directory=directory,
+            results=results,
+            fmt=fmt,
+            not_for={
+                "--reps": reps,
+                "--set": sets,
+                "--against": against,
+                "--fail-below": fail_below,
+                "--plot": plot,
+                "--file": file,
+                "--mpi": mpi or None,
+                "--dry-run": dry_run or None,
+            },
+        )
     if held is not None and held.kind == "saturate":
         from xferscope.commands.saturate import replay_plan
 
@@ -218,6 +236,33 @@ def replay_command(
         return
     install_hangup_handlers()
     report(sweep.run(), plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt)
+
+
+def replay_workload(profile, *, duration, directory, results, fmt: str, not_for: dict) -> None:
+    """A workload profile: its training run (or search, or paths side by side), as `workload train` runs it."""
+    from xferscope.output.files import check_outputs
+    from xferscope.output.workload import train_and_report
+    from xferscope.units import parse_duration
+    from xferscope.workloads.train_spec import spec_from_profile
+
+    given = [option for option, value in not_for.items() if value]
+    if given:
+        raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one training run)")
+    check_format(fmt)
+    check_outputs(fmt, {"--results": results})
+    seconds = parse_duration(duration) if duration is not None else profile.point_duration()
+    spec, choices = spec_from_profile(profile.workload, seconds, directory)
+    install_hangup_handlers()
+    train_and_report(
+        spec,
+        choices["paths"],
+        choices["rounds"],
+        choices["find_max"],
+        choices["max_accelerators"],
+        fmt=fmt,
+        json_path=results,
+        csv_path=None,
+    )
 
 
 def report(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
@@ -16,7 +15,7 @@ from xferscope.commands.options import (
     check_format,
     gpu_list,
 )
-from xferscope.errors import ExitCode, SpecError
+from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.units import parse_duration, parse_size
@@ -162,80 +161,9 @@ def train_command(
         defaults_note=note,
     )
     install_hangup_handlers()
-    _run(spec, paths, rounds, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    from xferscope.output.workload import train_and_report
 
-
-def _run(
-    spec,
-    paths: list[str],
-    rounds: int,
-    find_max: bool,
-    upper: int,
-    *,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
-) -> None:
-    from xferscope.output.workload import emit_train
-    from xferscope.workloads.train import TrainSession
-    from xferscope.workloads.train_data import page_cache_warning
-
-    live = sys.stderr.isatty() and fmt != "json"
-    session = TrainSession(spec)
-    try:
-        data = session.prepare(_fill_line if live else None, list(dict.fromkeys(paths)))
-        _clear(live)
-        warning = page_cache_warning(data)
-        if warning:
-            typer.echo(f"xferscope: warning: {warning}", err=True)
-        tick = _tick_line if live else None
-        if len(paths) > 1:
-            result = session.compare_paths(paths, rounds, find_max_upper=upper if find_max else None, on_tick=tick)
-        else:
-            result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
-        _clear(live)
-    except KeyboardInterrupt:
-        _clear(live)
-        typer.echo("xferscope: interrupted", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    finally:
-        session.close()
-    written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if result.status == "failed":
-        error = getattr(result, "error", None)
-        typer.echo(f"xferscope: the run failed: {error}", err=True)
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
-
-
-def _write(text: str) -> None:
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except OSError:
-        pass
-
-
-def _fill_line(done: int, total: int) -> None:
-    _write(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
-
-
-def _tick_line(tick: dict) -> None:
-    rows = tick["accelerators"]
-    aus = [r["au"] for r in rows if r["au"] == r["au"]]
-    au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
-    steps = sum(r["steps"] for r in rows)
-    rate = tick["bytes_read"] / tick["t"] / 1e6 if tick["t"] > 0 else 0.0
-    _write(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
-
-
-def _clear(live: bool) -> None:
-    if live:
-        _write("\r\033[K")
+    train_and_report(spec, paths, rounds, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def compare_command(

@@ -15,7 +15,7 @@ from xferscope.units import format_size, parse_duration, parse_size
 
 Converter = Callable[[Any], Any]
 
-KINDS = ("io", "mem", "saturate")
+KINDS = ("io", "mem", "saturate", "workload")
 
 
 def _describe(value: Any) -> str:
@@ -268,16 +268,68 @@ SATURATE_ALIASES = {
     "gpu": "gpu_sets",
 }
 
-#: What a duration means for each kind (saturate: each measurement of a search).
-DEFAULT_DURATION = {"io": 10.0, "mem": 2.0, "saturate": 1.0}
+#: What a duration means for each kind (saturate: each measurement of a search; workload: each training run).
+DEFAULT_DURATION = {"io": 10.0, "mem": 2.0, "saturate": 1.0, "workload": 10.0}
+
+# ------------------------------------------------------------------ workload kind: [workload]
+
+
+def _share(value: Any) -> float:
+    if isinstance(value, str) and value.strip().endswith("%"):
+        return to_float(value.strip()[:-1]) / 100
+    return to_float(value)
+
+
+#: The [workload] table of a workload profile: `workload train`'s options, by their spec names
+WORKLOAD_FIELDS: dict[str, Converter] = {
+    "workload": choice(("train",)),
+    "preset": to_str,
+    "accelerator_type": choice(("h100", "a100")),
+    "accelerators": to_positive,
+    "gpus": to_int_list,
+    "path": to_str,  # one path or a comma list (ranked side by side), checked with the spec
+    "compute": choice(("gpu", "sleep")),
+    "sample_size": to_size,
+    "sample_sd": to_size,
+    "samples_per_file": to_positive,
+    "files": to_positive,
+    "batch": to_positive,
+    "read_threads": to_positive,
+    "computation_time": to_seconds,
+    "au_threshold": _share,
+    "prefetch": to_int,
+    "steps": to_positive,
+    "epochs": to_positive,
+    "block_size": to_size,
+    "seed": to_int,
+    "buffered": to_bool,
+    "find_max": to_bool,
+    "max_accelerators": to_positive,
+    "rounds": to_positive,
+}
+WORKLOAD_ALIASES = {"bs": "block_size", "gpu": "gpus", "type": "accelerator_type", "a": "accelerators"}
+
+
+def canonical_workload(key: str) -> str | None:
+    """The [workload] field a key names (dashes as underscores, aliases resolved), or None."""
+    key = key.replace("-", "_")
+    key = WORKLOAD_ALIASES.get(key, key)
+    return key if key in WORKLOAD_FIELDS else None
+
+
+def workload_toml_value(key: str, value: Any) -> Any:
+    if key in ("sample_size", "sample_sd", "block_size") and isinstance(value, int):
+        text = format_size(value)
+        return text if not text.isdigit() else value
+    return value
 
 
 def fields_of(kind: str) -> dict[str, Converter]:
-    return {"io": IO_FIELDS, "mem": MEM_FIELDS, "saturate": SATURATE_BASE_FIELDS}[kind]
+    return {"io": IO_FIELDS, "mem": MEM_FIELDS, "saturate": SATURATE_BASE_FIELDS, "workload": {}}[kind]
 
 
 def aliases_of(kind: str) -> dict[str, str]:
-    return {"io": IO_ALIASES, "mem": MEM_ALIASES, "saturate": SATURATE_BASE_ALIASES}[kind]
+    return {"io": IO_ALIASES, "mem": MEM_ALIASES, "saturate": SATURATE_BASE_ALIASES, "workload": {}}[kind]
 
 
 def identity_fields(kind: str) -> tuple[str, ...]:

@@ -37,6 +37,7 @@ class Profile:
     base: dict[str, Any] = field(default_factory=dict)
     grid: dict[str, list[Any]] = field(default_factory=dict)
     saturate: dict[str, Any] = field(default_factory=dict)  # kind "saturate": the plan's fields
+    workload: dict[str, Any] = field(default_factory=dict)  # kind "workload": `workload train`'s fields
     file: str | None = None  # where it was read from
     origin: str = "file"  # bundled, user or file
 
@@ -44,6 +45,8 @@ class Profile:
     @property
     def point_count(self) -> int:
         """Points of the grid; for a saturate plan, its knee searches (paths x GPU sets x block sizes)."""
+        if self.kind == "workload":
+            return len(str(self.workload.get("path", "host")).split(","))
         if self.kind == "saturate":
             return (
                 len(self.paths())
@@ -85,6 +88,8 @@ class Profile:
             return ["mem"]
         if self.kind == "saturate":
             return list(self.saturate.get("paths") or ["host"])
+        if self.kind == "workload":
+            return [p.strip() for p in str(self.workload.get("path", "host")).split(",")]
         values = self.grid.get("path", [self.base.get("path", RunSpec.path)])
         return list(dict.fromkeys(values))
 

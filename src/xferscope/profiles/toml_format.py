@@ -39,7 +39,19 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - 3.10
     import tomli as tomllib
 
-TOP_KEYS = ("name", "description", "source", "kind", "repetitions", "duration", "ranks", "base", "grid", "saturate")
+TOP_KEYS = (
+    "name",
+    "description",
+    "source",
+    "kind",
+    "repetitions",
+    "duration",
+    "ranks",
+    "base",
+    "grid",
+    "saturate",
+    "workload",
+)
 TABLES = ("base", "grid")
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -113,6 +125,7 @@ class _Reader:
             base=self.table(data, "base", kind),
             grid=self.table(data, "grid", kind),
             saturate=self.plan(data, kind),
+            workload=self.workload(data, kind),
             file=self.where,
             origin=origin,
         )
@@ -153,8 +166,37 @@ class _Reader:
                 raise self.fail("saturate", key, f"[saturate] {key}: {exc}") from None
         return out
 
+    def workload(self, data: dict[str, Any], kind: str) -> dict[str, Any]:
+        """The [workload] table of a workload profile (`workload train`'s options; no [base] or [grid])."""
+        if kind != "workload":
+            if "workload" in data:
+                raise self.fail("", "workload", 'only kind = "workload" profiles have a [workload] table')
+            return {}
+        for table in ("base", "grid"):
+            if data.get(table):
+                raise self.fail("", table, f"a workload profile has no [{table}]: its fields go under [workload]")
+        raw = data.get("workload", {})
+        if not isinstance(raw, dict):
+            raise self.fail("", "workload", "workload must be a table: write [workload] on a line of its own")
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            name = F.canonical_workload(key)
+            if name is None:
+                raise self.fail(
+                    "workload", key, f"[workload] unknown field {key!r}; valid fields: {', '.join(F.WORKLOAD_FIELDS)}"
+                )
+            try:
+                out[name] = F.WORKLOAD_FIELDS[name](value)
+            except ValueError as exc:
+                raise self.fail("workload", key, f"[workload] {key}: {exc}") from None
+        if "preset" not in out:
+            raise self.fail("workload", None, "[workload] needs preset (unet3d, cosmoflow, resnet50)")
+        return out
+
     def table(self, data: dict[str, Any], table: str, kind: str) -> dict[str, Any]:
         raw = data.get(table, {})
+        if kind == "workload" and raw:
+            raise self.fail("", table, f"a workload profile has no [{table}]: its fields go under [workload]")
         if not isinstance(raw, dict):
             raise self.fail("", table, f"{table} must be a table: write [{table}] on a line of its own")
         out: dict[str, Any] = {}
@@ -206,6 +248,8 @@ class _Reader:
         return values
 
     def check_points(self, profile: Profile) -> None:
+        if profile.kind == "workload":  # its spec is the workload layer's: checked when it is replayed
+            return
         for index, combo in enumerate(profile.combos()):
             try:
                 profile.spec_for(combo)
@@ -270,6 +314,9 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
         doc["grid"] = {k: [F.to_toml_value(profile.kind, k, v) for v in values] for k, values in profile.grid.items()}
     if profile.saturate:
         doc["saturate"] = {k: F.plan_toml_value(k, v) for k, v in profile.saturate.items() if v is not None}
+    if profile.workload:
+        doc["workload"] = {k: F.workload_toml_value(k, v) for k, v in profile.workload.items() if v is not None}
+        del doc["base"]
     return doc
 
 
