@@ -36,6 +36,8 @@ async def test_a_training_run_shows_a_bar_per_accelerator_then_its_figures(direc
         await wait_for(pilot, lambda: "workload train · finished" in screen_text(app))
         text = screen_text(app)
         rows = app.screen.query_one("#wl-table").row_count
+        session_rows = app.screen.query_one("#wl-session").row_count
+    assert session_rows == 1, "the run joins the session's ranking"
     assert messages.of(WorkloadTicked), "the run's ticks arrive while it runs"
     [result] = [m.result for m in messages.of(WorkloadEnded)]
     assert result.status == "ok" and len(result.accelerators) == 2

@@ -106,3 +106,26 @@ def test_cli_trains_through_the_gpu_paths(cli, direct_dir, tmp_path, path, compu
     if compute == "gpu":
         assert any("computation on the GPU" in label for label in data["labels"])
     assert os.listdir(sets) == []
+
+
+def test_batch_buffers_beyond_the_gpus_free_memory_are_refused_before_reading(cli, direct_dir):
+    sets = direct_dir / "sets"
+    sets.mkdir()
+    r = cli(
+        "workload",
+        "train",
+        "unet3d",
+        "--files",
+        "8",
+        "--prefetch",
+        "400",
+        "--path",
+        "bounce-async",
+        "--dir",
+        str(sets),
+        "--steps",
+        "2",
+    )
+    assert r.code == 2, r.err
+    assert "prefetch:" in r.err and "on GPU 0 need" in r.err and len(r.err.strip().splitlines()) == 1
+    assert os.listdir(sets) == [], "refused before the set was written"

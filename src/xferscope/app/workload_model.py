@@ -71,6 +71,17 @@ def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
     )
 
 
+def session_entries(results: list[TrainResult]):
+    """The session's finished training runs side by side, ranked as `workload compare` ranks them."""
+    from xferscope.workloads.train_compare import entry_of_runs, rank
+
+    entries = []
+    for i, r in enumerate(results, 1):
+        s = r.spec
+        entries.append(entry_of_runs(f"{i}: {s.preset} x{s.accelerators} {s.path} {s.compute}", [r]))
+    return rank(entries)
+
+
 def au_bar(au: float | None, threshold: float, width: int = 24) -> Text:
     """AU as a bar of ``width`` cells, green at or above the threshold, red below, the threshold marked ``|``."""
     out = Text(no_wrap=True)

@@ -14,7 +14,14 @@ from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
 from xferscope.app.screens.view import ConsoleScreen
-from xferscope.app.workload_model import FIELD_CONTROL, WorkloadFormValues, WorkloadState, au_bar, build_spec
+from xferscope.app.workload_model import (
+    FIELD_CONTROL,
+    WorkloadFormValues,
+    WorkloadState,
+    au_bar,
+    build_spec,
+    session_entries,
+)
 from xferscope.errors import SpecError, XferscopeError
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
@@ -29,6 +36,7 @@ FIELDS = (
     ("wl-target", "Dir", "where the data set goes (empty: temporary)", "target"),
 )
 TABLE_HEADERS = ("acc", "gpu", "steps", "AU", "against the threshold")
+SESSION_HEADERS = ("#", "run", "AU", "pass", "MB/s", "level with")
 
 
 class WorkloadScreen(ConsoleScreen):
@@ -47,6 +55,7 @@ class WorkloadScreen(ConsoleScreen):
         self.session = None  # the TrainSession in flight
         self.finished = threading.Event()
         self.finished.set()
+        self.session_results: list = []  # every run of this console session that ended, in order
 
     def compose(self) -> ComposeResult:
         yield Static("", id="wl-title", classes="screen-title")
@@ -56,15 +65,31 @@ class WorkloadScreen(ConsoleScreen):
                     yield Label(label, classes="mem-label")
                     yield Input(getattr(self.values, attr), placeholder=hint, compact=True, id=cid)
         yield Static("", id="wl-error", classes="form-error")
-        with Vertical(classes="panel", id="wl-body") as v:
-            v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
-            yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-table")
+        with Horizontal(id="wl-body"):
+            with Vertical(classes="panel", id="wl-accelerators-panel") as v:
+                v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
+                yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-table")
+            with Vertical(classes="panel", id="wl-session-panel") as v:
+                v.border_title = "This session's runs, ranked by AU"
+                yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-session")
         yield Static("", id="wl-summary")
         yield Footer()
 
+    #: narrower than this, the session's runs are left out (the accelerators' bars need the width)
+    SESSION_MIN_WIDTH = 100
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        self.query_one("#wl-session-panel").display = self.app.size.width >= self.SESSION_MIN_WIDTH
+
     def on_mount(self) -> None:
         self.app.workload_screen = self
+        self._fit()
         self.query_one("#wl-table", DataTable).add_columns(*TABLE_HEADERS)
+        self.query_one("#wl-session", DataTable).add_columns(*SESSION_HEADERS)
         self._redraw()
 
     # ----------------------------------------------------------------- form
@@ -166,6 +191,8 @@ class WorkloadScreen(ConsoleScreen):
     def on_workload_ended(self, message: WorkloadEnded) -> None:
         result = message.result
         self.state.finish(result)
+        if result.accelerators and any(a.steps for a in result.accelerators):
+            self.session_results.append(result)
         self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
         if result.status == "failed":
             self.notify(result.error or "the run failed", title="training run failed", severity="error", timeout=10)
@@ -181,7 +208,22 @@ class WorkloadScreen(ConsoleScreen):
     def _redraw(self) -> None:
         self._title()
         self._table()
+        self._session()
         self._summary()
+
+    def _session(self) -> None:
+        table = self.query_one("#wl-session", DataTable)
+        table.clear()
+        for i, e in enumerate(session_entries(self.session_results), 1):
+            passed = {True: "pass", False: "fail", None: "-"}[e.passed]
+            table.add_row(
+                str(i),
+                e.label,
+                "-" if e.au is None else f"{100 * e.au:.1f}%",
+                Text(passed, style="green" if e.passed else "red" if e.passed is False else ""),
+                "-" if e.mb_per_s is None else f"{e.mb_per_s:.0f}",
+                ", ".join(label.split(":")[0] for label in e.level_with) or "-",
+            )
 
     def _table(self) -> None:
         table = self.query_one("#wl-table", DataTable)
