@@ -9,6 +9,8 @@ Training input into the GPU (group "train", the default):
     its AU measured (met), and the AU, MB/s and pass or fail are printed;
   * --find-max for cosmoflow through bounce-async: the count found, and its runs against a full scan's;
   * the AU of --compute gpu against --compute sleep (cosmoflow, bounce-async);
+  * the paths side by side (cosmoflow, host, bounce-async and cufile, 2 rotated rounds), ranked;
+  * the bundled workload profile replays (train-cosmoflow-h100);
   * the workload layer's cost (bench/train_layer_cost.py, bounce-async): data rate >= 0.95 x a plain run.
 
 The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
@@ -386,6 +388,38 @@ def train_goals(g: Goals, args) -> None:
                 )
             else:
                 g.say("train cosmoflow: AU of --compute gpu against --compute sleep", "not measured", None)
+            side = train_run(
+                g,
+                "train-cosmoflow-paths",
+                args,
+                preset,
+                "--data",
+                data,
+                "-a",
+                accelerators,
+                "-T",
+                "5",
+                "--path",
+                "host,bounce-async,cufile",
+                "--rounds",
+                "2",
+                "--compute",
+                "gpu",
+                need=75,
+            )
+            if side:
+                ranked = "; ".join(
+                    f"{e['label']} {100 * (e['au'] or 0):.1f}% ({100 * (e['au_min'] or 0):.1f}-"
+                    f"{100 * (e['au_max'] or 0):.1f}){' level with ' + ','.join(e['level_with']) if e['level_with'] else ''}"
+                    for e in side["entries"]
+                )
+                g.say(
+                    "train cosmoflow: the paths side by side, 2 rotated rounds",
+                    ranked,
+                    side["status"] == "ok" and len(side["entries"]) == 3,
+                )
+            else:
+                g.say("train cosmoflow: the paths side by side", "no result", None)
             fm = train_run(
                 g,
                 "train-cosmoflow-find-max",
@@ -414,6 +448,34 @@ def train_goals(g: Goals, args) -> None:
                 )
             else:
                 g.say("train cosmoflow --find-max", "no result", None)
+        results = os.path.join(g.out, "train-replay-profile.json")
+        replay = g.run(
+            "train-replay-profile",
+            [
+                sys.executable,
+                "-m",
+                "xferscope.cli",
+                "replay",
+                "train-cosmoflow-h100",
+                "--dir",
+                sets,
+                "-T",
+                "8",
+                "--results",
+                results,
+            ],
+            45,
+        )
+        if replay is not None and replay.returncode == 0 and os.path.exists(results):
+            with open(results) as fh:
+                r = json.load(fh)
+            g.say(
+                "train: the bundled workload profile replays (train-cosmoflow-h100, -T 8)",
+                au_text(r),
+                r["status"] == "ok",
+            )
+        else:
+            g.say("train: the bundled workload profile replays", "no result", None if replay is None else False)
         cost = g.run(
             "train-layer-cost",
             [
