@@ -135,6 +135,27 @@ def _gpu_shared_or_alone(request, tmp_path_factory):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@pytest.fixture(autouse=True)
+def _page_cache_shared_or_alone(request, tmp_path_factory):
+    """A comparison drops the whole page cache between its rounds (as root), and a test beside it could lose the
+    cached pages it is about to count. Tests that count them (they use ``page_cache_alone``) run alone; every
+    other test holds the lock shared."""
+    import fcntl
+
+    lock = tmp_path_factory.getbasetemp().parent / "xferscope-page-cache.lock"
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if "page_cache_alone" in request.fixturenames else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@pytest.fixture
+def page_cache_alone():
+    """Run alone among the tests (see ``_page_cache_shared_or_alone``): what the page cache holds is this test's."""
+
+
 @pytest.fixture
 def full_fs(tmp_path):
     """A real filesystem with no space left: a 64 KiB tmpfs mounted for the test and filled, holding one

@@ -544,3 +544,38 @@ def test_the_bundled_workload_profile_makes_a_valid_spec():
     spec, choices = spec_from_profile(p.workload, p.point_duration(), None)
     assert (spec.preset, spec.path, spec.compute, spec.accelerators) == ("cosmoflow", "bounce-async", "gpu", 2)
     assert spec.computation_time == 0.0035 and choices["paths"] == ["bounce-async"]
+
+
+def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path, no_gpu):
+    import psutil
+
+    js = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            *small_train(set_dir, "-T", "60", "--interval", "0.2", "--json", str(js)),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    engine = None
+    deadline = time.time() + 60
+    while engine is None and time.time() < deadline:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            if "xferscope.workloads.train_process:serve" in " ".join(child.cmdline()):
+                engine = child
+        time.sleep(0.1)
+    assert engine is not None, "the run's own process"
+    time.sleep(3.0)  # steps taken and sent
+    engine.kill()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "SIGKILL" in err
+    data = json.loads(js.read_text())
+    assert data["status"] == "failed" and "died" in data["error"]
+    assert sum(a["steps"] for a in data["accelerators"]) > 0, "the steps sent before it died are kept"
+    assert os.listdir(set_dir) == []

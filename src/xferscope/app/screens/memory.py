@@ -33,7 +33,7 @@ from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFin
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.engines.mem import CURVE, IDLE
-from xferscope.errors import SpecError, XferscopeError
+from xferscope.errors import XferscopeError
 from xferscope.safe_write import write_output
 
 #: (control id, label, width, placeholder) of the typed fields
@@ -161,18 +161,9 @@ class MemoryScreen(ConsoleScreen):
         self._spec_or_explain()
 
     def _spec_or_explain(self):
-        error = self.query_one("#mem-error", Static)
-        for w in self.query(".-invalid-choice"):
-            w.set_class(False, "-invalid-choice")
-        try:
-            spec = build_mem_spec(self.form_values())
-        except SpecError as exc:
-            error.update(Text(str(exc)))
-            error.set_class(True, "-shown")
-            self.query_one(f"#{MEM_FIELD_CONTROL.get(exc.field, 'mem-mode')}").set_class(True, "-invalid-choice")
-            return None
-        error.set_class(False, "-shown")
-        return spec
+        return self.built_or_explained(
+            lambda: build_mem_spec(self.form_values()), "mem-error", MEM_FIELD_CONTROL, fallback="mem-mode"
+        )
 
     def action_leave_field(self) -> None:
         self.set_focus(None)

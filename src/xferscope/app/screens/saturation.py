@@ -23,7 +23,7 @@ from xferscope.app.saturation_model import (
 )
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import GUTTER, PALETTE, LineChart
-from xferscope.errors import SpecError, XferscopeError
+from xferscope.errors import XferscopeError
 
 #: (control id, label, placeholder) of the typed fields, two rows (widths in the stylesheet)
 FIELDS = (
@@ -114,20 +114,7 @@ class SaturationScreen(ConsoleScreen):
                 self.query_one(f"#{cid}", Input).value = getattr(self.values, VALUE_OF[cid])
 
     def _plan_or_explain(self):
-        error = self.query_one("#sat-error", Static)
-        for w in self.query(".-invalid-choice"):
-            w.set_class(False, "-invalid-choice")
-        try:
-            plan = build_plan(self.form_values(), self.base)
-        except SpecError as exc:
-            error.update(Text(str(exc)))
-            error.set_class(True, "-shown")
-            control = FIELD_CONTROL.get(exc.field)
-            if control:
-                self.query_one(f"#{control}").set_class(True, "-invalid-choice")
-            return None
-        error.set_class(False, "-shown")
-        return plan
+        return self.built_or_explained(lambda: build_plan(self.form_values(), self.base), "sat-error", FIELD_CONTROL)
 
     @on(Input.Changed)
     def _edited(self) -> None:

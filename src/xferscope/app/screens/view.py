@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+from rich.text import Text
 from textual import events
 from textual.screen import Screen
+from textual.widgets import Static
+
+from xferscope.errors import SpecError
 
 
 class ConsoleScreen(Screen):
@@ -11,6 +18,26 @@ class ConsoleScreen(Screen):
 
     def on_resize(self, event: events.Resize) -> None:
         self.app.check_size()
+
+    def built_or_explained(
+        self, build: Callable[[], Any], error_id: str, controls: dict[str, str], fallback: str | None = None
+    ) -> Any:
+        """``build()`` (a spec or plan from the screen's form), or None with its SpecError shown under the form
+        (``#error_id``) and the control of the field it names (``controls``, else ``fallback``) marked."""
+        error = self.query_one(f"#{error_id}", Static)
+        for w in self.query(".-invalid-choice"):
+            w.set_class(False, "-invalid-choice")
+        try:
+            built = build()
+        except SpecError as exc:
+            error.update(Text(str(exc)))
+            error.set_class(True, "-shown")
+            control = controls.get(exc.field, fallback)
+            if control:
+                self.query_one(f"#{control}").set_class(True, "-invalid-choice")
+            return None
+        error.set_class(False, "-shown")
+        return built
 
 
 class ViewScreen(ConsoleScreen):

@@ -22,7 +22,7 @@ from xferscope.app.workload_model import (
     build_spec,
     session_entries,
 )
-from xferscope.errors import SpecError, XferscopeError
+from xferscope.errors import XferscopeError
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
@@ -100,20 +100,9 @@ class WorkloadScreen(ConsoleScreen):
         return bool(getattr(self.app.options.machine, "gpus", None))
 
     def _spec_or_explain(self):
-        error = self.query_one("#wl-error", Static)
-        for w in self.query(".-invalid-choice"):
-            w.set_class(False, "-invalid-choice")
-        try:
-            spec = build_spec(self.form_values(), self._has_gpu())
-        except SpecError as exc:
-            error.update(Text(str(exc)))
-            error.set_class(True, "-shown")
-            control = FIELD_CONTROL.get(exc.field)
-            if control:
-                self.query_one(f"#{control}").set_class(True, "-invalid-choice")
-            return None
-        error.set_class(False, "-shown")
-        return spec
+        return self.built_or_explained(
+            lambda: build_spec(self.form_values(), self._has_gpu()), "wl-error", FIELD_CONTROL
+        )
 
     @on(Input.Changed)
     def _edited(self) -> None:
