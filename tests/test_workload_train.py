@@ -321,6 +321,7 @@ def test_cli_runs_host_and_reports_au(cli, set_dir, tmp_path, no_gpu):
     assert data["status"] == "ok" and data["spec"]["path"] == "host" and data["spec"]["compute"] == "sleep"
     assert [a["steps"] for a in data["accelerators"]] == [6, 6]
     assert 0 < data["au"] <= 1 and data["cpu_s_per_gib"] > 0 and data["mb_per_s"] > 0
+    assert all(a["cpu_s_per_gib"] > 0 for a in data["accelerators"]), "each accelerator's threads' CPU"
     assert data["io_wait_p99_s"] >= data["io_wait_p50_s"] >= 0
     assert data["data"]["generated"] and data["data"]["samples"] == 24
     rows = csv_path.read_text().splitlines()

@@ -56,13 +56,13 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
     if per_accelerator:
         lines.append(
             f"  {'acc':>4} {'gpu':>4} {'steps':>7} {'AU':>7} {'samples/s':>10} {'MB/s':>8} {'wait p50':>10} "
-            f"{'wait p99':>10} {'first':>10}"
+            f"{'wait p99':>10} {'first':>10} {'CPU-s/GiB':>10}"
         )
         for a in r.accelerators:
             lines.append(
                 f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {_pct(a.au):>7} "
                 f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {_ms(a.io_wait_p50_s):>10} "
-                f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10}"
+                f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10} {_f(a.cpu_s_per_gib, '{:.3f}'):>10}"
             )
     d = r.data
     where = "generated" if d.get("generated") else "read as they are"
@@ -126,6 +126,16 @@ def print_train(results) -> None:
             )
             for line in comparison_lines(r, title):
                 typer.echo(line)
+            if r.searches:
+                kept = ", ".join(
+                    f"{e.sustained} through {e.label}"
+                    if i
+                    else f"{e.sustained} {s.accelerator_type.upper()}-class "
+                    f"accelerator{'s' * (e.sustained != 1)} training {s.preset} at AU >= {_pct(r.searches[0].au_threshold)} "
+                    f"through {e.label}"
+                    for i, e in enumerate(r.entries)
+                )
+                typer.echo(f"This storage keeps {kept}")
             continue
         lines = find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r)
         for line in lines:
@@ -210,7 +220,7 @@ def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
                     a.io_wait_p50_s,
                     a.io_wait_p99_s,
                     a.first_batch_s,
-                    "",
+                    a.cpu_s_per_gib,
                     run.status,
                 ]
             )

@@ -86,6 +86,7 @@ class AcceleratorRun:
     gpu: int | None
     steps: list[Step] = field(default_factory=list)
     bytes_read: int = 0
+    cpu_s: float = 0.0  # the CPU time of its threads (readers and step loop), once they are done
     error: BaseException | None = None
     labels: list[str] = field(default_factory=list)
 
@@ -147,6 +148,17 @@ class Accelerator:
 
     # ---------------------------------------------------------------- readers
     def _reader(self, fetcher: Fetcher) -> None:
+        cpu0 = time.thread_time()
+        try:
+            self._read_batches(fetcher)
+        finally:
+            self._add_cpu(time.thread_time() - cpu0)
+
+    def _add_cpu(self, seconds: float) -> None:
+        with self._cond:
+            self.record.cpu_s += seconds
+
+    def _read_batches(self, fetcher: Fetcher) -> None:
         try:
             self.bind()
             while True:
@@ -185,6 +197,13 @@ class Accelerator:
 
     # ---------------------------------------------------------------- the step loop
     def _steps(self) -> None:
+        cpu0 = time.thread_time()
+        try:
+            self._take_steps()
+        finally:
+            self._add_cpu(time.thread_time() - cpu0)
+
+    def _take_steps(self) -> None:
         try:
             self.bind()
             seconds = self.spec.computation_time

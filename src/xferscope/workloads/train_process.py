@@ -246,7 +246,10 @@ class TrainHost:
                 seconds, error = 0.0, error_to_wire(exc)
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            runs = [(a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read) for a in setup.accelerators]
+            runs = [
+                (a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read, a.record.cpu_s)
+                for a in setup.accelerators
+            ]
             failed = next((a.record.error for a in setup.accelerators if a.record.error is not None), None)
             if failed is not None and error is None:
                 error = error_to_wire(failed)

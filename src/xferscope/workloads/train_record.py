@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from xferscope.errors import FormatError
-from xferscope.workloads.au import Step, mean_au, percentile, utilisation
+from xferscope.workloads.au import mean_au, percentile, utilisation
 from xferscope.workloads.train_spec import TrainSpec
 
 SCHEMA_VERSION = 1
@@ -36,6 +36,7 @@ class AcceleratorFigures(msgspec.Struct, kw_only=True):
     io_wait_p99_s: float | None
     first_batch_s: float | None
     bytes_read: int
+    cpu_s_per_gib: float | None = None  # its own threads' CPU (readers and step loop) per GiB it read
 
 
 class TrainResult(msgspec.Struct, kw_only=True):
@@ -75,7 +76,7 @@ class TrainResult(msgspec.Struct, kw_only=True):
         cls,
         spec: TrainSpec,
         data: dict[str, Any],
-        runs: Sequence[tuple[int, int | None, Sequence[Step], int]],
+        runs: Sequence[tuple],
         *,
         status: str,
         seconds: float,
@@ -85,13 +86,14 @@ class TrainResult(msgspec.Struct, kw_only=True):
         environment: dict[str, Any] | None = None,
         error: str | None = None,
     ) -> TrainResult:
-        """``runs``: per accelerator (index, GPU, steps, bytes read)."""
+        """``runs``: per accelerator (index, GPU, steps, bytes read[, its threads' CPU seconds])."""
         figures = []
         waits: list[float] = []
         samples = nbytes = 0
         span = 0.0
-        for index, gpu, steps, bytes_read in runs:
+        for index, gpu, steps, bytes_read, *cpu in runs:
             u = utilisation(steps)
+            gib = bytes_read / (1 << 30)
             waits += [s.wait_s for s in steps[1:]]
             samples += u.samples
             nbytes += u.bytes
@@ -112,6 +114,7 @@ class TrainResult(msgspec.Struct, kw_only=True):
                     io_wait_p99_s=_num(u.io_wait_p99_s),
                     first_batch_s=_num(u.first_batch_s),
                     bytes_read=bytes_read,
+                    cpu_s_per_gib=cpu[0] / gib if cpu and gib > 0 else None,
                 )
             )
         au = mean_au([f.au if f.au is not None else math.nan for f in figures]) if figures else math.nan
