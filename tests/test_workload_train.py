@@ -580,3 +580,15 @@ def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path,
     assert data["status"] == "failed" and "died" in data["error"]
     assert sum(a["steps"] for a in data["accelerators"]) > 0, "the steps sent before it died are kept"
     assert os.listdir(set_dir) == []
+
+
+def test_presets_cite_their_configs_and_refuse_a_type_they_lack():
+    from xferscope.workloads.presets import PRESETS
+
+    assert train_spec("unet3d", "b200").computation_time == 0.162
+    assert train_spec("unet3d", "a100").computation_time == 0.636
+    for p in PRESETS.values():
+        assert set(p.source) == set(p.computation_time) and all("@" in s for s in p.source.values())
+    with pytest.raises(SpecError, match="cosmoflow has no computation_time for 'b200'"):
+        train_spec("cosmoflow", "b200")
+    assert train_spec("cosmoflow", "b200", computation_time=0.002).computation_time == 0.002

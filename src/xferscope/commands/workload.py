@@ -64,7 +64,8 @@ def _defaults(path: str | None, compute: str | None) -> tuple[str, str, str]:
 def train_command(
     preset: Annotated[str, typer.Argument(help="unet3d, cosmoflow or resnet50 (DLIO's workload configs)")] = "unet3d",
     accelerator_type: Annotated[
-        str, typer.Option("--accelerator-type", help="whose computation_time the preset gives: h100 or a100")
+        str,
+        typer.Option("--accelerator-type", help="whose computation_time the preset gives: h100, a100 (b200: unet3d)"),
     ] = "h100",
     accelerators: Annotated[int, typer.Option("--accelerators", "-a", help="emulated accelerators")] = 1,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the accelerators go round-robin over")] = None,

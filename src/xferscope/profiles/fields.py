@@ -284,7 +284,7 @@ def _share(value: Any) -> float:
 WORKLOAD_FIELDS: dict[str, Converter] = {
     "workload": choice(("train",)),
     "preset": to_str,
-    "accelerator_type": choice(("h100", "a100")),
+    "accelerator_type": choice(("h100", "a100", "b200")),
     "accelerators": to_positive,
     "gpus": to_int_list,
     "path": to_str,  # one path or a comma list (ranked side by side), checked with the spec
