@@ -92,3 +92,22 @@ def test_the_bar_marks_the_threshold_and_colours_by_it():
     assert bar.spans[0].style == "red"
     assert au_bar(0.95, 0.9, width=10).plain == "█████████|"
     assert au_bar(None, 0.9, 10).plain == "·" * 10
+
+
+async def test_a_dlio_summary_opens_beside_the_sessions_runs(tmp_path):
+    dlio = os.path.join(os.path.dirname(__file__), "data", "dlio-summary.json")
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+        await pilot.press("o")
+        await wait_for(pilot, lambda: "Open a saved training run" in screen_text(app))
+        await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "No such file" in " ".join(screen_text(app).split()))
+        await paste(pilot, "#prompt-input", dlio)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: "dlio-summary.json" in screen_text(app))
+        rows = app.screen.query_one("#wl-session").row_count
+        text = screen_text(app)
+    assert rows == 1 and "92.5%" in text

@@ -592,3 +592,13 @@ def test_presets_cite_their_configs_and_refuse_a_type_they_lack():
     with pytest.raises(SpecError, match="cosmoflow has no computation_time for 'b200'"):
         train_spec("cosmoflow", "b200")
     assert train_spec("cosmoflow", "b200", computation_time=0.002).computation_time == 0.002
+
+
+def test_compare_takes_saved_training_runs(cli):
+    dlio = os.path.join(os.path.dirname(__file__), "data", "dlio-summary.json")
+    r = cli("compare", "--workload", dlio, "--format", "json")
+    assert r.code == 0, r.err
+    (entry,) = json.loads(r.out)["entries"]
+    assert entry["source"] == "dlio" and entry["au"] == pytest.approx(0.9249, abs=1e-4)
+    bad = cli("compare", "--workload", "/nonexistent.json")
+    assert bad.code == 2 and "cannot read it" in bad.err

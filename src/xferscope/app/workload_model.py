@@ -71,15 +71,16 @@ def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
     )
 
 
-def session_entries(results: list[TrainResult]):
-    """The session's finished training runs side by side, ranked as `workload compare` ranks them."""
+def session_entries(results: list[TrainResult], saved: list | None = None):
+    """The session's finished training runs, and saved ones opened (``saved``: entries of `workload compare`),
+    side by side, ranked as `workload compare` ranks them."""
     from xferscope.workloads.train_compare import entry_of_runs, rank
 
     entries = []
     for i, r in enumerate(results, 1):
         s = r.spec
-        entries.append(entry_of_runs(f"{i}: {s.preset} x{s.accelerators} {s.path} {s.compute}", [r]))
-    return rank(entries)
+        entries.append(entry_of_runs(f"{i} x{s.accelerators} {s.path} {s.compute}", [r]))
+    return rank(entries + list(saved or []))
 
 
 def au_bar(au: float | None, threshold: float, width: int = 24) -> Text:
@@ -105,6 +106,15 @@ class AcceleratorRow:
     index: int
     steps: int = 0
     au: float | None = None
+    samples_per_s: float | None = None
+    mb_per_s: float | None = None
+    wait_p50_s: float | None = None
+    wait_p99_s: float | None = None
+    first_batch_s: float | None = None
+
+
+def _known(x: float | None) -> float | None:
+    return None if x is None or x != x else x
 
 
 @dataclass
@@ -114,6 +124,7 @@ class WorkloadState:
     spec: TrainSpec | None = None
     made: tuple[int, int] | None = None  # (bytes written, of) while the set is made
     rows: dict[int, AcceleratorRow] = field(default_factory=dict)
+    steps: dict[int, list] = field(default_factory=dict)  # each accelerator's steps so far (the ticks bring them)
     t: float = 0.0
     bytes_read: int = 0
     result: TrainResult | None = None
@@ -125,14 +136,29 @@ class WorkloadState:
     def take(self, tick: dict[str, Any]) -> None:
         self.made = None
         self.t, self.bytes_read = tick["t"], tick["bytes_read"]
+        from xferscope.workloads.au import utilisation
+
         for r in tick["accelerators"]:
-            au = r["au"]
-            self.rows[r["index"]] = AcceleratorRow(r["index"], r["steps"], None if au != au else au)
+            steps = self.steps.setdefault(r["index"], [])
+            steps.extend(r.get("new_steps", ()))
+            u = utilisation(steps)
+            self.rows[r["index"]] = AcceleratorRow(
+                r["index"],
+                r["steps"],
+                _known(r["au"]),
+                _known(u.samples_per_s),
+                _known(u.bytes_per_s / 1e6),
+                _known(u.io_wait_p50_s),
+                _known(u.io_wait_p99_s),
+                _known(u.first_batch_s),
+            )
 
     def finish(self, result: TrainResult) -> None:
         self.result = result
         for a in result.accelerators:
-            self.rows[a.index] = AcceleratorRow(a.index, a.steps, a.au)
+            self.rows[a.index] = AcceleratorRow(
+                a.index, a.steps, a.au, a.samples_per_s, a.mb_per_s, a.io_wait_p50_s, a.io_wait_p99_s, a.first_batch_s
+            )
 
     @property
     def au(self) -> float | None:

@@ -111,6 +111,13 @@ def compare_command(
         help="instead of running paths: memory results side by side, a comma "
         "list of mem --json or import mlc --json files, or saved mlc output",
     ),
+    workload: str = typer.Option(
+        None,
+        "--workload",
+        help="instead of running paths: training runs side by side, a comma list of `workload train --json` "
+        "files (runs, --find-max searches, comparisons) or DLIO's summary.json, ranked by the accelerators "
+        "kept and AU (to run paths of a workload side by side: workload train --path a,b,c)",
+    ),
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
@@ -123,6 +130,13 @@ def compare_command(
         from xferscope.commands.mem_compare import compare_mem
 
         return compare_mem(mem, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if workload is not None:
+        from xferscope.output.workload import compare_saved
+
+        files = [f.strip() for f in workload.split(",") if f.strip()]
+        if not files:
+            raise SpecError("workload", "give at least one saved training run")
+        return compare_saved(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
     def make_specs():
         names = [parse_path(p) for p in paths.split(",") if p.strip()]

@@ -175,16 +175,11 @@ def compare_command(
 ) -> None:
     """Saved training runs side by side (xferscope's and DLIO's), ranked by the accelerators they sustain and
     their AU."""
-    from xferscope.output.workload import emit_compared
-    from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
+    from xferscope.output.workload import compare_saved
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
-    entries = [e for f in files for e in load_entries(f)]
-    comparison = TrainComparison(rounds=0, entries=rank(entries))
-    written = emit_compared(comparison, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if written:
-        raise typer.Exit(written)
+    compare_saved(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def register(app: typer.Typer) -> None:

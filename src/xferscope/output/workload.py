@@ -355,3 +355,16 @@ def _tick_line(tick: dict) -> None:
 def _clear(live: bool) -> None:
     if live:
         _write("\r\033[K")
+
+
+def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
+    summary.json, ranked; a file neither reads is one line (exit 2)."""
+    from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
+
+    entries = [e for f in files for e in load_entries(f)]
+    written = emit_compared(
+        TrainComparison(rounds=0, entries=rank(entries)), fmt=fmt, json_path=json_path, csv_path=csv_path
+    )
+    if written:
+        raise typer.Exit(written)

@@ -35,8 +35,13 @@ FIELDS = (
     ("wl-seconds", "Run s", "10", "seconds"),
     ("wl-target", "Dir", "where the data set goes (empty: temporary)", "target"),
 )
-TABLE_HEADERS = ("acc", "gpu", "steps", "AU", "against the threshold")
-SESSION_HEADERS = ("#", "run", "AU", "pass", "MB/s", "level with")
+#: per accelerator: the bar is AU against the threshold (|); waits in ms, the first batch in s
+TABLE_HEADERS = ("acc", "gpu", "steps", "AU", "vs threshold", "smp/s", "MB/s", "wait50", "wait99", "1st s")
+SESSION_HEADERS = ("#", "run", "AU", "pass")
+
+
+def _num(x: float | None, fmt: str, scale: float = 1.0) -> str:
+    return "-" if x is None else fmt.format(x * scale)
 
 
 class WorkloadScreen(ConsoleScreen):
@@ -44,6 +49,7 @@ class WorkloadScreen(ConsoleScreen):
     BINDINGS = [
         Binding("r", "start", "Start", id="start-workload"),
         Binding("x", "stop", "Stop", id="stop-workload"),
+        Binding("o", "open", "Open saved", id="open-workload"),
         Binding("escape", "leave_field", "Leave field", show=False, id="leave-workload-field"),
     ]
 
@@ -56,6 +62,7 @@ class WorkloadScreen(ConsoleScreen):
         self.finished = threading.Event()
         self.finished.set()
         self.session_results: list = []  # every run of this console session that ended, in order
+        self.saved_entries: list = []  # saved runs opened (o): xferscope's records, DLIO's summary.json
 
     def compose(self) -> ComposeResult:
         yield Static("", id="wl-title", classes="screen-title")
@@ -70,13 +77,13 @@ class WorkloadScreen(ConsoleScreen):
                 v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
                 yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-table")
             with Vertical(classes="panel", id="wl-session-panel") as v:
-                v.border_title = "This session's runs, ranked by AU"
+                v.border_title = "Runs ranked by AU (= level)"
                 yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-session")
         yield Static("", id="wl-summary")
         yield Footer()
 
     #: narrower than this, the session's runs are left out (the accelerators' bars need the width)
-    SESSION_MIN_WIDTH = 100
+    SESSION_MIN_WIDTH = 120
 
     def on_resize(self, event) -> None:
         super().on_resize(event)
@@ -193,6 +200,35 @@ class WorkloadScreen(ConsoleScreen):
         self._redraw()
         self.query_one("#wl-summary", Static).update(Text(message.reason, style="bold red"))
 
+    # ----------------------------------------------------------- saved ones
+    def action_open(self) -> None:
+        from xferscope.app.screens.dialogs import TextPrompt
+        from xferscope.workloads.train_compare import load_entries
+
+        loaded: list = []
+
+        def check(path: str) -> str | None:
+            try:
+                loaded.append(load_entries(path))
+            except XferscopeError as exc:
+                return str(exc)
+            return None
+
+        def done(path: str | None) -> None:
+            if path and loaded:
+                self.saved_entries.extend(loaded[-1])
+                self.query_one("#wl-session-panel").display = True
+                self._session()
+
+        self.app.push_screen(
+            TextPrompt(
+                "Open a saved training run (workload train --json) or DLIO's summary.json",
+                "path of a .json file",
+                check=check,
+            ),
+            done,
+        )
+
     # --------------------------------------------------------------- drawing
     def _redraw(self) -> None:
         self._title()
@@ -203,15 +239,16 @@ class WorkloadScreen(ConsoleScreen):
     def _session(self) -> None:
         table = self.query_one("#wl-session", DataTable)
         table.clear()
-        for i, e in enumerate(session_entries(self.session_results), 1):
+        for i, e in enumerate(session_entries(self.session_results, self.saved_entries), 1):
             passed = {True: "pass", False: "fail", None: "-"}[e.passed]
             table.add_row(
                 str(i),
                 e.label,
                 "-" if e.au is None else f"{100 * e.au:.1f}%",
-                Text(passed, style="green" if e.passed else "red" if e.passed is False else ""),
-                "-" if e.mb_per_s is None else f"{e.mb_per_s:.0f}",
-                ", ".join(label.split(":")[0] for label in e.level_with) or "-",
+                Text(
+                    passed + (" =" if e.level_with else ""),
+                    style="green" if e.passed else "red" if e.passed is False else "",
+                ),
             )
 
     def _table(self) -> None:
@@ -227,7 +264,12 @@ class WorkloadScreen(ConsoleScreen):
                 "-" if gpu is None else str(gpu),
                 str(row.steps),
                 "-" if row.au is None else f"{100 * row.au:.1f}%",
-                au_bar(row.au, spec.au_threshold),
+                au_bar(row.au, spec.au_threshold, width=12),
+                _num(row.samples_per_s, "{:.1f}"),
+                _num(row.mb_per_s, "{:.0f}"),
+                _num(row.wait_p50_s, "{:.1f}", 1000),
+                _num(row.wait_p99_s, "{:.1f}", 1000),
+                _num(row.first_batch_s, "{:.2f}"),
             )
 
     def _summary(self) -> None:
