@@ -24,6 +24,8 @@ import subprocess
 import sys
 import tempfile
 
+from xferscope.units import parse_size as size
+
 MIB = 1 << 20
 
 
@@ -32,11 +34,6 @@ def xferscope(*args: str) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"xferscope {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
     return json.loads(proc.stdout)
-
-
-def size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

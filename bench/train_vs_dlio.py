@@ -25,20 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-
-def drop_caches() -> bool:
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as fh:
-            fh.write("3\n")
-        return True
-    except OSError:
-        return False
-
-
-def size(text: str) -> int:
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(text[:-1]) * units[text[-1]] if text[-1] in units else int(text)
+from xferscope.target import drop_page_cache as drop_caches
+from xferscope.units import parse_size as size
 
 
 def main(argv: list[str] | None = None) -> int:

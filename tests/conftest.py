@@ -117,6 +117,20 @@ def no_gpu(monkeypatch, tmp_path):
     monkeypatch.setenv("XFERSCOPE_NO_GPU", "1")
 
 
+@contextlib.contextmanager
+def _held(tmp_path_factory, name: str, alone: bool):
+    """A file lock the test processes of this run share (pytest-xdist): exclusive when ``alone``, else shared."""
+    import fcntl
+
+    lock = tmp_path_factory.getbasetemp().parent / name
+    with open(lock, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 @pytest.fixture(autouse=True)
 def _gpu_shared_or_alone(request, tmp_path_factory):
     """GPU tests run side by side (pytest-xdist) on one GPU. Those that read the GPU's free memory to find a leak
@@ -124,15 +138,8 @@ def _gpu_shared_or_alone(request, tmp_path_factory):
     if request.node.get_closest_marker("gpu") is None:
         yield
         return
-    import fcntl
-
-    lock = tmp_path_factory.getbasetemp().parent / "xferscope-gpu.lock"
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if "held_context" in request.fixturenames else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with _held(tmp_path_factory, "xferscope-gpu.lock", alone="held_context" in request.fixturenames):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -140,15 +147,8 @@ def _page_cache_shared_or_alone(request, tmp_path_factory):
     """A comparison drops the whole page cache between its rounds (as root), and a test beside it could lose the
     cached pages it is about to count. Tests that count them (they use ``page_cache_alone``) run alone; every
     other test holds the lock shared."""
-    import fcntl
-
-    lock = tmp_path_factory.getbasetemp().parent / "xferscope-page-cache.lock"
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if "page_cache_alone" in request.fixturenames else fcntl.LOCK_SH)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with _held(tmp_path_factory, "xferscope-page-cache.lock", alone="page_cache_alone" in request.fixturenames):
+        yield
 
 
 @pytest.fixture
