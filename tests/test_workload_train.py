@@ -602,3 +602,39 @@ def test_compare_takes_saved_training_runs(cli):
     assert entry["source"] == "dlio" and entry["au"] == pytest.approx(0.9249, abs=1e-4)
     bad = cli("compare", "--workload", "/nonexistent.json")
     assert bad.code == 2 and "cannot read it" in bad.err
+
+
+def test_an_interrupted_search_keeps_the_counts_it_judged():
+    calls = []
+
+    def measure(n):
+        calls.append(n)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return 0.99, None
+
+    search = find_max(measure, 0.9, 64)
+    assert search.stopped and search.best == 2 and sorted(search.points) == [1, 2, 4]
+    assert search.points[4].aus == []  # the count in flight has no figure
+
+
+def test_ctrl_c_during_find_max_keeps_the_runs(set_dir, tmp_path, no_gpu):
+    js = tmp_path / "f.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *small_train(set_dir, "-T", "2", "--find-max", "--json", str(js))],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(set_dir.iterdir()):
+        time.sleep(0.05)
+    time.sleep(4.0)  # the first count judged, the second under way
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    data = json.loads(js.read_text())
+    assert data["status"] == "interrupted" and data["results"], data
+    assert "INTERRUPTED" in out
+    assert os.listdir(set_dir) == []

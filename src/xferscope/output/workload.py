@@ -83,6 +83,8 @@ def find_max_lines(f: FindMaxResult) -> list[str]:
         f"AU >= {_pct(f.au_threshold)} through {s.path} (compute {s.compute}; {f.runs} runs, "
         f"counts up to {f.upper} tried by doubling then bisecting)"
     ]
+    if f.status != "ok":
+        lines.append(f"  {f.status.upper()}: the counts measured until then (the answer is at least {f.best})")
     for p in f.points:
         runs = ", ".join(_pct(a) for a in p.aus)
         lines.append(f"  {p.accelerators:>4} accelerators: AU {_pct(p.au)} ({runs}) {'pass' if p.passed else 'fail'}")

@@ -35,7 +35,7 @@ class Search:
     upper: int
     points: dict[int, Point] = field(default_factory=dict)
     best: int = 0
-    stopped: bool = False
+    stopped: bool = False  # interrupted: ``best`` is the most that passed before it stopped
 
     @property
     def runs(self) -> int:
@@ -70,22 +70,25 @@ def find_max(
         return point.au >= threshold
 
     lo, hi = 0, None  # lo passes (0: none yet), hi fails
-    n = 1
-    while n <= search.upper:
-        if judge(n):
-            lo = n
-            if n == search.upper:
-                break
-            n = min(n * 2, search.upper)
-        else:
-            hi = n
-            break
-    if hi is not None:
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if judge(mid):
-                lo = mid
+    try:
+        n = 1
+        while n <= search.upper:
+            if judge(n):
+                lo = n
+                if n == search.upper:
+                    break
+                n = min(n * 2, search.upper)
             else:
-                hi = mid
+                hi = n
+                break
+        if hi is not None:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if judge(mid):
+                    lo = mid
+                else:
+                    hi = mid
+    except KeyboardInterrupt:  # Ctrl-C: the counts judged so far stand; the answer is a lower bound
+        search.stopped = True
     search.best = lo
     return search

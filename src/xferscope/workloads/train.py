@@ -137,14 +137,17 @@ class TrainSession:
         spec = spec or self.spec
         upper = min(upper, len(self.data.samples) // spec.batch, most_that_fit(spec, self.data))
 
+        stopped_runs: list[TrainResult] = []  # a run cut short: kept in the record, judged nothing
+
         def measure(n: int) -> tuple[float, TrainResult]:
             result = self.run(spec.with_accelerators(n), on_tick)
-            if result.status == "interrupted" or self.stopped:
+            if result.status != "ok" or self.stopped:
+                stopped_runs.append(result)
                 raise KeyboardInterrupt
             return (math.nan if result.au is None else result.au), result
 
         search = find_max(measure, spec.au_threshold, upper, on_point=on_point)
-        return find_max_record(search)
+        return find_max_record(search, stopped_runs)
 
     def compare_paths(
         self,
@@ -165,6 +168,8 @@ class TrainSession:
                 for p in paths:
                     spec = dataclasses.replace(self.spec, path=p)
                     searches.append(self.find_max(find_max_upper, on_tick=on_tick, spec=spec))
+                    if searches[-1].status != "ok":
+                        raise KeyboardInterrupt
             else:
                 n = len(paths)
                 order = list(zip(labels, paths))
@@ -179,6 +184,7 @@ class TrainSession:
                             raise KeyboardInterrupt
         except KeyboardInterrupt:
             status = "interrupted" if status == "ok" else status
+        searches = [s for s in searches if s.results]
         if searches:
             entries = [entry_of_search(label, s) for label, s in zip(labels, searches)]
         else:
@@ -191,7 +197,7 @@ class TrainSession:
             self.data.close(keep=self.spec.keep)
 
 
-def find_max_record(search: Search) -> FindMaxResult:
+def find_max_record(search: Search, stopped_runs: Sequence[TrainResult] = ()) -> FindMaxResult:
     points = [
         FindMaxPoint(
             accelerators=n,
@@ -200,8 +206,9 @@ def find_max_record(search: Search) -> FindMaxResult:
             passed=p.au >= search.threshold,
         )
         for n, p in sorted(search.points.items())
+        if p.aus  # a count whose run was interrupted has no figure
     ]
-    results = [r for p in search.points.values() for r in p.results]
+    results = [r for p in search.points.values() for r in p.results] + list(stopped_runs)
     return FindMaxResult(
         best=search.best,
         upper=search.upper,
@@ -209,4 +216,5 @@ def find_max_record(search: Search) -> FindMaxResult:
         runs=search.runs,
         points=points,
         results=results,
+        status="interrupted" if search.stopped else "ok",
     )
