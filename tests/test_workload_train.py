@@ -98,6 +98,8 @@ def run_known(io_s: float, compute_s: float, *, steps: int, first: float | None 
     )
     run_accelerators([acc], spec, threading.Event())
     assert acc.record.error is None
+    # the live AU, kept as the steps come, is the one the result computes from all of them
+    assert acc.record.au == pytest.approx(utilisation(acc.record.steps).au)
     return acc.record
 
 

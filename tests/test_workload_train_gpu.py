@@ -53,11 +53,12 @@ def test_each_path_lands_the_samples_bytes_in_gpu_memory(path, direct_dir):
 
 def test_the_kernel_keeps_the_gpu_busy_for_the_time_asked():
     from xferscope.engines import gpu_setup
-    from xferscope.workloads.compute import KERNEL_PTX, GpuCompute
+    from xferscope.workloads.compute import KERNEL_PTX, GpuCompute, compile_spin
 
     with gpu_setup.GpuResources() as res:
         compute = GpuCompute(0, res, {})
-        assert "NVRTC" in compute.label or "PTX" in compute.label
+        ptx, how = compile_spin(gpu_setup.driver(), gpu_setup.device(0))
+        assert b".entry spin" in ptx and how in compute.label, "the label says how the kernel was made"
         assert compute.run(0.05) >= 0.05
         # the PTX text the driver compiles where NVRTC is absent is a kernel too
         cu = gpu_setup.driver()

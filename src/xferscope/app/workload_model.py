@@ -125,6 +125,7 @@ class WorkloadState:
     made: tuple[int, int] | None = None  # (bytes written, of) while the set is made
     rows: dict[int, AcceleratorRow] = field(default_factory=dict)
     steps: dict[int, list] = field(default_factory=dict)  # each accelerator's steps so far (the ticks bring them)
+    ticks: int = 0
     t: float = 0.0
     bytes_read: int = 0
     result: TrainResult | None = None
@@ -138,9 +139,16 @@ class WorkloadState:
         self.t, self.bytes_read = tick["t"], tick["bytes_read"]
         from xferscope.workloads.au import utilisation
 
+        self.ticks += 1
+        # the percentiles go over every step: on a long run of short steps, recomputed every few ticks only
+        every = 1 + sum(len(s) for s in self.steps.values()) // 50_000
         for r in tick["accelerators"]:
             steps = self.steps.setdefault(r["index"], [])
             steps.extend(r.get("new_steps", ()))
+            old = self.rows.get(r["index"])
+            if old is not None and self.ticks % every:
+                old.steps, old.au = r["steps"], _known(r["au"])
+                continue
             u = utilisation(steps)
             self.rows[r["index"]] = AcceleratorRow(
                 r["index"],

@@ -248,12 +248,22 @@ def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
 
 
 def emit_train(
-    result: TrainResult | FindMaxResult | TrainComparison, *, fmt: str, json_path: str | None, csv_path: str | None
+    result: TrainResult | FindMaxResult | TrainComparison,
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+    lines: list[str] | None = None,
 ) -> int:
+    """Print ``result`` (``lines`` where given, else its table; JSON with ``--format json``), then write the files
+    asked for. Returns ExitCode.NOT_WRITTEN when one could not be written, else 0."""
     try:
         with human_output(json_path, csv_path):
             if fmt == "json":
                 typer.echo(encode(result).decode())
+            elif lines is not None:
+                for line in lines:
+                    typer.echo(line)
             else:
                 print_train([result])
     except OSError:
@@ -262,25 +272,6 @@ def emit_train(
         [
             Output("JSON", "--json", json_path, lambda: encode(result).decode() + "\n"),
             Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
-        ]
-    )
-
-
-def emit_compared(c: TrainComparison, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
-    """Saved results side by side (``workload compare``)."""
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                typer.echo(encode(c).decode())
-            else:
-                for line in comparison_lines(c, f"{len(c.entries)} saved training runs"):
-                    typer.echo(line)
-    except OSError:
-        pass
-    return write_outputs(
-        [
-            Output("JSON", "--json", json_path, lambda: encode(c).decode() + "\n"),
-            Output("CSV", "--csv", csv_path, lambda: csv_text(c)),
         ]
     )
 
@@ -364,9 +355,8 @@ def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path
     summary.json, ranked; a file neither reads is one line (exit 2)."""
     from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
 
-    entries = [e for f in files for e in load_entries(f)]
-    written = emit_compared(
-        TrainComparison(rounds=0, entries=rank(entries)), fmt=fmt, json_path=json_path, csv_path=csv_path
-    )
+    c = TrainComparison(rounds=0, entries=rank([e for f in files for e in load_entries(f)]))
+    lines = comparison_lines(c, f"{len(c.entries)} saved training runs")
+    written = emit_train(c, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
     if written:
         raise typer.Exit(written)

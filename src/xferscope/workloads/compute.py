@@ -59,9 +59,6 @@ class SleepCompute:
             time.sleep(seconds)
         return time.perf_counter() - t0
 
-    def close(self) -> None:
-        pass
-
 
 def compile_spin(cu, device) -> tuple[bytes, str]:
     """(PTX, how it was made) for ``device``: NVRTC for its architecture, else the PTX text."""
@@ -143,6 +140,3 @@ class GpuCompute:
                 self.check((rc,), "cuEventQuery")
             time.sleep(POLL_S)
         return time.perf_counter() - t0
-
-    def close(self) -> None:
-        pass

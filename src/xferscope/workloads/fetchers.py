@@ -61,8 +61,6 @@ def host_slot(capacity: int) -> Slot:
 class Fetcher:
     """One reader thread's path. ``read`` puts ``sample`` at ``slot`` offset ``at`` (4 KiB aligned)."""
 
-    labels: tuple[str, ...] = ()
-
     def __init__(self, data: TrainData, block_size: int):
         self.data = data
         self.bs = block_size
@@ -225,8 +223,6 @@ class BounceFetcher(GpuFetcher):
 
 
 class CufileFetcher(GpuFetcher):
-    labels = ()
-
     def __init__(self, data: TrainData, block_size: int, gpu: int, resources):
         super().__init__(data, block_size, gpu, resources)
         from xferscope.engines import cufile_driver

@@ -81,9 +81,6 @@ PRESETS: dict[str, TrainPreset] = {
         file_format="tfrecord",
     ),
 }
-#: the accelerator types some preset knows (b200: unet3d only; MLPerf Storage's configs have no other b200 one
-#: of these workloads)
-ACCELERATOR_TYPES = ("h100", "a100", "b200")
 
 
 def preset(name: str) -> TrainPreset:

@@ -34,16 +34,18 @@ def check_path(spec: TrainSpec) -> None:
             raise EnvironmentProblem(f"--compute gpu: no GPU to compute on: {reason}; use --compute sleep")
 
 
-def check_memory_before(spec: TrainSpec, lengths: list[int]) -> None:
+def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
+    """Every spec's batch buffers fit, before the set is written: the GPUs' free memory asked of one process of
+    its own (CUDA is never loaded here), for all of them at once."""
     from xferscope.isolation import call
     from xferscope.workloads.train_process import check_memory
 
-    capacity = slot_capacity(lengths, spec.batch)
     free: dict[int, int] = {}
-    if spec.lands_in_gpu:
-        gpus = sorted({spec.accelerator_gpu(i) for i in range(spec.accelerators)})
+    gpus = sorted({s.accelerator_gpu(i) for s in specs if s.lands_in_gpu for i in range(s.accelerators)})
+    if gpus:
         free = call("xferscope.workloads.train_process:free_gpu_memory", gpus, what="the GPUs' free memory")
-    check_memory(spec, capacity, free)
+    for spec in specs:
+        check_memory(spec, slot_capacity(lengths, spec.batch), free)
 
 
 def path_labels(paths: Sequence[str]) -> list[str]:
@@ -105,8 +107,7 @@ class TrainSession:
             data = None
             lengths = train_data.plan_generated(spec)[2]
         check_enough(spec, len(lengths))
-        for s in specs:
-            check_memory_before(s, lengths)
+        check_memory_before(specs, lengths)
         if data is None:
             data = train_data.generate(spec, progress, cancel=lambda: self.stopped)
         self.data = data

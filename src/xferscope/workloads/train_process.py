@@ -42,7 +42,6 @@ class TrainSetup:
         self.environment: dict[str, Any] = {}
         self.resources: Any = None  # GpuResources where a GPU is used
         self._host_slots: list = []
-        self._computes: list = []
 
     def build(self) -> None:
         spec, data = self.spec, self.data
@@ -51,13 +50,13 @@ class TrainSetup:
         self.labels.append("O_DIRECT" if data.direct else "buffered (page cache)")
         self.environment["batch_buffer_bytes"] = capacity
         self.environment["batch_buffers_per_accelerator"] = spec.slots
-        if spec.lands_in_gpu or spec.compute == "gpu":
+        if spec.uses_gpu:
             self._gpu_setup(capacity)
         else:
-            self._check_host_memory(capacity)
+            check_memory(spec, capacity, {})
         modules: dict = {}
         for i in range(spec.accelerators):
-            gpu = spec.accelerator_gpu(i) if (spec.lands_in_gpu or spec.compute == "gpu") else None
+            gpu = spec.gpu_of(i)
             if spec.lands_in_gpu:
                 assert gpu is not None
                 slots = [self._dev_slot(gpu, capacity) for _ in range(spec.slots)]
@@ -75,10 +74,9 @@ class TrainSetup:
                 compute = GpuCompute(gpu, self.resources, modules)
             else:
                 compute = SleepCompute()
-            self._computes.append(compute)
             bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
             self.accelerators.append(Accelerator(i, spec, data, gpu, fetchers, compute, slots, limit, bind))
-        self.labels.append(self._computes[0].label)
+        self.labels.append(self.accelerators[0].compute.label)
         from xferscope.engines.host import huge_pages_offered
 
         pages = "2 MiB huge pages" if huge_pages_offered() else "4 KiB pages"
@@ -110,10 +108,9 @@ class TrainSetup:
             self.resources.context(g)
             free[g] = gpu_setup.memory_info(g)[0]
         check_memory(spec, capacity, free)
-        self.environment.update(_gpu_environment(gpus))
+        from xferscope.engines.gpu_native import gpu_environment
 
-    def _check_host_memory(self, capacity: int) -> None:
-        check_memory(self.spec, capacity, {})
+        self.environment.update(gpu_environment(gpus))
 
     def _dev_slot(self, gpu: int, capacity: int):
         from xferscope.workloads.fetchers import Slot
@@ -178,12 +175,6 @@ def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> No
             f"buffers in host memory ({spec.slots} each of {format_bytes(capacity)}), more than is available "
             f"({format_bytes(avail)}): lower --prefetch, --batch or --accelerators",
         )
-
-
-def _gpu_environment(gpus: list[int]) -> dict[str, Any]:
-    from xferscope.engines.gpu_native import gpu_environment
-
-    return gpu_environment(gpus)
 
 
 class TrainHost:

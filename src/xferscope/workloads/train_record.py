@@ -6,7 +6,6 @@ read the file (a damaged or foreign one is one line naming the field); ``schema(
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Sequence
 from typing import Any
@@ -179,10 +178,6 @@ def encode(result: msgspec.Struct) -> bytes:
     return msgspec.json.format(msgspec.json.encode(result), indent=2)
 
 
-def to_builtins(result: msgspec.Struct) -> dict[str, Any]:
-    return msgspec.to_builtins(result)
-
-
 def decode(text: bytes | str, path: str = "<result>") -> TrainResult:
     """A result file read back; a damaged or foreign one raises FormatError naming the field."""
     try:
@@ -195,7 +190,3 @@ def decode(text: bytes | str, path: str = "<result>") -> TrainResult:
 
 def schema() -> dict[str, Any]:
     return msgspec.json.schema(TrainResult)
-
-
-def spec_dict(spec: TrainSpec) -> dict[str, Any]:
-    return dataclasses.asdict(spec)

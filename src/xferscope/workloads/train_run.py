@@ -115,7 +115,7 @@ class TrainRun:
         while (message := self._recv(child)) is not None and message[0] != "closed":
             pass
         if runs is None or not runs:
-            runs = [(i, self._gpu(i), self._steps.get(i, []), self._read.get(i, 0)) for i in range(spec.accelerators)]
+            runs = [(i, spec.gpu_of(i), self._steps.get(i, []), self._read.get(i, 0)) for i in range(spec.accelerators)]
         return TrainResult.from_steps(
             spec,
             self.data.describe(),
@@ -128,9 +128,6 @@ class TrainRun:
             environment=self.environment,
             error=error,
         )
-
-    def _gpu(self, i: int) -> int | None:
-        return self.spec.accelerator_gpu(i) if (self.spec.lands_in_gpu or self.spec.compute == "gpu") else None
 
     def _take(self, tick: dict[str, Any]) -> None:
         for row in tick["accelerators"]:

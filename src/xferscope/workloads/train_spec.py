@@ -55,8 +55,17 @@ class TrainSpec:
     def lands_in_gpu(self) -> bool:
         return self.path != "host"
 
+    @property
+    def uses_gpu(self) -> bool:
+        """Batches land in GPU memory, or the computation runs there."""
+        return self.lands_in_gpu or self.compute == "gpu"
+
     def accelerator_gpu(self, index: int) -> int:
         return self.gpus[index % len(self.gpus)]
+
+    def gpu_of(self, index: int) -> int | None:
+        """The GPU accelerator ``index`` uses (round-robin over --gpu), None where the run uses none."""
+        return self.accelerator_gpu(index) if self.uses_gpu else None
 
     def with_accelerators(self, n: int) -> TrainSpec:
         return dataclasses.replace(self, accelerators=n).validate()

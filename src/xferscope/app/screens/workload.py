@@ -258,7 +258,7 @@ class WorkloadScreen(ConsoleScreen):
         if spec is None:
             return
         for row in self.state.rows.values():
-            gpu = spec.accelerator_gpu(row.index) if (spec.lands_in_gpu or spec.compute == "gpu") else None
+            gpu = spec.gpu_of(row.index)
             table.add_row(
                 str(row.index),
                 "-" if gpu is None else str(gpu),
