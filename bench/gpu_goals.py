@@ -4,7 +4,10 @@ Every figure comes from the product itself (`xferscope workload train`, `xfersco
 rounds with an A/A pair beside) or from the bench scripts beside this one; nothing is assumed. A goal whose
 measurement does not fit in the time left is printed as "not run" with the reason.
 
-Training input into the GPU (group "train", the default):
+KV-cache restores and model loads into the GPU (groups "kvcache" and "load", the default): see
+bench/inference_goals.py.
+
+Training input into the GPU (group "train"):
   * unet3d and cosmoflow with H100 computation times through host, bounce-async and cufile: each run ends with
     its AU measured (met), and the AU, MB/s and pass or fail are printed;
   * --find-max for cosmoflow through bounce-async: the count found, and its runs against a full scan's;
@@ -35,6 +38,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from inference_goals import kvcache_goals, load_goals  # noqa: E402  (beside this script)
+
 POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
 #: the timeline's variants: host, bounce, bounce-async's read ring, the ring with one block a copy, no ring
 TIMELINE_VARIANTS = ("host", "bounce", "bounce-async", "bounce-async@b1", "bounce-async@lifo")
@@ -517,7 +523,9 @@ def main(argv: list[str] | None = None) -> int:
         "--standins", action="store_true", help="the timeline on host stand-ins for CUDA (checks the script)"
     )
     ap.add_argument(
-        "--only", default="train", help="which groups of goals to run: train, storage, timeline, cache, kvikio"
+        "--only",
+        default="kvcache,load",
+        help="which groups of goals to run: kvcache, load, train, storage, timeline, cache, kvikio",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -531,6 +539,8 @@ def main(argv: list[str] | None = None) -> int:
         "timeline": timeline,
         "cache": cache_point,
         "kvikio": kvikio,
+        "kvcache": kvcache_goals,
+        "load": load_goals,
     }
     for name in args.only.split(","):
         groups[name.strip()](g, args)

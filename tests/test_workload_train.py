@@ -23,8 +23,9 @@ from xferscope.workloads.au import Step, percentile, utilisation
 from xferscope.workloads.compute import SleepCompute
 from xferscope.workloads.fetchers import Fetcher, Slot, slot_capacity
 from xferscope.workloads.find_max import find_max
+from xferscope.workloads.records import encode
 from xferscope.workloads.train_data import DataFile, SampleRef, TrainData
-from xferscope.workloads.train_record import TrainResult, decode, encode, schema
+from xferscope.workloads.train_record import TrainResult, decode, schema
 from xferscope.workloads.train_spec import train_spec
 
 # ------------------------------------------------------------------ AU, as DLIO defines it

@@ -128,6 +128,11 @@ def _size(text: str, field: str) -> int:
         raise SpecError(field, str(exc)) from None
 
 
+def optional_size(text: str | None, field: str) -> int | None:
+    """A size the user may leave out (None stays None); a bad one is one line naming the option."""
+    return None if text is None else _size(text, field)
+
+
 def gpu_list(text: str | None) -> list[int]:
     if text is None:
         return [0]

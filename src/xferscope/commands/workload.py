@@ -14,28 +14,21 @@ from xferscope.commands.options import (
     SeedOpt,
     check_format,
     gpu_list,
+    optional_size,
 )
 from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.units import parse_duration, parse_size
+from xferscope.units import parse_duration
 
 workload_app = typer.Typer(
     name="workload",
-    help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation).",
+    help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation), kvcache "
+    "(KV-cache restores), load (model loads from safetensors).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
 )
-
-
-def _size(text: str | None, option: str) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_size(text)
-    except ValueError as exc:
-        raise SpecError(option, str(exc)) from None
 
 
 def _share(text: str | None) -> float | None:
@@ -140,8 +133,8 @@ def train_command(
         gpus=tuple(gpu_list(gpu)) if gpu is not None else None,
         path=paths[0],
         compute=compute,
-        sample_size=_size(sample_size, "sample-size"),
-        sample_sd=_size(sample_sd, "sample-sd"),
+        sample_size=optional_size(sample_size, "sample-size"),
+        sample_sd=optional_size(sample_sd, "sample-sd"),
         samples_per_file=samples_per_file,
         files=files,
         batch=batch,
@@ -154,7 +147,7 @@ def train_command(
         epochs=epochs,
         directory=directory,
         data=data,
-        block_size=_size(bs, "bs"),
+        block_size=optional_size(bs, "bs"),
         seed=seed,
         keep=keep,
         buffered=buffered,
@@ -185,4 +178,7 @@ def compare_command(
 def register(app: typer.Typer) -> None:
     workload_app.command("train")(train_command)
     workload_app.command("compare")(compare_command)
+    from xferscope.commands.workload_inference import register as register_inference
+
+    register_inference(workload_app)
     app.add_typer(workload_app, name="workload")

@@ -12,8 +12,9 @@ import typer
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, human_output, write_outputs
 from xferscope.units import format_bytes
+from xferscope.workloads.records import encode
 from xferscope.workloads.train_compare import TrainComparison
-from xferscope.workloads.train_record import FindMaxResult, TrainResult, encode
+from xferscope.workloads.train_record import FindMaxResult, TrainResult
 
 
 def _pct(x: float | None) -> str:

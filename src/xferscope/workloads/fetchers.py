@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem, RunFailed
-from xferscope.workloads.train_data import ALIGN, SampleRef, TrainData
+from xferscope.workloads.train_data import ALIGN, SampleRef
 
 #: sleep between two questions to a copy's event
 EVENT_POLL_S = 20e-6
@@ -61,8 +61,8 @@ def host_slot(capacity: int) -> Slot:
 class Fetcher:
     """One reader thread's path. ``read`` puts ``sample`` at ``slot`` offset ``at`` (4 KiB aligned)."""
 
-    def __init__(self, data: TrainData, block_size: int):
-        self.data = data
+    def __init__(self, data: Any, block_size: int):
+        self.data = data  # TrainData, or transfer.Files: .files (each .path, .size) and .direct
         self.bs = block_size
         self._file: int | None = None
         self._fd = -1
@@ -135,7 +135,7 @@ class HostFetcher(Fetcher):
 class GpuFetcher(Fetcher):
     """Shared by the paths whose data lands in GPU memory: the reader's context and stream."""
 
-    def __init__(self, data: TrainData, block_size: int, gpu: int, resources):
+    def __init__(self, data: Any, block_size: int, gpu: int, resources):
         super().__init__(data, block_size)
         from xferscope.engines import gpu_setup
 
@@ -177,7 +177,7 @@ class BounceFetcher(GpuFetcher):
     """``buffers`` pinned buffers of ``--bs`` taking turns; with one, every copy is waited for before the next
     read (bounce), with two the next read overlaps the last copy (bounce-async)."""
 
-    def __init__(self, data: TrainData, block_size: int, gpu: int, resources, buffers: int):
+    def __init__(self, data: Any, block_size: int, gpu: int, resources, buffers: int):
         super().__init__(data, block_size, gpu, resources)
         self.staging = [_Staging(self, block_size) for _ in range(buffers)]
         self._turn = 0
@@ -223,7 +223,7 @@ class BounceFetcher(GpuFetcher):
 
 
 class CufileFetcher(GpuFetcher):
-    def __init__(self, data: TrainData, block_size: int, gpu: int, resources):
+    def __init__(self, data: Any, block_size: int, gpu: int, resources):
         super().__init__(data, block_size, gpu, resources)
         from xferscope.engines import cufile_driver
 
@@ -279,9 +279,11 @@ class CufileFetcher(GpuFetcher):
             raise self._short(sample, pos, length)
 
 
-def make_fetcher(path: str, data: TrainData, block_size: int, gpu: int | None, resources: Any) -> Fetcher:
+def make_fetcher(path: str, data: Any, block_size: int, gpu: int | None, resources: Any) -> Fetcher:
     if path == "host":
         return HostFetcher(data, block_size)
+    if path == "mmap":
+        return MmapCopyFetcher(data, block_size, gpu, resources)
     assert gpu is not None
     if path == "bounce":
         return BounceFetcher(data, block_size, gpu, resources, buffers=1)
@@ -298,3 +300,64 @@ def slot_capacity(lengths: list[int], batch: int) -> int:
     widest = sorted(lengths, reverse=True)[:batch]
     need = sum(-(-(n + ALIGN) // ALIGN) * ALIGN + ALIGN for n in widest)
     return -(-need // (2 << 20)) * (2 << 20)
+
+
+class MmapCopyFetcher(Fetcher):
+    """``safetensors``' way: the file mapped, each piece copied out of the mapping by the driver from pageable
+    memory to the GPU (cuMemcpyHtoD, which stages through its own pinned buffers), or into host memory where the
+    run has no GPU. The reads are the page faults of the copy (with the kernel's read-ahead)."""
+
+    def __init__(self, data, block_size: int, gpu: int | None, resources):
+        super().__init__(data, block_size)
+        self.gpu = gpu
+        self._map: tuple[int, int] | None = None
+        if gpu is not None:
+            from xferscope.engines import gpu_setup
+
+            self.cu = gpu_setup.driver()
+            self.check = gpu_setup.check
+            resources.context(gpu)
+
+    def fd_for(self, file: int) -> int:
+        if file != self._file:
+            self.close_file()
+            path = self.data.files[file].path
+            try:
+                self._fd = os.open(path, os.O_RDONLY)
+            except OSError as exc:
+                raise RunFailed(f"cannot open {path}: {exc.strerror}") from None
+            self._file = file
+            self.opened(file)
+        return self._fd
+
+    def opened(self, file: int) -> None:
+        from xferscope.engines.page_cache import _MAP_FAILED, _libc
+
+        size = self.data.files[file].size
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, self._fd, 0)
+        if addr in (None, _MAP_FAILED):
+            raise RunFailed(f"cannot map {self.data.files[file].path}: errno {ctypes.get_errno()}")
+        self._map = (addr, size)
+
+    def close_file(self) -> None:
+        if self._map is not None:
+            from xferscope.engines.page_cache import _libc
+
+            _libc.munmap(ctypes.c_void_p(self._map[0]), self._map[1])
+            self._map = None
+        super().close_file()
+
+    def extent(self, sample: SampleRef) -> tuple[int, int]:
+        return sample.offset, sample.length
+
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        self.fd_for(sample.file)
+        assert self._map is not None
+        if sample.offset + sample.length > self._map[1]:
+            raise self._short(sample, max(0, self._map[1] - sample.offset), sample.length)
+        src = self._map[0] + sample.offset
+        if slot.dev is not None:
+            self.check(self.cu.cuMemcpyHtoD(slot.dev + at, src, sample.length), "cuMemcpyHtoD")
+        else:
+            assert slot.host is not None
+            slot.host[at : at + sample.length] = memoryview((ctypes.c_char * sample.length).from_address(src)).cast("B")

@@ -1,30 +1,24 @@
-"""A training-input run in the engine's own process (started by ``train_run.TrainRun``).
-
-What passes over the channel, in order (parent -> child on the left):
-
-    {spec, data}                          ("ready", labels, environment) or ("error", …)
-    "start"                               ("tick", progress)… every --interval
-    "stop" (any time)                     ("ended", steps per accelerator, figures of the process, error)
-    "close" (any time)                    ("closed",)
+"""A training-input run in the engine's own process (started by ``train_run.TrainRun``, over
+``process_host``'s channel): the job is {spec, data}, the payload at the end (seconds, steps per accelerator).
 
 Set-up (GPU memory checked, batch buffers, pinned buffers, streams, the kernel) happens before "ready",
-outside the timed region. When the parent is gone the run stops, frees what it holds and the process leaves.
+outside the timed region.
 """
 
 from __future__ import annotations
 
-import os
-import resource
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
+from xferscope.isolation import Channel
 from xferscope.units import format_bytes
 from xferscope.workloads.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.compute import SleepCompute
 from xferscope.workloads.fetchers import host_slot, make_fetcher, slot_capacity
+from xferscope.workloads.process_host import serve_with
 from xferscope.workloads.train_data import TrainData
 from xferscope.workloads.train_spec import TrainSpec
 
@@ -117,6 +111,15 @@ class TrainSetup:
 
         return Slot(capacity, dev=self.resources.device_memory(gpu, capacity))
 
+    def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
+        seconds = run_accelerators(self.accelerators, self.spec, stop, on_tick)
+        runs = [
+            (a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read, a.record.cpu_s)
+            for a in self.accelerators
+        ]
+        failed = next((a.record.error for a in self.accelerators if a.record.error is not None), None)
+        return (seconds, runs), failed
+
     def close(self) -> None:
         for a in self.accelerators:
             for f in a.fetchers:
@@ -177,87 +180,5 @@ def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> No
         )
 
 
-class TrainHost:
-    def __init__(self, channel: Channel, job: dict[str, Any]):
-        self.channel = channel
-        self.job = job
-        self.stop = threading.Event()
-        self._start = threading.Event()
-        self._close = threading.Event()
-        self._done = threading.Event()
-
-    def send(self, message: Any) -> None:
-        try:
-            self.channel.send(message)
-        except OSError:
-            pass
-
-    def serve(self) -> None:
-        life = threading.Thread(target=self._life, name="xferscope-train-life", daemon=True)
-        life.start()
-        try:
-            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), self._done.is_set)
-        except ParentGone:
-            self.stop.set()
-            self._close.set()
-            self._start.set()
-            life.join(30)
-            sys.stderr.flush()
-            os._exit(0)
-        life.join(30)
-
-    def _handle(self, command) -> None:
-        if command == "start":
-            self._start.set()
-        elif command == "stop":
-            self.stop.set()
-        elif command == "close":
-            self.stop.set()
-            self._close.set()
-            self._start.set()
-
-    def _life(self) -> None:
-        setup = TrainSetup(self.job["spec"], self.job["data"])
-        try:
-            try:
-                setup.build()
-            except BaseException as exc:
-                self.send(("error", error_to_wire(exc)))
-                return
-            self.send(("ready", setup.labels, setup.environment))
-            self._start.wait()
-            if self.stop.is_set():
-                self.send(("ended", [], {}, None))
-                return
-            before = resource.getrusage(resource.RUSAGE_SELF)
-            error = None
-            try:
-                seconds = run_accelerators(setup.accelerators, setup.spec, self.stop, lambda p: self.send(("tick", p)))
-            except BaseException as exc:  # pragma: no cover - run_accelerators catches the threads' errors
-                seconds, error = 0.0, error_to_wire(exc)
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            runs = [
-                (a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read, a.record.cpu_s)
-                for a in setup.accelerators
-            ]
-            failed = next((a.record.error for a in setup.accelerators if a.record.error is not None), None)
-            if failed is not None and error is None:
-                error = error_to_wire(failed)
-            process = {"seconds": seconds, "cpu_seconds": cpu, "peak_rss_bytes": after.ru_maxrss * 1024}
-            self.send(("ended", runs, process, error))
-        finally:
-            self._close.wait()
-            try:
-                setup.close()
-            finally:
-                self.send(("closed",))
-                self._done.set()
-
-
 def serve(channel: Channel) -> None:
-    try:
-        job = channel.recv()
-    except EOFError:
-        return
-    TrainHost(channel, job).serve()
+    serve_with(channel, lambda job: TrainSetup(job["spec"], job["data"]))

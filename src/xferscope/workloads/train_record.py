@@ -12,8 +12,9 @@ from typing import Any
 
 import msgspec
 
-from xferscope.errors import FormatError
 from xferscope.workloads.au import mean_au, percentile, utilisation
+from xferscope.workloads.records import decode_as
+from xferscope.workloads.records import num as _num
 from xferscope.workloads.train_spec import TrainSpec
 
 SCHEMA_VERSION = 1
@@ -170,22 +171,9 @@ class FindMaxResult(msgspec.Struct, kw_only=True):
         return self.results[0].spec
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or math.isnan(x) or math.isinf(x) else float(x)
-
-
-def encode(result: msgspec.Struct) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(result), indent=2)
-
-
 def decode(text: bytes | str, path: str = "<result>") -> TrainResult:
     """A result file read back; a damaged or foreign one raises FormatError naming the field."""
-    try:
-        return msgspec.json.decode(text, type=TrainResult)
-    except msgspec.ValidationError as exc:
-        raise FormatError(path, None, f"not a training result xferscope can read: {exc}") from None
-    except msgspec.DecodeError as exc:
-        raise FormatError(path, None, f"not JSON: {exc}") from None
+    return decode_as(TrainResult, text, path, "a training result")
 
 
 def schema() -> dict[str, Any]:

@@ -1,0 +1,213 @@
+"""`xferscope workload kvcache` and `xferscope workload load`: KV-cache restores and model loads into the GPU."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from xferscope.commands.options import (
+    CsvOpt,
+    FormatOpt,
+    JsonOpt,
+    KeepOpt,
+    SeedOpt,
+    check_format,
+    gpu_list,
+    optional_size,
+)
+from xferscope.errors import SpecError
+from xferscope.output.files import check_outputs
+from xferscope.output.terminal import install_hangup_handlers
+from xferscope.units import parse_duration
+
+PathOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--path",
+        "-x",
+        help="host, bounce, bounce-async, cufile; a comma list runs each over one data set in rotated rounds and "
+        "ranks them (a path twice: an A/A pair)",
+    ),
+]
+RoundsOpt = Annotated[int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")]
+DirOpt = Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")]
+
+
+def _paths(path: str | None) -> tuple[list[str], str]:
+    """The paths asked for, or the default: into the GPU by bounce-async where there is one, else host."""
+    if path is not None:
+        paths = [p.strip() for p in path.split(",") if p.strip()]
+        if not paths:
+            raise SpecError("path", "no path given")
+        return paths, ""
+    from xferscope.gpus import gpu_count
+
+    n, why = gpu_count()
+    return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
+
+
+def _start(fmt: str, json_path: str | None, csv_path: str | None, rounds: int) -> None:
+    check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
+
+
+def kvcache_command(
+    model: Annotated[
+        str, typer.Option("--model", "-m", help="llama3.1-8b, llama3.1-70b, deepseek-v3, llama3.2-1b or custom")
+    ] = "llama3.1-8b",
+    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", help="custom (or override): head dim")] = None,
+    dtype: Annotated[
+        str | None, typer.Option("--dtype", help="bf16, fp16, fp32, fp8 (the model's when left out)")
+    ] = None,
+    chunk_tokens: Annotated[int, typer.Option("--chunk-tokens", help="tokens per chunk (LMCache's default 256)")] = 256,
+    tp: Annotated[int, typer.Option("--tp", help="tensor-parallel ranks: the KV heads split over them")] = 1,
+    layout: Annotated[
+        str, typer.Option("--layout", help="block: a read per chunk; layer: a read per K and V plane of a layer")
+    ] = "block",
+    prompt_tokens: Annotated[
+        str, typer.Option("--prompt-tokens", help="tokens per prompt: 8192, 1024-8192 (uniform) or normal:MEAN,SD")
+    ] = "8192",
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="requests restored at once")] = 1,
+    hit_ratio: Annotated[float, typer.Option("--hit-ratio", help="share of a prompt's chunks found on disk")] = 1.0,
+    requests: Annotated[int | None, typer.Option("--requests", "-n", help="requests to restore")] = None,
+    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None,
+    path: PathOpt = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks go round-robin over")] = None,
+    cache: Annotated[str | None, typer.Option("--cache", help="read an existing cache in LMCache's GDS layout")] = None,
+    directory: DirOpt = None,
+    cache_chunks: Annotated[
+        int | None, typer.Option("--cache-chunks", help="chunks per rank in the generated cache")
+    ] = None,
+    bs: Annotated[
+        str | None, typer.Option("--bs", "-i", help="bounce paths: staging per read (default: the read)")
+    ] = None,
+    prefill_rate: Annotated[
+        float | None, typer.Option("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
+    ] = None,
+    buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
+    rounds: RoundsOpt = 3,
+    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    seed: SeedOpt = 0x5EED,
+    keep: KeepOpt = False,
+    json_path: JsonOpt = None,
+    csv_path: CsvOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
+    restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
+    length above which restoring beats recomputing."""
+    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.models import model as model_shape
+
+    _start(fmt, json_path, csv_path, rounds)
+    paths, note = _paths(path)
+    shape = model_shape(model, layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype)
+    spec = KvSpec(
+        model=shape,
+        prompt=parse_prompt(prompt_tokens),
+        chunk_tokens=chunk_tokens,
+        tp=tp,
+        layout=layout,
+        concurrency=concurrency,
+        hit_ratio=hit_ratio,
+        requests=requests,
+        duration=parse_duration(duration) if duration is not None else None,
+        path=paths[0],
+        gpus=tuple(gpu_list(gpu)),
+        cache=cache,
+        directory=directory,
+        cache_chunks=cache_chunks,
+        block_size=optional_size(bs, "bs"),
+        prefill_rate=prefill_rate,
+        seed=seed,
+        keep=keep,
+        buffered=buffered,
+        interval=interval,
+        defaults_note=note,
+    )
+    if spec.requests is None and spec.duration is None:
+        spec = dataclasses.replace(spec, requests=32)
+    spec.validate()
+    for p in paths[1:]:
+        dataclasses.replace(spec, path=p).validate()
+    install_hangup_handlers()
+    from xferscope.output.workload_inference import kvcache_and_report
+
+    kvcache_and_report(spec, paths, rounds, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def load_command(
+    files: Annotated[
+        str | None, typer.Option("--files", help="your .safetensors shards: a pattern or a directory")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="generate shards: llama3.1-8b, llama3.1-70b, llama3.2-1b")
+    ] = None,
+    layers: Annotated[int | None, typer.Option("--layers", help="--model: override the layers")] = None,
+    dtype: Annotated[str | None, typer.Option("--dtype", help="--model: bf16, fp16, fp32, fp8")] = None,
+    shard_size: Annotated[str, typer.Option("--shard-size", help="--model: largest shard (Hugging Face's 5GB)")] = "5G",
+    path: PathOpt = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", "-d", help="GPUs the tensors are split over, as tensor parallelism")
+    ] = None,
+    threads: Annotated[int, typer.Option("--threads", "-t", help="reader threads")] = 8,
+    split: Annotated[
+        str, typer.Option("--split", help="tensors cut into pieces of at most this, read in parallel")
+    ] = "16M",
+    cache: Annotated[
+        str, typer.Option("--cache", help="cold (page cache emptied of the shards, O_DIRECT) or warm")
+    ] = "cold",
+    directory: DirOpt = None,
+    verify: Annotated[
+        bool, typer.Option("--verify", "-V", help="after the load, check every tensor's bytes landed")
+    ] = False,
+    rounds: RoundsOpt = 3,
+    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    seed: SeedOpt = 0x5EED,
+    keep: KeepOpt = False,
+    json_path: JsonOpt = None,
+    csv_path: CsvOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first
+    byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost."""
+    from xferscope.workloads.load_spec import LoadSpec
+    from xferscope.workloads.models import model as model_shape
+
+    _start(fmt, json_path, csv_path, rounds)
+    paths, note = _paths(path)
+    size = optional_size(shard_size, "shard-size")
+    assert size is not None
+    spec = LoadSpec(
+        files=files,
+        model=model_shape(model, layers=layers, dtype=dtype) if model is not None else None,
+        shard_size=size,
+        path=paths[0],
+        gpus=tuple(gpu_list(gpu)),
+        threads=threads,
+        split=optional_size(split, "split") or 0,
+        cache=cache,
+        directory=directory,
+        verify=verify,
+        seed=seed,
+        keep=keep,
+        interval=interval,
+        defaults_note=note,
+    ).validate()
+    for p in paths[1:]:
+        dataclasses.replace(spec, path=p).validate()
+    install_hangup_handlers()
+    from xferscope.output.workload_inference import load_and_report
+
+    load_and_report(spec, paths, rounds, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("kvcache")(kvcache_command)
+    app.command("load")(load_command)

@@ -1,0 +1,344 @@
+"""KV-cache restores and model loads on the terminal and in their files: the table first, then ``--json``
+(the record) and ``--csv`` (a row per run, and per GPU)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+import typer
+
+from xferscope.errors import ExitCode
+from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.workload import _clear, _fill_line, _write
+from xferscope.units import format_bytes
+from xferscope.workloads.kvcache import KvComparison, KvSession
+from xferscope.workloads.kvcache_record import KvResult
+from xferscope.workloads.load import LoadComparison, LoadSession
+from xferscope.workloads.load_record import LoadResult
+from xferscope.workloads.side_by_side import Entry
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.1f} ms"
+
+
+def _s(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} s"
+
+
+def _f(x: float | None, fmt: str = "{:.2f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def _gpu(g: int | None) -> str:
+    return "host" if g is None else f"GPU {g}"
+
+
+# ------------------------------------------------------------------ kvcache
+
+
+def kv_lines(r: KvResult) -> list[str]:
+    s = r.spec
+    lines = [
+        f"workload kvcache {s.model.name}: {r.formula}",
+        f"  chunks of {s.chunk_tokens} tokens ({format_bytes(r.cache.get('chunk_payload_bytes', 0))} per rank), "
+        f"--tp {s.tp}, layout {s.layout}, prompts {s.prompt.text} tokens, hit ratio {s.hit_ratio:g}, "
+        f"concurrency {s.concurrency}, through {s.path}",
+    ]
+    if r.incomplete:
+        lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the requests restored)")
+    lines.append(
+        f"  {r.requests} requests restored | restore p50 {_ms(r.restore_p50_s)} p99 {_ms(r.restore_p99_s)} | "
+        f"{_f(r.gb_per_s)} GB/s | {_f(r.chunks_per_s, '{:.1f}')} chunks/s | {_f(r.tokens_per_s, '{:.0f}')} tokens/s | "
+        f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+    )
+    for g in r.per_gpu:
+        lines.append(f"    {_gpu(g.gpu):>8}: {_f(g.gb_per_s)} GB/s ({format_bytes(g.bytes)})")
+    b = r.break_even
+    if b is not None:
+        if b.tokens is None:
+            lines.append(
+                f"  break-even at {b.prefill_rate:g} tokens/s prefill: none: restoring takes {1e6 * b.s_per_token:.1f} us "
+                f"a token here, recomputing {1e6 / b.prefill_rate:.1f} us ({b.fit})"
+            )
+        elif b.tokens <= s.chunk_tokens:
+            lines.append(
+                f"  break-even at {b.prefill_rate:g} tokens/s prefill: every prompt with a chunk on disk restores faster "
+                f"than it recomputes (restore = {1000 * b.fixed_s:.2f} ms + {1e6 * b.s_per_token:.2f} us a token; {b.fit})"
+            )
+        else:
+            lines.append(
+                f"  break-even at {b.prefill_rate:g} tokens/s prefill: prompts over {b.tokens} tokens restore faster "
+                f"than they recompute (restore = {1000 * b.fixed_s:.2f} ms + {1e6 * b.s_per_token:.2f} us a token; "
+                f"{b.fit}; restores come in chunks of {s.chunk_tokens})"
+            )
+    c = r.cache
+    lines.append(
+        f"  cache: {c.get('chunk_files')} chunk files, {format_bytes(c.get('bytes', 0))} "
+        f"({'generated' if c.get('generated') else 'read as it is'}) in {c.get('where')}"
+        + (" (kept)" if c.get("kept") else "")
+    )
+    if r.labels:
+        lines.append("  " + "; ".join(r.labels))
+    return lines
+
+
+def kv_csv(r: KvResult | KvComparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(
+        [
+            "path",
+            "gpu",
+            "requests",
+            "restore_p50_s",
+            "restore_p99_s",
+            "gb_per_s",
+            "chunks_per_s",
+            "tokens_per_s",
+            "cpu_s_per_gib",
+            "status",
+        ]
+    )
+    for run in r.results if isinstance(r, KvComparison) else [r]:
+        w.writerow(
+            [
+                run.path,
+                "all",
+                run.requests,
+                run.restore_p50_s,
+                run.restore_p99_s,
+                run.gb_per_s,
+                run.chunks_per_s,
+                run.tokens_per_s,
+                run.cpu_s_per_gib,
+                run.status,
+            ]
+        )
+        for g in run.per_gpu:
+            w.writerow([run.path, "host" if g.gpu is None else g.gpu, "", "", "", g.gb_per_s, "", "", "", run.status])
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------ load
+
+
+def load_lines(r: LoadResult) -> list[str]:
+    s = r.spec
+    d = r.data
+    what = s.model.name if s.model is not None else s.files
+    lines = [
+        f"workload load {what}: {d.get('shards')} shards, {d.get('tensors')} tensors, {format_bytes(d.get('bytes', 0))}, "
+        f"{r.cache_state}, through {s.path}"
+    ]
+    if r.incomplete:
+        lines.append(
+            f"  {r.status.upper()}: {r.error or 'stopped before its end'} ({r.pieces_done} of {r.pieces} pieces landed)"
+        )
+    lines.append(
+        f"  loaded in {_s(r.load_s)} | first byte {'on the GPU' if s.lands_in_gpu else 'landed'} {_ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
+        f"slowest shard {r.slowest_shard or '-'} | {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+    )
+    for g in r.per_gpu:
+        lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {_s(g.seconds)}, {_f(g.gb_per_s)} GB/s")
+    slow = sorted((x for x in r.shards if x.seconds is not None), key=lambda x: -(x.seconds or 0))[:3]
+    if len(r.shards) > 1 and slow:
+        lines.append("  slowest shards: " + ", ".join(f"{x.name} {_s(x.seconds)}" for x in slow))
+    if r.verified is not None:
+        v = r.verified
+        lines.append(
+            f"  verified: {v.pieces} pieces, every byte as in the files"
+            if not v.differ
+            else f"  VERIFY FAILED: {v.differ} of {v.pieces} pieces differ from the files (first: {v.first})"
+        )
+    if r.labels:
+        lines.append("  " + "; ".join(r.labels))
+    return lines
+
+
+def load_csv(r: LoadResult | LoadComparison) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(
+        [
+            "path",
+            "cache",
+            "gpu",
+            "load_s",
+            "first_byte_s",
+            "gb_per_s",
+            "bytes",
+            "slowest_shard",
+            "cpu_s_per_gib",
+            "status",
+        ]
+    )
+    for run in r.results if isinstance(r, LoadComparison) else [r]:
+        w.writerow(
+            [
+                run.path,
+                run.cache_state,
+                "all",
+                run.load_s,
+                run.first_byte_s,
+                run.gb_per_s,
+                run.bytes_read,
+                run.slowest_shard,
+                run.cpu_s_per_gib,
+                run.status,
+            ]
+        )
+        for g in run.per_gpu:
+            w.writerow(
+                [
+                    run.path,
+                    run.cache_state,
+                    "host" if g.gpu is None else g.gpu,
+                    g.seconds,
+                    "",
+                    g.gb_per_s,
+                    g.bytes,
+                    "",
+                    "",
+                    run.status,
+                ]
+            )
+    return buf.getvalue()
+
+
+# ------------------------------------------------------------------ side by side
+
+
+def comparison_lines(
+    title: str,
+    entries: list[Entry],
+    results: list[Any],
+    figure: str,
+    fmt: Callable[[float | None], str],
+    extra: Callable[[Any], str],
+    status: str,
+) -> list[str]:
+    lines = [title, f"  {'#':>2} {'path':<16} {'runs':>4} {figure:>12} {'range':>23}  {'':<40} level with"]
+    for i, e in enumerate(entries, 1):
+        mine = [r for r in results if r.path == e.path]
+        rng = "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}"
+        lines.append(
+            f"  {i:>2} {e.label[:16]:<16} {e.runs:>4} {fmt(e.value):>12} {rng:>23}  {extra(mine[-1]) if mine else '':<40} {', '.join(e.level_with) or '-'}"
+        )
+    lines.append(
+        f"  ranked: the lowest median {figure} first; entries whose ranges overlap or whose medians lie within 2% are level"
+    )
+    if status != "ok":
+        lines.append(f"  {status.upper()}: the rounds measured until then")
+    return lines
+
+
+def kv_comparison_lines(c: KvComparison) -> list[str]:
+    s = c.spec
+    return comparison_lines(
+        f"workload kvcache {s.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds over one cache "
+        f"(layout {s.layout}, concurrency {s.concurrency}, prompts {s.prompt.text})",
+        c.entries,
+        c.results,
+        "restore p50",
+        _ms,
+        lambda r: f"{_f(r.gb_per_s)} GB/s, {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB",
+        c.status,
+    )
+
+
+def load_comparison_lines(c: LoadComparison) -> list[str]:
+    s = c.spec
+    return comparison_lines(
+        f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
+        c.entries,
+        c.results,
+        "load time",
+        _s,
+        lambda r: f"{_f(r.gb_per_s)} GB/s, {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB",
+        c.status,
+    )
+
+
+# ------------------------------------------------------------------ the run and its outputs
+
+
+def emit(
+    result: msgspec.Struct,
+    lines: list[str],
+    csv_of: Callable[[Any], str],
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+) -> int:
+    def as_json() -> str:
+        return msgspec.json.format(msgspec.json.encode(result), indent=2).decode()
+
+    try:
+        with human_output(json_path, csv_path):
+            for line in [as_json()] if fmt == "json" else lines:
+                typer.echo(line)
+    except OSError:
+        pass
+    return write_outputs(
+        [
+            Output("JSON", "--json", json_path, lambda: as_json() + "\n"),
+            Output("CSV", "--csv", csv_path, lambda: csv_of(result)),
+        ]
+    )
+
+
+def _report(
+    session: Any,
+    paths: list[str],
+    rounds: int,
+    lines_of: Callable,
+    compare_lines: Callable,
+    csv_of: Callable,
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+) -> None:
+    live = sys.stderr.isatty() and fmt != "json"
+    try:
+        session.prepare(_fill_line if live else None, list(dict.fromkeys(paths)))
+        _clear(live)
+        tick = _tick_line if live else None
+        result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
+        _clear(live)
+    except KeyboardInterrupt:
+        _clear(live)
+        typer.echo("xferscope: interrupted", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    finally:
+        session.close()
+    lines = compare_lines(result) if len(paths) > 1 else lines_of(result)
+    written = emit(result, lines, csv_of, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if result.status == "interrupted":
+        typer.echo("xferscope: interrupted; results so far are above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if result.status == "failed":
+        typer.echo(f"xferscope: the run failed: {getattr(result, 'error', None) or 'see above'}", err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
+
+
+def kvcache_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
+    _report(KvSession(spec), paths, rounds, kv_lines, kv_comparison_lines, kv_csv, **out)
+
+
+def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
+    _report(LoadSession(spec), paths, rounds, load_lines, load_comparison_lines, load_csv, **out)
+
+
+def _tick_line(tick: dict) -> None:
+    done = tick["jobs"]
+    _write(f"\r\033[K{tick['t']:6.1f} s  {done} done")

@@ -1,0 +1,77 @@
+"""What ``workload kvcache`` and ``workload load`` share: the paths checked before anything is written, the
+GPUs' free memory asked of a process of its own, a ``TransferJob`` run in the engine's process, and the paths
+run side by side in rotated rounds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xferscope.errors import EnvironmentProblem
+from xferscope.workloads.process_run import Outcome, WorkloadChild
+from xferscope.workloads.transfer_process import TransferJob, check_gpu_memory
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Every path asked for can run here (asked of a process of its own); else one line naming the first that
+    cannot."""
+    from xferscope.engines.registry import unavailable_reason
+
+    for p in dict.fromkeys(paths):
+        if p in ("host", "mmap"):
+            continue
+        reason = unavailable_reason(p)
+        if reason:
+            raise EnvironmentProblem(f"{p}: unavailable: {reason}")
+
+
+def gpu_present() -> bool:
+    from xferscope.gpus import gpu_count
+
+    return gpu_count()[0] > 0
+
+
+def check_memory_before(jobs: Sequence[TransferJob]) -> None:
+    """Every job's buffers fit its GPUs' free memory, before a data set is written or a run starts."""
+    from xferscope.isolation import call
+
+    gpus = sorted({g for j in jobs for g in j.gpu_needs()})
+    if not gpus:
+        return
+    free = call("xferscope.workloads.train_process:free_gpu_memory", gpus, what="the GPUs' free memory")
+    for j in jobs:
+        check_gpu_memory(j, free)
+
+
+class JobRunner:
+    """Runs one ``TransferJob`` at a time in the engine's process; ``stop()`` from any thread ends the one in
+    flight (its jobs done so far kept) and any that would follow."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self._child: WorkloadChild | None = None
+
+    def stop(self) -> None:
+        self.stopped = True
+        child = self._child
+        if child is not None:
+            child.stop()
+
+    def run(self, job: TransferJob, what: str, on_tick: Callable[[Any], None] | None = None) -> tuple[Outcome, list]:
+        """The outcome and every job done (those the ticks carried, where the process died before its end)."""
+        child = self._child = WorkloadChild("xferscope.workloads.transfer_process:serve", what, job.path)
+        if self.stopped:
+            child.stop()
+        seen: list = []
+
+        def tick(progress: dict[str, Any]) -> None:
+            seen.extend(progress["new"])
+            if on_tick is not None:
+                on_tick(progress)
+
+        try:
+            out = child.execute(job, tick)
+        finally:
+            self._child = None
+        done = out.payload["done"] if out.payload else seen
+        return out, done

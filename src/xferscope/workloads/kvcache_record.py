@@ -1,0 +1,190 @@
+"""The record of a KV-cache restore run: typed (msgspec), with a schema version, written and read as JSON.
+
+``KvResult.from_jobs`` turns the workers' jobs into the figures: a request is restored when every rank's part
+has landed, and its time runs from the first rank's first read to the last rank's last byte. With a prefill
+rate the user gave, the break-even comes from a least-squares line through the restore times (``statistics
+.linear_regression``): restoring x tokens takes ``fixed + x * per_token``; recomputing them ``x / rate``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from xferscope.workloads.au import percentile
+from xferscope.workloads.kvcache_spec import KvSpec
+from xferscope.workloads.records import decode_as
+from xferscope.workloads.records import num as _num
+from xferscope.workloads.transfer import JobDone
+
+SCHEMA_VERSION = 1
+KIND = "workload-kvcache"
+
+
+class KvRequest(msgspec.Struct, kw_only=True):
+    number: int
+    hits: int  # chunks restored
+    tokens: int  # tokens restored
+    seconds: float | None  # None: a rank's part did not land (the run ended first)
+
+
+class GpuFigures(msgspec.Struct, kw_only=True):
+    gpu: int | None  # None: pinned host memory (the host path)
+    bytes: int
+    gb_per_s: float | None
+
+
+class BreakEven(msgspec.Struct, kw_only=True):
+    prefill_rate: float  # tokens/s, the user's
+    fixed_s: float  # a request's restore time that does not grow with its tokens
+    s_per_token: float
+    tokens: int | None  # prompts longer than this restore faster than they recompute; None: never here
+    fit: str  # "least squares over N points" or "proportional (one prompt length)"
+
+
+class KvResult(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND
+    status: str
+    spec: KvSpec
+    cache: dict[str, Any]
+    bytes_per_token: int
+    formula: str
+    requests: int  # restored (every rank's part landed)
+    restore_p50_s: float | None
+    restore_p99_s: float | None
+    gb_per_s: float | None  # 10^9 bytes a second, all ranks
+    per_gpu: list[GpuFigures]
+    chunks_per_s: float | None
+    tokens_per_s: float | None
+    seconds: float
+    bytes_read: int
+    cpu_seconds: float | None
+    cpu_s_per_gib: float | None
+    peak_rss_bytes: int | None
+    break_even: BreakEven | None = None
+    request_log: list[KvRequest] = []
+    labels: list[str] = []
+    environment: dict[str, Any] = {}
+    error: str | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @classmethod
+    def from_jobs(
+        cls,
+        spec: KvSpec,
+        cache: dict[str, Any],
+        done: Sequence[JobDone],
+        *,
+        status: str,
+        seconds: float,
+        cpu_seconds: float | None = None,
+        peak_rss_bytes: int | None = None,
+        labels: Sequence[str] = (),
+        environment: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> KvResult:
+        chunk_tokens = (cache.get("chunk_shape") or [0, 0, spec.chunk_tokens])[2]
+        by_request: dict[int, list[JobDone]] = {}
+        for d in done:
+            by_request.setdefault(d.tag, []).append(d)
+        log: list[KvRequest] = []
+        times: list[float] = []
+        per_gpu: dict[int | None, int] = {}
+        restored_bytes = 0
+        for d in done:
+            per_gpu[d.gpu] = per_gpu.get(d.gpu, 0) + d.bytes
+            restored_bytes += d.bytes
+        payload = cache.get("chunk_payload_bytes") or 1
+        for n in sorted(by_request):
+            parts = by_request[n]
+            hits = round(max(p.bytes for p in parts) / payload)  # a rank's bytes: its part of each chunk
+            whole = len(parts) == spec.tp
+            secs = max(p.start_s + p.seconds for p in parts) - min(p.start_s for p in parts) if whole else None
+            log.append(KvRequest(number=n, hits=hits, tokens=hits * chunk_tokens, seconds=secs))
+            if secs is not None and hits:
+                times.append(secs)
+        restored = [r for r in log if r.seconds is not None]
+        chunks = sum(r.hits for r in restored)
+        gib = restored_bytes / (1 << 30)
+
+        def rate(x: float) -> float | None:
+            return _num(x / seconds) if seconds > 0 else None
+
+        bpt = spec.model.kv_bytes_per_token
+        return cls(
+            status=status,
+            spec=spec,
+            cache=cache,
+            bytes_per_token=bpt,
+            formula=spec.model.kv_formula(),
+            requests=len(restored),
+            restore_p50_s=_num(percentile(times, 50)),
+            restore_p99_s=_num(percentile(times, 99)),
+            gb_per_s=rate(restored_bytes / 1e9),
+            per_gpu=[
+                GpuFigures(gpu=g, bytes=b, gb_per_s=rate(b / 1e9))
+                for g, b in sorted(per_gpu.items(), key=lambda x: -1 if x[0] is None else x[0])
+            ],
+            chunks_per_s=rate(chunks),
+            tokens_per_s=rate(chunks * chunk_tokens),
+            seconds=seconds,
+            bytes_read=restored_bytes,
+            cpu_seconds=cpu_seconds,
+            cpu_s_per_gib=cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
+            peak_rss_bytes=peak_rss_bytes,
+            break_even=break_even(spec, done, log, chunk_tokens) if spec.prefill_rate else None,
+            request_log=log,
+            labels=list(labels),
+            environment=dict(environment or {}),
+            error=error,
+        )
+
+
+def break_even(spec: KvSpec, done: Sequence[JobDone], log: Sequence[KvRequest], chunk_tokens: int) -> BreakEven | None:
+    """Where restoring gets faster than recomputing at the user's prefill rate, from the restore times measured:
+    each request (tokens restored, seconds) and, with one read per chunk, each chunk as it landed within its
+    request. None when nothing was restored."""
+    rate = spec.prefill_rate
+    assert rate
+    xs: list[float] = []
+    ys: list[float] = []
+    for r in log:
+        if r.seconds is not None and r.tokens:
+            xs.append(r.tokens)
+            ys.append(r.seconds)
+    if spec.layout == "block":
+        for d in done:
+            for i, t in enumerate(d.marks):
+                xs.append((i + 1) * chunk_tokens)
+                ys.append(t)
+    if not xs:
+        return None
+    if len(set(xs)) > 1:
+        slope, fixed = statistics.linear_regression(xs, ys)
+        fit = f"least squares over {len(xs)} points"
+    else:
+        slope, fixed = sum(ys) / len(ys) / xs[0], 0.0
+        fit = "proportional (one prompt length)"
+    recompute = 1.0 / rate
+    tokens = None if slope >= recompute else max(0, math.ceil(fixed / (recompute - slope)))
+    return BreakEven(prefill_rate=rate, fixed_s=fixed, s_per_token=slope, tokens=tokens, fit=fit)
+
+
+def decode(text: bytes | str, path: str = "<result>") -> KvResult:
+    return decode_as(KvResult, text, path, "a kvcache result")
+
+
+def schema() -> dict[str, Any]:
+    return msgspec.json.schema(KvResult)

@@ -1,0 +1,141 @@
+"""``workload load`` from start to end: the paths checked, the shards generated (or the user's parsed), the
+page cache emptied of them (cold) or filled with them (warm) before each run, one run or the paths side by
+side, and generated shards removed at the end."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from xferscope.engines import page_cache
+from xferscope.workloads import load_data
+from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
+from xferscope.workloads.load_data import LoadPieces, Shards
+from xferscope.workloads.load_record import LoadResult
+from xferscope.workloads.load_spec import LoadSpec
+from xferscope.workloads.side_by_side import Entry, in_rounds
+from xferscope.workloads.transfer import Files
+from xferscope.workloads.transfer_process import TransferJob
+
+
+class LoadComparison(msgspec.Struct, kw_only=True):
+    kind: str = "workload-load-compare"
+    schema_version: int = 1
+    rounds: int
+    entries: list[Entry]
+    results: list[LoadResult]
+    status: str = "ok"
+
+    @property
+    def spec(self) -> LoadSpec:
+        return self.results[0].spec
+
+
+def direct_for(spec: LoadSpec, shards: Shards) -> bool:
+    """O_DIRECT for a cold load by the paths that read into buffers of their own; the host path maps the file
+    (the page cache, emptied first), and a warm load reads what the page cache holds."""
+    return shards.direct and spec.cache == "cold" and spec.path != "host"
+
+
+def transfer_job(spec: LoadSpec, shards: Shards) -> tuple[TransferJob, int]:
+    direct = direct_for(spec, shards)
+    pieces = LoadPieces(spec, shards, direct)
+    gpus: list[int | None] = [g if spec.lands_in_gpu else None for g in spec.gpus]
+    job = TransferJob(
+        path=spec.engine_path,
+        files=Files(shards.files, direct),
+        block_size=spec.split,
+        worker_gpus=[gpus[w % len(gpus)] for w in range(spec.threads)],
+        worker_buffer=0,
+        buffers=list(zip(gpus, pieces.buffer_bytes)),
+        source=pieces,
+        interval=spec.interval,
+        verify=spec.verify,
+        memory_option="gpu",
+        memory_fix="shard the model over more GPUs (--gpu 0,1,…)",
+    )
+    return job, len(pieces.jobs)
+
+
+class LoadSession:
+    def __init__(self, spec: LoadSpec):
+        self.spec = spec
+        self.shards: Shards | None = None
+        self.runner = JobRunner()
+
+    def stop(self) -> None:
+        self.runner.stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self.runner.stopped
+
+    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> Shards:
+        spec = self.spec = dataclasses.replace(self.spec, host_to_gpu=gpu_present())
+        paths = list(paths) or [spec.path]
+        check_paths(paths)
+        shards = load_data.scan(spec) if spec.files is not None else load_data.planned(spec)
+        check_memory_before([transfer_job(dataclasses.replace(spec, path=p), shards)[0] for p in paths])
+        if spec.files is None:
+            shards = load_data.generate(spec, progress, cancel=lambda: self.stopped)
+        self.shards = shards
+        return shards
+
+    def _set_cache(self, spec: LoadSpec) -> float | None:
+        """Empty the page cache of the shards (cold) or read them into it (warm); the share resident now."""
+        assert self.shards is not None
+        paths = [f.path for f in self.shards.files]
+        if spec.cache == "warm":
+            return page_cache.hold(paths, cancel=lambda: self.stopped)
+        for p in paths:
+            page_cache.evict(p)
+        return page_cache.resident_share(paths)
+
+    def run(self, spec: LoadSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> LoadResult:
+        assert self.shards is not None
+        spec = spec or self.spec
+        job, pieces = transfer_job(spec, self.shards)
+        resident = self._set_cache(spec)
+        out, done = self.runner.run(job, f"the {spec.path} load", on_tick)
+        labels = list(out.labels)
+        gpus = ", ".join(str(g) for g in spec.gpus)
+        if spec.lands_in_gpu:
+            split = "one GPU" if len(spec.gpus) == 1 else f"GPUs {gpus}, each tensor's rows split over them"
+            labels.append(f"every tensor into GPU memory ({split})")
+        else:
+            labels.append("no GPU here: the tensors stop in host memory")
+        labels.append(
+            f"{spec.threads} threads, pieces of at most {spec.split >> 20} MiB"
+            if spec.split >= 1 << 20
+            else f"{spec.threads} threads"
+        )
+        if resident is not None:
+            labels.append(f"{spec.cache}: {100 * resident:.0f}% of the shards in the page cache as it began")
+        payload = out.payload or {}
+        return LoadResult.from_jobs(
+            spec,
+            self.shards.describe(),
+            done,
+            pieces,
+            status=out.status,
+            resident_before=resident,
+            cpu_seconds=out.process.get("cpu_seconds"),
+            peak_rss_bytes=out.process.get("peak_rss_bytes"),
+            verified=payload.get("verified"),
+            labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
+            environment=out.environment,
+            error=out.error,
+        )
+
+    def compare_paths(self, paths: Sequence[str], rounds: int, on_tick=None) -> LoadComparison:
+        ranked, results, status = in_rounds(
+            self.spec, paths, rounds, lambda spec: self.run(spec, on_tick), lambda: self.stopped, lambda r: r.load_s
+        )
+        return LoadComparison(rounds=rounds, entries=ranked, results=results, status=status)
+
+    def close(self) -> None:
+        if self.shards is not None:
+            self.shards.close(keep=self.spec.keep)

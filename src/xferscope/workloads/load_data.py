@@ -1,0 +1,185 @@
+"""The shards a ``workload load`` run reads, and how their tensors are cut into reads.
+
+Generated (``--model``): the model's tensors, in Hugging Face's order, packed into shards of at most
+``--shard-size`` named ``model-0000i-of-0000n.safetensors`` beside ``model.safetensors.index.json``, in a
+directory of its own (``generated``); the tensors hold xferscope's data pattern. Or the user's shards
+(``--files PATTERN``), read as they are and never written.
+
+Sharding over ``--gpu`` as tensor parallelism puts it: a tensor of two or more dimensions is split by rows into
+one contiguous range per GPU (a column-parallel layer's share; a row-parallel layer such as o_proj or
+down_proj holds the same bytes per GPU, there split by columns), a one-dimensional tensor (a norm) goes to
+every GPU. Each GPU's share is cut into pieces of at most ``--split`` and placed in that GPU's buffer.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from xferscope.errors import SpecError
+from xferscope.units import format_bytes
+from xferscope.workloads import safetensors_format as st
+from xferscope.workloads.generated import GeneratedDir, check_fits, direct_works, parent_dir
+from xferscope.workloads.load_spec import LoadSpec
+from xferscope.workloads.models import DTYPES, SAFETENSORS_DTYPES
+from xferscope.workloads.train_data import DataFile
+from xferscope.workloads.transfer import Job, Piece, place
+
+
+@dataclass
+class Shards:
+    root: str
+    files: list[DataFile]
+    parsed: list[st.SafetensorsFile]
+    generated: bool
+    direct: bool
+    created: GeneratedDir | None = field(default=None, repr=False)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def tensors(self) -> int:
+        return sum(len(p.tensors) for p in self.parsed)
+
+    @property
+    def tensor_bytes(self) -> int:
+        return sum(t.nbytes for p in self.parsed for t in p.tensors)
+
+    def describe(self) -> dict:
+        return {
+            "where": self.root,
+            "shards": len(self.files),
+            "names": [os.path.basename(f.path) for f in self.files],
+            "tensors": self.tensors,
+            "bytes": self.tensor_bytes,
+            "generated": self.generated,
+            "kept": bool(self.created and self.created.kept),
+        }
+
+    def close(self, keep: bool = False) -> None:
+        if self.created is not None:
+            self.created.close(keep)
+
+
+class LoadPieces:
+    """Every GPU's share of every tensor, in pieces of at most --split, shard after shard (a shared queue)."""
+
+    shared = True
+
+    def __init__(self, spec: LoadSpec, shards: Shards, direct: bool):
+        self.jobs: list[Job] = []
+        gpus = list(spec.gpus)
+        cursors = [0] * len(gpus)
+        for s, parsed in enumerate(shards.parsed):
+            for t in parsed.tensors:
+                for g, (start, end) in enumerate(_shares(t, len(gpus))):
+                    off = start
+                    while off < end:
+                        n = min(spec.split, end - off)
+                        at, cursors[g] = place(cursors[g], off, n, direct)
+                        gpu = gpus[g] if spec.lands_in_gpu else None
+                        self.jobs.append(Job(s, (Piece(s, off, n, g, at),), gpu))
+                        off += n
+        #: each GPU's buffer (in 2 MiB units)
+        self.buffer_bytes = [-(-(c + 4096) // (2 << 20)) * (2 << 20) for c in cursors]
+
+    def job(self, worker: int, k: int) -> Job | None:
+        return self.jobs[k] if k < len(self.jobs) else None
+
+
+def _shares(t: st.Tensor, n: int) -> list[tuple[int, int]]:
+    """(start, end) of each of ``n`` GPUs' share of tensor ``t`` in the file."""
+    if n == 1 or len(t.shape) < 2:
+        return [(t.start, t.end)] * n
+    rows = t.shape[0]
+    row = t.nbytes // rows if rows else 0
+    return [(t.start + (rows * g // n) * row, t.start + (rows * (g + 1) // n) * row) for g in range(n)]
+
+
+def scan(spec: LoadSpec) -> Shards:
+    """The user's shards matching --files; nothing there is written."""
+    pattern = os.path.expanduser(spec.files or "")
+    paths = sorted(p for p in glob.glob(pattern) if os.path.isfile(p))
+    if os.path.isdir(pattern):
+        paths = sorted(glob.glob(os.path.join(pattern, "*.safetensors")))
+    if not paths:
+        raise SpecError("files", f"{spec.files}: matches no file")
+    parsed = [st.parse(p) for p in paths]
+    if not any(p.tensors for p in parsed):
+        raise SpecError("files", f"{spec.files}: the shards hold no tensors")
+    files = [DataFile(p.path, p.size) for p in parsed]
+    return Shards(os.path.dirname(os.path.abspath(paths[0])), files, parsed, False, direct_works(paths[0]))
+
+
+def plan_shards(spec: LoadSpec) -> list[list[tuple[str, str, tuple[int, ...]]]]:
+    """The generated model's tensors packed into shards of at most --shard-size (a tensor larger than that has a
+    shard of its own)."""
+    assert spec.model is not None
+    dtype = DTYPES[spec.model.dtype][1]
+    size = SAFETENSORS_DTYPES[dtype]
+    shards: list[list[tuple[str, str, tuple[int, ...]]]] = [[]]
+    used = 0
+    for name, shape in spec.model.tensors():
+        n = math.prod(shape) * size
+        if shards[-1] and used + n > spec.shard_size:
+            shards.append([])
+            used = 0
+        shards[-1].append((name, dtype, shape))
+        used += n
+    return shards
+
+
+def planned(spec: LoadSpec) -> Shards:
+    """The generated shards as they will lie (nothing written): what the memory checks need before writing."""
+    parsed = []
+    for i, tensors in enumerate(plan_shards(spec)):
+        offset = len(st.header_bytes(tensors, {"format": "pt"}))
+        start = offset
+        ts = []
+        for name, dtype, shape in tensors:
+            n = math.prod(shape) * SAFETENSORS_DTYPES[dtype]
+            ts.append(st.Tensor(name, dtype, shape, offset, offset + n))
+            offset += n
+        parsed.append(st.SafetensorsFile(f"planned-{i}", offset, start, tuple(ts)))
+    return Shards("", [], parsed, True, True)
+
+
+def generate(
+    spec: LoadSpec, progress: Callable[[int, int], None] | None = None, cancel: Callable[[], bool] | None = None
+) -> Shards:
+    assert spec.model is not None
+    parent, direct = parent_dir(spec.directory, False)
+    plan = plan_shards(spec)
+    heads = [st.header_bytes(tensors, {"format": "pt"}) for tensors in plan]
+    sizes = [
+        len(h) + sum(math.prod(s) * SAFETENSORS_DTYPES[d] for _, d, s in tensors) for h, tensors in zip(heads, plan)
+    ]
+    total = sum(sizes)
+    check_fits(parent, total, f"the {spec.model.name} shards", "dir", "choose --dir, or --model with fewer --layers")
+    made = GeneratedDir(parent, "load", direct)
+    try:
+        n = len(plan)
+        names = [f"model-{i + 1:05d}-of-{n:05d}.safetensors" for i in range(n)]
+        done = 0
+        for i, (name, head, size) in enumerate(zip(names, heads, sizes)):
+            made.write(os.path.join(made.path, name), size, spec.seed + i, head, cancel)
+            done += size
+            if progress is not None:
+                progress(done, total)
+        index = {
+            "metadata": {"total_size": total - sum(len(h) for h in heads)},
+            "weight_map": {t[0]: names[i] for i, tensors in enumerate(plan) for t in tensors},
+        }
+        made.write_small(os.path.join(made.path, "model.safetensors.index.json"), json.dumps(index, indent=2).encode())
+        made.done_writing()
+        parsed = [st.parse(os.path.join(made.path, name)) for name in names]
+    except BaseException:
+        made.close(keep=False)
+        raise
+    files = [DataFile(p.path, p.size) for p in parsed]
+    shards = Shards(made.path, files, parsed, True, direct, made)
+    shards.notes.append(f"generated {spec.model.name} ({spec.model.dtype}): {n} shards, {format_bytes(total)}")
+    return shards

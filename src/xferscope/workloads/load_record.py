@@ -1,0 +1,152 @@
+"""The record of a model load: typed (msgspec), with a schema version, written and read as JSON.
+
+The load's time runs from the start to the last piece landed on its GPU; the first byte on the GPU is the first
+piece landed; a shard's time from its first read to its last piece landed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import msgspec
+
+from xferscope.workloads.load_spec import LoadSpec
+from xferscope.workloads.records import decode_as
+from xferscope.workloads.transfer import JobDone
+
+SCHEMA_VERSION = 1
+KIND = "workload-load"
+
+
+class GpuLoad(msgspec.Struct, kw_only=True):
+    gpu: int | None  # None: host memory (no GPU here)
+    bytes: int
+    seconds: float | None  # to its last piece landed
+    gb_per_s: float | None
+
+
+class ShardLoad(msgspec.Struct, kw_only=True):
+    name: str
+    bytes: int
+    start_s: float | None
+    seconds: float | None  # first read to last piece landed
+
+
+class Verified(msgspec.Struct, kw_only=True):
+    pieces: int
+    differ: int
+    first: str | None = None
+
+
+class LoadResult(msgspec.Struct, kw_only=True):
+    schema_version: int = SCHEMA_VERSION
+    kind: str = KIND
+    status: str
+    spec: LoadSpec
+    data: dict[str, Any]
+    cache_state: str  # cold or warm, as measured before the run
+    resident_before: float | None  # share of the shards' bytes in the page cache as the run began
+    load_s: float | None
+    first_byte_s: float | None
+    gb_per_s: float | None
+    per_gpu: list[GpuLoad]
+    shards: list[ShardLoad]
+    slowest_shard: str | None
+    bytes_read: int
+    pieces: int
+    pieces_done: int
+    cpu_seconds: float | None
+    cpu_s_per_gib: float | None
+    peak_rss_bytes: int | None
+    verified: Verified | None = None
+    labels: list[str] = []
+    environment: dict[str, Any] = {}
+    error: str | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+    @classmethod
+    def from_jobs(
+        cls,
+        spec: LoadSpec,
+        data: dict[str, Any],
+        done: Sequence[JobDone],
+        pieces: int,
+        *,
+        status: str,
+        resident_before: float | None,
+        cpu_seconds: float | None = None,
+        peak_rss_bytes: int | None = None,
+        verified: tuple[int, int, str | None] | None = None,
+        labels: Sequence[str] = (),
+        environment: dict[str, Any] | None = None,
+        error: str | None = None,
+    ) -> LoadResult:
+        ends = [d.start_s + d.seconds for d in done]
+        whole = len(done) == pieces and status == "ok"
+        load_s = max(ends) if ends and whole else None
+        total = sum(d.bytes for d in done)
+        gpus: dict[int | None, list[JobDone]] = {}
+        by_shard: dict[int, list[JobDone]] = {}
+        for d in done:
+            gpus.setdefault(d.gpu, []).append(d)
+            by_shard.setdefault(d.tag, []).append(d)
+        per_gpu = []
+        for g in sorted(gpus, key=lambda x: -1 if x is None else x):
+            ds = gpus[g]
+            last = max(x.start_s + x.seconds for x in ds)
+            n = sum(x.bytes for x in ds)
+            per_gpu.append(GpuLoad(gpu=g, bytes=n, seconds=last, gb_per_s=n / last / 1e9 if last > 0 else None))
+        names = data.get("names", [])
+        shards = []
+        for s, name in enumerate(names):
+            ds = by_shard.get(s, [])
+            start = min((x.start_s for x in ds), default=None)
+            end = max((x.start_s + x.seconds for x in ds), default=None)
+            shards.append(
+                ShardLoad(
+                    name=name,
+                    bytes=sum(x.bytes for x in ds),
+                    start_s=start,
+                    seconds=None if start is None or end is None else end - start,
+                )
+            )
+        timed = [s for s in shards if s.seconds is not None]
+        gib = total / (1 << 30)
+        return cls(
+            status=status,
+            spec=spec,
+            data=data,
+            cache_state=spec.cache,
+            resident_before=resident_before,
+            load_s=load_s,
+            first_byte_s=min(ends) if ends else None,
+            gb_per_s=total / load_s / 1e9 if load_s else None,
+            per_gpu=per_gpu,
+            shards=shards,
+            slowest_shard=max(timed, key=lambda s: s.seconds or 0.0).name if timed else None,
+            bytes_read=total,
+            pieces=pieces,
+            pieces_done=len(done),
+            cpu_seconds=cpu_seconds,
+            cpu_s_per_gib=cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
+            peak_rss_bytes=peak_rss_bytes,
+            verified=None if verified is None else Verified(pieces=verified[0], differ=verified[1], first=verified[2]),
+            labels=list(labels),
+            environment=dict(environment or {}),
+            error=error,
+        )
+
+
+def decode(text: bytes | str, path: str = "<result>") -> LoadResult:
+    return decode_as(LoadResult, text, path, "a load result")
+
+
+def schema() -> dict[str, Any]:
+    return msgspec.json.schema(LoadResult)

@@ -1,0 +1,68 @@
+"""LoadSpec: one model load (``workload load``), validated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xferscope.errors import SpecError
+from xferscope.workloads.models import ModelShape
+
+#: host: mapped and copied from pageable memory, as ``safetensors`` does; the others as everywhere
+LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")
+CACHE_STATES = ("cold", "warm")
+DEFAULT_SHARD = 5_000_000_000  # Hugging Face's max_shard_size="5GB"
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    files: str | None = None  # a pattern of the user's .safetensors shards
+    model: ModelShape | None = None  # or shards generated with this model's tensors
+    shard_size: int = DEFAULT_SHARD
+    path: str = "host"
+    gpus: tuple[int, ...] = (0,)
+    threads: int = 8
+    split: int = 16 << 20  # tensors are cut into pieces of at most this, read in parallel
+    cache: str = "cold"
+    directory: str | None = None
+    verify: bool = False
+    seed: int = 0x5EED
+    keep: bool = False
+    interval: float = 0.5
+    defaults_note: str = ""
+
+    #: set by the session: whether the host path's copies go to a GPU (one is present)
+    host_to_gpu: bool = False
+
+    @property
+    def lands_in_gpu(self) -> bool:
+        return self.path != "host" or self.host_to_gpu
+
+    @property
+    def engine_path(self) -> str:
+        return "mmap" if self.path == "host" else self.path
+
+    def validate(self) -> LoadSpec:
+        if (self.files is None) == (self.model is None):
+            raise SpecError(
+                "files", "give --files PATTERN (your .safetensors shards) or --model NAME (generated shards)"
+            )
+        if self.model is not None and not self.model.has_weights:
+            raise SpecError(
+                "model",
+                f"{self.model.name}: the shapes of its weights are not modelled here; load its shards with --files",
+            )
+        if self.path not in LOAD_PATHS:
+            raise SpecError("path", f"unknown path {self.path!r} for load; choose one of {', '.join(LOAD_PATHS)}")
+        if self.cache not in CACHE_STATES:
+            raise SpecError(
+                "cache", f"cold (the page cache emptied of the shards, or O_DIRECT) or warm, got {self.cache!r}"
+            )
+        if self.threads < 1:
+            raise SpecError("threads", f"must be at least 1, got {self.threads}")
+        if self.split < 4096 or self.split % 4096:
+            raise SpecError("split", f"a multiple of 4 KiB, got {self.split} bytes")
+        if self.shard_size < 1 << 20:
+            raise SpecError("shard-size", f"at least 1 MiB, got {self.shard_size} bytes")
+        if not self.gpus:
+            raise SpecError("gpu", "no GPU given")
+        return self

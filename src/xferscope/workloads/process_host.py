@@ -1,0 +1,121 @@
+"""A workload's engine process: set-up, the run, live ticks and teardown, the same for every workload.
+
+What passes over the channel, in order (parent -> child on the left):
+
+    {job}                                 ("ready", labels, environment) or ("error", …)
+    "start"                               ("tick", progress)… as the run reports them
+    "stop" (any time)                     ("ended", payload, figures of the process, error)
+    "close" (any time)                    ("closed",)
+
+``make_setup(job)`` gives an object with ``build()`` (everything allocated before "ready", outside the timed
+region), ``labels``, ``environment``, ``run(stop, on_tick) -> (payload, error or None)`` and ``close()``.
+When the parent is gone the run stops, frees what it holds and the process leaves.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
+
+
+class Setup(Protocol):
+    labels: list[str]
+    environment: dict[str, Any]
+
+    def build(self) -> None: ...
+
+    def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]: ...
+
+    def close(self) -> None: ...
+
+
+class WorkloadHost:
+    def __init__(self, channel: Channel, job: Any, make_setup: Callable[[Any], Setup]):
+        self.channel = channel
+        self.job = job
+        self.make_setup = make_setup
+        self.stop = threading.Event()
+        self._start = threading.Event()
+        self._close = threading.Event()
+        self._done = threading.Event()
+
+    def send(self, message: Any) -> None:
+        try:
+            self.channel.send(message)
+        except OSError:
+            pass
+
+    def serve(self) -> None:
+        life = threading.Thread(target=self._life, name="xferscope-workload-life", daemon=True)
+        life.start()
+        try:
+            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), self._done.is_set)
+        except ParentGone:
+            self.stop.set()
+            self._close.set()
+            self._start.set()
+            life.join(30)
+            sys.stderr.flush()
+            os._exit(0)
+        life.join(30)
+
+    def _handle(self, command) -> None:
+        if command == "start":
+            self._start.set()
+        elif command == "stop":
+            self.stop.set()
+        elif command == "close":
+            self.stop.set()
+            self._close.set()
+            self._start.set()
+
+    def _life(self) -> None:
+        try:
+            setup = self.make_setup(self.job)
+        except BaseException as exc:
+            self.send(("error", error_to_wire(exc)))
+            self._close.wait()
+            self.send(("closed",))
+            self._done.set()
+            return
+        try:
+            try:
+                setup.build()
+            except BaseException as exc:
+                self.send(("error", error_to_wire(exc)))
+                return
+            self.send(("ready", setup.labels, setup.environment))
+            self._start.wait()
+            if self.stop.is_set():
+                self.send(("ended", None, {}, None))
+                return
+            before = resource.getrusage(resource.RUSAGE_SELF)
+            try:
+                payload, failed = setup.run(self.stop, lambda p: self.send(("tick", p)))
+            except BaseException as exc:  # pragma: no cover - the runs catch their threads' errors
+                payload, failed = None, exc
+            after = resource.getrusage(resource.RUSAGE_SELF)
+            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+            process = {"cpu_seconds": cpu, "peak_rss_bytes": after.ru_maxrss * 1024}
+            self.send(("ended", payload, process, None if failed is None else error_to_wire(failed)))
+        finally:
+            self._close.wait()
+            try:
+                setup.close()
+            finally:
+                self.send(("closed",))
+                self._done.set()
+
+
+def serve_with(channel: Channel, make_setup: Callable[[Any], Setup]) -> None:
+    try:
+        job = channel.recv()
+    except EOFError:
+        return
+    WorkloadHost(channel, job, make_setup).serve()

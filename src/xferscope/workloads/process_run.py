@@ -1,0 +1,128 @@
+"""The parent's side of a workload's engine process (``process_host``): set-up, start, ticks, Ctrl-C, the end.
+
+``WorkloadChild(target, what).execute(job, on_tick)`` returns an ``Outcome``: status ok, interrupted (Ctrl-C,
+or ``stop()`` from another thread) or failed (the run's error, or the process died: its last words kept),
+the run's payload (None where it never ended), the process's CPU seconds and peak RSS, labels, environment.
+A set-up error is raised as the error it was.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.errors import RunFailed
+from xferscope.isolation import Child, describe_exit, error_from_wire
+
+#: how long a stopped run gets to end what is in flight before its process is killed
+STOP_GRACE_S = 20.0
+
+
+@dataclass
+class Outcome:
+    status: str = "ok"
+    error: str | None = None
+    payload: Any = None
+    process: dict[str, Any] = field(default_factory=dict)
+    labels: list[str] = field(default_factory=list)
+    environment: dict[str, Any] = field(default_factory=dict)
+
+
+class WorkloadChild:
+    def __init__(self, target: str, what: str, path: str):
+        self.target, self.what, self.path = target, what, path
+        self._child: Child | None = None
+        self._stop_asked = False
+
+    def stop(self) -> None:
+        self._stop_asked = True
+        child = self._child
+        if child is not None:
+            child.send("stop")
+
+    def _spawn(self) -> Child:
+        env = None
+        if self.path == "cufile":
+            from xferscope.engines import cufile_driver
+
+            extra, _log = cufile_driver.log_for_child()
+            env = {**os.environ, **extra} if extra else None
+        return Child(self.target, what=self.what, env=env)
+
+    def execute(self, job: Any, on_tick: Callable[[Any], None] | None = None) -> Outcome:
+        child = self._child = self._spawn()
+        if self._stop_asked:
+            child.send("stop")
+        try:
+            return self._drive(child, job, on_tick)
+        finally:
+            child.end(grace_s=10.0)
+
+    @staticmethod
+    def _recv(child: Child):
+        try:
+            return child.recv()
+        except (EOFError, OSError):
+            return None
+
+    def _drive(self, child: Child, job: Any, on_tick) -> Outcome:
+        child.send(job)
+        try:
+            message = self._recv(child)
+        except KeyboardInterrupt:
+            child.send("close")
+            raise
+        if message is None:
+            raise self._died(child, "while setting up")
+        if message[0] == "error":
+            child.send("close")
+            raise error_from_wire(message[1])
+        out = Outcome(labels=list(message[1]), environment=dict(message[2]))
+        child.send("start")
+        stop_at: float | None = None
+        while True:
+            try:
+                message = self._recv(child)
+            except KeyboardInterrupt:
+                out.status = "interrupted"
+                stop_at = time.monotonic()
+                child.send("stop")
+                continue
+            if message is None:
+                died = self._died(child, "while running")
+                out.status, out.error = "failed", str(died)
+                out.environment["engine_last_words"] = died.detail
+                break
+            if message[0] == "tick":
+                if on_tick is not None:
+                    on_tick(message[1])
+            elif message[0] == "ended":
+                _, out.payload, out.process, wire = message
+                if wire is not None:
+                    out.status, out.error = "failed", str(error_from_wire(wire))
+                elif self._stop_asked:
+                    out.status = "interrupted"
+                break
+            if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
+                child.kill()
+        child.send("close")
+        while (message := self._recv(child)) is not None and message[0] != "closed":
+            pass
+        return out
+
+    def _died(self, child: Child, when: str) -> Died:
+        rc = child.wait(10.0)
+        if rc is None:
+            child.kill()
+            rc = child.wait()
+        how, _ = describe_exit(rc)
+        return Died(f"{self.what}'s process died {when} ({how})", child.stderr_tail())
+
+
+class Died(RunFailed):
+    def __init__(self, message: str, detail: list[str]):
+        self.detail = detail
+        super().__init__(message + (f": {detail[-1]}" if detail else ""))

@@ -1,0 +1,101 @@
+"""Paths side by side for the inference workloads: each path's runs over one data set in rotated rounds, ranked
+by the median of a figure (lower is better: restore time, load time), with its range; entries whose ranges
+overlap, or whose medians lie within 2% of each other, are level. A path given twice is an A/A pair."""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+#: medians closer than this share are level
+LEVEL_SHARE = 0.02
+
+
+class Entry(msgspec.Struct, kw_only=True):
+    label: str
+    path: str
+    runs: int
+    value: float | None  # the median of the runs' figure
+    low: float | None
+    high: float | None
+    level_with: list[str] = []
+
+
+def rotated(labels: Sequence[str], rounds: int) -> list[list[int]]:
+    """Each round's order of the entries: round r starts at entry r (mod n)."""
+    n = len(labels)
+    return [[(r + i) % n for i in range(n)] for r in range(rounds)]
+
+
+def path_labels(paths: Sequence[str]) -> list[str]:
+    """host, bounce-async -> as they are; a path given twice (an A/A pair) -> host#1, host#2."""
+    seen: dict[str, int] = {}
+    labels = []
+    for p in paths:
+        seen[p] = seen.get(p, 0) + 1
+        labels.append(f"{p}#{seen[p]}" if list(paths).count(p) > 1 else p)
+    return labels
+
+
+def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None]) -> list[Entry]:
+    """``runs``: label -> (path, its results); ranked, the lowest median first."""
+    out = []
+    for label, (path, results) in runs.items():
+        values = [v for r in results if (v := figure(r)) is not None and r.status == "ok"]
+        out.append(
+            Entry(
+                label=label,
+                path=path,
+                runs=len(results),
+                value=statistics.median(values) if values else None,
+                low=min(values) if values else None,
+                high=max(values) if values else None,
+            )
+        )
+    out.sort(key=lambda e: (e.value is None, e.value or 0.0))
+    for e in out:
+        e.level_with = [o.label for o in out if o is not e and _level(e, o)]
+    return out
+
+
+def _level(a: Entry, b: Entry) -> bool:
+    if a.value is None or b.value is None:
+        return False
+    assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
+    overlap = a.low <= b.high and b.low <= a.high
+    close = abs(a.value - b.value) <= LEVEL_SHARE * max(a.value, b.value)
+    return overlap or close
+
+
+def in_rounds(
+    spec: Any,
+    paths: Sequence[str],
+    rounds: int,
+    run: Callable[[Any], Any],
+    stopped: Callable[[], bool],
+    figure: Callable[[Any], float | None],
+) -> tuple[list[Entry], list[Any], str]:
+    """Each path's run (``run(spec with that path)``) once a round, the order rotated each round; the ranked
+    entries, every result in the order measured, and the status (interrupted or failed ends the rounds)."""
+    labels = path_labels(paths)
+    runs: dict[str, tuple[str, list[Any]]] = {lab: (p, []) for lab, p in zip(labels, paths)}
+    results: list[Any] = []
+    status = "ok"
+    for order in rotated(labels, rounds):
+        for i in order:
+            if stopped():
+                status = "interrupted"
+                break
+            result = run(dataclasses.replace(spec, path=paths[i]))
+            runs[labels[i]][1].append(result)
+            results.append(result)
+            if result.status != "ok":
+                status = result.status
+                break
+        if status != "ok":
+            break
+    return entries({k: v for k, v in runs.items() if v[1]}, figure), results, status

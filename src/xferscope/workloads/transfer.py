@@ -1,0 +1,173 @@
+"""Reads into buffers by a path, timed: the engine under ``workload kvcache`` and ``workload load``.
+
+A run is a set of ``Job``s, each a list of ``Piece``s (one read each) that one worker does in order; a job's
+time runs from its first read to its last byte landed (the async path's copies waited for). Workers take jobs
+from one shared sequence (``shared``: a model load's pieces) or each from its own (the concurrent clients of a
+KV-cache restore). A piece lands at ``at`` in buffer ``buffer`` (-1: the worker's own buffer), where ``at`` is
+placed so that an O_DIRECT read of its 4 KiB-aligned span fits (``place``).
+
+Runs in the engine's process (``transfer_process``); tests run it here with host buffers.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from xferscope.workloads.fetchers import Fetcher, Slot
+from xferscope.workloads.train_data import ALIGN, DataFile, SampleRef
+
+
+@dataclass(frozen=True)
+class Piece(SampleRef):
+    buffer: int = -1
+    at: int = 0  # where the piece's first byte lands in its buffer
+
+
+@dataclass(frozen=True)
+class Job:
+    tag: int  # the request number, or the shard a piece belongs to
+    pieces: tuple[Piece, ...]
+    gpu: int | None = None
+
+
+class JobSource(Protocol):
+    shared: bool
+
+    def job(self, worker: int, k: int) -> Job | None:
+        """The k-th job (of the shared sequence, or of ``worker``'s own); None when there are no more."""
+        ...
+
+
+@dataclass
+class Files:
+    """The files a run reads (what the fetchers need of a data set)."""
+
+    files: list[DataFile]
+    direct: bool
+
+
+def place(cursor: int, offset: int, length: int, direct: bool) -> tuple[int, int]:
+    """(at, next cursor): a piece read from ``offset`` lands at ``at`` >= cursor with ``at`` congruent to
+    ``offset`` modulo 4 KiB, so that the aligned span of an O_DIRECT read lands on a 4 KiB boundary; the
+    next piece starts after the span."""
+    head = offset % ALIGN
+    base = -(-cursor // ALIGN) * ALIGN
+    end = -(-(offset + length) // ALIGN) * ALIGN
+    return base + head, base + (end - (offset - head)) if direct else base + head + length
+
+
+@dataclass
+class JobDone:
+    tag: int
+    worker: int
+    gpu: int | None
+    start_s: float  # from the run's start
+    seconds: float
+    bytes: int
+    marks: list[float] = field(default_factory=list)  # seconds from the job's start to each piece's return
+
+
+@dataclass
+class Worker:
+    index: int
+    fetcher: Fetcher
+    slot: Slot | None  # its own buffer, for pieces with buffer -1
+    gpu: int | None
+    bind: Callable[[], None] = lambda: None
+    cpu_s: float = 0.0
+    error: BaseException | None = None
+
+
+class TransferRun:
+    """Workers doing jobs until the source runs dry, ``stop`` is set or ``duration`` has passed."""
+
+    def __init__(
+        self,
+        source: JobSource,
+        workers: Sequence[Worker],
+        slots: Sequence[Slot],
+        direct: bool,
+        *,
+        duration: float | None = None,
+        interval: float = 0.5,
+        marks: bool = False,
+    ):
+        self.source, self.workers, self.slots = source, list(workers), list(slots)
+        self.direct, self.duration, self.interval, self.marks = direct, duration, interval, marks
+        self.done: list[JobDone] = []
+        self._lock = threading.Lock()
+        self._next_shared = 0
+        self._stop = threading.Event()
+        self.seconds = 0.0
+
+    def _next(self, worker: int, k: int) -> Job | None:
+        if self._stop.is_set():
+            return None
+        if self.duration is not None and time.perf_counter() - self._clock0 >= self.duration:
+            return None
+        if self.source.shared:
+            with self._lock:
+                k = self._next_shared
+                self._next_shared += 1
+        return self.source.job(worker, k)
+
+    def _work(self, w: Worker) -> None:
+        cpu0 = time.thread_time()
+        try:
+            w.bind()
+            k = 0
+            while (job := self._next(w.index, k)) is not None:
+                k += 1
+                t0 = time.perf_counter()
+                marks = []
+                nbytes = 0
+                for p in job.pieces:
+                    slot = w.slot if p.buffer < 0 else self.slots[p.buffer]
+                    assert slot is not None
+                    head = p.offset % ALIGN if self.direct else 0
+                    w.fetcher.read(p, slot, p.at - head)
+                    nbytes += p.length
+                    if self.marks:
+                        marks.append(time.perf_counter() - t0)
+                w.fetcher.batch_done()
+                t1 = time.perf_counter()
+                with self._lock:
+                    self.done.append(JobDone(job.tag, w.index, w.gpu, t0 - self._clock0, t1 - t0, nbytes, marks))
+        except BaseException as exc:
+            w.error = exc
+            self._stop.set()
+        finally:
+            w.cpu_s += time.thread_time() - cpu0
+
+    def run(self, stop: threading.Event, on_tick: Callable[[dict[str, Any]], None] | None = None) -> float:
+        self._clock0 = time.perf_counter()
+        threads = [
+            threading.Thread(target=self._work, args=(w,), name=f"xferscope-transfer-{w.index}", daemon=True)
+            for w in self.workers
+        ]
+        for t in threads:
+            t.start()
+        sent = 0
+        while True:
+            for t in threads:
+                t.join(self.interval / max(1, len(threads)))
+            if stop.is_set():
+                self._stop.set()
+            alive = any(t.is_alive() for t in threads)
+            if on_tick is not None:
+                with self._lock:
+                    new = self.done[sent:]
+                    sent = len(self.done)
+                on_tick({"t": time.perf_counter() - self._clock0, "new": new, "jobs": sent})
+            if not alive:
+                break
+        self.seconds = time.perf_counter() - self._clock0
+        return self.seconds
+
+    @property
+    def error(self) -> BaseException | None:
+        return next((w.error for w in self.workers if w.error is not None), None)

@@ -1,0 +1,445 @@
+"""`workload kvcache` and `workload load` on the CPU machine: the model arithmetic, LMCache's chunk layout byte
+for byte, safetensors shards that safetensors itself opens and that xferscope reads back exactly, host runs of
+both with their figures, paths side by side, Ctrl-C, and bad input (one line, exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from xferscope.workloads import kv_layout
+from xferscope.workloads.models import model
+
+KV = ("--model", "custom", "--layers", "4", "--kv-heads", "8", "--head-dim", "128", "--cache-chunks", "24")
+
+
+@pytest.fixture
+def set_dir(direct_dir):
+    d = direct_dir / "sets"
+    d.mkdir()
+    return d
+
+
+# ------------------------------------------------------------------ the arithmetic
+
+
+@pytest.mark.parametrize(
+    ("name", "per_token"),
+    [
+        ("llama3.1-8b", 32 * 8 * 128 * 2 * 2),  # 128 KiB
+        ("llama3.1-70b", 80 * 8 * 128 * 2 * 2),  # 320 KiB
+        ("deepseek-v3", 61 * (512 + 64) * 2),  # MLA: about 69 KiB
+    ],
+)
+def test_bytes_per_token_follow_the_formula(name, per_token):
+    m = model(name)
+    assert m.kv_bytes_per_token == per_token
+    assert f"{per_token:,} B per token" in m.kv_formula()
+
+
+def test_a_chunk_of_llama_8b_is_32_mib_and_tp_splits_the_kv_heads():
+    shape = kv_layout.chunk_shape(model("llama3.1-8b"), 256, 1)
+    assert shape.payload == 32 << 20 and shape.shape == [2, 32, 256, 1024]
+    assert kv_layout.chunk_shape(model("llama3.1-8b"), 256, 8).payload == 4 << 20
+    assert kv_layout.chunk_shape(model("llama3.1-70b"), 256, 1).payload == 80 << 20
+    mla = kv_layout.chunk_shape(model("deepseek-v3"), 256, 4)  # MLA's vector is not split over ranks
+    assert mla.shape == [1, 61, 256, 576] and mla.fmt == kv_layout.FMT_KV_MLA
+
+
+def test_generated_chunk_files_are_byte_exact_in_lmcache_layout(set_dir):
+    from xferscope.workloads.kvcache_data import generate
+    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+
+    spec = KvSpec(
+        model=model("custom", layers=2, kv_heads=4, head_dim=64),
+        prompt=parse_prompt("512"),
+        tp=2,
+        requests=1,
+        directory=str(set_dir),
+        cache_chunks=3,
+    ).validate()
+    cache = generate(spec)
+    try:
+        assert len(cache.files) == 6
+        payload = 2 * 2 * 256 * (4 // 2 * 64) * 2
+        for f in cache.files:
+            with open(f.path, "rb") as fh:
+                raw = fh.read()
+            assert len(raw) == 4096 + payload == f.size
+            assert struct.unpack("<Q", raw[:8])[0] == 4088  # LMCache's pack_metadata: 4 KiB with its length
+            head = raw[8:4096]
+            text = head.rstrip(b" ")
+            assert head[len(text) :] == b" " * (4088 - len(text))
+            meta = json.loads(text)["kvcache"]
+            assert meta == {
+                "dtype": "BF16",
+                "shape": [2, 2, 256, 128],
+                "data_offsets": [0, payload],
+                "fmt": 1,
+                "__metadata__": {"lmcache_version": "1"},
+            }
+            with open(f.path + ".metadata", "rb") as fh:
+                assert fh.read() == raw[:4096]
+            name = os.path.basename(f.path)
+            h = str(int(name.split("@")[4].split(".")[0], 16))
+            assert f.path.endswith(os.path.join(h[:2], h[2:4], name)) and name.endswith(".kvcache.safetensors")
+        from safetensors import safe_open  # the chunk file is also a safetensors file
+
+        with safe_open(cache.files[0].path, framework="np") as fh:
+            assert fh.get_slice("kvcache").get_shape() == [2, 2, 256, 128]
+    finally:
+        cache.close()
+    assert os.listdir(set_dir) == []
+
+
+def test_layer_layout_reads_each_k_and_v_plane_layer_by_layer():
+    from xferscope.workloads.kvcache_data import KvCache
+    from xferscope.workloads.kvcache_spec import Request
+
+    shape = kv_layout.chunk_shape(model("custom", layers=3, kv_heads=2, head_dim=64), 16, 1)
+    cache = KvCache("", [], True, shape, 10, 1, True, "layer")
+    pieces = cache.pieces(Request(0, 64, 4, 2, 5), 0)
+    plane = 16 * 128 * 2
+    assert [p.length for p in pieces] == [plane] * (3 * 2 * 2)
+    # layer 0 of chunk 5 (K then V), layer 0 of chunk 6, then layer 1 …
+    assert [(p.file, p.offset) for p in pieces[:4]] == [
+        (5, 4096),
+        (5, 4096 + 3 * plane),
+        (6, 4096),
+        (6, 4096 + 3 * plane),
+    ]
+    assert pieces[4].offset == 4096 + plane
+    block = KvCache("", [], True, shape, 10, 1, True, "block").pieces(Request(0, 64, 4, 2, 9), 0)
+    assert [(p.file, p.length) for p in block] == [(9, shape.payload), (0, shape.payload)]  # wraps around
+
+
+def test_prompt_lengths_and_hits(set_dir):
+    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt, request
+
+    assert parse_prompt("8192").text == "8192" and parse_prompt("1024-8192").high == 8192
+    spec = KvSpec(model=model("llama3.1-8b"), prompt=parse_prompt("1000-3000"), hit_ratio=0.5, requests=1).validate()
+    for n in range(50):
+        r = request(spec, n, 100)
+        assert 1000 <= r.prompt_tokens <= 3000 and r.chunks == r.prompt_tokens // 256 and r.hits == round(r.chunks / 2)
+        assert r == request(spec, n, 100)  # the same request every time
+
+
+def test_the_break_even_follows_the_restore_times():
+    from xferscope.workloads.kvcache_record import KvRequest, break_even
+    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+
+    spec = KvSpec(
+        model=model("llama3.1-8b"), prompt=parse_prompt("256-4096"), layout="layer", requests=1, prefill_rate=10_000
+    )
+    # restore = 20 ms + 20 us a token; recompute = 100 us a token: equal at 20 ms / 80 us = 250 tokens
+    log = [
+        KvRequest(number=i, hits=k, tokens=256 * k, seconds=0.02 + 20e-6 * 256 * k) for i, k in enumerate((1, 4, 9, 16))
+    ]
+    b = break_even(spec, [], log, 256)
+    assert b is not None and b.tokens == 250 and abs(b.fixed_s - 0.02) < 1e-9
+    slow = [KvRequest(number=i, hits=k, tokens=256 * k, seconds=200e-6 * 256 * k) for i, k in enumerate((1, 4))]
+    assert break_even(spec, [], slow, 256).tokens is None  # restoring never beats 100 us a token
+
+
+# ------------------------------------------------------------------ safetensors
+
+
+def _shards(dir_, n=2):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    rng = np.random.default_rng(7)
+    want = {}
+    for i in range(n):
+        tensors = {
+            f"layer{i}.w": rng.standard_normal((300, 257)).astype(np.float32),
+            f"layer{i}.b": rng.standard_normal((257,)).astype(np.float16),
+            f"layer{i}.q": rng.integers(0, 100, (33, 1000), dtype=np.int64),
+        }
+        save_file(tensors, str(dir_ / f"model-{i}.safetensors"))
+        want.update(tensors)
+    return want
+
+
+def test_xferscope_writes_shards_safetensors_opens(tmp_path):
+    import numpy as np
+    from safetensors.numpy import load_file
+
+    from xferscope.workloads import safetensors_format as st
+
+    path = tmp_path / "m.safetensors"
+    tensors = [("a", "F16", (3, 5)), ("b", "F32", (7,)), ("c", "I64", (2, 2, 2))]
+    head = st.header_bytes(tensors, {"format": "pt"})
+    data = bytes(range(256)) * 2
+    body = data[: 3 * 5 * 2 + 7 * 4 + 8 * 8]
+    path.write_bytes(head + body)
+    loaded = load_file(str(path))
+    assert loaded["b"].dtype == np.float32 and loaded["c"].shape == (2, 2, 2) and loaded["a"].shape == (3, 5)
+    assert loaded["a"].tobytes() == body[:30] and loaded["c"].tobytes() == body[58:]
+    parsed = st.parse(str(path))
+    assert [t.name for t in parsed.tensors] == ["a", "b", "c"] and parsed.data_start == len(head)
+    assert len(head) % 8 == 0
+
+
+def test_load_reads_every_tensor_of_real_shards_back_exactly(cli, tmp_path, no_gpu):
+    _shards(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli(
+        "workload",
+        "load",
+        "--files",
+        str(tmp_path / "model-*.safetensors"),
+        "--verify",
+        "--split",
+        "64K",
+        "-t",
+        "3",
+        "--json",
+        str(out / "l.json"),
+    )
+    assert r.code == 0, r.err
+    data = json.loads((out / "l.json").read_text())
+    assert data["kind"] == "workload-load" and data["status"] == "ok" and data["schema_version"] == 1
+    assert data["verified"]["differ"] == 0 and data["verified"]["pieces"] == data["pieces"] > 6
+    assert data["data"]["tensors"] == 6 and data["load_s"] > 0 and data["first_byte_s"] <= data["load_s"]
+    assert data["slowest_shard"] in ("model-0.safetensors", "model-1.safetensors")
+    assert data["cpu_s_per_gib"] > 0 and data["gb_per_s"] > 0
+    assert "verified:" in r.out and "loaded in" in r.out
+    assert sorted(os.listdir(tmp_path)) == ["model-0.safetensors", "model-1.safetensors", "out"]  # nothing written
+
+
+def test_the_loader_places_each_tensor_where_its_bytes_are_checked(set_dir):
+    """The API's verify against the files, on shards generated from a model's shapes, split over two GPUs'
+    buffers (host memory here), cold then warm."""
+    import dataclasses
+
+    from xferscope.workloads.load import LoadSession
+    from xferscope.workloads.load_spec import LoadSpec
+
+    spec = LoadSpec(
+        model=model("llama3.2-1b", layers=2, vocab=2048),
+        shard_size=8 << 20,
+        directory=str(set_dir),
+        verify=True,
+        split=1 << 20,
+        threads=3,
+        gpus=(0, 1),
+    ).validate()
+    s = LoadSession(spec)
+    try:
+        shards = s.prepare()
+        assert len(shards.files) > 2 and os.path.exists(os.path.join(shards.root, "model.safetensors.index.json"))
+        cold = s.run()
+        warm = s.run(dataclasses.replace(s.spec, cache="warm"))
+    finally:
+        s.close()
+    for r in (cold, warm):
+        assert r.status == "ok" and r.verified.differ == 0 and r.verified.pieces == r.pieces
+        assert len(r.per_gpu) == 1 and r.per_gpu[0].gpu is None  # no GPU: host memory
+    assert cold.resident_before == 0.0
+    assert warm.resident_before is None or warm.resident_before > 0.9
+    assert os.listdir(set_dir) == []
+
+
+# ------------------------------------------------------------------ the CLI
+
+
+def test_kvcache_host_run_reports_the_figures(cli, set_dir, tmp_path, no_gpu):
+    js = tmp_path / "k.json"
+    r = cli(
+        "workload",
+        "kvcache",
+        *KV,
+        "--prompt-tokens",
+        "1024-3072",
+        "-c",
+        "2",
+        "-n",
+        "12",
+        "--dir",
+        str(set_dir),
+        "--prefill-rate",
+        "5000",
+        "--json",
+        str(js),
+        "--csv",
+        str(tmp_path / "k.csv"),
+    )
+    assert r.code == 0, r.err
+    d = json.loads(js.read_text())
+    assert d["kind"] == "workload-kvcache" and d["status"] == "ok" and d["requests"] == 12
+    assert 0 < d["restore_p50_s"] <= d["restore_p99_s"]
+    assert d["bytes_per_token"] == 4 * 8 * 128 * 2 * 2 and d["tokens_per_s"] > 0 and d["chunks_per_s"] > 0
+    assert d["per_gpu"][0]["gpu"] is None and d["per_gpu"][0]["gb_per_s"] > 0 and d["cpu_s_per_gib"] > 0
+    assert d["break_even"]["prefill_rate"] == 5000
+    assert "break-even at 5000 tokens/s" in r.out and "restore p50" in r.out
+    assert len(d["request_log"]) == 12 and all(q["seconds"] > 0 for q in d["request_log"])
+    assert (tmp_path / "k.csv").read_text().startswith("path,gpu,requests")
+    assert os.listdir(set_dir) == []
+    from xferscope.workloads.kvcache_record import decode
+
+    assert decode(js.read_bytes()).requests == 12
+
+
+def test_without_a_prefill_rate_there_is_no_break_even_line(cli, set_dir, no_gpu):
+    r = cli(
+        "workload",
+        "kvcache",
+        *KV,
+        "--layout",
+        "layer",
+        "--prompt-tokens",
+        "1024",
+        "-n",
+        "4",
+        "--dir",
+        str(set_dir),
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["break_even"] is None and d["spec"]["layout"] == "layer" and d["requests"] == 4
+
+
+def test_kvcache_reads_an_existing_cache_without_writing_it(cli, set_dir, tmp_path, no_gpu):
+    r = cli(
+        "workload",
+        "kvcache",
+        *KV,
+        "--prompt-tokens",
+        "1024",
+        "-n",
+        "2",
+        "--dir",
+        str(set_dir),
+        "--keep",
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    (made,) = os.listdir(set_dir)
+    before = {p: os.stat(os.path.join(dp, p)).st_mtime_ns for dp, _, fs in os.walk(set_dir / made) for p in fs}
+    r = cli(
+        "workload", "kvcache", "--cache", str(set_dir / made), "--prompt-tokens", "1024", "-n", "3", "--format", "json"
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["requests"] == 3 and d["cache"]["generated"] is False and d["cache"]["chunk_files"] == 24
+    after = {p: os.stat(os.path.join(dp, p)).st_mtime_ns for dp, _, fs in os.walk(set_dir / made) for p in fs}
+    assert before == after
+
+
+def test_paths_side_by_side_with_an_a_a_pair(cli, set_dir, no_gpu):
+    r = cli(
+        "workload",
+        "kvcache",
+        *KV,
+        "--prompt-tokens",
+        "1024",
+        "-n",
+        "3",
+        "--dir",
+        str(set_dir),
+        "--path",
+        "host,host",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert [e["label"] for e in d["entries"]] in (["host#1", "host#2"], ["host#2", "host#1"])
+    assert all(e["runs"] == 2 for e in d["entries"]) and len(d["results"]) == 4
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("workload", "kvcache", "--tp", "3"), "does not divide the 8 KV heads"),
+        (("workload", "kvcache", "--chunk-tokens", "0"), "chunk-tokens"),
+        (("workload", "kvcache", "--model", "gpt-9"), "unknown model"),
+        (("workload", "kvcache", "--prompt-tokens", "lots"), "prompt-tokens"),
+        (("workload", "kvcache", "--hit-ratio", "1.5"), "hit-ratio"),
+        (("workload", "kvcache", "--model", "custom", "--layers", "2"), "custom needs"),
+        (("workload", "load", "--files", "/nonexistent/*.safetensors"), "matches no file"),
+        (("workload", "load"), "give --files"),
+        (("workload", "load", "--model", "deepseek-v3"), "not modelled"),
+        (("workload", "load", "--model", "llama3.2-1b", "--cache", "tepid"), "cold"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli, args, says, no_gpu):
+    r = cli(*args)
+    assert r.code == 2 and says in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        (lambda raw: raw[:5], "bytes 0-7"),
+        (lambda raw: struct.pack("<Q", 10**12) + raw[8:], "bytes 0-7 give a header"),
+        (lambda raw: raw[:8] + b"x" + raw[9:], "not JSON at byte 8"),
+        (lambda raw: raw.replace(b'"F32"', b'"F33"', 1), "field dtype"),
+        (lambda raw: raw.replace(b'"shape":[300,257]', b'"shape":[300,258]', 1), "field data_offsets spans"),
+    ],
+)
+def test_a_damaged_shard_is_one_line_naming_the_byte_or_field(cli, tmp_path, damage, says, no_gpu):
+    _shards(tmp_path, 1)
+    path = tmp_path / "model-0.safetensors"
+    path.write_bytes(damage(path.read_bytes()))
+    r = cli("workload", "load", "--files", str(path))
+    assert r.code == 2 and says in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_a_cache_too_big_for_the_disk_is_refused_before_writing(cli, set_dir, no_gpu):
+    r = cli("workload", "kvcache", "--model", "llama3.1-70b", "--cache-chunks", "10000000", "--dir", str(set_dir))
+    assert r.code == 2 and "does not fit" in r.err
+    assert os.listdir(set_dir) == []
+
+
+def test_ctrl_c_keeps_the_figures_and_removes_the_cache(set_dir, tmp_path, no_gpu):
+    js = tmp_path / "k.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "workload",
+            "kvcache",
+            *KV,
+            "--prompt-tokens",
+            "1024",
+            "-T",
+            "60",
+            "--dir",
+            str(set_dir),
+            "--json",
+            str(js),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(set_dir.iterdir()):
+        time.sleep(0.05)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    d = json.loads(js.read_text())
+    assert d["status"] == "interrupted" and d["requests"] > 0 and d["restore_p50_s"] > 0
+    assert os.listdir(set_dir) == []

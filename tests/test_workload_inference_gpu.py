@@ -1,0 +1,80 @@
+"""`workload load` and `workload kvcache` on a real GPU: every path lands each tensor's exact bytes in GPU memory
+(checked by copying them back), and the KV-cache restores run through the GPU paths in both layouts. Skipped,
+with the reason, where there is no GPU."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xferscope.engines.registry import unavailable_reason
+
+GPU_REASON = unavailable_reason("bounce")
+CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
+needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
+GPU_PATHS = ["host", "bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
+
+
+@pytest.mark.parametrize("path", GPU_PATHS)
+def test_each_path_lands_every_tensor_exactly_in_gpu_memory(cli, direct_dir, path):
+    from test_workload_inference import _shards
+
+    _shards(direct_dir)
+    r = cli(
+        "workload",
+        "load",
+        "--files",
+        str(direct_dir / "*.safetensors"),
+        "--path",
+        path,
+        "--verify",
+        "--split",
+        "256K",
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["status"] == "ok" and d["verified"]["differ"] == 0 and d["verified"]["pieces"] == d["pieces"]
+    assert [g["gpu"] for g in d["per_gpu"]] == [0]
+
+
+@pytest.mark.parametrize("layout", ["block", "layer"])
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile), "host"])
+def test_kvcache_restores_into_the_gpu(cli, direct_dir, path, layout):
+    r = cli(
+        "workload",
+        "kvcache",
+        "--model",
+        "custom",
+        "--layers",
+        "4",
+        "--kv-heads",
+        "8",
+        "--head-dim",
+        "128",
+        "--cache-chunks",
+        "16",
+        "--prompt-tokens",
+        "2048",
+        "-c",
+        "2",
+        "-n",
+        "6",
+        "--layout",
+        layout,
+        "--path",
+        path,
+        "--dir",
+        str(direct_dir),
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["status"] == "ok" and d["requests"] == 6 and d["restore_p50_s"] > 0
+    assert [g["gpu"] for g in d["per_gpu"]] == ([None] if path == "host" else [0])
+    if path == "host":
+        assert "pinned host memory" in " ".join(d["labels"])
