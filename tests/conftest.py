@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,25 @@ def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> 
 @pytest.fixture
 def cli():
     return xferscope_cli
+
+
+def interrupted_cli(args, watch, settle_s: float) -> tuple[int, str, str]:
+    """xferscope ARGS in a process of its own (no GPU), Ctrl-C ``settle_s`` seconds after something appears in
+    the directory ``watch``: its exit code, stdout and stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline and not any(watch.iterdir()):
+        time.sleep(0.05)
+    time.sleep(settle_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    return proc.returncode, out, err
 
 
 @pytest.fixture

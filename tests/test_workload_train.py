@@ -7,7 +7,6 @@ import json
 import math
 import os
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import threading
 import time
 
 import pytest
+from conftest import interrupted_cli
 
 from xferscope.errors import FormatError, SpecError
 from xferscope.workloads import train_data
@@ -385,20 +385,8 @@ def test_a_set_too_big_for_the_disk_is_refused_before_writing(cli, set_dir, no_g
 
 def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu):
     js = tmp_path / "t.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "xferscope.cli", *small_train(set_dir, "-T", "60", "--json", str(js))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline and not any(set_dir.iterdir()):
-        time.sleep(0.05)
-    time.sleep(3.0)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    code, out, err = interrupted_cli(small_train(set_dir, "-T", "60", "--json", str(js)), set_dir, 3.0)
+    assert code == 130, err
     assert "Traceback" not in err
     data = json.loads(js.read_text())
     assert data["status"] == "interrupted"
@@ -623,20 +611,9 @@ def test_an_interrupted_search_keeps_the_counts_it_judged():
 
 def test_ctrl_c_during_find_max_keeps_the_runs(set_dir, tmp_path, no_gpu):
     js = tmp_path / "f.json"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "xferscope.cli", *small_train(set_dir, "-T", "2", "--find-max", "--json", str(js))],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline and not any(set_dir.iterdir()):
-        time.sleep(0.05)
-    time.sleep(4.0)  # the first count judged, the second under way
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    args = small_train(set_dir, "-T", "2", "--find-max", "--json", str(js))
+    code, out, err = interrupted_cli(args, set_dir, 4.0)  # the first count judged, the second under way
+    assert code == 130, err
     data = json.loads(js.read_text())
     assert data["status"] == "interrupted" and data["results"], data
     assert "INTERRUPTED" in out

@@ -128,6 +128,23 @@ def _size(text: str, field: str) -> int:
         raise SpecError(field, str(exc)) from None
 
 
+WorkloadDirOpt = Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")]
+WorkloadRoundsOpt = Annotated[
+    int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")
+]
+LiveIntervalOpt = Annotated[float, typer.Option("--interval", help="seconds between live updates")]
+
+
+def check_workload_outputs(fmt: str, json_path: str | None, csv_path: str | None, rounds: int) -> None:
+    """A workload command's output choices and --rounds, checked before anything runs."""
+    from xferscope.output.files import check_outputs
+
+    check_format(fmt)
+    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
+
+
 def optional_size(text: str | None, field: str) -> int | None:
     """A size the user may leave out (None stays None); a bad one is one line naming the option."""
     return None if text is None else _size(text, field)

@@ -11,8 +11,12 @@ from xferscope.commands.options import (
     FormatOpt,
     JsonOpt,
     KeepOpt,
+    LiveIntervalOpt,
     SeedOpt,
+    WorkloadDirOpt,
+    WorkloadRoundsOpt,
     check_format,
+    check_workload_outputs,
     gpu_list,
     optional_size,
 )
@@ -94,7 +98,7 @@ def train_command(
     steps: Annotated[int | None, typer.Option("--steps", help="steps per accelerator")] = None,
     duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None,
     epochs: Annotated[int | None, typer.Option("--epochs", help="epochs (1 when no other end is given)")] = None,
-    directory: Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")] = None,
+    directory: WorkloadDirOpt = None,
     data: Annotated[str | None, typer.Option("--data", help="read your own files in DIR as the data set")] = None,
     bs: Annotated[str, typer.Option("--bs", "-i", help="request size of the reads")] = "4M",
     buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
@@ -102,8 +106,8 @@ def train_command(
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
     max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
-    rounds: Annotated[int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")] = 3,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    rounds: WorkloadRoundsOpt = 3,
+    interval: LiveIntervalOpt = 0.5,
     seed: SeedOpt = 0x5EED,
     keep: KeepOpt = False,
     json_path: JsonOpt = None,
@@ -114,12 +118,9 @@ def train_command(
     report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
     from xferscope.workloads.train_spec import train_spec
 
-    check_format(fmt)
-    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
+    check_workload_outputs(fmt, json_path, csv_path, rounds)
     if max_accelerators < 1:
         raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
-    if rounds < 1:
-        raise SpecError("rounds", f"must be at least 1, got {rounds}")
     path, compute, note = _defaults(path, compute)
     paths = [p.strip() for p in path.split(",") if p.strip()]  # a path twice: an A/A pair (host#1, host#2)
     if not paths:

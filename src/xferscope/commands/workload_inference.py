@@ -12,13 +12,15 @@ from xferscope.commands.options import (
     FormatOpt,
     JsonOpt,
     KeepOpt,
+    LiveIntervalOpt,
     SeedOpt,
-    check_format,
+    WorkloadDirOpt,
+    WorkloadRoundsOpt,
+    check_workload_outputs,
     gpu_list,
     optional_size,
 )
 from xferscope.errors import SpecError
-from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.units import parse_duration
 
@@ -31,8 +33,6 @@ PathOpt = Annotated[
         "ranks them (a path twice: an A/A pair)",
     ),
 ]
-RoundsOpt = Annotated[int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")]
-DirOpt = Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")]
 
 
 def _paths(path: str | None) -> tuple[list[str], str]:
@@ -46,13 +46,6 @@ def _paths(path: str | None) -> tuple[list[str], str]:
 
     n, why = gpu_count()
     return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
-
-
-def _start(fmt: str, json_path: str | None, csv_path: str | None, rounds: int) -> None:
-    check_format(fmt)
-    check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
-    if rounds < 1:
-        raise SpecError("rounds", f"must be at least 1, got {rounds}")
 
 
 def kvcache_command(
@@ -80,7 +73,7 @@ def kvcache_command(
     path: PathOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks go round-robin over")] = None,
     cache: Annotated[str | None, typer.Option("--cache", help="read an existing cache in LMCache's GDS layout")] = None,
-    directory: DirOpt = None,
+    directory: WorkloadDirOpt = None,
     cache_chunks: Annotated[
         int | None, typer.Option("--cache-chunks", help="chunks per rank in the generated cache")
     ] = None,
@@ -91,8 +84,8 @@ def kvcache_command(
         float | None, typer.Option("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
     ] = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
-    rounds: RoundsOpt = 3,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    rounds: WorkloadRoundsOpt = 3,
+    interval: LiveIntervalOpt = 0.5,
     seed: SeedOpt = 0x5EED,
     keep: KeepOpt = False,
     json_path: JsonOpt = None,
@@ -105,7 +98,7 @@ def kvcache_command(
     from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
     from xferscope.workloads.models import model as model_shape
 
-    _start(fmt, json_path, csv_path, rounds)
+    check_workload_outputs(fmt, json_path, csv_path, rounds)
     paths, note = _paths(path)
     shape = model_shape(model, layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype)
     spec = KvSpec(
@@ -163,12 +156,12 @@ def load_command(
     cache: Annotated[
         str, typer.Option("--cache", help="cold (page cache emptied of the shards, O_DIRECT) or warm")
     ] = "cold",
-    directory: DirOpt = None,
+    directory: WorkloadDirOpt = None,
     verify: Annotated[
         bool, typer.Option("--verify", "-V", help="after the load, check every tensor's bytes landed")
     ] = False,
-    rounds: RoundsOpt = 3,
-    interval: Annotated[float, typer.Option("--interval", help="seconds between live updates")] = 0.5,
+    rounds: WorkloadRoundsOpt = 3,
+    interval: LiveIntervalOpt = 0.5,
     seed: SeedOpt = 0x5EED,
     keep: KeepOpt = False,
     json_path: JsonOpt = None,
@@ -180,7 +173,7 @@ def load_command(
     from xferscope.workloads.load_spec import LoadSpec
     from xferscope.workloads.models import model as model_shape
 
-    _start(fmt, json_path, csv_path, rounds)
+    check_workload_outputs(fmt, json_path, csv_path, rounds)
     paths, note = _paths(path)
     size = optional_size(shard_size, "shard-size")
     assert size is not None

@@ -296,8 +296,8 @@ def train_and_report(
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)
     try:
-        data = session.prepare(_fill_line if live else None, list(dict.fromkeys(paths)))
-        _clear(live)
+        data = session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
+        clear_line(live)
         warning = page_cache_warning(data)
         if warning:
             typer.echo(f"xferscope: warning: {warning}", err=True)
@@ -306,9 +306,9 @@ def train_and_report(
             result = session.compare_paths(paths, rounds, find_max_upper=upper if find_max else None, on_tick=tick)
         else:
             result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
-        _clear(live)
+        clear_line(live)
     except KeyboardInterrupt:
-        _clear(live)
+        clear_line(live)
         typer.echo("xferscope: interrupted", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     finally:
@@ -325,7 +325,7 @@ def train_and_report(
         raise typer.Exit(written)
 
 
-def _write(text: str) -> None:
+def write_status(text: str) -> None:
     try:
         sys.stderr.write(text)
         sys.stderr.flush()
@@ -333,8 +333,8 @@ def _write(text: str) -> None:
         pass
 
 
-def _fill_line(done: int, total: int) -> None:
-    _write(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
+def fill_line(done: int, total: int) -> None:
+    write_status(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
 
 
 def _tick_line(tick: dict) -> None:
@@ -343,12 +343,12 @@ def _tick_line(tick: dict) -> None:
     au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
     steps = sum(r["steps"] for r in rows)
     rate = tick["bytes_read"] / tick["t"] / 1e6 if tick["t"] > 0 else 0.0
-    _write(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
+    write_status(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
 
 
-def _clear(live: bool) -> None:
+def clear_line(live: bool) -> None:
     if live:
-        _write("\r\033[K")
+        write_status("\r\033[K")
 
 
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:

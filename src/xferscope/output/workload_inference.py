@@ -14,7 +14,7 @@ import typer
 
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, human_output, write_outputs
-from xferscope.output.workload import _clear, _fill_line, _write
+from xferscope.output.workload import clear_line, fill_line, write_status
 from xferscope.units import format_bytes
 from xferscope.workloads.kvcache import KvComparison, KvSession
 from xferscope.workloads.kvcache_record import KvResult
@@ -308,13 +308,13 @@ def _report(
 ) -> None:
     live = sys.stderr.isatty() and fmt != "json"
     try:
-        session.prepare(_fill_line if live else None, list(dict.fromkeys(paths)))
-        _clear(live)
+        session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
+        clear_line(live)
         tick = _tick_line if live else None
         result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
-        _clear(live)
+        clear_line(live)
     except KeyboardInterrupt:
-        _clear(live)
+        clear_line(live)
         typer.echo("xferscope: interrupted", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     finally:
@@ -341,4 +341,4 @@ def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
 
 def _tick_line(tick: dict) -> None:
     done = tick["jobs"]
-    _write(f"\r\033[K{tick['t']:6.1f} s  {done} done")
+    write_status(f"\r\033[K{tick['t']:6.1f} s  {done} done")

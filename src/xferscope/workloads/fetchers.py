@@ -61,6 +61,9 @@ def host_slot(capacity: int) -> Slot:
 class Fetcher:
     """One reader thread's path. ``read`` puts ``sample`` at ``slot`` offset ``at`` (4 KiB aligned)."""
 
+    #: whether this path reads with O_DIRECT where the data set allows it (a mapped file cannot)
+    uses_direct = True
+
     def __init__(self, data: Any, block_size: int):
         self.data = data  # TrainData, or transfer.Files: .files (each .path, .size) and .direct
         self.bs = block_size
@@ -72,7 +75,7 @@ class Fetcher:
             self.close_file()
             path = self.data.files[file].path
             try:
-                self._fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if self.data.direct else 0))
+                self._fd = os.open(path, os.O_RDONLY | (os.O_DIRECT if self.direct else 0))
             except OSError as exc:
                 raise RunFailed(f"cannot open {path}: {exc.strerror}") from None
             self._file = file
@@ -87,9 +90,13 @@ class Fetcher:
             os.close(self._fd)
         self._fd, self._file = -1, None
 
+    @property
+    def direct(self) -> bool:
+        return self.data.direct and self.uses_direct
+
     def extent(self, sample: SampleRef) -> tuple[int, int]:
         """(file offset, length) to read for ``sample``."""
-        return sample.span if self.data.direct else (sample.offset, sample.length)
+        return sample.span if self.direct else (sample.offset, sample.length)
 
     def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
         raise NotImplementedError
@@ -318,18 +325,6 @@ class MmapCopyFetcher(Fetcher):
             self.check = gpu_setup.check
             resources.context(gpu)
 
-    def fd_for(self, file: int) -> int:
-        if file != self._file:
-            self.close_file()
-            path = self.data.files[file].path
-            try:
-                self._fd = os.open(path, os.O_RDONLY)
-            except OSError as exc:
-                raise RunFailed(f"cannot open {path}: {exc.strerror}") from None
-            self._file = file
-            self.opened(file)
-        return self._fd
-
     def opened(self, file: int) -> None:
         from xferscope.engines.page_cache import _MAP_FAILED, _libc
 
@@ -346,9 +341,6 @@ class MmapCopyFetcher(Fetcher):
             _libc.munmap(ctypes.c_void_p(self._map[0]), self._map[1])
             self._map = None
         super().close_file()
-
-    def extent(self, sample: SampleRef) -> tuple[int, int]:
-        return sample.offset, sample.length
 
     def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
         self.fd_for(sample.file)

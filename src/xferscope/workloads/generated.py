@@ -39,13 +39,15 @@ def parent_dir(directory: str | None, buffered: bool) -> tuple[str, bool]:
     return parent, probe_direct_io(parent)[0] and not buffered
 
 
-def check_fits(parent: str, total: int, what: str, option: str, fix: str) -> None:
-    """A SpecError naming ``option`` when ``total`` bytes (and a margin) do not fit the free space."""
+def check_fits(parent: str, total: int, what: str, option: str, fix: str | Callable[[int], str]) -> None:
+    """A SpecError naming ``option`` when ``total`` bytes (and a margin) do not fit the free space; ``fix`` says
+    what to do (or makes it from the bytes that would fit)."""
     free = shutil.disk_usage(parent).free
     if total + DISK_MARGIN > free:
+        hint = fix(max(0, free - DISK_MARGIN)) if callable(fix) else fix
         raise SpecError(
             option,
-            f"{what} ({format_bytes(total)}) does not fit the free space of {parent} ({format_bytes(free)}); {fix}",
+            f"{what} ({format_bytes(total)}) does not fit the free space of {parent} ({format_bytes(free)}); {hint}",
         )
 
 
@@ -57,6 +59,7 @@ class GeneratedDir:
         janitor.guard(self.path)
         self.direct = direct
         self.kept = False
+        self.on_full = "make room, or choose --dir"
         self._open = True
         self._buf: mmap.mmap | None = None
 
@@ -87,7 +90,7 @@ class GeneratedDir:
                         os.pwrite(fd, view, off)
                     except OSError as exc:
                         if exc.errno == errno.ENOSPC:
-                            raise EnvironmentProblem(f"disk full while creating {path}") from None
+                            raise EnvironmentProblem(f"disk full while creating {path}; {self.on_full}") from None
                         raise EnvironmentProblem(f"cannot write {path}: {exc.strerror}") from None
                 off += n
             if self.direct and size % ALIGN:

@@ -104,6 +104,16 @@ class ChunkFile:
     dtype: str
     rank: int
 
+    def chunk_shape(self) -> ChunkShape | None:
+        """The chunk's layout as its header gives it; None where it is not [kv, layers, tokens, hidden] of a
+        dtype known here."""
+        if len(self.shape) != 4 or self.dtype not in _ELEMENT:
+            return None
+        kv, layers, tokens, hidden = self.shape
+        return ChunkShape(
+            kv, layers, tokens, hidden, _ELEMENT[self.dtype], self.dtype, FMT_KV_MLA if kv == 1 else FMT_KV_2LTD
+        )
+
 
 def read_header(path: str) -> ChunkFile:
     """A chunk file's header; one that is not LMCache's layout is a SpecError naming the byte or field."""

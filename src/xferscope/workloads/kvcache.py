@@ -9,6 +9,7 @@ from typing import Any
 
 import msgspec
 
+from xferscope.errors import SpecError
 from xferscope.workloads import kvcache_data
 from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
 from xferscope.workloads.kvcache_data import KvCache, KvJobs
@@ -32,14 +33,14 @@ class KvComparison(msgspec.Struct, kw_only=True):
 
 
 def transfer_job(spec: KvSpec, cache: KvCache, host_gpu: int | None) -> TransferJob:
-    largest = cache.largest_read
+    largest = cache.largest_read(spec.layout)
     bs = spec.block_size or -(-largest // 4096) * 4096
     return TransferJob(
         path=spec.path,
         files=cache.fileset,
         block_size=bs,
         worker_gpus=[spec.rank_gpu(w % spec.tp) if spec.lands_in_gpu else None for w in range(spec.workers)],
-        worker_buffer=cache.buffer_bytes(spec.max_hits),
+        worker_buffer=cache.buffer_bytes(spec.max_hits, spec.layout),
         buffers=[],
         source=KvJobs(spec, cache),
         duration=spec.duration,
@@ -76,19 +77,15 @@ class KvSession:
             cache = kvcache_data.scan(spec)
             tokens = cache.shape.tokens
             if tokens != spec.chunk_tokens:
-                self.spec = spec = dataclasses.replace(spec, chunk_tokens=tokens)
+                self.spec = spec = dataclasses.replace(spec, chunk_tokens=tokens).validate()
+            if cache.positions < spec.max_hits:
+                raise SpecError(
+                    "cache",
+                    f"{spec.cache} holds {cache.positions} chunks per rank; the longest prompt restores {spec.max_hits}",
+                )
         else:
-            kvcache_data.plan(spec)
-            cache = KvCache(
-                "",
-                [],
-                False,
-                spec.shape,
-                spec.cache_chunks or kvcache_data.default_chunks(spec),
-                spec.tp,
-                True,
-                spec.layout,
-            )
+            chunks = kvcache_data.plan(spec)[2]
+            cache = KvCache("", [], False, spec.shape, chunks, spec.tp, True)  # as it will be: for the memory check
         check_memory_before([transfer_job(dataclasses.replace(spec, path=p), cache, self.host_gpu) for p in paths])
         if spec.cache is None:
             cache = kvcache_data.generate(spec, progress, cancel=lambda: self.stopped)

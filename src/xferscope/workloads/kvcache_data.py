@@ -24,8 +24,6 @@ from xferscope.workloads.kvcache_spec import DEFAULT_CACHE_BYTES, KvSpec, Reques
 from xferscope.workloads.train_data import DataFile
 from xferscope.workloads.transfer import Files, Job, Piece, place
 
-_ELEMENT = {"BF16": 2, "F16": 2, "F32": 4, "F8E4M3FN": 1, "F8E5M2": 1, "F64": 8}
-
 
 @dataclass
 class KvCache:
@@ -36,7 +34,6 @@ class KvCache:
     positions: int  # chunks per rank
     ranks: int
     generated: bool
-    layout: str = "block"
     #: file index of (position, rank): position * ranks + rank
     created: GeneratedDir | None = field(default=None, repr=False)
     notes: list[str] = field(default_factory=list)
@@ -48,10 +45,10 @@ class KvCache:
     def file_of(self, position: int, rank: int) -> int:
         return (position % self.positions) * self.ranks + rank
 
-    def pieces(self, req: Request, rank: int) -> tuple[Piece, ...]:
+    def pieces(self, req: Request, rank: int, layout: str) -> tuple[Piece, ...]:
         chunks = [self.file_of(req.first + i, rank) for i in range(req.hits)]
         reads: list[tuple[int, int, int]] = []
-        if self.layout == "block":
+        if layout == "block":
             reads = [(f, HEADER, self.shape.payload) for f in chunks]
         else:
             for layer in range(self.shape.layers):
@@ -63,16 +60,15 @@ class KvCache:
             out.append(Piece(f, off, n, -1, at))
         return tuple(out)
 
-    def buffer_bytes(self, hits: int) -> int:
+    def buffer_bytes(self, hits: int, layout: str) -> int:
         """A worker's buffer for a request of ``hits`` chunks (in 2 MiB units)."""
         req = Request(0, 0, hits, hits, 0)
-        pieces = self.pieces(req, 0)
+        pieces = self.pieces(req, 0, layout)
         end = max((p.at + p.length + 4096 for p in pieces), default=4096)
         return -(-end // (2 << 20)) * (2 << 20)
 
-    @property
-    def largest_read(self) -> int:
-        return self.shape.payload if self.layout == "block" else self.shape.plane
+    def largest_read(self, layout: str) -> int:
+        return self.shape.payload if layout == "block" else self.shape.plane
 
     def describe(self) -> dict:
         return {
@@ -110,7 +106,7 @@ class KvJobs:
         if spec.requests is not None and n >= spec.requests:
             return None
         req = request(spec, n, self.cache.positions)
-        return Job(n, self.cache.pieces(req, rank), spec.rank_gpu(rank) if spec.lands_in_gpu else None)
+        return Job(n, self.cache.pieces(req, rank, spec.layout), spec.rank_gpu(rank) if spec.lands_in_gpu else None)
 
 
 def default_chunks(spec: KvSpec) -> int:
@@ -147,7 +143,7 @@ def generate(
     made = GeneratedDir(parent, "kvcache", direct)
     shape = spec.shape
     head = kv_layout.header(shape)
-    cache = KvCache(made.path, [], direct, shape, chunks, spec.tp, True, spec.layout, made)
+    cache = KvCache(made.path, [], direct, shape, chunks, spec.tp, True, made)
     try:
         done = 0
         for c in range(chunks):
@@ -177,10 +173,11 @@ def scan(spec: KvSpec) -> KvCache:
     shapes = {(f.shape, f.dtype) for f in found}
     if len(shapes) > 1:
         raise SpecError("cache", f"{spec.cache}: chunks of {len(shapes)} shapes; a run reads chunks of one shape")
-    ((dims, dtype),) = shapes
-    if len(dims) != 4 or dtype not in _ELEMENT:
+    shape = found[0].chunk_shape()
+    if shape is None:
         raise SpecError(
-            "cache", f"{spec.cache}: chunk shape {list(dims)} of {dtype} is not [kv, layers, tokens, hidden]"
+            "cache",
+            f"{spec.cache}: chunk shape {list(found[0].shape)} of {found[0].dtype} is not [kv, layers, tokens, hidden]",
         )
     by_rank: dict[int, list[kv_layout.ChunkFile]] = {}
     for f in found:
@@ -190,15 +187,11 @@ def scan(spec: KvSpec) -> KvCache:
         raise SpecError("tp", f"{spec.cache} holds ranks {ranks}; --tp {spec.tp} reads ranks 0-{spec.tp - 1}")
     positions = min(len(v) for v in by_rank.values())
     files = [DataFile(by_rank[r][p].path, HEADER + by_rank[r][p].payload) for p in range(positions) for r in ranks]
-    kv, layers, tokens, hidden = dims
-    shape = ChunkShape(kv, layers, tokens, hidden, _ELEMENT[dtype], dtype, 6 if kv == 1 else 1)
     direct = False if spec.buffered else direct_works(files[0].path)
-    cache = KvCache(root, files, direct, shape, positions, spec.tp, False, spec.layout)
-    if tokens != spec.chunk_tokens:
-        cache.notes.append(f"the cache's chunks hold {tokens} tokens (--chunk-tokens {spec.chunk_tokens} not used)")
-    if positions < spec.max_hits:
-        raise SpecError(
-            "cache", f"{spec.cache} holds {positions} chunks per rank; the longest prompt restores {spec.max_hits}"
+    cache = KvCache(root, files, direct, shape, positions, spec.tp, False)
+    if shape.tokens != spec.chunk_tokens:
+        cache.notes.append(
+            f"the cache's chunks hold {shape.tokens} tokens (--chunk-tokens {spec.chunk_tokens} not used)"
         )
     if not direct and not spec.buffered:
         cache.notes.append("O_DIRECT refused there: reads go through the page cache")

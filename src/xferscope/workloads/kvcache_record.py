@@ -122,13 +122,13 @@ class KvResult(msgspec.Struct, kw_only=True):
         def rate(x: float) -> float | None:
             return _num(x / seconds) if seconds > 0 else None
 
-        bpt = spec.model.kv_bytes_per_token
+        bpt, formula = _per_token(spec, cache)
         return cls(
             status=status,
             spec=spec,
             cache=cache,
             bytes_per_token=bpt,
-            formula=spec.model.kv_formula(),
+            formula=formula,
             requests=len(restored),
             restore_p50_s=_num(percentile(times, 50)),
             restore_p99_s=_num(percentile(times, 99)),
@@ -150,6 +150,20 @@ class KvResult(msgspec.Struct, kw_only=True):
             environment=dict(environment or {}),
             error=error,
         )
+
+
+def _per_token(spec: KvSpec, cache: dict[str, Any]) -> tuple[int, str]:
+    """Bytes per token and how they come: the model's formula for a generated cache, the chunk headers for a cache
+    that was read (whatever model wrote it)."""
+    if cache.get("generated", True):
+        return spec.model.kv_bytes_per_token, spec.model.kv_formula()
+    kv, _layers, tokens, _hidden = cache["chunk_shape"]
+    ranks = cache["ranks"] if kv == 2 else 1  # MLA's vector is whole on every rank
+    bpt = cache["chunk_payload_bytes"] // tokens * ranks
+    return bpt, (
+        f"from the cache's chunk headers: {cache['chunk_shape']} of {cache['dtype']} x {ranks} "
+        f"rank{'s' * (ranks != 1)} = {bpt:,} B per token"
+    )
 
 
 def break_even(spec: KvSpec, done: Sequence[JobDone], log: Sequence[KvRequest], chunk_tokens: int) -> BreakEven | None:

@@ -11,6 +11,8 @@ from typing import Any
 
 import msgspec
 
+from xferscope.rounds import path_labels, round_orders
+
 #: medians closer than this share are level
 LEVEL_SHARE = 0.02
 
@@ -23,22 +25,6 @@ class Entry(msgspec.Struct, kw_only=True):
     low: float | None
     high: float | None
     level_with: list[str] = []
-
-
-def rotated(labels: Sequence[str], rounds: int) -> list[list[int]]:
-    """Each round's order of the entries: round r starts at entry r (mod n)."""
-    n = len(labels)
-    return [[(r + i) % n for i in range(n)] for r in range(rounds)]
-
-
-def path_labels(paths: Sequence[str]) -> list[str]:
-    """host, bounce-async -> as they are; a path given twice (an A/A pair) -> host#1, host#2."""
-    seen: dict[str, int] = {}
-    labels = []
-    for p in paths:
-        seen[p] = seen.get(p, 0) + 1
-        labels.append(f"{p}#{seen[p]}" if list(paths).count(p) > 1 else p)
-    return labels
 
 
 def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None]) -> list[Entry]:
@@ -85,7 +71,7 @@ def in_rounds(
     runs: dict[str, tuple[str, list[Any]]] = {lab: (p, []) for lab, p in zip(labels, paths)}
     results: list[Any] = []
     status = "ok"
-    for order in rotated(labels, rounds):
+    for order in round_orders(len(labels), rounds):
         for i in order:
             if stopped():
                 status = "interrupted"

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem
+from xferscope.rounds import path_labels, round_orders
 from xferscope.workloads import train_data
 from xferscope.workloads.accelerators import check_enough
 from xferscope.workloads.fetchers import slot_capacity
@@ -46,16 +47,6 @@ def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
         free = call("xferscope.workloads.train_process:free_gpu_memory", gpus, what="the GPUs' free memory")
     for spec in specs:
         check_memory(spec, slot_capacity(lengths, spec.batch), free)
-
-
-def path_labels(paths: Sequence[str]) -> list[str]:
-    """host, bounce-async -> as they are; a path given twice (an A/A pair) -> host#1, host#2."""
-    seen: dict[str, int] = {}
-    labels = []
-    for p in paths:
-        seen[p] = seen.get(p, 0) + 1
-        labels.append(f"{p}#{seen[p]}" if paths.count(p) > 1 else p)
-    return labels
 
 
 def most_that_fit(spec: TrainSpec, data: TrainData) -> int:
@@ -172,10 +163,9 @@ class TrainSession:
                     if searches[-1].status != "ok":
                         raise KeyboardInterrupt
             else:
-                n = len(paths)
-                order = list(zip(labels, paths))
-                for r in range(rounds):
-                    for label, p in order[r % n :] + order[: r % n]:
+                for order in round_orders(len(paths), rounds):
+                    for i in order:
+                        label, p = labels[i], paths[i]
                         if self.stopped:
                             raise KeyboardInterrupt
                         result = self.run(dataclasses.replace(self.spec, path=p), on_tick)

@@ -14,25 +14,17 @@ samples of equal size. Nothing there is written, not even a probe: O_DIRECT is t
 from __future__ import annotations
 
 import contextlib
-import errno
-import mmap
 import os
 import random
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from xferscope import janitor
-from xferscope.errors import EnvironmentProblem, SpecError
-from xferscope.target import Interrupted, default_scratch_parent, probe_direct_io
+from xferscope.errors import SpecError
 from xferscope.units import format_bytes
+from xferscope.workloads.generated import ALIGN, GeneratedDir, check_fits, direct_works, parent_dir
 from xferscope.workloads.train_spec import TrainSpec
 
-ALIGN = 4096
-FILL_CHUNK = 8 << 20
-#: free space left on the disk beyond the data set
-DISK_MARGIN = 256 << 20
+__all__ = ["ALIGN", "DataFile", "SampleRef", "TrainData", "generate", "page_cache_warning", "plan_generated", "scan"]
 
 
 @dataclass(frozen=True)
@@ -63,9 +55,13 @@ class TrainData:
     generated: bool
     direct: bool
     #: the directory xferscope created for a generated set (removed by ``close`` unless kept)
-    created_dir: str | None = None
+    created: GeneratedDir | None = None
     kept: bool = False
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def created_dir(self) -> str | None:
+        return None if self.created is None else self.created.path
 
     @property
     def bytes(self) -> int:
@@ -84,14 +80,11 @@ class TrainData:
 
     def close(self, keep: bool = False) -> None:
         """Remove the generated set (unless ``keep``); the user's own files are never touched."""
-        if self.created_dir is None:
+        if self.created is None:
             return
-        if keep:
-            self.kept = True
-        else:
-            shutil.rmtree(self.created_dir, ignore_errors=True)
-        janitor.release(self.created_dir)
-        self.created_dir = None
+        self.created.close(keep)
+        self.kept = self.created.kept
+        self.created = None
 
 
 # ------------------------------------------------------------------ sizes
@@ -117,26 +110,16 @@ def sample_sizes(spec: TrainSpec, count: int) -> list[int]:
 def plan_generated(spec: TrainSpec) -> tuple[str, bool, list[int]]:
     """Where the set goes, whether O_DIRECT works there, and the sizes of its samples; refuses a set that does
     not fit the free space (before anything is written)."""
-    if spec.directory is not None:
-        parent = os.path.abspath(spec.directory)
-        if not os.path.isdir(parent):
-            raise SpecError("dir", f"{spec.directory}: no such directory")
-        if not os.access(parent, os.W_OK):
-            raise SpecError("dir", f"{spec.directory}: not writable")
-        direct = probe_direct_io(parent)[0] and not spec.buffered
-    else:
-        parent, direct = default_scratch_parent()
-        direct = direct and not spec.buffered
+    parent, direct = parent_dir(spec.directory, spec.buffered)
     sizes = sample_sizes(spec, spec.files * spec.samples_per_file)
     total = sum(sizes)
-    free = shutil.disk_usage(parent).free
-    if total + DISK_MARGIN > free:
-        fit = max(0, (free - DISK_MARGIN) * spec.files // max(total, 1))
-        raise SpecError(
-            "files",
-            f"the data set ({spec.files} files, {format_bytes(total)}) does not fit the free space of {parent} "
-            f"({format_bytes(free)}); lower --files (about {fit} fit) or choose --dir",
-        )
+    check_fits(
+        parent,
+        total,
+        f"the data set of {spec.files} files",
+        "files",
+        lambda room: f"lower --files (about {room * spec.files // max(total, 1)} fit) or choose --dir",
+    )
     return parent, direct, sizes
 
 
@@ -145,62 +128,30 @@ def generate(
 ) -> TrainData:
     """Create and fill the set (outside any timed region). On an error or Ctrl-C what was written is removed."""
     parent, direct, sizes = plan_generated(spec)
-    root = tempfile.mkdtemp(prefix=f"xferscope-train-{spec.preset}-", dir=parent)
-    janitor.guard(root)
-    data = TrainData(root=os.path.join(root, "train"), files=[], samples=[], generated=True, direct=direct)
-    data.created_dir = root
+    made = GeneratedDir(parent, f"train-{spec.preset}", direct)
+    made.on_full = "lower --files"
+    data = TrainData(root=os.path.join(made.path, "train"), files=[], samples=[], generated=True, direct=direct)
+    data.created = made
     try:
-        os.mkdir(data.root)
         total, done = sum(sizes), 0
         per = spec.samples_per_file
-        buf = mmap.mmap(-1, FILL_CHUNK)
-        try:
-            for i in range(spec.files):
-                mine = sizes[i * per : (i + 1) * per]
-                path = os.path.join(data.root, f"img_{i + 1}_of_{spec.files}.dat")
-                offset = 0
-                for n in mine:
-                    data.samples.append(SampleRef(i, offset, n))
-                    offset += n
-                data.files.append(DataFile(path, offset))
-                _fill(path, offset, direct, spec.seed + i, buf, cancel)
-                done += offset
-                if progress is not None:
-                    progress(done, total)
-        finally:
-            buf.close()
+        for i in range(spec.files):
+            mine = sizes[i * per : (i + 1) * per]
+            path = os.path.join(data.root, f"img_{i + 1}_of_{spec.files}.dat")
+            offset = 0
+            for n in mine:
+                data.samples.append(SampleRef(i, offset, n))
+                offset += n
+            data.files.append(DataFile(path, offset))
+            made.write(path, offset, spec.seed + i, cancel=cancel)
+            done += offset
+            if progress is not None:
+                progress(done, total)
+        made.done_writing()
     except BaseException:
         data.close(keep=False)
         raise
     return data
-
-
-def _fill(path: str, size: int, direct: bool, seed: int, buf: mmap.mmap, cancel) -> None:
-    from xferscope import _iocore
-
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | (os.O_DIRECT if direct else 0), 0o644)
-    try:
-        off = 0
-        while off < size:
-            if cancel is not None and cancel():
-                raise Interrupted("interrupted while creating the data set")
-            n = min(FILL_CHUNK, size - off)
-            _iocore.fill_pattern(buf, off, seed)
-            length = -(-n // ALIGN) * ALIGN if direct else n
-            with memoryview(buf)[:length] as view:
-                try:
-                    os.pwrite(fd, view, off)
-                except OSError as exc:
-                    if exc.errno == errno.ENOSPC:
-                        raise EnvironmentProblem(f"disk full while creating {path}; lower --files") from None
-                    raise EnvironmentProblem(f"cannot write {path}: {exc.strerror}") from None
-            off += n
-        if direct and size % ALIGN:
-            os.ftruncate(fd, size)
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 # ------------------------------------------------------------------ the user's own files
@@ -230,20 +181,11 @@ def scan(spec: TrainSpec) -> TrainData:
         for j in range(per):
             length = each if j < per - 1 else f.size - each * (per - 1)
             samples.append(SampleRef(i, j * each, length))
-    direct = False if spec.buffered else _direct_works(files[0].path)
+    direct = False if spec.buffered else direct_works(files[0].path)
     data = TrainData(root=root, files=files, samples=samples, generated=False, direct=direct)
     if not direct and not spec.buffered:
         data.notes.append("O_DIRECT refused there: reads go through the page cache")
     return data
-
-
-def _direct_works(path: str) -> bool:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    except OSError:
-        return False
-    os.close(fd)
-    return True
 
 
 def page_cache_warning(data: TrainData) -> str | None:

@@ -90,14 +90,13 @@ class TransferRun:
         source: JobSource,
         workers: Sequence[Worker],
         slots: Sequence[Slot],
-        direct: bool,
         *,
         duration: float | None = None,
         interval: float = 0.5,
         marks: bool = False,
     ):
         self.source, self.workers, self.slots = source, list(workers), list(slots)
-        self.direct, self.duration, self.interval, self.marks = direct, duration, interval, marks
+        self.duration, self.interval, self.marks = duration, interval, marks
         self.done: list[JobDone] = []
         self._lock = threading.Lock()
         self._next_shared = 0
@@ -128,8 +127,8 @@ class TransferRun:
                 for p in job.pieces:
                     slot = w.slot if p.buffer < 0 else self.slots[p.buffer]
                     assert slot is not None
-                    head = p.offset % ALIGN if self.direct else 0
-                    w.fetcher.read(p, slot, p.at - head)
+                    start = w.fetcher.extent(p)[0]  # an O_DIRECT read starts at the 4 KiB boundary below
+                    w.fetcher.read(p, slot, p.at - (p.offset - start))
                     nbytes += p.length
                     if self.marks:
                         marks.append(time.perf_counter() - t0)

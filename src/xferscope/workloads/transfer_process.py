@@ -87,7 +87,6 @@ class TransferSetup:
         self.workers: list[Worker] = []
         self.slots: list[Slot] = []
         self._host: list[Slot] = []
-        self.run_: TransferRun | None = None
 
     def build(self) -> None:
         job = self.job
@@ -136,11 +135,10 @@ class TransferSetup:
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         job = self.job
-        run = self.run_ = TransferRun(
+        run = TransferRun(
             job.source,
             self.workers,
             self.slots,
-            job.files.direct,
             duration=job.duration,
             interval=job.interval,
             marks=job.marks,
@@ -157,23 +155,29 @@ class TransferSetup:
         return payload, run.error
 
     def verify(self) -> tuple[int, int, str | None]:
-        """(pieces checked, pieces whose bytes differ from the file's, the first of them) after the run."""
+        """(pieces checked, pieces whose bytes differ from the file's, the first of them) after the run: every
+        piece of a shared source (its pieces land in the shared buffers), read back from where it landed."""
         job = self.job
         checked = bad = 0
         first = None
-        k = 0
-        while (j := job.source.job(0, k)) is not None:
-            k += 1
-            for p in j.pieces:
-                slot, gpu = self.slots[p.buffer], job.buffers[p.buffer][0]
-                f = job.files.files[p.file]
-                with open(f.path, "rb") as fh:
-                    want = os.pread(fh.fileno(), p.length, p.offset)
-                got = self._landed(slot, gpu, p.at, p.length)
-                checked += 1
-                if got != want:
-                    bad += 1
-                    first = first or f"{os.path.basename(f.path)} bytes {p.offset}-{p.offset + p.length}"
+        fds: dict[int, int] = {}
+        try:
+            k = 0
+            while (j := job.source.job(0, k)) is not None:
+                k += 1
+                for p in j.pieces:
+                    if p.file not in fds:
+                        fds[p.file] = os.open(job.files.files[p.file].path, os.O_RDONLY)
+                    want = os.pread(fds[p.file], p.length, p.offset)
+                    got = self._landed(self.slots[p.buffer], job.buffers[p.buffer][0], p.at, p.length)
+                    checked += 1
+                    if got != want:
+                        bad += 1
+                        name = os.path.basename(job.files.files[p.file].path)
+                        first = first or f"{name} bytes {p.offset}-{p.offset + p.length}"
+        finally:
+            for fd in fds.values():
+                os.close(fd)
         return checked, bad, first
 
     def _landed(self, slot: Slot, gpu: int | None, at: int, n: int) -> bytes:
