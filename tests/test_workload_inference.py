@@ -415,3 +415,54 @@ def test_ctrl_c_keeps_the_figures_and_removes_the_cache(set_dir, tmp_path, no_gp
     d = json.loads(js.read_text())
     assert d["status"] == "interrupted" and d["requests"] > 0 and d["restore_p50_s"] > 0
     assert os.listdir(set_dir) == []
+
+
+def test_saved_runs_compare_and_two_kinds_do_not_mix(cli, set_dir, tmp_path, no_gpu):
+    import shutil
+
+    a, b, loaded = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "l.json"
+    r = cli("workload", "kvcache", *KV, "--prompt-tokens", "1024", "-n", "2", "--dir", str(set_dir), "--json", str(a))
+    assert r.code == 0, r.err
+    shutil.copy(a, b)
+    r = cli("workload", "compare", str(a), str(b), "--format", "json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["kind"] == "workload-kvcache-compare" and sorted(e["label"] for e in d["entries"]) == ["a.json", "b.json"]
+    assert d["entries"][0]["level_with"] == [d["entries"][1]["label"]]  # the same run twice is level
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    _shards(shards, 1)
+    assert cli("workload", "load", "--files", str(shards), "--json", str(loaded)).code == 0
+    r = cli("compare", "--workload", f"{loaded},{loaded}")
+    assert r.code == 0 and "saved model loads" in r.out, r.err
+    r = cli("compare", "--workload", f"{a},{loaded}")
+    assert r.code == 2 and "saved runs of one workload compare" in r.err
+    assert len(r.err.strip().splitlines()) == 1
+
+
+def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, tmp_path, no_gpu):
+    js = tmp_path / "l.json"
+    args = (
+        "workload",
+        "load",
+        "--model",
+        "llama3.2-1b",
+        "--layers",
+        "1",
+        "--shard-size",
+        "64M",
+        "--path",
+        "host,host",
+        "--rounds",
+        "100",
+        "--dir",
+        str(set_dir),
+        "--json",
+        str(js),
+    )
+    code, _out, err = interrupted_cli(args, set_dir, 5.0)
+    assert code == 130, err
+    assert "Traceback" not in err
+    d = json.loads(js.read_text())
+    assert d["status"] == "interrupted" and d["results"] and d["results"][0]["load_s"] > 0
+    assert os.listdir(set_dir) == []

@@ -53,3 +53,21 @@ def install_hangup_handlers() -> None:
             signal.signal(sig, handler)
         except (ValueError, OSError):
             pass
+
+
+def write_status(text: str) -> None:
+    """A live status line on stderr (nothing when stderr is gone)."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    except OSError:
+        pass
+
+
+def fill_line(done: int, total: int) -> None:
+    write_status(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
+
+
+def clear_line(live: bool) -> None:
+    if live:
+        write_status("\r\033[K")

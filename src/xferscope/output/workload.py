@@ -11,6 +11,7 @@ import typer
 
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.terminal import clear_line, fill_line, write_status
 from xferscope.units import format_bytes
 from xferscope.workloads.records import encode
 from xferscope.workloads.train_compare import TrainComparison
@@ -325,18 +326,6 @@ def train_and_report(
         raise typer.Exit(written)
 
 
-def write_status(text: str) -> None:
-    try:
-        sys.stderr.write(text)
-        sys.stderr.flush()
-    except OSError:
-        pass
-
-
-def fill_line(done: int, total: int) -> None:
-    write_status(f"\r\033[Kcreating the data set: {100 * done // max(total, 1)}%")
-
-
 def _tick_line(tick: dict) -> None:
     rows = tick["accelerators"]
     aus = [r["au"] for r in rows if r["au"] == r["au"]]
@@ -346,16 +335,18 @@ def _tick_line(tick: dict) -> None:
     write_status(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
 
 
-def clear_line(live: bool) -> None:
-    if live:
-        write_status("\r\033[K")
-
-
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
-    summary.json, ranked; a file neither reads is one line (exit 2)."""
+    summary.json, ranked; saved KV-cache restores or model loads likewise (of one kind); a file none reads is one
+    line (exit 2)."""
+    from xferscope.workloads.inference_compare import kind_of
     from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
 
+    if any(kind_of(f) for f in files):  # KV-cache restores or model loads
+        from xferscope.output.workload_inference import compare_saved_inference
+
+        compare_saved_inference(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
+        return
     c = TrainComparison(rounds=0, entries=rank([e for f in files for e in load_entries(f)]))
     lines = comparison_lines(c, f"{len(c.entries)} saved training runs")
     written = emit_train(c, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)

@@ -14,7 +14,7 @@ import typer
 
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, human_output, write_outputs
-from xferscope.output.workload import clear_line, fill_line, write_status
+from xferscope.output.terminal import clear_line, fill_line, write_status
 from xferscope.units import format_bytes
 from xferscope.workloads.kvcache import KvComparison, KvSession
 from xferscope.workloads.kvcache_record import KvResult
@@ -215,23 +215,21 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
 
 
 def comparison_lines(
-    title: str,
-    entries: list[Entry],
-    results: list[Any],
-    figure: str,
-    fmt: Callable[[float | None], str],
-    extra: Callable[[Any], str],
-    status: str,
+    title: str, entries: list[Entry], figure: str, fmt: Callable[[float | None], str], status: str
 ) -> list[str]:
-    lines = [title, f"  {'#':>2} {'path':<16} {'runs':>4} {figure:>12} {'range':>23}  {'':<40} level with"]
+    lines = [
+        title,
+        f"  {'#':>2} {'':<28} {'runs':>4} {figure:>12} {'range':>23} {'GB/s':>7} {'CPU-s/GiB':>10}  level with",
+    ]
     for i, e in enumerate(entries, 1):
-        mine = [r for r in results if r.path == e.path]
         rng = "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}"
         lines.append(
-            f"  {i:>2} {e.label[:16]:<16} {e.runs:>4} {fmt(e.value):>12} {rng:>23}  {extra(mine[-1]) if mine else '':<40} {', '.join(e.level_with) or '-'}"
+            f"  {i:>2} {e.label[:28]:<28} {e.runs:>4} {fmt(e.value):>12} {rng:>23} {_f(e.gb_per_s):>7} "
+            f"{_f(e.cpu_s_per_gib, '{:.3f}'):>10}  {', '.join(e.level_with) or '-'}"
         )
     lines.append(
-        f"  ranked: the lowest median {figure} first; entries whose ranges overlap or whose medians lie within 2% are level"
+        f"  ranked: the lowest median {figure} first (GB/s and CPU-s/GiB: the medians of the same runs); entries "
+        "whose ranges overlap or whose medians lie within 2% are level"
     )
     if status != "ok":
         lines.append(f"  {status.upper()}: the rounds measured until then")
@@ -244,10 +242,8 @@ def kv_comparison_lines(c: KvComparison) -> list[str]:
         f"workload kvcache {s.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds over one cache "
         f"(layout {s.layout}, concurrency {s.concurrency}, prompts {s.prompt.text})",
         c.entries,
-        c.results,
         "restore p50",
         _ms,
-        lambda r: f"{_f(r.gb_per_s)} GB/s, {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB",
         c.status,
     )
 
@@ -257,10 +253,8 @@ def load_comparison_lines(c: LoadComparison) -> list[str]:
     return comparison_lines(
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
         c.entries,
-        c.results,
         "load time",
         _s,
-        lambda r: f"{_f(r.gb_per_s)} GB/s, {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB",
         c.status,
     )
 
@@ -342,3 +336,18 @@ def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
 def _tick_line(tick: dict) -> None:
     done = tick["jobs"]
     write_status(f"\r\033[K{tick['t']:6.1f} s  {done} done")
+
+
+def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    """Saved KV-cache restores or model loads side by side, ranked (exit 2 for files of two kinds, or neither)."""
+    from xferscope.workloads.inference_compare import compare_saved
+
+    c = compare_saved(files)
+    if isinstance(c, KvComparison):
+        lines = comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", _ms, c.status)
+        written = emit(c, lines, kv_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    else:
+        lines = comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", _s, c.status)
+        written = emit(c, lines, load_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if written:
+        raise typer.Exit(written)

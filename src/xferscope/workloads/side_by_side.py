@@ -24,6 +24,8 @@ class Entry(msgspec.Struct, kw_only=True):
     value: float | None  # the median of the runs' figure
     low: float | None
     high: float | None
+    gb_per_s: float | None = None  # the median of the runs' rate
+    cpu_s_per_gib: float | None = None  # the median of the runs' CPU cost
     level_with: list[str] = []
 
 
@@ -32,6 +34,7 @@ def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], floa
     out = []
     for label, (path, results) in runs.items():
         values = [v for r in results if (v := figure(r)) is not None and r.status == "ok"]
+        ok = [r for r in results if r.status == "ok"]
         out.append(
             Entry(
                 label=label,
@@ -40,12 +43,19 @@ def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], floa
                 value=statistics.median(values) if values else None,
                 low=min(values) if values else None,
                 high=max(values) if values else None,
+                gb_per_s=_median([r.gb_per_s for r in ok]),
+                cpu_s_per_gib=_median([r.cpu_s_per_gib for r in ok]),
             )
         )
     out.sort(key=lambda e: (e.value is None, e.value or 0.0))
     for e in out:
         e.level_with = [o.label for o in out if o is not e and _level(e, o)]
     return out
+
+
+def _median(values: Sequence[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.median(known) if known else None
 
 
 def _level(a: Entry, b: Entry) -> bool:
@@ -66,22 +76,25 @@ def in_rounds(
     figure: Callable[[Any], float | None],
 ) -> tuple[list[Entry], list[Any], str]:
     """Each path's run (``run(spec with that path)``) once a round, the order rotated each round; the ranked
-    entries, every result in the order measured, and the status (interrupted or failed ends the rounds)."""
+    entries, every result in the order measured, and the status (interrupted or failed ends the rounds). Ctrl-C
+    wherever it lands ends the rounds with the runs finished until then."""
     labels = path_labels(paths)
     runs: dict[str, tuple[str, list[Any]]] = {lab: (p, []) for lab, p in zip(labels, paths)}
     results: list[Any] = []
     status = "ok"
-    for order in round_orders(len(labels), rounds):
-        for i in order:
-            if stopped():
-                status = "interrupted"
+    try:
+        for order in round_orders(len(labels), rounds):
+            for i in order:
+                if stopped():
+                    raise KeyboardInterrupt
+                result = run(dataclasses.replace(spec, path=paths[i]))
+                runs[labels[i]][1].append(result)
+                results.append(result)
+                if result.status != "ok":
+                    status = result.status
+                    break
+            if status != "ok":
                 break
-            result = run(dataclasses.replace(spec, path=paths[i]))
-            runs[labels[i]][1].append(result)
-            results.append(result)
-            if result.status != "ok":
-                status = result.status
-                break
-        if status != "ok":
-            break
+    except KeyboardInterrupt:  # between two runs (or before a run's process started): the rounds so far stand
+        status = "interrupted"
     return entries({k: v for k, v in runs.items() if v[1]}, figure), results, status
