@@ -167,7 +167,7 @@ async def _workload(app, pilot) -> None:
     screen.state.start(spec)
     screen.state.finish(result)
     screen.status = "finished"
-    screen._redraw()
+    screen.redraw()
 
 
 SCREENS = {

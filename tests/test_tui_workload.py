@@ -33,7 +33,7 @@ async def test_a_training_run_shows_a_bar_per_accelerator_then_its_figures(direc
         await _fill(pilot, sets, "2")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=120)
-        await wait_for(pilot, lambda: "workload train · finished" in screen_text(app))
+        await wait_for(pilot, lambda: "workload train · finished" in (t := screen_text(app)) and "against" in t)
         text = screen_text(app)
         rows = app.screen.query_one("#wl-table").row_count
         session_rows = app.screen.query_one("#wl-session").row_count
@@ -61,7 +61,7 @@ async def test_x_stops_the_run_and_keeps_its_steps(direct_dir, tmp_path, no_gpu)
         await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= 2, timeout=60)
         await pilot.press("x")
         await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=60)
-        await wait_for(pilot, lambda: "workload train · stopped" in screen_text(app))
+        await wait_for(pilot, lambda: "workload train · stopped" in (t := screen_text(app)) and "INTERRUPTED" in t)
         text = screen_text(app)
     [result] = [m.result for m in messages.of(WorkloadEnded)]
     assert result.status == "interrupted" and result.seconds < 60

@@ -78,3 +78,29 @@ def test_kvcache_restores_into_the_gpu(cli, direct_dir, path, layout):
     assert [g["gpu"] for g in d["per_gpu"]] == ([None] if path == "host" else [0])
     if path == "host":
         assert "pinned host memory" in " ".join(d["labels"])
+
+
+async def test_the_inference_view_restores_into_the_gpu_by_default(direct_dir, monkeypatch):
+    """The console on a GPU machine: the form's empty path means bounce-async, and the chunks land on GPU 0."""
+    from tui_helpers import Messages, paste, retype, screen_text, wait_for
+
+    from xferscope.app.app import XferscopeApp
+    from xferscope.app.messages import WorkloadEnded
+    from xferscope.app.screens.inference import InferenceScreen
+    from xferscope.commands.tui import console_options
+
+    monkeypatch.setattr("xferscope.workloads.kvcache_data.DEFAULT_CACHE_BYTES", 256 << 20)
+    app = XferscopeApp(console_options(directory=str(direct_dir)))
+    messages = Messages()
+    async with app.run_test(size=(160, 50), message_hook=messages) as pilot:
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, InferenceScreen))
+        for selector, text in (("#inf-model", "llama3.2-1b"), ("#inf-prompt", "2048"), ("#inf-seconds", "2")):
+            await retype(pilot, selector, text)
+        await paste(pilot, "#inf-target", str(direct_dir))
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=120)
+        await wait_for(pilot, lambda: "restored" in screen_text(app))
+    [result] = [m.result for m in messages.of(WorkloadEnded)]
+    assert result.status == "ok" and result.spec.path == "bounce-async" and result.requests > 0
+    assert [g.gpu for g in result.per_gpu] == [0]

@@ -32,6 +32,7 @@ from xferscope.app.screens.compare import CompareScreen
 from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
 from xferscope.app.screens.grid import GridScreen
 from xferscope.app.screens.help import HelpScreen
+from xferscope.app.screens.inference import InferenceScreen
 from xferscope.app.screens.live import LiveScreen
 from xferscope.app.screens.memory import MemoryScreen
 from xferscope.app.screens.saturation import SaturationScreen
@@ -122,6 +123,7 @@ class XferscopeApp(App):
         "memory": MemoryScreen,
         "saturation": SaturationScreen,
         "workload": WorkloadScreen,
+        "inference": InferenceScreen,
     }
     DEFAULT_MODE = "setup"
     BINDINGS = [
@@ -133,6 +135,7 @@ class XferscopeApp(App):
         Binding("m", "show('memory')", "Memory", id="show-memory"),
         Binding("t", "show('saturation')", "Saturation", id="show-saturation"),
         Binding("w", "show('workload')", "Workload", id="show-workload"),
+        Binding("i", "show('inference')", "Inference", id="show-inference"),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -160,6 +163,7 @@ class XferscopeApp(App):
         self.setup_screen: SetupScreen | None = None  # set by the screen when it mounts
         self.saturation_screen: SaturationScreen | None = None  # likewise
         self.workload_screen: WorkloadScreen | None = None  # likewise
+        self.inference_screen: InferenceScreen | None = None  # likewise
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
@@ -244,6 +248,12 @@ class XferscopeApp(App):
 
             self.notify("stopping the training run and removing its data set…")
             await asyncio.to_thread(training.stop_and_wait)
+        serving = self.inference_screen
+        if serving is not None and serving.session is not None:
+            import asyncio
+
+            self.notify("stopping the inference run and removing what it generated…")
+            await asyncio.to_thread(serving.stop_and_wait)
         self.exit()
 
     def wait_for_runs(self, timeout: float = 30.0) -> None:
@@ -255,6 +265,8 @@ class XferscopeApp(App):
             self.saturation_screen.stop_and_wait(timeout)
         if self.workload_screen is not None:
             self.workload_screen.stop_and_wait(timeout)
+        if self.inference_screen is not None:
+            self.inference_screen.stop_and_wait(timeout)
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:

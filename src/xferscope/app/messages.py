@@ -141,7 +141,7 @@ class SaturationFailed(Message, bubble=False):
 
 @dataclass
 class WorkloadPreparing(Message, bubble=False):
-    """The training run's data set is being written: ``done`` of ``total`` bytes."""
+    """A workload's data set is being written: ``done`` of ``total`` bytes."""
 
     done: int
     total: int
@@ -149,20 +149,22 @@ class WorkloadPreparing(Message, bubble=False):
 
 @dataclass
 class WorkloadTicked(Message, bubble=False):
-    """A training run's tick: per accelerator its steps and AU so far, and the bytes read."""
+    """A workload run's tick: for training, per accelerator its steps and AU so far and the bytes read; for the
+    inference workloads, the jobs done since the last tick."""
 
     tick: dict
 
 
 @dataclass
 class WorkloadEnded(Message, bubble=False):
-    """A training run ended (finished, stopped, or failed with the steps it took); ``result`` is its TrainResult."""
+    """A workload run ended (finished, stopped, or failed with what it measured); ``result`` is its record
+    (TrainResult, KvResult, LoadResult)."""
 
     result: object
 
 
 @dataclass
 class WorkloadFailed(Message, bubble=False):
-    """A training run could not start or go on (bad input, no GPU, xferscope's own error); ``reason`` says why."""
+    """A workload run could not start or go on (bad input, no GPU, xferscope's own error); ``reason`` says why."""
 
     reason: str

@@ -53,6 +53,12 @@ def _results(path: str, workload: str) -> list[Any]:
 
 
 def compare_saved(files: list[str]) -> KvComparison | LoadComparison:
+    for f in files:
+        try:
+            with open(f, "rb"):
+                pass
+        except OSError as exc:
+            raise FormatError(f, None, f"cannot read it: {exc.strerror}") from None
     kinds = {f: kind_of(f) for f in files}
     found = {k for k in kinds.values() if k is not None}
     if len(found) > 1 or (found and None in kinds.values()):

@@ -3,17 +3,15 @@ per accelerator against the threshold, then the run's figures."""
 
 from __future__ import annotations
 
-import threading
-
 from rich.text import Text
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Input, Label, Static
+from textual.widgets import DataTable, Footer, Input, Static
 
-from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
-from xferscope.app.screens.view import ConsoleScreen
+from xferscope.app.messages import WorkloadEnded
+from xferscope.app.screens.workload_run import WorkloadRunScreen
 from xferscope.app.workload_model import (
     FIELD_CONTROL,
     WorkloadFormValues,
@@ -44,7 +42,7 @@ def _num(x: float | None, fmt: str, scale: float = 1.0) -> str:
     return "-" if x is None else fmt.format(x * scale)
 
 
-class WorkloadScreen(ConsoleScreen):
+class WorkloadScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
     BINDINGS = [
         Binding("r", "start", "Start", id="start-workload"),
@@ -53,25 +51,22 @@ class WorkloadScreen(ConsoleScreen):
         Binding("escape", "leave_field", "Leave field", show=False, id="leave-workload-field"),
     ]
 
+    what = "training run"
+    summary_id = "wl-summary"
+    fields = FIELDS
+    form_class = WorkloadFormValues
+    error_id = "wl-error"
+    field_control = FIELD_CONTROL
+    build_spec = staticmethod(build_spec)
+    state_class = WorkloadState
+
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
-        self.values = WorkloadFormValues()
-        self.state = WorkloadState()
-        self.status = "idle"
-        self.session = None  # the TrainSession in flight
-        self.finished = threading.Event()
-        self.finished.set()
         self.session_results: list = []  # every run of this console session that ended, in order
         self.saved_entries: list = []  # saved runs opened (o): xferscope's records, DLIO's summary.json
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="wl-title", classes="screen-title")
-        for row in (FIELDS[:4], FIELDS[4:]):
-            with Horizontal(classes="mem-form"):
-                for cid, label, hint, attr in row:
-                    yield Label(label, classes="mem-label")
-                    yield Input(getattr(self.values, attr), placeholder=hint, compact=True, id=cid)
-        yield Static("", id="wl-error", classes="form-error")
+        yield from self.compose_form("wl-title")
         with Horizontal(id="wl-body"):
             with Vertical(classes="panel", id="wl-accelerators-panel") as v:
                 v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
@@ -97,108 +92,29 @@ class WorkloadScreen(ConsoleScreen):
         self._fit()
         self.query_one("#wl-table", DataTable).add_columns(*TABLE_HEADERS)
         self.query_one("#wl-session", DataTable).add_columns(*SESSION_HEADERS)
-        self._redraw()
+        self.redraw()
 
     # ----------------------------------------------------------------- form
-    def form_values(self) -> WorkloadFormValues:
-        return WorkloadFormValues(**{attr: self.query_one(f"#{cid}", Input).value for cid, _, _, attr in FIELDS})
-
-    def _has_gpu(self) -> bool:
-        return bool(getattr(self.app.options.machine, "gpus", None))
-
-    def _spec_or_explain(self):
-        return self.built_or_explained(
-            lambda: build_spec(self.form_values(), self._has_gpu()), "wl-error", FIELD_CONTROL
-        )
-
     @on(Input.Changed)
     def _edited(self) -> None:
-        self._spec_or_explain()
-
-    def action_leave_field(self) -> None:
-        self.set_focus(None)
+        self.spec_or_explain()
 
     # ----------------------------------------------------------- running
     @on(Input.Submitted)
     def action_start(self) -> None:
-        if self.status in ("preparing", "running", "stopping"):
-            self.notify("a training run is going: stop it (x) first", severity="warning")
-            return
-        if getattr(self.app, "batch", None) is not None:
-            self.notify("a run is in progress: stop it first (l, then x)", severity="warning")
-            return
-        spec = self._spec_or_explain()
-        if spec is None:
-            return
-        self.values = self.form_values()
-        self.state = WorkloadState()
-        self.state.start(spec)
-        self.status = "preparing"
-        self.set_focus(None)
-        self.finished.clear()
-        self._redraw()
-        self._run(spec)
+        super().action_start()
 
-    def action_stop(self) -> None:
-        if self.session is not None and self.status in ("preparing", "running"):
-            self.status = "stopping"
-            self.session.stop()
-            self._title()
-
-    def stop_and_wait(self, timeout: float = 30.0) -> None:
-        """Stop a run in flight and wait until its data set is removed (the console closes)."""
-        session = self.session
-        if session is not None:
-            session.stop()
-        self.finished.wait(timeout)
-
-    @work(thread=True, exclusive=True, group="workload", exit_on_error=False)
-    def _run(self, spec) -> None:
+    def make_session(self, spec):
         from xferscope.workloads.train import TrainSession
 
-        session = self.session = TrainSession(spec)
-        try:
-            session.prepare(lambda done, total: self.post_message(WorkloadPreparing(done, total)))
-            result = session.run(on_tick=lambda tick: self.post_message(WorkloadTicked(tick)))
-        except XferscopeError as exc:
-            self.post_message(WorkloadFailed(str(exc)))
-            return
-        except Exception as exc:  # xferscope's bug: say so, keep the console
-            self.post_message(WorkloadFailed(f"the training run failed: {exc!r}"))
-            return
-        finally:
-            try:
-                session.close()
-            finally:
-                self.session = None
-                self.finished.set()
-        self.post_message(WorkloadEnded(result))
-
-    def on_workload_preparing(self, message: WorkloadPreparing) -> None:
-        self.state.made = (message.done, message.total)
-        self._title()
-
-    def on_workload_ticked(self, message: WorkloadTicked) -> None:
-        if self.status == "preparing":
-            self.status = "running"
-        self.state.take(message.tick)
-        self._redraw()
+        return TrainSession(spec)
 
     def on_workload_ended(self, message: WorkloadEnded) -> None:
         result = message.result
-        self.state.finish(result)
+        self.ended(result)
         if result.accelerators and any(a.steps for a in result.accelerators):
             self.session_results.append(result)
-        self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
-        if result.status == "failed":
-            self.notify(result.error or "the run failed", title="training run failed", severity="error", timeout=10)
-        self._redraw()
-
-    def on_workload_failed(self, message: WorkloadFailed) -> None:
-        self.status = "failed" if not message.reason.endswith("interrupted while creating the data set") else "stopped"
-        self.notify(message.reason, title="training run", severity="error", timeout=10)
-        self._redraw()
-        self.query_one("#wl-summary", Static).update(Text(message.reason, style="bold red"))
+        self.redraw()
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
@@ -230,8 +146,8 @@ class WorkloadScreen(ConsoleScreen):
         )
 
     # --------------------------------------------------------------- drawing
-    def _redraw(self) -> None:
-        self._title()
+    def redraw(self) -> None:
+        self.draw_title()
         self._table()
         self._session()
         self._summary()
@@ -290,7 +206,7 @@ class WorkloadScreen(ConsoleScreen):
             )
         self.query_one("#wl-summary", Static).update(out)
 
-    def _title(self) -> None:
+    def draw_title(self) -> None:
         out = Text(no_wrap=True, overflow="ellipsis")
         out.append("xferscope", style="bold")
         out.append(" · workload train · ")

@@ -1,0 +1,204 @@
+"""Inference: will this storage bring KV-cache back, or a model up, fast enough? A KV-cache restore
+(`workload kvcache`) or a model load (`workload load`) by a path into GPU memory, live GB/s per GPU, then the
+run's figures, and the session's runs ranked beside."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Input, Static
+
+from xferscope.app.inference_model import (
+    FIELD_CONTROL,
+    InferenceFormValues,
+    InferenceState,
+    build_spec,
+    describe,
+    session_entries,
+)
+from xferscope.app.messages import WorkloadEnded
+from xferscope.app.screens.workload_run import WorkloadRunScreen
+from xferscope.errors import XferscopeError
+
+#: (control id, label, placeholder, value attribute) of the typed fields, two rows
+FIELDS = (
+    ("inf-kind", "Kind", "kvcache, load", "kind"),
+    ("inf-model", "Model", "llama3.1-8b, llama3.1-70b, deepseek-v3", "model"),
+    ("inf-path", "Path", "host, bounce, bounce-async, cufile", "path"),
+    ("inf-prompt", "Prompt", "tokens: 8192, 1024-8192", "prompt"),
+    ("inf-concurrency", "At once", "requests (kvcache), threads (load)", "concurrency"),
+    ("inf-seconds", "Run s", "10", "seconds"),
+    ("inf-files", "Files", "load: your shards (empty: generated)", "files"),
+    ("inf-target", "Dir", "where data is generated (empty: temporary)", "target"),
+)
+GPU_HEADERS = ("gpu", "landed", "GB/s")
+SESSION_HEADERS = ("#", "run", "time", "GB/s")
+
+
+class InferenceScreen(WorkloadRunScreen):
+    AUTO_FOCUS = ""
+    BINDINGS = [
+        Binding("r", "start", "Start", id="start-inference"),
+        Binding("x", "stop", "Stop", id="stop-inference"),
+        Binding("o", "open", "Open saved", id="open-inference"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="leave-inference-field"),
+    ]
+
+    what = "inference run"
+    summary_id = "inf-summary"
+    fields = FIELDS
+    form_class = InferenceFormValues
+    error_id = "inf-error"
+    field_control = FIELD_CONTROL
+    build_spec = staticmethod(build_spec)
+    state_class = InferenceState
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.session_results: list = []  # every run of this console session that ended with figures
+        self.saved: list = []  # (label, result) of saved runs opened (o)
+
+    def compose(self) -> ComposeResult:
+        yield from self.compose_form("inf-title")
+        with Horizontal(id="inf-body"):
+            with Vertical(classes="panel", id="inf-gpus-panel") as v:
+                v.border_title = "Landed so far, per GPU (host: host memory)"
+                yield DataTable(cursor_type="none", zebra_stripes=True, id="inf-table")
+            with Vertical(classes="panel", id="inf-session-panel") as v:
+                v.border_title = "Runs ranked by time (= level)"
+                yield DataTable(cursor_type="none", zebra_stripes=True, id="inf-session")
+        yield Static("", id="inf-summary")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.app.inference_screen = self
+        self.query_one("#inf-table", DataTable).add_columns(*GPU_HEADERS)
+        self.query_one("#inf-session", DataTable).add_columns(*SESSION_HEADERS)
+        self.redraw()
+
+    # ----------------------------------------------------------------- form
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        self.spec_or_explain()
+
+    # ----------------------------------------------------------- running
+    @on(Input.Submitted)
+    def action_start(self) -> None:
+        super().action_start()
+
+    def make_session(self, spec):
+        from xferscope.workloads.kvcache import KvSession
+        from xferscope.workloads.kvcache_spec import KvSpec
+        from xferscope.workloads.load import LoadSession
+
+        return KvSession(spec) if isinstance(spec, KvSpec) else LoadSession(spec)
+
+    def on_workload_ended(self, message: WorkloadEnded) -> None:
+        result = message.result
+        self.ended(result)
+        if result.bytes_read:
+            self.session_results.append(result)
+        self.redraw()
+
+    # ----------------------------------------------------------- saved ones
+    def action_open(self) -> None:
+        import os
+
+        from xferscope.app.screens.dialogs import TextPrompt
+        from xferscope.workloads.inference_compare import compare_saved
+
+        loaded: list = []
+
+        def check(path: str) -> str | None:
+            try:
+                loaded.append([(os.path.basename(path), r) for r in compare_saved([path]).results])
+            except XferscopeError as exc:
+                return str(exc)
+            return None
+
+        def done(path: str | None) -> None:
+            if path and loaded:
+                self.saved.extend(loaded[-1])
+                self._session()
+
+        self.app.push_screen(
+            TextPrompt(
+                "Open a saved run (workload kvcache --json, workload load --json)", "path of a .json file", check=check
+            ),
+            done,
+        )
+
+    # --------------------------------------------------------------- drawing
+    def _kind(self) -> str:
+        return self.form_values().kind.strip() if self.state.spec is None else self.state.kind
+
+    def redraw(self) -> None:
+        self.draw_title()
+        self._table()
+        self._session()
+        self._summary()
+
+    def _table(self) -> None:
+        from xferscope.units import format_bytes
+
+        table = self.query_one("#inf-table", DataTable)
+        table.clear()
+        for row in self.state.rows.values():
+            table.add_row(
+                "host" if row.gpu is None else str(row.gpu),
+                format_bytes(row.bytes),
+                "-" if row.gb_per_s is None else f"{row.gb_per_s:.2f}",
+            )
+
+    def _session(self) -> None:
+        table = self.query_one("#inf-session", DataTable)
+        table.clear()
+        kind = self._kind()
+        scale, unit = (1000, "ms") if kind == "kvcache" else (1, "s")
+        for i, e in enumerate(session_entries(self.session_results, kind, self.saved), 1):
+            time = "-" if e.value is None else f"{e.value * scale:.{1 if scale > 1 else 2}f} {unit}"
+            table.add_row(
+                str(i),
+                e.label + (" =" if e.level_with else ""),
+                time,
+                "-" if e.gb_per_s is None else f"{e.gb_per_s:.2f}",
+            )
+
+    def _summary(self) -> None:
+        from xferscope.output.workload_inference import kv_lines, load_lines
+
+        out = Text()
+        result = self.state.result
+        if result is not None:
+            lines = kv_lines(result) if result.kind.startswith("workload-kvcache") else load_lines(result)
+            out.append(lines[0] + "\n", style="bold")
+            for line in lines[1:]:
+                out.append(line.strip() + "\n")
+        elif self.status == "idle":
+            out.append(
+                "kvcache: requests restore their prompts' KV chunks (LMCache's layout) by the path into GPU memory; "
+                "load: a model's safetensors shards into GPU memory, cold. r starts, x stops, o opens a saved run",
+                style="dim",
+            )
+        self.query_one("#inf-summary", Static).update(out)
+
+    def draw_title(self) -> None:
+        out = Text(no_wrap=True, overflow="ellipsis")
+        out.append("xferscope", style="bold")
+        out.append(f" · workload {self._kind()} · ")
+        style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(self.status, "bold")
+        out.append(self.status, style=style)
+        st = self.state
+        if st.spec is not None:
+            out.append(f" · {describe(st.spec)}")
+        if st.made is not None and self.status in ("preparing", "stopping"):
+            done, total = st.made
+            out.append(f" · making the data set {100 * done // max(total, 1)}%", style="dim")
+        elif st.t > 0:
+            out.append(f" · {st.t:.1f} s · {st.jobs} done · {st.bytes / st.t / 1e9:.2f} GB/s")
+        if self.status == "idle":
+            out.append(" · press r to start", style="dim")
+        self.query_one("#inf-title", Static).update(out)

@@ -1,0 +1,158 @@
+"""What the workload screens share (Workload, Inference): a run started from the form in a thread of its own, its
+data set's progress, its ticks, stop (x), the console closing while it runs, and a run that could not start.
+Each screen says how to make its session and state, and draws them."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
+from xferscope.app.screens.view import ConsoleScreen
+from xferscope.errors import XferscopeError
+
+#: how a run stopped while its data set was made ends (the generator's Interrupted)
+STOPPED_WHILE_MAKING = "interrupted while creating the data set"
+
+
+class WorkloadRunScreen(ConsoleScreen):
+    #: what the screen runs, in its messages ("training run")
+    what = "run"
+    #: the Static under the tables that shows a run's figures, or why it failed
+    summary_id = ""
+    #: the form: (control id, label, placeholder, value attribute) of its typed fields, the values' class, the
+    #: Static that explains a bad value, SpecError field -> control, and how the values make a spec
+    fields: tuple[tuple[str, str, str, str], ...] = ()
+    form_class: Any = None
+    error_id = ""
+    field_control: dict[str, str] = {}
+    build_spec: Any = None
+    #: the run's state (start(spec), take(tick), finish(result), made)
+    state_class: Any = None
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.status = "idle"
+        self.session: Any = None  # the session in flight
+        self.finished = threading.Event()
+        self.finished.set()
+        self.values = self.form_class()
+        self.state = self.state_class()
+
+    # ----------------------------------------------------------------- form
+    def compose_form(self, title_id: str):
+        """The title, the form's typed fields in two rows, and the line that explains a bad value."""
+        from textual.containers import Horizontal
+        from textual.widgets import Input, Label
+
+        yield Static("", id=title_id, classes="screen-title")
+        half = (len(self.fields) + 1) // 2
+        for row in (self.fields[:half], self.fields[half:]):
+            with Horizontal(classes="mem-form"):
+                for cid, label, hint, attr in row:
+                    yield Label(label, classes="mem-label")
+                    yield Input(getattr(self.values, attr), placeholder=hint, compact=True, id=cid)
+        yield Static("", id=self.error_id, classes="form-error")
+
+    def form_values(self) -> Any:
+        from textual.widgets import Input
+
+        return self.form_class(**{attr: self.query_one(f"#{cid}", Input).value for cid, _, _, attr in self.fields})
+
+    def spec_or_explain(self) -> Any:
+        has_gpu = bool(getattr(self.app.options.machine, "gpus", None))
+        build = type(self).build_spec
+        return self.built_or_explained(lambda: build(self.form_values(), has_gpu), self.error_id, self.field_control)
+
+    def action_leave_field(self) -> None:
+        self.set_focus(None)
+
+    # the screen's own parts
+    def make_session(self, spec: Any) -> Any:
+        raise NotImplementedError
+
+    def redraw(self) -> None:
+        raise NotImplementedError
+
+    def draw_title(self) -> None:
+        raise NotImplementedError
+
+    # ----------------------------------------------------------- running
+    def action_start(self) -> None:
+        if self.status in ("preparing", "running", "stopping"):
+            self.notify(f"a {self.what} is going: stop it (x) first", severity="warning")
+            return
+        if getattr(self.app, "batch", None) is not None:
+            self.notify("a run is in progress: stop it first (l, then x)", severity="warning")
+            return
+        spec = self.spec_or_explain()
+        if spec is None:
+            return
+        self.values = self.form_values()
+        self.state = self.state_class()
+        self.state.start(spec)
+        self.status = "preparing"
+        self.set_focus(None)
+        self.finished.clear()
+        self.redraw()
+        self.run_worker(
+            lambda: self._run(spec), thread=True, exclusive=True, group=self.id or self.what, exit_on_error=False
+        )
+
+    def action_stop(self) -> None:
+        if self.session is not None and self.status in ("preparing", "running"):
+            self.status = "stopping"
+            self.session.stop()
+            self.draw_title()
+
+    def stop_and_wait(self, timeout: float = 30.0) -> None:
+        """Stop a run in flight and wait until its data set is removed (the console closes)."""
+        session = self.session
+        if session is not None:
+            session.stop()
+        self.finished.wait(timeout)
+
+    def _run(self, spec: Any) -> None:
+        session = self.session = self.make_session(spec)
+        try:
+            session.prepare(lambda done, total: self.post_message(WorkloadPreparing(done, total)))
+            result = session.run(on_tick=lambda tick: self.post_message(WorkloadTicked(tick)))
+        except XferscopeError as exc:
+            self.post_message(WorkloadFailed(str(exc)))
+            return
+        except Exception as exc:  # xferscope's bug: say so, keep the console
+            self.post_message(WorkloadFailed(f"the {self.what} failed: {exc!r}"))
+            return
+        finally:
+            try:
+                session.close()
+            finally:
+                self.session = None
+                self.finished.set()
+        self.post_message(WorkloadEnded(result))
+
+    def on_workload_preparing(self, message: WorkloadPreparing) -> None:
+        self.state.made = (message.done, message.total)
+        self.draw_title()
+
+    def on_workload_ticked(self, message: WorkloadTicked) -> None:
+        if self.status == "preparing":
+            self.status = "running"
+        self.state.take(message.tick)
+        self.redraw()
+
+    def ended(self, result: Any) -> None:
+        """A run ended with its record: the state finished, its status, a failure told."""
+        self.state.finish(result)
+        self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
+        if result.status == "failed":
+            self.notify(result.error or "the run failed", title=f"{self.what} failed", severity="error", timeout=10)
+
+    def on_workload_failed(self, message: WorkloadFailed) -> None:
+        self.status = "stopped" if message.reason.endswith(STOPPED_WHILE_MAKING) else "failed"
+        self.notify(message.reason, title=self.what, severity="error", timeout=10)
+        self.redraw()
+        self.query_one(f"#{self.summary_id}", Static).update(Text(message.reason, style="bold red"))
