@@ -449,6 +449,8 @@ def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, 
         "llama3.2-1b",
         "--layers",
         "1",
+        "--dtype",
+        "fp8",
         "--shard-size",
         "64M",
         "--path",
@@ -460,7 +462,7 @@ def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, 
         "--json",
         str(js),
     )
-    code, _out, err = interrupted_cli(args, set_dir, 5.0)
+    code, _out, err = interrupted_cli(args, set_dir, 3.5)
     assert code == 130, err
     assert "Traceback" not in err
     d = json.loads(js.read_text())
