@@ -45,7 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=7)
     ap.add_argument("--read-threads", type=int, default=4)
     args = ap.parse_args(argv)
-    work = tempfile.mkdtemp(prefix="xs-vs-dlio-", dir=args.dir)
+    work = tempfile.mkdtemp(prefix="xs-vs-dlio-", dir=os.path.abspath(args.dir))  # DLIO runs in it
+    if os.sep in args.dlio:
+        args.dlio = os.path.abspath(args.dlio)
     data = os.path.join(work, "data")
     common = [
         f"workload={args.workload}",
@@ -75,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
             capture_output=True,
             text=True,
+            cwd=work,  # DLIO's hydra writes its logs below the working directory
         )
         if gen.returncode != 0:
             raise SystemExit(f"DLIO could not make the data set: {gen.stderr.strip()[-600:]}")
@@ -95,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 ],
                 capture_output=True,
                 text=True,
+                cwd=work,
             )
             summaries = glob.glob(os.path.join(out, "**", "summary.json"), recursive=True)
             if r.returncode != 0 or not summaries:
