@@ -162,20 +162,6 @@ def _gpu_shared_or_alone(request, tmp_path_factory):
         yield
 
 
-@pytest.fixture(autouse=True)
-def _page_cache_shared_or_alone(request, tmp_path_factory):
-    """A comparison drops the whole page cache between its rounds (as root), and a test beside it could lose the
-    cached pages it is about to count. Tests that count them (they use ``page_cache_alone``) run alone; every
-    other test holds the lock shared."""
-    with _held(tmp_path_factory, "xferscope-page-cache.lock", alone="page_cache_alone" in request.fixturenames):
-        yield
-
-
-@pytest.fixture
-def page_cache_alone():
-    """Run alone among the tests (see ``_page_cache_shared_or_alone``): what the page cache holds is this test's."""
-
-
 @pytest.fixture
 def full_fs(tmp_path):
     """A real filesystem with no space left: a 64 KiB tmpfs mounted for the test and filled, holding one

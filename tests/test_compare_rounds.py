@@ -144,7 +144,7 @@ def test_without_a_target_every_path_reads_one_scratch_file(cli, tmp_path):
     assert [p["label"] for p in comp["paths"]] == ["host#1", "host#2", "host#3"]
     assert len({tuple(map(tuple, x["files"])) for x in comp["runs"]}) == 1
     assert comp["page_cache_dropped"] is False and "--no-drop-cache" in comp["page_cache"]
-    assert "page cache not dropped (--no-drop-cache)" in r.out
+    assert "page cache not emptied (--no-drop-cache)" in r.out
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("xferscope")] == []
 
 
@@ -177,19 +177,47 @@ def test_rounds_must_be_one_or_more(cli):
     assert "--rounds" in r.out and "default 3" in r.out
 
 
-def test_without_root_the_page_cache_warning_comes_once_and_the_result_says_so(monkeypatch, direct_dir, capsys):
-    from xferscope import target
+def test_each_run_starts_with_the_files_pages_evicted_and_nothing_else(monkeypatch, direct_dir, tmp_path):
     from xferscope.commands.compare import run_comparison
+    from xferscope.engines import page_cache
 
-    monkeypatch.setattr(target, "drop_page_cache", lambda: False)
+    evicted: list[str] = []
+    real_evict = page_cache.evict
+    monkeypatch.setattr(page_cache, "evict", lambda path, *a: (evicted.append(path), real_evict(path, *a)))
+
+    # a file the comparison does not read, cached: it stays cached (the rest of the host's cache is left alone)
+    other = tmp_path / "other.dat"
+    other.write_bytes(os.urandom(1 << 20))
+    page_cache.hold([str(other)])
+    before = page_cache.resident_share([str(other)])
+    spec = RunSpec(
+        path="host", block_size=64 << 10, file_size=4 << 20, duration=0.2, directory=str(direct_dir), buffered=True
+    )
+    comp = Comparison([spec, spec], 2)
+    outcome = run_comparison(comp, drop_cache=True, live=False)
+    assert not outcome.interrupted and not outcome.failed and all(run.ok for run in comp.runs)
+    assert comp.cache_dropped is True
+    assert comp.cache_note == "the files' pages evicted from the page cache before every run"
+    if before:  # a filesystem whose cached pages can be counted
+        assert page_cache.resident_share([str(other)]) == before
+    # before each of the 4 runs, the dataset's one file (buffered reads had cached it) and no other
+    assert len(evicted) == 4 and {os.path.dirname(p) for p in evicted} == {str(direct_dir)}, evicted
+
+
+def test_where_the_files_pages_stay_the_warning_comes_once_and_the_result_says_so(monkeypatch, direct_dir, capsys):
+    from xferscope.commands.compare import run_comparison
+    from xferscope.engines import page_cache
+
+    monkeypatch.setattr(page_cache, "resident_share", lambda paths: 0.5)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=4 << 20, duration=0.2, directory=str(direct_dir))
     comp = Comparison([spec, spec], 2)
     outcome = run_comparison(comp, drop_cache=True, live=False)
     assert not outcome.interrupted and not outcome.failed
     assert all(run.ok for run in comp.runs)
     err = capsys.readouterr().err
-    assert err.count("cannot drop the page cache (not root)") == 1
-    assert comp.cache_dropped is False and any("page cache not dropped (not root)" in n for n in comp.notes())
+    assert err.count("cannot evict the compared files from the page cache (50% of the files' pages stayed)") == 1
+    assert comp.cache_dropped is False
+    assert any("page cache not emptied (50% of the files' pages stayed)" in n for n in comp.notes())
     assert os.listdir(direct_dir) == []
 
 

@@ -219,7 +219,7 @@ def test_cufile_mode_is_detected_and_shown(direct_dir):
 @pytest.mark.parametrize("io", ["read", "write"])
 @pytest.mark.parametrize("path", ["cufile", "cufile-batch", "cufile-async"])
 @needs_cufile
-def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir, page_cache_alone):
+def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
     """A cuFile path that reads or writes through the page cache (compat batch does) must say so:
     the run's label and io_mode agree with what the kernel holds in the cache after the run."""
     from xferscope.engines import page_cache

@@ -13,7 +13,7 @@ BLOCK = 1 << 20
 
 
 @pytest.fixture
-def data_file(direct_dir, page_cache_alone):
+def data_file(direct_dir):
     path = direct_dir / "probe.dat"
     path.write_bytes(os.urandom(4 * BLOCK))
     page_cache.evict(str(path))

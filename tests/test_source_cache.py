@@ -9,7 +9,7 @@ import os
 import pytest
 
 
-def test_a_run_reads_the_file_from_memory_and_says_so(cli, tmp_path, page_cache_alone):
+def test_a_run_reads_the_file_from_memory_and_says_so(cli, tmp_path):
     out = tmp_path / "r.json"
     data = tmp_path / "data"
     data.mkdir()
@@ -24,7 +24,7 @@ def test_a_run_reads_the_file_from_memory_and_says_so(cli, tmp_path, page_cache_
     assert os.listdir(data) == [], "the file it created is gone"
 
 
-def test_a_comparison_keeps_the_file_in_memory_between_rounds(cli, tmp_path, page_cache_alone):
+def test_a_comparison_keeps_the_file_in_memory_between_rounds(cli, tmp_path):
     out = tmp_path / "c.json"
     r = cli(
         "compare", "--paths", "host,host", "-s", "32M", "-T", "0.3", "--rounds", "2", "--source", "cache",

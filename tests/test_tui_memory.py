@@ -39,9 +39,12 @@ async def test_idle_names_the_locality_and_the_whole_buffer_figure(direct_dir):
 async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
     async with memory_view(direct_dir) as (app, pilot, msgs):
         await sweep(pilot, msgs, "curve", seconds="0.05", buffer="2M")
-        await wait_for(pilot, lambda: "Curve, 64-page locality" in screen_text(app))
-        curve_text = screen_text(app)
+        curve = msgs.of(MemSweepFinished)[0].result
+        caches = [c for c in curve.environment["caches"] if c["size"] <= 2 << 20]
         table = app.screen.query_one("#mem-table", DataTable)
+        rows = len(curve.cache_curve) + len(caches)  # a row a size, and one a cache level (the view fills it)
+        await wait_for(pilot, lambda: "Curve, 64-page locality" in screen_text(app) and table.row_count == rows)
+        curve_text = screen_text(app)
         curve_rows = [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
         await sweep(pilot, msgs, "matrix", seconds="0.1", buffer="16M")
         await wait_for(pilot, lambda: "0 (MB/s)" in screen_text(app))
@@ -52,11 +55,9 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
         await pilot.press("v")
         await wait_for(pilot, lambda: "3 results side by side" in screen_text(app))
         side_text = screen_text(app)
-    curve = msgs.of(MemSweepFinished)[0].result
     sizes = [p.size_bytes for p in curve.cache_curve]
     assert sizes[0] == 4096 and sizes[-1] == 2 << 20
     assert "Curve, 64-page locality" in curve_text and "Latency ns vs working set" in curve_text
-    caches = [c for c in curve.environment["caches"] if c["size"] <= 2 << 20]
     for c in caches:  # the sysfs cache sizes, marked in the table and on the chart
         assert any(row.startswith(f"── {c['name']}") for row in curve_rows)
     assert len(curve_rows) == len(sizes) + len(caches)

@@ -6,7 +6,7 @@ import pytest
 
 from xferscope.app import figures
 from xferscope.app.braille import Series, bar, columns, nice_ceiling, plot
-from xferscope.app.mem_model import MEM_FIELD_CONTROL, MemFormValues, build_mem_spec, mlc_row
+from xferscope.app.mem_model import MEM_FIELD_CONTROL, MemFormValues, build_mem_spec, curve_rows, mlc_row
 from xferscope.app.session import Batch, SampleBuffer, new_records
 from xferscope.app.setup_model import FIELD_CONTROL, FormValues, build_specs
 from xferscope.app.widgets.comparison import table_shape
@@ -110,6 +110,17 @@ def test_memory_form_and_mlc_rows():
         delay, latency_ns, bandwidth_mb_s = 200, 367.351, 865.14
 
     assert mlc_row(P) == ("00200", "367.35", "865.1")
+
+
+def test_curve_marks_each_cache_level_the_sizes_reach_including_the_last():
+    class Pt:
+        def __init__(self, size):
+            self.size_bytes, self.latency_ns = size, 1.0
+
+    caches = [{"name": "L1d", "size": 48 << 10}, {"name": "L2", "size": 2 << 20}, {"name": "L3", "size": 32 << 20}]
+    rows = curve_rows([Pt(32 << 10), Pt(64 << 10), Pt(1 << 20), Pt(2 << 20)], caches)
+    assert [r[0] for r in rows] == ["32K", "── L1d", "64K", "1M", "2M", "── L2"]  # L3 lies beyond the curve
+    assert [r[2] for r in rows if not r[0].startswith("──")] == ["L1d", "L2", "L2", "L2"]
 
 
 def test_sample_buffer_is_bounded_and_a_stopped_batch_skips_the_rest():

@@ -8,6 +8,7 @@ path's figure is set against the baseline's figure of the same round (``xferscop
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ from xferscope.engines.base import RunResult
 from xferscope.engines.host import SMALL_PAGE_BUFFERS
 from xferscope.spec import RunSpec
 from xferscope.verdict import RULE, Verdict, drift, paired_verdict, resolution_hint
+
+#: the share of the files' pages that may stay cached after an eviction (pages another process holds mapped)
+EVICTED_ENOUGH = 0.01
 
 DEFAULT_ROUNDS = 3
 
@@ -112,10 +116,11 @@ class Comparison:
         """The paths read a file held in the page cache (--source cache): it stays there between runs."""
         return any(spec.source == "cache" for spec in self.specs)
 
-    def before_run(self, drop: bool, why_not: str = "--no-drop-cache") -> str | None:
-        """Ready the page cache for the next run: dropped where that is wanted and allowed (root), kept for
-        --source cache. Returns a warning to show once (the first time it cannot be dropped), else None."""
-        from xferscope.target import drop_page_cache
+    def before_run(self, drop: bool, files: Sequence[str] = (), why_not: str = "--no-drop-cache") -> str | None:
+        """Ready the page cache for the next run: the compared ``files`` written back and their pages evicted
+        (posix_fadvise; no root needed, and nothing else in the host's cache is touched), where that is wanted;
+        kept for --source cache. Returns a warning to show once (the first time pages stay), else None."""
+        from xferscope.engines import page_cache
 
         if self.from_cache:
             self.cache_dropped = False
@@ -124,19 +129,24 @@ class Comparison:
         if not drop:
             self.note_cache(False, why_not)
             return None
-        if drop_page_cache():
+        present = [f for f in files if os.path.exists(f)]
+        for f in present:
+            page_cache.evict(f)
+        stayed = page_cache.resident_share(present) if present else 0.0
+        if stayed is not None and stayed <= EVICTED_ENOUGH:
             self.note_cache(True)
             return None
+        why = "its filesystem cannot tell" if stayed is None else f"{stayed:.0%} of the files' pages stayed"
         first = self.cache_dropped is None
-        self.note_cache(False, "not root")
-        return "cannot drop the page cache (not root); the result will say so" if first else None
+        self.note_cache(False, why)
+        return f"cannot evict the compared files from the page cache ({why}); the result will say so" if first else None
 
     def note_cache(self, dropped: bool, why_not: str = "") -> None:
-        """Record whether the page cache was dropped before a run; once not, the comparison says so."""
+        """Record whether the files' pages were evicted before a run; once not, the comparison says so."""
         if dropped and self.cache_dropped is None:
-            self.cache_dropped, self.cache_note = True, "page cache dropped before every run"
+            self.cache_dropped, self.cache_note = True, "the files' pages evicted from the page cache before every run"
         elif not dropped and self.cache_dropped is not False:
-            self.cache_dropped, self.cache_note = False, f"page cache not dropped ({why_not})"
+            self.cache_dropped, self.cache_note = False, f"page cache not emptied ({why_not})"
 
     # ------------------------------------------------------------ figures
     def figures(self, slot: int, key: str = "throughput_mib_s") -> list[float | None]:

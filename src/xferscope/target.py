@@ -421,14 +421,3 @@ def cleanup(target: Target, keep: bool) -> list[str]:
         removed.append(target.temp_dir)
         target.temp_dir = None
     return removed
-
-
-def drop_page_cache() -> bool:
-    """Drop the page cache (needs root). True when done."""
-    try:
-        os.sync()
-        with open("/proc/sys/vm/drop_caches", "w") as fh:
-            fh.write("3\n")
-        return True
-    except OSError:
-        return False

@@ -124,15 +124,21 @@ def curve_rows(points, caches) -> list[tuple[str, str, str]]:
     """The cache-level curve: working set, latency, the cache it fits in; a marker row at each sysfs size."""
     out: list[tuple[str, str, str]] = []
     marks = sorted(caches or [], key=lambda c: c["size"])
-    for p in sorted(points, key=lambda p: p.size_bytes or 0):
-        while marks and (p.size_bytes or 0) > marks[0]["size"]:
+
+    def mark_up_to(size: int) -> None:  # a marker row for each cache no larger than ``size`` not yet marked
+        while marks and size >= marks[0]["size"]:
             out.append((f"── {marks[0]['name']}", format_size(marks[0]["size"]), "sysfs ──"))
             marks.pop(0)
+
+    for p in sorted(points, key=lambda p: p.size_bytes or 0):
+        mark_up_to((p.size_bytes or 0) - 1)
         level = next(
             (str(c["name"]) for c in sorted(caches or [], key=lambda c: c["size"]) if (p.size_bytes or 0) <= c["size"]),
             "memory" if caches else "",
         )
         out.append((format_size(p.size_bytes or 0), f"{p.latency_ns:.2f}", level))
+    if out:
+        mark_up_to(max(p.size_bytes or 0 for p in points))  # a cache the curve ends at is marked below its row
     return out
 
 

@@ -217,8 +217,8 @@ class Batch:
     """Runs records one after another in the calling thread. ``stop()`` may be called from any thread.
 
     With a ``comparison``, the records are its runs: one dataset is prepared for all of them before the
-    first (reported as the first record's preparation) and removed after the last, and the page cache is
-    dropped before each run where that is allowed (the comparison notes whether it was)."""
+    first (reported as the first record's preparation) and removed after the last, and its files' pages are
+    evicted from the page cache before each run (the comparison notes whether they left)."""
 
     def __init__(self, records: list[RunRecord], events: BatchEvents, comparison: Comparison | None = None):
         self.records = records
@@ -278,7 +278,7 @@ class Batch:
 
     def _drop_cache(self) -> None:
         if self.comparison is not None:
-            self.comparison.before_run(True)
+            self.comparison.before_run(True, self.dataset.files if self.dataset is not None else ())
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for the loop to end (runs closed, scratch files removed); True when it has."""

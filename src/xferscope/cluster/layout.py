@@ -16,6 +16,7 @@ them creates a missing scratch file.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import socket
@@ -115,6 +116,16 @@ def expand(template: str | None, field: str, place: RankPlace) -> str | None:
         raise SpecError(field, f"unknown placeholder {{{name}}} in {template!r}; use {{rank}} or {{host}}")
 
     return PLACEHOLDER.sub(fill, template)
+
+
+def rank_files(spec: RunSpec, place: RankPlace) -> list[str]:
+    """The files this rank's runs read (as far as they exist now): --file, or the scratch files in --dir."""
+    if spec.file:
+        return [str(expand(spec.file, "file", place))]
+    if spec.directory:
+        folder = str(expand(spec.directory, "dir", place))
+        return sorted(glob.glob(os.path.join(glob.escape(folder), "xferscope-scratch*.dat")))
+    return []
 
 
 def per_rank_target(spec: RunSpec) -> bool:

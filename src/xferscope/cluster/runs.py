@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import typer
 
+from xferscope.cluster.layout import RankPlace, rank_files
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
 from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
@@ -152,6 +153,7 @@ def compare_mpi(
         raise typer.Exit(exc.code) from None
     specs, scratch = _scratch_per_rank(world, specs)
     comp = Comparison(specs, rounds)
+    place = RankPlace(world.rank, socket.gethostname(), 0, 1)  # enough for {rank} and {host}
     follower_code = 0  # on ranks other than 0: the exit code rank 0 will have
     interrupted = failed = False
 
@@ -161,7 +163,7 @@ def compare_mpi(
 
     try:
         for planned in comp.runs:
-            warning = comp.before_run(drop_cache)
+            warning = comp.before_run(drop_cache, rank_files(specs[0], place))
             if root and warning:
                 typer.echo(f"xferscope: {warning}", err=True)
             spec = planned.spec

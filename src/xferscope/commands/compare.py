@@ -99,7 +99,9 @@ def compare_command(
         False, "--skip-unavailable", help="leave out paths that cannot run here instead of failing"
     ),
     drop_cache: bool = typer.Option(
-        True, "--drop-cache/--no-drop-cache", help="drop the page cache before every run (needs root; warns otherwise)"
+        True,
+        "--drop-cache/--no-drop-cache",
+        help="evict the compared files' pages from the page cache before every run (no root needed; the rest of the cache is left alone)",
     ),
     mpi: MpiOpt = False,
     register: RegisterOpt = True,
@@ -240,7 +242,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
         for i, planned in enumerate(comp.runs):
             if planned.slot in outcome.failed:
                 continue
-            warning = comp.before_run(drop_cache)
+            warning = comp.before_run(drop_cache, dataset.files)
             if warning:
                 typer.echo(f"xferscope: {warning}", err=True)
             progress.begin(i)
