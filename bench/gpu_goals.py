@@ -4,8 +4,9 @@ Every figure comes from the product itself (`xferscope workload train`, `xfersco
 rounds with an A/A pair beside) or from the bench scripts beside this one; nothing is assumed. A goal whose
 measurement does not fit in the time left is printed as "not run" with the reason.
 
-KV-cache restores and model loads into the GPU (groups "kvcache" and "load", the default): see
-bench/inference_goals.py.
+Verdicts that settle (group "verdicts", the default): see bench/verdict_gpu_goals.py.
+
+KV-cache restores and model loads into the GPU (groups "kvcache" and "load"): see bench/inference_goals.py.
 
 Training input into the GPU (group "train"):
   * unet3d and cosmoflow with H100 computation times through host, bounce-async and cufile: each run ends with
@@ -40,6 +41,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from inference_goals import kvcache_goals, load_goals  # noqa: E402  (beside this script)
+from verdict_gpu_goals import verdict_goals  # noqa: E402
 
 POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
 #: the timeline's variants: host, bounce, bounce-async's read ring, the ring with one block a copy, no ring
@@ -524,8 +526,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only",
-        default="kvcache,load",
-        help="which groups of goals to run: kvcache, load, train, storage, timeline, cache, kvikio",
+        default="verdicts",
+        help="which groups of goals to run: verdicts, kvcache, load, train, storage, timeline, cache, kvikio",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -539,6 +541,7 @@ def main(argv: list[str] | None = None) -> int:
         "timeline": timeline,
         "cache": cache_point,
         "kvikio": kvikio,
+        "verdicts": verdict_goals,
         "kvcache": kvcache_goals,
         "load": load_goals,
     }

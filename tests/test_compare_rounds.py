@@ -170,11 +170,26 @@ def test_host_buffers_on_4k_pages_are_named_under_the_table(cli, direct_dir):
     assert "host#1, host#2: buffers on 4 KiB pages" in r.out and "--huge-pages" in r.out
 
 
-def test_rounds_must_be_one_or_more(cli):
-    r = cli("compare", "--paths", "host", "--rounds", "0")
-    assert r.code == 2 and "Traceback" not in r.err
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--rounds", "0"], "auto or a whole number of at least 1"),
+        (["--rounds", "many"], "auto or a whole number of at least 1"),
+        (["--rounds", "2.5"], "auto or a whole number of at least 1"),
+        (["--max-rounds", "2"], "at least 3"),
+        (["--rounds", "auto", "--max-rounds", "1"], "at least 3"),
+        (["--rounds", "4", "--max-rounds", "9"], "goes with --rounds auto"),
+    ],
+)
+def test_bad_rounds_are_one_line_and_exit_2_before_anything_runs(cli, tmp_path, args, says):
+    r = cli("compare", "--paths", "host,host", "--dir", str(tmp_path), *args)
+    assert r.code == 2 and "Traceback" not in r.err and says in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and os.listdir(tmp_path) == []
+
+
+def test_the_help_names_auto_and_the_most_rounds(cli):
     r = cli("compare", "--help")
-    assert "--rounds" in r.out and "default 3" in r.out
+    assert "--rounds" in r.out and "auto (default)" in r.out and "--max-rounds" in r.out
 
 
 def test_each_run_starts_with_the_files_pages_evicted_and_nothing_else(monkeypatch, direct_dir, tmp_path):

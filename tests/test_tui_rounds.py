@@ -8,7 +8,9 @@ import re
 
 from tui_helpers import Messages, make_app, retype, screen_text, wait_for
 
-from xferscope.app.messages import BatchFinished, RunFinished, RunStarted, SetupRefused
+from xferscope import _standin
+from xferscope.app import session
+from xferscope.app.messages import BatchFinished, RoundAdded, RunFinished, RunStarted, SetupRefused
 from xferscope.app.widgets.rounds import whisker_bar
 from xferscope.spec import RunSpec
 from xferscope.verdict import RULE, WORDS
@@ -18,6 +20,25 @@ def test_the_whisker_runs_from_the_lowest_to_the_highest_round_on_one_scale():
     assert whisker_bar(50, 40, 80, 100, 10).plain == "████▓──┤  "
     assert whisker_bar(100, 100, 100, 100, 10).plain == "█" * 10
     assert whisker_bar(None, None, None, 100, 4).plain == "    "
+
+
+async def test_with_rounds_auto_the_console_adds_a_round_while_a_path_is_undecided(direct_dir, monkeypatch):
+    # the stand-in engine: host#2 at 0.94 of host#1, 0.2% noise (undecided at 3 rounds, slower at 4)
+    monkeypatch.setattr(session, "Run", _standin.StandInRun)
+    _standin.configure({"host#1": 1.0, "host#2": 0.94}, 0.002, paths=2, seed=3)
+    app = make_app(direct_dir)
+    spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(direct_dir))
+    msgs = Messages()
+    async with app.run_test(size=(100, 30), message_hook=msgs) as pilot:
+        app.start_comparison([spec, spec], 3, 9)
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=30)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: "4/4 rounds" in screen_text(app))
+        text = " ".join(screen_text(app).split())
+    [added] = msgs.of(RoundAdded)
+    assert added.why.startswith("round 4 of at most 9 added: host#2 undecided at 0.94") and len(added.records) == 2
+    assert len(msgs.of(RunFinished)) == 8 and app.comparison.rounds == 4 and len(app.records) == 8
+    assert app.comparison.verdict(1).word == "slower" and "slower" in text
 
 
 async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
@@ -75,4 +96,4 @@ async def test_the_setup_refuses_zero_rounds(direct_dir):
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(SetupRefused))
     refused = msgs.of(SetupRefused)[-1]
-    assert refused.where == "rounds" and "1 or more" in refused.reason
+    assert refused.where == "rounds" and "auto or a whole number of at least 1" in refused.reason

@@ -234,7 +234,7 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
             ratio, word = "1.00", "baseline"
         else:
             v = comp.verdict(slot)
-            ratio, word = (v.spread(), v.word) if v else ("-", "no paired round")
+            ratio, word = (v.spread(), v.text) if v else ("-", "no paired round")
         rows.append(
             (
                 label + (f" ({', '.join(quals)})" if quals else ""),

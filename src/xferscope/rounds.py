@@ -16,8 +16,9 @@ from typing import Any
 
 from xferscope.engines.base import RunResult
 from xferscope.engines.host import SMALL_PAGE_BUFFERS
+from xferscope.errors import SpecError
 from xferscope.spec import RunSpec
-from xferscope.verdict import RULE, Verdict, drift, paired_verdict, resolution_hint
+from xferscope.verdict import MAX_ROUNDS, RULE, START_ROUNDS, Verdict, drift, paired_verdict, resolution_hint
 
 #: the share of the files' pages that may stay cached after an eviction (pages another process holds mapped)
 EVICTED_ENOUGH = 0.01
@@ -34,6 +35,27 @@ FIGURES: dict[str, Callable[[RunResult], float | None]] = {
     "cpu_sys_pct": lambda r: r.cpu.get("sys_pct"),
     "cpu_s_per_gib": lambda r: r.cpu_seconds_per_gib,
 }
+
+
+def rounds_plan(rounds: str, max_rounds: int | None = None) -> tuple[int, int | None]:
+    """(rounds to plan now, the most rounds or None for a fixed plan) from --rounds and --max-rounds."""
+    text = rounds.strip().lower()
+    if text == "auto":
+        most = MAX_ROUNDS if max_rounds is None else max_rounds
+        if most < START_ROUNDS:
+            raise SpecError(
+                "max-rounds", f"at least {START_ROUNDS} (auto starts with {START_ROUNDS} rounds), got {most}"
+            )
+        return START_ROUNDS, most
+    if not text.isdigit() or int(text) < 1:
+        raise SpecError("rounds", f"auto or a whole number of at least 1, got {rounds!r}")
+    fixed = int(text)
+    if max_rounds is not None and fixed < max_rounds:
+        raise SpecError(
+            "max-rounds",
+            f"goes with --rounds auto; --rounds {fixed} is a fixed plan (leave out --max-rounds, or use --rounds auto)",
+        )
+    return fixed, None
 
 
 def round_orders(paths: int, rounds: int) -> list[list[int]]:
@@ -76,12 +98,17 @@ def _clean(v: float | None) -> float | None:
 class Comparison:
     """The runs of a comparison in the order they run, and what they measured."""
 
-    def __init__(self, specs: Sequence[RunSpec], rounds: int = DEFAULT_ROUNDS):
+    def __init__(self, specs: Sequence[RunSpec], rounds: int = DEFAULT_ROUNDS, max_rounds: int | None = None):
+        """``rounds`` planned now; with ``max_rounds`` (``--rounds auto``), one more is added after each whole
+        round while any path's verdict is undecided, up to ``max_rounds``."""
         if rounds < 1:
             raise ValueError("rounds must be 1 or more")
         self.labels = path_labels([s.path for s in specs])
         self.specs = [s.replace(label=label) if label != s.path else s for s, label in zip(specs, self.labels)]
         self.rounds = rounds
+        self.max_rounds = max_rounds
+        #: why each round beyond the first plan was added, in order
+        self.added: list[str] = []
         self.runs = [
             PlannedRun(r, pos, slot, self.specs[slot])
             for r, order in enumerate(round_orders(len(self.specs), rounds))
@@ -147,6 +174,34 @@ class Comparison:
             self.cache_dropped, self.cache_note = True, "the files' pages evicted from the page cache before every run"
         elif not dropped and self.cache_dropped is not False:
             self.cache_dropped, self.cache_note = False, f"page cache not emptied ({why_not})"
+
+    @property
+    def auto(self) -> bool:
+        """Rounds are added while a verdict is undecided (``--rounds auto``)."""
+        return self.max_rounds is not None
+
+    def add_round_if_undecided(self) -> str | None:
+        """With ``--rounds auto``, once every planned round is done: plan one more while any path's verdict is
+        undecided and ``max_rounds`` allows, and return why (a line for the progress and the console)."""
+        if self.max_rounds is None or self.rounds >= self.max_rounds or self.rounds_done() < self.rounds:
+            return None
+        verdicts = [(label, self.verdict(slot)) for slot, label in enumerate(self.labels)]
+        undecided = [(label, v) for label, v in verdicts if v is not None and not v.settled]
+        if not undecided:
+            return None
+        why = f"round {self.rounds + 1} of at most {self.max_rounds} added: " + ", ".join(
+            f"{label} undecided at {v.spread()}" for label, v in undecided
+        )
+        self.add_round(why)
+        return why
+
+    def add_round(self, why: str) -> None:
+        """Plan one more round (its order rotated on from the last), noting why."""
+        r = self.rounds
+        order = round_orders(self.paths, r + 1)[r]
+        self.runs += [PlannedRun(r, pos, slot, self.specs[slot]) for pos, slot in enumerate(order)]
+        self.rounds += 1
+        self.added.append(why)
 
     # ------------------------------------------------------------ figures
     def figures(self, slot: int, key: str = "throughput_mib_s") -> list[float | None]:
@@ -225,9 +280,13 @@ class Comparison:
                 entry.update(
                     {
                         "verdict": v.word if v else None,
+                        "verdict_text": v.text if v else None,
                         "ratio": v.ratio if v else None,
-                        "ratio_min": v.low if v else None,
-                        "ratio_max": v.high if v else None,
+                        "interval_low": v.low if v else None,
+                        "interval_high": v.high if v else None,
+                        "interval_coverage": v.coverage if v else None,
+                        "ratio_min": v.range_low if v else None,
+                        "ratio_max": v.range_high if v else None,
                         "paired_rounds": v.rounds if v else 0,
                     }
                 )
@@ -248,6 +307,9 @@ class Comparison:
         return {
             "rounds": self.rounds,
             "rounds_done": self.rounds_done(),
+            "rounds_mode": "auto" if self.auto else "fixed",
+            "max_rounds": self.max_rounds,
+            "rounds_added": list(self.added),
             "baseline": self.labels[0],
             "order": [[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
             "rule": RULE,

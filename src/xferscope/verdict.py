@@ -1,30 +1,28 @@
-"""Whether one path beats another, from paired rounds: faster, slower or within noise.
+"""Whether one path beats another, from paired rounds: faster, slower, the same, or undecided.
 
 A comparison runs in rounds; each round runs every path once (order rotated), so ``baseline[i]`` and
 ``other[i]`` were measured minutes apart on the same machine state. Their ratio cancels what the machine did
 between rounds (a neighbour's load, a cache filling up); what is left is the noise between two runs in a row.
 
-The rule, chosen for few rounds (3-5) on noisy shared disks:
+The rule:
 
-* **faster** when the paired ratio of *every* round is above ``1 + margin``,
-* **slower** when every one is below ``1 - margin``,
-* **within noise** otherwise; one round gives no verdict at all;
-* the margin narrows as the rounds grow: ``30% / rounds``, never under 5% (2 rounds: 15%, 3: 10%, 4: 7.5%,
-  5: 6%, 6 or more: 5%).
+* the **interval**: a distribution-free confidence interval of the median paired ratio, from the order
+  statistics of the rounds' ratios (the sign test's interval): the narrowest ``[r(k), r(n-k+1)]`` whose coverage,
+  ``1 - 2 P(Binomial(n, 1/2) < k)``, is at least 90%; with fewer than 5 rounds no such pair exists and the interval
+  is the whole range (75% at 3 rounds, 88% at 4). It needs no model of the noise, and one wild round moves it by
+  one order statistic at most;
+* **faster** / **slower** when the interval lies wholly beyond ``1 ± margin``, the margin ``15% / (rounds -
+  1)``, never under 3% (2 rounds: 15%, 3: 7.5%, 4: 5%, 5: 3.75%, 6 or more: 3%);
+* **same** (within ±5%) when the interval lies wholly within ``1 ± 5%``;
+* **undecided** otherwise; one round gives no verdict at all.
 
-Why not a bootstrap interval of the median: with 3 rounds there are only 10 distinct resamples and the
-interval is the min-max range anyway, so "every ratio beyond the margin" is the same test, stated plainly.
-
-Why every round, and why this margin: if the two paths are the same (A/A) and a round's ratio lands beyond the
-margin on one side with probability p, all n rounds do so with probability 2 p**n. On shared virtual disks a
-round's A/A ratio has a spread of about 6-7% (sd; single rounds from 0.89 to 1.19) with the host buffers on 2 MiB
-pages, and 16% on 4 KiB pages, where the pages a run gets set its speed. A fixed 5% margin (p = 0.24 at 7%) gives
-2.8% false verdicts at 3 rounds, and more where the rounds of one comparison are not independent: on 4 KiB pages 8
-of 48 A/A comparisons of 3 rounds said faster or slower. A margin of 30% / rounds keeps 2 p**n near 0.1% at every
-round count from 2 to 6 under that spread (p = 0.016, 0.077, 0.14, 0.20, 0.24), so that a verdict means the same
-whatever the rounds; more rounds resolve smaller differences. The floor of 5% keeps differences too small to act on
-out of the verdicts. Rotating the order removes a systematic first-run bias, the usual cause of one-sided A/A
-ratios.
+``compare`` (``--rounds auto``) starts with 3 rounds and adds one while any path is undecided, up to
+``--max-rounds`` (9). Chosen by simulation of paired ratios with a known spread (``bench/verdict_goals.py``
+measures it on the stand-in engine): with a round's ratio spread (sd) of 3%, an A/A comparison says faster or
+slower in under 0.1% of invocations, a true 0.85 is slower every time, and a true 0.92 is slower in about 97%
+(undecided in the rest); with a spread of 6.5%, the A/A figure is about 1.5%, and 0.92 cannot be told within 9
+rounds (slower about as often as undecided): the interval then says how far the rounds got. A margin wider with
+few rounds keeps the first looks, whose intervals cover only 50-88%, from calling a difference the noise made.
 """
 
 from __future__ import annotations
@@ -34,31 +32,62 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: the narrowest margin, reached at 6 rounds: a difference under 5% is not one to act on
-MARGIN = 0.05
-#: the margin with n rounds is this over n (never under MARGIN)
-MARGIN_TIMES_ROUNDS = 0.30
-FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS = "faster", "slower", "within noise", "single pass: no verdict"
-WORDS = (FASTER, SLOWER, WITHIN_NOISE, SINGLE_PASS)
+#: the narrowest margin, reached at 6 rounds: a difference under 3% is not one to call
+MARGIN = 0.03
+#: the margin with n rounds is this over n - 1 (never under MARGIN)
+MARGIN_TIMES_ROUNDS = 0.15
+#: within this of 1 the whole interval says "same"
+EQUIVALENCE = 0.05
+#: the coverage the sign-test interval aims at (with few rounds, the whole range and what it covers)
+CONFIDENCE = 0.90
+#: the rounds ``--rounds auto`` starts with, and adds up to by default
+START_ROUNDS, MAX_ROUNDS = 3, 9
+#: the baseline's first and last rounds may differ by this much before the comparison warns of drift
+DRIFT = 0.15
+FASTER, SLOWER, SAME, UNDECIDED, SINGLE_PASS = "faster", "slower", "same", "undecided", "single pass: no verdict"
+WORDS = (FASTER, SLOWER, SAME, UNDECIDED, SINGLE_PASS)
 
 
 def margin_for(rounds: int) -> float:
-    """The margin of the rule with this many rounds (repetitions): 30% / rounds, never under 5%."""
-    return max(MARGIN, round(MARGIN_TIMES_ROUNDS / max(rounds, 1), 6))
+    """The rule's margin with this many rounds (repetitions): 15% / (rounds - 1), never under 3%."""
+    return max(MARGIN, round(MARGIN_TIMES_ROUNDS / max(rounds - 1, 1), 6))
 
 
 def margins_text(word: str) -> str:
     """The rule's margins in words, for rounds or repetitions (``word``)."""
     return (
-        f"1 ± {MARGIN_TIMES_ROUNDS:.0%}/{word}s, at least {MARGIN:.0%} "
-        f"(3 {word}s: ±{margin_for(3):.0%}, 5: ±{margin_for(5):.0%}, "
-        f"{math.ceil(MARGIN_TIMES_ROUNDS / MARGIN)}+: ±{MARGIN:.0%})"
+        f"1 ± {MARGIN_TIMES_ROUNDS:.0%}/({word}s - 1), at least {MARGIN:.0%} "
+        f"(2 {word}s: ±{margin_for(2):.0%}, 3: ±{margin_for(3):.1%}, "
+        f"{math.ceil(MARGIN_TIMES_ROUNDS / MARGIN) + 1}+: ±{MARGIN:.0%})"
     )
 
 
+def sign_test_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+    """(low, high, coverage): the narrowest interval of order statistics ``[r(k), r(n-k+1)]`` that covers the
+    median with at least ``confidence`` (the sign test's), or the whole range with what it covers."""
+    s = sorted(ratios)
+    n = len(s)
+    if n == 0:
+        raise ValueError("no ratios")
+    best = (s[0], s[-1], 1 - 2 / 2**n if n > 1 else 0.0)
+    below = 0
+    for k in range(1, (n + 1) // 2 + 1):
+        below += math.comb(n, k - 1)  # P(Binomial(n, 1/2) < k) * 2**n
+        coverage = 1 - 2 * below / 2**n
+        if coverage < confidence:
+            break
+        best = (s[k - 1], s[n - k], coverage)
+    return best
+
+
+INTERVAL_TEXT = (
+    f"interval: the sign test's for the median ratio (order statistics of the rounds' ratios), at least "
+    f"{CONFIDENCE:.0%} from 5 rounds; fewer rounds give their whole range (3: 75%, 4: 88%)"
+)
+
 RULE = (
-    f"verdict: faster/slower only if every round's paired ratio (path/baseline, same round) is beyond "
-    f"{margins_text('round')}; else within noise; 1 round: no verdict"
+    f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round')}; same when it lies "
+    f"within 1 ± {EQUIVALENCE:.0%}; else undecided; 1 round: no verdict. {INTERVAL_TEXT}"
 )
 
 
@@ -66,9 +95,12 @@ RULE = (
 class Verdict:
     word: str  # one of WORDS
     ratio: float  # median of the paired per-round ratios other/baseline
-    low: float  # min of the paired ratios
-    high: float  # max of the paired ratios
+    low: float  # the interval's low end (see ``interval``)
+    high: float  # its high end
     rounds: int
+    coverage: float | None = None  # what the interval covers (None: every ratio of two sides, not a test)
+    range_low: float | None = None  # min and max of the paired ratios
+    range_high: float | None = None
 
     @property
     def margin(self) -> float:
@@ -80,8 +112,22 @@ class Verdict:
         """True for faster or slower."""
         return self.word in (FASTER, SLOWER)
 
+    @property
+    def settled(self) -> bool:
+        """True for faster, slower or same: more rounds are not needed."""
+        return self.word in (FASTER, SLOWER, SAME)
+
+    @property
+    def text(self) -> str:
+        """The verdict in words: ``same within ±5%``, ``undecided after 5 rounds``, or the word."""
+        if self.word == SAME:
+            return f"same within ±{EQUIVALENCE:.0%}"
+        if self.word == UNDECIDED:
+            return f"undecided after {self.rounds} {'rounds' if self.coverage is not None else 'repetitions'}"
+        return self.word
+
     def spread(self) -> str:
-        """The ratio with its range, e.g. ``1.12 (1.07-1.18)``; a single pass shows the one ratio."""
+        """The ratio with its interval, e.g. ``1.12 (1.07-1.18)``; a single pass shows the one ratio."""
         if self.rounds < 2:
             return f"{self.ratio:.2f}"
         return f"{self.ratio:.2f} ({self.low:.2f}-{self.high:.2f})"
@@ -90,10 +136,14 @@ class Verdict:
         return {
             "verdict": self.word,
             "ratio": self.ratio,
-            "ratio_min": self.low,
-            "ratio_max": self.high,
+            "interval_low": self.low,
+            "interval_high": self.high,
+            "interval_coverage": self.coverage,
+            "ratio_min": self.range_low if self.range_low is not None else self.low,
+            "ratio_max": self.range_high if self.range_high is not None else self.high,
             "rounds": self.rounds,
             "margin": self.margin,
+            "equivalence": EQUIVALENCE,
         }
 
 
@@ -118,14 +168,22 @@ def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> list[flo
 def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict:
     """The verdict on ``other`` against ``baseline``, measured round by round (higher is better)."""
     ratios = paired_ratios(baseline, other)
-    low, high = min(ratios), max(ratios)
+    low, high, coverage = sign_test_interval(ratios)
     return Verdict(
-        word=_word(len(ratios), low, high), ratio=statistics.median(ratios), low=low, high=high, rounds=len(ratios)
+        word=_word(len(ratios), low, high),
+        ratio=statistics.median(ratios),
+        low=low,
+        high=high,
+        rounds=len(ratios),
+        coverage=coverage,
+        range_low=min(ratios),
+        range_high=max(ratios),
     )
 
 
 def _word(rounds: int, low: float, high: float) -> str:
-    """The rule itself: every ratio beyond the margin on one side, with two rounds (repetitions) or more."""
+    """The rule itself, on an interval: beyond the margin on one side, within the equivalence margin, or
+    neither; with two rounds (repetitions) or more."""
     if rounds < 2:
         return SINGLE_PASS
     margin = margin_for(rounds)
@@ -133,43 +191,42 @@ def _word(rounds: int, low: float, high: float) -> str:
         return FASTER
     if high < 1 - margin:
         return SLOWER
-    return WITHIN_NOISE
+    if low >= 1 - EQUIVALENCE and high <= 1 + EQUIVALENCE:
+        return SAME
+    return UNDECIDED
 
 
 def drift(baseline: Sequence[float]) -> str | None:
-    """A warning when the baseline's first and last rounds differ by more than the rule allows two figures
-    (``margin_for(2)``, 15%): first against last is a comparison of two runs, whatever the rounds between."""
+    """A warning when the baseline's first and last rounds differ by more than ``DRIFT`` (15%): the machine
+    changed during the comparison."""
     base = _figures("baseline", baseline)
     if len(base) < 2:
         return None
     change = base[-1] / base[0] - 1
-    margin = margin_for(2)
-    if abs(change) <= margin:
+    if abs(change) <= DRIFT:
         return None
     return (
         f"drift: the baseline's last round is {abs(change):.0%} {'above' if change > 0 else 'below'} its first "
-        f"(beyond the {margin:.0%} the rule allows two figures); the machine changed during the comparison"
+        f"(beyond {DRIFT:.0%}); the machine changed during the comparison"
     )
 
 
 def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str | None:
-    """For a path called within noise because its median ratio, though beyond the narrowest margin, lies inside
-    the wider margin of few rounds: how many rounds would resolve a difference of that size (else None)."""
-    margin = verdict.margin
+    """For an undecided path whose median ratio lies beyond the narrowest margin: that more rounds may settle
+    it, and how far the interval reaches (else None)."""
     off = abs(verdict.ratio - 1)
-    if verdict.word != WITHIN_NOISE or verdict.rounds < 2 or not MARGIN < off <= margin:
+    if verdict.word != UNDECIDED or verdict.rounds < 2 or off <= MARGIN:
         return None
-    need = next(n for n in range(verdict.rounds + 1, 1000) if margin_for(n) < off)
     return (
-        f"{label}: {verdict.ratio:.2f} lies inside the ±{margin:.0%} margin of {verdict.rounds} {what}; "
-        f"from {need} {what}, a difference that size is called if every one shows it"
+        f"{label}: {verdict.ratio:.2f}, interval {verdict.low:.2f}-{verdict.high:.2f} after {verdict.rounds} {what}, "
+        f"reaches across 1 ± {verdict.margin:.0%}: more {what} (--max-rounds) may settle it"
     )
 
 
 RULE_REPEATED = (
-    f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared "
-    f"with is beyond {margins_text('repetition')}, counting the side with fewer; else within noise; "
-    f"1 repetition on a side: no verdict"
+    f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared with is beyond "
+    f"{margins_text('repetition')}, counting the side with fewer; same if every one lies within 1 ± "
+    f"{EQUIVALENCE:.0%}; else undecided; 1 repetition on a side: no verdict"
 )
 
 

@@ -20,6 +20,7 @@ from xferscope.app.messages import (
     BatchFinished,
     PrepareProgressed,
     ResultsLoaded,
+    RoundAdded,
     RunFailed,
     RunFinished,
     RunPreparing,
@@ -110,6 +111,9 @@ class _PostEvents:
     def done(self, records):
         self.app.post_message(BatchFinished(records))
 
+    def round_added(self, records, why):
+        self.app.post_message(RoundAdded(records, why))
+
 
 class XferscopeApp(App):
     CSS_PATH = "xferscope.tcss"
@@ -150,7 +154,8 @@ class XferscopeApp(App):
         self.last_repetitions = 1
         self.grid: GridRun | None = None  # the last profile grid started (several points or repetitions)
         self.comparison: Comparison | None = None  # the last comparison in rounds started (several paths)
-        self.last_rounds: int | None = None  # rounds of the last batch when it was a comparison
+        #: rounds of the last batch when it was a comparison: (planned, the most with auto or None)
+        self.last_rounds: tuple[int, int | None] | None = None
         self.comparison_baseline = 0  # the path the comparison's ratios are against (b on the Compare view)
         self.current_record: RunRecord | None = None
         self.last_failure: RunRecord | None = None
@@ -312,16 +317,17 @@ class XferscopeApp(App):
         self.last_rounds = None
         self._start(specs, records, repetitions)
 
-    def start_comparison(self, specs: list[RunSpec], rounds: int) -> None:
+    def start_comparison(self, specs: list[RunSpec], rounds: int, max_rounds: int | None = None) -> None:
         """Compare ``specs`` (the same but for the path; the first is the baseline) in ``rounds`` rounds with
-        the order rotated, over one dataset prepared once; the Compare view shows the rounds as they finish."""
+        the order rotated, over one dataset prepared once; the Compare view shows the rounds as they finish.
+        With ``max_rounds`` (auto), a round is added while a path is undecided, up to that many."""
         if self.batch is not None:
             self.notify("a run is in progress: stop it (x) first", severity="warning")
             return
-        self.comparison = Comparison(specs, rounds)
+        self.comparison = Comparison(specs, rounds, max_rounds)
         self.comparison_baseline = 0
         records = comparison_records(self.comparison)
-        self.last_rounds = rounds
+        self.last_rounds = (rounds, max_rounds)
         self._start(specs, records, 1, self.comparison)
 
     def _start(
@@ -351,7 +357,7 @@ class XferscopeApp(App):
             self.notify("nothing to restart yet: start from the setup (s, then r)", severity="warning")
             return
         if self.last_rounds is not None:
-            self.start_comparison(self.last_specs, self.last_rounds)
+            self.start_comparison(self.last_specs, *self.last_rounds)
         else:
             self.start_batch(self.last_specs, self.last_repetitions)
 
@@ -402,6 +408,11 @@ class XferscopeApp(App):
 
     def on_run_stopped(self, message: RunStopped) -> None:
         message.record.state = "stopped" if message.record is self.current_record else "skipped"
+        self._changed()
+
+    def on_round_added(self, message: RoundAdded) -> None:
+        self.records.extend(message.records)
+        self.notify(message.why, title="comparison")
         self._changed()
 
     def on_batch_finished(self, message: BatchFinished) -> None:

@@ -210,7 +210,7 @@ def point_verdict(point: PointStats, baseline: PointStats) -> Verdict | None:
 
 
 def verdict_text(point: PointStats, baseline: PointStats) -> str:
-    """'0.83 slower', '1.02 within noise', '0.37 no verdict' (one repetition on a side: the rule line under the
+    """'0.83 slower', '1.02 same', '0.37 no verdict' (one repetition on a side: the rule line under the
     table says why), 'baseline', or '-'."""
     if point.index == baseline.index:
         return "baseline"

@@ -75,6 +75,14 @@ class BatchFinished(Message):
 
 
 @dataclass
+class RoundAdded(Message):
+    """A comparison with --rounds auto planned one more round (``records``, its runs), and ``why``."""
+
+    records: list[RunRecord]
+    why: str
+
+
+@dataclass
 class SetupRefused(Message, bubble=False):
     """The setup cannot run as it is; ``where`` is the form control that says why."""
 

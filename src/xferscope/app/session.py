@@ -188,14 +188,15 @@ def new_records(specs: list[RunSpec], repetitions: int = 1) -> list[RunRecord]:
     ]
 
 
-def comparison_records(comp: Comparison) -> list[RunRecord]:
-    """One record per run of a comparison, in the order the rounds run them."""
+def comparison_records(comp: Comparison, first: int = 0) -> list[RunRecord]:
+    """One record per run of a comparison from run ``first`` on, in the order the rounds run them."""
     n = len(comp.runs)
     return [
         RunRecord(
             next(_ids), run.spec, i, n, point=run.slot, repetition=run.round, repetitions=comp.rounds, planned=run
         )
         for i, run in enumerate(comp.runs)
+        if i >= first
     ]
 
 
@@ -211,6 +212,7 @@ class BatchEvents(Protocol):
 
     def stopped(self, record: RunRecord) -> None: ...
     def done(self, records: list[RunRecord]) -> None: ...
+    def round_added(self, records: list[RunRecord], why: str) -> None: ...
 
 
 class Batch:
@@ -246,11 +248,15 @@ class Batch:
         try:
             if self.comparison is not None and not self._prepare_dataset():
                 return
-            for record in self.records:
+            i = 0
+            while i < len(self.records):  # a comparison with --rounds auto may add records as it goes
+                record = self.records[i]
+                i += 1
                 if self._stop.is_set():
                     self.events.stopped(record)
                     continue
                 self._one(record)
+                self._add_round_if_undecided()
         finally:
             with self._lock:
                 self._run = None
@@ -275,6 +281,17 @@ class Batch:
                 self.events.failed(record, str(exc), None)
             return False
         return True
+
+    def _add_round_if_undecided(self) -> None:
+        comp = self.comparison
+        if comp is None or self._stop.is_set():
+            return
+        before = len(comp.runs)
+        why = comp.add_round_if_undecided()
+        if why:
+            added = comparison_records(comp, before)
+            self.records.extend(added)
+            self.events.round_added(added, why)
 
     def _drop_cache(self) -> None:
         if self.comparison is not None:
@@ -326,6 +343,8 @@ class Batch:
         except XferscopeError as exc:
             self.events.failed(record, str(exc), None, list(getattr(exc, "detail", None) or []))
             return
+        if record.planned is not None:  # here as well as in the console's thread: the next round is decided here
+            record.planned.result = result
         if result.status == "failed":
             self.events.failed(record, f"{record.spec.path}: {result.error}", result, list(result.error_detail))
         else:

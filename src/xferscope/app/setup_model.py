@@ -15,7 +15,7 @@ import psutil
 from xferscope import target as targets
 from xferscope.engines.registry import availability
 from xferscope.errors import SpecError, XferscopeError
-from xferscope.rounds import DEFAULT_ROUNDS
+from xferscope.rounds import rounds_plan
 from xferscope.spec import GPU_PATHS, PATHS, RunSpec
 from xferscope.units import format_bytes, format_size, parse_duration, parse_size
 
@@ -55,7 +55,7 @@ class FormValues:
     iodepth: str = "1"
     size: str = "1G"
     duration: str = "10"
-    rounds: str = str(DEFAULT_ROUNDS)  # with several paths: rounds of the comparison, order rotated
+    rounds: str = "auto"  # with several paths: rounds of the comparison (auto, or a number), order rotated
     mount: str = DEFAULT_TARGET
     typed_path: str = ""
     gpu: int | None = None
@@ -151,12 +151,10 @@ def build_specs(values: FormValues) -> list[RunSpec]:
     return specs
 
 
-def parse_rounds(values: FormValues) -> int:
-    """The comparison's rounds (several paths run in rounds, order rotated). Raises SpecError("rounds")."""
-    rounds = _int(values.rounds, "rounds")
-    if rounds < 1:
-        raise SpecError("rounds", f"must be 1 or more (1: a single pass, no verdict), got {rounds}")
-    return rounds
+def parse_rounds(values: FormValues) -> tuple[int, int | None]:
+    """The comparison's rounds (several paths run in rounds, order rotated): (rounds planned, the most with auto,
+    else None), as ``compare --rounds``. Raises SpecError("rounds")."""
+    return rounds_plan(values.rounds or "auto")
 
 
 def check_target(spec: RunSpec) -> None:

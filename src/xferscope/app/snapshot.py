@@ -3,14 +3,13 @@ of the runs that ended."""
 
 from __future__ import annotations
 
-import math
 import os
 import tempfile
 import time
 from collections.abc import Iterable
 
 from xferscope.app.session import RunRecord
-from xferscope.engines.base import LatencySummary, RunResult
+from xferscope.engines.base import RunResult
 from xferscope.errors import NotWritten, XferscopeError
 from xferscope.export import write_series_csv, write_summary_csv
 
@@ -23,25 +22,14 @@ def series_so_far(record: RunRecord) -> RunResult:
     """
     samples = list(record.history)
     last = samples[-1]
-    nan = math.nan
-    return RunResult(
-        spec=record.spec,
-        status="running",
+    return RunResult.totals_only(
+        record.spec,
+        "running",
         bytes=last.total_bytes,
         ops=last.total_ops,
         read_bytes=sum(s.read_bytes for s in samples),
         write_bytes=sum(s.write_bytes for s in samples),
-        read_ops=0,
-        write_ops=0,
         seconds=last.t,
-        latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
-        read_latency_us=None,
-        write_latency_us=None,
-        cpu={},
-        workers=[],
-        first_done=None,
-        last_done=None,
-        environment={},
         labels=list(record.labels),
         samples=samples,
     )

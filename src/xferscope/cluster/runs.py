@@ -135,8 +135,10 @@ def compare_mpi(
     json_path: str | None,
     csv_path: str | None,
     rounds: int = 1,
+    auto: bool = False,
 ) -> None:
-    """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank."""
+    """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
+    auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
     from xferscope.output.compare import comparison_outputs, emit_comparison
     from xferscope.rounds import Comparison
 
@@ -146,6 +148,8 @@ def compare_mpi(
     install_hangup_handlers()
     if root:
         _note_single_rank(world)
+        if auto:
+            typer.echo(f"xferscope: under --mpi, --rounds auto runs {rounds} rounds and adds none", err=True)
     try:
         agree_or_raise(world, vote, "the spec check")
         _same_paths(world, specs)

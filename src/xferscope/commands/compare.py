@@ -42,8 +42,8 @@ from xferscope.errors import ExitCode, SpecError
 from xferscope.output.compare import emit_comparison
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.rounds import DEFAULT_ROUNDS
-from xferscope.verdict import margins_text
+from xferscope.rounds import rounds_plan
+from xferscope.verdict import EQUIVALENCE, MAX_ROUNDS, START_ROUNDS, margins_text
 
 CompareCsvOpt = Annotated[
     str | None,
@@ -53,13 +53,16 @@ CompareCsvOpt = Annotated[
     ),
 ]
 RoundsOpt = typer.Option(
-    DEFAULT_ROUNDS,
+    "auto",
     "--rounds",
     "-R",
-    min=1,
-    help=f"rounds (default {DEFAULT_ROUNDS}): each round runs every path once, the order "
-    f"rotated; ratios are paired per round and give the verdict, which needs every round beyond "
-    f"{margins_text('round')}; 1 is a single pass with no verdict",
+    help=f"auto (default): {START_ROUNDS} rounds, then one more while any path is undecided, up to --max-rounds; "
+    "or a number of rounds. Each round runs every path once, the order rotated; the ratios paired per round give "
+    f"an interval and the verdict (faster/slower beyond {margins_text('round')}, same within "
+    f"±{EQUIVALENCE:.0%}, else undecided); 1 is a single pass with no verdict",
+)
+MaxRoundsOpt = typer.Option(
+    None, "--max-rounds", help=f"with --rounds auto: the most rounds (default {MAX_ROUNDS}, at least {START_ROUNDS})"
 )
 
 
@@ -71,7 +74,8 @@ def compare_command(
         help="comma list of paths (or gdsio -x numbers); the first is the baseline; a path "
         "may repeat (host,host: an A/A check of the noise)",
     ),
-    rounds: int = RoundsOpt,
+    rounds: str = RoundsOpt,
+    max_rounds: int | None = MaxRoundsOpt,
     io: IoOpt = "read",
     bs: BsOpt = "1M",
     workers: WorkersOpt = 1,
@@ -128,6 +132,7 @@ def compare_command(
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
+    planned_rounds, most_rounds = rounds_plan(rounds, max_rounds)
     if mem is not None:
         from xferscope.commands.mem_compare import compare_mem
 
@@ -194,11 +199,12 @@ def compare_command(
             fmt=fmt,
             json_path=json_path,
             csv_path=csv_path,
-            rounds=rounds,
+            rounds=planned_rounds,
+            auto=most_rounds is not None,
         )
     from xferscope.rounds import Comparison
 
-    comp = Comparison(make_specs(), rounds)
+    comp = Comparison(make_specs(), planned_rounds, most_rounds)
     install_hangup_handlers()
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():
@@ -271,6 +277,10 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
             if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
                 outcome.interrupted = True
                 break
+            added = comp.add_round_if_undecided()
+            if added:
+                progress.clear()
+                typer.echo(f"xferscope: {added}", err=True)
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

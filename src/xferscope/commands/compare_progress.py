@@ -26,6 +26,8 @@ def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
     duration = comp.specs[0].duration
     paths = f"{comp.paths} path{'s' if comp.paths != 1 else ''}"
     rounds = f"{comp.rounds} round{'s' if comp.rounds != 1 else ''}"
+    if comp.max_rounds is not None and comp.max_rounds > comp.rounds:
+        rounds = f"{comp.rounds} to {comp.max_rounds} rounds (more while a verdict is undecided)"
     prep = (
         f"plus preparing the {format_bytes(dataset_bytes)} dataset once and setting up each run"
         if to_fill
@@ -33,8 +35,10 @@ def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
     )
     if duration is None:
         return f"planned: {paths} x {rounds}, each run until it has moved its --total; {prep}"
-    total = len(comp.runs) * duration
-    return f"planned: {paths} x {rounds} x {duration:g} s = {clock(total)} of runs, {prep}"
+    total = clock(len(comp.runs) * duration)
+    if comp.max_rounds is not None and comp.max_rounds > comp.rounds:
+        total += f" to {clock(comp.paths * comp.max_rounds * duration)}"
+    return f"planned: {paths} x {rounds} x {duration:g} s = {total} of runs, {prep}"
 
 
 class RoundsProgress(ProgressLine):

@@ -308,7 +308,7 @@ def report(
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if unsure:
         shown = ", ".join(
-            f"{r.label} ({r.ratio:.2f}, {r.verdict.word if r.verdict else 'no verdict'})" for r in unsure[:5]
+            f"{r.label} ({r.ratio:.2f}, {r.verdict.text if r.verdict else 'no verdict'})" for r in unsure[:5]
         ) + (", ..." if len(unsure) > 5 else "")
         typer.echo(
             f"xferscope: {len(unsure)} point(s) below {fail_below:g} but not slower under the rule, so not "

@@ -16,6 +16,7 @@ turns snapshots into ``Sample``s and one ``RunResult``.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -253,6 +254,44 @@ class RunResult:
     @property
     def path(self) -> str:
         return self.spec.path
+
+    @classmethod
+    def totals_only(
+        cls,
+        spec: RunSpec,
+        status: str,
+        *,
+        bytes: int,
+        ops: int,
+        read_bytes: int,
+        write_bytes: int,
+        seconds: float,
+        **more,
+    ) -> RunResult:
+        """A result of which only the totals are known (a live snapshot, a stand-in): no latency, CPU or
+        workers."""
+        nan = math.nan
+        return cls(
+            spec=spec,
+            status=status,
+            bytes=bytes,
+            ops=ops,
+            read_bytes=read_bytes,
+            write_bytes=write_bytes,
+            read_ops=more.pop("read_ops", 0),
+            write_ops=more.pop("write_ops", 0),
+            seconds=seconds,
+            latency_us=LatencySummary(nan, nan, nan, nan, nan, nan, nan),
+            read_latency_us=None,
+            write_latency_us=None,
+            cpu={},
+            workers=[],
+            first_done=None,
+            last_done=None,
+            environment={},
+            labels=more.pop("labels", []),
+            **more,
+        )
 
     @property
     def throughput_gib_s(self) -> float:

@@ -248,7 +248,16 @@ def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> Saturat
                 Comparison(
                     Shape(c["baseline"]["workers"], c["baseline"]["iodepth"]),
                     Shape(c["other"]["workers"], c["other"]["iodepth"]),
-                    Verdict(c["verdict"], c["ratio"], c["ratio_min"], c["ratio_max"], c["rounds"]),
+                    Verdict(
+                        c["verdict"],
+                        c["ratio"],
+                        c.get("interval_low", c["ratio_min"]),  # files before the interval: the range
+                        c.get("interval_high", c["ratio_max"]),
+                        c["rounds"],
+                        c.get("interval_coverage"),
+                        c["ratio_min"],
+                        c["ratio_max"],
+                    ),
                     c.get("stage", ""),
                 )
                 for c in s.get("comparisons") or []

@@ -37,9 +37,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict
+from xferscope.verdict import SLOWER, Verdict, paired_verdict
 
-GAIN = 1 + MARGIN  # a step that gains less (or cannot be told apart from its neighbour) is flat
+GAIN = 1.05  # a step that gains less (or cannot be told apart from its neighbour) is flat
 PLATEAU_SHARE = 0.95  # the knee: the smallest concurrency within 5% of the plateau
 MIN_ROUNDS = 3
 MAX_ROUNDS = 5
@@ -315,7 +315,8 @@ class KneeSearch:
 
     # ------------------------------------------------------- measurements
     def _compare(self, baseline: Shape, other: Shape, stage: str) -> Comparison:
-        """Interleaved, rotated rounds of the two shapes until the rule tells them apart, or the cap."""
+        """Interleaved, rotated rounds of the two shapes until the rule settles (faster, slower or the same), or
+        the cap."""
         for shape in (baseline, other):
             if shape not in self.points:
                 if len(self.points) >= self.max_points:
@@ -332,7 +333,7 @@ class KneeSearch:
                 values.append(float(self._measure(shape).throughput))
             if round_no + 1 >= self.min_rounds:
                 verdict = paired_verdict(base_values, other_values)
-                if verdict.decided:
+                if verdict.settled:
                     break
         comparison = Comparison(baseline, other, verdict, stage)
         self.comparisons.append(comparison)

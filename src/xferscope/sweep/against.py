@@ -196,7 +196,7 @@ def below(found: list[Ratio], threshold: float) -> list[Ratio]:
 
 
 def below_without_verdict(found: list[Ratio], threshold: float) -> list[Ratio]:
-    """Points under ``threshold`` that the rule does not call slower (within noise, or one repetition)."""
+    """Points under ``threshold`` that the rule does not call slower (same, undecided, or one repetition)."""
     return [r for r in found if r.ratio is not None and r.ratio < threshold and r not in below(found, threshold)]
 
 

@@ -76,7 +76,7 @@ def _against_cells(r: Ratio | None) -> list[str]:
     if r is None or r.ratio is None:
         return [_f(r.old if r else None), "-", "-"]
     v = r.verdict
-    return [_f(r.old), v.spread() if v and v.rounds > 1 else _f(r.ratio, "{:.2f}"), v.word if v else "-"]
+    return [_f(r.old), v.spread() if v and v.rounds > 1 else _f(r.ratio, "{:.2f}"), v.text if v else "-"]
 
 
 def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:

@@ -31,8 +31,8 @@ class SetupScreen(ConsoleScreen):
         self.profile_points: list[RunSpec] | None = None
         self.profile_repetitions = 1
         self.profile_name: str | None = None
-        #: rounds of a comparison (several paths), as the form says
-        self.rounds = setup_model.DEFAULT_ROUNDS
+        #: rounds of a comparison (several paths) as the form says: (planned, the most with auto or None)
+        self.rounds: tuple[int, int | None] = setup_model.rounds_plan("auto")
 
     def compose(self) -> ComposeResult:
         yield Static("[b]xferscope[/b] · setup", id="title", classes="screen-title")
@@ -100,7 +100,7 @@ class SetupScreen(ConsoleScreen):
         if not specs:
             return
         if self.profile_points is None and len(specs) > 1:
-            self.app.start_comparison(specs, self.rounds)
+            self.app.start_comparison(specs, *self.rounds)
         else:
             reps = self.profile_repetitions if self.profile_points is not None else 1
             self.app.start_batch(specs, reps)

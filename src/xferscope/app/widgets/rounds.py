@@ -48,7 +48,7 @@ def rounds_cells(comp: Comparison, baseline: int, wide: bool) -> tuple[list[str]
             ratio, word = "1.00", "baseline"
         else:
             v = comp.verdict(slot, baseline)
-            ratio, word = (v.spread(), v.word) if v else ("-", "-")
+            ratio, word = (v.spread(), v.text) if v else ("-", "-")
         cells: list[Text | str] = [str(slot + 1), label, f"{ran}/{planned}", f"{st['median']:,.1f}" if st["n"] else "-"]
         if wide:
             cells.append(f"{st['min']:,.1f}–{st['max']:,.1f}" if st["n"] else "-")

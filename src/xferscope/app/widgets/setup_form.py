@@ -20,7 +20,7 @@ TYPED = (
     ("iodepth", "Queue depth", "I/O in flight per worker"),
     ("size", "File size", "scratch file size, e.g. 1G"),
     ("duration", "Duration", "seconds, e.g. 10 or 2m"),
-    ("rounds", "Rounds", "several paths run in rounds, e.g. 3"),
+    ("rounds", "Rounds", "several paths run in rounds: auto (3, more while undecided, up to 9) or e.g. 5"),
 )
 CONTROLS = ("gpu", "target", "paths", "io") + tuple(c for c, _, _ in TYPED)
 SCRATCH_LABEL = "new temporary directory"

@@ -1,0 +1,64 @@
+"""The verdicts' goals on the GPU machine (group "verdicts" of bench/gpu_goals.py):
+
+* the A/A spread: `compare --paths host,host --bs 1M -w 4 -T 3 --rounds 9`, the sd of the log of a round's
+  paired ratio (the figure bench/verdict_goals.py takes as --ratio-spread), measured and printed;
+* three invocations of `compare --paths host,bounce,bounce-async --bs 1M -w 4 -T 3` (--rounds auto) give one
+  verdict per path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import sys
+
+CMD = [sys.executable, "-m", "xferscope.cli", "compare", "--bs", "1M", "-w", "4", "-T", "3", "-s", "2G"]
+
+
+def _comparison(g, name: str, args, *extra: str, need: float) -> dict | None:
+    out = os.path.join(g.out, f"{name}.json")
+    proc = g.run(name, [*CMD, "--dir", args.dir, "--json", out, *extra], need)
+    if proc is None or proc.returncode != 0 or not os.path.exists(out):
+        return None
+    with open(out) as fh:
+        return json.load(fh)["comparison"]
+
+
+def verdict_goals(g, args) -> None:
+    aa = _comparison(g, "verdict-aa", args, "--paths", "host,host", "--rounds", "9", need=110)
+    if aa is None:
+        g.say("A/A spread (host,host 1M x4, 9 rounds)", "no result", False)
+    else:
+        base, other = aa["paths"][0]["rounds"], aa["paths"][1]["rounds"]
+        logs = [math.log(o / b) for b, o in zip(base, other) if b and o]
+        sd = statistics.stdev(logs) if len(logs) > 1 else float("nan")
+        v = aa["paths"][1]
+        print(  # a measurement, not a goal: what bench/verdict_goals.py takes as --ratio-spread
+            f"# A/A spread (host,host 1M x4, 9 rounds): sd of a round's log paired ratio {sd:.3f} over {len(logs)} "
+            f"rounds; host#2/host#1 {v['ratio']:.3f} ({v['interval_low']:.3f}-{v['interval_high']:.3f}), "
+            f"{v['verdict_text']}",
+            flush=True,
+        )
+    runs = []
+    for i in range(3):
+        comp = _comparison(
+            g, f"verdict-{i + 1}", args, "--paths", "host,bounce,bounce-async", "--rounds", "auto", need=130
+        )
+        if comp is None:
+            g.say(f"compare host,bounce,bounce-async 1M x4, invocation {i + 1}", "no result", False)
+            return
+        words = {p["label"]: p["verdict"] for p in comp["paths"][1:]}
+        figures = ", ".join(
+            f"{p['label']} {p['ratio']:.2f} ({p['interval_low']:.2f}-{p['interval_high']:.2f}) {p['verdict_text']}"
+            for p in comp["paths"][1:]
+        )
+        print(f"# invocation {i + 1}: {comp['rounds']} rounds; {figures}", flush=True)
+        runs.append((words, comp["rounds"]))
+    agree = all(r[0] == runs[0][0] for r in runs)
+    g.say(
+        "three invocations of compare host,bounce,bounce-async 1M x4 -T 3 give one verdict per path",
+        "; ".join(f"{', '.join(f'{k} {w}' for k, w in words.items())} in {n} rounds" for words, n in runs),
+        agree,
+    )

@@ -1,0 +1,102 @@
+"""--rounds auto: rounds added while a verdict is undecided, up to --max-rounds, on a stand-in engine whose
+throughput follows a known distribution (xferscope._standin), and once with the real host engine."""
+
+import json
+
+import pytest
+
+from xferscope import _standin, runner
+from xferscope.rounds import Comparison
+from xferscope.spec import RunSpec
+from xferscope.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
+
+
+def _compare(monkeypatch, directory, factors, sd, seed, max_rounds=MAX_ROUNDS, rounds=START_ROUNDS):
+    from xferscope.commands.compare import run_comparison
+
+    monkeypatch.setattr(runner, "Run", _standin.StandInRun)
+    _standin.configure(factors, sd, paths=len(factors), seed=seed)
+    spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(directory))
+    comp = Comparison([spec] * len(factors), rounds, max_rounds)
+    outcome = run_comparison(comp, drop_cache=False, live=False)
+    assert not outcome.interrupted and not outcome.failed
+    return comp
+
+
+def test_a_round_is_added_while_a_path_is_undecided_and_no_more_once_it_settles(monkeypatch, tmp_path, capsys):
+    # 0.94: inside the 7.5% margin of 3 rounds and past the 5% of "same" (undecided), beyond the 5% of 4 rounds
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 0.94}, sd=0.002, seed=3)
+    v = comp.verdict(1)
+    assert comp.rounds == 4 == comp.rounds_done() and v.word == SLOWER and v.rounds == 4
+    assert comp.added == [
+        f"round 4 of at most {MAX_ROUNDS} added: host#2 undecided at {comp.added[0].split(' at ')[-1]}"
+    ]
+    assert "host#2 undecided at 0.94 (0.9" in comp.added[0]
+    assert comp.added[0] in capsys.readouterr().err  # said as it happens
+    d = comp.to_dict()
+    assert (d["rounds_mode"], d["max_rounds"], d["rounds"], d["rounds_added"]) == ("auto", MAX_ROUNDS, 4, comp.added)
+    assert d["paths"][1]["verdict"] == SLOWER and d["paths"][1]["interval_high"] < 0.95
+    assert [r["round"] for r in d["runs"]] == [1, 1, 2, 2, 3, 3, 4, 4]
+    # the added round goes on rotating the order
+    assert [r["label"] for r in d["runs"][6:]] == ["host#2", "host#1"]
+
+
+def test_rounds_stop_at_the_most_allowed_and_the_verdict_says_undecided_after_them(monkeypatch, tmp_path, capsys):
+    from xferscope.output.compare import print_comparison
+
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 0.97}, sd=0.1, seed=4, max_rounds=5)
+    v = comp.verdict(1)
+    assert comp.rounds == 5 and len(comp.added) == 2 and v.word == UNDECIDED
+    capsys.readouterr()
+    print_comparison(comp)
+    table = capsys.readouterr().out
+    assert "undecided after 5 rounds" in table and f"{v.ratio:.2f} ({v.low:.2f}-{v.high:.2f})" in table
+
+
+def test_a_fixed_number_of_rounds_adds_none(monkeypatch, tmp_path):
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.0}, sd=0.15, seed=1, max_rounds=None, rounds=4)
+    assert comp.rounds == 4 and comp.added == [] and comp.to_dict()["rounds_mode"] == "fixed"
+
+
+def test_settled_at_three_rounds_runs_three(monkeypatch, tmp_path):
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.0, "host#3": 1.5}, sd=0.005, seed=2)
+    assert comp.rounds == 3 and comp.added == []
+    assert comp.verdict(1).word == SAME and comp.verdict(2).word == FASTER
+
+
+@pytest.mark.parametrize(("factor", "allowed"), [(1.0, {SAME, UNDECIDED}), (0.85, {SLOWER})])
+def test_with_a_3_percent_spread_an_a_a_never_differs_and_0_85_is_always_slower(monkeypatch, tmp_path, factor, allowed):
+    words = [
+        _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": factor}, sd=0.03 / 2**0.5, seed=seed).verdict(1).word
+        for seed in range(30)
+    ]
+    assert set(words) <= allowed, words
+
+
+def test_auto_on_the_host_engine_plans_three_rounds_and_records_what_it_added(cli, direct_dir):
+    r = cli(
+        "compare",
+        "--paths",
+        "host,host",
+        "--max-rounds",
+        "4",
+        "-s",
+        "8M",
+        "--bs",
+        "64K",
+        "-T",
+        "0.2",
+        "--dir",
+        str(direct_dir),
+        "--format",
+        "json",
+    )
+    assert r.code == 0, r.err
+    assert "planned: 2 paths x 3 to 4 rounds (more while a verdict is undecided) x 0.2 s = 0:01 to 0:02" in r.err
+    comp = json.loads(r.out)["comparison"]
+    assert comp["rounds_mode"] == "auto" and comp["max_rounds"] == 4 and 3 <= comp["rounds"] <= 4
+    assert len(comp["rounds_added"]) == comp["rounds"] - 3 == comp["rounds_done"] - 3
+    for line in comp["rounds_added"]:
+        assert line in r.err
+    assert comp["paths"][1]["verdict"] in (SAME, UNDECIDED, FASTER, SLOWER)
+    assert comp["paths"][1]["interval_low"] <= comp["paths"][1]["ratio"] <= comp["paths"][1]["interval_high"]
