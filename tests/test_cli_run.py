@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from xferscope import export
+
 RESULT_KEYS = {
     "path",
     "io",
@@ -99,10 +101,17 @@ def test_json_and_csv_outputs(cli, direct_dir, tmp_path_factory):
     assert sum(int(row[5]) for row in rows[1:]) == data["bytes"]
 
 
-def test_format_json_prints_only_json(cli, direct_dir):
+def test_format_json_prints_only_json_with_the_runs_fixed_cost(cli, direct_dir):
     r = cli("run", "--bs", "64K", "--size", "4M", "-T", "0.3", "-f", str(direct_dir / "a.dat"), "--format", "json")
     assert r.code == 0, r.err
-    assert json.loads(r.out)["path"] == "host"
+    d = json.loads(r.out)
+    assert d["path"] == "host"
+    # outside the timed region: the engine's process, the file created, the set-up; then the teardown
+    cost = d["fixed_cost_s"]
+    assert (
+        cost["setup"] > 0 and cost["teardown"] > 0 and cost["total"] == pytest.approx(cost["setup"] + cost["teardown"])
+    )
+    assert export.result_from_dict(d).fixed_cost_s == cost
 
 
 @pytest.mark.parametrize(

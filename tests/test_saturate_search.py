@@ -160,3 +160,28 @@ def test_helpers():
     assert knee_of([]) == (None, None)
     with pytest.raises(ValueError):
         KneeSearch(lambda s: None, max_workers=4, min_rounds=1)
+
+
+def test_the_time_left_comes_from_each_paths_runs_so_far():
+    from xferscope.saturate.eta import SaturationClock
+
+    now = [0.0]
+    clock = SaturationClock(["host", "cufile"], [10, 20], duration=1.0, clock=lambda: now[0])
+    assert clock.left() == 10 * 1.0 + 20 * 1.0  # nothing run yet: the measuring time alone
+    clock.series_started(1)
+    clock.run_started()
+    now[0] += 1.2
+    assert clock.run_ended() is True  # host's first run: its cost is known now
+    assert clock.run_seconds("host") == pytest.approx(1.2)
+    # 9 host runs left at 1.2 s, and cufile, not run yet, at the only cost seen so far
+    assert clock.left() == pytest.approx(9 * 1.2 + 20 * 1.2)
+    clock.run_started()
+    now[0] += 1.4
+    assert clock.run_ended() is False
+    clock.series_started(2)
+    for wall in (2.5, 2.5, 2.1):
+        clock.run_started()
+        now[0] += wall
+        clock.run_ended()
+    assert clock.run_seconds("cufile") == pytest.approx(2.5)
+    assert clock.left() == pytest.approx(17 * 2.5)

@@ -185,6 +185,8 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
         d["write_latency_us"] = r.write_latency_us.to_dict()
     if r.error_detail:
         d["error_detail"] = list(r.error_detail)
+    if r.fixed_cost_s is not None:
+        d["fixed_cost_s"] = dict(r.fixed_cost_s)
     if r.histogram is not None:
         d["latency_histogram_ns"] = {str(k): v for k, v in r.histogram.to_sparse().items()}
     if samples:
@@ -248,8 +250,9 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
             gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
             hosts=[result_from_dict(h, where) for h in d.get("hosts") or []],
             error_detail=[str(x) for x in d.get("error_detail") or []],
+            fixed_cost_s={str(k): float(v) for k, v in d["fixed_cost_s"].items()} if d.get("fixed_cost_s") else None,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise FormatError(where, None, f"not an xferscope result: {exc}") from None
 
 

@@ -105,6 +105,10 @@ class Run(SampleFeed):
         self._control: queue.Queue = queue.Queue()
         self._snapshot: Snapshot | None = None
         self._started_at: float | None = None
+        #: monotonic times of the run's steps: prepare called, the timed region's end seen, closed
+        self._t_prepare: float | None = None
+        self._t_ended: float | None = None
+        self._t_closed: float | None = None
         self._stopped_by_user = False
         self._ended = threading.Event()
         self._closed = threading.Event()
@@ -186,6 +190,7 @@ class Run(SampleFeed):
 
     def _end(self) -> None:
         if not self._ended.is_set():
+            self._t_ended = time.monotonic()
             self.state = "finished" if self.state == "running" else self.state
             self._ended.set()
             if self._started_at is not None:
@@ -237,6 +242,7 @@ class Run(SampleFeed):
         """Check the path (in the engine's process), plan the files (here), create them and set up the
         engine (there). Outside the timed region."""
         self.state = "preparing"
+        self._t_prepare = time.monotonic()
         self._phase = "checking the path"
         self._spawn()
         self._await(("available",))
@@ -319,6 +325,7 @@ class Run(SampleFeed):
                 janitor.release(path)
             self._guarded.clear()
             self.state = "closed"
+            self._t_closed = time.monotonic()
 
     def _guard(self, path: str) -> None:
         janitor.guard(path)
@@ -370,9 +377,28 @@ class Run(SampleFeed):
         return result
 
     # ---------------------------------------------------------------- result
+    def fixed_cost(self) -> dict[str, float] | None:
+        """Seconds outside the timed region: ``setup`` (prepare called to the engine's first I/O) and
+        ``teardown`` (the timed region's end to the process closed); None before the run has closed."""
+        t0, started, ended, closed = self._t_prepare, self._started_at, self._t_ended, self._t_closed
+        if t0 is None or started is None or ended is None or closed is None:
+            return None
+        setup, teardown = started - t0, max(0.0, closed - ended)
+        return {"setup": setup, "teardown": teardown, "total": setup + teardown}
+
     def finish(self) -> RunResult:
         """The run's result: the engine's own, or, when its process died or was killed in the timed
-        region, one built here from the last counters it sent (incomplete, with the error)."""
+        region, one built here from the last counters it sent (incomplete, with the error); with the run's
+        fixed cost once it has closed."""
+        if self.result is not None:
+            if self.result.fixed_cost_s is None:
+                self.result.fixed_cost_s = self.fixed_cost()
+            return self.result
+        result = self._finish()
+        result.fixed_cost_s = self.fixed_cost()
+        return result
+
+    def _finish(self) -> RunResult:
         if self.result is not None:
             return self.result
         if self._child_result is not None:

@@ -244,6 +244,10 @@ class RunResult:
     hosts: list[RunResult] = field(default_factory=list)
     #: what else explains ``error``: the last lines the engine's process wrote, cuFile's log
     error_detail: list[str] = field(default_factory=list)
+    #: the run's fixed cost in seconds, outside its timed region: ``setup`` (from the command's start of the run
+    #: to its first I/O: the engine's process, the path's set-up, files created) and ``teardown`` (from its last
+    #: I/O to the process gone and its files removed); None where not measured (imports, old files)
+    fixed_cost_s: dict[str, float] | None = None
 
     @property
     def incomplete(self) -> bool:

@@ -16,30 +16,52 @@ from xferscope.output.terminal import ProgressLine
 
 
 class SaturateProgress(ProgressLine):
-    """One line on a terminal: which search, which point, how far."""
+    """One line on a terminal: which search, which point, how far, and the time left at most (from each path's
+    runs so far, ``saturate.eta``); on any stderr, a line when a path's first run has shown what a run costs."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, enabled: bool, plan=None):
         super().__init__(enabled, None)
+        from xferscope.saturate.eta import SaturationClock
+
         self.series = None
         self.index = self.total = 0
         self.points = self.runs = 0
+        self.clock = SaturationClock.of(plan) if plan is not None else None
 
     def __call__(self, event) -> None:
         from xferscope.saturate.execute import MeasurementStarted, PointMeasured, SeriesStarted
+        from xferscope.saturate.plan import seconds_text
 
+        clock = self.clock
         if isinstance(event, SeriesStarted):
             self.series, self.index, self.total = event.series, event.index, event.total
             self.points = self.runs = 0
+            if clock is not None:
+                clock.series_started(event.index)
         elif isinstance(event, PointMeasured):
             self.runs += 1
-        elif isinstance(event, MeasurementStarted) and self.enabled:
-            from xferscope.saturate.report import progress_text
+            if clock is not None and clock.run_ended():
+                path = event.series.path
+                self.clear()
+                typer.echo(
+                    f"xferscope: {path}: {clock.run_seconds(path):.1f} s a run with its set-up and teardown "
+                    f"({clock.duration:g} s measuring); at most {seconds_text(clock.left())} left",
+                    err=True,
+                )
+        elif isinstance(event, MeasurementStarted):
+            if clock is not None:
+                clock.run_started()
+            if self.enabled:
+                from xferscope.saturate.report import progress_text
 
-            self.points = max(self.points, 0)
-            self._write(
-                "\r\033[K"
-                + progress_text(event.series.label, self.index, self.total, event.shape.label, self.points, self.runs)
-            )
+                left = f"; at most {seconds_text(clock.left())} left" if clock is not None and clock.walls else ""
+                self._write(
+                    "\r\033[K"
+                    + progress_text(
+                        event.series.label, self.index, self.total, event.shape.label, self.points, self.runs
+                    )
+                    + left
+                )
 
 
 def print_dry_run(plan) -> None:
@@ -66,8 +88,8 @@ def announce(plan) -> None:
     grid = sum(plan.grid_points(s.path) for s in series)
     typer.echo(
         f"xferscope: {len(series)} searches against {grid} points of the full grids; at most "
-        f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), "
-        "usually far less",
+        f"{seconds_text(plan.worst_case_seconds())} of measuring ({plan.base.duration:g} s a run), usually far "
+        "less, plus each run's set-up and teardown (the time left follows from the first runs)",
         err=True,
     )
 
@@ -81,7 +103,7 @@ def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: s
     check_paths(plan)
     storage, source = storage_of(plan)
     announce(plan)
-    progress = SaturateProgress(sys.stderr.isatty() and fmt != "json")
+    progress = SaturateProgress(sys.stderr.isatty() and fmt != "json", plan)
     saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
     try:
         outcome = saturation.run()

@@ -156,11 +156,15 @@ class SaturatePlan:
         text = f"{self.max_workers} workers"
         return text + (f" x qd {self.max_qd}" if has_queue(path) and self.max_qd > 1 else "")
 
+    def worst_case_runs(self, path: str) -> int:
+        """The most runs one search of ``path`` takes: its point budget, every comparison at the round cap (two
+        measurements a round, each new point compared once)."""
+        return 2 * self.max_rounds * (self.points_budget(path) - 1)
+
     def worst_case_seconds(self) -> float:
-        """An upper bound of the measuring time: every series at its point budget, every comparison at the
-        round cap (two measurements a round, each new point compared once)."""
+        """An upper bound of the measuring time (the runs' set-up left out: ``saturate.eta`` adds it)."""
         per = self.base.duration or 0.0
-        return sum(2 * self.max_rounds * (self.points_budget(s.path) - 1) * per for s in self.series())
+        return sum(self.worst_case_runs(s.path) * per for s in self.series())
 
     def to_dict(self) -> dict[str, Any]:
         return {
