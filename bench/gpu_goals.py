@@ -4,7 +4,8 @@ Every figure comes from the product itself (`xferscope workload train`, `xfersco
 rounds with an A/A pair beside) or from the bench scripts beside this one; nothing is assumed. A goal whose
 measurement does not fit in the time left is printed as "not run" with the reason.
 
-Verdicts that settle (group "verdicts", the default): see bench/verdict_gpu_goals.py.
+Set-up once per command and verdicts that settle (groups "setup" and "verdicts", the default): see
+bench/verdict_gpu_goals.py.
 
 KV-cache restores and model loads into the GPU (groups "kvcache" and "load"): see bench/inference_goals.py.
 
@@ -41,7 +42,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from inference_goals import kvcache_goals, load_goals  # noqa: E402  (beside this script)
-from verdict_gpu_goals import verdict_goals  # noqa: E402
+from verdict_gpu_goals import setup_goals, verdict_goals  # noqa: E402
 
 POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
 #: the timeline's variants: host, bounce, bounce-async's read ring, the ring with one block a copy, no ring
@@ -526,8 +527,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--only",
-        default="verdicts",
-        help="which groups of goals to run: verdicts, kvcache, load, train, storage, timeline, cache, kvikio",
+        default="setup,verdicts",
+        help="which groups of goals to run: setup, verdicts, kvcache, load, train, storage, timeline, cache, kvikio",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -541,6 +542,7 @@ def main(argv: list[str] | None = None) -> int:
         "timeline": timeline,
         "cache": cache_point,
         "kvikio": kvikio,
+        "setup": setup_goals,
         "verdicts": verdict_goals,
         "kvcache": kvcache_goals,
         "load": load_goals,

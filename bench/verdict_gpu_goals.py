@@ -1,4 +1,11 @@
-"""The verdicts' goals on the GPU machine (group "verdicts" of bench/gpu_goals.py):
+"""Issue 26's goals on the GPU machine: groups "setup" and "verdicts" of bench/gpu_goals.py.
+
+Group "setup" (the runs of a path share its engine process within one command):
+  * `saturate --path cufile --bs 1M` takes at most 1.25 times its measuring time (the sum of its runs' timed
+    regions, from its JSON);
+  * `saturate --path host,bounce-async,cufile --bs 1M` finishes within 4 minutes.
+
+Group "verdicts":
 
 * the A/A spread: `compare --paths host,host --bs 1M -w 4 -T 3 --rounds 9`, the sd of the log of a round's
   paired ratio (the figure bench/verdict_goals.py takes as --ratio-spread), measured and printed;
@@ -13,6 +20,7 @@ import math
 import os
 import statistics
 import sys
+import time
 
 CMD = [sys.executable, "-m", "xferscope.cli", "compare", "--bs", "1M", "-w", "4", "-T", "3", "-s", "2G"]
 
@@ -62,3 +70,64 @@ def verdict_goals(g, args) -> None:
         "; ".join(f"{', '.join(f'{k} {w}' for k, w in words.items())} in {n} rounds" for words, n in runs),
         agree,
     )
+
+
+def _saturate(g, name: str, paths: str, args, need: float) -> tuple[float, float, int] | None:
+    """(wall seconds, measuring seconds, runs) of one `saturate --bs 1M`, or None."""
+    out = os.path.join(g.out, f"{name}.json")
+    t0 = time.monotonic()
+    proc = g.run(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "xferscope.cli",
+            "saturate",
+            "--path",
+            paths,
+            "--bs",
+            "1M",
+            "--dir",
+            args.dir,
+            "--json",
+            out,
+        ],
+        need,
+    )
+    wall = time.monotonic() - t0
+    if proc is None or proc.returncode != 0 or not os.path.exists(out):
+        return None
+    with open(out) as fh:
+        data = json.load(fh)
+    results = data.get("results") or []
+    setups = [r["fixed_cost_s"]["total"] for r in results if r.get("fixed_cost_s")]
+    if setups:
+        print(
+            f"# {name}: fixed cost a run: first {setups[0]:.2f} s, median {statistics.median(setups):.2f} s, "
+            f"over {len(setups)} runs",
+            flush=True,
+        )
+    return wall, sum(r["seconds"] for r in results), len(results)
+
+
+def setup_goals(g, args) -> None:
+    one = _saturate(g, "saturate-cufile", "cufile", args, need=150)
+    if one is None:
+        g.say("saturate --path cufile --bs 1M: wall / measuring <= 1.25", "no result", False)
+    else:
+        wall, measuring, runs = one
+        g.say(
+            "saturate --path cufile --bs 1M: wall / measuring <= 1.25",
+            f"{wall:.0f} s for {measuring:.0f} s of measuring over {runs} runs: {wall / measuring:.2f}",
+            wall <= 1.25 * measuring,
+        )
+    three = _saturate(g, "saturate-three", "host,bounce-async,cufile", args, need=250)
+    if three is None:
+        g.say("saturate --path host,bounce-async,cufile --bs 1M within 4 min", "no result", False)
+    else:
+        wall, measuring, runs = three
+        g.say(
+            "saturate --path host,bounce-async,cufile --bs 1M within 4 min",
+            f"{wall:.0f} s ({measuring:.0f} s of measuring over {runs} runs)",
+            wall <= 240,
+        )

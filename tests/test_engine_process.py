@@ -222,6 +222,34 @@ def test_compare_goes_on_after_an_engine_dies(direct_dir):
 # ------------------------------------------------------------------ through the API
 
 
+def test_within_one_command_a_paths_runs_share_its_engine_process_and_a_dead_one_is_replaced(direct_dir):
+    from xferscope import engine_pool
+
+    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
+    with engine_pool.kept_engines():
+        first, second = Run(spec), Run(spec)
+        assert first.execute().status == "ok" and second.execute().status == "ok"
+        assert second._child is first._child and not gone(first._child.pid)  # one process, kept
+        assert first.result.fixed_cost_s and second.result.fixed_cost_s  # each run's own set-up, measured
+        # killed in its timed region: that run fails, and the next run starts a process of its own
+        doomed = Run(spec.replace(duration=5.0))
+        doomed.prepare()
+        doomed.start()
+        os.kill(doomed._child.pid, signal.SIGKILL)
+        assert doomed.join(30)
+        doomed.close()
+        assert doomed.finish().status == "failed"
+        fresh = Run(spec)
+        assert fresh.execute().status == "ok" and fresh._child.pid != first._child.pid
+        kept = fresh._child.pid
+    wait_until(lambda: gone(kept), timeout=30, what="the kept engine process to end with the command")
+    # outside a command's block, every run has a process of its own, ended with it
+    alone = Run(spec)
+    alone.execute()
+    assert alone._child.pid != kept and gone(alone._child.pid)
+    assert scratch_left(direct_dir) == []
+
+
 def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
     run = Run(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
     killer = []

@@ -13,7 +13,9 @@ passes over the channel, in order (parent -> child on the left):
                                           (the result without its samples: the parent has them)
     "close" (any time)                    ("closed", files left)
 
-then the parent closes the channel and the process leaves. The files are planned
+then the parent closes the channel and the process leaves, or (inside ``engine_pool.kept_engines``) sends
+the next run's job, which this process serves the same way with what it has opened (its imports, CUDA, the
+cuFile driver). The files are planned
 by the parent (it knows what this process will create, to remove them if it
 dies). When the parent is gone (the channel reads end-of-file before "close", or
 SIGTERM from ``PR_SET_PDEATHSIG``), the run is stopped, its files are removed
@@ -33,7 +35,7 @@ import time
 from typing import Any
 
 from xferscope import target as targets
-from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
+from xferscope.isolation import Channel, ParentGone, error_to_wire
 from xferscope.local_run import STOP_GRACE_S, LocalRun
 
 #: once orphaned, how long the run gets to stop and clean up by itself before the files are removed anyway
@@ -66,11 +68,23 @@ class EngineHost:
             self.channel.send(("sample", sample, run.last_snapshot))
 
     # ---------------------------------------------------------------- the main thread: commands
-    def serve(self) -> None:
+    def serve(self) -> dict[str, Any] | None:
+        """Serve this run; the next run's job when the parent sends one after this run closed, else None."""
         life = threading.Thread(target=self._life, name="xferscope-engine-life", daemon=True)
         life.start()
+        next_job = None
         try:
-            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), lambda: self._closed_sent)
+            while True:
+                try:
+                    command = self.channel.recv()
+                except EOFError:
+                    if self._closed_sent:
+                        break
+                    raise ParentGone("the channel closed before the run did") from None
+                if isinstance(command, dict) and self._closed_sent:  # the next run, in this process
+                    next_job = command
+                    break
+                self._handle(command)
         except ParentGone:
             self._orphaned(life)
             os._exit(0)
@@ -78,6 +92,7 @@ class EngineHost:
         if self.run is not None and self.run.stuck:  # workers stuck in a driver call: do not wait for them
             sys.stderr.flush()
             os._exit(0)
+        return next_job
 
     def _handle(self, command) -> None:
         kind = command[0] if isinstance(command, tuple) else command
@@ -195,7 +210,8 @@ class EngineHost:
 
 def serve(channel: Channel) -> None:
     try:
-        job = channel.recv()
+        job: dict[str, Any] | None = channel.recv()
     except EOFError:
         return
-    EngineHost(channel, job).serve()
+    while job is not None:
+        job = EngineHost(channel, job).serve()

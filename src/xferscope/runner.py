@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from xferscope import janitor
+from xferscope import engine_pool, janitor
 from xferscope import target as targets
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
@@ -109,6 +109,7 @@ class Run(SampleFeed):
         self._t_prepare: float | None = None
         self._t_ended: float | None = None
         self._t_closed: float | None = None
+        self._from_pool = False  # the engine's process served an earlier run of this command
         self._stopped_by_user = False
         self._ended = threading.Event()
         self._closed = threading.Event()
@@ -125,6 +126,20 @@ class Run(SampleFeed):
 
     # ---------------------------------------------------------------- the engine's process
     def _spawn(self) -> None:
+        kept = engine_pool.take(self.spec.path) if engine_pool.keeping() else None
+        if kept is not None:  # an engine process of an earlier run of this command, with what it has opened
+            self._child, self._cufile_log = kept
+            self._from_pool = True
+        else:
+            self._child = self._new_child()
+        self._child.send(
+            {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
+        )
+        if self._stopped_by_user:  # stopped before there was a process to tell
+            self._child.send("stop")
+        threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
+
+    def _new_child(self) -> Child:
         env = None
         if self.spec.path.startswith("cufile"):
             from xferscope.engines import cufile_driver
@@ -133,13 +148,7 @@ class Run(SampleFeed):
             env = {**os.environ, **extra} if extra else None
             if self._cufile_log:
                 self._guard(self._cufile_log)
-        self._child = Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
-        self._child.send(
-            {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
-        )
-        if self._stopped_by_user:  # stopped before there was a process to tell
-            self._child.send("stop")
-        threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
+        return Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
 
     def _launched(self) -> Child:
         if self._child is None:
@@ -169,6 +178,9 @@ class Run(SampleFeed):
                     self._end()
                 elif kind == "closed":
                     self._closed.set()
+                    if engine_pool.keeping():  # the process may serve the next run: stop reading here
+                        self._end()
+                        return
                 else:
                     if kind == "started":
                         self._snapshot = message[2]
@@ -306,6 +318,7 @@ class Run(SampleFeed):
         if self.state == "closed":
             return
         child = self._child
+        kept = False
         try:
             if child is not None:
                 if self._abandoned is None and child.send("close"):
@@ -313,19 +326,36 @@ class Run(SampleFeed):
                     while not self._closed.wait(0.2):
                         if child.returncode is not None or time.monotonic() > deadline:
                             break
-                child.end(grace_s=5.0)
-                self._ended.wait(10.0)
+                kept = self._reusable() and engine_pool.give_back(self.spec.path, child, self._cufile_log)
+                if not kept:
+                    child.end(grace_s=5.0)
+                    self._ended.wait(10.0)
         finally:
             if not self._closed.is_set():
                 self._remove_files()
-            if self._cufile_log:
+            if self._cufile_log and not kept:  # a kept process goes on writing to it; the pool removes it
                 with contextlib.suppress(OSError):
                     os.unlink(self._cufile_log)
+                janitor.release(self._cufile_log)
             for path in self._guarded:
-                janitor.release(path)
+                if not (kept and path == self._cufile_log):
+                    janitor.release(path)
             self._guarded.clear()
             self.state = "closed"
             self._t_closed = time.monotonic()
+
+    def _reusable(self) -> bool:
+        """The engine's process closed this run cleanly and may serve the next (never after a death, a stuck
+        engine, an engine error or a failed run)."""
+        result = self._child_result
+        return (
+            self._closed.is_set()
+            and self._death is None
+            and self._abandoned is None
+            and self._child_error is None
+            and result is not None
+            and result.status != "failed"
+        )
 
     def _guard(self, path: str) -> None:
         janitor.guard(path)

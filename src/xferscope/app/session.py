@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from xferscope.dataset import SharedDataset
+from xferscope.engine_pool import kept_engines
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import XferscopeError
 from xferscope.rounds import Comparison, PlannedRun
@@ -248,15 +249,16 @@ class Batch:
         try:
             if self.comparison is not None and not self._prepare_dataset():
                 return
-            i = 0
-            while i < len(self.records):  # a comparison with --rounds auto may add records as it goes
-                record = self.records[i]
-                i += 1
-                if self._stop.is_set():
-                    self.events.stopped(record)
-                    continue
-                self._one(record)
-                self._add_round_if_undecided()
+            with kept_engines():  # the batch's runs of each path share one engine process
+                i = 0
+                while i < len(self.records):  # a comparison with --rounds auto may add records as it goes
+                    record = self.records[i]
+                    i += 1
+                    if self._stop.is_set():
+                        self.events.stopped(record)
+                        continue
+                    self._one(record)
+                    self._add_round_if_undecided()
         finally:
             with self._lock:
                 self._run = None

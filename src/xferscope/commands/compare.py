@@ -7,37 +7,15 @@ from typing import Annotated
 
 import typer
 
+from xferscope.commands.option_groups import SPEC_OPTIONS, SpecOptions, takes
 from xferscope.commands.options import (
-    BsOpt,
-    BufferedOpt,
-    CpusOpt,
-    DepthOpt,
-    DirOpt,
-    DurationOpt,
-    FileOpt,
-    ForceOpt,
     FormatOpt,
-    GpuOpt,
-    HugePagesOpt,
-    IntervalOpt,
-    IoOpt,
     JsonOpt,
-    KeepOpt,
-    MixOpt,
     MpiOpt,
-    NumaOpt,
-    RegisterOpt,
-    SeedOpt,
-    SizeOpt,
-    SourceOpt,
-    SplitOpt,
-    TotalOpt,
-    VerifyOpt,
-    WorkersOpt,
-    build_spec,
     check_format,
     parse_path,
 )
+from xferscope.engine_pool import kept_engines
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.compare import emit_comparison
 from xferscope.output.files import check_outputs
@@ -66,6 +44,7 @@ MaxRoundsOpt = typer.Option(
 )
 
 
+@takes(SpecOptions)
 def compare_command(
     paths: str = typer.Option(
         "host,bounce,bounce-async,cufile",
@@ -76,29 +55,10 @@ def compare_command(
     ),
     rounds: str = RoundsOpt,
     max_rounds: int | None = MaxRoundsOpt,
-    io: IoOpt = "read",
-    bs: BsOpt = "1M",
-    workers: WorkersOpt = 1,
-    iodepth: DepthOpt = 1,
-    size: SizeOpt = "1G",
-    duration: DurationOpt = None,
-    total: TotalOpt = None,
-    file: FileOpt = None,
-    directory: DirOpt = None,
-    gpu: GpuOpt = None,
-    numa: NumaOpt = None,
-    cpus: CpusOpt = None,
-    rwmix: MixOpt = 70,
-    verify: VerifyOpt = False,
-    buffered: BufferedOpt = False,
-    source: SourceOpt = "storage",
-    force: ForceOpt = False,
-    keep: KeepOpt = False,
+    options: SpecOptions = SPEC_OPTIONS,
     json_path: JsonOpt = None,
     csv_path: CompareCsvOpt = None,
     fmt: FormatOpt = "table",
-    interval: IntervalOpt = 0.1,
-    seed: SeedOpt = 0x5EED,
     skip_unavailable: bool = typer.Option(
         False, "--skip-unavailable", help="leave out paths that cannot run here instead of failing"
     ),
@@ -108,9 +68,6 @@ def compare_command(
         help="evict the compared files' pages from the page cache before every run (no root needed; the rest of the cache is left alone)",
     ),
     mpi: MpiOpt = False,
-    register: RegisterOpt = True,
-    huge_pages: HugePagesOpt = None,
-    split: SplitOpt = None,
     mem: str = typer.Option(
         None,
         "--mem",
@@ -157,34 +114,7 @@ def compare_command(
                     typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
                     continue
                 raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
-            specs.append(
-                build_spec(
-                    path=name,
-                    io=io,
-                    bs=bs,
-                    workers=workers,
-                    iodepth=iodepth,
-                    size=size,
-                    duration=duration,
-                    total=total,
-                    file=file,
-                    directory=directory,
-                    gpu=gpu,
-                    numa=numa,
-                    cpus=cpus,
-                    rwmix=rwmix,
-                    verify=verify,
-                    buffered=buffered,
-                    source=source,
-                    force=force,
-                    keep=keep,
-                    interval=interval,
-                    seed=seed,
-                    register=register,
-                    huge_pages=huge_pages,
-                    split=split,
-                )
-            )
+            specs.append(options.spec(name))
         if not specs:
             raise EngineUnavailable(",".join(names), "none of these paths can run here")
         return specs
@@ -194,7 +124,7 @@ def compare_command(
 
         return compare_mpi(
             make_specs,
-            gpu_given=gpu is not None,
+            gpu_given=options.gpu is not None,
             drop_cache=drop_cache,
             fmt=fmt,
             json_path=json_path,
@@ -245,42 +175,43 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
             raise Interrupted("interrupted while preparing the dataset; nothing was measured") from None
         finally:
             progress.clear()
-        for i, planned in enumerate(comp.runs):
-            if planned.slot in outcome.failed:
-                continue
-            warning = comp.before_run(drop_cache, dataset.files)
-            if warning:
-                typer.echo(f"xferscope: {warning}", err=True)
-            progress.begin(i)
-            run = Run(dataset.spec_for(planned.spec))
-            try:
-                planned.result = run.execute(on_sample=progress.sample)
-            except (KeyboardInterrupt, Interrupted):
-                planned.result = run.result
-                outcome.interrupted = True
-            except Exception as exc:
-                partial = getattr(exc, "result", None)
-                if partial is None and not isinstance(exc, EngineDied):  # a path whose process died goes on
-                    raise
-                planned.result = partial
-                outcome.failed.add(planned.slot)
-                progress.clear()
-                typer.echo(
-                    f"xferscope: round {planned.round + 1}: {exc}"
-                    + ("; not run again" if planned.round + 1 < comp.rounds else ""),
-                    err=True,
-                )
-            finally:
-                progress.clear()
-            progress.end()
-            planned.files = dataset.identity()
-            if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
-                outcome.interrupted = True
-                break
-            added = comp.add_round_if_undecided()
-            if added:
-                progress.clear()
-                typer.echo(f"xferscope: {added}", err=True)
+        with kept_engines():  # the runs of each path share one engine process
+            for i, planned in enumerate(comp.runs):
+                if planned.slot in outcome.failed:
+                    continue
+                warning = comp.before_run(drop_cache, dataset.files)
+                if warning:
+                    typer.echo(f"xferscope: {warning}", err=True)
+                progress.begin(i)
+                run = Run(dataset.spec_for(planned.spec))
+                try:
+                    planned.result = run.execute(on_sample=progress.sample)
+                except (KeyboardInterrupt, Interrupted):
+                    planned.result = run.result
+                    outcome.interrupted = True
+                except Exception as exc:
+                    partial = getattr(exc, "result", None)
+                    if partial is None and not isinstance(exc, EngineDied):  # a path whose process died goes on
+                        raise
+                    planned.result = partial
+                    outcome.failed.add(planned.slot)
+                    progress.clear()
+                    typer.echo(
+                        f"xferscope: round {planned.round + 1}: {exc}"
+                        + ("; not run again" if planned.round + 1 < comp.rounds else ""),
+                        err=True,
+                    )
+                finally:
+                    progress.clear()
+                progress.end()
+                planned.files = dataset.identity()
+                if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
+                    outcome.interrupted = True
+                    break
+                added = comp.add_round_if_undecided()
+                if added:
+                    progress.clear()
+                    typer.echo(f"xferscope: {added}", err=True)
     except KeyboardInterrupt:
         outcome.interrupted = True
     finally:

@@ -10,6 +10,7 @@ import sys
 
 import typer
 
+from xferscope.engine_pool import kept_engines
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, human_output, write_outputs
 from xferscope.output.terminal import ProgressLine
@@ -106,7 +107,8 @@ def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: s
     progress = SaturateProgress(sys.stderr.isatty() and fmt != "json", plan)
     saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
     try:
-        outcome = saturation.run()
+        with kept_engines():  # the runs of each path share one engine process
+            outcome = saturation.run()
     finally:
         progress.clear()
     finish(outcome, report(outcome, fmt=fmt, json_path=json_path, csv_path=csv_path))

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope import engine_pool
 from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
 from xferscope.profiles.model import Profile
 from xferscope.scratch import SweepScratch
@@ -105,13 +106,14 @@ class Sweep:
         outcome = SweepOutcome(self.results)
         scratch = SweepScratch()
         try:
-            for point in self.points:
-                if self._stop.is_set():
-                    outcome.interrupted = True
-                    break
-                if outcome.failed and self.stop_on_failure:
-                    break
-                self._run_point(point, outcome, scratch)
+            with engine_pool.kept_engines():  # a point's repetitions, and points of one path, share a process
+                for point in self.points:
+                    if self._stop.is_set():
+                        outcome.interrupted = True
+                        break
+                    if outcome.failed and self.stop_on_failure:
+                        break
+                    self._run_point(point, outcome, scratch)
         except (_Stopped, KeyboardInterrupt):
             outcome.interrupted = True
         except NotWritten as exc:  # a full disk: stop measuring what could not be kept; the file holds the rest

@@ -1,0 +1,113 @@
+"""Groups of command-line options that several commands take alike, so that a command's signature names only
+what is its own: ``@takes(SpecOptions)`` gives the command every field of the group as an option (typer reads
+the signature) and hands them to it as one ``SpecOptions`` argument."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from xferscope.commands.options import (
+    BsOpt,
+    BufferedOpt,
+    CpusOpt,
+    DepthOpt,
+    DirOpt,
+    DurationOpt,
+    FileOpt,
+    ForceOpt,
+    GpuOpt,
+    HugePagesOpt,
+    IntervalOpt,
+    IoOpt,
+    KeepOpt,
+    MixOpt,
+    NumaOpt,
+    RegisterOpt,
+    SeedOpt,
+    SizeOpt,
+    SourceOpt,
+    SplitOpt,
+    TotalOpt,
+    VerifyOpt,
+    WorkersOpt,
+    build_spec,
+)
+from xferscope.spec import RunSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecOptions:
+    """What one transfer run is, but for its path: ``run``'s and ``compare``'s options alike."""
+
+    io: IoOpt = "read"
+    bs: BsOpt = "1M"
+    workers: WorkersOpt = 1
+    iodepth: DepthOpt = 1
+    size: SizeOpt = "1G"
+    duration: DurationOpt = None
+    total: TotalOpt = None
+    file: FileOpt = None
+    directory: DirOpt = None
+    gpu: GpuOpt = None
+    numa: NumaOpt = None
+    cpus: CpusOpt = None
+    rwmix: MixOpt = 70
+    verify: VerifyOpt = False
+    buffered: BufferedOpt = False
+    source: SourceOpt = "storage"
+    force: ForceOpt = False
+    keep: KeepOpt = False
+    interval: IntervalOpt = 0.1
+    seed: SeedOpt = 0x5EED
+    register: RegisterOpt = True
+    huge_pages: HugePagesOpt = None
+    split: SplitOpt = None
+
+    def spec(self, path: str) -> RunSpec:
+        """The validated spec of ``path`` with these options (SpecError names the option and the fix)."""
+        return build_spec(path=path, **dataclasses.asdict(self))
+
+
+#: the group's defaults, for the signature that ``takes`` replaces
+SPEC_OPTIONS = SpecOptions()
+
+
+def takes(group: type) -> Callable[[F], F]:
+    """The command's parameter annotated with ``group`` becomes the group's fields, each an option where that
+    parameter stands in the signature; the command receives them as one ``group`` instance."""
+    hints = typing.get_type_hints(group, include_extras=True)
+    fields = dataclasses.fields(group)
+
+    def decorate(command: F) -> F:
+        own = typing.get_type_hints(command, include_extras=True)
+        [name] = [n for n, t in own.items() if t is group]
+        params: list[inspect.Parameter] = []
+        for p in inspect.signature(command).parameters.values():
+            if p.name == name:
+                params += [
+                    inspect.Parameter(
+                        f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+                    )
+                    for f in fields
+                ]
+            else:
+                params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=own.get(p.name, p.annotation)))
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            values = group(**{f.name: kwargs.pop(f.name) for f in fields})
+            return command(**kwargs, **{name: values})
+
+        wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+        del wrapper.__wrapped__  # typer reads this signature, not the command's
+        return typing.cast(F, wrapper)
+
+    return decorate
