@@ -57,7 +57,8 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
     assert "searches against 4 points of the full grids" in r.err, "the time is stated up front"
     # once the first run has shown what a run costs, the time left from it
     first = next(line for line in r.err.splitlines() if "s a run with its set-up and teardown" in line)
-    assert first.startswith("xferscope: host: ") and "(0.2 s measuring); at most " in first and " left" in first
+    assert first.startswith("xferscope: host: ") and "(0.2 s measuring; its first, which started the engine, " in first
+    assert "; at most " in first and first.endswith(" left")
     assert os.listdir(run_dir) == [], "the scratch files it created are gone"
 
     data = json.loads(out.read_text())

@@ -168,20 +168,20 @@ def test_the_time_left_comes_from_each_paths_runs_so_far():
     now = [0.0]
     clock = SaturationClock(["host", "cufile"], [10, 20], duration=1.0, clock=lambda: now[0])
     assert clock.left() == 10 * 1.0 + 20 * 1.0  # nothing run yet: the measuring time alone
-    clock.series_started(1)
-    clock.run_started()
-    now[0] += 1.2
-    assert clock.run_ended() is True  # host's first run: its cost is known now
-    assert clock.run_seconds("host") == pytest.approx(1.2)
-    # 9 host runs left at 1.2 s, and cufile, not run yet, at the only cost seen so far
-    assert clock.left() == pytest.approx(9 * 1.2 + 20 * 1.2)
-    clock.run_started()
-    now[0] += 1.4
-    assert clock.run_ended() is False
-    clock.series_started(2)
-    for wall in (2.5, 2.5, 2.1):
+
+    def run(wall: float) -> bool:
         clock.run_started()
         now[0] += wall
-        clock.run_ended()
-    assert clock.run_seconds("cufile") == pytest.approx(2.5)
-    assert clock.left() == pytest.approx(17 * 2.5)
+        return clock.run_ended()
+
+    clock.series_started(1)
+    assert run(2.2) is False  # host's first run, which started its engine process
+    assert clock.run_seconds("host") == pytest.approx(2.2) and clock.first_run_seconds("cufile") == pytest.approx(2.2)
+    assert run(1.2) is True  # the second: a run's cost with the process kept is known now
+    # 8 host runs left at 1.2 s; cufile, not started: a first run at host's first's cost, then 19 at 1.2 s
+    assert clock.left() == pytest.approx(8 * 1.2 + 2.2 + 19 * 1.2)
+    clock.series_started(2)
+    for wall in (4.1, 1.5, 1.5, 1.1):
+        run(wall)
+    assert clock.run_seconds("cufile") == pytest.approx(1.5) and clock.first_run_seconds("cufile") == 4.1
+    assert clock.left() == pytest.approx(16 * 1.5)

@@ -46,7 +46,8 @@ class SaturateProgress(ProgressLine):
                 self.clear()
                 typer.echo(
                     f"xferscope: {path}: {clock.run_seconds(path):.1f} s a run with its set-up and teardown "
-                    f"({clock.duration:g} s measuring); at most {seconds_text(clock.left())} left",
+                    f"({clock.duration:g} s measuring; its first, which started the engine, "
+                    f"{clock.first_run_seconds(path):.1f} s); at most {seconds_text(clock.left())} left",
                     err=True,
                 )
         elif isinstance(event, MeasurementStarted):

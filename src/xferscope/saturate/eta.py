@@ -40,7 +40,8 @@ class SaturationClock:
         self._t0 = self.clock()
 
     def run_ended(self) -> bool:
-        """A run of the search under way ended; True when it was its path's first (its cost is known now)."""
+        """A run of the search under way ended; True when it was its path's second (the first starts the
+        engine's process, which later runs share: from the second on, a run's cost is known)."""
         self.runs += 1
         if self._t0 is None:
             return False
@@ -48,20 +49,35 @@ class SaturationClock:
         self._t0 = None
         path = self.paths[self.index]
         self.walls.setdefault(path, []).append(wall)
-        return len(self.walls[path]) == 1
+        return len(self.walls[path]) == 2
 
     def run_seconds(self, path: str) -> float:
-        """A run's wall time: the path's median so far, else that of every run so far, else the duration."""
+        """A run's wall time after the first: the path's median of those so far, else that of every path's,
+        else its one run so far, else the duration."""
+        later = self.walls.get(path, [])[1:] or [w for walls in self.walls.values() for w in walls[1:]]
+        if later:
+            return statistics.median(later)
+        return self.walls[path][0] if self.walls.get(path) else self.duration
+
+    def first_run_seconds(self, path: str) -> float:
+        """A path's first run (its engine process started): its own, else the median of the other paths'."""
+        firsts = [walls[0] for walls in self.walls.values() if walls]
         if self.walls.get(path):
-            return statistics.median(self.walls[path])
-        every = [w for walls in self.walls.values() for w in walls]
-        return statistics.median(every) if every else self.duration
+            return self.walls[path][0]
+        return statistics.median(firsts) if firsts else self.duration
 
     def left(self) -> float:
-        """Seconds left at most: this search's remaining runs and every later search's, each at its path's
-        wall time per run."""
+        """Seconds left at most: this search's remaining runs and every later search's, at its path's cost a
+        run (a later path's first run at a first run's cost)."""
         if not self.paths:
             return 0.0
-        now = max(0, self.worst[self.index] - self.runs) * self.run_seconds(self.paths[self.index])
-        later = sum(w * self.run_seconds(p) for p, w in zip(self.paths[self.index + 1 :], self.worst[self.index + 1 :]))
+        path = self.paths[self.index]
+        left = max(0, self.worst[self.index] - self.runs)
+        now = (self.first_run_seconds(path) if self.runs == 0 else 0.0) + max(0, left - (self.runs == 0)) * (
+            self.run_seconds(path)
+        )
+        later = 0.0
+        for p, w in zip(self.paths[self.index + 1 :], self.worst[self.index + 1 :]):
+            started = bool(self.walls.get(p))
+            later += (0.0 if started else self.first_run_seconds(p)) + (w - (not started)) * self.run_seconds(p)
         return now + later
