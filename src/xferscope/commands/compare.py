@@ -30,6 +30,34 @@ CompareCsvOpt = Annotated[
         help="write one row per run (round, place, ratio to the baseline in that round, verdict, figures) to FILE",
     ),
 ]
+SkipOpt = Annotated[
+    bool, typer.Option("--skip-unavailable", help="leave out paths that cannot run here instead of failing")
+]
+DropCacheOpt = Annotated[
+    bool,
+    typer.Option(
+        "--drop-cache/--no-drop-cache",
+        help="evict the compared files' pages from the page cache before every run (no root needed; the rest "
+        "of the cache is left alone)",
+    ),
+]
+SavedMemOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--mem",
+        help="instead of running paths: memory results side by side, a comma list of mem --json or import mlc "
+        "--json files, or saved mlc output",
+    ),
+]
+SavedWorkloadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--workload",
+        help="instead of running paths: training runs side by side, a comma list of `workload train --json` "
+        "files (runs, --find-max searches, comparisons) or DLIO's summary.json, ranked by the accelerators "
+        "kept and AU (to run paths of a workload side by side: workload train --path a,b,c)",
+    ),
+]
 RoundsOpt = typer.Option(
     "auto",
     "--rounds",
@@ -59,65 +87,22 @@ def compare_command(
     json_path: JsonOpt = None,
     csv_path: CompareCsvOpt = None,
     fmt: FormatOpt = "table",
-    skip_unavailable: bool = typer.Option(
-        False, "--skip-unavailable", help="leave out paths that cannot run here instead of failing"
-    ),
-    drop_cache: bool = typer.Option(
-        True,
-        "--drop-cache/--no-drop-cache",
-        help="evict the compared files' pages from the page cache before every run (no root needed; the rest of the cache is left alone)",
-    ),
+    skip_unavailable: SkipOpt = False,
+    drop_cache: DropCacheOpt = True,
     mpi: MpiOpt = False,
-    mem: str = typer.Option(
-        None,
-        "--mem",
-        help="instead of running paths: memory results side by side, a comma "
-        "list of mem --json or import mlc --json files, or saved mlc output",
-    ),
-    workload: str = typer.Option(
-        None,
-        "--workload",
-        help="instead of running paths: training runs side by side, a comma list of `workload train --json` "
-        "files (runs, --find-max searches, comparisons) or DLIO's summary.json, ranked by the accelerators "
-        "kept and AU (to run paths of a workload side by side: workload train --path a,b,c)",
-    ),
+    mem: SavedMemOpt = None,
+    workload: SavedWorkloadOpt = None,
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
-    from xferscope.engines.registry import unavailable_reason
-    from xferscope.errors import EngineUnavailable
-
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     planned_rounds, most_rounds = rounds_plan(rounds, max_rounds)
-    if mem is not None:
-        from xferscope.commands.mem_compare import compare_mem
-
-        return compare_mem(mem, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if workload is not None:
-        from xferscope.output.workload import compare_saved
-
-        files = [f.strip() for f in workload.split(",") if f.strip()]
-        if not files:
-            raise SpecError("workload", "give at least one saved training run")
-        return compare_saved(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    if mem is not None or workload is not None:
+        return _saved_side_by_side(mem, workload, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
     def make_specs():
-        names = [parse_path(p) for p in paths.split(",") if p.strip()]
-        if not names:
-            raise SpecError("paths", "give at least one path, e.g. --paths host,bounce")
-        specs = []
-        for name in names:
-            reason = unavailable_reason(name)
-            if reason:
-                if skip_unavailable:
-                    typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
-                    continue
-                raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
-            specs.append(options.spec(name))
-        if not specs:
-            raise EngineUnavailable(",".join(names), "none of these paths can run here")
-        return specs
+        return _specs(paths, options, skip_unavailable)
 
     if mpi:
         from xferscope.cluster.runs import compare_mpi
@@ -147,6 +132,42 @@ def compare_command(
         raise typer.Exit(int(ExitCode.RUN_FAILED))
     if written:
         raise typer.Exit(written)
+
+
+def _saved_side_by_side(mem: str | None, workload: str | None, **outputs) -> None:
+    """``--mem`` or ``--workload``: saved results side by side instead of running paths."""
+    if mem is not None:
+        from xferscope.commands.mem_compare import compare_mem
+
+        return compare_mem(mem, **outputs)
+    from xferscope.output.workload import compare_saved
+
+    files = [f.strip() for f in (workload or "").split(",") if f.strip()]
+    if not files:
+        raise SpecError("workload", "give at least one saved training run")
+    return compare_saved(files, **outputs)
+
+
+def _specs(paths: str, options: SpecOptions, skip_unavailable: bool) -> list:
+    """One validated spec per path that can run here (those that cannot: skipped with the reason, or refused)."""
+    from xferscope.engines.registry import unavailable_reason
+    from xferscope.errors import EngineUnavailable
+
+    names = [parse_path(p) for p in paths.split(",") if p.strip()]
+    if not names:
+        raise SpecError("paths", "give at least one path, e.g. --paths host,bounce")
+    specs = []
+    for name in names:
+        reason = unavailable_reason(name)
+        if reason:
+            if skip_unavailable:
+                typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
+                continue
+            raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
+        specs.append(options.spec(name))
+    if not specs:
+        raise EngineUnavailable(",".join(names), "none of these paths can run here")
+    return specs
 
 
 class Outcome:
