@@ -15,16 +15,20 @@ from xferscope.commands.options import (
     BsOpt,
     BufferedOpt,
     CpusOpt,
+    CsvOpt,
     DepthOpt,
     DirOpt,
     DurationOpt,
     FileOpt,
     ForceOpt,
+    FormatOpt,
     GpuOpt,
     HugePagesOpt,
     IntervalOpt,
     IoOpt,
+    JsonOpt,
     KeepOpt,
+    LiveIntervalOpt,
     MixOpt,
     NumaOpt,
     RegisterOpt,
@@ -35,7 +39,9 @@ from xferscope.commands.options import (
     TotalOpt,
     VerifyOpt,
     WorkersOpt,
+    WorkloadRoundsOpt,
     build_spec,
+    check_workload_outputs,
 )
 from xferscope.spec import RunSpec
 
@@ -75,8 +81,30 @@ class SpecOptions:
         return build_spec(path=path, **dataclasses.asdict(self))
 
 
-#: the group's defaults, for the signature that ``takes`` replaces
+@dataclasses.dataclass(frozen=True)
+class WorkloadRunOptions:
+    """How a workload command runs and reports (``workload train``, ``kvcache``, ``load`` alike)."""
+
+    rounds: WorkloadRoundsOpt = 3
+    interval: LiveIntervalOpt = 0.5
+    seed: SeedOpt = 0x5EED
+    keep: KeepOpt = False
+    json_path: JsonOpt = None
+    csv_path: CsvOpt = None
+    fmt: FormatOpt = "table"
+
+    def check(self) -> None:
+        """Bad --format, --json, --csv or --rounds: one line, before anything runs."""
+        check_workload_outputs(self.fmt, self.json_path, self.csv_path, self.rounds)
+
+    @property
+    def outputs(self) -> dict[str, str | None]:
+        return {"fmt": self.fmt, "json_path": self.json_path, "csv_path": self.csv_path}
+
+
+#: the groups' defaults, for the signatures that ``takes`` replaces
 SPEC_OPTIONS = SpecOptions()
+WORKLOAD_RUN = WorkloadRunOptions()
 
 
 def takes(group: type) -> Callable[[F], F]:

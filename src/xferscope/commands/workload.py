@@ -6,17 +6,13 @@ from typing import Annotated
 
 import typer
 
+from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
 from xferscope.commands.options import (
     CsvOpt,
     FormatOpt,
     JsonOpt,
-    KeepOpt,
-    LiveIntervalOpt,
-    SeedOpt,
     WorkloadDirOpt,
-    WorkloadRoundsOpt,
     check_format,
-    check_workload_outputs,
     gpu_list,
     optional_size,
 )
@@ -58,6 +54,7 @@ def _defaults(path: str | None, compute: str | None) -> tuple[str, str, str]:
     return path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
 
 
+@takes(WorkloadRunOptions)
 def train_command(
     preset: Annotated[str, typer.Argument(help="unet3d, cosmoflow or resnet50 (DLIO's workload configs)")] = "unet3d",
     accelerator_type: Annotated[
@@ -106,19 +103,13 @@ def train_command(
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
     max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
-    rounds: WorkloadRoundsOpt = 3,
-    interval: LiveIntervalOpt = 0.5,
-    seed: SeedOpt = 0x5EED,
-    keep: KeepOpt = False,
-    json_path: JsonOpt = None,
-    csv_path: CsvOpt = None,
-    fmt: FormatOpt = "table",
+    run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
     report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
     from xferscope.workloads.train_spec import train_spec
 
-    check_workload_outputs(fmt, json_path, csv_path, rounds)
+    run.check()
     if max_accelerators < 1:
         raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
     path, compute, note = _defaults(path, compute)
@@ -149,16 +140,16 @@ def train_command(
         directory=directory,
         data=data,
         block_size=optional_size(bs, "bs"),
-        seed=seed,
-        keep=keep,
+        seed=run.seed,
+        keep=run.keep,
         buffered=buffered,
-        interval=interval,
+        interval=run.interval,
         defaults_note=note,
     )
     install_hangup_handlers()
     from xferscope.output.workload import train_and_report
 
-    train_and_report(spec, paths, rounds, find_max, max_accelerators, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    train_and_report(spec, paths, run.rounds, find_max, max_accelerators, **run.outputs)
 
 
 def compare_command(

@@ -7,16 +7,9 @@ from typing import Annotated
 
 import typer
 
+from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
 from xferscope.commands.options import (
-    CsvOpt,
-    FormatOpt,
-    JsonOpt,
-    KeepOpt,
-    LiveIntervalOpt,
-    SeedOpt,
     WorkloadDirOpt,
-    WorkloadRoundsOpt,
-    check_workload_outputs,
     gpu_list,
     optional_size,
 )
@@ -48,6 +41,7 @@ def _paths(path: str | None) -> tuple[list[str], str]:
     return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
 
 
+@takes(WorkloadRunOptions)
 def kvcache_command(
     model: Annotated[
         str, typer.Option("--model", "-m", help="llama3.1-8b, llama3.1-70b, deepseek-v3, llama3.2-1b or custom")
@@ -84,13 +78,7 @@ def kvcache_command(
         float | None, typer.Option("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
     ] = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
-    rounds: WorkloadRoundsOpt = 3,
-    interval: LiveIntervalOpt = 0.5,
-    seed: SeedOpt = 0x5EED,
-    keep: KeepOpt = False,
-    json_path: JsonOpt = None,
-    csv_path: CsvOpt = None,
-    fmt: FormatOpt = "table",
+    run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
     restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
@@ -98,7 +86,7 @@ def kvcache_command(
     from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
     from xferscope.workloads.models import model as model_shape
 
-    check_workload_outputs(fmt, json_path, csv_path, rounds)
+    run.check()
     paths, note = _paths(path)
     shape = model_shape(model, layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype)
     spec = KvSpec(
@@ -118,10 +106,10 @@ def kvcache_command(
         cache_chunks=cache_chunks,
         block_size=optional_size(bs, "bs"),
         prefill_rate=prefill_rate,
-        seed=seed,
-        keep=keep,
+        seed=run.seed,
+        keep=run.keep,
         buffered=buffered,
-        interval=interval,
+        interval=run.interval,
         defaults_note=note,
     )
     if spec.requests is None and spec.duration is None:
@@ -132,9 +120,10 @@ def kvcache_command(
     install_hangup_handlers()
     from xferscope.output.workload_inference import kvcache_and_report
 
-    kvcache_and_report(spec, paths, rounds, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    kvcache_and_report(spec, paths, run.rounds, **run.outputs)
 
 
+@takes(WorkloadRunOptions)
 def load_command(
     files: Annotated[
         str | None, typer.Option("--files", help="your .safetensors shards: a pattern or a directory")
@@ -160,20 +149,14 @@ def load_command(
     verify: Annotated[
         bool, typer.Option("--verify", "-V", help="after the load, check every tensor's bytes landed")
     ] = False,
-    rounds: WorkloadRoundsOpt = 3,
-    interval: LiveIntervalOpt = 0.5,
-    seed: SeedOpt = 0x5EED,
-    keep: KeepOpt = False,
-    json_path: JsonOpt = None,
-    csv_path: CsvOpt = None,
-    fmt: FormatOpt = "table",
+    run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first
     byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost."""
     from xferscope.workloads.load_spec import LoadSpec
     from xferscope.workloads.models import model as model_shape
 
-    check_workload_outputs(fmt, json_path, csv_path, rounds)
+    run.check()
     paths, note = _paths(path)
     size = optional_size(shard_size, "shard-size")
     assert size is not None
@@ -188,9 +171,9 @@ def load_command(
         cache=cache,
         directory=directory,
         verify=verify,
-        seed=seed,
-        keep=keep,
-        interval=interval,
+        seed=run.seed,
+        keep=run.keep,
+        interval=run.interval,
         defaults_note=note,
     ).validate()
     for p in paths[1:]:
@@ -198,7 +181,7 @@ def load_command(
     install_hangup_handlers()
     from xferscope.output.workload_inference import load_and_report
 
-    load_and_report(spec, paths, rounds, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    load_and_report(spec, paths, run.rounds, **run.outputs)
 
 
 def register(app: typer.Typer) -> None:
