@@ -176,8 +176,9 @@ def test_host_buffers_on_4k_pages_are_named_under_the_table(cli, direct_dir):
         (["--rounds", "0"], "auto or a whole number of at least 1"),
         (["--rounds", "many"], "auto or a whole number of at least 1"),
         (["--rounds", "2.5"], "auto or a whole number of at least 1"),
-        (["--max-rounds", "2"], "at least 3"),
-        (["--rounds", "auto", "--max-rounds", "1"], "at least 3"),
+        (["--max-rounds", "2"], "from 3"),
+        (["--rounds", "auto", "--max-rounds", "1"], "from 3"),
+        (["--max-rounds", "51"], "to 50, got 51"),
         (["--rounds", "4", "--max-rounds", "9"], "goes with --rounds auto"),
     ],
 )

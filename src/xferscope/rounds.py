@@ -24,6 +24,8 @@ from xferscope.verdict import MAX_ROUNDS, RULE, START_ROUNDS, Verdict, drift, pa
 EVICTED_ENOUGH = 0.01
 
 DEFAULT_ROUNDS = 3
+#: the most rounds --max-rounds may ask for
+MOST_ROUNDS = 50
 
 #: the figures of a path shown as a median with its range: (key, how to read it from a result)
 FIGURES: dict[str, Callable[[RunResult], float | None]] = {
@@ -42,9 +44,10 @@ def rounds_plan(rounds: str, max_rounds: int | None = None) -> tuple[int, int | 
     text = rounds.strip().lower()
     if text == "auto":
         most = MAX_ROUNDS if max_rounds is None else max_rounds
-        if most < START_ROUNDS:
+        if not START_ROUNDS <= most <= MOST_ROUNDS:
             raise SpecError(
-                "max-rounds", f"at least {START_ROUNDS} (auto starts with {START_ROUNDS} rounds), got {most}"
+                "max-rounds",
+                f"from {START_ROUNDS} (auto starts with {START_ROUNDS} rounds) to {MOST_ROUNDS}, got {most}",
             )
         return START_ROUNDS, most
     if not text.isdigit() or int(text) < 1:

@@ -101,6 +101,7 @@ class Verdict:
     coverage: float | None = None  # what the interval covers (None: every ratio of two sides, not a test)
     range_low: float | None = None  # min and max of the paired ratios
     range_high: float | None = None
+    round_sd: float | None = None  # sd of the log of a round's paired ratio (None: under 2 rounds, or not paired)
 
     @property
     def margin(self) -> float:
@@ -178,6 +179,7 @@ def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict
         coverage=coverage,
         range_low=min(ratios),
         range_high=max(ratios),
+        round_sd=statistics.stdev([math.log(r) for r in ratios]) if len(ratios) > 1 else None,
     )
 
 
@@ -211,15 +213,44 @@ def drift(baseline: Sequence[float]) -> str | None:
     )
 
 
+#: the sign test's efficiency against a t test under normal noise (2 / pi): it needs about 1 / 0.64 the rounds
+SIGN_TEST_EFFICIENCY = 2 / math.pi
+#: the one-sided normal quantile of the interval's 90% (5% on each side), and that of 80% power
+Z_90, Z_POWER_80 = 1.6449, 0.8416
+
+
+def rounds_to_settle(verdict: Verdict) -> int | None:
+    """About how many rounds would put the interval beyond the narrowest margin, 4 times in 5, for a difference
+    the size of this median at the spread these rounds showed (a normal approximation of the sign test); None
+    where the median does not lie beyond that margin, or the spread is unknown."""
+    if verdict.round_sd is None or verdict.ratio <= 0:
+        return None
+    effect = abs(math.log(verdict.ratio)) - math.log(1 + MARGIN)
+    if effect <= 0:
+        return None
+    n = ((Z_90 + Z_POWER_80) * verdict.round_sd / effect) ** 2 / SIGN_TEST_EFFICIENCY
+    return max(verdict.rounds + 1, math.ceil(n))
+
+
 def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str | None:
-    """For an undecided path whose median ratio lies beyond the narrowest margin: that more rounds may settle
-    it, and how far the interval reaches (else None)."""
+    """For an undecided path whose median ratio lies beyond the narrowest margin: how far its interval reaches,
+    and about how many rounds would settle a difference that size at the spread its rounds showed."""
     off = abs(verdict.ratio - 1)
     if verdict.word != UNDECIDED or verdict.rounds < 2 or off <= MARGIN:
         return None
-    return (
+    text = (
         f"{label}: {verdict.ratio:.2f}, interval {verdict.low:.2f}-{verdict.high:.2f} after {verdict.rounds} {what}, "
-        f"reaches across 1 ± {verdict.margin:.0%}: more {what} (--max-rounds) may settle it"
+        f"reaches across 1 ± {verdict.margin:.0%}"
+    )
+    need = rounds_to_settle(verdict)
+    if need is None:
+        return text + f": more {what} (--max-rounds) may settle it"
+    sd = f"a round's ratio spreading {verdict.round_sd:.1%} (sd)"
+    if need > 50:
+        return text + f"; with {sd}, a difference this size would take more than 50 {what} to settle"
+    return (
+        text
+        + f"; with {sd}, about {need} {what} would settle a difference this size 4 times in 5 (--max-rounds {need})"
     )
 
 

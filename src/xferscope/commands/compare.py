@@ -68,7 +68,7 @@ RoundsOpt = typer.Option(
     f"±{EQUIVALENCE:.0%}, else undecided); 1 is a single pass with no verdict",
 )
 MaxRoundsOpt = typer.Option(
-    None, "--max-rounds", help=f"with --rounds auto: the most rounds (default {MAX_ROUNDS}, at least {START_ROUNDS})"
+    None, "--max-rounds", help=f"with --rounds auto: the most rounds (default {MAX_ROUNDS}; {START_ROUNDS} to 50)"
 )
 
 
