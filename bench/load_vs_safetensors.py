@@ -10,20 +10,12 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import statistics
 import subprocess
 import sys
 import time
 
-
-def evict(paths: list[str]) -> None:
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
+from xferscope.engines import page_cache
 
 
 def safetensors_load(paths: list[str]) -> float:
@@ -76,7 +68,7 @@ def main() -> int:
     times: dict[str, list[float]] = {n: [] for n in names}
     for r in range(a.rounds):
         for name in names[r % len(names) :] + names[: r % len(names)]:
-            evict(shards)
+            page_cache.evict_files(shards)
             times[name].append(safetensors_load(shards) if name == "safetensors" else xferscope_load(a.files, name))
     med = {n: statistics.median(v) for n, v in times.items()}
     for n, v in times.items():

@@ -150,9 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             got = {}
             order = ["dlio", "xferscope"] if i % 2 == 0 else ["xferscope", "dlio"]
             for name in order:
-                for f in files:
-                    page_cache.evict(f)
-                dropped = page_cache.resident_share(files) in (0.0, None)
+                dropped = page_cache.evict_files(files) in (0.0, None)
                 got[name] = dlio(i) if name == "dlio" else ours()
             diffs.append(got["xferscope"] - got["dlio"])
             print(

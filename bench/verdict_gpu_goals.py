@@ -110,24 +110,23 @@ def _saturate(g, name: str, paths: str, args, need: float) -> tuple[float, float
     return wall, sum(r["seconds"] for r in results), len(results)
 
 
+#: (name, paths, seconds it needs, goal, met: (wall, measuring) -> bool)
+SATURATE_GOALS = (
+    ("saturate-cufile", "cufile", 150, "wall / measuring <= 1.25", lambda wall, measuring: wall <= 1.25 * measuring),
+    ("saturate-three", "host,bounce-async,cufile", 250, "within 4 min", lambda wall, measuring: wall <= 240),
+)
+
+
 def setup_goals(g, args) -> None:
-    one = _saturate(g, "saturate-cufile", "cufile", args, need=150)
-    if one is None:
-        g.say("saturate --path cufile --bs 1M: wall / measuring <= 1.25", "no result", False)
-    else:
-        wall, measuring, runs = one
+    for name, paths, need, goal, met in SATURATE_GOALS:
+        label = f"saturate --path {paths} --bs 1M: {goal}"
+        got = _saturate(g, name, paths, args, need=need)
+        if got is None:
+            g.say(label, "no result", False)
+            continue
+        wall, measuring, runs = got
         g.say(
-            "saturate --path cufile --bs 1M: wall / measuring <= 1.25",
-            f"{wall:.0f} s for {measuring:.0f} s of measuring over {runs} runs: {wall / measuring:.2f}",
-            wall <= 1.25 * measuring,
-        )
-    three = _saturate(g, "saturate-three", "host,bounce-async,cufile", args, need=250)
-    if three is None:
-        g.say("saturate --path host,bounce-async,cufile --bs 1M within 4 min", "no result", False)
-    else:
-        wall, measuring, runs = three
-        g.say(
-            "saturate --path host,bounce-async,cufile --bs 1M within 4 min",
-            f"{wall:.0f} s ({measuring:.0f} s of measuring over {runs} runs)",
-            wall <= 240,
+            label,
+            f"{wall:.0f} s for {measuring:.0f} s of measuring over {runs} runs ({wall / measuring:.2f} x)",
+            met(wall, measuring),
         )

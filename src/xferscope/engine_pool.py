@@ -11,13 +11,13 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 from xferscope import janitor
+from xferscope.isolation import Child
 
 _lock = threading.Lock()
 #: path -> idle engine processes (isolation.Child), with the cuFile log each writes to (or None); None: not keeping
-_idle: dict[str, list[tuple[Any, str | None]]] | None = None
+_idle: dict[str, list[tuple[Child, str | None]]] | None = None
 _depth = 0
 
 
@@ -45,28 +45,28 @@ def keeping() -> bool:
     return _idle is not None
 
 
-def take(path: str) -> tuple[Any, str | None] | None:
+def take(path: str) -> tuple[Child, str | None] | None:
     """An idle engine process for ``path`` that is still alive, with its cuFile log; None when there is none."""
     with _lock:
         kept = (_idle or {}).get(path) or []
         while kept:
             child, log = kept.pop()
-            if child.proc.poll() is None:
+            if child.returncode is None:
                 return child, log
             _end(child, log)
     return None
 
 
-def give_back(path: str, child: Any, log: str | None) -> bool:
+def give_back(path: str, child: Child, log: str | None) -> bool:
     """Keep ``child`` for the next run of ``path``; False (the caller ends it) when not keeping."""
     with _lock:
-        if _idle is None or child.proc.poll() is not None:
+        if _idle is None or child.returncode is not None:
             return False
         _idle.setdefault(path, []).append((child, log))
         return True
 
 
-def _end(child: Any, log: str | None) -> None:
+def _end(child: Child, log: str | None) -> None:
     with contextlib.suppress(Exception):
         child.end(grace_s=5.0)
     if log:

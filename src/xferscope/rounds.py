@@ -8,7 +8,6 @@ path's figure is set against the baseline's figure of the same round (``xferscop
 from __future__ import annotations
 
 import math
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -159,10 +158,7 @@ class Comparison:
         if not drop:
             self.note_cache(False, why_not)
             return None
-        present = [f for f in files if os.path.exists(f)]
-        for f in present:
-            page_cache.evict(f)
-        stayed = page_cache.resident_share(present) if present else 0.0
+        stayed = page_cache.evict_files(list(files))
         if stayed is not None and stayed <= EVICTED_ENOUGH:
             self.note_cache(True)
             return None

@@ -109,7 +109,6 @@ class Run(SampleFeed):
         self._t_prepare: float | None = None
         self._t_ended: float | None = None
         self._t_closed: float | None = None
-        self._from_pool = False  # the engine's process served an earlier run of this command
         self._stopped_by_user = False
         self._ended = threading.Event()
         self._closed = threading.Event()
@@ -129,7 +128,6 @@ class Run(SampleFeed):
         kept = engine_pool.take(self.spec.path) if engine_pool.keeping() else None
         if kept is not None:  # an engine process of an earlier run of this command, with what it has opened
             self._child, self._cufile_log = kept
-            self._from_pool = True
         else:
             self._child = self._new_child()
         self._child.send(
@@ -146,8 +144,8 @@ class Run(SampleFeed):
 
             extra, self._cufile_log = cufile_driver.log_for_child()
             env = {**os.environ, **extra} if extra else None
-            if self._cufile_log:
-                self._guard(self._cufile_log)
+            if self._cufile_log:  # removed with the process that writes to it (``close``, or the pool's end)
+                janitor.guard(self._cufile_log)
         return Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
 
     def _launched(self) -> Child:
@@ -338,8 +336,7 @@ class Run(SampleFeed):
                     os.unlink(self._cufile_log)
                 janitor.release(self._cufile_log)
             for path in self._guarded:
-                if not (kept and path == self._cufile_log):
-                    janitor.release(path)
+                janitor.release(path)
             self._guarded.clear()
             self.state = "closed"
             self._t_closed = time.monotonic()
@@ -420,12 +417,9 @@ class Run(SampleFeed):
         """The run's result: the engine's own, or, when its process died or was killed in the timed
         region, one built here from the last counters it sent (incomplete, with the error); with the run's
         fixed cost once it has closed."""
-        if self.result is not None:
-            if self.result.fixed_cost_s is None:
-                self.result.fixed_cost_s = self.fixed_cost()
-            return self.result
         result = self._finish()
-        result.fixed_cost_s = self.fixed_cost()
+        if result.fixed_cost_s is None:
+            result.fixed_cost_s = self.fixed_cost()
         return result
 
     def _finish(self) -> RunResult:

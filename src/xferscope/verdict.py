@@ -82,7 +82,8 @@ def sign_test_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) 
 
 INTERVAL_TEXT = (
     f"interval: the sign test's for the median ratio (order statistics of the rounds' ratios), at least "
-    f"{CONFIDENCE:.0%} from 5 rounds; fewer rounds give their whole range (3: 75%, 4: 88%)"
+    f"{CONFIDENCE:.0%} from 5 rounds; fewer rounds give their whole range (3: {1 - 2 / 2**3:.0%}, "
+    f"4: {1 - 2 / 2**4:.0%})"
 )
 
 RULE = (
@@ -95,13 +96,14 @@ RULE = (
 class Verdict:
     word: str  # one of WORDS
     ratio: float  # median of the paired per-round ratios other/baseline
-    low: float  # the interval's low end (see ``interval``)
+    low: float  # the interval's low end (``sign_test_interval``; for repetitions, every cross ratio)
     high: float  # its high end
     rounds: int
     coverage: float | None = None  # what the interval covers (None: every ratio of two sides, not a test)
     range_low: float | None = None  # min and max of the paired ratios
     range_high: float | None = None
     round_sd: float | None = None  # sd of the log of a round's paired ratio (None: under 2 rounds, or not paired)
+    unit: str = "rounds"  # what ``rounds`` counts: rounds, or repetitions (``repeated_verdict``)
 
     @property
     def margin(self) -> float:
@@ -124,7 +126,7 @@ class Verdict:
         if self.word == SAME:
             return f"same within ±{EQUIVALENCE:.0%}"
         if self.word == UNDECIDED:
-            return f"undecided after {self.rounds} {'rounds' if self.coverage is not None else 'repetitions'}"
+            return f"undecided after {self.rounds} {self.unit}"
         return self.word
 
     def spread(self) -> str:
@@ -272,4 +274,4 @@ def repeated_verdict(before: Sequence[float], after: Sequence[float]) -> Verdict
     ratio = statistics.median(new) / statistics.median(old)
     low, high = min(new) / max(old), max(new) / min(old)
     n = min(len(old), len(new))
-    return Verdict(word=_word(n, low, high), ratio=ratio, low=low, high=high, rounds=n)
+    return Verdict(word=_word(n, low, high), ratio=ratio, low=low, high=high, rounds=n, unit="repetitions")

@@ -131,7 +131,7 @@ def curve_rows(points, caches) -> list[tuple[str, str, str]]:
             marks.pop(0)
 
     for p in sorted(points, key=lambda p: p.size_bytes or 0):
-        mark_up_to((p.size_bytes or 0) - 1)
+        mark_up_to((p.size_bytes or 0) - 1)  # the caches smaller than this working set, above its row
         level = next(
             (str(c["name"]) for c in sorted(caches or [], key=lambda c: c["size"]) if (p.size_bytes or 0) <= c["size"]),
             "memory" if caches else "",

@@ -246,7 +246,8 @@ class RunResult:
     error_detail: list[str] = field(default_factory=list)
     #: the run's fixed cost in seconds, outside its timed region: ``setup`` (from the command's start of the run
     #: to its first I/O: the engine's process, the path's set-up, files created) and ``teardown`` (from its last
-    #: I/O to the process gone and its files removed); None where not measured (imports, old files)
+    #: I/O to the run closed: its files removed, its process ended or kept for the next run of the command);
+    #: None where not measured (imports, old files)
     fixed_cost_s: dict[str, float] | None = None
 
     @property

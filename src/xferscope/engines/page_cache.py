@@ -74,6 +74,15 @@ def evict(path: str, offset: int = 0, length: int = 0) -> None:
             os.close(fd)
 
 
+def evict_files(paths: list[str]) -> float | None:
+    """Write back and drop the page cache's copy of each file that exists; the share of their bytes still
+    resident afterwards (0.0 for no file; None where it cannot be told)."""
+    present = [p for p in paths if os.path.exists(p)]
+    for path in present:
+        evict(path)
+    return resident_share(present) if present else 0.0
+
+
 def passes_through(path: str, offset: int, length: int, io: Callable[[], object]) -> bool | None:
     """True when ``io`` (one I/O on that range) left its pages in the page cache, False when it did
     not, None when it cannot be told (the pages would not leave the cache first: tmpfs, pinned)."""

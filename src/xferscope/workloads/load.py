@@ -90,9 +90,7 @@ class LoadSession:
         paths = [f.path for f in self.shards.files]
         if spec.cache == "warm":
             return page_cache.hold(paths, cancel=lambda: self.stopped)
-        for p in paths:
-            page_cache.evict(p)
-        return page_cache.resident_share(paths)
+        return page_cache.evict_files(paths)
 
     def run(self, spec: LoadSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> LoadResult:
         assert self.shards is not None

@@ -5,11 +5,10 @@ run's figures, and the session's runs ranked beside."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Static
 
 from xferscope.app.inference_model import (
     FIELD_CONTROL,
@@ -19,9 +18,7 @@ from xferscope.app.inference_model import (
     describe,
     session_entries,
 )
-from xferscope.app.messages import WorkloadEnded
 from xferscope.app.screens.workload_run import WorkloadRunScreen
-from xferscope.errors import XferscopeError
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
@@ -56,11 +53,6 @@ class InferenceScreen(WorkloadRunScreen):
     build_spec = staticmethod(build_spec)
     state_class = InferenceState
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.session_results: list = []  # every run of this console session that ended with figures
-        self.saved: list = []  # (label, result) of saved runs opened (o)
-
     def compose(self) -> ComposeResult:
         yield from self.compose_form("inf-title")
         with Horizontal(id="inf-body"):
@@ -79,16 +71,7 @@ class InferenceScreen(WorkloadRunScreen):
         self.query_one("#inf-session", DataTable).add_columns(*SESSION_HEADERS)
         self.redraw()
 
-    # ----------------------------------------------------------------- form
-    @on(Input.Changed)
-    def _edited(self) -> None:
-        self.spec_or_explain()
-
     # ----------------------------------------------------------- running
-    @on(Input.Submitted)
-    def action_start(self) -> None:
-        super().action_start()
-
     def make_session(self, spec):
         from xferscope.workloads.kvcache import KvSession
         from xferscope.workloads.kvcache_spec import KvSpec
@@ -96,50 +79,23 @@ class InferenceScreen(WorkloadRunScreen):
 
         return KvSession(spec) if isinstance(spec, KvSpec) else LoadSession(spec)
 
-    def on_workload_ended(self, message: WorkloadEnded) -> None:
-        result = message.result
-        self.ended(result)
-        if result.bytes_read:
-            self.session_results.append(result)
-        self.redraw()
+    def has_figures(self, result) -> bool:
+        return bool(result.bytes_read)
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
         import os
 
-        from xferscope.app.screens.dialogs import TextPrompt
         from xferscope.workloads.inference_compare import compare_saved
 
-        loaded: list = []
-
-        def check(path: str) -> str | None:
-            try:
-                loaded.append([(os.path.basename(path), r) for r in compare_saved([path]).results])
-            except XferscopeError as exc:
-                return str(exc)
-            return None
-
-        def done(path: str | None) -> None:
-            if path and loaded:
-                self.saved.extend(loaded[-1])
-                self._session()
-
-        self.app.push_screen(
-            TextPrompt(
-                "Open a saved run (workload kvcache --json, workload load --json)", "path of a .json file", check=check
-            ),
-            done,
+        self.open_saved(
+            "Open a saved run (workload kvcache --json, workload load --json)",
+            lambda path: [(os.path.basename(path), r) for r in compare_saved([path]).results],
         )
 
     # --------------------------------------------------------------- drawing
     def _kind(self) -> str:
         return self.form_values().kind.strip() if self.state.spec is None else self.state.kind
-
-    def redraw(self) -> None:
-        self.draw_title()
-        self._table()
-        self._session()
-        self._summary()
 
     def _table(self) -> None:
         from xferscope.units import format_bytes

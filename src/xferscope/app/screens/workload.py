@@ -4,13 +4,11 @@ per accelerator against the threshold, then the run's figures."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Static
 
-from xferscope.app.messages import WorkloadEnded
 from xferscope.app.screens.workload_run import WorkloadRunScreen
 from xferscope.app.workload_model import (
     FIELD_CONTROL,
@@ -20,7 +18,6 @@ from xferscope.app.workload_model import (
     build_spec,
     session_entries,
 )
-from xferscope.errors import XferscopeError
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
@@ -60,11 +57,6 @@ class WorkloadScreen(WorkloadRunScreen):
     build_spec = staticmethod(build_spec)
     state_class = WorkloadState
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.session_results: list = []  # every run of this console session that ended, in order
-        self.saved_entries: list = []  # saved runs opened (o): xferscope's records, DLIO's summary.json
-
     def compose(self) -> ComposeResult:
         yield from self.compose_form("wl-title")
         with Horizontal(id="wl-body"):
@@ -94,68 +86,29 @@ class WorkloadScreen(WorkloadRunScreen):
         self.query_one("#wl-session", DataTable).add_columns(*SESSION_HEADERS)
         self.redraw()
 
-    # ----------------------------------------------------------------- form
-    @on(Input.Changed)
-    def _edited(self) -> None:
-        self.spec_or_explain()
-
     # ----------------------------------------------------------- running
-    @on(Input.Submitted)
-    def action_start(self) -> None:
-        super().action_start()
-
     def make_session(self, spec):
         from xferscope.workloads.train import TrainSession
 
         return TrainSession(spec)
 
-    def on_workload_ended(self, message: WorkloadEnded) -> None:
-        result = message.result
-        self.ended(result)
-        if result.accelerators and any(a.steps for a in result.accelerators):
-            self.session_results.append(result)
-        self.redraw()
+    def has_figures(self, result) -> bool:
+        return bool(result.accelerators) and any(a.steps for a in result.accelerators)
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
-        from xferscope.app.screens.dialogs import TextPrompt
         from xferscope.workloads.train_compare import load_entries
 
-        loaded: list = []
+        def show() -> None:
+            self.query_one("#wl-session-panel").display = True
 
-        def check(path: str) -> str | None:
-            try:
-                loaded.append(load_entries(path))
-            except XferscopeError as exc:
-                return str(exc)
-            return None
-
-        def done(path: str | None) -> None:
-            if path and loaded:
-                self.saved_entries.extend(loaded[-1])
-                self.query_one("#wl-session-panel").display = True
-                self._session()
-
-        self.app.push_screen(
-            TextPrompt(
-                "Open a saved training run (workload train --json) or DLIO's summary.json",
-                "path of a .json file",
-                check=check,
-            ),
-            done,
-        )
+        self.open_saved("Open a saved training run (workload train --json) or DLIO's summary.json", load_entries, show)
 
     # --------------------------------------------------------------- drawing
-    def redraw(self) -> None:
-        self.draw_title()
-        self._table()
-        self._session()
-        self._summary()
-
     def _session(self) -> None:
         table = self.query_one("#wl-session", DataTable)
         table.clear()
-        for i, e in enumerate(session_entries(self.session_results, self.saved_entries), 1):
+        for i, e in enumerate(session_entries(self.session_results, self.saved), 1):
             passed = {True: "pass", False: "fail", None: "-"}[e.passed]
             table.add_row(
                 str(i),

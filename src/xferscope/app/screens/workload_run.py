@@ -5,10 +5,12 @@ Each screen says how to make its session and state, and draws them."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import Static
+from textual import on
+from textual.widgets import Input, Static
 
 from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
 from xferscope.app.screens.view import ConsoleScreen
@@ -41,6 +43,8 @@ class WorkloadRunScreen(ConsoleScreen):
         self.finished.set()
         self.values = self.form_class()
         self.state = self.state_class()
+        self.session_results: list = []  # every run of this console session that ended with figures, in order
+        self.saved: list = []  # saved runs opened (o), as the screen's ranking takes them
 
     # ----------------------------------------------------------------- form
     def compose_form(self, title_id: str):
@@ -70,17 +74,38 @@ class WorkloadRunScreen(ConsoleScreen):
     def action_leave_field(self) -> None:
         self.set_focus(None)
 
+    @on(Input.Changed)
+    def _edited(self) -> None:
+        self.spec_or_explain()
+
     # the screen's own parts
     def make_session(self, spec: Any) -> Any:
         raise NotImplementedError
 
-    def redraw(self) -> None:
+    def has_figures(self, result: Any) -> bool:
+        """Whether an ended run measured anything (it then joins the session's ranking)."""
         raise NotImplementedError
 
     def draw_title(self) -> None:
         raise NotImplementedError
 
+    def _table(self) -> None:
+        raise NotImplementedError
+
+    def _session(self) -> None:
+        raise NotImplementedError
+
+    def _summary(self) -> None:
+        raise NotImplementedError
+
+    def redraw(self) -> None:
+        self.draw_title()
+        self._table()
+        self._session()
+        self._summary()
+
     # ----------------------------------------------------------- running
+    @on(Input.Submitted)
     def action_start(self) -> None:
         if self.status in ("preparing", "running", "stopping"):
             self.notify(f"a {self.what} is going: stop it (x) first", severity="warning")
@@ -144,12 +169,41 @@ class WorkloadRunScreen(ConsoleScreen):
         self.state.take(message.tick)
         self.redraw()
 
-    def ended(self, result: Any) -> None:
-        """A run ended with its record: the state finished, its status, a failure told."""
+    def on_workload_ended(self, message: WorkloadEnded) -> None:
+        """A run ended with its record: the state finished, its status, a failure told; with figures, it joins the
+        session's ranking."""
+        result = message.result
         self.state.finish(result)
         self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
         if result.status == "failed":
             self.notify(result.error or "the run failed", title=f"{self.what} failed", severity="error", timeout=10)
+        if self.has_figures(result):
+            self.session_results.append(result)
+        self.redraw()
+
+    # ----------------------------------------------------------- saved ones
+    def open_saved(self, prompt: str, load: Callable[[str], list], then: Callable[[], None] | None = None) -> None:
+        """Ask for a saved file; what ``load`` reads from it joins ``saved`` (a file it refuses: its one line under
+        the field)."""
+        from xferscope.app.screens.dialogs import TextPrompt
+
+        loaded: list = []
+
+        def check(path: str) -> str | None:
+            try:
+                loaded.append(load(path))
+            except XferscopeError as exc:
+                return str(exc)
+            return None
+
+        def done(path: str | None) -> None:
+            if path and loaded:
+                self.saved.extend(loaded[-1])
+                if then is not None:
+                    then()
+                self._session()
+
+        self.app.push_screen(TextPrompt(prompt, "path of a .json file", check=check), done)
 
     def on_workload_failed(self, message: WorkloadFailed) -> None:
         self.status = "stopped" if message.reason.endswith(STOPPED_WHILE_MAKING) else "failed"
