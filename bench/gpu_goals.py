@@ -65,14 +65,23 @@ class Goals:
         self.lines.append(line)
         print(line, flush=True)
 
-    def run(self, name: str, cmd: list[str], need: float) -> subprocess.CompletedProcess | None:
-        """Run ``cmd`` (its output kept in OUT/name.log) if ``need`` seconds fit in the time left."""
+    def run(
+        self, name: str, cmd: list[str], need: float, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess | None:
+        """Run ``cmd`` (its output kept in OUT/name.log, ``env`` added to its environment) if ``need`` seconds
+        fit in the time left."""
         if self.left() < need:
             print(f"# {name}: not run, {need:.0f} s needed and {self.left():.0f} s left", flush=True)
             return None
         print(f"# {name}: {' '.join(cmd)}", flush=True)
         t0 = time.monotonic()
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(30.0, self.left()))
+        proc = subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=max(30.0, self.left()),
+            env={**os.environ, **env} if env else None,
+        )
         with open(os.path.join(self.out, f"{name}.log"), "w") as fh:
             fh.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
         print(f"#   {time.monotonic() - t0:.0f} s, exit {proc.returncode}", flush=True)

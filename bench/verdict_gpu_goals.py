@@ -87,12 +87,12 @@ def _saturate(g, name: str, paths: str, args, need: float) -> tuple[float, float
             paths,
             "--bs",
             "1M",
-            "--dir",
-            args.dir,
             "--json",
             out,
         ],
         need,
+        # the command: its embedded default, one scratch file for every point, here on the disk under test
+        env={"TMPDIR": args.dir},
     )
     wall = time.monotonic() - t0
     if proc is None or proc.returncode != 0 or not os.path.exists(out):
@@ -100,14 +100,21 @@ def _saturate(g, name: str, paths: str, args, need: float) -> tuple[float, float
     with open(out) as fh:
         data = json.load(fh)
     results = data.get("results") or []
-    setups = [r["fixed_cost_s"]["total"] for r in results if r.get("fixed_cost_s")]
-    if setups:
+    costs = [r["fixed_cost_s"] for r in results if r.get("fixed_cost_s")]
+    measuring = sum(r["seconds"] for r in results)
+    if costs:
+        setups = [c["total"] for c in costs]
+        steps = sorted({k for c in costs for k in c if k.endswith("_step")} | {"teardown"})
+        medians = ", ".join(f"{k} {statistics.median(c.get(k, 0.0) for c in costs) * 1e3:.0f} ms" for k in steps)
         print(
             f"# {name}: fixed cost a run: first {setups[0]:.2f} s, median {statistics.median(setups):.2f} s, "
-            f"over {len(setups)} runs",
+            f"{sum(setups):.1f} s over {len(setups)} runs; outside the runs {wall - measuring - sum(setups):.1f} s",
             flush=True,
         )
-    return wall, sum(r["seconds"] for r in results), len(results)
+        print(f"# {name}: median steps: {medians}", flush=True)
+        slow = sorted(costs, key=lambda c: -c["total"])[:3]
+        print(f"# {name}: costliest runs: {slow}", flush=True)
+    return wall, measuring, len(results)
 
 
 #: (name, paths, seconds it needs, goal, met: (wall, measuring) -> bool)

@@ -111,6 +111,10 @@ def test_format_json_prints_only_json_with_the_runs_fixed_cost(cli, direct_dir):
     assert (
         cost["setup"] > 0 and cost["teardown"] > 0 and cost["total"] == pytest.approx(cost["setup"] + cost["teardown"])
     )
+    # where the set-up went, step by step, each within it
+    steps = {k: v for k, v in cost.items() if k.endswith("_step")}
+    assert set(steps) == {"process_step", "files_step", "path_step", "telemetry_step", "start_step", "environment_step"}
+    assert all(v >= 0 for v in steps.values()) and sum(steps.values()) <= cost["setup"]
     assert export.result_from_dict(d).fixed_cost_s == cost
 
 

@@ -433,6 +433,7 @@ def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch
     assert inv and inv[0]["index"] == 0 and inv[0]["name"] and "link_width_max" in inv[0]
     meter = GpuMeter([0])
     try:
+        assert meter.wait_first(), "the meter's thread reads the GPU at once"
         (reading,) = meter.read()
         for key in (
             "index",

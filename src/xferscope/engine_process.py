@@ -161,7 +161,10 @@ class EngineHost:
         if self._close.is_set() or self._stop_at is not None:
             raise targets.Interrupted("stopped before the run started")
         run.start()
-        self.send(("started", self._info(run), run.engine.snapshot()))
+        t0 = time.monotonic()
+        info = self._info(run)
+        run.setup_steps["environment"] = time.monotonic() - t0
+        self.send(("started", info, run.engine.snapshot()))
         while not run.join(0.2):
             if self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 run._abandon()

@@ -176,6 +176,8 @@ class LocalRun(SampleFeed):
         #: --source cache: the share of the file in the page cache before and after the run
         self._resident_before: float | None = None
         self._resident_after: float | None = None
+        #: seconds of this process's set-up steps, in the result's ``fixed_cost_s`` (where a run's set-up goes)
+        self.setup_steps: dict[str, float] = {}
 
     # ---------------------------------------------------------------- steps
     def check_available(self) -> None:
@@ -189,6 +191,7 @@ class LocalRun(SampleFeed):
         self.state = "preparing"
         self.check_available()
         cls = engine_class(self.spec.path)
+        t0 = time.monotonic()
         if self.target is None:
             self.target = targets.plan(self.spec)
         targets.materialize(self.target, self._cancel, progress)
@@ -196,16 +199,21 @@ class LocalRun(SampleFeed):
             self._resident_before = page_cache.hold(self._files(), self._cancel.is_set)
         if self._cancel.is_set():
             raise targets.Interrupted("interrupted before the run started")
+        t1 = time.monotonic()
         self.engine = cls(self.spec, self.target)
         self.engine.prepare()
         if self.spec.source == "cache":
             self.engine.labels.append(cache_source_label(self._resident_before))
+        t2 = time.monotonic()
         if self._gpu_telemetry:
             self._gpu_meter = _gpu_meter(self.spec, self.engine)
+        self.setup_steps.update(files=t1 - t0, path=t2 - t1, telemetry=time.monotonic() - t2)
 
     def start(self) -> None:
+        t0 = time.monotonic()
         self._cpu = CpuMeter()
         self.engine.start()
+        self.setup_steps["start"] = time.monotonic() - t0
         self._cpu.mark()
         self._gpu_meter_cpu0 = self._gpu_meter.cpu_seconds if self._gpu_meter is not None else 0.0
         self._engine_cpu = ThreadCpuMeter(self.engine.thread_ids())
@@ -413,6 +421,7 @@ class LocalRun(SampleFeed):
             labels=list(self.engine.labels) if self.engine else [],
             environment=self.environment(),
         )
+        self.result.fixed_cost_s = {f"{name}_step": seconds for name, seconds in self.setup_steps.items()} or None
         return self.result
 
     def _telemetry_cpu(self) -> float:

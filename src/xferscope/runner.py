@@ -107,6 +107,7 @@ class Run(SampleFeed):
         self._started_at: float | None = None
         #: monotonic times of the run's steps: prepare called, the timed region's end seen, closed
         self._t_prepare: float | None = None
+        self._t_available: float | None = None
         self._t_ended: float | None = None
         self._t_closed: float | None = None
         self._stopped_by_user = False
@@ -256,6 +257,7 @@ class Run(SampleFeed):
         self._phase = "checking the path"
         self._spawn()
         self._await(("available",))
+        self._t_available = time.monotonic()
         self._phase = "planning the files"
         self.target = targets.plan(self.spec)
         if self.target.temp_dir:
@@ -411,15 +413,19 @@ class Run(SampleFeed):
         if t0 is None or started is None or ended is None or closed is None:
             return None
         setup, teardown = started - t0, max(0.0, closed - ended)
-        return {"setup": setup, "teardown": teardown, "total": setup + teardown}
+        cost = {"setup": setup, "teardown": teardown, "total": setup + teardown}
+        if self._t_available is not None:  # the engine's process started (or taken from the pool) and checked
+            cost["process_step"] = self._t_available - t0
+        return cost
 
     def finish(self) -> RunResult:
         """The run's result: the engine's own, or, when its process died or was killed in the timed
         region, one built here from the last counters it sent (incomplete, with the error); with the run's
         fixed cost once it has closed."""
         result = self._finish()
-        if result.fixed_cost_s is None:
-            result.fixed_cost_s = self.fixed_cost()
+        cost = self.fixed_cost()
+        if cost is not None:  # with the steps the engine's process timed, where it sent them
+            result.fixed_cost_s = {**(result.fixed_cost_s or {}), **cost}
         return result
 
     def _finish(self) -> RunResult:

@@ -174,6 +174,7 @@ class GpuMeter:
         self._latest: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._first = threading.Event()
         self._thread: threading.Thread | None = None
         self._cpu_seconds = 0.0
         try:
@@ -195,7 +196,7 @@ class GpuMeter:
             ceiling = (ceiling_of or cached_link_ceiling)(g)
             if ceiling:
                 static.update(ceiling)
-        self._poll()
+        # the first reading too is the thread's: its PCIe counters take 40 ms, and the run's set-up does not wait
         self._thread = threading.Thread(target=self._loop, name="xferscope-gpu-meter", daemon=True)
         self._thread.start()
 
@@ -211,6 +212,11 @@ class GpuMeter:
             readings.append(d)
         with self._lock:
             self._latest = readings
+        self._first.set()
+
+    def wait_first(self, timeout: float = 2.0) -> bool:
+        """Wait for the first reading (``read()`` gives [] before it); False when none came in time."""
+        return self._first.wait(timeout) if self._thread is not None else False
 
     def _loop(self) -> None:
         while not self._stop.is_set():
