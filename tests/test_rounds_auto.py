@@ -59,8 +59,15 @@ def test_a_fixed_number_of_rounds_adds_none(monkeypatch, tmp_path):
 
 
 def test_settled_at_three_rounds_runs_three(monkeypatch, tmp_path):
-    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.0, "host#3": 1.5}, sd=0.005, seed=2)
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.5}, sd=0.005, seed=2)
     assert comp.rounds == 3 and comp.added == []
+    assert comp.verdict(1).word == FASTER
+
+
+def test_same_waits_for_five_rounds(monkeypatch, tmp_path):
+    # within 1 ± 1% from the first round, yet "same" claims the whole interval: it waits for 90% (5 rounds)
+    comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.0, "host#3": 1.5}, sd=0.005, seed=2)
+    assert comp.rounds == 5 and len(comp.added) == 2
     assert comp.verdict(1).word == SAME and comp.verdict(2).word == FASTER
 
 

@@ -53,21 +53,28 @@ def test_overlap_is_undecided_even_when_the_median_differs_a_lot():
 
 
 def test_an_interval_within_the_equivalence_margin_is_the_same():
-    v = paired_verdict([1000] * 4, [990, 1020, 1010, 1040])
+    v = paired_verdict([1000] * 5, [990, 1020, 1010, 1040, 1000])
     assert v.word == SAME and v.settled and not v.decided
     assert v.text == f"same within ±{EQUIVALENCE:.0%}"
     # reaching past 1 ± 5% on one side and not beyond the margin on the other: undecided
-    assert paired_verdict([1000] * 4, [990, 1020, 1010, 1060]).word == UNDECIDED
+    assert paired_verdict([1000] * 5, [990, 1020, 1010, 1060, 1070]).word == UNDECIDED
+
+
+def test_same_needs_an_interval_of_90_percent_five_rounds():
+    # four rounds within 1 ± 1%: their range covers 88% of the median's place, short of 90%, so not yet "same"
+    v = paired_verdict([1000] * 4, [990, 1000, 1005, 1010])
+    assert v.word == UNDECIDED and v.coverage == pytest.approx(0.875)
+    assert paired_verdict([1000] * 5, [990, 1000, 1005, 1010, 1000]).word == SAME
 
 
 def test_the_margin_narrows_as_the_rounds_grow_down_to_the_floor():
     assert [margin_for(n) for n in (2, 3, 4, 5, 6, 10)] == [0.15, 0.075, 0.05, 0.0375, MARGIN, MARGIN]
     # 6% in every round: inside the margin of 3 rounds and past the equivalence margin (undecided), beyond that
-    # of 4; 4% is the same at 3 rounds (within 1 ± 5%) and faster from 5
+    # of 4; 4% is undecided at 3 rounds (within 1 ± 5%, but their range covers 75%) and faster from 5
     assert paired_verdict([1000] * 3, [1060] * 3).word == UNDECIDED
     assert paired_verdict([1000] * 4, [1060] * 4).word == FASTER
     assert paired_verdict([1000] * 4, [940] * 4).word == SLOWER
-    assert paired_verdict([1000] * 3, [1040] * 3).word == SAME
+    assert paired_verdict([1000] * 3, [1040] * 3).word == UNDECIDED
     assert paired_verdict([1000] * 5, [1040] * 5).word == FASTER
     assert paired_verdict([1000] * 3, [1040] * 3).margin == pytest.approx(0.075)
 

@@ -88,7 +88,8 @@ INTERVAL_TEXT = (
 
 RULE = (
     f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round')}; same when it lies "
-    f"within 1 ± {EQUIVALENCE:.0%}; else undecided; 1 round: no verdict. {INTERVAL_TEXT}"
+    f"within 1 ± {EQUIVALENCE:.0%} and covers at least {CONFIDENCE:.0%} (5 rounds); else undecided; 1 round: no "
+    f"verdict. {INTERVAL_TEXT}"
 )
 
 
@@ -173,7 +174,7 @@ def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict
     ratios = paired_ratios(baseline, other)
     low, high, coverage = sign_test_interval(ratios)
     return Verdict(
-        word=_word(len(ratios), low, high),
+        word=_word(len(ratios), low, high, same_allowed=coverage >= CONFIDENCE),
         ratio=statistics.median(ratios),
         low=low,
         high=high,
@@ -185,9 +186,10 @@ def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict
     )
 
 
-def _word(rounds: int, low: float, high: float) -> str:
+def _word(rounds: int, low: float, high: float, same_allowed: bool = True) -> str:
     """The rule itself, on an interval: beyond the margin on one side, within the equivalence margin, or
-    neither; with two rounds (repetitions) or more."""
+    neither; with two rounds (repetitions) or more. ``same_allowed``: False where the interval covers less than
+    ``CONFIDENCE`` (3 or 4 rounds): "same" is a claim about the whole interval, and a range of 3 rounds covers 75%."""
     if rounds < 2:
         return SINGLE_PASS
     margin = margin_for(rounds)
@@ -195,7 +197,7 @@ def _word(rounds: int, low: float, high: float) -> str:
         return FASTER
     if high < 1 - margin:
         return SLOWER
-    if low >= 1 - EQUIVALENCE and high <= 1 + EQUIVALENCE:
+    if same_allowed and low >= 1 - EQUIVALENCE and high <= 1 + EQUIVALENCE:
         return SAME
     return UNDECIDED
 
