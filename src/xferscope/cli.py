@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "imports",
     "doctor",
     "workload",
+    "schema",
 )
 
 app = typer.Typer(

@@ -19,6 +19,7 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
+from xferscope import records
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
 from xferscope.safe_write import write_output
@@ -143,6 +144,7 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
     spec = r.spec
     d: dict[str, Any] = {
         "schema": SCHEMA,
+        "schema_version": records.SCHEMA_VERSION,
         "label": spec.name,
         "path": spec.path,
         "xfer_type": spec.xfer_type,
@@ -271,7 +273,7 @@ def read_json(path: str) -> Any:
 
 def load_results(path: str) -> list[RunResult]:
     """Results from a JSON file written by run/compare/replay/import/saturate (one object or a list)."""
-    data = read_json(path)
+    data = records.check_results(read_json(path), path)
     if isinstance(data, dict) and "results" in data:
         data = data["results"]
     items = data if isinstance(data, list) else [data]

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, cast
 
+from xferscope import records
 from xferscope.engines.mem_spec import MemSpec
 from xferscope.errors import FormatError
 from xferscope.units import format_size
@@ -197,6 +198,7 @@ class MemResult:
     def to_dict(self) -> dict[str, Any]:
         caches = self.environment.get("caches") or []
         return {
+            "schema_version": records.SCHEMA_VERSION,
             "backend": self.backend,
             "mode": self.spec.mode if self.spec else None,
             "cancelled": self.cancelled,

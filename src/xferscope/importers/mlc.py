@@ -4,6 +4,7 @@ uses (``xferscope.engines.mem_mlc_text``), and memory results read back from any
 
 from __future__ import annotations
 
+from xferscope import records
 from xferscope.engines.mem_mlc_text import parse_mlc_output
 from xferscope.engines.mem_result import MemResult
 from xferscope.errors import FormatError
@@ -50,5 +51,6 @@ def read_mem_results(path: str) -> list[MemResult]:
                 "not a memory result (mem --json or import mlc --json); transfer "
                 "results are compared with `compare` paths or opened in the console",
             )
-        return [result_from_dict(item, path) for item in (data if isinstance(data, list) else [data])]
+        items = data if isinstance(data, list) else [data]
+        return [result_from_dict(records.check("mem", item, path), path) for item in items]
     return [import_mlc(path)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import typer
 
+from xferscope import records
 from xferscope.output.files import Output, human_output, write_outputs
 
 
@@ -47,6 +48,7 @@ def comparison_payload(comp, *, samples: bool) -> dict:
     results = [run.result for run in comp.runs if run.result is not None]
     index = {id(r): i for i, r in enumerate(results)}
     return {
+        "schema_version": records.SCHEMA_VERSION,
         "comparison": comp.to_dict(lambda r: index.get(id(r))),
         "results": [result_to_dict(r, samples=samples) for r in results],
     }

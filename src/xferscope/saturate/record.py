@@ -15,6 +15,7 @@ import dataclasses
 import math
 from typing import Any
 
+from xferscope import records
 from xferscope.errors import FormatError, SpecError
 from xferscope.saturate.ceilings import CEILING_RULE, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
@@ -144,6 +145,7 @@ def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
     return _clean(
         {
             "schema": SCHEMA,
+            "schema_version": records.SCHEMA_VERSION,
             "plan": outcome.plan.to_dict(),
             "rules": {"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
             "stopped": outcome.stopped,
@@ -214,7 +216,7 @@ def load_saturation(path: str) -> SaturationOutcome:
     data = read_json(path)
     if not is_saturation(data):
         raise FormatError(path, None, f"not a saturation (written by `xferscope saturate --json`; schema {SCHEMA})")
-    return saturation_from_dict(data, path)
+    return saturation_from_dict(records.check("saturation", data, path), path)
 
 
 def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> SaturationOutcome:

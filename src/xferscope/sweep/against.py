@@ -19,6 +19,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from xferscope import records
 from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
@@ -87,9 +88,9 @@ class OldResults:
         self.values: dict[str, tuple[float, ...]] = {}  # every repetition's throughput or bandwidth
         data = read_json(path)
         if isinstance(data, dict) and data.get("schema") == SCHEMA:
-            self._from_sweep(data)
+            self._from_sweep(records.check("sweep", data, path))
         elif kind == "mem":
-            self._from_mem(data)
+            self._from_mem(records.check("mem", data, path) if records.kind_of(data) == "mem" else data)
         else:
             self._from_results(path)
         if not self.figures:

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope import records
 from xferscope.errors import FormatError, NotWritten, SpecError
 from xferscope.export import write_json
 from xferscope.profiles.model import Profile
@@ -130,6 +131,7 @@ class ResultsFile:
             raise FormatError(self.path, None, f"cannot read: {exc.strerror or exc}") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise FormatError(self.path, None, "not a sweep results file of xferscope replay; pass another --results")
+        records.check("sweep", data, self.path)
         old = data.get("profile") or {}
         if old.get("name") != self.profile.name or old.get("kind", "io") != self.kind:
             raise SpecError(
@@ -169,6 +171,7 @@ class ResultsFile:
         points = [self.records[k].to_dict(self.kind) for k in self.order]
         out: dict[str, Any] = {
             "schema": SCHEMA,
+            "schema_version": records.SCHEMA_VERSION,
             "profile": profile_to_dict(self.profile),
             "kind": self.kind,
             "created": self.created,
