@@ -4,6 +4,7 @@ both with their figures, paths side by side, Ctrl-C, and bad input (one line, ex
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import struct
@@ -279,7 +280,9 @@ def test_kvcache_host_run_reports_the_figures(cli, set_dir, tmp_path, no_gpu):
     assert d["break_even"]["prefill_rate"] == 5000
     assert "break-even at 5000 tokens/s" in r.out and "restore p50" in r.out
     assert len(d["request_log"]) == 12 and all(q["seconds"] > 0 for q in d["request_log"])
-    assert (tmp_path / "k.csv").read_text().startswith("path,gpu,requests")
+    rows = list(csv.reader((tmp_path / "k.csv").open()))
+    assert rows[0][:3] == ["path", "gpu", "requests"] and rows[1][:3] == ["host", "all", "12"]
+    assert rows[2][:2] == ["host", "host"] and float(rows[2][5]) == pytest.approx(d["per_gpu"][0]["gb_per_s"])
     assert os.listdir(set_dir) == []
     from xferscope.workloads.kvcache_record import decode
 

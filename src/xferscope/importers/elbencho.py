@@ -22,10 +22,12 @@ from __future__ import annotations
 import math
 import re
 import shlex
+from collections.abc import Callable
 
-from xferscope.engines.base import DonePoint, RunResult
+from xferscope.engines.base import DonePoint, LatencySummary, RunResult
 from xferscope.errors import FormatError
 from xferscope.importers._result import checked_spec, imported_result, latency, read_text
+from xferscope.spec import RunSpec
 
 SOURCE = "elbencho"
 MIB = 1 << 20
@@ -91,8 +93,7 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
         value = _number(row, column, where, line, default)
         return default if value is None else value
 
-    operation, read_pct = kind
-    options = _command_options(row.get("command", ""))
+    operation = kind[0]
     mixed = operation == "mix"
     t_first, t_last = num("time ms [first]", 0) / 1e3, num("time ms [last]", 0) / 1e3
     if t_last <= 0:
@@ -104,8 +105,52 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
     main_ops = round(num("IOPS [last]", 0) * t_last)
     read_ops = round((num("rwmix read IOPS [last]", 0) or 0) * t_last)
     first_ops = round((num("IOPS [first]", 0) + (num("rwmix read IOPS [first]", 0) or 0)) * t_first)
+    spec = _row_spec(row, num, kind, read_last, main_last, t_last, where, line)
+    # with --rwmixpct the plain columns are the writes and "rwmix read" the reads
+    write_bytes = main_last if (mixed or operation == "write") else 0
+    read_bytes = read_last if mixed else (main_last if operation == "read" else 0)
+    write_ops = main_ops if (mixed or operation == "write") else 0
+    reads = read_ops if mixed else (main_ops if operation == "read" else 0)
+    overall, read_lat, io_lat = _row_latencies(num, mixed, reads, write_ops)
+    cpu = {}
+    busy = _number(row, "CPU% [last]", where, line)
+    if busy is not None:
+        cpu["sys_busy_pct"] = busy
+    label = row.get("label", "").strip()
+    return imported_result(
+        spec,
+        source=SOURCE,
+        seconds=t_last,
+        read_bytes=int(read_bytes),
+        write_bytes=int(write_bytes),
+        read_ops=reads,
+        write_ops=write_ops,
+        latency_us=overall,
+        read_latency_us=read_lat,
+        write_latency_us=io_lat if mixed else None,
+        cpu=cpu,
+        first_done=DonePoint(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
+        last_done=DonePoint(t_last, int(main_last + read_last), main_ops + read_ops),
+        environment=_row_environment(row),
+        labels=[label] if label else [],
+    )
+
+
+def _row_spec(
+    row: dict[str, str],
+    num: Callable[[str, float], float],
+    kind: tuple[str, int | None],
+    read_last: float,
+    main_last: float,
+    t_last: float,
+    where: str,
+    line: int,
+) -> RunSpec:
+    """The spec of one phase: the pattern and read share, the path from the GPU options, the sizes."""
+    operation, read_pct = kind
+    options = _command_options(row.get("command", ""))
     random = num("random", 0) == 1
-    if mixed:
+    if operation == "mix":
         io = "randrw" if random else "rw"
         rwmix = (
             read_pct
@@ -119,14 +164,14 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
         rwmix = 70
     gpuids = options.get("gpuids")
     gpus = _gpu_ids(gpuids) if isinstance(gpuids, str) else []
-    path = "cufile" if options.get("cufile") else "bounce" if gpus else "host"
     block = int(num("block size", 0))
-    threads = int(num("threads", 0)) * int(num("hosts", 1) or 1)
-    fields = dict(
-        path=path,
+    return checked_spec(
+        where,
+        line,
+        path="cufile" if options.get("cufile") else "bounce" if gpus else "host",
         io=io,
         block_size=block,
-        workers=threads,
+        workers=int(num("threads", 0)) * int(num("hosts", 1) or 1),
         iodepth=int(num("IO depth", 1) or 1),
         file_size=max(int(num("file size", 0) or 0), block),
         rwmix=rwmix,
@@ -134,39 +179,36 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
         duration=t_last,
         gpus=gpus or [0],
     )
-    spec = checked_spec(where, line, **fields)
-    # with --rwmixpct the plain columns are the writes and "rwmix read" the reads
-    write_bytes = main_last if (mixed or operation == "write") else 0
-    read_bytes = read_last if mixed else (main_last if operation == "read" else 0)
-    write_ops = main_ops if (mixed or operation == "write") else 0
-    reads = read_ops if mixed else (main_ops if operation == "read" else 0)
+
+
+def _row_latencies(
+    num: Callable[[str, float], float], mixed: bool, reads: int, writes: int
+) -> tuple[LatencySummary, LatencySummary | None, LatencySummary]:
+    """(overall, reads', the plain columns'): a mixed phase's overall latency weighs its reads' and writes'."""
     io_lat = latency(
         min=num("IO lat us [min]", float("nan")),
         mean=num("IO lat us [avg]", float("nan")),
         max=num("IO lat us [max]", float("nan")),
     )
-    read_lat = (
-        latency(
-            min=num("rwmix read IO lat us [min]", float("nan")),
-            mean=num("rwmix read IO lat us [avg]", float("nan")),
-            max=num("rwmix read IO lat us [max]", float("nan")),
-        )
-        if mixed
-        else None
+    if not mixed:
+        return io_lat, None, io_lat
+    read_lat = latency(
+        min=num("rwmix read IO lat us [min]", float("nan")),
+        mean=num("rwmix read IO lat us [avg]", float("nan")),
+        max=num("rwmix read IO lat us [max]", float("nan")),
     )
-    overall = io_lat
-    if read_lat is not None and reads + write_ops:
-        overall = latency(
-            min=min(io_lat.min, read_lat.min),
-            max=max(io_lat.max, read_lat.max),
-            mean=(io_lat.mean * write_ops + read_lat.mean * reads) / (reads + write_ops),
-        )
-    cpu = {}
-    busy = _number(row, "CPU% [last]", where, line)
-    if busy is not None:
-        cpu["sys_busy_pct"] = busy
-    label = row.get("label", "").strip()
-    environment = {
+    if not reads + writes:
+        return io_lat, read_lat, io_lat
+    overall = latency(
+        min=min(io_lat.min, read_lat.min),
+        max=max(io_lat.max, read_lat.max),
+        mean=(io_lat.mean * writes + read_lat.mean * reads) / (reads + writes),
+    )
+    return overall, read_lat, io_lat
+
+
+def _row_environment(row: dict[str, str]) -> dict[str, str]:
+    return {
         k: row[c].strip()
         for k, c in (
             ("elbencho_version", "version"),
@@ -176,23 +218,6 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
         )
         if row.get(c, "").strip()
     }
-    return imported_result(
-        spec,
-        source=SOURCE,
-        seconds=t_last,
-        read_bytes=int(read_bytes),
-        write_bytes=int(write_bytes),
-        read_ops=reads,
-        write_ops=write_ops,
-        latency_us=overall,
-        read_latency_us=read_lat if mixed else None,
-        write_latency_us=io_lat if mixed else None,
-        cpu=cpu,
-        first_done=DonePoint(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
-        last_done=DonePoint(t_last, int(main_last + read_last), main_ops + read_ops),
-        environment=environment,
-        labels=[label] if label else [],
-    )
 
 
 def parse_text(text: str, where: str) -> list[RunResult]:

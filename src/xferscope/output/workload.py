@@ -3,13 +3,13 @@ then ``--json`` (the record, ``xferscope.workloads.train_record``) and ``--csv``
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
+from typing import Any
 
 import typer
 
 from xferscope.errors import ExitCode
+from xferscope.output.cells import ms, num, pct, table_csv
 from xferscope.output.files import Output, human_output, write_outputs
 from xferscope.output.terminal import clear_line, fill_line, write_status
 from xferscope.units import format_bytes
@@ -18,16 +18,8 @@ from xferscope.workloads.train_compare import TrainComparison
 from xferscope.workloads.train_record import FindMaxResult, TrainResult
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{1000 * x:.1f} ms"
-
-
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:
-    return "-" if x is None else fmt.format(x)
+    return num(x, fmt)
 
 
 def headline(r: TrainResult) -> str:
@@ -43,7 +35,7 @@ def verdict(r: TrainResult) -> str:
     if r.passed is None:
         return "AU not known (fewer than 2 steps)"
     word = "PASS" if r.passed else "FAIL"
-    return f"AU {_pct(r.au)} against {_pct(r.au_threshold)}: {word}"
+    return f"AU {pct(r.au)} against {pct(r.au_threshold)}: {word}"
 
 
 def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
@@ -52,7 +44,7 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the steps taken)")
     lines.append(
         f"  {verdict(r)} | {_f(r.samples_per_s)} samples/s | {_f(r.mb_per_s, '{:.0f}')} MB/s | I/O wait p50 "
-        f"{_ms(r.io_wait_p50_s)} p99 {_ms(r.io_wait_p99_s)} | first batch {_ms(r.first_batch_s)} | "
+        f"{ms(r.io_wait_p50_s)} p99 {ms(r.io_wait_p99_s)} | first batch {ms(r.first_batch_s)} | "
         f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     if per_accelerator:
@@ -62,9 +54,9 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
         )
         for a in r.accelerators:
             lines.append(
-                f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {_pct(a.au):>7} "
-                f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {_ms(a.io_wait_p50_s):>10} "
-                f"{_ms(a.io_wait_p99_s):>10} {_ms(a.first_batch_s):>10} {_f(a.cpu_s_per_gib, '{:.3f}'):>10}"
+                f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {pct(a.au):>7} "
+                f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {ms(a.io_wait_p50_s):>10} "
+                f"{ms(a.io_wait_p99_s):>10} {ms(a.first_batch_s):>10} {_f(a.cpu_s_per_gib, '{:.3f}'):>10}"
             )
     d = r.data
     where = "generated" if d.get("generated") else "read as they are"
@@ -82,14 +74,14 @@ def find_max_lines(f: FindMaxResult) -> list[str]:
     cls = s.accelerator_type.upper()
     lines = [
         f"This storage keeps {f.best} {cls}-class accelerator{'s' * (f.best != 1)} training {s.preset} at "
-        f"AU >= {_pct(f.au_threshold)} through {s.path} (compute {s.compute}; {f.runs} runs, "
+        f"AU >= {pct(f.au_threshold)} through {s.path} (compute {s.compute}; {f.runs} runs, "
         f"counts up to {f.upper} tried by doubling then bisecting)"
     ]
     if f.status != "ok":
         lines.append(f"  {f.status.upper()}: the counts measured until then (the answer is at least {f.best})")
     for p in f.points:
-        runs = ", ".join(_pct(a) for a in p.aus)
-        lines.append(f"  {p.accelerators:>4} accelerators: AU {_pct(p.au)} ({runs}) {'pass' if p.passed else 'fail'}")
+        runs = ", ".join(pct(a) for a in p.aus)
+        lines.append(f"  {p.accelerators:>4} accelerators: AU {pct(p.au)} ({runs}) {'pass' if p.passed else 'fail'}")
     return lines
 
 
@@ -101,11 +93,11 @@ def comparison_lines(c: TrainComparison, title: str) -> list[str]:
     head += f"{'AU':>7} {'range':>15} {'pass':>5} {'samples/s':>10} {'MB/s':>7}  level with"
     lines.append(head)
     for i, e in enumerate(c.entries, 1):
-        rng = "-" if e.au_min is None else f"{_pct(e.au_min)}-{_pct(e.au_max)}"
+        rng = "-" if e.au_min is None else f"{pct(e.au_min)}-{pct(e.au_max)}"
         row = f"  {i:>2} {e.label[:24]:<24} {e.source:<9} {('-' if e.accelerators is None else e.accelerators):>4} "
         row += f"{('-' if e.sustained is None else e.sustained):>5} " if searched else ""
         passed = {True: "pass", False: "fail", None: "-"}[e.passed]
-        row += f"{_pct(e.au):>7} {rng:>15} {passed:>5} {_f(e.samples_per_s):>10} {_f(e.mb_per_s, '{:.0f}'):>7}  " + (
+        row += f"{pct(e.au):>7} {rng:>15} {passed:>5} {_f(e.samples_per_s):>10} {_f(e.mb_per_s, '{:.0f}'):>7}  " + (
             ", ".join(e.level_with) or "-"
         )
         lines.append(row)
@@ -135,7 +127,7 @@ def print_train(results) -> None:
                     f"{e.sustained} through {e.label}"
                     if i
                     else f"{e.sustained} {s.accelerator_type.upper()}-class "
-                    f"accelerator{'s' * (e.sustained != 1)} training {s.preset} at AU >= {_pct(r.searches[0].au_threshold)} "
+                    f"accelerator{'s' * (e.sustained != 1)} training {s.preset} at AU >= {pct(r.searches[0].au_threshold)} "
                     f"through {e.label}"
                     for i, e in enumerate(r.entries)
                 )
@@ -146,107 +138,48 @@ def print_train(results) -> None:
             typer.echo(line)
 
 
+#: a training comparison's columns after its rank, each an attribute of an entry
+COMPARISON_COLUMNS = (
+    "label",
+    "source",
+    "path",
+    "accelerators",
+    "sustained",
+    "runs",
+    "au",
+    "au_min",
+    "au_max",
+    "passed",
+    "samples_per_s",
+    "mb_per_s",
+)
+#: the figures of an accelerator's row, and of the run's "all" row, each an attribute of both
+FIGURE_COLUMNS = (
+    "au",
+    "passed",
+    "samples_per_s",
+    "mb_per_s",
+    "io_wait_p50_s",
+    "io_wait_p99_s",
+    "first_batch_s",
+    "cpu_s_per_gib",
+)
+
+
 def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
+    """A comparison: one row per entry, by rank. A run (or each run of a search): one row per accelerator, then
+    the run's own row (accelerator "all")."""
     if isinstance(r, TrainComparison):
-        buf = io.StringIO()
-        w = csv.writer(buf)
-        w.writerow(
-            [
-                "rank",
-                "label",
-                "source",
-                "path",
-                "accelerators",
-                "sustained",
-                "runs",
-                "au",
-                "au_min",
-                "au_max",
-                "passed",
-                "samples_per_s",
-                "mb_per_s",
-            ]
-        )
-        for i, e in enumerate(r.entries, 1):
-            w.writerow(
-                [
-                    i,
-                    e.label,
-                    e.source,
-                    e.path,
-                    e.accelerators,
-                    e.sustained,
-                    e.runs,
-                    e.au,
-                    e.au_min,
-                    e.au_max,
-                    e.passed,
-                    e.samples_per_s,
-                    e.mb_per_s,
-                ]
-            )
-        return buf.getvalue()
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(
-        [
-            "accelerators",
-            "path",
-            "accelerator",
-            "gpu",
-            "steps",
-            "au",
-            "passed",
-            "samples_per_s",
-            "mb_per_s",
-            "io_wait_p50_s",
-            "io_wait_p99_s",
-            "first_batch_s",
-            "cpu_s_per_gib",
-            "status",
-        ]
-    )
-    runs = r.results if isinstance(r, FindMaxResult) else [r]
-    for run in runs:
-        n = run.spec.accelerators
+        entries = ([i, *(getattr(e, c) for c in COMPARISON_COLUMNS)] for i, e in enumerate(r.entries, 1))
+        return table_csv(["rank", *COMPARISON_COLUMNS], entries)
+    rows: list[list[Any]] = []
+    for run in r.results if isinstance(r, FindMaxResult) else [r]:
+        n, path = run.spec.accelerators, run.spec.path
         for a in run.accelerators:
-            w.writerow(
-                [
-                    n,
-                    run.spec.path,
-                    a.index,
-                    a.gpu,
-                    a.steps,
-                    a.au,
-                    a.passed,
-                    a.samples_per_s,
-                    a.mb_per_s,
-                    a.io_wait_p50_s,
-                    a.io_wait_p99_s,
-                    a.first_batch_s,
-                    a.cpu_s_per_gib,
-                    run.status,
-                ]
-            )
-        w.writerow(
-            [
-                n,
-                run.spec.path,
-                "all",
-                "",
-                sum(a.steps for a in run.accelerators),
-                run.au,
-                run.passed,
-                run.samples_per_s,
-                run.mb_per_s,
-                run.io_wait_p50_s,
-                run.io_wait_p99_s,
-                run.first_batch_s,
-                run.cpu_s_per_gib,
-                run.status,
-            ]
-        )
-    return buf.getvalue()
+            rows.append([n, path, a.index, a.gpu, a.steps, *(getattr(a, c) for c in FIGURE_COLUMNS), run.status])
+        steps = sum(a.steps for a in run.accelerators)
+        rows.append([n, path, "all", "", steps, *(getattr(run, c) for c in FIGURE_COLUMNS), run.status])
+    return table_csv(["accelerators", "path", "accelerator", "gpu", "steps", *FIGURE_COLUMNS, "status"], rows)
 
 
 def emit_train(

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -13,6 +11,7 @@ import msgspec
 import typer
 
 from xferscope.errors import ExitCode
+from xferscope.output.cells import ms, num, secs, table_csv
 from xferscope.output.files import Output, human_output, write_outputs
 from xferscope.output.terminal import clear_line, fill_line, write_status
 from xferscope.units import format_bytes
@@ -23,16 +22,8 @@ from xferscope.workloads.load_record import LoadResult
 from xferscope.workloads.side_by_side import Entry
 
 
-def _ms(x: float | None) -> str:
-    return "-" if x is None else f"{1000 * x:.1f} ms"
-
-
-def _s(x: float | None) -> str:
-    return "-" if x is None else f"{x:.2f} s"
-
-
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
-    return "-" if x is None else fmt.format(x)
+    return num(x, fmt)
 
 
 def _gpu(g: int | None) -> str:
@@ -53,7 +44,7 @@ def kv_lines(r: KvResult) -> list[str]:
     if r.incomplete:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the requests restored)")
     lines.append(
-        f"  {r.requests} requests restored | restore p50 {_ms(r.restore_p50_s)} p99 {_ms(r.restore_p99_s)} | "
+        f"  {r.requests} requests restored | restore p50 {ms(r.restore_p50_s)} p99 {ms(r.restore_p99_s)} | "
         f"{_f(r.gb_per_s)} GB/s | {_f(r.chunks_per_s, '{:.1f}')} chunks/s | {_f(r.tokens_per_s, '{:.0f}')} tokens/s | "
         f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
@@ -88,41 +79,33 @@ def kv_lines(r: KvResult) -> list[str]:
     return lines
 
 
+#: a KV-cache run's CSV: its own row (gpu "all"), then one per GPU with what a GPU has
+KV_COLUMNS = (
+    "path",
+    "gpu",
+    "requests",
+    "restore_p50_s",
+    "restore_p99_s",
+    "gb_per_s",
+    "chunks_per_s",
+    "tokens_per_s",
+    "cpu_s_per_gib",
+    "status",
+)
+
+
 def kv_csv(r: KvResult | KvComparison) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(
-        [
-            "path",
-            "gpu",
-            "requests",
-            "restore_p50_s",
-            "restore_p99_s",
-            "gb_per_s",
-            "chunks_per_s",
-            "tokens_per_s",
-            "cpu_s_per_gib",
-            "status",
-        ]
-    )
+    rows: list[list[Any]] = []
     for run in r.results if isinstance(r, KvComparison) else [r]:
-        w.writerow(
-            [
-                run.path,
-                "all",
-                run.requests,
-                run.restore_p50_s,
-                run.restore_p99_s,
-                run.gb_per_s,
-                run.chunks_per_s,
-                run.tokens_per_s,
-                run.cpu_s_per_gib,
-                run.status,
-            ]
-        )
+        figures = [getattr(run, c) for c in KV_COLUMNS[2:-1]]  # requests .. cpu_s_per_gib
+        rows.append([run.path, "all", *figures, run.status])
         for g in run.per_gpu:
-            w.writerow([run.path, "host" if g.gpu is None else g.gpu, "", "", "", g.gb_per_s, "", "", "", run.status])
-    return buf.getvalue()
+            rows.append([run.path, _gpu_cell(g.gpu), "", "", "", g.gb_per_s, "", "", "", run.status])
+    return table_csv(KV_COLUMNS, rows)
+
+
+def _gpu_cell(gpu: int | None) -> int | str:
+    return "host" if gpu is None else gpu
 
 
 # ------------------------------------------------------------------ load
@@ -141,14 +124,14 @@ def load_lines(r: LoadResult) -> list[str]:
             f"  {r.status.upper()}: {r.error or 'stopped before its end'} ({r.pieces_done} of {r.pieces} pieces landed)"
         )
     lines.append(
-        f"  loaded in {_s(r.load_s)} | first byte {'on the GPU' if s.lands_in_gpu else 'landed'} {_ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
+        f"  loaded in {secs(r.load_s)} | first byte {'on the GPU' if s.lands_in_gpu else 'landed'} {ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
         f"slowest shard {r.slowest_shard or '-'} | {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     for g in r.per_gpu:
-        lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {_s(g.seconds)}, {_f(g.gb_per_s)} GB/s")
+        lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {secs(g.seconds)}, {_f(g.gb_per_s)} GB/s")
     slow = sorted((x for x in r.shards if x.seconds is not None), key=lambda x: -(x.seconds or 0))[:3]
     if len(r.shards) > 1 and slow:
-        lines.append("  slowest shards: " + ", ".join(f"{x.name} {_s(x.seconds)}" for x in slow))
+        lines.append("  slowest shards: " + ", ".join(f"{x.name} {secs(x.seconds)}" for x in slow))
     if r.verified is not None:
         v = r.verified
         lines.append(
@@ -161,25 +144,25 @@ def load_lines(r: LoadResult) -> list[str]:
     return lines
 
 
+#: a model load's CSV: the run's row (gpu "all"), then one per GPU
+LOAD_COLUMNS = (
+    "path",
+    "cache",
+    "gpu",
+    "load_s",
+    "first_byte_s",
+    "gb_per_s",
+    "bytes",
+    "slowest_shard",
+    "cpu_s_per_gib",
+    "status",
+)
+
+
 def load_csv(r: LoadResult | LoadComparison) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(
-        [
-            "path",
-            "cache",
-            "gpu",
-            "load_s",
-            "first_byte_s",
-            "gb_per_s",
-            "bytes",
-            "slowest_shard",
-            "cpu_s_per_gib",
-            "status",
-        ]
-    )
+    rows: list[list[Any]] = []
     for run in r.results if isinstance(r, LoadComparison) else [r]:
-        w.writerow(
+        rows.append(
             [
                 run.path,
                 run.cache_state,
@@ -194,21 +177,10 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
             ]
         )
         for g in run.per_gpu:
-            w.writerow(
-                [
-                    run.path,
-                    run.cache_state,
-                    "host" if g.gpu is None else g.gpu,
-                    g.seconds,
-                    "",
-                    g.gb_per_s,
-                    g.bytes,
-                    "",
-                    "",
-                    run.status,
-                ]
+            rows.append(
+                [run.path, run.cache_state, _gpu_cell(g.gpu), g.seconds, "", g.gb_per_s, g.bytes, "", "", run.status]
             )
-    return buf.getvalue()
+    return table_csv(LOAD_COLUMNS, rows)
 
 
 # ------------------------------------------------------------------ side by side
@@ -243,7 +215,7 @@ def kv_comparison_lines(c: KvComparison) -> list[str]:
         f"(layout {s.layout}, concurrency {s.concurrency}, prompts {s.prompt.text})",
         c.entries,
         "restore p50",
-        _ms,
+        ms,
         c.status,
     )
 
@@ -254,7 +226,7 @@ def load_comparison_lines(c: LoadComparison) -> list[str]:
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
         c.entries,
         "load time",
-        _s,
+        secs,
         c.status,
     )
 
@@ -344,10 +316,10 @@ def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None
 
     c = compare_saved(files)
     if isinstance(c, KvComparison):
-        lines = comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", _ms, c.status)
+        lines = comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", ms, c.status)
         written = emit(c, lines, kv_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
     else:
-        lines = comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", _s, c.status)
+        lines = comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", secs, c.status)
         written = emit(c, lines, load_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if written:
         raise typer.Exit(written)

@@ -1,0 +1,33 @@
+"""The cells of the workloads' tables and CSV files: a figure or "-" where there is none, and a CSV of rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def ms(x: float | None) -> str:
+    return "-" if x is None else f"{1000 * x:.1f} ms"
+
+
+def secs(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f} s"
+
+
+def num(x: float | None, fmt: str) -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def table_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A header and its rows as CSV text."""
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(header)
+    w.writerows(rows)
+    return buf.getvalue()
