@@ -6,7 +6,12 @@ are imported when the command runs.
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Annotated
+
 import typer
+
+from xferscope.commands.option_groups import takes
 
 # Spec fields as the user typed them on this command line.
 OPTION_NAMES = {
@@ -28,101 +33,95 @@ OPTION_NAMES = {
 }
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("mem")
-    def mem(
-        mode: str = typer.Option(
-            "loaded",
+def _opt(flag: str, text: str) -> typer.models.OptionInfo:
+    return typer.Option(flag, help=text)
+
+
+@dataclasses.dataclass(frozen=True)
+class MemOptions:
+    """Every option of `xferscope mem`, as ``run_mem`` takes them."""
+
+    mode: Annotated[
+        str,
+        _opt(
             "--mode",
-            help="idle | loaded | peak | curve | matrix (MLC's idle latency, "
-            "loaded latency, max bandwidth table; lmbench's cache-level curve; MLC's NUMA matrix)",
+            "idle | loaded | peak | curve | matrix (MLC's idle latency, loaded latency, max bandwidth table; "
+            "lmbench's cache-level curve; MLC's NUMA matrix)",
         ),
-        traffic: str = typer.Option(
-            None,
+    ] = "loaded"
+    traffic: Annotated[
+        str | None,
+        _opt(
             "--traffic",
-            help="traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, "
-            "W10 (default R; peak: R,W3,W2,W5,W10 as mlc --max_bandwidth)",
+            "traffic types, comma list: R, W2, W3, W5, W6, W7, W8, W9, W10 (default R; peak: R,W3,W2,W5,W10 as "
+            "mlc --max_bandwidth)",
         ),
-        stride: str = typer.Option("64", "--stride", help="bytes between accesses, comma list (64, 128, 256)"),
-        delays: str = typer.Option(None, "--delays", help="injection delays, comma list (default: MLC's 19 delays)"),
-        point_seconds: str = typer.Option(
-            None,
-            "--point-seconds",
-            help="measured time per point, e.g. 2, 0.5, 500ms (default 2; curve 0.25; matrix 1)",
-        ),
-        locality: str = typer.Option(
-            "default",
+    ] = None
+    stride: Annotated[str, _opt("--stride", "bytes between accesses, comma list (64, 128, 256)")] = "64"
+    delays: Annotated[str | None, _opt("--delays", "injection delays, comma list (default: MLC's 19 delays)")] = None
+    point_seconds: Annotated[
+        str | None,
+        _opt("--point-seconds", "measured time per point, e.g. 2, 0.5, 500ms (default 2; curve 0.25; matrix 1)"),
+    ] = None
+    locality: Annotated[
+        str,
+        _opt(
             "--locality",
-            help="latency chase: SIZE (random lines within a "
-            "window, windows in random order: multichase -T), page, whole (one random "
-            "cycle over the buffer) or default (64 pages, multichase's default)",
+            "latency chase: SIZE (random lines within a window, windows in random order: multichase -T), page, "
+            "whole (one random cycle over the buffer) or default (64 pages, multichase's default)",
         ),
-        whole_idle: bool = typer.Option(
-            True,
+    ] = "default"
+    whole_idle: Annotated[
+        bool,
+        _opt(
             "--whole-idle/--no-whole-idle",
-            help="the idle point also measures the whole-buffer chase (the difference is the page-walk cost)",
+            "the idle point also measures the whole-buffer chase (the difference is the page-walk cost)",
         ),
-        pages: str = typer.Option(
-            "thp",
+    ] = True
+    pages: Annotated[
+        str,
+        _opt(
             "--pages",
-            help="4k | thp | 2m | 1g: 4 KiB pages, transparent huge pages, or hugetlbfs pages reserved by the admin",
+            "4k | thp | 2m | 1g: 4 KiB pages, transparent huge pages, or hugetlbfs pages reserved by the admin",
         ),
-        max_size: str = typer.Option(
-            None, "--max-size", help="curve: largest working set (default 8x the last-level cache)"
-        ),
-        per_octave: int = typer.Option(4, "--per-octave", help="curve: working-set sizes per doubling"),
-        plot: str = typer.Option(
-            None, "--plot", help="curve: draw it into FILE.svg or FILE.png (the loaded-latency curve otherwise)"
-        ),
-        sysfs: str = typer.Option(
-            "/sys",
-            "--sysfs",
-            help="where CPU, cache, NUMA and huge-page facts are read (a host's sysfs mounted elsewhere)",
-        ),
-        threads: int = typer.Option(
-            None, "--threads", help="load threads (default: every CPU but the latency thread's)"
-        ),
-        cpus: str = typer.Option(None, "--cpus", help="load-thread CPUs like MLC's -k, e.g. 1-15"),
-        latency_cpu: int = typer.Option(
-            None, "--latency-cpu", help="CPU of the latency thread (default: the first free one)"
-        ),
-        buffer: str = typer.Option(
-            None,
-            "--buffer",
-            help="buffer per thread, e.g. 1G (default: 4x the last-level cache, at least 1G for latency)",
-        ),
-        backend: str = typer.Option("builtin", "--backend", help="builtin | mlc (Intel's binary)"),
-        mlc: str = typer.Option(None, "--mlc", help="path of the mlc binary (default: mlc on PATH)"),
-        json_out: str = typer.Option(None, "--json", help="write the result as JSON to FILE"),
-        csv_out: str = typer.Option(None, "--csv", help="write one row per point to FILE"),
-        fmt: str = typer.Option("table", "--format", help="table | json on stdout"),
-    ) -> None:
-        """Memory latency against bandwidth at each injection delay, like Intel MLC --loaded_latency."""
-        raise typer.Exit(
-            run_mem(
-                mode=mode,
-                traffic=traffic,
-                stride=stride,
-                delays=delays,
-                point_seconds=point_seconds,
-                threads=threads,
-                cpus=cpus,
-                latency_cpu=latency_cpu,
-                buffer=buffer,
-                backend=backend,
-                mlc=mlc,
-                json_out=json_out,
-                csv_out=csv_out,
-                fmt=fmt,
-                locality=locality,
-                whole_idle=whole_idle,
-                pages=pages,
-                max_size=max_size,
-                per_octave=per_octave,
-                sysfs=sysfs,
-                plot=plot,
-            )
-        )
+    ] = "thp"
+    max_size: Annotated[
+        str | None, _opt("--max-size", "curve: largest working set (default 8x the last-level cache)")
+    ] = None
+    per_octave: Annotated[int, _opt("--per-octave", "curve: working-set sizes per doubling")] = 4
+    plot: Annotated[
+        str | None, _opt("--plot", "curve: draw it into FILE.svg or FILE.png (the loaded-latency curve otherwise)")
+    ] = None
+    sysfs: Annotated[
+        str,
+        _opt("--sysfs", "where CPU, cache, NUMA and huge-page facts are read (a host's sysfs mounted elsewhere)"),
+    ] = "/sys"
+    threads: Annotated[int | None, _opt("--threads", "load threads (default: every CPU but the latency thread's)")] = (
+        None
+    )
+    cpus: Annotated[str | None, _opt("--cpus", "load-thread CPUs like MLC's -k, e.g. 1-15")] = None
+    latency_cpu: Annotated[
+        int | None, _opt("--latency-cpu", "CPU of the latency thread (default: the first free one)")
+    ] = None
+    buffer: Annotated[
+        str | None,
+        _opt("--buffer", "buffer per thread, e.g. 1G (default: 4x the last-level cache, at least 1G for latency)"),
+    ] = None
+    backend: Annotated[str, _opt("--backend", "builtin | mlc (Intel's binary)")] = "builtin"
+    mlc: Annotated[str | None, _opt("--mlc", "path of the mlc binary (default: mlc on PATH)")] = None
+    json_out: Annotated[str | None, _opt("--json", "write the result as JSON to FILE")] = None
+    csv_out: Annotated[str | None, _opt("--csv", "write one row per point to FILE")] = None
+    fmt: Annotated[str, _opt("--format", "table | json on stdout")] = "table"
+
+
+@takes(MemOptions)
+def mem_command(options: MemOptions) -> None:
+    """Memory latency against bandwidth at each injection delay, like Intel MLC --loaded_latency."""
+    raise typer.Exit(run_mem(**dataclasses.asdict(options)))
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mem")(mem_command)
 
 
 def _named_for_cli(fn):

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
+from xferscope.commands.option_groups import takes
 from xferscope.commands.options import (
     BufferedOpt,
     CpusOpt,
@@ -154,47 +156,60 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
     return plan
 
 
+SampleIntervalOpt = Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")]
+PlanSeedOpt = Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")]
+PlanSplitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--split",
+        help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
+        "storage reference, runs whole blocks)",
+    ),
+]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanOptions:
+    """What a saturation searches, and on what: its plan's fields (a profile gives those not given here)."""
+
+    paths: PathsOpt = None
+    bs: BlocksOpt = None
+    io: IoOpt = None
+    max_workers: MaxWorkersOpt = None
+    max_qd: MaxQdOpt = None
+    min_rounds: MinRoundsOpt = None
+    max_rounds: MaxRoundsOpt = None
+    max_points: MaxPointsOpt = None
+    duration: PointSecondsOpt = None
+    size: SizeOpt = None
+    file: FileOpt = None
+    directory: DirOpt = None
+    gpu: GpuSetsOpt = None
+    numa: NumaOpt = None
+    cpus: CpusOpt = None
+    rwmix: MixOpt = None
+    buffered: BufferedOpt = False
+    force: ForceOpt = False
+    keep: KeepOpt = False
+    storage: StorageOpt = None
+    interval: SampleIntervalOpt = None
+    seed: PlanSeedOpt = None
+    register: RegisterOpt = None
+    huge_pages: HugePagesOpt = None
+    split: PlanSplitOpt = None
+
+
+@takes(PlanOptions)
 def saturate_command(
-    paths: PathsOpt = None,
-    bs: BlocksOpt = None,
-    io: IoOpt = None,
-    max_workers: MaxWorkersOpt = None,
-    max_qd: MaxQdOpt = None,
-    min_rounds: MinRoundsOpt = None,
-    max_rounds: MaxRoundsOpt = None,
-    max_points: MaxPointsOpt = None,
-    duration: PointSecondsOpt = None,
-    size: SizeOpt = None,
-    file: FileOpt = None,
-    directory: DirOpt = None,
-    gpu: GpuSetsOpt = None,
-    numa: NumaOpt = None,
-    cpus: CpusOpt = None,
-    rwmix: MixOpt = None,
-    buffered: BufferedOpt = False,
-    force: ForceOpt = False,
-    keep: KeepOpt = False,
-    storage: StorageOpt = None,
+    options: PlanOptions,
     json_path: JsonOut = None,
     csv_path: CsvOut = None,
     fmt: FormatOpt = "table",
-    interval: Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")] = None,
-    register: RegisterOpt = None,
-    huge_pages: HugePagesOpt = None,
     profile: ProfileOpt = None,
     save_profile: SaveProfileOpt = None,
     from_file: FromOpt = None,
     dry_run: DryRunOpt = False,
     mpi: MpiOpt = False,
-    split: Annotated[
-        str | None,
-        typer.Option(
-            "--split",
-            help="bounce, bounce-async, cufile: each request as parallel sub-requests of SIZE (host, the "
-            "storage reference, runs whole blocks)",
-        ),
-    ] = None,
 ) -> None:
     """Find each path's knee (the least concurrency within 5% of its plateau) per block size, adaptively, and
     say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
@@ -208,41 +223,15 @@ def saturate_command(
             raise typer.Exit(written)
         return
 
-    given = dict(
-        paths=paths,
-        bs=bs,
-        io=io,
-        max_workers=max_workers,
-        max_qd=max_qd,
-        min_rounds=min_rounds,
-        max_rounds=max_rounds,
-        max_points=max_points,
-        duration=duration,
-        size=size,
-        file=file,
-        directory=directory,
-        gpu=gpu,
-        numa=numa,
-        cpus=cpus,
-        rwmix=rwmix,
-        buffered=buffered,
-        force=force,
-        keep=keep,
-        interval=interval,
-        seed=seed,
-        register=register,
-        huge_pages=huge_pages,
-        storage=storage,
-        split=split,
-    )
-
     def make():
-        return make_plan(profile, **given)
+        return make_plan(profile, **dataclasses.asdict(options))
 
     if mpi:
         from xferscope.cluster.saturate import saturate_mpi
 
-        return saturate_mpi(make, gpu_given=bool(gpu), fmt=fmt, json_path=json_path, csv_path=csv_path, dry_run=dry_run)
+        return saturate_mpi(
+            make, gpu_given=bool(options.gpu), fmt=fmt, json_path=json_path, csv_path=csv_path, dry_run=dry_run
+        )
     plan = make()
     if save_profile:
         from xferscope.profiles import save_profile as save

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import Annotated, Any
 
 import typer
 
@@ -54,7 +55,54 @@ def _defaults(path: str | None, compute: str | None) -> tuple[str, str, str]:
     return path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainShapeOptions:
+    """What the emulated training reads and computes, and for how long; None: the preset's (DLIO's) value."""
+
+    sample_size: Annotated[str | None, typer.Option("--sample-size", help="mean sample size, e.g. 140M")] = None
+    sample_sd: Annotated[str | None, typer.Option("--sample-sd", help="standard deviation of the sample size")] = None
+    samples_per_file: Annotated[int | None, typer.Option("--samples-per-file", help="samples in one file")] = None
+    files: Annotated[int | None, typer.Option("--files", help="files in the generated data set")] = None
+    batch: Annotated[int | None, typer.Option("--batch", help="samples per batch (per step)")] = None
+    read_threads: Annotated[int | None, typer.Option("--read-threads", help="reader threads per accelerator")] = None
+    computation_time: Annotated[
+        float | None, typer.Option("--computation-time", help="seconds of computation per batch")
+    ] = None
+    au_threshold: Annotated[str | None, typer.Option("--au-threshold", help="pass mark, e.g. 0.9 or 90%")] = None
+    prefetch: Annotated[
+        int,
+        typer.Option(
+            "--prefetch",
+            help="prefetch depth: batch buffers per accelerator, the one computed on included (0: read threads + 1)",
+        ),
+    ] = 0
+    steps: Annotated[int | None, typer.Option("--steps", help="steps per accelerator")] = None
+    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None
+    epochs: Annotated[int | None, typer.Option("--epochs", help="epochs (1 when no other end is given)")] = None
+
+    def spec_fields(self) -> dict[str, Any]:
+        """These options as ``train_spec``'s keywords (SpecError names a bad one)."""
+        return {
+            "sample_size": optional_size(self.sample_size, "sample-size"),
+            "sample_sd": optional_size(self.sample_sd, "sample-sd"),
+            "samples_per_file": self.samples_per_file,
+            "files": self.files,
+            "batch": self.batch,
+            "read_threads": self.read_threads,
+            "computation_time": self.computation_time,
+            "au_threshold": _share(self.au_threshold),
+            "prefetch": self.prefetch,
+            "steps": self.steps,
+            "duration": parse_duration(self.duration) if self.duration is not None else None,
+            "epochs": self.epochs,
+        }
+
+
+TRAIN_SHAPE = TrainShapeOptions()
+
+
 @takes(WorkloadRunOptions)
+@takes(TrainShapeOptions)
 def train_command(
     preset: Annotated[str, typer.Argument(help="unet3d, cosmoflow or resnet50 (DLIO's workload configs)")] = "unet3d",
     accelerator_type: Annotated[
@@ -75,26 +123,7 @@ def train_command(
     compute: Annotated[
         str | None, typer.Option("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
     ] = None,
-    sample_size: Annotated[str | None, typer.Option("--sample-size", help="mean sample size, e.g. 140M")] = None,
-    sample_sd: Annotated[str | None, typer.Option("--sample-sd", help="standard deviation of the sample size")] = None,
-    samples_per_file: Annotated[int | None, typer.Option("--samples-per-file", help="samples in one file")] = None,
-    files: Annotated[int | None, typer.Option("--files", help="files in the generated data set")] = None,
-    batch: Annotated[int | None, typer.Option("--batch", help="samples per batch (per step)")] = None,
-    read_threads: Annotated[int | None, typer.Option("--read-threads", help="reader threads per accelerator")] = None,
-    computation_time: Annotated[
-        float | None, typer.Option("--computation-time", help="seconds of computation per batch")
-    ] = None,
-    au_threshold: Annotated[str | None, typer.Option("--au-threshold", help="pass mark, e.g. 0.9 or 90%")] = None,
-    prefetch: Annotated[
-        int,
-        typer.Option(
-            "--prefetch",
-            help="prefetch depth: batch buffers per accelerator, the one computed on included (0: read threads + 1)",
-        ),
-    ] = 0,
-    steps: Annotated[int | None, typer.Option("--steps", help="steps per accelerator")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None,
-    epochs: Annotated[int | None, typer.Option("--epochs", help="epochs (1 when no other end is given)")] = None,
+    shape: TrainShapeOptions = TRAIN_SHAPE,
     directory: WorkloadDirOpt = None,
     data: Annotated[str | None, typer.Option("--data", help="read your own files in DIR as the data set")] = None,
     bs: Annotated[str, typer.Option("--bs", "-i", help="request size of the reads")] = "4M",
@@ -125,18 +154,7 @@ def train_command(
         gpus=tuple(gpu_list(gpu)) if gpu is not None else None,
         path=paths[0],
         compute=compute,
-        sample_size=optional_size(sample_size, "sample-size"),
-        sample_sd=optional_size(sample_sd, "sample-sd"),
-        samples_per_file=samples_per_file,
-        files=files,
-        batch=batch,
-        read_threads=read_threads,
-        computation_time=computation_time,
-        au_threshold=_share(au_threshold),
-        prefetch=prefetch,
-        steps=steps,
-        duration=parse_duration(duration) if duration is not None else None,
-        epochs=epochs,
+        **shape.spec_fields(),
         directory=directory,
         data=data,
         block_size=optional_size(bs, "bs"),

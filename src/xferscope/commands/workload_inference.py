@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -41,22 +41,42 @@ def _paths(path: str | None) -> tuple[list[str], str]:
     return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
 
 
-@takes(WorkloadRunOptions)
-def kvcache_command(
+@dataclasses.dataclass(frozen=True)
+class KvShapeOptions:
+    """The KV cache's shape: the model's, its chunks, and how tensor parallelism and the layout cut it."""
+
     model: Annotated[
         str, typer.Option("--model", "-m", help="llama3.1-8b, llama3.1-70b, deepseek-v3, llama3.2-1b or custom")
-    ] = "llama3.1-8b",
-    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None,
-    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None,
-    head_dim: Annotated[int | None, typer.Option("--head-dim", help="custom (or override): head dim")] = None,
-    dtype: Annotated[
-        str | None, typer.Option("--dtype", help="bf16, fp16, fp32, fp8 (the model's when left out)")
-    ] = None,
-    chunk_tokens: Annotated[int, typer.Option("--chunk-tokens", help="tokens per chunk (LMCache's default 256)")] = 256,
-    tp: Annotated[int, typer.Option("--tp", help="tensor-parallel ranks: the KV heads split over them")] = 1,
+    ] = "llama3.1-8b"
+    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None
+    head_dim: Annotated[int | None, typer.Option("--head-dim", help="custom (or override): head dim")] = None
+    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16, fp16, fp32, fp8 (the model's when left out)")] = (
+        None
+    )
+    chunk_tokens: Annotated[int, typer.Option("--chunk-tokens", help="tokens per chunk (LMCache's default 256)")] = 256
+    tp: Annotated[int, typer.Option("--tp", help="tensor-parallel ranks: the KV heads split over them")] = 1
     layout: Annotated[
         str, typer.Option("--layout", help="block: a read per chunk; layer: a read per K and V plane of a layer")
-    ] = "block",
+    ] = "block"
+
+    def spec_fields(self) -> dict[str, Any]:
+        """These options as ``KvSpec``'s keywords (SpecError names a bad one)."""
+        from xferscope.workloads.models import model as model_shape
+
+        shape = model_shape(
+            self.model, layers=self.layers, kv_heads=self.kv_heads, head_dim=self.head_dim, dtype=self.dtype
+        )
+        return {"model": shape, "chunk_tokens": self.chunk_tokens, "tp": self.tp, "layout": self.layout}
+
+
+KV_SHAPE = KvShapeOptions()
+
+
+@takes(WorkloadRunOptions)
+@takes(KvShapeOptions)
+def kvcache_command(
+    cache_shape: KvShapeOptions = KV_SHAPE,
     prompt_tokens: Annotated[
         str, typer.Option("--prompt-tokens", help="tokens per prompt: 8192, 1024-8192 (uniform) or normal:MEAN,SD")
     ] = "8192",
@@ -84,17 +104,12 @@ def kvcache_command(
     restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
     length above which restoring beats recomputing."""
     from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
-    from xferscope.workloads.models import model as model_shape
 
     run.check()
     paths, note = _paths(path)
-    shape = model_shape(model, layers=layers, kv_heads=kv_heads, head_dim=head_dim, dtype=dtype)
     spec = KvSpec(
-        model=shape,
+        **cache_shape.spec_fields(),
         prompt=parse_prompt(prompt_tokens),
-        chunk_tokens=chunk_tokens,
-        tp=tp,
-        layout=layout,
         concurrency=concurrency,
         hit_ratio=hit_ratio,
         requests=requests,
