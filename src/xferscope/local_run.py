@@ -506,58 +506,15 @@ def build_result(
     ``cpu``: the process's figures over the timed region (usr_pct, sys_pct, sys_usr_pct, sys_sys_pct,
     sys_iowait_pct, cpu_seconds, per_core_pct); CPU-seconds per GiB and the workers' own figures
     are added here."""
-    workers = []
     done_times = [w.done_ns for w in snap.workers if w.done_ns]
     seconds = (max(done_times) if done_times else snap.t_ns) / 1e9
-    for i, w in enumerate(snap.workers):
-        ws = (w.done_ns or snap.t_ns) / 1e9
-        workers.append(
-            WorkerResult(
-                i,
-                w.bytes,
-                w.ops,
-                ws,
-                w.bytes / (1 << 20) / ws if ws > 0 else 0.0,
-                worker_gpus[i] if worker_gpus and i < len(worker_gpus) else None,
-            )
-        )
+    workers = _worker_results(snap, worker_gpus)
     hist = snap.hist_read + snap.hist_write
     read_ops = sum(w.read_ops for w in snap.workers)
     write_ops = sum(w.write_ops for w in snap.workers)
-    gib = snap.bytes / (1 << 30)
-    cpu_d = dict(cpu)
-    if cpu_d:
-        # the path's CPU: the process's, less xferscope's own sampling threads (measured: the sampler, NVML's meter)
-        cpu_s = cpu_d.get("cpu_seconds", math.nan) - cpu_d.get("telemetry_cpu_seconds", 0.0)
-        cpu_d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
-        engine_usr = sum(w.cpu_usr_us + w.lanes_usr_us for w in snap.workers) / 1e6
-        engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6
-        if done_times and engine_usr + engine_sys > 0 and seconds > 0:
-            # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
-            cpu_d.update(
-                {
-                    "engine_usr_pct": 100 * engine_usr / seconds,
-                    "engine_sys_pct": 100 * engine_sys / seconds,
-                    "engine_cpu_seconds": engine_usr + engine_sys,
-                    "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns),
-                }
-            )
+    cpu_d = _cpu_figures(cpu, snap, seconds if done_times else 0.0)
     first = DonePoint(snap.first_done[0] / 1e9, snap.first_done[1], snap.first_done[2]) if snap.first_done else None
     last = DonePoint(seconds, snap.bytes, snap.ops) if done_times else None
-    gpus: dict[int, dict[str, float]] = {}
-    for wr in workers:
-        if wr.gpu is not None:
-            g = gpus.setdefault(wr.gpu, {"bytes": 0, "ops": 0, "workers": 0})
-            g["bytes"] += wr.bytes
-            g["ops"] += wr.ops
-            g["workers"] += 1
-    for g in gpus.values():
-        g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
-    if any(s.gpu for s in samples):
-        from xferscope.telemetry.gpu import run_means
-
-        for index, means in run_means([s.gpu for s in samples]).items():
-            gpus.setdefault(index, {}).update(means)
     return RunResult(
         spec=spec,
         status=status,
@@ -584,9 +541,70 @@ def build_result(
         samples=list(samples),
         error=error,
         histogram=hist,
-        gpus=gpus,
+        gpus=_gpu_figures(workers, samples, seconds),
         error_detail=list(error_detail or []),
     )
+
+
+def _worker_results(snap: Snapshot, worker_gpus: list[int | None] | None) -> list[WorkerResult]:
+    out = []
+    for i, w in enumerate(snap.workers):
+        ws = (w.done_ns or snap.t_ns) / 1e9
+        out.append(
+            WorkerResult(
+                i,
+                w.bytes,
+                w.ops,
+                ws,
+                w.bytes / (1 << 20) / ws if ws > 0 else 0.0,
+                worker_gpus[i] if worker_gpus and i < len(worker_gpus) else None,
+            )
+        )
+    return out
+
+
+def _cpu_figures(cpu: dict, snap: Snapshot, seconds: float) -> dict:
+    """The process's CPU figures with CPU-seconds per GiB (the path's: xferscope's own sampling threads taken
+    out) and, once the workers finished (``seconds`` > 0), their own from their rusage."""
+    cpu_d = dict(cpu)
+    if not cpu_d:
+        return cpu_d
+    gib = snap.bytes / (1 << 30)
+    cpu_s = cpu_d.get("cpu_seconds", math.nan) - cpu_d.get("telemetry_cpu_seconds", 0.0)
+    cpu_d["cpu_s_per_gib"] = cpu_s / gib if gib > 0 else math.nan
+    engine_usr = sum(w.cpu_usr_us + w.lanes_usr_us for w in snap.workers) / 1e6
+    engine_sys = sum(w.cpu_sys_us + w.lanes_sys_us for w in snap.workers) / 1e6
+    if engine_usr + engine_sys > 0 and seconds > 0:
+        # the workers alone, from their own rusage: what the path costs without xferscope's sampler/UI
+        cpu_d.update(
+            {
+                "engine_usr_pct": 100 * engine_usr / seconds,
+                "engine_sys_pct": 100 * engine_sys / seconds,
+                "engine_cpu_seconds": engine_usr + engine_sys,
+                "engine_busiest_thread_pct": _busiest_thread_pct(snap.workers, snap.t_ns),
+            }
+        )
+    return cpu_d
+
+
+def _gpu_figures(workers: list[WorkerResult], samples: list[Sample], seconds: float) -> dict[int, dict[str, float]]:
+    """Per GPU: the bytes, operations and workers of the workers on it, its throughput, and the run's means of
+    its telemetry."""
+    gpus: dict[int, dict[str, float]] = {}
+    for wr in workers:
+        if wr.gpu is not None:
+            g = gpus.setdefault(wr.gpu, {"bytes": 0, "ops": 0, "workers": 0})
+            g["bytes"] += wr.bytes
+            g["ops"] += wr.ops
+            g["workers"] += 1
+    for g in gpus.values():
+        g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
+    if any(s.gpu for s in samples):
+        from xferscope.telemetry.gpu import run_means
+
+        for index, means in run_means([s.gpu for s in samples]).items():
+            gpus.setdefault(index, {}).update(means)
+    return gpus
 
 
 def _busiest_thread_pct(workers, t_ns: int) -> float:

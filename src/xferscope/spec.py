@@ -168,36 +168,48 @@ class RunSpec:
                 f"{self.file_size} bytes is smaller than one block "
                 f"({self.block_size} bytes); raise --size or lower --bs",
             )
-        if self.file_size % self.block_size and not self.is_random:
-            # sequential runs wrap at the last whole block; say nothing, it is what gdsio does
-            pass
+        # a file size that is not a whole number of blocks: sequential runs wrap at the last whole block, as gdsio
         if not self.gpus or any(g < 0 for g in self.gpus):
             raise SpecError("gpus", f"GPU indices must be 0 or more, got {self.gpus}")
         if self.cpus is not None and (not self.cpus or any(c < 0 for c in self.cpus)):
             raise SpecError("cpus", f"CPU numbers must be 0 or more, got {self.cpus}")
         if not 0.01 <= self.interval <= 10:
             raise SpecError("interval", f"sample interval must be 0.01..10 s, got {self.interval}")
-        if self.split is not None:
-            if self.path not in SPLIT_PATHS:
-                raise SpecError(
-                    "split",
-                    f"--split applies to {', '.join(SPLIT_PATHS)}, not {self.path} "
-                    "(it queues its own requests: use --iodepth)",
-                )
-            if self.path == "host" and self.iodepth > 1:
-                raise SpecError(
-                    "split",
-                    "--split splits one request at a time (psync); host at --iodepth > 1 "
-                    "queues whole blocks through io_uring: use one or the other",
-                )
-            if not MIN_BLOCK <= self.split <= MAX_BLOCK:
-                raise SpecError("split", f"{self.split} bytes is outside {MIN_BLOCK} B .. 1 GiB")
-            if not self.through_page_cache and self.split % MIN_BLOCK:
-                raise SpecError(
-                    "split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; use a multiple of 4K"
-                )
-            if self.split % 8:
-                raise SpecError("split", f"{self.split} bytes is not a multiple of 8")
+        self._check_split()
+        self._check_source()
+        if self.verify and self.path in ("cufile-batch", "cufile-async"):
+            raise SpecError(
+                "verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}"
+            )
+        return self
+
+    def _check_split(self) -> None:
+        """--split: on a path that splits, at a size O_DIRECT and the lanes can take."""
+        if self.split is None:
+            return
+        if self.path not in SPLIT_PATHS:
+            raise SpecError(
+                "split",
+                f"--split applies to {', '.join(SPLIT_PATHS)}, not {self.path} "
+                "(it queues its own requests: use --iodepth)",
+            )
+        if self.path == "host" and self.iodepth > 1:
+            raise SpecError(
+                "split",
+                "--split splits one request at a time (psync); host at --iodepth > 1 "
+                "queues whole blocks through io_uring: use one or the other",
+            )
+        if not MIN_BLOCK <= self.split <= MAX_BLOCK:
+            raise SpecError("split", f"{self.split} bytes is outside {MIN_BLOCK} B .. 1 GiB")
+        if not self.through_page_cache and self.split % MIN_BLOCK:
+            raise SpecError(
+                "split", f"{self.split} bytes is not a multiple of 512 as O_DIRECT needs; use a multiple of 4K"
+            )
+        if self.split % 8:
+            raise SpecError("split", f"{self.split} bytes is not a multiple of 8")
+
+    def _check_source(self) -> None:
+        """--source: storage, or the page cache for reads on a path that can read through it."""
         if self.source not in SOURCES:
             raise SpecError("source", f"unknown source {self.source!r}; choose one of {', '.join(SOURCES)}")
         if self.source == "cache":
@@ -213,11 +225,6 @@ class RunSpec:
                     f"{self.path} reads with O_DIRECT into GPU memory; --source cache applies to host, bounce and "
                     "bounce-async",
                 )
-        if self.verify and self.path in ("cufile-batch", "cufile-async"):
-            raise SpecError(
-                "verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}"
-            )
-        return self
 
     # ------------------------------------------------------------- conversions
     def replace(self, **changes: Any) -> RunSpec:

@@ -139,7 +139,7 @@ def compare_mpi(
 ) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
     auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
-    from xferscope.output.compare import comparison_outputs, emit_comparison
+    from xferscope.output.compare import emit_comparison
     from xferscope.rounds import Comparison
 
     world = open_world()
@@ -157,50 +157,10 @@ def compare_mpi(
         raise typer.Exit(exc.code) from None
     specs, scratch = _scratch_per_rank(world, specs)
     comp = Comparison(specs, rounds)
-    place = RankPlace(world.rank, socket.gethostname(), 0, 1)  # enough for {rank} and {host}
-    follower_code = 0  # on ranks other than 0: the exit code rank 0 will have
-    interrupted = failed = False
-
-    def save_partial_comparison(planned, result) -> None:
-        planned.result = result
-        save_partial(comparison_outputs(comp, json_path, None))
-
     try:
-        for planned in comp.runs:
-            warning = comp.before_run(drop_cache, rank_files(specs[0], place))
-            if root and warning:
-                typer.echo(f"xferscope: {warning}", err=True)
-            spec = planned.spec
-            progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration)
-            if progress.enabled:
-                sys.stderr.write(f"round {planned.round + 1}/{comp.rounds} {comp.labels[planned.slot]}:\n")
-            try:
-                result = run_spec_mpi(
-                    spec,
-                    gpu_given=gpu_given,
-                    on_sample=progress.sample if root else None,
-                    on_partial=(lambda r, p=planned: save_partial_comparison(p, r)) if root else None,
-                    progress=progress.fill if root else None,
-                )
-            except FollowerExit as exc:
-                if not exc.started:
-                    raise typer.Exit(exc.code) from None
-                follower_code = exc.code
-                if exc.code == ExitCode.INTERRUPTED:
-                    break
-                continue
-            except RunFailed as exc:
-                progress.clear()
-                planned.result = exc.result
-                failed = True
-                typer.echo(f"xferscope: {exc}", err=True)
-                continue
-            progress.clear()
-            if result is not None:
-                planned.result = result
-                if result.status == "interrupted":
-                    interrupted = True
-                    break
+        follower_code, interrupted, failed = _compare_rounds(
+            world, comp, specs, gpu_given=gpu_given, drop_cache=drop_cache, fmt=fmt, json_path=json_path
+        )
     finally:
         if scratch:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -216,6 +176,60 @@ def compare_mpi(
         raise typer.Exit(int(ExitCode.RUN_FAILED))
     if written:
         raise typer.Exit(written)
+
+
+def _compare_rounds(
+    world, comp, specs: list[RunSpec], *, gpu_given: bool, drop_cache: bool, fmt: str, json_path: str | None
+) -> tuple[int, bool, bool]:
+    """Every planned run of ``comp`` across the ranks, in order: (on ranks other than 0, the exit code rank 0 will
+    have; interrupted; a run failed)."""
+    from xferscope.output.compare import comparison_outputs
+
+    root = world.is_root
+    place = RankPlace(world.rank, socket.gethostname(), 0, 1)  # enough for {rank} and {host}
+    follower_code = 0
+    interrupted = failed = False
+
+    def save_partial_comparison(planned, result) -> None:
+        planned.result = result
+        save_partial(comparison_outputs(comp, json_path, None))
+
+    for planned in comp.runs:
+        warning = comp.before_run(drop_cache, rank_files(specs[0], place))
+        if root and warning:
+            typer.echo(f"xferscope: {warning}", err=True)
+        spec = planned.spec
+        progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration)
+        if progress.enabled:
+            sys.stderr.write(f"round {planned.round + 1}/{comp.rounds} {comp.labels[planned.slot]}:\n")
+        try:
+            result = run_spec_mpi(
+                spec,
+                gpu_given=gpu_given,
+                on_sample=progress.sample if root else None,
+                on_partial=(lambda r, p=planned: save_partial_comparison(p, r)) if root else None,
+                progress=progress.fill if root else None,
+            )
+        except FollowerExit as exc:
+            if not exc.started:
+                raise typer.Exit(exc.code) from None
+            follower_code = exc.code
+            if exc.code == ExitCode.INTERRUPTED:
+                break
+            continue
+        except RunFailed as exc:
+            progress.clear()
+            planned.result = exc.result
+            failed = True
+            typer.echo(f"xferscope: {exc}", err=True)
+            continue
+        progress.clear()
+        if result is not None:
+            planned.result = result
+            if result.status == "interrupted":
+                interrupted = True
+                break
+    return follower_code, interrupted, failed
 
 
 def _print_compare_cluster(comp) -> None:

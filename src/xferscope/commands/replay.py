@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from xferscope.commands.option_groups import takes
 from xferscope.commands.options import FormatOpt, MpiOpt, check_format, parse_sets
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
@@ -154,88 +156,100 @@ def plan_replay(
     return ReplayPlan(profile, results_path, OldResults(against, profile.kind) if against else None)
 
 
-def replay_command(
-    profile_name: ProfileArg,
-    duration: DurationOpt = None,
-    reps: RepsOpt = None,
-    sets: SetOpt = None,
-    results: ResultsOpt = None,
-    against: AgainstOpt = None,
-    fail_below: FailBelowOpt = None,
-    plot: PlotOpt = None,
-    directory: DirOpt = None,
-    file: FileOpt = None,
-    fmt: FormatOpt = "table",
-    dry_run: DryRunOpt = False,
-    mpi: MpiOpt = False,
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class ReplayOptions:
+    """How a profile is replayed: its duration, repetitions and overrides, what it is held against, where its
+    results go."""
+
+    duration: DurationOpt = None
+    reps: RepsOpt = None
+    sets: SetOpt = None
+    results: ResultsOpt = None
+    against: AgainstOpt = None
+    fail_below: FailBelowOpt = None
+    plot: PlotOpt = None
+    directory: DirOpt = None
+    file: FileOpt = None
+    fmt: FormatOpt = "table"
+    dry_run: DryRunOpt = False
+    mpi: MpiOpt = False
+
+
+@takes(ReplayOptions)
+def replay_command(profile_name: ProfileArg, options: ReplayOptions) -> None:
     """Replay a profile: every point of its grid, repeated, one row per point with median, stdev, min, max
     (a saturate profile runs its knee searches, as `xferscope saturate --profile NAME`)."""
     from xferscope.output.sweep import SweepProgress, print_plan
     from xferscope.profiles import load_profile
     from xferscope.sweep import Sweep
 
+    o = options
     try:
         held = load_profile(profile_name)
     except XferscopeError:  # reported below, by rank 0 alone under --mpi (whose followers take the same steps)
         held = None
-    if held is not None and held.kind == "workload":
-        return replay_workload(
-            held,
-            duration=duration,
-            directory=directory,
-            results=results,
-            fmt=fmt,
-            not_for={
-                "--reps": reps,
-                "--set": sets,
-                "--against": against,
-                "--fail-below": fail_below,
-                "--plot": plot,
-                "--file": file,
-                "--mpi": mpi or None,
-                "--dry-run": dry_run or None,
-            },
-        )
-    if held is not None and held.kind == "saturate":
-        from xferscope.commands.saturate import replay_plan
-
-        return replay_plan(
-            held,
-            duration=duration,
-            sets=sets or [],
-            directory=directory,
-            file=file,
-            results=results,
-            fmt=fmt,
-            dry_run=dry_run,
-            mpi=mpi,
-            not_for_plans={"--reps": reps, "--against": against, "--fail-below": fail_below, "--plot": plot},
-        )
-    check_options(fmt, against, fail_below, plot)
-    if mpi:
+    if held is not None and held.kind in ("workload", "saturate"):
+        return _replay_other_kind(held, o)
+    check_options(o.fmt, o.against, o.fail_below, o.plot)
+    outputs = {"against": o.against, "fail_below": o.fail_below, "plot": o.plot, "fmt": o.fmt}
+    sets = o.sets or []
+    if o.mpi:
         from xferscope.cluster.replay import replay_mpi
 
         def plan(size: int) -> ReplayPlan:
             return plan_replay(
-                profile_name, duration, reps, sets or [], directory, file, results, against, mpi_size=size
+                profile_name, o.duration, o.reps, sets, o.directory, o.file, o.results, o.against, mpi_size=size
             )
 
         return replay_mpi(
             plan,
-            lambda outcome, plan, progress, failure: report(
-                outcome, plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt, failure=failure
-            ),
-            dry_run=dry_run,
+            lambda outcome, plan, progress, failure: report(outcome, plan, progress, failure=failure, **outputs),
+            dry_run=o.dry_run,
         )
-    plan = plan_replay(profile_name, duration, reps, sets or [], directory, file, results, against)
+    plan = plan_replay(profile_name, o.duration, o.reps, sets, o.directory, o.file, o.results, o.against)
     progress = SweepProgress(plan.profile.point_count)
     sweep = Sweep(plan.profile, plan.results_path, listener=progress)
-    if dry_run:
+    if o.dry_run:
         print_plan(sweep, plan.results_path)
         return
     install_hangup_handlers()
-    report(sweep.run(), plan, progress, against=against, fail_below=fail_below, plot=plot, fmt=fmt)
+    report(sweep.run(), plan, progress, **outputs)
+
+
+def _replay_other_kind(held, o: ReplayOptions) -> None:
+    """A workload profile (its runs) or a saturate profile (its knee searches): what of the options applies."""
+    if held.kind == "workload":
+        return replay_workload(
+            held,
+            duration=o.duration,
+            directory=o.directory,
+            results=o.results,
+            fmt=o.fmt,
+            not_for={
+                "--reps": o.reps,
+                "--set": o.sets,
+                "--against": o.against,
+                "--fail-below": o.fail_below,
+                "--plot": o.plot,
+                "--file": o.file,
+                "--mpi": o.mpi or None,
+                "--dry-run": o.dry_run or None,
+            },
+        )
+    from xferscope.commands.saturate import replay_plan
+
+    return replay_plan(
+        held,
+        duration=o.duration,
+        sets=o.sets or [],
+        directory=o.directory,
+        file=o.file,
+        results=o.results,
+        fmt=o.fmt,
+        dry_run=o.dry_run,
+        mpi=o.mpi,
+        not_for_plans={"--reps": o.reps, "--against": o.against, "--fail-below": o.fail_below, "--plot": o.plot},
+    )
 
 
 def replay_workload(profile, *, duration, directory, results, fmt: str, not_for: dict) -> None:
@@ -288,21 +302,10 @@ def report(
     low = below(found, fail_below) if found is not None and fail_below is not None else []
     unsure = below_without_verdict(found, fail_below) if found is not None and fail_below is not None else []
     _print_summary(outcome.results, found, against, fmt)
-    not_written = outcome.not_written
-    if not_written is None:
-        for label, path in (("results", outcome.results.path), ("CSV", outcome.results.csv_path)):
-            typer.echo(f"{label} written to {path}", err=True)
-    else:
-        kept = outcome.results.saved_repetitions
-        typer.echo(
-            f"xferscope: {not_written} (results shown above); the sweep stopped there. {results_path} "
-            f"holds the {kept} repetition(s) saved before it: make room and rerun the same command to "
-            "resume",
-            err=True,
-        )
+    _say_files(outcome, results_path)
     plot_code = _plot(plot, outcome.results) if plot else 0
-    if not_written is not None:
-        raise typer.Exit(int(not_written.exit_code))
+    if outcome.not_written is not None:
+        raise typer.Exit(int(outcome.not_written.exit_code))
     if outcome.interrupted:
         typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -335,6 +338,20 @@ def report(
         raise typer.Exit(int(ExitCode.ENVIRONMENT))
     if plot_code:
         raise typer.Exit(plot_code)
+
+
+def _say_files(outcome, results_path: str) -> None:
+    """Where the results went, or that they could not be written and what the file still holds."""
+    if outcome.not_written is None:
+        for label, path in (("results", outcome.results.path), ("CSV", outcome.results.csv_path)):
+            typer.echo(f"{label} written to {path}", err=True)
+        return
+    typer.echo(
+        f"xferscope: {outcome.not_written} (results shown above); the sweep stopped there. {results_path} "
+        f"holds the {outcome.results.saved_repetitions} repetition(s) saved before it: make room and rerun the "
+        "same command to resume",
+        err=True,
+    )
 
 
 def _plot(path: str, results) -> int:

@@ -42,17 +42,23 @@ def _share(text: str | None) -> float | None:
         raise SpecError("au-threshold", f"a share such as 0.9 or 90%, got {text!r}") from None
 
 
-def _defaults(path: str | None, compute: str | None) -> tuple[str, str, str]:
-    """The path and compute the user left out: into the GPU where there is one, else as DLIO (host, sleep)."""
-    if path is not None and compute is not None:
-        return path, compute, ""
-    from xferscope.gpus import gpu_count
+def _defaults(path: str | None, compute: str | None) -> tuple[list[str], str, str]:
+    """The paths (a path twice: an A/A pair, host#1 and host#2) and compute, with those the user left out: into
+    the GPU where there is one, else as DLIO (host, sleep); and the note that says so."""
+    note = ""
+    if path is None or compute is None:
+        from xferscope.gpus import gpu_count
 
-    n, why = gpu_count()
-    if n:
-        return path or "bounce-async", compute or "gpu", ""
-    left = " ".join(f for f, v in (("--path host", path), ("--compute sleep", compute)) if v is None)
-    return path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
+        n, why = gpu_count()
+        if n:
+            path, compute = path or "bounce-async", compute or "gpu"
+        else:
+            left = " ".join(f for f, v in (("--path host", path), ("--compute sleep", compute)) if v is None)
+            path, compute, note = path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
+    paths = [p.strip() for p in path.split(",") if p.strip()]
+    if not paths:
+        raise SpecError("path", "no path given")
+    return paths, compute, note
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +85,10 @@ class TrainShapeOptions:
     steps: Annotated[int | None, typer.Option("--steps", help="steps per accelerator")] = None
     duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None
     epochs: Annotated[int | None, typer.Option("--epochs", help="epochs (1 when no other end is given)")] = None
+    directory: WorkloadDirOpt = None
+    data: Annotated[str | None, typer.Option("--data", help="read your own files in DIR as the data set")] = None
+    bs: Annotated[str, typer.Option("--bs", "-i", help="request size of the reads")] = "4M"
+    buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False
 
     def spec_fields(self) -> dict[str, Any]:
         """These options as ``train_spec``'s keywords (SpecError names a bad one)."""
@@ -95,6 +105,10 @@ class TrainShapeOptions:
             "steps": self.steps,
             "duration": parse_duration(self.duration) if self.duration is not None else None,
             "epochs": self.epochs,
+            "directory": self.directory,
+            "data": self.data,
+            "block_size": optional_size(self.bs, "bs"),
+            "buffered": self.buffered,
         }
 
 
@@ -124,10 +138,6 @@ def train_command(
         str | None, typer.Option("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
     ] = None,
     shape: TrainShapeOptions = TRAIN_SHAPE,
-    directory: WorkloadDirOpt = None,
-    data: Annotated[str | None, typer.Option("--data", help="read your own files in DIR as the data set")] = None,
-    bs: Annotated[str, typer.Option("--bs", "-i", help="request size of the reads")] = "4M",
-    buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
     find_max: Annotated[
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
@@ -141,10 +151,7 @@ def train_command(
     run.check()
     if max_accelerators < 1:
         raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
-    path, compute, note = _defaults(path, compute)
-    paths = [p.strip() for p in path.split(",") if p.strip()]  # a path twice: an A/A pair (host#1, host#2)
-    if not paths:
-        raise SpecError("path", "no path given")
+    paths, compute, note = _defaults(path, compute)
     for p in paths[1:]:
         train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
     spec = train_spec(
@@ -155,12 +162,8 @@ def train_command(
         path=paths[0],
         compute=compute,
         **shape.spec_fields(),
-        directory=directory,
-        data=data,
-        block_size=optional_size(bs, "bs"),
         seed=run.seed,
         keep=run.keep,
-        buffered=buffered,
         interval=run.interval,
         defaults_note=note,
     )

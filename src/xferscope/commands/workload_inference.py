@@ -41,6 +41,12 @@ def _paths(path: str | None) -> tuple[list[str], str]:
     return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
 
 
+def _check_other_paths(spec, paths: list[str]) -> None:
+    """The spec holds for every path after the first too (an unknown path: one line, before anything runs)."""
+    for p in paths[1:]:
+        dataclasses.replace(spec, path=p).validate()
+
+
 @dataclasses.dataclass(frozen=True)
 class KvShapeOptions:
     """The KV cache's shape: the model's, its chunks, and how tensor parallelism and the layout cut it."""
@@ -130,8 +136,7 @@ def kvcache_command(
     if spec.requests is None and spec.duration is None:
         spec = dataclasses.replace(spec, requests=32)
     spec.validate()
-    for p in paths[1:]:
-        dataclasses.replace(spec, path=p).validate()
+    _check_other_paths(spec, paths)
     install_hangup_handlers()
     from xferscope.output.workload_inference import kvcache_and_report
 
@@ -191,8 +196,7 @@ def load_command(
         interval=run.interval,
         defaults_note=note,
     ).validate()
-    for p in paths[1:]:
-        dataclasses.replace(spec, path=p).validate()
+    _check_other_paths(spec, paths)
     install_hangup_handlers()
     from xferscope.output.workload_inference import load_and_report
 

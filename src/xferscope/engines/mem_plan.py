@@ -139,19 +139,19 @@ def check_huge_pool(spec: MemSpec, buffers: Iterable[int]) -> None:
         )
 
 
-def resolve_plan(spec: MemSpec) -> MemPlan:
-    allowed = allowed_cpus()
-    notes: list[str] = []
+def _cpus(spec: MemSpec, allowed: tuple[int, ...]) -> tuple[int | None, tuple[int, ...]]:
+    """(the latency thread's CPU, the load threads' CPUs) for this mode; SpecError or EnvironmentProblem where
+    the CPUs this process may use cannot hold them."""
     if spec.mode == "peak":
         latency_cpu = None
-        load = spec.cpus or allowed
+        load = tuple(spec.cpus or allowed)
     else:
         if spec.latency_cpu is not None:
             latency_cpu = spec.latency_cpu
         else:
             free = [c for c in allowed if not spec.cpus or c not in spec.cpus]
             latency_cpu = free[0] if free else allowed[0]
-        load = spec.cpus or tuple(c for c in allowed if c != latency_cpu)
+        load = tuple(spec.cpus or (c for c in allowed if c != latency_cpu))
     if spec.mode in ("idle", "curve"):
         load = ()
     if spec.threads is not None and spec.mode in ("loaded", "peak"):
@@ -162,12 +162,19 @@ def resolve_plan(spec: MemSpec) -> MemPlan:
                 f"{spec.threads} load threads asked but only {len(load)} CPU(s) are free "
                 f"for them ({free_text}); ask for at most {len(load)}",
             )
-        load = tuple(load[: spec.threads])
+        load = load[: spec.threads]
     if spec.mode == "loaded" and not load:
         raise EnvironmentProblem(
             "loaded latency needs a CPU for the latency thread and at least one more for "
             f"load threads; this process may use {format_cpu_list(allowed)}"
         )
+    return latency_cpu, load
+
+
+def resolve_plan(spec: MemSpec) -> MemPlan:
+    allowed = allowed_cpus()
+    notes: list[str] = []
+    latency_cpu, load = _cpus(spec, tuple(allowed))
 
     caches = tuple(cache_levels(latency_cpu if latency_cpu is not None else allowed[0], spec.sysfs))
     llc = caches[-1].size if caches else None

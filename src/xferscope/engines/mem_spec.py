@@ -80,6 +80,29 @@ class MemSpec:
             raise ValueError("MemSpec.point_seconds is not set: measure a validated() spec")
         return self.point_seconds
 
+    def _checked_cpus(self, mode: str) -> tuple[int, ...] | None:
+        """The load CPUs (None: not given) and the latency CPU: each one this process may use, none twice, and
+        (loaded) the latency thread on a CPU of its own."""
+        cpus = None if self.cpus is None else tuple(self.cpus)
+        if cpus is not None:
+            if not cpus:
+                raise SpecError("cpus", "the CPU list is empty; name CPUs like 1-15 or 2,4,6")
+            if len(set(cpus)) != len(cpus):
+                raise SpecError("cpus", "a CPU is named twice; name each load CPU once")
+            allowed = allowed_cpus()
+            for c in cpus:
+                if c not in allowed:
+                    raise SpecError(
+                        "cpus", f"CPU {c} is not available to this process; pick from {format_cpu_list(allowed)}"
+                    )
+        if self.latency_cpu is not None and self.latency_cpu not in allowed_cpus():
+            raise SpecError(
+                "latency_cpu", f"CPU {self.latency_cpu} is not available; pick from {format_cpu_list(allowed_cpus())}"
+            )
+        if cpus is not None and self.latency_cpu is not None and self.latency_cpu in cpus and mode == "loaded":
+            raise SpecError("latency_cpu", f"CPU {self.latency_cpu} also runs a load thread; pick a CPU not in --cpus")
+        return cpus
+
     def validated(self) -> MemSpec:
         mode = str(self.mode).lower()
         if mode not in MODES:
@@ -111,24 +134,7 @@ class MemSpec:
             raise SpecError("point_seconds", f"{self.point_seconds!r} is out of range; use 0.05 to 600 seconds")
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise SpecError("threads", f"{self.threads!r} is not a thread count; use 1 or more")
-        cpus = None if self.cpus is None else tuple(self.cpus)
-        if cpus is not None:
-            if not cpus:
-                raise SpecError("cpus", "the CPU list is empty; name CPUs like 1-15 or 2,4,6")
-            if len(set(cpus)) != len(cpus):
-                raise SpecError("cpus", "a CPU is named twice; name each load CPU once")
-            allowed = allowed_cpus()
-            for c in cpus:
-                if c not in allowed:
-                    raise SpecError(
-                        "cpus", f"CPU {c} is not available to this process; pick from {format_cpu_list(allowed)}"
-                    )
-        if self.latency_cpu is not None and self.latency_cpu not in allowed_cpus():
-            raise SpecError(
-                "latency_cpu", f"CPU {self.latency_cpu} is not available; pick from {format_cpu_list(allowed_cpus())}"
-            )
-        if cpus is not None and self.latency_cpu is not None and self.latency_cpu in cpus and mode == "loaded":
-            raise SpecError("latency_cpu", f"CPU {self.latency_cpu} also runs a load thread; pick a CPU not in --cpus")
+        cpus = self._checked_cpus(mode)
         if self.buffer_bytes is not None:
             if not isinstance(self.buffer_bytes, int) or self.buffer_bytes < MIN_BUFFER:
                 raise SpecError(
