@@ -133,23 +133,7 @@ def merged_result(
     seconds = max((owns[st.rank].seconds if owns[st.rank] else st.t) for st in states)
     both = read_ops and write_ops
 
-    workers: list[WorkerResult] = []
-    gpus: dict[int, dict[str, float]] = {}
-    for st in states:
-        own = owns[st.rank]
-        for w in own.workers if own else []:
-            workers.append(WorkerResult(len(workers), w.bytes, w.ops, w.seconds, w.throughput_mib_s, w.gpu))
-        if own and len({s.host for s in states}) == 1:
-            for index, g in own.gpus.items():
-                acc = gpus.setdefault(index, {"bytes": 0, "ops": 0, "workers": 0})
-                for key in ("bytes", "ops", "workers"):
-                    acc[key] += g.get(key, 0)
-                for key, value in g.items():  # NVML reads the device, whichever rank asks: not to be summed
-                    if key not in ("bytes", "ops", "workers", "throughput_gib_s") and value is not None:
-                        acc[key] = max(acc.get(key, value), value)
-    for g in gpus.values():
-        g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
-
+    workers, gpus = _merged_workers_and_gpus(states, owns, seconds)
     t_first = first_done_time(states)
     first = None
     if t_first is not None:
@@ -159,11 +143,7 @@ def merged_result(
     if all(owns[st.rank] and owns[st.rank].last_done for st in states):
         last = DonePoint(max(owns[st.rank].last_done.seconds for st in states), nbytes, ops)
 
-    labels: list[str] = []
-    for own in owns.values():
-        for label in own.labels if own else []:
-            if label not in labels:
-                labels.append(label)
+    labels = list(dict.fromkeys(label for own in owns.values() if own for label in own.labels))
     status, error = _status(states)
     return RunResult(
         spec=template,
@@ -189,6 +169,31 @@ def merged_result(
         histogram=hist,
         gpus=gpus,
     )
+
+
+def _merged_workers_and_gpus(
+    states: list[RankState], owns: dict, seconds: float
+) -> tuple[list[WorkerResult], dict[int, dict[str, float]]]:
+    """Every rank's workers, numbered anew; per GPU (ranks of one host only) the bytes, operations and workers
+    summed, NVML's readings taken at their highest (the device's, whichever rank asked), the throughput."""
+    workers: list[WorkerResult] = []
+    gpus: dict[int, dict[str, float]] = {}
+    one_host = len({s.host for s in states}) == 1
+    for st in states:
+        own = owns[st.rank]
+        for w in own.workers if own else []:
+            workers.append(WorkerResult(len(workers), w.bytes, w.ops, w.seconds, w.throughput_mib_s, w.gpu))
+        if own and one_host:
+            for index, g in own.gpus.items():
+                acc = gpus.setdefault(index, {"bytes": 0, "ops": 0, "workers": 0})
+                for key in ("bytes", "ops", "workers"):
+                    acc[key] += g.get(key, 0)
+                for key, value in g.items():  # NVML reads the device, whichever rank asks: not to be summed
+                    if key not in ("bytes", "ops", "workers", "throughput_gib_s") and value is not None:
+                        acc[key] = max(acc.get(key, value), value)
+    for g in gpus.values():
+        g["throughput_gib_s"] = g["bytes"] / (1 << 30) / seconds if seconds > 0 else 0.0
+    return workers, gpus
 
 
 def _target_text(spec: RunSpec) -> str:

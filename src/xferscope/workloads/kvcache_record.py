@@ -17,7 +17,7 @@ import msgspec
 
 from xferscope.workloads.au import percentile
 from xferscope.workloads.kvcache_spec import KvSpec
-from xferscope.workloads.records import decode_as
+from xferscope.workloads.records import decode_as, run_end
 from xferscope.workloads.records import num as _num
 from xferscope.workloads.transfer import JobDone
 
@@ -96,28 +96,14 @@ class KvResult(msgspec.Struct, kw_only=True):
         error: str | None = None,
     ) -> KvResult:
         chunk_tokens = (cache.get("chunk_shape") or [0, 0, spec.chunk_tokens])[2]
-        by_request: dict[int, list[JobDone]] = {}
-        for d in done:
-            by_request.setdefault(d.tag, []).append(d)
-        log: list[KvRequest] = []
-        times: list[float] = []
         per_gpu: dict[int | None, int] = {}
-        restored_bytes = 0
         for d in done:
             per_gpu[d.gpu] = per_gpu.get(d.gpu, 0) + d.bytes
-            restored_bytes += d.bytes
-        payload = cache.get("chunk_payload_bytes") or 1
-        for n in sorted(by_request):
-            parts = by_request[n]
-            hits = round(max(p.bytes for p in parts) / payload)  # a rank's bytes: its part of each chunk
-            whole = len(parts) == spec.tp
-            secs = max(p.start_s + p.seconds for p in parts) - min(p.start_s for p in parts) if whole else None
-            log.append(KvRequest(number=n, hits=hits, tokens=hits * chunk_tokens, seconds=secs))
-            if secs is not None and hits:
-                times.append(secs)
+        restored_bytes = sum(per_gpu.values())
+        log = _request_log(spec, cache, done, chunk_tokens)
+        times = [r.seconds for r in log if r.seconds is not None and r.hits]
         restored = [r for r in log if r.seconds is not None]
         chunks = sum(r.hits for r in restored)
-        gib = restored_bytes / (1 << 30)
 
         def rate(x: float) -> float | None:
             return _num(x / seconds) if seconds > 0 else None
@@ -140,16 +126,27 @@ class KvResult(msgspec.Struct, kw_only=True):
             chunks_per_s=rate(chunks),
             tokens_per_s=rate(chunks * chunk_tokens),
             seconds=seconds,
-            bytes_read=restored_bytes,
-            cpu_seconds=cpu_seconds,
-            cpu_s_per_gib=cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
-            peak_rss_bytes=peak_rss_bytes,
             break_even=break_even(spec, done, log, chunk_tokens) if spec.prefill_rate else None,
             request_log=log,
-            labels=list(labels),
-            environment=dict(environment or {}),
-            error=error,
+            **run_end(restored_bytes, cpu_seconds, peak_rss_bytes, labels, environment, error),
         )
+
+
+def _request_log(spec: KvSpec, cache: dict[str, Any], done: Sequence[JobDone], chunk_tokens: int) -> list[KvRequest]:
+    """Each request with the chunks it found and, where every rank's part landed, its restore time (first read
+    to last piece)."""
+    by_request: dict[int, list[JobDone]] = {}
+    for d in done:
+        by_request.setdefault(d.tag, []).append(d)
+    payload = cache.get("chunk_payload_bytes") or 1
+    log: list[KvRequest] = []
+    for n in sorted(by_request):
+        parts = by_request[n]
+        hits = round(max(p.bytes for p in parts) / payload)  # a rank's bytes: its part of each chunk
+        whole = len(parts) == spec.tp
+        secs = max(p.start_s + p.seconds for p in parts) - min(p.start_s for p in parts) if whole else None
+        log.append(KvRequest(number=n, hits=hits, tokens=hits * chunk_tokens, seconds=secs))
+    return log
 
 
 def _per_token(spec: KvSpec, cache: dict[str, Any]) -> tuple[int, str]:

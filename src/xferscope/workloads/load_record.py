@@ -11,7 +11,7 @@ from typing import Any
 import msgspec
 
 from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.records import decode_as
+from xferscope.workloads.records import decode_as, run_end
 from xferscope.workloads.transfer import JobDone
 
 SCHEMA_VERSION = 1
@@ -92,33 +92,9 @@ class LoadResult(msgspec.Struct, kw_only=True):
         whole = len(done) == pieces and status == "ok"
         load_s = max(ends) if ends and whole else None
         total = sum(d.bytes for d in done)
-        gpus: dict[int | None, list[JobDone]] = {}
-        by_shard: dict[int, list[JobDone]] = {}
-        for d in done:
-            gpus.setdefault(d.gpu, []).append(d)
-            by_shard.setdefault(d.tag, []).append(d)
-        per_gpu = []
-        for g in sorted(gpus, key=lambda x: -1 if x is None else x):
-            ds = gpus[g]
-            last = max(x.start_s + x.seconds for x in ds)
-            n = sum(x.bytes for x in ds)
-            per_gpu.append(GpuLoad(gpu=g, bytes=n, seconds=last, gb_per_s=n / last / 1e9 if last > 0 else None))
-        names = data.get("names", [])
-        shards = []
-        for s, name in enumerate(names):
-            ds = by_shard.get(s, [])
-            start = min((x.start_s for x in ds), default=None)
-            end = max((x.start_s + x.seconds for x in ds), default=None)
-            shards.append(
-                ShardLoad(
-                    name=name,
-                    bytes=sum(x.bytes for x in ds),
-                    start_s=start,
-                    seconds=None if start is None or end is None else end - start,
-                )
-            )
+        per_gpu = _per_gpu(done)
+        shards = _shards(data.get("names", []), done)
         timed = [s for s in shards if s.seconds is not None]
-        gib = total / (1 << 30)
         return cls(
             status=status,
             spec=spec,
@@ -131,17 +107,40 @@ class LoadResult(msgspec.Struct, kw_only=True):
             per_gpu=per_gpu,
             shards=shards,
             slowest_shard=max(timed, key=lambda s: s.seconds or 0.0).name if timed else None,
-            bytes_read=total,
             pieces=pieces,
             pieces_done=len(done),
-            cpu_seconds=cpu_seconds,
-            cpu_s_per_gib=cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
-            peak_rss_bytes=peak_rss_bytes,
             verified=None if verified is None else Verified(pieces=verified[0], differ=verified[1], first=verified[2]),
-            labels=list(labels),
-            environment=dict(environment or {}),
-            error=error,
+            **run_end(total, cpu_seconds, peak_rss_bytes, labels, environment, error),
         )
+
+
+def _per_gpu(done: Sequence[JobDone]) -> list[GpuLoad]:
+    """Per GPU (host first): its bytes, when its last piece landed, its GB/s."""
+    gpus: dict[int | None, list[JobDone]] = {}
+    for d in done:
+        gpus.setdefault(d.gpu, []).append(d)
+    out = []
+    for g in sorted(gpus, key=lambda x: -1 if x is None else x):
+        ds = gpus[g]
+        last = max(x.start_s + x.seconds for x in ds)
+        n = sum(x.bytes for x in ds)
+        out.append(GpuLoad(gpu=g, bytes=n, seconds=last, gb_per_s=n / last / 1e9 if last > 0 else None))
+    return out
+
+
+def _shards(names: Sequence[str], done: Sequence[JobDone]) -> list[ShardLoad]:
+    """Per shard: its bytes, when its first piece started, and its first to last piece (None: none landed)."""
+    by_shard: dict[int, list[JobDone]] = {}
+    for d in done:
+        by_shard.setdefault(d.tag, []).append(d)
+    out = []
+    for s, name in enumerate(names):
+        ds = by_shard.get(s, [])
+        start = min((x.start_s for x in ds), default=None)
+        end = max((x.start_s + x.seconds for x in ds), default=None)
+        seconds = None if start is None or end is None else end - start
+        out.append(ShardLoad(name=name, bytes=sum(x.bytes for x in ds), start_s=start, seconds=seconds))
+    return out
 
 
 def decode(text: bytes | str, path: str = "<result>") -> LoadResult:

@@ -4,6 +4,7 @@ back as a given record type (a damaged or foreign one is one line naming the fie
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -28,3 +29,25 @@ def decode_as(kind: type[T], text: bytes | str, path: str, what: str) -> T:
         raise FormatError(path, None, f"not {what} xferscope can read: {exc}") from None
     except msgspec.DecodeError as exc:
         raise FormatError(path, None, f"not JSON: {exc}") from None
+
+
+def run_end(
+    bytes_read: int,
+    cpu_seconds: float | None,
+    peak_rss_bytes: int | None,
+    labels: Sequence[str],
+    environment: dict[str, Any] | None,
+    error: str | None,
+) -> dict[str, Any]:
+    """The fields every workload record ends with: what it read, its process's CPU (per GiB too) and peak memory,
+    its labels, environment and error."""
+    gib = bytes_read / (1 << 30)
+    return {
+        "bytes_read": bytes_read,
+        "cpu_seconds": cpu_seconds,
+        "cpu_s_per_gib": cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
+        "peak_rss_bytes": peak_rss_bytes,
+        "labels": list(labels),
+        "environment": dict(environment or {}),
+        "error": error,
+    }

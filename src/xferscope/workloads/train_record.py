@@ -13,7 +13,7 @@ from typing import Any
 import msgspec
 
 from xferscope.workloads.au import mean_au, percentile, utilisation
-from xferscope.workloads.records import decode_as
+from xferscope.workloads.records import decode_as, run_end
 from xferscope.workloads.records import num as _num
 from xferscope.workloads.train_spec import TrainSpec
 
@@ -93,37 +93,16 @@ class TrainResult(msgspec.Struct, kw_only=True):
         span = 0.0
         for index, gpu, steps, bytes_read, *cpu in runs:
             u = utilisation(steps)
-            gib = bytes_read / (1 << 30)
             waits += [s.wait_s for s in steps[1:]]
             samples += u.samples
             nbytes += u.bytes
             span = max(span, u.span_s)
-            figures.append(
-                AcceleratorFigures(
-                    index=index,
-                    gpu=gpu,
-                    steps=u.steps,
-                    counted_steps=u.counted_steps,
-                    au=_num(u.au),
-                    passed=None if math.isnan(u.au) else u.au >= spec.au_threshold,
-                    compute_s=u.compute_s,
-                    span_s=u.span_s,
-                    samples_per_s=_num(u.samples_per_s),
-                    mb_per_s=_num(u.bytes_per_s / 1e6),
-                    io_wait_p50_s=_num(u.io_wait_p50_s),
-                    io_wait_p99_s=_num(u.io_wait_p99_s),
-                    first_batch_s=_num(u.first_batch_s),
-                    bytes_read=bytes_read,
-                    cpu_s_per_gib=cpu[0] / gib if cpu and gib > 0 else None,
-                )
-            )
+            figures.append(_accelerator(spec, index, gpu, u, bytes_read, cpu[0] if cpu else None))
         au = mean_au([f.au if f.au is not None else math.nan for f in figures]) if figures else math.nan
         # the accelerators' rates add up; each over its own span (they run side by side)
         rate = sum(f.samples_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
         mbs = sum(f.mb_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
         firsts = [f.first_batch_s for f in figures if f.first_batch_s is not None]
-        read = sum(r[3] for r in runs)
-        gib = read / (1 << 30)
         return cls(
             status=status,
             spec=spec,
@@ -138,14 +117,32 @@ class TrainResult(msgspec.Struct, kw_only=True):
             io_wait_p99_s=_num(percentile(waits, 99)),
             first_batch_s=max(firsts) if firsts else None,
             seconds=seconds,
-            bytes_read=read,
-            cpu_seconds=cpu_seconds,
-            cpu_s_per_gib=(cpu_seconds / gib) if cpu_seconds is not None and gib > 0 else None,
-            peak_rss_bytes=peak_rss_bytes,
-            labels=list(labels),
-            environment=dict(environment or {}),
-            error=error,
+            **run_end(sum(r[3] for r in runs), cpu_seconds, peak_rss_bytes, labels, environment, error),
         )
+
+
+def _accelerator(
+    spec: TrainSpec, index: int, gpu: int | None, u: Any, bytes_read: int, cpu_seconds: float | None
+) -> AcceleratorFigures:
+    """One accelerator's figures from its steps' utilisation ``u``, with its threads' CPU per GiB read."""
+    gib = bytes_read / (1 << 30)
+    return AcceleratorFigures(
+        index=index,
+        gpu=gpu,
+        steps=u.steps,
+        counted_steps=u.counted_steps,
+        au=_num(u.au),
+        passed=None if math.isnan(u.au) else u.au >= spec.au_threshold,
+        compute_s=u.compute_s,
+        span_s=u.span_s,
+        samples_per_s=_num(u.samples_per_s),
+        mb_per_s=_num(u.bytes_per_s / 1e6),
+        io_wait_p50_s=_num(u.io_wait_p50_s),
+        io_wait_p99_s=_num(u.io_wait_p99_s),
+        first_batch_s=_num(u.first_batch_s),
+        bytes_read=bytes_read,
+        cpu_s_per_gib=cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
+    )
 
 
 class FindMaxPoint(msgspec.Struct, kw_only=True):
