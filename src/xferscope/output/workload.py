@@ -11,7 +11,7 @@ import typer
 from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, num, pct, table_csv
 from xferscope.output.files import Output, human_output, write_outputs
-from xferscope.output.terminal import clear_line, fill_line, write_status
+from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.units import format_bytes
 from xferscope.workloads.records import encode
 from xferscope.workloads.train_compare import TrainComparison
@@ -229,7 +229,7 @@ def train_and_report(
 
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)
-    try:
+    with session_to_the_end(session, live):
         data = session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
         clear_line(live)
         warning = page_cache_warning(data)
@@ -241,12 +241,6 @@ def train_and_report(
         else:
             result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
         clear_line(live)
-    except KeyboardInterrupt:
-        clear_line(live)
-        typer.echo("xferscope: interrupted", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    finally:
-        session.close()
     written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if result.status == "interrupted":
         typer.echo("xferscope: interrupted; results so far are above", err=True)

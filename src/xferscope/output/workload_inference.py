@@ -13,7 +13,7 @@ import typer
 from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, num, secs, table_csv
 from xferscope.output.files import Output, human_output, write_outputs
-from xferscope.output.terminal import clear_line, fill_line, write_status
+from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.units import format_bytes
 from xferscope.workloads.kvcache import KvComparison, KvSession
 from xferscope.workloads.kvcache_record import KvResult
@@ -273,18 +273,12 @@ def _report(
     csv_path: str | None,
 ) -> None:
     live = sys.stderr.isatty() and fmt != "json"
-    try:
+    with session_to_the_end(session, live):
         session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
         clear_line(live)
         tick = _tick_line if live else None
         result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
         clear_line(live)
-    except KeyboardInterrupt:
-        clear_line(live)
-        typer.echo("xferscope: interrupted", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    finally:
-        session.close()
     lines = compare_lines(result) if len(paths) > 1 else lines_of(result)
     written = emit(result, lines, csv_of, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if result.status == "interrupted":

@@ -7,29 +7,19 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from xferscope.errors import SpecError
 from xferscope.workloads import kvcache_data
 from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
 from xferscope.workloads.kvcache_data import KvCache, KvJobs
 from xferscope.workloads.kvcache_record import KvResult
 from xferscope.workloads.kvcache_spec import KvSpec
-from xferscope.workloads.side_by_side import Entry, in_rounds
+from xferscope.workloads.side_by_side import Ranked, in_rounds
 from xferscope.workloads.transfer_process import TransferJob
 
 
-class KvComparison(msgspec.Struct, kw_only=True):
+class KvComparison(Ranked, kw_only=True):
     kind: str = "workload-kvcache-compare"
-    schema_version: int = 1
-    rounds: int
-    entries: list[Entry]
     results: list[KvResult]
-    status: str = "ok"
-
-    @property
-    def spec(self) -> KvSpec:
-        return self.results[0].spec
 
 
 def transfer_job(spec: KvSpec, cache: KvCache, host_gpu: int | None) -> TransferJob:

@@ -11,15 +11,18 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from xferscope.workloads.au import percentile
 from xferscope.workloads.kvcache_spec import KvSpec
-from xferscope.workloads.records import decode_as, run_end
+from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.records import num as _num
 from xferscope.workloads.transfer import JobDone
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SCHEMA_VERSION = 1
 KIND = "workload-kvcache"
@@ -46,10 +49,9 @@ class BreakEven(msgspec.Struct, kw_only=True):
     fit: str  # "least squares over N points" or "proportional (one prompt length)"
 
 
-class KvResult(msgspec.Struct, kw_only=True):
+class KvResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
-    status: str
     spec: KvSpec
     cache: dict[str, Any]
     bytes_per_token: int
@@ -62,23 +64,8 @@ class KvResult(msgspec.Struct, kw_only=True):
     chunks_per_s: float | None
     tokens_per_s: float | None
     seconds: float
-    bytes_read: int
-    cpu_seconds: float | None
-    cpu_s_per_gib: float | None
-    peak_rss_bytes: int | None
     break_even: BreakEven | None = None
-    request_log: list[KvRequest] = []
-    labels: list[str] = []
-    environment: dict[str, Any] = {}
-    error: str | None = None
-
-    @property
-    def incomplete(self) -> bool:
-        return self.status != "ok"
-
-    @property
-    def path(self) -> str:
-        return self.spec.path
+    request_log: list[KvRequest] = msgspec.field(default_factory=list)
 
     @classmethod
     def from_jobs(
@@ -86,16 +73,10 @@ class KvResult(msgspec.Struct, kw_only=True):
         spec: KvSpec,
         cache: dict[str, Any],
         done: Sequence[JobDone],
-        *,
-        status: str,
-        seconds: float,
-        cpu_seconds: float | None = None,
-        peak_rss_bytes: int | None = None,
-        labels: Sequence[str] = (),
-        environment: dict[str, Any] | None = None,
-        error: str | None = None,
+        **end: Unpack[RunEnd],
     ) -> KvResult:
         chunk_tokens = (cache.get("chunk_shape") or [0, 0, spec.chunk_tokens])[2]
+        seconds = end.get("seconds", 0.0)
         per_gpu: dict[int | None, int] = {}
         for d in done:
             per_gpu[d.gpu] = per_gpu.get(d.gpu, 0) + d.bytes
@@ -110,7 +91,6 @@ class KvResult(msgspec.Struct, kw_only=True):
 
         bpt, formula = _per_token(spec, cache)
         return cls(
-            status=status,
             spec=spec,
             cache=cache,
             bytes_per_token=bpt,
@@ -125,10 +105,9 @@ class KvResult(msgspec.Struct, kw_only=True):
             ],
             chunks_per_s=rate(chunks),
             tokens_per_s=rate(chunks * chunk_tokens),
-            seconds=seconds,
             break_even=break_even(spec, done, log, chunk_tokens) if spec.prefill_rate else None,
             request_log=log,
-            **run_end(restored_bytes, cpu_seconds, peak_rss_bytes, labels, environment, error),
+            **run_end(restored_bytes, end),
         )
 
 

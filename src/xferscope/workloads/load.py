@@ -8,30 +8,20 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from xferscope.engines import page_cache
 from xferscope.workloads import load_data
 from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
 from xferscope.workloads.load_data import LoadPieces, Shards
 from xferscope.workloads.load_record import LoadResult
 from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.side_by_side import Entry, in_rounds
+from xferscope.workloads.side_by_side import Ranked, in_rounds
 from xferscope.workloads.transfer import Files
 from xferscope.workloads.transfer_process import TransferJob
 
 
-class LoadComparison(msgspec.Struct, kw_only=True):
+class LoadComparison(Ranked, kw_only=True):
     kind: str = "workload-load-compare"
-    schema_version: int = 1
-    rounds: int
-    entries: list[Entry]
     results: list[LoadResult]
-    status: str = "ok"
-
-    @property
-    def spec(self) -> LoadSpec:
-        return self.results[0].spec
 
 
 def direct_for(spec: LoadSpec, shards: Shards) -> bool:

@@ -6,13 +6,16 @@ piece landed; a shard's time from its first read to its last piece landed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.records import decode_as, run_end
+from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.transfer import JobDone
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SCHEMA_VERSION = 1
 KIND = "workload-load"
@@ -38,10 +41,9 @@ class Verified(msgspec.Struct, kw_only=True):
     first: str | None = None
 
 
-class LoadResult(msgspec.Struct, kw_only=True):
+class LoadResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
-    status: str
     spec: LoadSpec
     data: dict[str, Any]
     cache_state: str  # cold or warm, as measured before the run
@@ -52,24 +54,9 @@ class LoadResult(msgspec.Struct, kw_only=True):
     per_gpu: list[GpuLoad]
     shards: list[ShardLoad]
     slowest_shard: str | None
-    bytes_read: int
     pieces: int
     pieces_done: int
-    cpu_seconds: float | None
-    cpu_s_per_gib: float | None
-    peak_rss_bytes: int | None
     verified: Verified | None = None
-    labels: list[str] = []
-    environment: dict[str, Any] = {}
-    error: str | None = None
-
-    @property
-    def incomplete(self) -> bool:
-        return self.status != "ok"
-
-    @property
-    def path(self) -> str:
-        return self.spec.path
 
     @classmethod
     def from_jobs(
@@ -79,24 +66,18 @@ class LoadResult(msgspec.Struct, kw_only=True):
         done: Sequence[JobDone],
         pieces: int,
         *,
-        status: str,
         resident_before: float | None,
-        cpu_seconds: float | None = None,
-        peak_rss_bytes: int | None = None,
         verified: tuple[int, int, str | None] | None = None,
-        labels: Sequence[str] = (),
-        environment: dict[str, Any] | None = None,
-        error: str | None = None,
+        **end: Unpack[RunEnd],
     ) -> LoadResult:
         ends = [d.start_s + d.seconds for d in done]
-        whole = len(done) == pieces and status == "ok"
+        whole = len(done) == pieces and end["status"] == "ok"
         load_s = max(ends) if ends and whole else None
         total = sum(d.bytes for d in done)
         per_gpu = _per_gpu(done)
         shards = _shards(data.get("names", []), done)
         timed = [s for s in shards if s.seconds is not None]
         return cls(
-            status=status,
             spec=spec,
             data=data,
             cache_state=spec.cache,
@@ -110,7 +91,7 @@ class LoadResult(msgspec.Struct, kw_only=True):
             pieces=pieces,
             pieces_done=len(done),
             verified=None if verified is None else Verified(pieces=verified[0], differ=verified[1], first=verified[2]),
-            **run_end(total, cpu_seconds, peak_rss_bytes, labels, environment, error),
+            **run_end(total, end),
         )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, TypeVar
+from typing import Any, TypedDict, TypeVar
 
 import msgspec
 
@@ -31,23 +31,58 @@ def decode_as(kind: type[T], text: bytes | str, path: str, what: str) -> T:
         raise FormatError(path, None, f"not JSON: {exc}") from None
 
 
-def run_end(
-    bytes_read: int,
-    cpu_seconds: float | None,
-    peak_rss_bytes: int | None,
-    labels: Sequence[str],
-    environment: dict[str, Any] | None,
-    error: str | None,
-) -> dict[str, Any]:
-    """The fields every workload record ends with: what it read, its process's CPU (per GiB too) and peak memory,
-    its labels, environment and error."""
+class WorkloadResult(msgspec.Struct, kw_only=True):
+    """What every workload record carries: its version, kind, how it ended and its spec (each kind's own), then
+    what it read, its process's CPU (per GiB too) and peak memory, its labels, environment and error."""
+
+    schema_version: int = 1
+    kind: str = ""
+    status: str  # ok, interrupted, failed
+    spec: Any
+    bytes_read: int
+    cpu_seconds: float | None
+    cpu_s_per_gib: float | None
+    peak_rss_bytes: int | None
+    labels: list[str] = []
+    environment: dict[str, Any] = {}
+    error: str | None = None
+
+    @property
+    def incomplete(self) -> bool:
+        return self.status != "ok"
+
+    @property
+    def path(self) -> str:
+        return self.spec.path
+
+
+class RunEnd(TypedDict, total=False):
+    """How a workload run ended, as its engine process reported it (the keywords of the records' constructors)."""
+
+    status: str
+    seconds: float
+    cpu_seconds: float | None
+    peak_rss_bytes: int | None
+    labels: Sequence[str]
+    environment: dict[str, Any] | None
+    error: str | None
+
+
+def run_end(bytes_read: int, end: RunEnd) -> dict[str, Any]:
+    """The ``WorkloadResult`` fields of a run that read ``bytes_read`` and ended as ``end`` says (with its
+    ``seconds`` where it gave them)."""
+    cpu_seconds = end.get("cpu_seconds")
     gib = bytes_read / (1 << 30)
-    return {
+    fields: dict[str, Any] = {
+        "status": end["status"],
         "bytes_read": bytes_read,
         "cpu_seconds": cpu_seconds,
         "cpu_s_per_gib": cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
-        "peak_rss_bytes": peak_rss_bytes,
-        "labels": list(labels),
-        "environment": dict(environment or {}),
-        "error": error,
+        "peak_rss_bytes": end.get("peak_rss_bytes"),
+        "labels": list(end.get("labels") or ()),
+        "environment": dict(end.get("environment") or {}),
+        "error": end.get("error"),
     }
+    if "seconds" in end:
+        fields["seconds"] = end["seconds"]
+    return fields

@@ -29,6 +29,22 @@ class Entry(msgspec.Struct, kw_only=True):
     level_with: list[str] = []
 
 
+class Ranked(msgspec.Struct, kw_only=True):
+    """Paths run in rotated rounds over one data set, ranked (``entries``), with every run's record (``results``,
+    of the kind's own record type)."""
+
+    kind: str
+    schema_version: int = 1
+    rounds: int
+    entries: list[Entry]
+    results: list[Any]
+    status: str = "ok"
+
+    @property
+    def spec(self) -> Any:
+        return self.results[0].spec
+
+
 def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None]) -> list[Entry]:
     """``runs``: label -> (path, its results); ranked, the lowest median first."""
     out = []

@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from xferscope.workloads.au import mean_au, percentile, utilisation
-from xferscope.workloads.records import decode_as, run_end
+from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.records import num as _num
 from xferscope.workloads.train_spec import TrainSpec
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 SCHEMA_VERSION = 1
 KIND = "workload-train"
@@ -39,10 +42,9 @@ class AcceleratorFigures(msgspec.Struct, kw_only=True):
     cpu_s_per_gib: float | None = None  # its own threads' CPU (readers and step loop) per GiB it read
 
 
-class TrainResult(msgspec.Struct, kw_only=True):
+class TrainResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
-    status: str  # ok, interrupted, failed
     spec: TrainSpec
     data: dict[str, Any]
     accelerators: list[AcceleratorFigures]
@@ -55,21 +57,6 @@ class TrainResult(msgspec.Struct, kw_only=True):
     io_wait_p99_s: float | None
     first_batch_s: float | None
     seconds: float
-    bytes_read: int
-    cpu_seconds: float | None
-    cpu_s_per_gib: float | None
-    peak_rss_bytes: int | None
-    labels: list[str] = []
-    environment: dict[str, Any] = {}
-    error: str | None = None
-
-    @property
-    def incomplete(self) -> bool:
-        return self.status != "ok"
-
-    @property
-    def path(self) -> str:
-        return self.spec.path
 
     @classmethod
     def from_steps(
@@ -77,14 +64,7 @@ class TrainResult(msgspec.Struct, kw_only=True):
         spec: TrainSpec,
         data: dict[str, Any],
         runs: Sequence[tuple],
-        *,
-        status: str,
-        seconds: float,
-        cpu_seconds: float | None = None,
-        peak_rss_bytes: int | None = None,
-        labels: Sequence[str] = (),
-        environment: dict[str, Any] | None = None,
-        error: str | None = None,
+        **end: Unpack[RunEnd],
     ) -> TrainResult:
         """``runs``: per accelerator (index, GPU, steps, bytes read[, its threads' CPU seconds])."""
         figures = []
@@ -104,7 +84,6 @@ class TrainResult(msgspec.Struct, kw_only=True):
         mbs = sum(f.mb_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
         firsts = [f.first_batch_s for f in figures if f.first_batch_s is not None]
         return cls(
-            status=status,
             spec=spec,
             data=data,
             accelerators=figures,
@@ -116,8 +95,7 @@ class TrainResult(msgspec.Struct, kw_only=True):
             io_wait_p50_s=_num(percentile(waits, 50)),
             io_wait_p99_s=_num(percentile(waits, 99)),
             first_batch_s=max(firsts) if firsts else None,
-            seconds=seconds,
-            **run_end(sum(r[3] for r in runs), cpu_seconds, peak_rss_bytes, labels, environment, error),
+            **run_end(sum(r[3] for r in runs), end),
         )
 
 

@@ -5,10 +5,7 @@ run's figures, and the session's runs ranked beside."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from xferscope.app.inference_model import (
     FIELD_CONTROL,
@@ -18,7 +15,7 @@ from xferscope.app.inference_model import (
     describe,
     session_entries,
 )
-from xferscope.app.screens.workload_run import WorkloadRunScreen
+from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
@@ -37,12 +34,7 @@ SESSION_HEADERS = ("#", "run", "time", "GB/s")
 
 class InferenceScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
-    BINDINGS = [
-        Binding("r", "start", "Start", id="start-inference"),
-        Binding("x", "stop", "Stop", id="stop-inference"),
-        Binding("o", "open", "Open saved", id="open-inference"),
-        Binding("escape", "leave_field", "Leave field", show=False, id="leave-inference-field"),
-    ]
+    BINDINGS = run_bindings("inference")
 
     what = "inference run"
     summary_id = "inf-summary"
@@ -53,17 +45,9 @@ class InferenceScreen(WorkloadRunScreen):
     build_spec = staticmethod(build_spec)
     state_class = InferenceState
 
-    def compose(self) -> ComposeResult:
-        yield from self.compose_form("inf-title")
-        with Horizontal(id="inf-body"):
-            with Vertical(classes="panel", id="inf-gpus-panel") as v:
-                v.border_title = "Landed so far, per GPU (host: host memory)"
-                yield DataTable(cursor_type="none", zebra_stripes=True, id="inf-table")
-            with Vertical(classes="panel", id="inf-session-panel") as v:
-                v.border_title = "Runs ranked by time (= level)"
-                yield DataTable(cursor_type="none", zebra_stripes=True, id="inf-session")
-        yield Static("", id="inf-summary")
-        yield Footer()
+    prefix = "inf"
+    figures_panel = ("gpus", "Landed so far, per GPU (host: host memory)")
+    session_title = "Runs ranked by time (= level)"
 
     def on_mount(self) -> None:
         self.app.inference_screen = self

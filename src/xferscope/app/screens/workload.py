@@ -4,12 +4,9 @@ per accelerator against the threshold, then the run's figures."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
-from xferscope.app.screens.workload_run import WorkloadRunScreen
+from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
 from xferscope.app.workload_model import (
     FIELD_CONTROL,
     WorkloadFormValues,
@@ -41,12 +38,7 @@ def _num(x: float | None, fmt: str, scale: float = 1.0) -> str:
 
 class WorkloadScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
-    BINDINGS = [
-        Binding("r", "start", "Start", id="start-workload"),
-        Binding("x", "stop", "Stop", id="stop-workload"),
-        Binding("o", "open", "Open saved", id="open-workload"),
-        Binding("escape", "leave_field", "Leave field", show=False, id="leave-workload-field"),
-    ]
+    BINDINGS = run_bindings("workload")
 
     what = "training run"
     summary_id = "wl-summary"
@@ -57,17 +49,9 @@ class WorkloadScreen(WorkloadRunScreen):
     build_spec = staticmethod(build_spec)
     state_class = WorkloadState
 
-    def compose(self) -> ComposeResult:
-        yield from self.compose_form("wl-title")
-        with Horizontal(id="wl-body"):
-            with Vertical(classes="panel", id="wl-accelerators-panel") as v:
-                v.border_title = "Accelerator utilisation (AU), the first step left out, as DLIO"
-                yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-table")
-            with Vertical(classes="panel", id="wl-session-panel") as v:
-                v.border_title = "Runs ranked by AU (= level)"
-                yield DataTable(cursor_type="none", zebra_stripes=True, id="wl-session")
-        yield Static("", id="wl-summary")
-        yield Footer()
+    prefix = "wl"
+    figures_panel = ("accelerators", "Accelerator utilisation (AU), the first step left out, as DLIO")
+    session_title = "Runs ranked by AU (= level)"
 
     #: narrower than this, the session's runs are left out (the accelerators' bars need the width)
     SESSION_MIN_WIDTH = 120

@@ -10,7 +10,10 @@ from typing import Any
 
 from rich.text import Text
 from textual import on
-from textual.widgets import Input, Static
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import DataTable, Footer, Input, Static
 
 from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
 from xferscope.app.screens.view import ConsoleScreen
@@ -18,6 +21,16 @@ from xferscope.errors import XferscopeError
 
 #: how a run stopped while its data set was made ends (the generator's Interrupted)
 STOPPED_WHILE_MAKING = "interrupted while creating the data set"
+
+
+def run_bindings(name: str) -> list[Binding]:
+    """A workload screen's keys: start, stop, open saved, leave a field (their ids named after the screen)."""
+    return [
+        Binding("r", "start", "Start", id=f"start-{name}"),
+        Binding("x", "stop", "Stop", id=f"stop-{name}"),
+        Binding("o", "open", "Open saved", id=f"open-{name}"),
+        Binding("escape", "leave_field", "Leave field", show=False, id=f"leave-{name}-field"),
+    ]
 
 
 class WorkloadRunScreen(ConsoleScreen):
@@ -34,6 +47,24 @@ class WorkloadRunScreen(ConsoleScreen):
     build_spec: Any = None
     #: the run's state (start(spec), take(tick), finish(result), made)
     state_class: Any = None
+    #: the ids' prefix ("wl-title", "wl-table", ...), the figures' panel (its id's middle and its title) and the
+    #: session panel's title
+    prefix = ""
+    figures_panel = ("", "")
+    session_title = ""
+
+    def compose(self) -> ComposeResult:
+        p = self.prefix
+        yield from self.compose_form(f"{p}-title")
+        with Horizontal(id=f"{p}-body"):
+            with Vertical(classes="panel", id=f"{p}-{self.figures_panel[0]}-panel") as v:
+                v.border_title = self.figures_panel[1]
+                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-table")
+            with Vertical(classes="panel", id=f"{p}-session-panel") as v:
+                v.border_title = self.session_title
+                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-session")
+        yield Static("", id=self.summary_id)
+        yield Footer()
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
