@@ -46,10 +46,10 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
         await wait_for(pilot, lambda: "Curve, 64-page locality" in screen_text(app) and table.row_count == rows)
         curve_text = screen_text(app)
         curve_rows = [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
-        await sweep(pilot, msgs, "matrix", seconds="0.1", buffer="16M")
+        await sweep(pilot, msgs, "matrix", seconds="0.05", buffer="16M")
         await wait_for(pilot, lambda: "0 (MB/s)" in screen_text(app))
         matrix_text = screen_text(app)
-        await sweep(pilot, msgs, "peak", seconds="0.1", buffer="8M")
+        await sweep(pilot, msgs, "peak", seconds="0.05", buffer="8M")
         await wait_for(pilot, lambda: "Stream-triad like" in screen_text(app))
         peak_text = screen_text(app)
         await pilot.press("v")

@@ -19,7 +19,7 @@ async def _fill(pilot, target) -> None:
         ("#sat-bs", "64K"),
         ("#sat-workers", "2"),
         ("#sat-qd", "2"),
-        ("#sat-seconds", "0.2"),
+        ("#sat-seconds", "0.1"),
         ("#sat-rounds", "3"),
         ("#sat-size", "8M"),
     ):
