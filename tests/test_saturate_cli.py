@@ -153,7 +153,8 @@ def test_a_gpu_path_that_cannot_run_here_says_why(cli, direct_dir, no_gpu):
     assert r.code == 3 and "bounce: unavailable" in r.err
 
 
-def test_dry_run_counts_the_storage_reference_and_the_grids(cli):
+def test_dry_run_counts_the_storage_reference_and_the_grids(cli, no_gpu):
+    # GPU sets 0 and 0,1 on a machine without GPUs: a GPU machine checks the indices (one GPU refuses 1)
     r = cli("saturate", "--path", "bounce-async,cufile", "--bs", "64K,1M", "--gpu", "0", "--gpu", "0,1", "--dry-run")
     assert r.code == 0, r.err
     lines = r.out.splitlines()

@@ -44,21 +44,25 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
     app = XferscopeApp(options)
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
-        await wait_for(pilot, lambda: msgs.of(BatchFinished))
+        # on a GPU machine: host and every GPU path, 3 rounds and more while a verdict is undecided (up to 9)
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=240)
         await pilot.pause(0.3)
         text = screen_text(app)
     started = msgs.of(RunStarted)
     paths = options.values.paths
-    # host, then GPU paths where present; several paths run in rounds (each round rotates the order)
-    assert [m.record.spec.path for m in started[: len(paths)]] == paths
-    assert len(started) == (len(paths) * 3 if len(paths) > 1 else 1)
+    # host, then GPU paths where present (those that cannot run here left out); several paths run in rounds
+    ran = list(dict.fromkeys(m.record.spec.path for m in started))
+    assert ran[0] == "host" and set(ran) <= set(paths) and [m.record.spec.path for m in started[: len(ran)]] == ran
+    rounds = len(started) // len(ran)
+    assert len(started) == len(ran) * rounds and (rounds == 1 if len(ran) == 1 else 3 <= rounds <= 9)
     assert started[0].record.spec.file is None and started[0].record.spec.directory is None
     result = msgs.of(RunFinished)[0].result
     assert result.status == "ok" and result.bytes > 0
-    if len(started) == 1:
+    if len(ran) == 1:
         assert "host read 1M w1" in text and "finished" in text
     else:  # host and the GPU paths: the comparison in rounds opens by itself, host first as its baseline
-        assert re.search(r"^\W*1\s+host\s+3/3\s.*baseline", text, re.M), text
+        # (the verdict column is cut at the screen's edge: "baseline" may show as "base")
+        assert re.search(rf"^\W*1\s+host\s+{rounds}/{rounds}\s.*1\.00\s+base", text, re.M), text
     scratch = result.environment["target"]
     assert not os.path.exists(scratch), "the scratch file of the embedded default is removed"
 

@@ -214,7 +214,7 @@ def test_load_reads_every_tensor_of_real_shards_back_exactly(cli, tmp_path, no_g
     assert sorted(os.listdir(tmp_path)) == ["model-0.safetensors", "model-1.safetensors", "out"]  # nothing written
 
 
-def test_the_loader_places_each_tensor_where_its_bytes_are_checked(set_dir):
+def test_the_loader_places_each_tensor_where_its_bytes_are_checked(set_dir, no_gpu):
     """The API's verify against the files, on shards generated from a model's shapes, split over two GPUs'
     buffers (host memory here), cold then warm."""
     import dataclasses
