@@ -212,6 +212,11 @@ def test_load_reads_every_tensor_of_real_shards_back_exactly(cli, tmp_path, no_g
     assert data["cpu_s_per_gib"] > 0 and data["gb_per_s"] > 0
     assert "verified:" in r.out and "loaded in" in r.out
     assert sorted(os.listdir(tmp_path)) == ["model-0.safetensors", "model-1.safetensors", "out"]  # nothing written
+    from xferscope.workloads.load_record import decode as decode_load
+    from xferscope.workloads.records import encode
+
+    loaded = decode_load((out / "l.json").read_bytes())  # the record round-trips: file, record, file, record
+    assert decode_load(encode(loaded)) == loaded and json.loads(encode(loaded)) == data
 
 
 def test_the_loader_places_each_tensor_where_its_bytes_are_checked(set_dir, no_gpu):
@@ -286,7 +291,11 @@ def test_kvcache_host_run_reports_the_figures(cli, set_dir, tmp_path, no_gpu):
     assert os.listdir(set_dir) == []
     from xferscope.workloads.kvcache_record import decode
 
-    assert decode(js.read_bytes()).requests == 12
+    restored = decode(js.read_bytes())
+    assert restored.requests == 12
+    from xferscope.workloads.records import encode
+
+    assert decode(encode(restored)) == restored and json.loads(encode(restored)) == d  # file, record, file, record
 
 
 def test_without_a_prefill_rate_there_is_no_break_even_line(cli, set_dir, no_gpu):
