@@ -17,7 +17,7 @@ import io
 import json
 import math
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from xferscope import records
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
@@ -198,64 +198,69 @@ def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
     return _clean(d)
 
 
-def _lat(d: dict | None) -> LatencySummary | None:
-    return _lat_or_nan(d) if d else None
+def _lat(rec: records.Latency | None) -> LatencySummary | None:
+    return _lat_or_nan(rec) if rec is not None else None
 
 
-def _lat_or_nan(d: dict | None) -> LatencySummary:
-    """A summary with NaN where ``d`` has no figure (or no ``d`` at all)."""
-    d = d or {}
-    return LatencySummary(
-        *[
-            float(value) if (value := d.get(k)) is not None else math.nan
-            for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")
-        ]
-    )
+def _lat_or_nan(rec: records.Latency | None) -> LatencySummary:
+    """A summary with NaN where the file has no figure (or no latency at all)."""
+    keys = ("min", "mean", "p50", "p90", "p99", "p999", "max")
+    values = [getattr(rec, k) if rec is not None else None for k in keys]
+    return LatencySummary(*[math.nan if v is None else float(v) for v in values])
+
+
+def _done(rec: records.DonePoint | None) -> DonePoint | None:
+    return DonePoint(rec.seconds, rec.bytes, rec.ops) if rec is not None else None
 
 
 def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
-    """Read back a summary written by ``result_to_dict`` (or by an importer)."""
+    """Read back a summary written by ``result_to_dict`` (or by an importer): typed by ``records.Run`` first, so a
+    field of the wrong kind is one line naming it."""
+    return result_from_record(records.as_run(d, where), where)
+
+
+def result_from_record(rec: records.Run, where: str = "<json>") -> RunResult:
+    """The engines' result type from a typed record (its spec checked as ``RunSpec`` checks it)."""
+    spec_d = dict(rec.spec)
+    for key in ("path", "io", "block_size", "workers", "iodepth", "file_size"):
+        if key not in spec_d and getattr(rec, key) is not None:
+            spec_d[key] = getattr(rec, key)
     try:
-        spec_d = dict(d.get("spec") or {})
-        for key in ("path", "io", "block_size", "workers", "iodepth", "file_size"):
-            if key not in spec_d and key in d:
-                spec_d[key] = d[key]
-        spec_d = {k: v for k, v in spec_d.items() if k in RunSpec.field_names()}
-        spec = RunSpec(**spec_d)
-        seconds = float(d["seconds"])
-        first = d.get("first_done")
-        last = d.get("last_done")
-        hist = d.get("latency_histogram_ns")
-        return RunResult(
-            spec=spec,
-            status=d.get("status", "ok"),
-            bytes=int(d["bytes"]),
-            ops=int(d["ops"]),
-            read_bytes=int(d.get("read_bytes", 0)),
-            write_bytes=int(d.get("write_bytes", 0)),
-            read_ops=int(d.get("read_ops", 0)),
-            write_ops=int(d.get("write_ops", 0)),
-            seconds=seconds,
-            latency_us=_lat_or_nan(d.get("latency_us")),
-            read_latency_us=_lat(d.get("read_latency_us")),
-            write_latency_us=_lat(d.get("write_latency_us")),
-            cpu={k: v for k, v in (d.get("cpu") or {}).items() if v is not None},
-            workers=[WorkerResult(**w) for w in d.get("per_worker", [])],
-            first_done=DonePoint(first["seconds"], first["bytes"], first["ops"]) if first else None,
-            last_done=DonePoint(last["seconds"], last["bytes"], last["ops"]) if last else None,
-            environment=d.get("environment") or {},
-            labels=list(d.get("labels") or []),
-            samples=[],
-            error=d.get("error"),
-            source=d.get("source", "xferscope"),
-            histogram=Histogram.from_sparse(hist) if hist else None,
-            gpus={int(k): v for k, v in (d.get("per_gpu") or {}).items()},
-            hosts=[result_from_dict(h, where) for h in d.get("hosts") or []],
-            error_detail=[str(x) for x in d.get("error_detail") or []],
-            fixed_cost_s={str(k): float(v) for k, v in d["fixed_cost_s"].items()} if d.get("fixed_cost_s") else None,
-        )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise FormatError(where, None, f"not an xferscope result: {exc}") from None
+        spec = RunSpec(**{k: v for k, v in spec_d.items() if k in RunSpec.field_names()})
+    except (TypeError, ValueError) as exc:
+        raise FormatError(where, None, f"not an xferscope result: its spec: {exc}") from None
+    hist = cast("dict[int | str, int]", rec.latency_histogram_ns or {})  # bucket index -> count, keys as text
+    cpu: dict[str, Any] = {k: v for k, v in rec.cpu.items() if v is not None}  # per_core_pct is a list
+    return RunResult(
+        spec=spec,
+        status=rec.status,
+        bytes=rec.bytes,
+        ops=rec.ops,
+        read_bytes=rec.read_bytes,
+        write_bytes=rec.write_bytes,
+        read_ops=rec.read_ops,
+        write_ops=rec.write_ops,
+        seconds=rec.seconds,
+        latency_us=_lat_or_nan(rec.latency_us),
+        read_latency_us=_lat(rec.read_latency_us),
+        write_latency_us=_lat(rec.write_latency_us),
+        cpu=cpu,
+        workers=[
+            WorkerResult(w.worker, w.bytes, w.ops, w.seconds, w.throughput_mib_s or 0.0, w.gpu) for w in rec.per_worker
+        ],
+        first_done=_done(rec.first_done),
+        last_done=_done(rec.last_done),
+        environment=rec.environment,
+        labels=list(rec.labels),
+        samples=[],
+        error=rec.error,
+        source=rec.source,
+        histogram=Histogram.from_sparse(hist) if hist else None,
+        gpus={int(k): v for k, v in rec.per_gpu.items()},
+        hosts=[result_from_record(h, where) for h in rec.hosts],
+        error_detail=list(rec.error_detail),
+        fixed_cost_s=dict(rec.fixed_cost_s) if rec.fixed_cost_s else None,
+    )
 
 
 def read_json(path: str) -> Any:

@@ -69,6 +69,7 @@ class Worker(msgspec.Struct, kw_only=True):
     ops: int
     seconds: float
     throughput_mib_s: Number = None
+    gpu: int | None = None
 
 
 class RunSample(msgspec.Struct, kw_only=True):
@@ -93,6 +94,7 @@ class Run(Record, kw_only=True):
     block_size: int
     workers: int
     iodepth: int
+    file_size: int | None = None
     status: str = "ok"
     error: str | None = None
     source: str = "xferscope"
@@ -294,6 +296,14 @@ def check(kind: str, data: Any, path: str) -> Any:
             f"written by a newer xferscope (schema_version {version}; this one reads up to {SCHEMA_VERSION})",
         )
     return data
+
+
+def as_run(data: Any, path: str) -> Run:
+    """``data`` (one run's summary, parsed) as a typed ``Run``; FormatError in one line naming the field otherwise."""
+    try:
+        return msgspec.convert(data, type=Run)
+    except msgspec.ValidationError as exc:
+        raise FormatError(path, None, f"not {KINDS['run'][1]} xferscope can read: {exc}") from None
 
 
 def check_results(data: Any, path: str) -> Any:
