@@ -282,15 +282,7 @@ class KneeSearch:
             below, at = at, last  # the plateau lies further out: the knee is between the two
         if below is None:
             return shapes[at]
-        lo, hi = below, at
-        while hi - lo > 1 and c[hi] - c[lo] > resolution(c[hi]):
-            target = midpoint(c[lo], c[hi])
-            mid = min(range(lo + 1, hi), key=lambda j: (abs(c[j] - target), j))
-            if self._compare(shapes[mid], shapes[hi], "bisection").gain:
-                lo = mid
-            else:
-                hi = mid
-        return shapes[hi]
+        return self._bisect(shapes, below, at, "bisection")
 
     def _queue_at(self, knee: Shape) -> Shape:
         """With several workers the walk reaches the knee at the deepest queue; the least depth on that many
@@ -302,12 +294,16 @@ class KneeSearch:
 
     def _walk_between(self, shapes: list[Shape]) -> Shape:
         """Bisection alone, from ``shapes[0]`` (below the plateau) to ``shapes[-1]`` (on it)."""
+        return self._bisect(shapes, 0, len(shapes) - 1, "queue depth at the knee")
+
+    def _bisect(self, shapes: list[Shape], lo: int, hi: int, stage: str) -> Shape:
+        """Between ``shapes[lo]`` (below the plateau) and ``shapes[hi]`` (on it): halve the concurrency's gap
+        while it is wider than the resolution; the first shape on the plateau."""
         c = [s.concurrency for s in shapes]
-        lo, hi = 0, len(shapes) - 1
         while hi - lo > 1 and c[hi] - c[lo] > resolution(c[hi]):
             target = midpoint(c[lo], c[hi])
             mid = min(range(lo + 1, hi), key=lambda j: (abs(c[j] - target), j))
-            if self._compare(shapes[mid], shapes[hi], "queue depth at the knee").gain:
+            if self._compare(shapes[mid], shapes[hi], stage).gain:
                 lo = mid
             else:
                 hi = mid
