@@ -94,7 +94,7 @@ def test_a_rank_that_cannot_run_ends_the_sweep_with_its_error(tiny, tmp_path):
 @needs_mpi
 def test_ctrl_c_keeps_the_points_every_rank_finished(tiny):
     profile, results, dirs, base = tiny
-    profile.write_text(SMALL.format(duration=4))
+    profile.write_text(SMALL.format(duration=3))
     proc = subprocess.Popen(
         mpirun_cmd(2, *_args(profile, results, dirs)),
         stdout=subprocess.PIPE,
@@ -107,7 +107,7 @@ def test_ctrl_c_keeps_the_points_every_rank_finished(tiny):
         while not (results.exists() and _points(results)[0]["status"] == "done"):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.05)
-        time.sleep(1)  # into the second point
+        time.sleep(0.5)  # into the second point (3 s long)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
