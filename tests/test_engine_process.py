@@ -252,6 +252,42 @@ def test_within_one_command_a_paths_runs_share_its_engine_process_and_a_dead_one
     assert scratch_left(direct_dir) == []
 
 
+def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(direct_dir, monkeypatch):
+    """Ctrl-C between taking a kept engine process and starting to read it: the run ends that process at once
+    (it used to wait its whole close timeout, 65 s, for a "closed" nobody was there to read), and leaves nothing."""
+    import threading
+
+    from xferscope import engine_pool
+    from xferscope.target import Interrupted
+
+    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
+    with engine_pool.kept_engines():
+        first = Run(spec)
+        assert first.execute().status == "ok"
+        kept = first._child
+
+        def taken_then_interrupted(self):
+            self._child, self._cufile_log = engine_pool.take(self.spec.path)
+            raise KeyboardInterrupt  # before the reader starts
+
+        monkeypatch.setattr(Run, "_spawn", taken_then_interrupted)
+        second = Run(spec)
+        done = threading.Event()
+
+        def execute():
+            try:
+                second.execute()
+            except Interrupted:
+                done.set()
+
+        worker = threading.Thread(target=execute, daemon=True)
+        worker.start()
+        worker.join(30)  # far less than the close timeout it used to wait
+        assert done.is_set(), "the interrupted run returned"
+        assert second._child is kept and gone(kept.pid), "the process it could not hear is ended, not kept"
+    assert scratch_left(direct_dir) == []
+
+
 def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
     run = Run(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
     killer = []

@@ -331,3 +331,26 @@ def test_a_point_that_measures_the_same_as_another_is_one_row(cli, tmp_path, dir
     assert len(data["results"]) == 2 and len(load_results(str(results))) == 2
     with (results.with_suffix(".csv")).open() as fh:
         assert [row["label"] for row in csv.DictReader(fh)] == ["host read 4K w1", "host read 64K w1"]
+
+
+def test_ctrl_c_as_a_repetition_ends_keeps_it_and_stops_the_sweep(tmp_path, monkeypatch):
+    """Ctrl-C that lands as a run finishes: the run ran its course and counts, and the sweep stops there (it used
+    to go on to the end as if nothing had been asked)."""
+    from xferscope.profiles.toml_format import parse_profile
+    from xferscope.sweep import Sweep
+
+    profile = parse_profile(SMALL.format(duration=0.2), "small.toml", "small-host")
+    real = Sweep._execute_io
+
+    def ended_as_ctrl_c_came(self, point, scratch, on_sample):
+        result = real(self, point, scratch, on_sample)
+        self._current._stopped_by_user = True  # run_to_end caught the KeyboardInterrupt after the run's end
+        return result
+
+    monkeypatch.setattr(Sweep, "_execute_io", ended_as_ctrl_c_came)
+    results = tmp_path / "r.json"
+    outcome = Sweep(profile, str(results)).run()
+    assert outcome.interrupted and outcome.ran == 1
+    points = _load(results)["points"]
+    assert [p["repetitions_done"] for p in points] == [1, 0, 0, 0]
+    assert points[0]["repetitions"][0]["status"] == "ok", "the repetition that ran its course is kept"

@@ -107,3 +107,22 @@ def test_auto_on_the_host_engine_plans_three_rounds_and_records_what_it_added(cl
         assert line in r.err
     assert comp["paths"][1]["verdict"] in (SAME, UNDECIDED, FASTER, SLOWER)
     assert comp["paths"][1]["interval_low"] <= comp["paths"][1]["ratio"] <= comp["paths"][1]["interval_high"]
+
+
+def test_ctrl_c_as_a_run_ends_stops_the_comparison_after_it(monkeypatch, tmp_path):
+    """Ctrl-C that lands as a run finishes: that run counts, and no further run starts."""
+    from xferscope.commands.compare import run_comparison
+
+    class CtrlCAtTheEnd(_standin.StandInRun):
+        def execute(self, on_sample=None):
+            result = super().execute(on_sample)
+            self.stop()  # what run_to_end does with a KeyboardInterrupt that came after the run's end
+            return result
+
+    monkeypatch.setattr(runner, "Run", CtrlCAtTheEnd)
+    _standin.configure({"host#1": 1.0, "host#2": 1.0}, 0.01, paths=2, seed=5)
+    spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(tmp_path))
+    comp = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS)
+    outcome = run_comparison(comp, drop_cache=False, live=False)
+    assert outcome.interrupted
+    assert [r.result is not None and r.result.status for r in comp.runs][:2] == ["ok", False]

@@ -46,6 +46,8 @@ class StandInRun:
         self.spec = spec
         self.result: RunResult | None = None
         self.labels: list[str] = []
+        #: asked to stop (as ``runner.Run``): a stand-in run has always ended by then
+        self.stopped_by_user = False
 
     # the steps the console's batch takes (runner.Run's), each immediate
     def subscribe(self, _consumer) -> None: ...
@@ -56,7 +58,9 @@ class StandInRun:
     def join(self, timeout: float | None = None) -> bool:
         return True
 
-    def stop(self) -> None: ...
+    def stop(self) -> None:
+        self.stopped_by_user = True
+
     def close(self) -> None: ...
     def finish(self) -> RunResult:
         assert self.result is not None

@@ -119,6 +119,8 @@ class Run(SampleFeed):
         self._abandoned: str | None = None
         self._cufile_log: str | None = None
         self._phase = "starting"
+        #: reads the engine process's messages; None until started (a process without one is ended, not asked)
+        self._reader: threading.Thread | None = None
 
     @property
     def engine(self) -> EngineView | None:
@@ -131,12 +133,15 @@ class Run(SampleFeed):
             self._child, self._cufile_log = kept
         else:
             self._child = self._new_child()
+        # the reader first: a Ctrl-C from here on finds a reader to hear the process's "closed" (without one,
+        # close() would wait its whole timeout for it)
+        self._reader = threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True)
+        self._reader.start()
         self._child.send(
             {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
         )
         if self._stopped_by_user:  # stopped before there was a process to tell
             self._child.send("stop")
-        threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True).start()
 
     def _new_child(self) -> Child:
         env = None
@@ -290,6 +295,11 @@ class Run(SampleFeed):
         if self._child is not None:
             self._child.send("stop")
 
+    @property
+    def stopped_by_user(self) -> bool:
+        """Asked to stop (Ctrl-C, the console's stop): whether or not the run had ended by then."""
+        return self._stopped_by_user
+
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the run's end (its result is in, or its process died); True when it has."""
         if self._child is None or self._started_at is None:
@@ -321,7 +331,7 @@ class Run(SampleFeed):
         kept = False
         try:
             if child is not None:
-                if self._abandoned is None and child.send("close"):
+                if self._abandoned is None and self._reader is not None and child.send("close"):
                     deadline = time.monotonic() + CLOSE_TIMEOUT_S
                     while not self._closed.wait(0.2):
                         if child.returncode is not None or time.monotonic() > deadline:
@@ -329,7 +339,8 @@ class Run(SampleFeed):
                 kept = self._reusable() and engine_pool.give_back(self.spec.path, child, self._cufile_log)
                 if not kept:
                     child.end(grace_s=5.0)
-                    self._ended.wait(10.0)
+                    if self._reader is not None:
+                        self._ended.wait(10.0)
         finally:
             if not self._closed.is_set():
                 self._remove_files()

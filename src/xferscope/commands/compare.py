@@ -226,7 +226,8 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
                     progress.clear()
                 progress.end()
                 planned.files = dataset.identity()
-                if outcome.interrupted or (planned.result is not None and planned.result.status == "interrupted"):
+                ended = planned.result is not None and planned.result.status == "interrupted"
+                if outcome.interrupted or ended or run.stopped_by_user:  # Ctrl-C as a run ended stops here too
                     outcome.interrupted = True
                     break
                 added = comp.add_round_if_undecided()

@@ -159,17 +159,21 @@ class LocalRunner:
         self.scratch = SweepScratch()
         self._current = None
         self._stop = threading.Event()
+        self._ctrl_c = False
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
         from xferscope.runner import Run
 
         if self._stop.is_set():
             raise StopSearch
+        if self._ctrl_c:  # Ctrl-C landed as the last run ended: that run counted, the saturation stops now
+            raise KeyboardInterrupt
         run = Run(self.scratch.adapt(spec))
         self._current = run
         try:
             return run.execute(on_sample=on_sample)
         finally:
+            self._ctrl_c = run.stopped_by_user
             self._current = None
 
     def stop(self) -> None:

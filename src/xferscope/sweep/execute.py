@@ -206,6 +206,9 @@ class Sweep:
                 return "failed", {"status": "failed", "error": str(exc)}
             result = partial
         finally:
+            if getattr(self._current, "stopped_by_user", False):
+                # Ctrl-C as the repetition ended: it ran its course and is kept, and the sweep stops after it
+                self._stop.set()
             self._current = None
         self.results.environment = dict(result.environment)
         return result.status, result_to_dict(result)
