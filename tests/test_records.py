@@ -41,6 +41,9 @@ block_size = ["4K", "64K"]
 
 
 def test_every_kind_has_a_json_schema_with_its_version(cli):
+    from xferscope.commands.schema import KIND_NAMES, _kinds
+
+    assert KIND_NAMES == KINDS == tuple(_kinds()), "the help names every kind the command knows"
     for kind in KINDS:
         r = cli("schema", kind)
         assert r.code == 0, r.err
@@ -177,7 +180,7 @@ def test_random_valid_runs_round_trip_through_the_file_and_the_reader(rec):
     text = msgspec.json.encode(rec)
     assert msgspec.json.decode(text, type=records.Run) == rec
     data = json.loads(text)
-    (result,) = [export.result_from_dict(records.check_results(data, "<random>"), "<random>")]
+    (result,) = [export.result_from_record(run, "<random>") for run in records.runs_of(data, "<random>")]
     written = export.result_to_dict(result)
     records.check("run", written, "<written>")
     for key in ("path", "io", "block_size", "workers", "iodepth", "status", "bytes", "ops", "labels"):

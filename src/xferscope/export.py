@@ -27,7 +27,7 @@ from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
 from xferscope.telemetry.gpu import summed_over_gpus
 
-SCHEMA = "xferscope.result/1"
+SCHEMA = records.RUN_SCHEMA
 
 SERIES_COLUMNS = [
     "time_s",
@@ -278,11 +278,7 @@ def read_json(path: str) -> Any:
 
 def load_results(path: str) -> list[RunResult]:
     """Results from a JSON file written by run/compare/replay/import/saturate (one object or a list)."""
-    data = records.check_results(read_json(path), path)
-    if isinstance(data, dict) and "results" in data:
-        data = data["results"]
-    items = data if isinstance(data, list) else [data]
-    return [result_from_dict(x, path) for x in items]
+    return [result_from_record(rec, path) for rec in records.runs_of(read_json(path), path)]
 
 
 def json_text(payload: Any) -> str:

@@ -13,7 +13,7 @@ kind before any reader looks at it: a damaged or foreign file is one line naming
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 
@@ -21,8 +21,11 @@ from xferscope.errors import FormatError
 
 #: the version of the files this xferscope writes (0: files written before versions were recorded)
 SCHEMA_VERSION = 1
+#: the ``schema`` names of the kinds that carry one (every run, a sweep's file, a saturation's)
+RUN_SCHEMA, SWEEP_SCHEMA, SATURATION_SCHEMA = "xferscope.result/1", "xferscope.sweep/1", "xferscope.saturate/1"
 
 Number = float | None
+T = TypeVar("T")
 
 
 class Record(msgspec.Struct, kw_only=True):
@@ -87,7 +90,7 @@ class RunSample(msgspec.Struct, kw_only=True):
 class Run(Record, kw_only=True):
     """One run's summary (`run --json`; an entry of ``results`` in every other kind)."""
 
-    schema: str = "xferscope.result/1"
+    schema: str = RUN_SCHEMA
     label: str = ""
     path: str
     io: str
@@ -281,61 +284,62 @@ KINDS: dict[str, tuple[type[Record], str]] = {
 }
 
 
-def check(kind: str, data: Any, path: str) -> Any:
-    """``data`` (a parsed file) validated as ``kind``; FormatError in one line naming the field otherwise."""
-    record, what = KINDS[kind]
+def _typed(data: Any, record: type[T], what: str, path: str, at: str = "$") -> T:
+    """``data`` converted to ``record``; FormatError in one line naming the field (its place under ``at``)."""
     try:
-        msgspec.convert(data, type=record)
+        return msgspec.convert(data, type=record)
     except msgspec.ValidationError as exc:
-        raise FormatError(path, None, f"not {what} xferscope can read: {exc}") from None
+        text = str(exc)
+        where = text.replace("`$", f"`{at}", 1) if "`$" in text else f"{text} - at `{at}`"
+        raise FormatError(path, None, f"not {what} xferscope can read: {where}") from None
+
+
+def _check_version(data: Any, path: str) -> None:
     version = data.get("schema_version", 0) if isinstance(data, dict) else 0
-    if version > SCHEMA_VERSION:
+    if isinstance(version, int) and version > SCHEMA_VERSION:
         raise FormatError(
             path,
             None,
             f"written by a newer xferscope (schema_version {version}; this one reads up to {SCHEMA_VERSION})",
         )
+
+
+def check(kind: str, data: Any, path: str) -> Any:
+    """``data`` (a parsed file) validated as ``kind``; FormatError in one line naming the field otherwise."""
+    record, what = KINDS[kind]
+    _typed(data, record, what, path)
+    _check_version(data, path)
     return data
 
 
-def as_run(data: Any, path: str) -> Run:
+def as_run(data: Any, path: str, at: str = "$") -> Run:
     """``data`` (one run's summary, parsed) as a typed ``Run``; FormatError in one line naming the field otherwise."""
-    try:
-        return msgspec.convert(data, type=Run)
-    except msgspec.ValidationError as exc:
-        raise FormatError(path, None, f"not {KINDS['run'][1]} xferscope can read: {exc}") from None
+    _check_version(data, path)
+    return _typed(data, Run, KINDS["run"][1], path, at)
 
 
-def check_results(data: Any, path: str) -> Any:
-    """A file of runs (one run, a list of runs, ``{"results": [...]}``, or any kind's ``results``), validated by
-    what it holds."""
+def runs_of(data: Any, path: str) -> list[Run]:
+    """The runs a parsed file holds, typed: one run, a list of runs, ``{"results": [...]}``, or any kind's
+    ``results`` (the whole file validated as its kind first). Each run is converted once."""
     if isinstance(data, list):
-        _check_runs(data, "$", path)
-        return data
+        return [as_run(item, path, f"$[{i}]") for i, item in enumerate(data)]
     kind = kind_of(data)
     if kind == "run" and isinstance(data, dict) and "path" not in data and isinstance(data.get("results"), list):
-        _check_runs(data["results"], "$.results", path)  # a plain list of results under one key
-        return data
-    return check(kind, data, path)
-
-
-def _check_runs(items: list[Any], at: str, path: str) -> None:
-    for i, item in enumerate(items):
-        try:
-            msgspec.convert(item, type=Run)
-        except msgspec.ValidationError as exc:
-            text = str(exc)
-            where = text.replace("`$", f"`{at}[{i}]", 1) if "`$" in text else f"{text} - at `{at}[{i}]`"
-            raise FormatError(path, None, f"not {KINDS['run'][1]} xferscope can read: {where}") from None
+        return [as_run(item, path, f"$.results[{i}]") for i, item in enumerate(data["results"])]
+    if kind == "run":
+        return [as_run(data, path)]
+    record, what = KINDS[kind]
+    _check_version(data, path)
+    return list(getattr(_typed(data, record, what, path), "results", []))
 
 
 def kind_of(data: Any) -> str:
     """Which kind a parsed file is, from the fields that only that kind has (``run`` when none)."""
     if isinstance(data, dict):
         schema = data.get("schema")
-        if schema == "xferscope.sweep/1":
+        if schema == SWEEP_SCHEMA:
             return "sweep"
-        if schema == "xferscope.saturate/1":
+        if schema == SATURATION_SCHEMA:
             return "saturation"
         if "comparison" in data:
             return "comparison"

@@ -23,7 +23,7 @@ from xferscope.saturate.figures import Measurement
 from xferscope.saturate.plan import SaturatePlan, Series
 from xferscope.saturate.search import SEARCH_RULE, Comparison, Point, SearchResult, Shape, knee_of
 
-SCHEMA = "xferscope.saturate/1"
+SCHEMA = records.SATURATION_SCHEMA
 
 POINT_COLUMNS = [
     "path",

@@ -30,7 +30,7 @@ from xferscope.safe_write import reason_of, write_output
 from xferscope.sweep.plan import SweepPoint, plain
 from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition, mem_rows
 
-SCHEMA = "xferscope.sweep/1"
+SCHEMA = records.SWEEP_SCHEMA
 CHEAP_SAVE_S = 0.05
 
 
