@@ -38,7 +38,8 @@ async def test_points_arrive_on_the_chart_the_knee_is_marked_and_the_verdict_sho
         await _fill(pilot, run_dir)
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: messages.of(SaturationEnded), timeout=120)
-        await wait_for(pilot, lambda: "saturation · finished" in screen_text(app))
+        # the title is one fixed line and shows "finished" a layout pass before the verdicts, which grow to fit
+        await wait_for(pilot, lambda: "saturation · finished" in screen_text(app) and "→" in screen_text(app))
         text = screen_text(app)
         rows = app.screen.query_one("#sat-table").row_count
     measured = [m.event for m in messages.of(SaturationProgressed) if isinstance(m.event, PointMeasured)]
@@ -102,7 +103,7 @@ async def test_a_saved_saturation_opens_in_the_view(cli, direct_dir, tmp_path):
         await wait_for(pilot, lambda: "no such file" in " ".join(screen_text(app).split()))
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "saturation · saved" in screen_text(app))
+        await wait_for(pilot, lambda: "saturation · saved" in screen_text(app) and "→" in screen_text(app))
         text = screen_text(app)
     assert "saturation · saved" in text and "64K: host plateau" in text and "▲" in text
 
