@@ -111,7 +111,7 @@ def test_a_run_keeps_its_points_and_the_next_one_works():
                 os.kill(run.pid, signal.SIGSEGV)
     assert "mem: the engine process died by SIGSEGV" in str(caught.value)
     assert caught.value.result is run.result and run.result.points == got and len(got) >= 2
-    assert "SIGSEGV" in run.result.error and run.result.to_dict()["incomplete"] is True
+    assert "SIGSEGV" in run.result.error and run.result.to_record().incomplete is True
     assert gone(run.pid)
     again = MemRun(MemSpec(mode="idle", point_seconds=0.1, buffer_bytes=16 << 20))
     assert [p.traffic for p in again] == [IDLE, IDLE] and again.result.error is None

@@ -59,7 +59,7 @@ def test_every_bundled_saturate_plan_loads_validates_saves_and_loads_again(name,
     assert profile.point_count == SATURATE_PLANS[name] == len([s for s in plan.series() if s.role == "measured"])
     again = load_profile(save_profile(profile, str(tmp_path / f"{name}.toml")))
     _same(profile, again)
-    assert plan_from(again).to_dict() == plan.to_dict()
+    assert plan_from(again).to_record() == plan.to_record()
 
 
 def test_bundled_saturate_plans_ask_what_their_experiments_asked():

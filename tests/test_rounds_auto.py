@@ -5,7 +5,8 @@ import json
 
 import pytest
 
-from xferscope import _standin, runner
+from xferscope import _standin, records, runner
+from xferscope.output.compare import comparison_payload
 from xferscope.rounds import Comparison
 from xferscope.spec import RunSpec
 from xferscope.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
@@ -33,12 +34,15 @@ def test_a_round_is_added_while_a_path_is_undecided_and_no_more_once_it_settles(
     ]
     assert "host#2 undecided at 0.94 (0.9" in comp.added[0]
     assert comp.added[0] in capsys.readouterr().err  # said as it happens
-    d = comp.to_dict()
+    d = records.as_data(comp.to_record())
     assert (d["rounds_mode"], d["max_rounds"], d["rounds"], d["rounds_added"]) == ("auto", MAX_ROUNDS, 4, comp.added)
     assert d["paths"][1]["verdict"] == SLOWER and d["paths"][1]["interval_high"] < 0.95
     assert [r["round"] for r in d["runs"]] == [1, 1, 2, 2, 3, 3, 4, 4]
     # the added round goes on rotating the order
     assert [r["label"] for r in d["runs"][6:]] == ["host#2", "host#1"]
+    # its file, with the reasons rounds were added, opens as a comparison
+    written = records.as_data(comparison_payload(comp, samples=False))
+    assert records.check("comparison", written, "c.json")["comparison"]["rounds_added"] == comp.added
 
 
 def test_rounds_stop_at_the_most_allowed_and_the_verdict_says_undecided_after_them(monkeypatch, tmp_path, capsys):
@@ -55,7 +59,7 @@ def test_rounds_stop_at_the_most_allowed_and_the_verdict_says_undecided_after_th
 
 def test_a_fixed_number_of_rounds_adds_none(monkeypatch, tmp_path):
     comp = _compare(monkeypatch, tmp_path, {"host#1": 1.0, "host#2": 1.0}, sd=0.15, seed=1, max_rounds=None, rounds=4)
-    assert comp.rounds == 4 and comp.added == [] and comp.to_dict()["rounds_mode"] == "fixed"
+    assert comp.rounds == 4 and comp.added == [] and comp.to_record().rounds_mode == "fixed"
 
 
 def test_settled_at_three_rounds_runs_three(monkeypatch, tmp_path):

@@ -105,97 +105,95 @@ SUMMARY_COLUMNS = [
 ]
 
 
-def _clean(v: Any) -> Any:
-    """JSON has no NaN: use null."""
-    if isinstance(v, float) and (math.isnan(v) or math.isinf(v)):
+def _latency(s: LatencySummary | None) -> records.Latency | None:
+    return records.Latency(**vars(s)) if s is not None else None
+
+
+def _done_point(p: DonePoint | None) -> records.DonePoint | None:
+    if p is None:
         return None
-    if isinstance(v, dict):
-        return {k: _clean(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_clean(x) for x in v]
-    return v
+    return records.DonePoint(
+        seconds=p.seconds, bytes=p.bytes, ops=p.ops, throughput_mib_s=p.throughput_mib_s, iops=p.iops
+    )
 
 
-def _sample_dict(s: Sample) -> dict[str, Any]:
-    d = {
-        "t": s.t,
-        "dt": s.dt,
-        "bytes": s.bytes,
-        "ops": s.ops,
-        "read_bytes": s.read_bytes,
-        "write_bytes": s.write_bytes,
-        "throughput_gib_s": s.throughput_gib_s,
-        "iops": s.iops,
-        "latency_us": s.latency_us.to_dict(),
-        "cpu_usr_pct": s.cpu_usr_pct,
-        "cpu_sys_pct": s.cpu_sys_pct,
-        "sys_usr_pct": s.sys_usr_pct,
-        "sys_sys_pct": s.sys_sys_pct,
-        "per_core_pct": list(s.per_core_pct),
-        "workers_done": s.workers_done,
-    }
-    if s.gpu:
-        d["gpu"] = list(s.gpu)
-    return d
+def _sample(s: Sample) -> records.RunSample:
+    return records.RunSample(
+        t=s.t,
+        dt=s.dt,
+        bytes=s.bytes,
+        ops=s.ops,
+        read_bytes=s.read_bytes,
+        write_bytes=s.write_bytes,
+        throughput_gib_s=s.throughput_gib_s,
+        iops=s.iops,
+        latency_us=_latency(s.latency_us),
+        cpu_usr_pct=s.cpu_usr_pct,
+        cpu_sys_pct=s.cpu_sys_pct,
+        sys_usr_pct=s.sys_usr_pct,
+        sys_sys_pct=s.sys_sys_pct,
+        per_core_pct=list(s.per_core_pct),
+        workers_done=s.workers_done,
+        gpu=list(s.gpu),
+    )
+
+
+def result_to_record(r: RunResult, *, samples: bool = False) -> records.Run:
+    """The summary of one run as its typed record (``records.Run``: the keys documented for ``run --json``); its
+    time series with ``samples``."""
+    spec = r.spec
+    return records.Run(
+        schema_version=records.SCHEMA_VERSION,
+        label=spec.name,
+        path=spec.path,
+        xfer_type=spec.xfer_type,
+        io=spec.io,
+        rwmix=spec.read_pct,
+        block_size=spec.block_size,
+        workers=spec.workers,
+        iodepth=spec.iodepth,
+        file_size=spec.file_size,
+        gpus=list(spec.gpus) if spec.uses_gpu else [],
+        status=r.status,
+        incomplete=r.incomplete,
+        error=r.error,
+        source=r.source,
+        bytes=r.bytes,
+        ops=r.ops,
+        read_bytes=r.read_bytes,
+        write_bytes=r.write_bytes,
+        read_ops=r.read_ops,
+        write_ops=r.write_ops,
+        seconds=r.seconds,
+        throughput_gib_s=r.throughput_gib_s,
+        throughput_mib_s=r.throughput_mib_s,
+        throughput_mb_s=r.throughput_mb_s,
+        iops=r.iops,
+        latency_us=_latency(r.latency_us),
+        read_latency_us=_latency(r.read_latency_us),
+        write_latency_us=_latency(r.write_latency_us),
+        cpu=dict(r.cpu),
+        cpu_s_per_gib=r.cpu_seconds_per_gib,
+        first_done=_done_point(r.first_done),
+        last_done=_done_point(r.last_done),
+        per_worker=[records.Worker(**vars(w)) for w in r.workers],
+        per_gpu={str(k): v for k, v in r.gpus.items()},
+        labels=list(r.labels),
+        environment=dict(r.environment),
+        spec=spec.to_dict(),
+        fixed_cost_s=dict(r.fixed_cost_s) if r.fixed_cost_s is not None else None,
+        latency_histogram_ns={str(k): v for k, v in r.histogram.to_sparse().items()}
+        if r.histogram is not None
+        else None,
+        error_detail=list(r.error_detail),
+        samples=[_sample(s) for s in r.samples] if samples else records.UNSET,
+        hosts=[result_to_record(h, samples=samples) for h in r.hosts],
+    )
 
 
 def result_to_dict(r: RunResult, *, samples: bool = False) -> dict[str, Any]:
-    """The summary of one run, with the keys documented for ``run --json``."""
-    spec = r.spec
-    d: dict[str, Any] = {
-        "schema": SCHEMA,
-        "schema_version": records.SCHEMA_VERSION,
-        "label": spec.name,
-        "path": spec.path,
-        "xfer_type": spec.xfer_type,
-        "io": spec.io,
-        "rwmix": spec.read_pct,
-        "block_size": spec.block_size,
-        "workers": spec.workers,
-        "iodepth": spec.iodepth,
-        "file_size": spec.file_size,
-        "gpus": list(spec.gpus) if spec.uses_gpu else [],
-        "status": r.status,
-        "incomplete": r.incomplete,
-        "error": r.error,
-        "source": r.source,
-        "bytes": r.bytes,
-        "ops": r.ops,
-        "read_bytes": r.read_bytes,
-        "write_bytes": r.write_bytes,
-        "read_ops": r.read_ops,
-        "write_ops": r.write_ops,
-        "seconds": r.seconds,
-        "throughput_gib_s": r.throughput_gib_s,
-        "throughput_mib_s": r.throughput_mib_s,
-        "throughput_mb_s": r.throughput_mb_s,
-        "iops": r.iops,
-        "latency_us": r.latency_us.to_dict(),
-        "cpu": dict(r.cpu),
-        "cpu_s_per_gib": r.cpu_seconds_per_gib,
-        "first_done": r.first_done.to_dict() if r.first_done else None,
-        "last_done": r.last_done.to_dict() if r.last_done else None,
-        "per_worker": [vars(w) for w in r.workers],
-        "per_gpu": {str(k): v for k, v in r.gpus.items()},
-        "labels": list(r.labels),
-        "environment": dict(r.environment),
-        "spec": spec.to_dict(),
-    }
-    if r.read_latency_us:
-        d["read_latency_us"] = r.read_latency_us.to_dict()
-    if r.write_latency_us:
-        d["write_latency_us"] = r.write_latency_us.to_dict()
-    if r.error_detail:
-        d["error_detail"] = list(r.error_detail)
-    if r.fixed_cost_s is not None:
-        d["fixed_cost_s"] = dict(r.fixed_cost_s)
-    if r.histogram is not None:
-        d["latency_histogram_ns"] = {str(k): v for k, v in r.histogram.to_sparse().items()}
-    if samples:
-        d["samples"] = [_sample_dict(s) for s in r.samples]
-    if r.hosts:
-        d["hosts"] = [result_to_dict(h, samples=samples) for h in r.hosts]
-    return _clean(d)
+    """The summary of one run as plain data, exactly as its file holds it."""
+    return records.as_data(result_to_record(r, samples=samples))
 
 
 def _lat(rec: records.Latency | None) -> LatencySummary | None:
@@ -214,7 +212,7 @@ def _done(rec: records.DonePoint | None) -> DonePoint | None:
 
 
 def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
-    """Read back a summary written by ``result_to_dict`` (or by an importer): typed by ``records.Run`` first, so a
+    """Read back a summary written by ``result_to_record`` (or by an importer): typed by ``records.Run`` first, so a
     field of the wrong kind is one line naming it."""
     return result_from_record(records.as_run(d, where), where)
 
@@ -282,7 +280,8 @@ def load_results(path: str) -> list[RunResult]:
 
 
 def json_text(payload: Any) -> str:
-    return json.dumps(_clean(payload), indent=2) + "\n"
+    """A record, or plain data holding records, as its file holds it (``records.json_text``)."""
+    return records.json_text(payload)
 
 
 def write_json(path: str, payload: Any) -> None:

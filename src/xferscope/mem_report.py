@@ -262,7 +262,7 @@ def emit_result(result: MemResult, fmt: str = "table", out: TextIO | None = None
     out = out or sys.stdout
     err = err or sys.stderr
     if fmt == "json":
-        out.write(result_json(result) + "\n")
+        out.write(result_json(result))
         return
     text = format_mlc_table(result)
     if text:

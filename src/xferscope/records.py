@@ -13,9 +13,11 @@ kind before any reader looks at it: a damaged or foreign file is one line naming
 
 from __future__ import annotations
 
+import numbers
 from typing import Annotated, Any, TypeVar
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from xferscope.errors import FormatError
 
@@ -76,15 +78,34 @@ class Worker(msgspec.Struct, kw_only=True):
 
 
 class RunSample(msgspec.Struct, kw_only=True):
-    """One sample of the time series (``--json`` of `run`, not `--format json`)."""
+    """One sample of the time series (``--json`` of `run`, not `--format json`): rates over the interval."""
 
     t: float
     dt: float
     bytes: int
     ops: int
+    read_bytes: int = 0
+    write_bytes: int = 0
     throughput_gib_s: Number = None
     iops: Number = None
     latency_us: Latency | None = None
+    cpu_usr_pct: Number = None
+    cpu_sys_pct: Number = None
+    sys_usr_pct: Number = None
+    sys_sys_pct: Number = None
+    per_core_pct: list[Number] = []
+    workers_done: int = 0
+    gpu: list[dict[str, Any]] = []
+
+
+class SaturatePlace(msgspec.Struct, kw_only=True):
+    """Where a run of `saturate --json` belongs: its search (``series``) and point, or its own-ceiling run."""
+
+    series: int
+    workers: int | None = None
+    iodepth: int | None = None
+    own_ceiling: bool = False
+    cpus_allowed: int | None = None
 
 
 class Run(Record, kw_only=True):
@@ -93,12 +114,16 @@ class Run(Record, kw_only=True):
     schema: str = RUN_SCHEMA
     label: str = ""
     path: str
+    xfer_type: str | None = None
     io: str
+    rwmix: int | None = None
     block_size: int
     workers: int
     iodepth: int
     file_size: int | None = None
+    gpus: list[int] = []
     status: str = "ok"
+    incomplete: bool = False
     error: str | None = None
     source: str = "xferscope"
     bytes: int
@@ -110,6 +135,7 @@ class Run(Record, kw_only=True):
     seconds: float
     throughput_gib_s: Number = None
     throughput_mib_s: Number = None
+    throughput_mb_s: Number = None
     iops: Number = None
     latency_us: Latency | None = None
     read_latency_us: Latency | None = None
@@ -126,51 +152,81 @@ class Run(Record, kw_only=True):
     fixed_cost_s: dict[str, float] | None = None
     latency_histogram_ns: dict[str, int] | None = None
     error_detail: list[str] = []
-    samples: list[RunSample] = []
+    #: the time series: in files (``--json``), not on stdout (``--format json``)
+    samples: list[RunSample] | UnsetType = UNSET
     hosts: list[Run] = []
+    #: in `saturate --json` only
+    saturate: SaturatePlace | UnsetType = UNSET
 
 
 # ------------------------------------------------------------------ comparison
 
 
 class Spread(msgspec.Struct, kw_only=True):
+    """A figure over the rounds measured: median, range, and how many."""
+
     median: Number = None
     min: Number = None
     max: Number = None
+    n: int | None = None
 
 
-class ComparedPath(msgspec.Struct, kw_only=True):
+class PairedRatio(msgspec.Struct, kw_only=True):
+    """A ratio paired round by round against a baseline: its median, interval and range, and the verdict."""
+
+    verdict: str | None = None
+    ratio: Number = None
+    interval_low: Number = None
+    interval_high: Number = None
+    interval_coverage: Number = None
+    ratio_min: Number = None
+    ratio_max: Number = None
+
+
+class ComparedPath(PairedRatio, kw_only=True):
+    """One path of a comparison: its throughput in each round, its figures over the rounds and, against the
+    baseline, the paired ratio, its interval and the verdict."""
+
     label: str
     path: str
     rounds: list[Number]
     throughput_mib_s: Spread | None = None
+    iops: Spread | None = None
+    lat_mean_us: Spread | None = None
+    lat_p99_us: Spread | None = None
+    cpu_usr_pct: Spread | None = None
+    cpu_sys_pct: Spread | None = None
+    cpu_s_per_gib: Spread | None = None
     baseline: bool = False
-    ratio: Number = None
-    verdict: str | None = None
     verdict_text: str | None = None
-    interval_low: Number = None
-    interval_high: Number = None
+    paired_rounds: int = 0
 
 
 class RoundRun(msgspec.Struct, kw_only=True):
+    """One run where it ran: its round and place in it (from 1), and its result's place in ``results``."""
+
     round: int
     position: int
     label: str
     status: str
     throughput_mib_s: Number = None
+    files: list[list[Any]] = []
     result: int | None = None
 
 
 class ComparisonSummary(msgspec.Struct, kw_only=True):
     rounds: int
+    rounds_done: int | None = None
+    rounds_mode: str = "fixed"
+    max_rounds: int | None = None
+    #: why each round past the first ones was added (``--rounds auto``)
+    rounds_added: list[str] = []
     baseline: str
     order: list[list[str]]
     rule: str = ""
-    rounds_mode: str = "fixed"
-    max_rounds: int | None = None
-    rounds_added: list[dict[str, Any]] = []
     drift: str | None = None
     page_cache: str | None = None
+    page_cache_dropped: bool | None = None
     paths: list[ComparedPath]
     runs: list[RoundRun] = []
 
@@ -186,6 +242,8 @@ class Comparison(Record, kw_only=True):
 
 
 class SweepPoint(msgspec.Struct, kw_only=True):
+    """One point of a profile's grid: its parameters, every repetition, and their statistics."""
+
     index: int
     key: str
     label: str = ""
@@ -194,52 +252,134 @@ class SweepPoint(msgspec.Struct, kw_only=True):
     params: dict[str, Any] = {}
     identity: dict[str, Any] = {}
     repetitions_done: int = 0
-    stats: dict[str, Any] = {}
+    #: an I/O sweep's statistics over the repetitions
+    stats: dict[str, Any] | UnsetType = UNSET
+    #: a memory sweep's rows
+    rows: list[dict[str, Any]] | UnsetType = UNSET
     repetitions: list[dict[str, Any]] = []
 
 
 class Sweep(Record, kw_only=True):
     """`replay --results`: a profile's points with every repetition, kept across invocations."""
 
-    schema: str
+    schema: str = SWEEP_SCHEMA
     profile: dict[str, Any]
     kind: str = "io"
     created: str | None = None
     updated: str | None = None
     environment: dict[str, Any] = {}
     points: list[SweepPoint]
-    results: list[Run] = []
+    #: an I/O sweep's median repetition of each point
+    results: list[Run] | UnsetType = UNSET
 
 
 # ------------------------------------------------------------------- saturation
 
 
-class SaturationPoint(msgspec.Struct, kw_only=True):
+class Shape(msgspec.Struct, kw_only=True):
+    """How much is in flight: ``workers`` threads with ``iodepth`` I/Os each."""
+
     workers: int
     iodepth: int
     concurrency: int | None = None
+
+
+class SaturationPoint(Shape, kw_only=True):
     stage: str | None = None
     throughput_gib_s: list[Number] = []
+    median_gib_s: Number = None
+    min_gib_s: Number = None
+    max_gib_s: Number = None
+    #: where its runs stand in the file's ``results``
     results: list[int] = []
 
 
+class PointComparison(PairedRatio, kw_only=True):
+    """Two points of a search told apart (or not) by the verdict rule."""
+
+    baseline: Shape
+    other: Shape
+    stage: str = ""
+    rounds: int
+    margin: Number = None
+    equivalence: Number = None
+    told_apart: bool | None = None
+    gain: bool | None = None
+
+
+class CeilingCheck(msgspec.Struct, kw_only=True):
+    ceiling: str
+    text: str
+    binds: bool | None = None
+
+
+class Bottleneck(msgspec.Struct, kw_only=True):
+    """Which ceiling binds the plateau, and each ceiling checked."""
+
+    kind: str
+    detail: str = ""
+    verdict: str
+    checks: list[CeilingCheck] = []
+    advice: list[str] = []
+
+
+class OwnCeiling(msgspec.Struct, kw_only=True):
+    """A path bound by its own overhead, read again from the page cache: its rate and its run."""
+
+    gib_s: Number = None
+    note: str | None = None
+    result: int | None = None
+
+
 class SaturationSeries(msgspec.Struct, kw_only=True):
+    """One search: a path at one block size."""
+
     path: str
     block_size: int
     gpus: list[int] | None = None
     role: str = "measured"
     label: str | None = None
+    grid_points: int | None = None
+    points_measured: int | None = None
+    share_of_grid: Number = None
+    runs: int | None = None
+    limit: str | None = None
+    stopped: str | None = None
+    error: str | None = None
+    unsaturated: list[Any] = []
+    knee: Shape | None = None
+    plateau: Shape | None = None
+    figures: dict[str, Any] | None = None
+    evidence: dict[str, Any] | None = None
+    bottleneck: Bottleneck | None = None
+    verdict_line: str | None = None
+    own_ceiling: OwnCeiling | None = None
     points: list[SaturationPoint] = []
-    knee: dict[str, Any] | None = None
-    plateau: dict[str, Any] | None = None
-    bottleneck: dict[str, Any] | None = None
+    comparisons: list[PointComparison] = []
+
+
+class SaturationPlan(msgspec.Struct, kw_only=True):
+    paths: list[str]
+    block_sizes: list[int]
+    gpu_sets: list[list[int]] = msgspec.field(default_factory=lambda: [[0]])
+    io: str | None = None
+    max_workers: int
+    max_qd: int
+    min_rounds: int
+    max_rounds: int
+    max_points: int | None = None
+    storage: str | None = None
+    duration: Number = None
+    file_size: int | None = None
+    spec: dict[str, Any] = {}
 
 
 class Saturation(Record, kw_only=True):
     """`saturate --json`: the plan, each search's points, knee, plateau and bottleneck, and every run."""
 
-    schema: str
-    plan: dict[str, Any]
+    schema: str = SATURATION_SCHEMA
+    plan: SaturationPlan
+    rules: dict[str, str] = {}
     stopped: str | None = None
     storage_source: str | None = None
     storage: dict[str, list[Any]] | None = None
@@ -252,12 +392,26 @@ class Saturation(Record, kw_only=True):
 
 
 class MemPoint(msgspec.Struct, kw_only=True):
+    """One point: a delay's latency and bandwidth, an idle latency, a cache-curve point or a matrix cell."""
+
     delay: int | None = None
     latency_ns: Number = None
+    latency_min_ns: Number = None
+    latency_max_ns: Number = None
     bandwidth_mb_s: Number = None
+    read_mb_s: Number = None
+    write_mb_s: Number = None
     traffic: str | None = None
     stride: int | None = None
     backend: str | None = None
+    ns_per_delay_iter: Number = None
+    windows: int = 0
+    windows_short: int = 0
+    locality: str | None = None
+    locality_bytes: int | None = None
+    size_bytes: int | None = None
+    cpu_node: int | None = None
+    mem_node: int | None = None
 
 
 class MemSweep(Record, kw_only=True):
@@ -269,7 +423,17 @@ class MemSweep(Record, kw_only=True):
     incomplete: bool = False
     error: str | None = None
     idle_latency_ns: Number = None
-    spec: dict[str, Any] = {}
+    idle_locality: str | None = None
+    whole_idle_latency_ns: Number = None
+    pages: str | None = None
+    pages_obtained: dict[str, float] = {}
+    thp_coverage: Number = None
+    matrix: dict[str, Any] | None = None
+    cache_levels: list[dict[str, Any]] | None = None
+    notes: list[str] = []
+    warnings: list[str] = []
+    source: str | None = None
+    spec: dict[str, Any] | None = None
     environment: dict[str, Any] = {}
     points: list[MemPoint]
 
@@ -330,7 +494,7 @@ def runs_of(data: Any, path: str) -> list[Run]:
         return [as_run(data, path)]
     record, what = KINDS[kind]
     _check_version(data, path)
-    return list(getattr(_typed(data, record, what, path), "results", []))
+    return list(getattr(_typed(data, record, what, path), "results", None) or [])  # UNSET or absent: none
 
 
 def kind_of(data: Any) -> str:
@@ -351,3 +515,32 @@ def kind_of(data: Any) -> str:
 def schema(kind: str) -> dict[str, Any]:
     """The JSON Schema of a kind."""
     return msgspec.json.schema(KINDS[kind][0])
+
+
+# ----------------------------------------------------------------------- writing
+
+
+def _plain(value: Any) -> Any:
+    """What msgspec does not write itself, as the plain number it is: numpy scalars, subclasses of int and float."""
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Real):
+        return float(value)
+    item = getattr(value, "item", None)
+    if callable(item):
+        return item()
+    raise NotImplementedError(f"cannot write a {type(value).__name__} as JSON")
+
+
+_ENCODER = msgspec.json.Encoder(enc_hook=_plain)
+
+
+def json_text(value: Any) -> str:
+    """A record (or plain data holding records) as its file holds it: indented, NaN and infinities as null
+    (JSON has neither), text as UTF-8."""
+    return msgspec.json.format(_ENCODER.encode(value), indent=2).decode() + "\n"
+
+
+def as_data(value: Any) -> Any:
+    """A record as plain dicts and lists, exactly as its file holds it (NaN as None)."""
+    return msgspec.json.decode(_ENCODER.encode(value))

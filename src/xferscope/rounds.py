@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope import records
 from xferscope.engines.base import RunResult
 from xferscope.engines.host import SMALL_PAGE_BUFFERS
 from xferscope.errors import SpecError
@@ -264,60 +265,49 @@ class Comparison:
         return lines
 
     # ------------------------------------------------------------- output
-    def to_dict(self, result_index: Callable[[RunResult], int | None] | None = None) -> dict[str, Any]:
+    def to_record(self, result_index: Callable[[RunResult], int | None] | None = None) -> records.ComparisonSummary:
         """What ``compare --json`` writes beside the runs' results: the plan, each path's figures per round
         with median and range, the paired ratio and verdict, the rule, drift and the page cache."""
-        paths = []
-        for slot, label in enumerate(self.labels):
-            entry: dict[str, Any] = {"label": label, "path": self.specs[slot].path, "rounds": self.figures(slot)}
-            for key in FIGURES:
-                entry[key] = self.spread(slot, key)
-            v = self.verdict(slot)
-            if slot == 0:
-                entry["baseline"] = True
-            else:
-                entry.update(
-                    {
-                        "verdict": v.word if v else None,
-                        "verdict_text": v.text if v else None,
-                        "ratio": v.ratio if v else None,
-                        "interval_low": v.low if v else None,
-                        "interval_high": v.high if v else None,
-                        "interval_coverage": v.coverage if v else None,
-                        "ratio_min": v.range_low if v else None,
-                        "ratio_max": v.range_high if v else None,
-                        "paired_rounds": v.rounds if v else 0,
-                    }
-                )
-            paths.append(entry)
-        runs = []
-        for run in self.runs:
-            d: dict[str, Any] = {
-                "round": run.round + 1,
-                "position": run.position + 1,
-                "label": self.labels[run.slot],
-                "status": run.result.status if run.result else "not run",
-                "throughput_mib_s": _clean(run.result.throughput_mib_s) if run.result else None,
-                "files": [list(f) for f in run.files],
-            }
-            if result_index is not None and run.result is not None:
-                d["result"] = result_index(run.result)
-            runs.append(d)
-        return {
-            "rounds": self.rounds,
-            "rounds_done": self.rounds_done(),
-            "rounds_mode": "auto" if self.auto else "fixed",
-            "max_rounds": self.max_rounds,
-            "rounds_added": list(self.added),
-            "baseline": self.labels[0],
-            "order": [[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
-            "rule": RULE,
-            "drift": self.drift(),
-            "page_cache": self.cache_note,
-            "page_cache_dropped": self.cache_dropped,
-            "paths": paths,
-            "runs": runs,
-        }
+        return records.ComparisonSummary(
+            rounds=self.rounds,
+            rounds_done=self.rounds_done(),
+            rounds_mode="auto" if self.auto else "fixed",
+            max_rounds=self.max_rounds,
+            rounds_added=list(self.added),
+            baseline=self.labels[0],
+            order=[[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
+            rule=RULE,
+            drift=self.drift(),
+            page_cache=self.cache_note,
+            page_cache_dropped=self.cache_dropped,
+            paths=[self._path_record(slot) for slot in range(len(self.labels))],
+            runs=[self._run_record(run, result_index) for run in self.runs],
+        )
+
+    def _path_record(self, slot: int) -> records.ComparedPath:
+        figures = {key: records.Spread(**self.spread(slot, key)) for key in FIGURES}
+        entry = records.ComparedPath(
+            label=self.labels[slot], path=self.specs[slot].path, rounds=self.figures(slot), **figures
+        )
+        v = self.verdict(slot)
+        if slot == 0:
+            entry.baseline = True
+        elif v is not None:
+            entry.verdict, entry.verdict_text, entry.ratio = v.word, v.text, v.ratio
+            entry.interval_low, entry.interval_high, entry.interval_coverage = v.low, v.high, v.coverage
+            entry.ratio_min, entry.ratio_max, entry.paired_rounds = v.range_low, v.range_high, v.rounds
+        return entry
+
+    def _run_record(self, run: PlannedRun, result_index: Callable[[RunResult], int | None] | None) -> records.RoundRun:
+        return records.RoundRun(
+            round=run.round + 1,
+            position=run.position + 1,
+            label=self.labels[run.slot],
+            status=run.result.status if run.result else "not run",
+            throughput_mib_s=run.result.throughput_mib_s if run.result else None,
+            files=[list(f) for f in run.files],
+            result=result_index(run.result) if result_index is not None and run.result is not None else None,
+        )
 
 
 def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> float | None:

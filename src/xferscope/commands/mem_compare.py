@@ -11,34 +11,32 @@ import typer
 def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Print the results of ``files`` (comma list) side by side, then write ``--json`` (the results as a list)
     and ``--csv`` (every point, with the result it belongs to)."""
-    import json
-
+    from xferscope import records
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
     from xferscope.mem_report import format_side_by_side
-    from xferscope.output.files import Output, human_output, write_outputs
+    from xferscope.output.files import Output, show_then_write
 
     paths = [p.strip() for p in files.split(",") if p.strip()]
     if not paths:
         raise SpecError("--mem", "name at least one memory result file (mem --json, import mlc --json, mlc output)")
     results = [r for path in paths for r in read_mem_results(path)]
 
-    def as_json() -> str:
-        return json.dumps([r.to_dict() for r in results], indent=2) + "\n"
+    def show() -> None:
+        typer.echo(format_side_by_side(results))
+        for r in results:
+            for warning in r.warnings:
+                typer.echo(f"warning: {r.name}: {warning}", err=True)
 
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                typer.echo(as_json(), nl=False)
-            else:
-                typer.echo(format_side_by_side(results))
-                for r in results:
-                    for warning in r.warnings:
-                        typer.echo(f"warning: {r.name}: {warning}", err=True)
-    except OSError:  # a closed terminal: the files still get the results
-        pass
-    written = write_outputs(
-        [Output("JSON", "--json", json_path, as_json), Output("CSV", "--csv", csv_path, lambda: points_csv(results))]
+    records_of = [r.to_record() for r in results]
+    written = show_then_write(
+        fmt,
+        lambda: records_of,
+        show,
+        [
+            Output("JSON", "--json", json_path, lambda: records.json_text(records_of)),
+            Output("CSV", "--csv", csv_path, lambda: points_csv(results)),
+        ],
     )
     if written:
         raise typer.Exit(written)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -17,7 +16,9 @@ def list_command(as_json: bool) -> None:
 
     infos = list_profiles()
     if as_json:
-        typer.echo(json.dumps([i.to_dict() for i in infos], indent=2))
+        from xferscope.records import json_text
+
+        typer.echo(json_text(infos), nl=False)
         return
     from rich.console import Console
     from rich.markup import escape
@@ -46,8 +47,9 @@ def show_command(name: str, as_json: bool) -> None:
     profile = load_profile(name)
     if as_json:
         from xferscope.profiles.toml_format import profile_to_dict
+        from xferscope.records import as_data, json_text
 
-        typer.echo(json.dumps({**info_of(profile).to_dict(), "profile": profile_to_dict(profile)}, indent=2))
+        typer.echo(json_text({**as_data(info_of(profile)), "profile": profile_to_dict(profile)}), nl=False)
         return
     typer.echo(f"# {profile.origin} profile: {profile.file}")
     typer.echo(dump_profile(profile).rstrip())

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass
 from typing import Annotated
@@ -371,7 +370,9 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
 
     try:
         if fmt == "json":
-            typer.echo(json.dumps(_jsonable(summary_json(results, found)), indent=2))
+            from xferscope.records import json_text
+
+            typer.echo(json_text(summary_json(results, found)), nl=False)
             for line in skipped_lines(results):
                 typer.echo(line, err=True)
             return
@@ -388,12 +389,6 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
             typer.echo(line)
     except OSError:  # closed terminal: the files are written already
         pass
-
-
-def _jsonable(value):
-    from xferscope.export import _clean
-
-    return _clean(value)
 
 
 def register(app: typer.Typer) -> None:

@@ -145,9 +145,6 @@ class LatencySummary:
     p999: float
     max: float
 
-    def to_dict(self) -> dict[str, float]:
-        return {k: getattr(self, k) for k in ("min", "mean", "p50", "p90", "p99", "p999", "max")}
-
 
 @dataclass(frozen=True)
 class Sample:
@@ -202,15 +199,6 @@ class DonePoint:
     @property
     def iops(self) -> float:
         return self.ops / self.seconds if self.seconds > 0 else 0.0
-
-    def to_dict(self) -> dict[str, float]:
-        return {
-            "seconds": self.seconds,
-            "bytes": self.bytes,
-            "ops": self.ops,
-            "throughput_mib_s": self.throughput_mib_s,
-            "iops": self.iops,
-        }
 
 
 @dataclass

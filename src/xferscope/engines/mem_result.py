@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import statistics
@@ -195,34 +194,35 @@ class MemResult:
             return f"{self.backend} ({os.path.basename(self.source)})"
         return self.backend
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_record(self) -> records.MemSweep:
+        """The sweep as ``mem --json`` writes it."""
         caches = self.environment.get("caches") or []
-        return {
-            "schema_version": records.SCHEMA_VERSION,
-            "backend": self.backend,
-            "mode": self.spec.mode if self.spec else None,
-            "cancelled": self.cancelled,
-            "incomplete": self.error is not None,
-            "error": self.error,
-            "idle_latency_ns": self.idle_latency_ns,
-            "idle_locality": self.idle_locality,
-            "whole_idle_latency_ns": self.whole_idle_latency_ns,
-            "pages": self.pages,
-            "pages_obtained": dict(self.pages_obtained),
-            "thp_coverage": self.thp_coverage,
-            "matrix": self.matrix(),
-            "cache_levels": cache_plateaus(self.cache_curve, caches) if self.cache_curve else None,
-            "notes": list(self.notes),
-            "warnings": list(self.warnings),
-            "source": self.source,
-            "environment": dict(self.environment),
-            "spec": None if self.spec is None else asdict(self.spec),
-            "points": [asdict(p) for p in self.points],
-        }
+        return records.MemSweep(
+            schema_version=records.SCHEMA_VERSION,
+            backend=self.backend,
+            mode=self.spec.mode if self.spec else None,
+            cancelled=self.cancelled,
+            incomplete=self.error is not None,
+            error=self.error,
+            idle_latency_ns=self.idle_latency_ns,
+            idle_locality=self.idle_locality,
+            whole_idle_latency_ns=self.whole_idle_latency_ns,
+            pages=self.pages,
+            pages_obtained=dict(self.pages_obtained),
+            thp_coverage=self.thp_coverage,
+            matrix=self.matrix(),
+            cache_levels=cache_plateaus(self.cache_curve, caches) if self.cache_curve else None,
+            notes=list(self.notes),
+            warnings=list(self.warnings),
+            source=self.source,
+            environment=dict(self.environment),
+            spec=None if self.spec is None else asdict(self.spec),
+            points=[records.MemPoint(**asdict(p)) for p in self.points],
+        )
 
 
 def result_from_dict(data: Any, where: str) -> MemResult:
-    """A MemResult from what ``to_dict`` wrote (``mem --json``, ``import mlc --json``); FormatError otherwise."""
+    """A MemResult from what ``to_record`` wrote (``mem --json``, ``import mlc --json``); FormatError otherwise."""
     if not isinstance(data, dict) or not isinstance(data.get("points"), list):
         raise FormatError(where, None, "not a memory sweep result (mem --json or import mlc --json)")
     names = {f.name for f in fields(MemPoint)}
@@ -296,7 +296,7 @@ def csv_text(result: MemResult) -> str:
 
 
 def result_json(result: MemResult) -> str:
-    return json.dumps(result.to_dict(), indent=2)
+    return records.json_text(result.to_record())
 
 
 # ------------------------------------------------------------ the cache curve

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typer
 
 from xferscope import records
-from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.files import Output, show_then_write
 
 
 def print_comparison(comp, printed_runs: bool = True) -> None:
@@ -40,18 +40,17 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
         typer.echo(f"{label}: " + ", ".join(notes))
 
 
-def comparison_payload(comp, *, samples: bool) -> dict:
-    """``{"comparison": ..., "results": [...]}``: the comparison and every run's result in the order they ran
-    (``load_results`` reads the results back)."""
-    from xferscope.export import result_to_dict
+def comparison_payload(comp, *, samples: bool) -> records.Comparison:
+    """The comparison and every run's result in the order they ran (``load_results`` reads the results back)."""
+    from xferscope.export import result_to_record
 
     results = [run.result for run in comp.runs if run.result is not None]
     index = {id(r): i for i, r in enumerate(results)}
-    return {
-        "schema_version": records.SCHEMA_VERSION,
-        "comparison": comp.to_dict(lambda r: index.get(id(r))),
-        "results": [result_to_dict(r, samples=samples) for r in results],
-    }
+    return records.Comparison(
+        schema_version=records.SCHEMA_VERSION,
+        comparison=comp.to_record(lambda r: index.get(id(r))),
+        results=[result_to_record(r, samples=samples) for r in results],
+    )
 
 
 def rounds_csv_text(comp) -> str:
@@ -75,16 +74,9 @@ def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> lis
 def emit_comparison(comp, *, fmt: str, json_path: str | None, csv_path: str | None, printer=None) -> int:
     """Print the comparison, then write the files asked for (``output.files``); ExitCode.NOT_WRITTEN
     when a file could not be written (a line said which and why), else 0."""
-    import json
-
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                from xferscope.export import _clean
-
-                typer.echo(json.dumps(_clean(comparison_payload(comp, samples=False)), indent=2))
-            else:
-                (printer or print_comparison)(comp)
-    except OSError:  # a closed terminal: the files still get the result
-        pass
-    return write_outputs(comparison_outputs(comp, json_path, csv_path))
+    return show_then_write(
+        fmt,
+        lambda: comparison_payload(comp, samples=False),
+        lambda: (printer or print_comparison)(comp),
+        comparison_outputs(comp, json_path, csv_path),
+    )

@@ -12,12 +12,11 @@ then each file asked for is written through ``xferscope.safe_write``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TextIO
+from typing import Any, TextIO
 
 import typer
 
@@ -122,17 +121,39 @@ def result_outputs(
 ) -> list[Output]:
     """``--json`` (the summary with the time series) and ``--csv`` (the time series, or ``csv_text``'s
     table) of RunResults."""
-    from xferscope.export import json_text, result_to_dict, series_csv_text
+    from xferscope.export import json_text, result_to_record, series_csv_text
 
     def payload():
         if len(results) == 1:
-            return result_to_dict(results[0], samples=True)
-        return {"results": [result_to_dict(r, samples=True) for r in results]}
+            return result_to_record(results[0], samples=True)
+        return {"results": [result_to_record(r, samples=True) for r in results]}
 
     return [
         Output("JSON", "--json", json_path, lambda: json_text(payload())),
         Output("CSV", "--csv", csv_path, lambda: (csv_text or series_csv_text)(results)),
     ]
+
+
+def echo_lines(lines: Iterable[str]) -> None:
+    for line in lines:
+        typer.echo(line)
+
+
+def show_then_write(fmt: str, shown: Callable[[], Any], printer: Callable[[], None], outputs: Sequence[Output]) -> int:
+    """Print for people (``printer``), or with ``--format json`` the JSON of ``shown()`` (a record, or plain data
+    holding records), then write ``outputs`` (``write_outputs``): a closed terminal loses no file. Returns
+    ExitCode.NOT_WRITTEN when a file could not be written (a line said which and why), else 0."""
+    from xferscope.records import json_text
+
+    try:
+        with human_output(*(o.path for o in outputs)):
+            if fmt == "json":
+                typer.echo(json_text(shown()), nl=False)
+            else:
+                printer()
+    except OSError:  # a closed terminal: the files still get the result
+        pass
+    return write_outputs(outputs)
 
 
 def emit(
@@ -146,15 +167,10 @@ def emit(
 ) -> int:
     """Print the results (``printer``, or JSON with ``--format json``), then write the files asked for.
     Returns ExitCode.NOT_WRITTEN when a file could not be written (a line said which and why), else 0."""
-    from xferscope.export import result_to_dict
+    from xferscope.export import result_to_record
 
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                payload = result_to_dict(results[0]) if len(results) == 1 else [result_to_dict(r) for r in results]
-                typer.echo(json.dumps(payload, indent=2))
-            else:
-                printer(results)
-    except OSError:  # a closed terminal: the files still get the result
-        pass
-    return write_outputs(result_outputs(results, json_path, csv_path, csv_text))
+    def shown():
+        runs = [result_to_record(r) for r in results]
+        return runs[0] if len(runs) == 1 else runs
+
+    return show_then_write(fmt, shown, lambda: printer(results), result_outputs(results, json_path, csv_path, csv_text))

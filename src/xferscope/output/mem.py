@@ -19,7 +19,7 @@ def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: 
     except OSError:  # a closed terminal: the files still get the result
         pass
     outputs = [
-        Output("JSON", "--json", json_out, lambda: result_json(result) + "\n"),
+        Output("JSON", "--json", json_out, lambda: result_json(result)),
         Output("CSV", "--csv", csv_out, lambda: csv_text(result)),
     ]
     if plot:

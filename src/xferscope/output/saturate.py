@@ -5,14 +5,13 @@ plan and reports it, with the runner of one host (``saturate.execute.LocalRunner
 
 from __future__ import annotations
 
-import json
 import sys
 
 import typer
 
 from xferscope.engine_pool import kept_engines
 from xferscope.errors import ExitCode
-from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.files import Output, show_then_write
 from xferscope.output.terminal import ProgressLine
 
 
@@ -119,24 +118,17 @@ def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) ->
     """Print the saturation, then write the files asked for (``output.files``: ``-`` is stdout, a closed
     terminal loses no file); ExitCode.NOT_WRITTEN when one could not be written (a line said which), else 0."""
     from xferscope.export import json_text
-    from xferscope.saturate.record import csv_text, saturation_to_dict
+    from xferscope.saturate.record import csv_text, saturation_to_dict, saturation_to_record
     from xferscope.saturate.report import print_saturation
 
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                typer.echo(
-                    json.dumps({k: v for k, v in saturation_to_dict(outcome).items() if k != "results"}, indent=2)
-                )
-            else:
-                print_saturation(outcome, typer.echo)
-    except OSError:
-        pass
-    return write_outputs(
+    return show_then_write(
+        fmt,
+        lambda: {k: v for k, v in saturation_to_dict(outcome).items() if k != "results"},
+        lambda: print_saturation(outcome, typer.echo),
         [
-            Output("JSON", "--json", json_path, lambda: json_text(saturation_to_dict(outcome))),
+            Output("JSON", "--json", json_path, lambda: json_text(saturation_to_record(outcome))),
             Output("CSV", "--csv", csv_path, lambda: csv_text(outcome)),
-        ]
+        ],
     )
 
 

@@ -10,10 +10,10 @@ import typer
 
 from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, num, pct, table_csv
-from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
+from xferscope.records import json_text
 from xferscope.units import format_bytes
-from xferscope.workloads.records import encode
 from xferscope.workloads.train_compare import TrainComparison
 from xferscope.workloads.train_record import FindMaxResult, TrainResult
 
@@ -192,22 +192,14 @@ def emit_train(
 ) -> int:
     """Print ``result`` (``lines`` where given, else its table; JSON with ``--format json``), then write the files
     asked for. Returns ExitCode.NOT_WRITTEN when one could not be written, else 0."""
-    try:
-        with human_output(json_path, csv_path):
-            if fmt == "json":
-                typer.echo(encode(result).decode())
-            elif lines is not None:
-                for line in lines:
-                    typer.echo(line)
-            else:
-                print_train([result])
-    except OSError:
-        pass
-    return write_outputs(
+    return show_then_write(
+        fmt,
+        lambda: result,
+        (lambda: echo_lines(lines)) if lines is not None else lambda: print_train([result]),
         [
-            Output("JSON", "--json", json_path, lambda: encode(result).decode() + "\n"),
+            Output("JSON", "--json", json_path, lambda: json_text(result)),
             Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
-        ]
+        ],
     )
 
 

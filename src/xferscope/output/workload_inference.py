@@ -12,8 +12,9 @@ import typer
 
 from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, num, secs, table_csv
-from xferscope.output.files import Output, human_output, write_outputs
+from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
+from xferscope.records import json_text
 from xferscope.units import format_bytes
 from xferscope.workloads.kvcache import KvComparison, KvSession
 from xferscope.workloads.kvcache_record import KvResult
@@ -243,20 +244,14 @@ def emit(
     json_path: str | None,
     csv_path: str | None,
 ) -> int:
-    def as_json() -> str:
-        return msgspec.json.format(msgspec.json.encode(result), indent=2).decode()
-
-    try:
-        with human_output(json_path, csv_path):
-            for line in [as_json()] if fmt == "json" else lines:
-                typer.echo(line)
-    except OSError:
-        pass
-    return write_outputs(
+    return show_then_write(
+        fmt,
+        lambda: result,
+        lambda: echo_lines(lines),
         [
-            Output("JSON", "--json", json_path, lambda: as_json() + "\n"),
+            Output("JSON", "--json", json_path, lambda: json_text(result)),
             Output("CSV", "--csv", csv_path, lambda: csv_of(result)),
-        ]
+        ],
     )
 
 

@@ -90,20 +90,6 @@ class ProfileInfo:
     repetitions: int = 1
     error: str | None = None  # set when the file does not load; the other fields are then empty
 
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "source": self.source,
-            "kind": self.kind,
-            "origin": self.origin,
-            "file": self.file,
-            "paths": list(self.paths),
-            "points": self.points,
-            "repetitions": self.repetitions,
-            "error": self.error,
-        }
-
 
 def info_of(profile: Profile) -> ProfileInfo:
     return ProfileInfo(

@@ -85,15 +85,6 @@ class Bottleneck:
             return f"no measured ceiling binds ({self.detail})" if self.detail else "no measured ceiling binds"
         return f"{self.kind}-bound" + (f" ({self.detail})" if self.detail else "")
 
-    def to_dict(self) -> dict:
-        return {
-            "kind": self.kind,
-            "detail": self.detail,
-            "verdict": self.word,
-            "checks": [{"ceiling": c.ceiling, "text": c.text, "binds": c.binds} for c in self.checks],
-            "advice": list(self.advice),
-        }
-
 
 def _known(value: float | None) -> bool:
     return value is not None and math.isfinite(value)

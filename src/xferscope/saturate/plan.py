@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope import records
 from xferscope.errors import SpecError
 from xferscope.saturate.search import MAX_POINTS, MAX_ROUNDS, MIN_ROUNDS
 from xferscope.spec import PATHS, SPLIT_PATHS, RunSpec
@@ -166,22 +167,23 @@ class SaturatePlan:
         per = self.base.duration or 0.0
         return sum(self.worst_case_runs(s.path) * per for s in self.series())
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "paths": list(self.paths),
-            "block_sizes": list(self.block_sizes),
-            "gpu_sets": [list(s) for s in self.gpu_sets],
-            "io": self.base.io,
-            "max_workers": self.max_workers,
-            "max_qd": self.max_qd,
-            "min_rounds": self.min_rounds,
-            "max_rounds": self.max_rounds,
-            "max_points": self.max_points,
-            "storage": self.storage,
-            "duration": self.base.duration,
-            "file_size": self.base.file_size,
-            "spec": self.base.to_dict(),
-        }
+    def to_record(self) -> records.SaturationPlan:
+        """The plan as a saturation's file holds it."""
+        return records.SaturationPlan(
+            paths=list(self.paths),
+            block_sizes=list(self.block_sizes),
+            gpu_sets=[list(s) for s in self.gpu_sets],
+            io=self.base.io,
+            max_workers=self.max_workers,
+            max_qd=self.max_qd,
+            min_rounds=self.min_rounds,
+            max_rounds=self.max_rounds,
+            max_points=self.max_points,
+            storage=self.storage,
+            duration=self.base.duration,
+            file_size=self.base.file_size,
+            spec=self.base.to_dict(),
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SaturatePlan:

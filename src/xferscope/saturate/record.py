@@ -17,7 +17,7 @@ from typing import Any
 
 from xferscope import records
 from xferscope.errors import FormatError, SpecError
-from xferscope.saturate.ceilings import CEILING_RULE, verdict_line
+from xferscope.saturate.ceilings import CEILING_RULE, Bottleneck, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
 from xferscope.saturate.figures import Measurement
 from xferscope.saturate.plan import SaturatePlan, Series
@@ -55,8 +55,8 @@ def verdict_rule() -> str:
     return RULE
 
 
-def _shape(shape: Shape) -> dict[str, int]:
-    return {"workers": shape.workers, "iodepth": shape.iodepth, "concurrency": shape.concurrency}
+def _shape(shape: Shape) -> records.Shape:
+    return records.Shape(workers=shape.workers, iodepth=shape.iodepth, concurrency=shape.concurrency)
 
 
 def _median_of(point: Point, get) -> float | None:
@@ -66,96 +66,109 @@ def _median_of(point: Point, get) -> float | None:
     return statistics.median(values) if values else None
 
 
-def series_to_dict(o: SeriesOutcome, index_of: dict[int, int]) -> dict[str, Any]:
+def _point(p: Point, index_of: dict[int, int]) -> records.SaturationPoint:
+    return records.SaturationPoint(
+        workers=p.shape.workers,
+        iodepth=p.shape.iodepth,
+        concurrency=p.shape.concurrency,
+        stage=p.stage,
+        throughput_gib_s=list(p.values),
+        median_gib_s=p.median,
+        min_gib_s=p.low,
+        max_gib_s=p.high,
+        results=[index_of[id(m)] for m in p.measurements],
+    )
+
+
+def _comparison(c: Comparison) -> records.PointComparison:
+    return records.PointComparison(
+        baseline=_shape(c.baseline),
+        other=_shape(c.other),
+        stage=c.stage,
+        **c.verdict.as_dict(),
+        told_apart=c.told_apart,
+        gain=c.gain,
+    )
+
+
+def _bottleneck(b: Bottleneck) -> records.Bottleneck:
+    checks = [records.CeilingCheck(ceiling=c.ceiling, text=c.text, binds=c.binds) for c in b.checks]
+    return records.Bottleneck(kind=b.kind, detail=b.detail, verdict=b.word, checks=checks, advice=list(b.advice))
+
+
+def series_record(o: SeriesOutcome, index_of: dict[int, int]) -> records.SaturationSeries:
+    """One search as its file holds it; ``index_of`` places each run in the file's ``results``."""
     s, found = o.series, o.found
-    d: dict[str, Any] = {
-        "path": s.path,
-        "block_size": s.block_size,
-        "gpus": list(s.gpus) if s.path != "host" else [],
-        "role": s.role,
-        "label": s.label,
-        "grid_points": o.grid_points,
-        "points_measured": o.points_measured,
-        "share_of_grid": o.share_of_grid,
-        "runs": found.measurements,
-        "limit": o.limit,
-        "stopped": found.stopped,
-        "error": o.error,
-        "unsaturated": list(found.unsaturated),
-        "knee": _shape(found.knee) if found.knee else None,
-        "plateau": _shape(found.plateau) if found.plateau else None,
-        "figures": o.figures.to_dict() if o.figures else None,
-        "evidence": dataclasses.asdict(o.evidence) if o.evidence else None,
-        "bottleneck": o.bottleneck.to_dict() if o.bottleneck else None,
-        "verdict_line": verdict_line(o.evidence, o.bottleneck) if o.bottleneck else None,
-        "own_ceiling": {
-            "gib_s": o.own_ceiling_gib_s,
-            "note": o.own_ceiling_note,
-            "result": index_of.get(id(o.own_ceiling)) if o.own_ceiling is not None else None,
-        },
-        "points": [
-            {
-                **_shape(p.shape),
-                "stage": p.stage,
-                "throughput_gib_s": p.values,
-                "median_gib_s": p.median,
-                "min_gib_s": p.low,
-                "max_gib_s": p.high,
-                "results": [index_of[id(m)] for m in p.measurements],
-            }
-            for p in found.points
-        ],
-        "comparisons": [
-            {
-                "baseline": _shape(c.baseline),
-                "other": _shape(c.other),
-                "stage": c.stage,
-                **c.verdict.as_dict(),
-                "told_apart": c.told_apart,
-                "gain": c.gain,
-            }
-            for c in found.comparisons
-        ],
-    }
-    return d
+    own = o.own_ceiling
+    return records.SaturationSeries(
+        path=s.path,
+        block_size=s.block_size,
+        gpus=list(s.gpus) if s.path != "host" else [],
+        role=s.role,
+        label=s.label,
+        grid_points=o.grid_points,
+        points_measured=o.points_measured,
+        share_of_grid=o.share_of_grid,
+        runs=found.measurements,
+        limit=o.limit,
+        stopped=found.stopped,
+        error=o.error,
+        unsaturated=list(found.unsaturated),
+        knee=_shape(found.knee) if found.knee else None,
+        plateau=_shape(found.plateau) if found.plateau else None,
+        figures=o.figures.to_dict() if o.figures else None,
+        evidence=dataclasses.asdict(o.evidence) if o.evidence else None,
+        bottleneck=_bottleneck(o.bottleneck) if o.bottleneck else None,
+        verdict_line=verdict_line(o.evidence, o.bottleneck) if o.bottleneck else None,
+        own_ceiling=records.OwnCeiling(
+            gib_s=o.own_ceiling_gib_s, note=o.own_ceiling_note, result=index_of.get(id(own)) if own else None
+        ),
+        points=[_point(p, index_of) for p in found.points],
+        comparisons=[_comparison(c) for c in found.comparisons],
+    )
 
 
-def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
-    from xferscope.export import _clean, result_to_dict
+def _run(m: Measurement, place: records.SaturatePlace) -> records.Run:
+    from xferscope.export import result_to_record
 
-    results: list[dict[str, Any]] = []
+    run = result_to_record(m.result)
+    run.saturate = place
+    return run
+
+
+def saturation_to_record(outcome: SaturationOutcome) -> records.Saturation:
+    """The saturation as its file holds it (``records.Saturation``): every run once, under ``results``, and each
+    search's points naming theirs by place."""
+    results: list[records.Run] = []
     index_of: dict[int, int] = {}
     for number, o in enumerate(outcome.series):
         for p in o.found.points:
             for m in p.measurements:
                 index_of[id(m)] = len(results)
-                d = result_to_dict(m.result)
-                d["saturate"] = {
-                    "series": number,
-                    "workers": p.shape.workers,
-                    "iodepth": p.shape.iodepth,
-                    "cpus_allowed": m.cpus_allowed,
-                }
-                results.append(d)
+                place = records.SaturatePlace(
+                    series=number, workers=p.shape.workers, iodepth=p.shape.iodepth, cpus_allowed=m.cpus_allowed
+                )
+                results.append(_run(m, place))
         if o.own_ceiling is not None:
             index_of[id(o.own_ceiling)] = len(results)
-            d = result_to_dict(o.own_ceiling.result)
-            d["saturate"] = {"series": number, "own_ceiling": True, "cpus_allowed": o.own_ceiling.cpus_allowed}
-            results.append(d)
-    return _clean(
-        {
-            "schema": SCHEMA,
-            "schema_version": records.SCHEMA_VERSION,
-            "plan": outcome.plan.to_dict(),
-            "rules": {"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
-            "stopped": outcome.stopped,
-            "storage_source": outcome.storage_source,
-            "storage": {str(bs): list(v) for bs, v in (outcome.storage or {}).items()} or None,
-            "environment": outcome.environment,
-            "series": [series_to_dict(o, index_of) for o in outcome.series],
-            "results": results,
-        }
+            place = records.SaturatePlace(series=number, own_ceiling=True, cpus_allowed=o.own_ceiling.cpus_allowed)
+            results.append(_run(o.own_ceiling, place))
+    return records.Saturation(
+        schema_version=records.SCHEMA_VERSION,
+        plan=outcome.plan.to_record(),
+        rules={"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
+        stopped=outcome.stopped,
+        storage_source=outcome.storage_source,
+        storage={str(bs): list(v) for bs, v in (outcome.storage or {}).items()} or None,
+        environment=outcome.environment,
+        series=[series_record(o, index_of) for o in outcome.series],
+        results=results,
     )
+
+
+def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
+    """The saturation as plain data, exactly as its file holds it."""
+    return records.as_data(saturation_to_record(outcome))
 
 
 def point_rows(outcome: SaturationOutcome):
@@ -189,7 +202,7 @@ def point_rows(outcome: SaturationOutcome):
 def write_json(path: str, outcome: SaturationOutcome) -> None:
     from xferscope.export import write_json as write
 
-    write(path, saturation_to_dict(outcome))
+    write(path, saturation_to_record(outcome))
 
 
 def csv_text(outcome: SaturationOutcome) -> str:

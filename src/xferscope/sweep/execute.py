@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope import engine_pool
+from xferscope import engine_pool, records
 from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
 from xferscope.profiles.model import Profile
 from xferscope.scratch import SweepScratch
@@ -226,11 +226,11 @@ class Sweep:
         except XferscopeError as exc:
             if isinstance(exc, (EnvironmentProblem, SpecError)):
                 raise
-            return "failed", {**sweep.result.to_dict(), "status": "failed", "error": str(exc)}
+            return "failed", {**records.as_data(sweep.result.to_record()), "status": "failed", "error": str(exc)}
         finally:
             self._current = None
         result = sweep.result
-        data = result.to_dict()
+        data = records.as_data(result.to_record())
         data["status"] = "interrupted" if result.cancelled else "ok"
         self.results.environment = dict(result.environment)
         return data["status"], data

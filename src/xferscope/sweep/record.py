@@ -54,23 +54,20 @@ class PointRecord:
     def ok_count(self) -> int:
         return sum(1 for r in self.repetitions if r.get("status", "ok") == "ok")
 
-    def to_dict(self, kind: str) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "index": self.index,
-            "key": self.key,
-            "label": self.label,
-            "status": self.status,
-            "reason": self.reason,
-            "params": self.params,
-            "identity": self.identity,
-            "repetitions_done": self.ok_count(),
-        }
-        if kind == "io":
-            d["stats"] = io_stats(self.repetitions)
-        else:
-            d["rows"] = mem_rows(self.repetitions)
-        d["repetitions"] = self.repetitions
-        return d
+    def to_record(self, kind: str) -> records.SweepPoint:
+        return records.SweepPoint(
+            index=self.index,
+            key=self.key,
+            label=self.label,
+            status=self.status,
+            reason=self.reason,
+            params=self.params,
+            identity=self.identity,
+            repetitions_done=self.ok_count(),
+            stats=io_stats(self.repetitions) if kind == "io" else records.UNSET,
+            rows=mem_rows(self.repetitions) if kind != "io" else records.UNSET,
+            repetitions=self.repetitions,
+        )
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> PointRecord:
@@ -167,23 +164,20 @@ class ResultsFile:
         return sum(self.records[k].ok_count() for k in self.order)
 
     # ---------------------------------------------------------------- writing
-    def to_dict(self) -> dict[str, Any]:
-        points = [self.records[k].to_dict(self.kind) for k in self.order]
-        out: dict[str, Any] = {
-            "schema": SCHEMA,
-            "schema_version": records.SCHEMA_VERSION,
-            "profile": profile_to_dict(self.profile),
-            "kind": self.kind,
-            "created": self.created,
-            "updated": _now(),
-            "environment": self.environment,
-            "points": points,
-        }
-        if self.kind == "io":
-            out["results"] = [
-                rep for rep in (median_repetition(self.records[k].repetitions) for k in self.order) if rep is not None
-            ]
-        return out
+    def to_record(self) -> records.Sweep:
+        medians = (median_repetition(self.records[k].repetitions) for k in self.order)
+        return records.Sweep(
+            schema_version=records.SCHEMA_VERSION,
+            profile=profile_to_dict(self.profile),
+            kind=self.kind,
+            created=self.created,
+            updated=_now(),
+            environment=self.environment,
+            points=[self.records[k].to_record(self.kind) for k in self.order],
+            results=[records.as_run(rep, self.path) for rep in medians if rep is not None]
+            if self.kind == "io"
+            else records.UNSET,
+        )
 
     def save(self) -> None:
         """Both files, each replaced whole; NotWritten names the one that could not be written."""
@@ -193,7 +187,7 @@ class ResultsFile:
             os.makedirs(directory, exist_ok=True)
         except OSError as exc:
             raise NotWritten(self.path, reason_of(exc)) from None
-        write_json(self.path, self.to_dict())
+        write_json(self.path, self.to_record())
         self.saved_repetitions = self.repetitions_measured()  # the JSON is the record; the CSV shows it
         write_csv(self.csv_path, self)
         self.last_save_s = time.monotonic() - started

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from xferscope import records
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where
@@ -197,7 +198,7 @@ def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dic
     """What ``replay --format json`` prints: the points with statistics, without their repetitions."""
     points = []
     for rec in results.planned():
-        d = rec.to_dict(results.kind)
+        d = records.as_data(rec.to_record(results.kind))
         d.pop("repetitions")
         points.append(d)
     out: dict[str, Any] = {

@@ -19,7 +19,10 @@ def num(x: float | None) -> float | None:
 
 
 def encode(result: Any) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(result), indent=2)
+    """A workload's record as its file holds it (``records.json_text``)."""
+    from xferscope.records import json_text
+
+    return json_text(result).encode()
 
 
 def decode_as(kind: type[T], text: bytes | str, path: str, what: str) -> T:
