@@ -191,6 +191,27 @@ def test_write_test_refuses_a_foreign_file_and_leaves_it_alone(cli, direct_dir):
     assert foreign.exists()
 
 
+def test_a_foreign_file_is_refused_before_an_engine_process_starts(direct_dir, monkeypatch):
+    from xferscope import runner
+    from xferscope.errors import SpecError
+    from xferscope.spec import RunSpec
+
+    foreign = direct_dir / "precious.bin"
+    foreign.write_bytes(b"x" * 4096)
+    spawned = []
+
+    def spawn(self):
+        spawned.append(self)
+        raise RuntimeError("an engine process was started")
+
+    monkeypatch.setattr(runner.Run, "_spawn", spawn)
+    run = runner.Run(RunSpec(io="write", block_size=4096, file=str(foreign), duration=0.1))
+    with pytest.raises(SpecError, match="not created by xferscope"):
+        run.prepare()
+    run.close()
+    assert spawned == [] and foreign.read_bytes() == b"x" * 4096
+
+
 def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_path_factory):
     js = tmp_path_factory.mktemp("out") / "partial.json"
     proc = subprocess.Popen(

@@ -255,14 +255,11 @@ class Run(SampleFeed):
 
     # ---------------------------------------------------------------- steps
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
-        """Check the path (in the engine's process), plan the files (here), create them and set up the
-        engine (there). Outside the timed region."""
+        """Plan the files (here: a file xferscope did not create, or a missing directory, is refused before any
+        process starts), check the path (in the engine's process), create the files and set up the engine
+        (there). Outside the timed region."""
         self.state = "preparing"
         self._t_prepare = time.monotonic()
-        self._phase = "checking the path"
-        self._spawn()
-        self._await(("available",))
-        self._t_available = time.monotonic()
         self._phase = "planning the files"
         self.target = targets.plan(self.spec)
         if self.target.temp_dir:
@@ -272,6 +269,10 @@ class Run(SampleFeed):
                 if tf.create:
                     self._guard(tf.path)
                     self._guard(targets.sidecar_path(tf.path))
+        self._phase = "checking the path"
+        self._spawn()
+        self._await(("available",))
+        self._t_available = time.monotonic()
         self._launched().send(("target", self.target))
         self._phase = "preparing"
         _, labels, worker_gpus, created = self._await(("prepared",), progress)
@@ -425,7 +426,9 @@ class Run(SampleFeed):
             return None
         setup, teardown = started - t0, max(0.0, closed - ended)
         cost = {"setup": setup, "teardown": teardown, "total": setup + teardown}
-        if self._t_available is not None:  # the engine's process started (or taken from the pool) and checked
+        if (
+            self._t_available is not None
+        ):  # the files planned, the engine's process started (or taken from the pool) and checked
             cost["process_step"] = self._t_available - t0
         return cost
 

@@ -235,7 +235,7 @@ class RunResult:
     #: the run's fixed cost in seconds, outside its timed region: ``setup`` (from the command's start of the run
     #: to its first I/O: the engine's process, the path's set-up, files created) and ``teardown`` (from its last
     #: I/O to the run closed: its files removed, its process ended or kept for the next run of the command);
-    #: ``process_step``: the engine's process started or taken from the pool, and the path checked; the set-up
+    #: ``process_step``: the files planned, the engine's process started or taken from the pool, and the path checked; the set-up
     #: steps the engine's process timed (``files_step``: planned and created, ``path_step``:
     #: the path's own set-up, ``telemetry_step``: GPU telemetry opened, ``start_step``: the engine started,
     #: ``environment_step``: the run's environment gathered);
