@@ -365,8 +365,8 @@ class SaturationPlan(msgspec.Struct, kw_only=True):
     io: str | None = None
     max_workers: int
     max_qd: int
-    min_rounds: int
-    max_rounds: int
+    min_rounds: int | None = None
+    max_rounds: int | None = None
     max_points: int | None = None
     storage: str | None = None
     duration: Number = None
@@ -476,10 +476,31 @@ def check(kind: str, data: Any, path: str) -> Any:
     return data
 
 
-def as_run(data: Any, path: str, at: str = "$") -> Run:
-    """``data`` (one run's summary, parsed) as a typed ``Run``; FormatError in one line naming the field otherwise."""
+def _as(record: type[T], data: Any, path: str, at: str = "$") -> T:
+    """``data`` (parsed) as a typed ``record`` of its kind; FormatError in one line naming the field otherwise."""
     _check_version(data, path)
-    return _typed(data, Run, KINDS["run"][1], path, at)
+    what = next(words for kind, words in KINDS.values() if kind is record)
+    return _typed(data, record, what, path, at)
+
+
+def as_run(data: Any, path: str, at: str = "$") -> Run:
+    """One run's summary, typed."""
+    return _as(Run, data, path, at)
+
+
+def as_saturation(data: Any, path: str) -> Saturation:
+    """A `saturate --json` file, typed."""
+    return _as(Saturation, data, path)
+
+
+def as_mem(data: Any, path: str) -> MemSweep:
+    """One `mem --json` result, typed."""
+    return _as(MemSweep, data, path)
+
+
+def as_sweep(data: Any, path: str) -> Sweep:
+    """A `replay --results` file, typed."""
+    return _as(Sweep, data, path)
 
 
 def runs_of(data: Any, path: str) -> list[Run]:

@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any, cast
 
+import msgspec
+
 from xferscope import records
 from xferscope.engines.mem_spec import MemSpec
 from xferscope.errors import FormatError
@@ -221,50 +223,37 @@ class MemResult:
         )
 
 
-def result_from_dict(data: Any, where: str) -> MemResult:
-    """A MemResult from what ``to_record`` wrote (``mem --json``, ``import mlc --json``); FormatError otherwise."""
-    if not isinstance(data, dict) or not isinstance(data.get("points"), list):
-        raise FormatError(where, None, "not a memory sweep result (mem --json or import mlc --json)")
-    names = {f.name for f in fields(MemPoint)}
+def result_from_record(rec: records.MemSweep, where: str) -> MemResult:
+    """A MemResult from its typed record (``mem --json``, ``import mlc --json``); FormatError for a point
+    without a traffic type."""
     points = []
-    for p in data["points"]:
-        if not isinstance(p, dict) or "traffic" not in p:
+    for p in rec.points:
+        if p.traffic is None:
             raise FormatError(where, None, "a memory point without a traffic type")
-        values = {k: v for k, v in p.items() if k in names}
-        for key in (
-            "delay",
-            "latency_ns",
-            "latency_min_ns",
-            "latency_max_ns",
-            "bandwidth_mb_s",
-            "read_mb_s",
-            "write_mb_s",
-            "stride",
-        ):
-            values.setdefault(key, None)
-        values.setdefault("backend", data.get("backend", "builtin"))
+        values = msgspec.structs.asdict(p)
+        values["backend"] = p.backend or rec.backend
         points.append(MemPoint(**values))
     spec = None
-    if isinstance(data.get("spec"), dict):
+    if rec.spec is not None:
         known = {f.name for f in fields(MemSpec)}
-        raw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data["spec"].items() if k in known}
+        raw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.spec.items() if k in known}
         try:
             spec = MemSpec(**raw)
         except TypeError:
             spec = None
     return MemResult(
         points=points,
-        backend=str(data.get("backend", "builtin")),
-        thp_coverage=data.get("thp_coverage"),
-        warnings=list(data.get("warnings") or []),
-        environment=dict(data.get("environment") or {}),
-        cancelled=bool(data.get("cancelled")),
+        backend=rec.backend,
+        thp_coverage=rec.thp_coverage,
+        warnings=list(rec.warnings),
+        environment=dict(rec.environment),
+        cancelled=rec.cancelled,
         spec=spec,
-        pages=data.get("pages"),
-        pages_obtained=dict(data.get("pages_obtained") or {}),
-        notes=list(data.get("notes") or []),
-        source=data.get("source") or where,
-        error=data.get("error") if isinstance(data.get("error"), str) else None,
+        pages=rec.pages,
+        pages_obtained=dict(rec.pages_obtained),
+        notes=list(rec.notes),
+        source=rec.source or where,
+        error=rec.error,
     )
 
 

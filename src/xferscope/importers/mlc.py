@@ -34,7 +34,7 @@ def import_mlc(path: str) -> MemResult:
 def read_mem_results(path: str) -> list[MemResult]:
     """Memory results from ``path``: JSON written by ``mem --json`` or ``import mlc --json`` (one result or a list),
     or mlc's own text."""
-    from xferscope.engines.mem_result import is_mem_result, result_from_dict
+    from xferscope.engines.mem_result import is_mem_result, result_from_record
     from xferscope.export import read_json
 
     try:
@@ -52,5 +52,5 @@ def read_mem_results(path: str) -> list[MemResult]:
                 "results are compared with `compare` paths or opened in the console",
             )
         items = data if isinstance(data, list) else [data]
-        return [result_from_dict(records.check("mem", item, path), path) for item in items]
+        return [result_from_record(records.as_mem(item, path), path) for item in items]
     return [import_mlc(path)]

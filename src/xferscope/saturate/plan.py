@@ -186,19 +186,19 @@ class SaturatePlan:
         )
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SaturatePlan:
-        spec_d = {k: v for k, v in (d.get("spec") or {}).items() if k in RunSpec.field_names()}
+    def from_record(cls, rec: records.SaturationPlan) -> SaturatePlan:
+        """The plan a saturation's file holds (fields an earlier version left out take today's defaults)."""
         return cls(
-            base=RunSpec(**spec_d),
-            paths=list(d["paths"]),
-            block_sizes=[int(b) for b in d["block_sizes"]],
-            gpu_sets=[list(s) for s in d.get("gpu_sets") or [[0]]],
-            max_workers=int(d["max_workers"]),
-            max_qd=int(d["max_qd"]),
-            min_rounds=int(d.get("min_rounds", MIN_ROUNDS)),
-            max_rounds=int(d.get("max_rounds", MAX_ROUNDS)),
-            max_points=int(d.get("max_points", MAX_POINTS)),
-            storage=str(d.get("storage", STORAGE_AUTO)),
+            base=RunSpec(**{k: v for k, v in rec.spec.items() if k in RunSpec.field_names()}),
+            paths=list(rec.paths),
+            block_sizes=list(rec.block_sizes),
+            gpu_sets=[list(s) for s in rec.gpu_sets],
+            max_workers=rec.max_workers,
+            max_qd=rec.max_qd,
+            min_rounds=rec.min_rounds if rec.min_rounds is not None else MIN_ROUNDS,
+            max_rounds=rec.max_rounds if rec.max_rounds is not None else MAX_ROUNDS,
+            max_points=rec.max_points if rec.max_points is not None else MAX_POINTS,
+            storage=rec.storage or STORAGE_AUTO,
         )
 
 

@@ -229,63 +229,60 @@ def load_saturation(path: str) -> SaturationOutcome:
     data = read_json(path)
     if not is_saturation(data):
         raise FormatError(path, None, f"not a saturation (written by `xferscope saturate --json`; schema {SCHEMA})")
-    return saturation_from_dict(records.check("saturation", data, path), path)
+    return saturation_from_record(records.as_saturation(data, path), path)
 
 
 def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> SaturationOutcome:
-    from xferscope.export import result_from_dict
+    """A saturation from its file's parsed JSON (checked as ``records.Saturation`` first)."""
+    return saturation_from_record(records.as_saturation(data, where), where)
+
+
+def _measurement(run: records.Run, where: str) -> Measurement:
+    from xferscope.export import result_from_record
+
+    place = run.saturate if isinstance(run.saturate, records.SaturatePlace) else None
+    return Measurement(result_from_record(run, where), place.cpus_allowed if place else None)
+
+
+def _verdict(c: records.PointComparison):
     from xferscope.verdict import Verdict
 
-    try:
-        plan = SaturatePlan.from_dict(data["plan"])
-        runs = [
-            Measurement(result_from_dict(r, where), (r.get("saturate") or {}).get("cpus_allowed"))
-            for r in data.get("results") or []
-        ]
-        outcome = SaturationOutcome(
-            plan,
-            stopped=data.get("stopped"),
-            storage_source=data.get("storage_source"),
-            environment=data.get("environment") or {},
-            storage={int(bs): (float(v[0]), v[1]) for bs, v in (data.get("storage") or {}).items()} or None,
+    low = c.interval_low if c.interval_low is not None else c.ratio_min  # files before the interval: the range
+    high = c.interval_high if c.interval_high is not None else c.ratio_max
+    return Verdict(c.verdict, c.ratio, low, high, c.rounds, c.interval_coverage, c.ratio_min, c.ratio_max)
+
+
+def _search(s: records.SaturationSeries, runs: list[Measurement]) -> SearchResult:
+    points = [Point(Shape(p.workers, p.iodepth), p.stage or "", [runs[i] for i in p.results]) for p in s.points]
+    comparisons = [
+        Comparison(
+            Shape(c.baseline.workers, c.baseline.iodepth), Shape(c.other.workers, c.other.iodepth), _verdict(c), c.stage
         )
-        for s in data["series"]:
-            series = Series(s["path"], int(s["block_size"]), tuple(s.get("gpus") or [0]), s.get("role", "measured"))
-            points = [
-                Point(
-                    Shape(int(p["workers"]), int(p["iodepth"])),
-                    p.get("stage", ""),
-                    [runs[i] for i in p.get("results") or []],
-                )
-                for p in s.get("points") or []
-            ]
-            comparisons = [
-                Comparison(
-                    Shape(c["baseline"]["workers"], c["baseline"]["iodepth"]),
-                    Shape(c["other"]["workers"], c["other"]["iodepth"]),
-                    Verdict(
-                        c["verdict"],
-                        c["ratio"],
-                        c.get("interval_low", c["ratio_min"]),  # files before the interval: the range
-                        c.get("interval_high", c["ratio_max"]),
-                        c["rounds"],
-                        c.get("interval_coverage"),
-                        c["ratio_min"],
-                        c["ratio_max"],
-                    ),
-                    c.get("stage", ""),
-                )
-                for c in s.get("comparisons") or []
-            ]
-            knee, plateau = knee_of(points)
-            found = SearchResult(points, comparisons, knee, plateau, list(s.get("unsaturated") or []), s.get("stopped"))
-            done = SeriesOutcome(series, found, int(s["grid_points"]), s.get("limit") or "", error=s.get("error"))
-            own = s.get("own_ceiling") or {}
-            if own.get("result") is not None:
-                done.own_ceiling = runs[int(own["result"])]
-            done.own_ceiling_note = own.get("note")
+        for c in s.comparisons
+    ]
+    knee, plateau = knee_of(points)
+    return SearchResult(points, comparisons, knee, plateau, list(s.unsaturated), s.stopped)
+
+
+def saturation_from_record(rec: records.Saturation, where: str = "<json>") -> SaturationOutcome:
+    """The outcome a typed saturation record holds, its searches judged again by today's rules."""
+    try:
+        runs = [_measurement(r, where) for r in rec.results]
+        outcome = SaturationOutcome(
+            SaturatePlan.from_record(rec.plan),
+            stopped=rec.stopped,
+            storage_source=rec.storage_source,
+            environment=rec.environment,
+            storage={int(bs): (float(v[0]), v[1]) for bs, v in (rec.storage or {}).items()} or None,
+        )
+        for s in rec.series:
+            series = Series(s.path, s.block_size, tuple(s.gpus or [0]), s.role)
+            done = SeriesOutcome(series, _search(s, runs), int(s.grid_points or 0), s.limit or "", error=s.error)
+            if s.own_ceiling is not None and s.own_ceiling.result is not None:
+                done.own_ceiling = runs[s.own_ceiling.result]
+            done.own_ceiling_note = s.own_ceiling.note if s.own_ceiling else None
             outcome.series.append(done)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (TypeError, ValueError, IndexError) as exc:
         raise FormatError(where, None, f"not a saturation: {exc!r}") from None
     analyse(outcome)
     return outcome

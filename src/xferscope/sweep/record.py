@@ -70,16 +70,16 @@ class PointRecord:
         )
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PointRecord:
+    def from_record(cls, p: records.SweepPoint) -> PointRecord:
         return cls(
-            key=d["key"],
-            label=d.get("label", d["key"]),
-            index=int(d.get("index", 0)),
-            params=d.get("params") or {},
-            identity=d.get("identity") or {},
-            repetitions=list(d.get("repetitions") or []),
-            status=d.get("status", "pending"),
-            reason=d.get("reason"),
+            key=p.key,
+            label=p.label or p.key,
+            index=p.index,
+            params=p.params,
+            identity=p.identity,
+            repetitions=list(p.repetitions),
+            status=p.status or "pending",
+            reason=p.reason,
         )
 
 
@@ -128,8 +128,8 @@ class ResultsFile:
             raise FormatError(self.path, None, f"cannot read: {exc.strerror or exc}") from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise FormatError(self.path, None, "not a sweep results file of xferscope replay; pass another --results")
-        records.check("sweep", data, self.path)
-        old = data.get("profile") or {}
+        saved = records.as_sweep(data, self.path)
+        old = saved.profile
         if old.get("name") != self.profile.name or old.get("kind", "io") != self.kind:
             raise SpecError(
                 "results",
@@ -144,12 +144,9 @@ class ResultsFile:
                 f"{self.path} was measured with {old_duration} s points; pass --duration "
                 f"{old_duration} to resume it, or another --results",
             )
-        self.created = data.get("created", self.created)
-        for d in data.get("points", []):
-            try:
-                record = PointRecord.from_dict(d)
-            except (KeyError, TypeError, ValueError) as exc:
-                raise FormatError(self.path, None, f"a point lacks {exc}; pass another --results") from None
+        self.created = saved.created or self.created
+        for point in saved.points:
+            record = PointRecord.from_record(point)
             record.index = 0  # not in this plan until the plan says so
             self.records[record.key] = record
 
