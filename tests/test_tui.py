@@ -157,7 +157,7 @@ async def test_stop_mid_run_keeps_partial_results(direct_dir):
 
 
 async def test_comparison_of_two_configurations_fills_the_table(direct_dir):
-    app = make_app(direct_dir, duration="1")
+    app = make_app(direct_dir, duration="0.4")
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
         await pilot.press("r")
@@ -224,7 +224,7 @@ async def test_target_problems_are_explained_before_the_run(tmp_path):
 
 
 async def test_csv_export_writes_the_snapshot(direct_dir):
-    app = make_app(direct_dir, duration="1")
+    app = make_app(direct_dir, duration="0.4")
     # a short folder: the toast shortens a long path in its middle (pytest's numbered temporary folders grow)
     exports = tempfile.mkdtemp(prefix="xs-")
     app.options.export_to = exports

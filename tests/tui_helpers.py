@@ -19,7 +19,7 @@ def host_only_machine() -> Machine:
     return Machine(gpus=[], no_gpu_reason="", availability=availability())
 
 
-def make_app(tmp_dir, *, duration="1", size="16M", bs="1M", workers="1", start=False, **values) -> XferscopeApp:
+def make_app(tmp_dir, *, duration="0.4", size="16M", bs="1M", workers="1", start=False, **values) -> XferscopeApp:
     form = FormValues(
         paths=["host"], duration=duration, size=size, bs=bs, workers=workers, typed_path=str(tmp_dir), **values
     )
