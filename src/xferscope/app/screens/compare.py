@@ -14,6 +14,7 @@ from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.comparison import ComparisonTable, hosts_note, table_rows
 from xferscope.app.widgets.rounds import RoundsTable
+from xferscope.app.widgets.title import title_text
 from xferscope.engines.base import RunResult
 from xferscope.rounds import Comparison
 from xferscope.units import GIB
@@ -110,8 +111,7 @@ class CompareScreen(ViewScreen):
         comp: Comparison = app.comparison
         baseline = min(app.comparison_baseline, comp.paths - 1)
         self.query_one(RoundsTable).show(comp, baseline)
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("xferscope", style="bold")
+        title = title_text()
         done = comp.rounds_done()
         state = f"{done}/{comp.rounds} rounds" + (
             "" if done == comp.rounds else f", {len(comp.done())}/{len(comp.runs)} runs"
@@ -144,8 +144,7 @@ class CompareScreen(ViewScreen):
         baseline = min(app.baseline, max(len(table_rows(results)) - 1, 0))
         table = self.query_one(ComparisonTable)
         table.show(results, baseline)
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("xferscope", style="bold")
+        title = title_text()
         if not results:
             title.append(" · comparison · nothing yet: finished runs and opened results (o) appear here")
         else:

@@ -17,6 +17,7 @@ from xferscope.app.braille import Series
 from xferscope.app.grid_model import MIB, GridRun, PointStats, spread_text, verdict_text
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
+from xferscope.app.widgets.title import title_text
 from xferscope.verdict import RULE_REPEATED
 
 #: heatmap shades, low to high (256-colour friendly), and the text colour that reads on each
@@ -127,8 +128,7 @@ class GridScreen(ViewScreen):
         grid: GridRun | None = self.app.grid
         if grid is not self._grid:
             self._grid, self.heatmap, self._table_key, self.baseline = grid, None, None, 0
-        title = Text(no_wrap=True, overflow="ellipsis")
-        title.append("xferscope", style="bold")
+        title = title_text()
         chart = self.query_one(LineChart)
         heat = self.query_one("#grid-heatmap", Static)
         panel = self.query_one("#grid-chart")

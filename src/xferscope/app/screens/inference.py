@@ -16,6 +16,7 @@ from xferscope.app.inference_model import (
     session_entries,
 )
 from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
+from xferscope.app.widgets.title import title_text
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
@@ -126,11 +127,7 @@ class InferenceScreen(WorkloadRunScreen):
         self.query_one("#inf-summary", Static).update(out)
 
     def draw_title(self) -> None:
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("xferscope", style="bold")
-        out.append(f" · workload {self._kind()} · ")
-        style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(self.status, "bold")
-        out.append(self.status, style=style)
+        out = title_text(f"workload {self._kind()}", self.status)
         st = self.state
         if st.spec is not None:
             out.append(f" · {describe(st.spec)}")

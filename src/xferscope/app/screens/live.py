@@ -17,6 +17,7 @@ from xferscope.app.widgets.figures_line import FiguresText
 from xferscope.app.widgets.gpu import GpuPanel
 from xferscope.app.widgets.latency import LatencyPanel
 from xferscope.app.widgets.throughput import ThroughputPanel
+from xferscope.app.widgets.title import title_text
 from xferscope.app.widgets.workers import WorkersPanel
 
 STATE_WORDS = {
@@ -31,17 +32,14 @@ STATE_WORDS = {
 
 
 def status_line(record: RunRecord | None, paused: bool) -> Text:
-    out = Text(no_wrap=True, overflow="ellipsis")
-    out.append("xferscope", style="bold")
     if record is None:
+        out = title_text()
         out.append(" · no run yet: press r to start the setup's runs, s for setup", style="dim")
         return out
-    out.append(f" · {record.title} · ")
     state = record.state
     if record.result is not None and record.result.status == "interrupted":
         state = "stopped"
-    style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(state, "bold")
-    out.append(STATE_WORDS.get(state, state), style=style)
+    out = title_text(record.title, state, STATE_WORDS.get(state, state))
     if state == "preparing" and record.prepared_bytes[1]:
         done, total = record.prepared_bytes
         out.append(f" scratch file {figures.size(done)}/{figures.size(total)}")

@@ -32,6 +32,7 @@ from xferscope.app.mem_model import (
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
+from xferscope.app.widgets.title import title_text
 from xferscope.engines.mem import CURVE, IDLE
 from xferscope.errors import XferscopeError
 from xferscope.safe_write import write_output
@@ -420,11 +421,7 @@ class MemoryScreen(ConsoleScreen):
 
     def _title(self) -> None:
         v = self.values
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("xferscope", style="bold")
-        out.append(" · memory sweep · ")
-        style = {"running": "bold green", "failed": "bold red", "cancelled": "bold yellow"}.get(self.state, "bold")
-        out.append(self.state, style=style)
+        out = title_text("memory sweep", self.state)
         if self.points:
             out.append(f" · {len(self.points)} points")
         if self.state == "idle":

@@ -23,6 +23,7 @@ from xferscope.app.saturation_model import (
 )
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import GUTTER, PALETTE, LineChart
+from xferscope.app.widgets.title import title_text
 from xferscope.errors import XferscopeError
 
 #: (control id, label, placeholder) of the typed fields, two rows (widths in the stylesheet)
@@ -306,11 +307,7 @@ class SaturationScreen(ConsoleScreen):
         self.query_one("#sat-verdicts", Static).update(text)
 
     def _title(self) -> None:
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("xferscope", style="bold")
-        out.append(" · saturation · ")
-        style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(self.status, "bold")
-        out.append(self.status, style=style)
+        out = title_text("saturation", self.status)
         st = self.state
         if st.views:
             grid = sum(v.outcome.grid_points for v in st.views if v.outcome is not None)

@@ -7,6 +7,7 @@ from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
+from xferscope.app.widgets.title import title_text
 from xferscope.app.workload_model import (
     FIELD_CONTROL,
     WorkloadFormValues,
@@ -144,11 +145,7 @@ class WorkloadScreen(WorkloadRunScreen):
         self.query_one("#wl-summary", Static).update(out)
 
     def draw_title(self) -> None:
-        out = Text(no_wrap=True, overflow="ellipsis")
-        out.append("xferscope", style="bold")
-        out.append(" · workload train · ")
-        style = {"running": "bold green", "failed": "bold red", "stopped": "bold yellow"}.get(self.status, "bold")
-        out.append(self.status, style=style)
+        out = title_text("workload train", self.status)
         st, spec = self.state, self.state.spec
         if spec is not None:
             out.append(f" · {spec.preset} x{spec.accelerators} through {spec.path}, compute {spec.compute}")
