@@ -91,21 +91,11 @@ def progress_text(s: Sample, duration: float | None) -> str:
     )
 
 
-COMPARE_HEADERS = (
-    "path",
-    "io",
-    "block",
-    "workers",
-    "qd",
-    "MiB/s",
-    "IOPS",
-    "avg lat (us)",
-    "p99 lat (us)",
-    "usr CPU %",
-    "sys CPU %",
-    "CPU-s/GiB",
-    "ratio",
-)
+#: what a row's run is: its path and shape
+SHAPE_HEADERS = ("path", "io", "block", "workers", "qd")
+#: its latency and CPU figures
+COST_HEADERS = ("avg lat (us)", "p99 lat (us)", "usr CPU %", "sys CPU %", "CPU-s/GiB")
+COMPARE_HEADERS = (*SHAPE_HEADERS, "MiB/s", "IOPS", *COST_HEADERS, "ratio")
 
 
 def path_qualifiers(r: RunResult) -> list[str]:
@@ -188,24 +178,7 @@ def print_table(table) -> None:
     Console(width=max(80, width)).print(table)
 
 
-ROUNDS_HEADERS = (
-    "path",
-    "io",
-    "block",
-    "workers",
-    "qd",
-    "rounds",
-    "MiB/s",
-    "min-max",
-    "IOPS",
-    "avg lat (us)",
-    "p99 lat (us)",
-    "usr CPU %",
-    "sys CPU %",
-    "CPU-s/GiB",
-    "ratio (range)",
-    "verdict",
-)
+ROUNDS_HEADERS = (*SHAPE_HEADERS, "rounds", "MiB/s", "min-max", "IOPS", *COST_HEADERS, "ratio (range)", "verdict")
 
 
 def rounds_rows(comp) -> list[tuple[str, ...]]:
