@@ -178,7 +178,11 @@ def test_cli_hung_up_mid_run_keeps_its_figures_and_leaves_nothing(direct_dir, si
 def test_cli_terminated_while_preparing_leaves_nothing(direct_dir):
     (direct_dir / "d").mkdir()
     proc = start_cli("run", "-T", "30", "-s", "4G", "--bs", "1M", "--dir", str(direct_dir / "d"))
-    wait_until(lambda: scratch_left(direct_dir / "d"), what="the scratch file being filled")
+    # the scratch file itself: the O_DIRECT probe of planning comes and goes before the engine starts
+    wait_until(
+        lambda: any(n.startswith("xferscope-scratch") for n in scratch_left(direct_dir / "d")),
+        what="the scratch file being filled",
+    )
     engine = engine_children(proc.pid)[0]
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=60)

@@ -94,7 +94,8 @@ class PlannedRun:
         return self.result is not None and self.result.status == "ok" and self.result.throughput_mib_s > 0
 
 
-def _clean(v: float | None) -> float | None:
+def _finite(v: float | None) -> float | None:
+    """A figure that counts in a round (None for a missing, NaN or infinite one)."""
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v)
 
 
@@ -210,7 +211,7 @@ class Comparison:
         out: list[float | None] = [None] * self.rounds
         for run in self.runs:
             if run.slot == slot and run.ok:
-                out[run.round] = _clean(get(run.result))
+                out[run.round] = _finite(get(run.result))
         return out
 
     def spread(self, slot: int, key: str = "throughput_mib_s") -> dict[str, float | int | None]:
@@ -315,7 +316,7 @@ def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> floa
     if not run.ok:
         return None
     base = comp.figures(baseline)[run.round]
-    mine = _clean(run.result.throughput_mib_s)
+    mine = _finite(run.result.throughput_mib_s)
     return mine / base if base and mine is not None else None
 
 

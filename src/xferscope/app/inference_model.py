@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
 from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
@@ -47,13 +48,6 @@ class InferenceFormValues:
     target: str = ""  # where a cache or shards are generated; empty: a temporary directory
 
 
-def _int(text: str, option: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError(option, f"a whole number, got {text!r}") from None
-
-
 def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
     """The form's spec, validated; SpecError names the field."""
     kind = values.kind.strip()
@@ -70,7 +64,7 @@ def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
         return KvSpec(
             model=model(values.model.strip()),
             prompt=parse_prompt(values.prompt),
-            concurrency=_int(values.concurrency, "concurrency"),
+            concurrency=whole_number(values.concurrency, "concurrency"),
             duration=seconds,
             path=path,
             directory=directory,
@@ -81,7 +75,7 @@ def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
         files=files,
         model=None if files else model(values.model.strip()),
         path=path,
-        threads=_int(values.concurrency, "threads"),
+        threads=whole_number(values.concurrency, "threads"),
         directory=directory,
         defaults_note=note,
     ).validate()

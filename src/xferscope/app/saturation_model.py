@@ -7,6 +7,7 @@ import math
 import os
 from dataclasses import dataclass, field
 
+from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 from xferscope.saturate.ceilings import verdict_line
@@ -64,13 +65,6 @@ class SaturateFormValues:
         )
 
 
-def _int(text: str, field_name: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise SpecError(field_name, f"not a whole number: {text!r}") from None
-
-
 def build_plan(values: SaturateFormValues, base: RunSpec | None = None) -> SaturatePlan:
     """The validated plan of the form (``base``: fields a profile set that the form does not show)."""
     paths = [p.strip() for p in values.paths.split(",") if p.strip()]
@@ -96,7 +90,7 @@ def build_plan(values: SaturateFormValues, base: RunSpec | None = None) -> Satur
     fields.update(file_size=size, file=None, directory=None)
     if target:
         fields["directory" if os.path.isdir(target) else "file"] = target
-    rounds = _int(values.max_rounds, "rounds")
+    rounds = whole_number(values.max_rounds, "rounds")
     return plan_from(
         None,
         fields=fields,
@@ -104,8 +98,8 @@ def build_plan(values: SaturateFormValues, base: RunSpec | None = None) -> Satur
         paths=paths,
         block_sizes=blocks,
         gpu_sets=[list(base.gpus)] if base else None,
-        max_workers=_int(values.max_workers, "max-workers"),
-        max_qd=_int(values.max_qd, "max-qd"),
+        max_workers=whole_number(values.max_workers, "max-workers"),
+        max_qd=whole_number(values.max_qd, "max-qd"),
         max_rounds=rounds,
         min_rounds=min(MIN_ROUNDS, rounds),
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import psutil
 
 from xferscope import target as targets
+from xferscope.app.form_text import whole_number
 from xferscope.engines.registry import availability
 from xferscope.errors import SpecError, XferscopeError
 from xferscope.rounds import rounds_plan
@@ -99,13 +100,6 @@ def no_gpu_text(reason: str) -> str:
     return reason if "no GPU" in reason else f"no GPU ({reason})"
 
 
-def _int(text: str, name: str) -> int:
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise SpecError(name, f"not a whole number: {text!r}") from None
-
-
 def _size(text: str, name: str) -> int:
     try:
         return parse_size(str(text).strip())
@@ -136,8 +130,8 @@ def build_specs(values: FormValues) -> list[RunSpec]:
         io=values.io,
         block_size=_size(values.bs, "block_size"),
         split=_size(values.split, "split") if str(values.split).strip() else None,
-        workers=_int(values.workers, "workers"),
-        iodepth=_int(values.iodepth, "iodepth"),
+        workers=whole_number(values.workers, "workers"),
+        iodepth=whole_number(values.iodepth, "iodepth"),
         file_size=_size(values.size, "file_size"),
         duration=duration,
         total_bytes=values.base.total_bytes if duration is None else None,

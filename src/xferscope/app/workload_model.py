@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
 from xferscope.workloads.train_record import TrainResult
@@ -42,13 +43,6 @@ class WorkloadFormValues:
     target: str = ""  # where the set is generated; empty: a temporary directory
 
 
-def _int(text: str, option: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError(option, f"a whole number, got {text!r}") from None
-
-
 def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
     """The form's spec, validated; SpecError names the field."""
     path = values.path.strip() or ("bounce-async" if has_gpu else "host")
@@ -61,8 +55,8 @@ def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
     return train_spec(
         values.preset.strip(),
         values.accelerator_type.strip() or "h100",
-        accelerators=_int(values.accelerators, "accelerators"),
-        files=_int(values.files, "files"),
+        accelerators=whole_number(values.accelerators, "accelerators"),
+        files=whole_number(values.files, "files"),
         path=path,
         compute=compute,
         duration=seconds,

@@ -1,7 +1,7 @@
 """Statistics over a point's repetitions: median, standard deviation, min and max of each figure.
 
-Repetitions are kept as the dictionaries the results file stores (``result_to_dict``
-for io points, ``MemResult.to_dict`` for memory sweeps), so a resumed sweep and a
+Repetitions are kept as the dictionaries the results file stores (``records.Run`` as plain data for io
+points, ``records.MemSweep`` for memory sweeps), so a resumed sweep and a
 fresh one compute the same way. Only repetitions that finished ("ok") count.
 """
 
