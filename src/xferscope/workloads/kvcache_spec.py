@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from xferscope.errors import SpecError
 from xferscope.workloads.kv_layout import ChunkShape, chunk_shape
 from xferscope.workloads.models import ModelShape
+from xferscope.workloads.run_options import RunOptions
 
 KV_PATHS = ("host", "bounce", "bounce-async", "cufile")
 LAYOUTS = ("block", "layer")
@@ -64,7 +65,7 @@ def parse_prompt(text: str) -> Prompt:
 
 
 @dataclass(frozen=True)
-class KvSpec:
+class KvSpec(RunOptions):
     model: ModelShape
     prompt: Prompt
     chunk_tokens: int = 256
@@ -74,18 +75,11 @@ class KvSpec:
     hit_ratio: float = 1.0
     requests: int | None = None
     duration: float | None = None
-    path: str = "host"
-    gpus: tuple[int, ...] = (0,)
     cache: str | None = None  # an existing cache, read as it is
-    directory: str | None = None  # where a generated cache goes
     cache_chunks: int | None = None
     block_size: int | None = None  # bounce staging per read; None: the largest read
     prefill_rate: float | None = None  # tokens/s the user measured for recomputing
-    seed: int = 0x5EED
-    keep: bool = False
     buffered: bool = False
-    interval: float = 0.5
-    defaults_note: str = ""
 
     @property
     def shape(self) -> ChunkShape:

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from xferscope.errors import SpecError
 from xferscope.workloads.models import ModelShape
+from xferscope.workloads.run_options import RunOptions
 
 #: host: mapped and copied from pageable memory, as ``safetensors`` does; the others as everywhere
 LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")
@@ -14,21 +15,14 @@ DEFAULT_SHARD = 5_000_000_000  # Hugging Face's max_shard_size="5GB"
 
 
 @dataclass(frozen=True)
-class LoadSpec:
+class LoadSpec(RunOptions):
     files: str | None = None  # a pattern of the user's .safetensors shards
     model: ModelShape | None = None  # or shards generated with this model's tensors
     shard_size: int = DEFAULT_SHARD
-    path: str = "host"
-    gpus: tuple[int, ...] = (0,)
     threads: int = 8
     split: int = 16 << 20  # tensors are cut into pieces of at most this, read in parallel
     cache: str = "cold"
-    directory: str | None = None
     verify: bool = False
-    seed: int = 0x5EED
-    keep: bool = False
-    interval: float = 0.5
-    defaults_note: str = ""
 
     #: set by the session: whether the host path's copies go to a GPU (one is present)
     host_to_gpu: bool = False

@@ -8,6 +8,7 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.workloads.presets import computation_time, preset
+from xferscope.workloads.run_options import RunOptions
 
 #: paths a training run can read by: host stops in host memory (as DLIO), the others land in GPU memory
 TRAIN_PATHS = ("host", "bounce", "bounce-async", "cufile")
@@ -17,7 +18,7 @@ MAX_ACCELERATORS = 1024
 
 
 @dataclass(frozen=True)
-class TrainSpec:
+class TrainSpec(RunOptions):
     preset: str
     accelerator_type: str
     sample_size: int
@@ -29,22 +30,14 @@ class TrainSpec:
     computation_time: float
     au_threshold: float
     accelerators: int = 1
-    gpus: tuple[int, ...] = (0,)
-    path: str = "host"
     compute: str = "sleep"
     prefetch: int = 0  # batch buffers per accelerator, the one being computed on included; 0: read threads + 1
     steps: int | None = None
     duration: float | None = None
     epochs: int | None = None
-    directory: str | None = None  # where the generated data set goes
     data: str | None = None  # the user's own files, read as they are
     block_size: int = DEFAULT_BLOCK
-    seed: int = 0x5EED
-    keep: bool = False
     buffered: bool = False
-    interval: float = 0.5
-    #: why the defaults were chosen where the user gave none (e.g. "no GPU here: --path host --compute sleep")
-    defaults_note: str = ""
 
     @property
     def slots(self) -> int:
