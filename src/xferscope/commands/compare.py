@@ -15,12 +15,9 @@ from xferscope.commands.options import (
     check_format,
     parse_path,
 )
-from xferscope.engine_pool import kept_engines
 from xferscope.errors import ExitCode, SpecError
-from xferscope.output.compare import emit_comparison
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.rounds import rounds_plan
 from xferscope.verdict import EQUIVALENCE, MAX_ROUNDS, START_ROUNDS, margins_text
 
 CompareCsvOpt = Annotated[
@@ -97,6 +94,8 @@ def compare_command(
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
+    from xferscope.rounds import rounds_plan
+
     planned_rounds, most_rounds = rounds_plan(rounds, max_rounds)
     if mem is not None or workload is not None:
         return _saved_side_by_side(mem, workload, fmt=fmt, json_path=json_path, csv_path=csv_path)
@@ -124,6 +123,8 @@ def compare_command(
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():
         raise typer.Exit(int(ExitCode.RUN_FAILED if outcome.failed else ExitCode.INTERRUPTED))
+    from xferscope.output.compare import emit_comparison
+
     written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if outcome.interrupted:
         typer.echo("xferscope: interrupted; results so far are above", err=True)
@@ -196,6 +197,8 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
             raise Interrupted("interrupted while preparing the dataset; nothing was measured") from None
         finally:
             progress.clear()
+        from xferscope.engine_pool import kept_engines
+
         with kept_engines():  # the runs of each path share one engine process
             for i, planned in enumerate(comp.runs):
                 if planned.slot in outcome.failed:
