@@ -8,7 +8,9 @@ Every file written carries ``schema_version`` (``SCHEMA_VERSION``). A file of an
 reads as version 0: the fields these types require were there from the start, and every later one is optional.
 Unknown fields are allowed (a newer file opens in an older reader). ``check`` validates a parsed file against its
 kind before any reader looks at it: a damaged or foreign file is one line naming the field and what was expected
-(msgspec's path, ``$.results[0].bytes``).
+(msgspec's path, ``$.results[0].bytes``); ``as_run``, ``as_saturation``, ``as_mem`` and ``as_sweep`` give the typed
+record itself, which the readers convert from. Writers build these types and write them with ``json_text`` (one
+encoder: NaN and infinities as null), so a field written is a field the schema publishes and every reader accepts.
 """
 
 from __future__ import annotations
