@@ -117,23 +117,24 @@ def _done_point(p: DonePoint | None) -> records.DonePoint | None:
     )
 
 
+#: what a sample's record and the engines' sample hold alike, name for name
+SAMPLE_FIELDS = (
+    "t", "dt", "bytes", "ops", "read_bytes", "write_bytes", "throughput_gib_s", "iops",
+    "cpu_usr_pct", "cpu_sys_pct", "sys_usr_pct", "sys_sys_pct", "workers_done",
+)  # fmt: skip
+#: what a run's record holds of its spec at the top, besides the spec itself
+RUN_SPEC_FIELDS = ("path", "io", "block_size", "workers", "iodepth", "file_size")
+#: what a run's record and the engines' result hold alike, name for name (written and read back as they are)
+RUN_FIELDS = (
+    "status", "error", "source", "bytes", "ops", "read_bytes", "write_bytes", "read_ops", "write_ops", "seconds",
+)  # fmt: skip
+
+
 def _sample(s: Sample) -> records.RunSample:
     return records.RunSample(
-        t=s.t,
-        dt=s.dt,
-        bytes=s.bytes,
-        ops=s.ops,
-        read_bytes=s.read_bytes,
-        write_bytes=s.write_bytes,
-        throughput_gib_s=s.throughput_gib_s,
-        iops=s.iops,
+        **records.same_fields(s, SAMPLE_FIELDS),
         latency_us=_latency(s.latency_us),
-        cpu_usr_pct=s.cpu_usr_pct,
-        cpu_sys_pct=s.cpu_sys_pct,
-        sys_usr_pct=s.sys_usr_pct,
-        sys_sys_pct=s.sys_sys_pct,
         per_core_pct=list(s.per_core_pct),
-        workers_done=s.workers_done,
         gpu=list(s.gpu),
     )
 
@@ -145,26 +146,12 @@ def result_to_record(r: RunResult, *, samples: bool = False) -> records.Run:
     return records.Run(
         schema_version=records.SCHEMA_VERSION,
         label=spec.name,
-        path=spec.path,
+        **records.same_fields(spec, RUN_SPEC_FIELDS),
         xfer_type=spec.xfer_type,
-        io=spec.io,
         rwmix=spec.read_pct,
-        block_size=spec.block_size,
-        workers=spec.workers,
-        iodepth=spec.iodepth,
-        file_size=spec.file_size,
         gpus=list(spec.gpus) if spec.uses_gpu else [],
-        status=r.status,
+        **records.same_fields(r, RUN_FIELDS),
         incomplete=r.incomplete,
-        error=r.error,
-        source=r.source,
-        bytes=r.bytes,
-        ops=r.ops,
-        read_bytes=r.read_bytes,
-        write_bytes=r.write_bytes,
-        read_ops=r.read_ops,
-        write_ops=r.write_ops,
-        seconds=r.seconds,
         throughput_gib_s=r.throughput_gib_s,
         throughput_mib_s=r.throughput_mib_s,
         throughput_mb_s=r.throughput_mb_s,
@@ -220,7 +207,7 @@ def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
 def result_from_record(rec: records.Run, where: str = "<json>") -> RunResult:
     """The engines' result type from a typed record (its spec checked as ``RunSpec`` checks it)."""
     spec_d = dict(rec.spec)
-    for key in ("path", "io", "block_size", "workers", "iodepth", "file_size"):
+    for key in RUN_SPEC_FIELDS:
         if key not in spec_d and getattr(rec, key) is not None:
             spec_d[key] = getattr(rec, key)
     try:
@@ -231,14 +218,7 @@ def result_from_record(rec: records.Run, where: str = "<json>") -> RunResult:
     cpu: dict[str, Any] = {k: v for k, v in rec.cpu.items() if v is not None}  # per_core_pct is a list
     return RunResult(
         spec=spec,
-        status=rec.status,
-        bytes=rec.bytes,
-        ops=rec.ops,
-        read_bytes=rec.read_bytes,
-        write_bytes=rec.write_bytes,
-        read_ops=rec.read_ops,
-        write_ops=rec.write_ops,
-        seconds=rec.seconds,
+        **records.same_fields(rec, RUN_FIELDS),
         latency_us=_lat_or_nan(rec.latency_us),
         read_latency_us=_lat(rec.read_latency_us),
         write_latency_us=_lat(rec.write_latency_us),
@@ -251,8 +231,6 @@ def result_from_record(rec: records.Run, where: str = "<json>") -> RunResult:
         environment=rec.environment,
         labels=list(rec.labels),
         samples=[],
-        error=rec.error,
-        source=rec.source,
         histogram=Histogram.from_sparse(hist) if hist else None,
         gpus={int(k): v for k, v in rec.per_gpu.items()},
         hosts=[result_from_record(h, where) for h in rec.hosts],

@@ -543,6 +543,12 @@ def schema(kind: str) -> dict[str, Any]:
 # ----------------------------------------------------------------------- writing
 
 
+def same_fields(source: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """``{name: source.name}`` for each of ``names``: the fields a record and the type it is written from (or
+    read into) hold alike, listed once for both directions."""
+    return {name: getattr(source, name) for name in names}
+
+
 def _plain(value: Any) -> Any:
     """What msgspec does not write itself, as the plain number it is: numpy scalars, subclasses of int and float."""
     if isinstance(value, numbers.Integral):

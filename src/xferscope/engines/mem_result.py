@@ -201,26 +201,32 @@ class MemResult:
         caches = self.environment.get("caches") or []
         return records.MemSweep(
             schema_version=records.SCHEMA_VERSION,
-            backend=self.backend,
+            **records.same_fields(self, MEM_FIELDS),
             mode=self.spec.mode if self.spec else None,
-            cancelled=self.cancelled,
             incomplete=self.error is not None,
-            error=self.error,
             idle_latency_ns=self.idle_latency_ns,
             idle_locality=self.idle_locality,
             whole_idle_latency_ns=self.whole_idle_latency_ns,
-            pages=self.pages,
-            pages_obtained=dict(self.pages_obtained),
-            thp_coverage=self.thp_coverage,
             matrix=self.matrix(),
             cache_levels=cache_plateaus(self.cache_curve, caches) if self.cache_curve else None,
-            notes=list(self.notes),
-            warnings=list(self.warnings),
             source=self.source,
-            environment=dict(self.environment),
             spec=None if self.spec is None else asdict(self.spec),
             points=[records.MemPoint(**asdict(p)) for p in self.points],
         )
+
+
+#: what a memory sweep's record and its result hold alike, name for name
+MEM_FIELDS = (
+    "backend",
+    "cancelled",
+    "error",
+    "thp_coverage",
+    "pages",
+    "pages_obtained",
+    "notes",
+    "warnings",
+    "environment",
+)
 
 
 def result_from_record(rec: records.MemSweep, where: str) -> MemResult:
@@ -241,20 +247,7 @@ def result_from_record(rec: records.MemSweep, where: str) -> MemResult:
             spec = MemSpec(**raw)
         except TypeError:
             spec = None
-    return MemResult(
-        points=points,
-        backend=rec.backend,
-        thp_coverage=rec.thp_coverage,
-        warnings=list(rec.warnings),
-        environment=dict(rec.environment),
-        cancelled=rec.cancelled,
-        spec=spec,
-        pages=rec.pages,
-        pages_obtained=dict(rec.pages_obtained),
-        notes=list(rec.notes),
-        source=rec.source or where,
-        error=rec.error,
-    )
+    return MemResult(points=points, **records.same_fields(rec, MEM_FIELDS), spec=spec, source=rec.source or where)
 
 
 def is_mem_result(data: Any) -> bool:

@@ -101,18 +101,11 @@ def series_record(o: SeriesOutcome, index_of: dict[int, int]) -> records.Saturat
     s, found = o.series, o.found
     own = o.own_ceiling
     return records.SaturationSeries(
-        path=s.path,
-        block_size=s.block_size,
+        **records.same_fields(s, ("path", "block_size", "role", "label")),
         gpus=list(s.gpus) if s.path != "host" else [],
-        role=s.role,
-        label=s.label,
-        grid_points=o.grid_points,
-        points_measured=o.points_measured,
-        share_of_grid=o.share_of_grid,
+        **records.same_fields(o, ("grid_points", "points_measured", "share_of_grid", "limit", "error")),
         runs=found.measurements,
-        limit=o.limit,
         stopped=found.stopped,
-        error=o.error,
         unsaturated=list(found.unsaturated),
         knee=_shape(found.knee) if found.knee else None,
         plateau=_shape(found.plateau) if found.plateau else None,

@@ -38,6 +38,10 @@ def _now() -> str:
     return _dt.datetime.now().astimezone().isoformat(timespec="seconds")
 
 
+#: what a point's record in the file and ``PointRecord`` hold alike, name for name
+POINT_FIELDS = ("index", "key", "reason", "params", "identity")
+
+
 @dataclass
 class PointRecord:
     """What a results file knows of one point."""
@@ -56,13 +60,9 @@ class PointRecord:
 
     def to_record(self, kind: str) -> records.SweepPoint:
         return records.SweepPoint(
-            index=self.index,
-            key=self.key,
+            **records.same_fields(self, POINT_FIELDS),
             label=self.label,
             status=self.status,
-            reason=self.reason,
-            params=self.params,
-            identity=self.identity,
             repetitions_done=self.ok_count(),
             stats=io_stats(self.repetitions) if kind == "io" else records.UNSET,
             rows=mem_rows(self.repetitions) if kind != "io" else records.UNSET,
@@ -72,14 +72,10 @@ class PointRecord:
     @classmethod
     def from_record(cls, p: records.SweepPoint) -> PointRecord:
         return cls(
-            key=p.key,
+            **records.same_fields(p, POINT_FIELDS),
             label=p.label or p.key,
-            index=p.index,
-            params=p.params,
-            identity=p.identity,
             repetitions=list(p.repetitions),
             status=p.status or "pending",
-            reason=p.reason,
         )
 
 
