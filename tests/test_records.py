@@ -88,7 +88,7 @@ def test_files_of_earlier_versions_open_in_every_reader(tmp_path):
 
 def _as_written(payload):
     """``payload`` as its file holds it (no NaN in JSON: null)."""
-    return json.loads(export.json_text(payload))
+    return json.loads(records.json_text(payload))
 
 
 def _through_file(tmp_path: Path, payload) -> str:

@@ -257,14 +257,9 @@ def load_results(path: str) -> list[RunResult]:
     return [result_from_record(rec, path) for rec in records.runs_of(read_json(path), path)]
 
 
-def json_text(payload: Any) -> str:
-    """A record, or plain data holding records, as its file holds it (``records.json_text``)."""
-    return records.json_text(payload)
-
-
 def write_json(path: str, payload: Any) -> None:
     """``payload`` as JSON to ``path`` through the safe writer (``-`` is stdout; NotWritten on failure)."""
-    write_output(path, json_text(payload))
+    write_output(path, records.json_text(payload))
 
 
 def cluster_columns(r: RunResult) -> dict[str, Any]:

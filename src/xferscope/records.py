@@ -481,7 +481,7 @@ def check(kind: str, data: Any, path: str) -> Any:
 def _as(record: type[T], data: Any, path: str, at: str = "$") -> T:
     """``data`` (parsed) as a typed ``record`` of its kind; FormatError in one line naming the field otherwise."""
     _check_version(data, path)
-    what = next(words for kind, words in KINDS.values() if kind is record)
+    what = next(words for kind_type, words in KINDS.values() if kind_type is record)
     return _typed(data, record, what, path, at)
 
 

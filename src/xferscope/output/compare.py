@@ -63,10 +63,9 @@ def rounds_csv_text(comp) -> str:
 
 def comparison_outputs(comp, json_path: str | None, csv_path: str | None) -> list[Output]:
     """``--json`` (the comparison and every run with its time series) and ``--csv`` (one row per run)."""
-    from xferscope.export import json_text
 
     return [
-        Output("JSON", "--json", json_path, lambda: json_text(comparison_payload(comp, samples=True))),
+        Output("JSON", "--json", json_path, lambda: records.json_text(comparison_payload(comp, samples=True))),
         Output("CSV", "--csv", csv_path, lambda: rounds_csv_text(comp)),
     ]
 

@@ -121,7 +121,8 @@ def result_outputs(
 ) -> list[Output]:
     """``--json`` (the summary with the time series) and ``--csv`` (the time series, or ``csv_text``'s
     table) of RunResults."""
-    from xferscope.export import json_text, result_to_record, series_csv_text
+    from xferscope.export import result_to_record, series_csv_text
+    from xferscope.records import json_text
 
     def payload():
         if len(results) == 1:

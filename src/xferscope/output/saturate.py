@@ -118,13 +118,21 @@ def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: s
 def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
     """Print the saturation, then write the files asked for (``output.files``: ``-`` is stdout, a closed
     terminal loses no file); ExitCode.NOT_WRITTEN when one could not be written (a line said which), else 0."""
-    from xferscope.export import json_text
-    from xferscope.saturate.record import csv_text, saturation_to_dict, saturation_to_record
+    from xferscope.records import as_data, json_text
+    from xferscope.saturate.record import csv_text, saturation_to_record
     from xferscope.saturate.report import print_saturation
+
+    def shown() -> dict:
+        """On stdout the saturation without its runs (the file keeps them): built without them, not dropped."""
+        import msgspec
+
+        data = as_data(msgspec.structs.replace(saturation_to_record(outcome), results=[]))
+        del data["results"]
+        return data
 
     return show_then_write(
         fmt,
-        lambda: {k: v for k, v in saturation_to_dict(outcome).items() if k != "results"},
+        shown,
         lambda: print_saturation(outcome, typer.echo),
         [
             Output("JSON", "--json", json_path, lambda: json_text(saturation_to_record(outcome))),
