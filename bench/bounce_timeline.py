@@ -19,8 +19,7 @@ waited for), waits for a copy to land. Per variant the medians over rounds (orde
         [--seconds 3] [--rounds 5] [--variants host,bounce,bounce-async] [--source cache]
 
 A variant is a path, with `+4k` for --4k-pages (bounce: CUDA's pinned allocation), `+huge` for --huge-pages,
-and for bounce-async `@b1` (its read ring with one block per copy) or `@lifo` (no ring: each block's copy issued
-after its read, buffers reused most recently landed first, as its writes go). `--standins` runs on host stand-ins
+and a buffer design after `@` (see `configure`): bounce-async `@one`, `@turns`, `@ring`, `@b4x2`; host `@n16`. `--standins` runs on host stand-ins
 for CUDA (xferscope._gpusim, the tests' seam) to check the script without a GPU: it measures no GPU.
 """
 
@@ -83,11 +82,7 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
         page_cache.hold([f.path for f in target.files])
     engine = engine_class(spec.path)(spec, target)
     engine.timeline_records = 1 << 20
-    how = variant.partition("@")[2]
-    if how == "b1":
-        engine.blocks_per_copy = 1
-    elif how == "lifo":
-        engine.read_ring = False
+    configure(engine, variant.partition("@")[2], spec.block_size)
     try:
         engine.prepare()
         engine.start()
@@ -95,6 +90,7 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
             pass
         timeline = engine.timeline()
         snap = engine.snapshot()
+        engine.after_run()
         labels = list(engine.labels)
     finally:
         engine.close()
@@ -103,6 +99,25 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
         "labels": labels,
         "cpu_s_per_gib": cpu_s / (snap.bytes / (1 << 30)) if snap.bytes else 0.0,
     }
+
+
+def configure(engine, how: str, bs: int) -> None:
+    """A variant's buffer design: bounce-async ``@one`` (one buffer, each copy waited for), ``@turns`` (two groups
+    taking turns, from the first read), ``@ring`` (the earlier design: three groups of up to 4 MiB taking turns),
+    ``@bBxG`` (G groups of B blocks taking turns); host ``@nN`` (N buffers read into in turn)."""
+    from xferscope import _iocore
+
+    if not how:
+        return
+    if how.startswith("n") and how[1:].isdigit():
+        engine.native_options = lambda: {"host_buffers": int(how[1:])}
+        return
+    engine.turns = _iocore.TURNS_NEVER if how == "one" else _iocore.TURNS_ALWAYS
+    if how == "ring":
+        engine.blocks_per_copy, engine.groups = max(1, min(16, (4 << 20) // bs)), 3
+    elif how.startswith("b") and "x" in how:
+        b, g = how[1:].split("x")
+        engine.blocks_per_copy, engine.groups = int(b), int(g)
 
 
 def summarise(timeline: list[dict], bs: int) -> dict:

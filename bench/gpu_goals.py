@@ -20,10 +20,12 @@ Training input into the GPU (group "train"):
   * the bundled workload profile replays (train-cosmoflow-h100);
   * the workload layer's cost (bench/train_layer_cost.py, bounce-async): data rate >= 0.95 x a plain run.
 
+Every path and workload at its best (group "shape", issue 36: bench/shape_goals.py, with "storage" and "cache").
+
 The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
-  * bounce-async / host >= 0.97 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
-    bounce-async >= bounce at each point;
-  * CPU-s/GiB: bounce-async <= 1.5 x host and bounce <= 2 x host, at 64K x8 and 1M x4;
+  * bounce-async / host >= 0.95 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
+    bounce-async >= bounce at each point (its paired ratio's median >= 0.98 and not "slower");
+  * CPU-s/GiB: bounce-async <= 2 x host at 64K x8, <= 1.5 x at 1M x4 and 16M x4;
   * --source cache, 1M x8: bounce-async >= 0.9 x host, with the GB/s of each;
   * the timeline: the gap between two reads of bounce-async down to host's;
   * cufile keeps its lead over KvikIO (registered, 1M and 16M split 4M): ratio >= 1.
@@ -44,12 +46,14 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from inference_goals import kvcache_goals, load_goals  # noqa: E402  (beside this script)
+from shape_goals import buffer_ratio, load_shape, shape_goals, train_cost  # noqa: E402
 from verdict_gpu_goals import setup_goals, verdict_goals  # noqa: E402
 
 POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
-#: the timeline's variants: host, bounce, bounce-async's read ring, the ring with one block a copy, no ring
-TIMELINE_VARIANTS = ("host", "bounce", "bounce-async", "bounce-async@b1", "bounce-async@lifo")
-CPU_POINTS = {("64K", 8), ("1M", 4)}
+#: the timeline's variants: host, bounce, bounce-async as it chooses, on one buffer, groups taking turns
+TIMELINE_VARIANTS = ("host", "bounce", "bounce-async", "bounce-async@one", "bounce-async@turns")
+#: bounce-async's CPU-s/GiB against host's, at most
+CPU_LIMITS = {("64K", 8): 2.0, ("1M", 4): 1.5, ("16M", 4): 1.5}
 
 
 class Goals:
@@ -164,30 +168,34 @@ def storage_points(g: Goals, args) -> None:
         point = f"{bs} x{workers}"
         data = compare(g, f"compare-{bs}-x{workers}", "host,host,bounce,bounce-async", bs, workers, args)
         if data is None:
-            for goal in ("bounce-async / host >= 0.97", "bounce-async >= bounce"):
+            for goal in ("bounce-async / host >= 0.95", "bounce-async >= bounce"):
                 g.say(f"{goal} at {point}", "not measured", None)
             continue
         paths = by_label(data)
         aa, ba = paths["host#2"], paths["bounce-async"]
+        labels = next((r.get("labels") for r in data["results"] if r["path"] == "bounce-async"), None) or []
         g.say(
-            f"bounce-async / host >= 0.97 at {point}",
-            f"{ratio_text(ba)}; A/A {ratio_text(aa)}; bounce {ratio_text(paths['bounce'])}",
-            ba["ratio"] is not None and ba["ratio"] >= 0.97,
+            f"bounce-async / host >= 0.95 at {point}",
+            f"{ratio_text(ba)}; A/A {ratio_text(aa)}; bounce {ratio_text(paths['bounce'])}; {labels[-1:]}",
+            ba["ratio"] is not None and ba["ratio"] >= 0.95,
         )
         v = paired(data, "bounce-async", "bounce")
-        g.say(f"bounce-async >= bounce at {point}", f"{v.spread()} {v.word}", v.ratio is not None and v.ratio >= 1.0)
-        if (bs, workers) in CPU_POINTS:
-            host = median_of(paths["host#1"], "cpu_s_per_gib")
-            threads = worker_cpu(data)
-            for path, limit in (("bounce-async", 1.5), ("bounce", 2.0)):
-                mine = median_of(paths[path], "cpu_s_per_gib")
-                share = mine / host if host else float("nan")
-                g.say(
-                    f"CPU-s/GiB {path} <= {limit:g} x host at {point}",
-                    f"{mine:.3f} against {host:.3f} ({share:.2f} x); the worker threads alone {threads[path]:.3f} "
-                    f"against {threads['host']:.3f}",
-                    share <= limit,
-                )
+        g.say(
+            f"bounce-async >= bounce at {point}",
+            f"{v.spread()} {v.word}",
+            v.ratio is not None and v.ratio >= 0.98 and v.word != "slower",
+        )
+        limit = CPU_LIMITS[(bs, workers)]
+        host = median_of(paths["host#1"], "cpu_s_per_gib")
+        threads = worker_cpu(data)
+        mine = median_of(ba, "cpu_s_per_gib")
+        share = mine / host if host else float("nan")
+        g.say(
+            f"CPU-s/GiB bounce-async <= {limit:g} x host at {point}",
+            f"{mine:.3f} against {host:.3f} ({share:.2f} x); bounce {median_of(paths['bounce'], 'cpu_s_per_gib'):.3f}; "
+            f"the worker threads alone {threads['bounce-async']:.3f} against {threads['host']:.3f}",
+            share <= limit,
+        )
 
 
 def cache_point(g: Goals, args) -> None:
@@ -562,8 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         default="suite",
-        help="which groups of goals to run: suite (the default), setup, verdicts, kvcache, load, train, storage, "
-        "timeline, cache, kvikio",
+        help="which groups of goals to run: suite (the default), shape (= storage, cache, buffers, traincost, "
+        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -573,6 +581,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; budget {args.budget:.0f} s", flush=True)
     groups = {
         "suite": suite_goal,
+        "shape": lambda g, args: shape_goals(g, args, storage_points, cache_point),
+        "buffers": buffer_ratio,
+        "loadshape": load_shape,
+        "traincost": train_cost,
         "train": train_goals,
         "storage": storage_points,
         "timeline": timeline,

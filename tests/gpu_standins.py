@@ -36,6 +36,9 @@ class SimResources:
     def context_handle(self, gpu: int) -> int:
         return 1
 
+    def functions(self) -> dict[str, int]:
+        return _gpusim.functions()
+
     def device_memory(self, gpu: int, size: int) -> int:
         return _gpusim.alloc(size)
 
@@ -128,6 +131,7 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
             pass
         snap = engine.snapshot()
         raw = engine.timeline()
+        engine.after_run()
         hosts = [list(w.get("host", [])) for w in getattr(engine, "gpu_workers", [])]
         labels = list(engine.labels)
         environment = engine.environment()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -16,7 +17,7 @@ def by_name(report, name):
 
 
 def test_report_shape_and_statuses(tmp_path):
-    report = doctor.run_checks(str(tmp_path))
+    report = doctor.run_checks(str(tmp_path), probes=False)
     assert report["schema"] == "xferscope.doctor/1" and report["directory"] == str(tmp_path)
     names = [c["name"] for c in report["checks"]]
     for name in (
@@ -39,7 +40,7 @@ def test_report_shape_and_statuses(tmp_path):
 
 
 def test_without_gpu_it_works_and_says_so(no_gpu, tmp_path):
-    report = doctor.run_checks(str(tmp_path))
+    report = doctor.run_checks(str(tmp_path), probes=False)
     assert report["gpu"] is False
     driver = by_name(report, "NVIDIA driver")
     assert driver["status"] == "warn" and "host and memory paths work" in driver["detail"]
@@ -48,11 +49,11 @@ def test_without_gpu_it_works_and_says_so(no_gpu, tmp_path):
 
 
 def test_cli_json_and_exit_status(cli, tmp_path):
-    r = cli("doctor", "--dir", str(tmp_path), "--json")
+    r = cli("doctor", "--dir", str(tmp_path), "--json", "--quick")
     data = json.loads(r.out)
     assert r.code == (1 if data["summary"]["fail"] else 0)
     assert data["checks"] and data["directory"] == str(tmp_path)
-    text = cli("doctor", "--dir", str(tmp_path))
+    text = cli("doctor", "--dir", str(tmp_path), "--quick")
     assert text.out.startswith(f"xferscope doctor: {tmp_path}") and "Traceback" not in text.err
 
 
@@ -68,13 +69,13 @@ def test_missing_udev_record_prints_the_fix_and_leaves_it_undone(no_gpu, tmp_pat
         pytest.skip("the temporary directory is not on a block device")
     record = tmp_path / "udev" / "b1:2"
     monkeypatch.setattr(cufile_driver, "udev_record_path", lambda path: str(record))
-    check = by_name(doctor.run_checks(str(tmp_path)), "udev record")
+    check = by_name(doctor.run_checks(str(tmp_path), probes=False), "udev record")
     assert check["status"] in ("warn", "fail")
     assert "mkdir -p /run/udev/data && printf 'E:ID_FS_USAGE=filesystem" in check["fix"]
     assert not record.exists()
     record.parent.mkdir()
     record.write_text("E:ID_FS_USAGE=filesystem\nE:ID_FS_TYPE=ext4\n")
-    assert by_name(doctor.run_checks(str(tmp_path)), "udev record")["status"] == "ok"
+    assert by_name(doctor.run_checks(str(tmp_path), probes=False), "udev record")["status"] == "ok"
 
 
 def test_cufile_json_with_comments_and_its_key_settings(no_gpu, tmp_path, monkeypatch):
@@ -85,7 +86,7 @@ def test_cufile_json_with_comments_and_its_key_settings(no_gpu, tmp_path, monkey
         '  "logging": {"level": "ERROR"}\n}\n'
     )
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
-    check = by_name(doctor.run_checks(str(tmp_path)), "cufile.json")
+    check = by_name(doctor.run_checks(str(tmp_path), probes=False), "cufile.json")
     assert check["status"] == "ok"
     for words in ("allow_compat_mode=true", "max_direct_io_size_kb=16384", "use_poll_mode=false", "level=ERROR"):
         assert words in check["detail"]
@@ -98,7 +99,7 @@ def test_compat_mode_off_without_nvidia_fs_fails_with_a_fix(no_gpu, tmp_path, mo
     cfg.write_text('{"properties": {"allow_compat_mode": false}}')
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
     monkeypatch.setattr(cufile_driver, "nvidia_fs_version", lambda: None)
-    report = doctor.run_checks(str(tmp_path))
+    report = doctor.run_checks(str(tmp_path), probes=False)
     check = by_name(report, "cufile.json")
     assert check["status"] == "fail" and "allow_compat_mode" in check["fix"]
     nvfs = by_name(report, "nvidia-fs")
@@ -109,7 +110,7 @@ def test_unreadable_cufile_json_fails(no_gpu, tmp_path, monkeypatch):
     cfg = tmp_path / "cufile.json"
     cfg.write_text('{"properties": ')
     monkeypatch.setenv("CUFILE_ENV_PATH_JSON", str(cfg))
-    check = by_name(doctor.run_checks(str(tmp_path)), "cufile.json")
+    check = by_name(doctor.run_checks(str(tmp_path), probes=False), "cufile.json")
     assert check["status"] == "fail" and str(cfg) in check["fix"]
 
 
@@ -117,7 +118,7 @@ def test_o_direct_refused_fails_with_the_alternative(no_gpu, tmp_path, monkeypat
     import xferscope.target
 
     monkeypatch.setattr(xferscope.target, "probe_direct_io", lambda d: (False, "the filesystem refuses O_DIRECT"))
-    check = by_name(doctor.run_checks(str(tmp_path)), "O_DIRECT")
+    check = by_name(doctor.run_checks(str(tmp_path), probes=False), "O_DIRECT")
     assert check["status"] == "fail" and "--buffered" in check["fix"]
 
 
@@ -126,7 +127,7 @@ def test_host_buffers_say_which_pages_the_host_path_gets(no_gpu, tmp_path, monke
     from xferscope.engines import host
 
     monkeypatch.setattr(host, "thp_mode", lambda: mode)
-    check = by_name(doctor.run_checks(str(tmp_path)), "host buffers")
+    check = by_name(doctor.run_checks(str(tmp_path), probes=False), "host buffers")
     if mode == "madvise":
         assert check["status"] == "ok" and "2 MiB" in check["detail"] and "madvise" in check["detail"]
     else:
@@ -139,7 +140,7 @@ def test_a_broken_check_is_reported_and_the_rest_still_run(no_gpu, tmp_path, mon
         raise OSError("sysfs went away")
 
     monkeypatch.setattr(doctor, "CHECKS", (broken,) + doctor.CHECKS)
-    report = doctor.run_checks(str(tmp_path))
+    report = doctor.run_checks(str(tmp_path), probes=False)
     assert report["checks"][0]["status"] == "warn" and "sysfs went away" in report["checks"][0]["detail"]
     assert len(report["checks"]) > 5
 
@@ -197,7 +198,7 @@ def test_queue_limits_where_pages_make_no_difference(tmp_path, monkeypatch):
 
 
 def test_ceilings_measure_each_path_from_the_page_cache(cli, tmp_path):
-    r = cli("doctor", "--dir", str(tmp_path), "--ceilings", "--json", env={"XFERSCOPE_NO_GPU": "1"})
+    r = cli("doctor", "--dir", str(tmp_path), "--ceilings", "--json", "--quick", env={"XFERSCOPE_NO_GPU": "1"})
     report = json.loads(r.out)
     host = by_name(report, "ceiling host")
     assert host["status"] == "ok" and "GiB/s from the page cache (1M x 4 workers, 2 s;" in host["detail"]
@@ -205,3 +206,26 @@ def test_ceilings_measure_each_path_from_the_page_cache(cli, tmp_path):
     for path in ("bounce", "bounce-async"):
         assert by_name(report, f"ceiling {path}")["detail"].startswith("not measured: no GPU")
     assert os.listdir(tmp_path) == [], "the file it read is gone"
+
+
+def test_the_buffer_set_probe_reads_into_each_set_and_gives_its_ratio(cli, direct_dir):
+    """doctor (without --quick) measures reads into 1, 16 and 64 buffers a worker, O_DIRECT, and says what 16
+    cost against one; its scratch file goes."""
+    r = cli("doctor", "--dir", str(direct_dir), "--json")
+    check = by_name(json.loads(r.out), "buffer set")
+    assert check["status"] in ("ok", "warn"), check
+    ratios = dict(re.findall(r"into (\d+) ([0-9.]+)x", check["detail"]))
+    assert set(ratios) == {"16", "64"} and all(float(v) > 0 for v in ratios.values()), check["detail"]
+    assert "a data loader keeping 16 batches in flight reads" in check["detail"]
+    assert not list(direct_dir.iterdir()), "the probe's file is removed"
+
+
+def test_the_probe_reads_into_the_buffers_it_names(direct_dir):
+    """Each set is measured by the host engine reading into that many buffers a worker in turn: one run per set
+    and round, its read time and MiB/s from the engine's own counters."""
+    from xferscope import buffer_probe
+
+    probe = buffer_probe.measure(str(direct_dir), rounds=1, seconds=0.1)
+    assert set(probe.read_us) == set(buffer_probe.SETS) and probe.rounds == 1
+    assert all(v > 0 for v in probe.read_us.values()) and all(v > 0 for v in probe.mib_s.values())
+    assert probe.ratio(1) == 1.0

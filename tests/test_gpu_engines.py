@@ -169,8 +169,8 @@ def test_bounce_buffers_on_huge_pages(path, direct_dir):
 
 
 def test_bounce_async_timeline_on_the_gpu(direct_dir):
-    """The read ring's intervals on a real GPU: 16 MiB blocks, a copy each, issued right after its read and before
-    the next; the reads go into the ring's buffers in turn, and never wait for a copy while PCIe outruns the disk."""
+    """Groups taking turns on a real GPU: 16 MiB blocks, a copy each, issued right after its read and before the
+    next; while PCIe outruns the disk two buffers take turns, and the reads never wait for a copy."""
     from xferscope import _iocore
     from xferscope import target as targets
     from xferscope.engines.bounce import BounceAsyncEngine
@@ -181,13 +181,13 @@ def test_bounce_async_timeline_on_the_gpu(direct_dir):
     target = targets.plan(spec)
     targets.materialize(target)
     engine = BounceAsyncEngine(spec, target)
+    engine.turns = _iocore.TURNS_ALWAYS
     engine.timeline_records = 1024
     try:
         engine.prepare()
         engine.start()
         assert engine.wait(120)
         (worker,) = engine.timeline()
-        slots = engine.host_buffers()
     finally:
         engine.close()
         targets.cleanup(target, keep=False)
@@ -195,10 +195,24 @@ def test_bounce_async_timeline_on_the_gpu(direct_dir):
     reads = [r for r in recs if r[0] == _iocore.TL_READ]
     copies = [r for r in recs if r[0] == _iocore.TL_COPY]
     assert len(reads) == len(copies) == 8
-    assert [r[2] for r in reads] == [n % slots for n in range(8)]
+    assert [r[2] for r in reads] == [n % 2 for n in range(8)]
     assert all(c[3] >= r[4] for r, c in zip(reads, copies)), "each copy after its read"
     assert all(c[4] <= nxt[3] for c, nxt in zip(copies, reads[1:])), "and before the next"
     assert not [r for r in recs if r[0] == _iocore.TL_WAIT and r[3] < reads[-1][4]]
+
+
+def test_bounce_async_measures_both_ways_and_says_which_it_kept(direct_dir):
+    """On a real GPU each worker's trial times a block on one buffer and with groups taking turns, keeps the
+    faster, and the result says which, with the figures."""
+    spec = spec_for("bounce-async", direct_dir, workers=2, duration=1.0, total_bytes=None, file_size=256 * MIB)
+    result = Run(spec).execute()
+    assert result.status == "ok", result.error
+    env = result.environment
+    for trial, serial in zip(env["trial_us_a_block"], env["reads_on_one_buffer"]):
+        one, turns = trial["one_buffer"], trial["taking_turns"]
+        assert one and turns, trial
+        assert serial == (one < turns), (trial, serial)
+    assert any("us a block" in label and "(measured as it ran)" in label for label in result.labels)
 
 
 @needs_cufile

@@ -39,21 +39,36 @@ def in_flight_at(copies, t: int) -> int:
 
 
 def group_of(bs: int) -> int:
-    from xferscope.engines.bounce import copy_group
+    """The fixed group the scheduling tests take: blocks of up to 256 KiB, 16 at most."""
+    return max(1, min(16, (256 * K) // bs))
 
-    return copy_group(bs)
+
+@pytest.fixture
+def turns(monkeypatch):
+    """bounce-async with its groups taking turns from the first read (no trial of one buffer first), each group
+    of 256 KiB of blocks (fixed, not learnt)."""
+    from xferscope.engines import bounce
+
+    monkeypatch.setattr(bounce.BounceAsyncEngine, "turns", _iocore.TURNS_ALWAYS)
+    monkeypatch.setattr(bounce.BounceAsyncEngine, "copy_batch", lambda self: group_of(self.spec.block_size))
+    monkeypatch.setattr(bounce.BounceAsyncEngine, "blocks_per_copy", None)
+    monkeypatch.setattr(
+        bounce.BounceAsyncEngine,
+        "native_options",
+        lambda self: {"turns": _iocore.TURNS_ALWAYS, "copy_target": group_of(self.spec.block_size)},
+    )
 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_the_ring_copies_a_group_at_a_time_while_the_next_is_read(sim_gpu, direct_dir, bs):
-    """bounce-async reads go into a ring in turn, one read in flight; once a group's last block is read, the group
-    goes to the GPU in one copy, which lands while the next group is read. So a copy call sits between two reads
-    once a group, and the other gaps hold none."""
+def test_groups_take_turns_a_copy_a_group_while_the_next_is_read(sim_gpu, direct_dir, bs, turns):
+    """Groups of up to 256 KiB: once a group's last block is read, the group goes to the GPU in one copy, which
+    lands while the next group is read. So a copy call sits between two reads once a group, and the other gaps
+    hold none; and while copies keep up, two groups take turns and no more are read into."""
     group = group_of(bs)
     blocks = 3 * group + 2
     run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks))
     assert run.error is None and run.bytes == blocks * bs
-    assert run.environment["blocks_per_copy"] == group
+    assert run.environment["blocks_per_copy"] == [group]
     reads, copies = run.reads(), run.copies_from()
     assert len(reads) == blocks and len(copies) == -(-blocks // group)
     whole = [group * bs] * (blocks // group)
@@ -69,67 +84,25 @@ def test_the_ring_copies_a_group_at_a_time_while_the_next_is_read(sim_gpu, direc
         n for n, (a, b) in enumerate(itertools.pairwise(reads)) if any(a.t1 <= c.t0 < b.t0 for c in copy_calls)
     ]
     assert gaps_with_a_copy == [n for n in range(blocks - 1) if n % group == group - 1]
-    # the slots are read into in turn: with copies that land only once the next one is issued (the stand-ins'
-    # lazy mode), three groups take turns
-    assert [r.buf for r in reads] == [n % (3 * group) for n in range(blocks)]
-
-
-@pytest.fixture
-def lifo(monkeypatch):
-    """bounce-async without the ring (as its writes go): each block's copy issued after its read, buffers reused
-    most recently landed first."""
-    from xferscope.engines import bounce
-
-    monkeypatch.setattr(bounce.BounceAsyncEngine, "read_ring", False)
-
-
-@pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
-def test_without_the_ring_the_read_of_next_block_overlaps_copy_of_this_one(sim_gpu, direct_dir, bs, lifo):
-    run = run_engine(spec_for("bounce-async", direct_dir, bs))
-    assert run.error is None
-    assert any(label.startswith("pipelined: reads go on while copies land") for label in run.labels)
-    reads, copies = run.reads(), run.copies_from()
-    assert len(reads) == len(copies) == 8
-    for n in range(len(reads) - 1):
-        nxt = reads[n + 1]
-        assert copies[n].issued <= nxt.t0 and copies[n].landed >= nxt.t1, (
-            f"block {n + 1}'s read does not lie inside block {n}'s copy"
-        )
-    assert {r.buf for r in reads} == {0, 1}
+    # copies that land once the next one is issued (the stand-ins' lazy mode) keep up: two groups take turns
+    assert [r.buf for r in reads] == [n % (2 * group) for n in range(blocks)]
+    assert run.environment["read_buffers_per_worker"] == [min(blocks, 2 * group)]
 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_no_more_buffers_in_flight_than_the_pipeline_depth(sim_gpu, direct_dir, bs, lifo):
-    depth = 3
-    # a device slower than any storage: a copy lands only when the worker waits for it
-    sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
-    run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=10, iodepth=depth))
-    assert run.error is None
-    reads, copies = run.reads(), run.copies_from()
-    assert len(reads) == len(copies) == 10
-    assert len(run.host_buffers[0]) == depth
-    for r in reads:  # the buffer being read into, and the copies still in flight
-        assert in_flight_at(copies, r.t0) + 1 <= depth
-    for c, r in zip(copies, reads):  # a buffer is read into only after its previous copy landed
-        earlier = [p for p in copies if p.buf == c.buf and p.issued < c.issued]
-        assert not earlier or earlier[-1].landed <= r.t0
-    # it waits for a copy exactly when all buffers are in flight: from the (depth + 1)-th read on
-    waits = [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
-    assert len(waits) == len(reads) - depth
-
-
-@pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
-def test_the_ring_reads_into_a_group_only_once_its_copy_has_landed(sim_gpu, direct_dir, bs):
-    """A device slower than any storage (a copy lands only when waited for). The reads come round to a group still
-    in flight and wait for it, once each time round, and never read into memory still being copied."""
+def test_a_group_is_read_into_only_once_its_copy_has_landed(sim_gpu, direct_dir, bs, turns):
+    """A device slower than any storage (a copy lands only when waited for): more groups come into play, up to the
+    buffers there are; the reads then come round to a group still in flight and wait for it, once each time round,
+    and never read into memory still being copied."""
     sim_gpu.configure(landing=sim_gpu.LAND_ON_WAIT)
     group = group_of(bs)
-    slots = 3 * group
+    run0 = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=1))
+    slots = len(run0.host_buffers[0])
     blocks = 2 * slots + group
     run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks, iodepth=1))
     assert run.error is None and run.bytes == blocks * bs
-    assert len(run.host_buffers[0]) == slots
     reads = run.reads()
+    assert {r.buf for r in reads} == set(range(slots)), "every group in play while copies fall behind"
     starts = {addr: i for i, addr in enumerate(run.host_buffers[0])}
     copies = sorted((c for c in run.copies if c.kind == "htod" and c.src in starts), key=lambda c: c.issued)
     for r in reads:
@@ -140,13 +113,56 @@ def test_the_ring_reads_into_a_group_only_once_its_copy_has_landed(sim_gpu, dire
     assert len(waits) == (blocks - slots) // group  # each time the reads come round to a group after the first lap
 
 
-def test_deeper_pipeline_keeps_to_two_buffers_when_copies_keep_up(sim_gpu, direct_dir, lifo):
-    run = run_engine(spec_for("bounce-async", direct_dir, 64 * K, blocks=16, iodepth=8))
-    assert len(run.host_buffers[0]) == 8
+@pytest.mark.parametrize("bs", [64 * K, M], ids=["64K", "1M"])
+def test_each_worker_tries_both_ways_and_keeps_the_faster(sim_gpu, direct_dir, bs):
+    """Copies that take 2 ms (a slow link) against reads of well under that: a worker that waits for each copy
+    spends most of its time waiting, so its trial (six phases of 40 ms) finds the groups taking turns faster, goes
+    on with them, and says so with the figures it measured."""
+    sim_gpu.configure(copy_ns=2_000_000, landing=sim_gpu.LAND_EAGER)
+    spec = spec_for("bounce-async", direct_dir, bs, workers=2, total_bytes=None, duration=0.6, file_size=64 * M)
+    run = run_engine(spec)
+    assert run.error is None
+    for u in run.environment["trial_us_a_block"]:
+        assert u["one_buffer"] > u["taking_turns"] > 0, u
+    assert run.environment["reads_on_one_buffer"] == [False, False]
+    label = run.labels[-1]
+    assert label.startswith("every worker read into ") and "taking turns" in label and "us a block" in label
+    # one buffer first (the trial), then groups: the reads went into one buffer and then a few groups' worth
     reads = run.reads()
-    assert {r.buf for r in reads} == {0, 1}
-    # no waiting for a copy during the run (the end of the run waits for the last ones)
-    assert not [w for w in run.timelines[0] if w.kind == _iocore.TL_WAIT and w.t0 < reads[-1].t1]
+    assert reads[0].buf == 0 and {r.buf for r in reads} - {0}
+
+
+def test_a_group_holds_as_many_blocks_as_keep_copy_calls_a_small_share_of_the_reads(sim_gpu, direct_dir):
+    """Reads from the page cache are fast, and a copy call on the stand-ins (which copies the previous group as it
+    lands) is not: the worker learns to put more blocks in a group, up to what a group can hold, and each copy then
+    takes that many; with reads from storage through O_DIRECT and cheap calls it keeps one block a group."""
+    from xferscope.engines.bounce import copy_group
+
+    sim_gpu.configure(landing=sim_gpu.LAND_LAZY)
+    bs = 64 * K
+    fast = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=400, source="cache", keep=True))
+    assert fast.error is None
+    target = fast.environment["blocks_per_copy"][0]
+    assert 1 < target <= copy_group(bs), target
+    sizes = [c.bytes for c in fast.copies_from()]
+    assert sizes[-3:-1] == [target * bs] * 2, "the copies hold the group's blocks"
+
+
+@pytest.mark.parametrize("bs", [4 * K, 64 * K, M], ids=["4K", "64K", "1M"])
+def test_the_buffers_read_into_stay_within_what_the_label_states(sim_gpu, direct_dir, bs):
+    """Whichever way a worker went, the distinct buffers its reads landed in are no more than the label says."""
+    import re
+
+    sim_gpu.configure(copy_ns=200_000, landing=sim_gpu.LAND_EAGER)
+    run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=120))
+    assert run.error is None
+    label = run.labels[-1]
+    used = {r.buf for r in run.reads()}
+    stated = re.search(r"\((\d+) pinned buffers at most", label)
+    limit = int(stated.group(1)) if stated else 1
+    assert "1 pinned buffer, each copy waited for" in label or stated, label
+    assert len(used) <= limit, (label, sorted(used))
+    assert run.environment["read_buffers_per_worker"] == [len(used)]
 
 
 @pytest.mark.parametrize("path, bs, copy_ms", [("bounce", 4 * K, 10), ("bounce-async", 4 * M, 40)])

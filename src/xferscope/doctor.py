@@ -253,6 +253,32 @@ def check_host_buffers(f: Facts) -> list[Check]:
     ]
 
 
+def check_buffer_set(f: Facts) -> list[Check]:
+    """What a larger set of buffers costs a read here (xferscope.buffer_probe): measured, about 8 s."""
+    from xferscope import buffer_probe
+    from xferscope.target import probe_direct_io
+
+    name = "buffer set"
+    if not os.path.isdir(f.directory) or not probe_direct_io(f.directory)[0]:
+        return [Check(name, WARN, "not measured: O_DIRECT does not work here")]
+    free = shutil.disk_usage(f.directory).free
+    if free < 2 * buffer_probe.FILE_BYTES:
+        return [Check(name, WARN, f"not measured: {free >> 20} MiB free, the probe's file needs 512 MiB")]
+    probe = buffer_probe.measure(f.directory)
+    many = probe.ratio(buffer_probe.SETS[1])
+    if many <= 1.1:
+        return [Check(name, OK, probe.sentence())]
+    return [
+        Check(
+            name,
+            WARN,
+            probe.sentence(),
+            "keep the buffers a reader cycles through few (bounce-async measures one buffer against two groups "
+            "taking turns, and says which it chose)",
+        )
+    ]
+
+
 #: where the block devices' queue limits are read (tests point it at a tree of their own)
 SYSFS = "/sys"
 SMALL_PAGE, HUGE_PAGE = 4096, 2 << 20
@@ -537,7 +563,10 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
     check_iommu,
     check_gpu_links,
     check_affinity,
+    check_buffer_set,
 )
+#: the checks that measure (skipped by --quick)
+PROBES = (check_buffer_set,)
 #: the checks that call NVML, CUDA or cuFile: they run in a process of their own (a crash there is a
 #: failed check naming the signal, and the checks after it still run)
 NATIVE_CHECKS = {
@@ -547,6 +576,7 @@ NATIVE_CHECKS = {
     "check_cufile_driver": "cuFile driver",
     "check_registration": "cuFile registration",
     "check_gpu_links": "PCIe links",
+    "check_buffer_set": "buffer set",  # the native core's reads: a crash there is a failed check too
 }
 
 
@@ -620,9 +650,10 @@ class _NativeSide:
             janitor.release(self.log)
 
 
-def run_checks(directory: str | None = None, *, ceilings: bool = False) -> dict[str, Any]:
+def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: bool = True) -> dict[str, Any]:
     """Every check, for ``directory`` (default: where xferscope puts scratch files); with ``ceilings``, each
-    path's own ceiling measured too (``check_ceilings``).
+    path's own ceiling measured too (``check_ceilings``); without ``probes``, none of the checks that measure
+    (``PROBES``).
 
     The checks that call NVML, CUDA or cuFile run in a process of their own: one that crashes there
     is a failed check that names the signal, and the others still run."""
@@ -638,6 +669,8 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False) -> dict[
             why = "the GPU facts could not be read (their process crashed)"
             facts = Facts(directory=directory, gpus=[], cuda_reason=why, cufile_reason=why)
         for fn in CHECKS:
+            if fn in PROBES and not probes:
+                continue
             if fn.__name__ in NATIVE_CHECKS and globals().get(fn.__name__) is fn:
                 answer, failed = native.call("native_check", NATIVE_CHECKS[fn.__name__], fn.__name__, facts)
                 if failed is not None:

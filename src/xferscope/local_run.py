@@ -396,6 +396,8 @@ class LocalRun(SampleFeed):
                 "per_core_pct": list(cpu.per_core_busy_pct),
                 "telemetry_cpu_seconds": self._telemetry_cpu(),
             }
+        if self.engine is not None:
+            self.engine.after_run()
         if self.spec.source == "cache" and self.target is not None:
             self._resident_after = page_cache.resident_share(self._files())
             note = cache_left_note(self._resident_after)

@@ -37,6 +37,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 #include <time.h>
 #include <sys/mman.h>
@@ -165,6 +166,10 @@ typedef struct {
     int nhost;
     uint64_t copy_pred_ns;    /* how long this worker's copies take from issue to landing (learnt) */
     int copy_late;            /* waits in a row that ended in cuEventSynchronize (no landing seen) */
+    int bufs_used;            /* bounce-async reads: pinned buffers read into (ring_report) */
+    int ended_serial;         /* ... whether the worker ended on one buffer, each copy waited for */
+    uint64_t trial_ns[2];     /* ... its last trial: mean ns from one read's start to the next's [serial] */
+    int group_target;         /* ... the blocks its groups took before a copy, at the end */
     pthread_t thread;
     int started;
     volatile int tid;         /* kernel thread id, for per-thread CPU accounting */
@@ -179,6 +184,9 @@ struct job {
     PyObject_HEAD
     int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
     int copy_batch;        /* BOUNCE_PIPE reads: blocks per copy of the ring (slots side by side); 0: no ring */
+    int turns;             /* BOUNCE_PIPE reads: TURNS_AUTO, TURNS_ALWAYS or TURNS_NEVER (see the ring) */
+    int copy_target;       /* BOUNCE_PIPE reads: blocks a group takes before its copy (0: learnt) */
+    int host_buffers;      /* HOST psync: buffers a worker reads into in turn (doctor's buffer-set probe) */
     uint64_t block_size, duration_ns, bytes_limit, seed;
     uint64_t split;        /* sub-request size (0: none) */
     int lanes;             /* threads per worker issuing sub-requests, the worker included (1: no split) */
@@ -671,13 +679,15 @@ early: /* landed before it was asked about: the prediction may be long */
 /* ------------------------------------------------------------------ psync loop */
 
 /* HOST, BOUNCE and CUFILE: one request in flight per worker (split across its lanes, if asked). */
-static void run_sync(worker_t *w, cursor_t *c, void **bufs, void *scratch)
+static void run_sync(worker_t *w, cursor_t *c, void **bufs, int nbufs, void *scratch)
 {
     job_t *job = w->job;
     uint64_t bs = job->block_size;
     gpu_fns_t *fn = &job->fn;
     void *buf = bufs[0];
-    while (keep_going(w, c, now_ns())) {
+    for (uint64_t n = 0; keep_going(w, c, now_ns()); n++) {
+        if (nbufs > 1) /* HOST with several buffers: read into each in turn */
+            buf = bufs[n % (uint64_t)nbufs];
         uint64_t off = next_offset(w, c);
         int write = next_is_write(job, c);
         if (write && job->verify) { /* the data written carries the pattern of its offset */
@@ -988,23 +998,65 @@ static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
             break;
 }
 
-/* BOUNCE_PIPE reads (copy_batch >= 1): the buffers are a ring, read into in turn, one read in flight
- * per worker as in every psync mode and in gdsio. Its slots form groups of `copy_batch` slots that lie
- * side by side in host memory and in GPU memory, and a group goes to the GPU in one copy once its last
- * slot has been read: a copy call costs about as much CPU as a small read (measured on an H100 VM: 8-10
- * us for 64 KiB, 10-16 us for 1 MiB, when calls are a read apart), so blocks go to the GPU in groups of
- * up to 4 MiB, and the copy call sits between two reads once a group, not once a block. The copy of a
- * group lands while the next group is read; the reads come back to a group's slots once its copy has
- * landed (asked without waiting; waited for only when the reads have come round to a group still in
- * flight: PCIe slower than storage). Each group has its own event; a partly filled group is copied
- * when the run ends.
+/* BOUNCE_PIPE reads (copy_batch >= 1), and the workloads' bounce paths (the Stager below): one read in
+ * flight per worker, as in every psync mode and in gdsio, into as few pinned buffers as keep the copies
+ * off the reads' path.
+ *
+ * On the virtual disks this was measured on, where a read lands decides its speed: 1 MiB reads took
+ * 1.51 ms into one pinned buffer a worker, 1.63-1.71 ms into two taking turns with their copies, 2.04 ms
+ * into twelve; reads into plain memory too, 2.08 ms into sixteen buffers (`xferscope doctor` measures it
+ * on the machine at hand). Copies there land 50-70 us after they are issued whatever their size up to
+ * 1 MiB. So neither way wins everywhere, and a worker measures both as it runs:
+ *
+ *  - one buffer, each copy waited for (serial, as bounce): the wait sleeps until the copy is predicted to
+ *    land, then asks (wait_copy_lazy), or asks at once (wait_copy, `prompt`: bounce's Stager).
+ *  - groups of buffers taking turns: the copy of one group lands while another is read into. A group's
+ *    buffers lie side by side in host and in GPU memory and go in one copy once its last block is read.
+ *    A copy call costs about as much CPU as a small read (8-10 us for 64 KiB, 10-16 us for 1 MiB,
+ *    measured on an H100 VM a read apart) and sits between two reads, so a group holds as many blocks as
+ *    keep the calls under GROUP_CALL_PCT of the reads' time (learnt as the worker goes: one block a group
+ *    where reads are slow, more where they are fast, as from the page cache), up to `cap` blocks. The next
+ *    group is the lowest-numbered one whose copy has landed: two take turns while copies keep up, and more
+ *    come into play only while they fall behind (PCIe busier than storage); the worker waits for a copy
+ *    only when every group is in flight.
+ *
+ * Under TURNS_AUTO the workers try both in TRIAL_PHASES alternating phases of TRIAL_PHASE_NS each, on the
+ * job's clock, so that every worker takes the same way at once (on a shared disk one worker's way changes
+ * the others' reads); each compares the mean time from the start of one read to the start of the next
+ * in each way, and goes on with the faster; they try again every RETRY_NS. TURNS_ALWAYS and TURNS_NEVER
+ * fix the way (the benches' variants; bounce's Stager).
  *
  * (Reads through io_uring, with the next read submitted before a copy is issued, were measured too:
  * on the same VM they took 5-30% longer than pread, and its kernel threads cost CPU of their own.) */
+enum { TURNS_AUTO = 0, TURNS_ALWAYS = 1, TURNS_NEVER = 2 };
+#define DST_OWN UINT64_MAX /* a block's destination: its slot's own block of the worker's GPU memory (run_ring) */
+#define TRIAL_PHASES 6
+#define TRIAL_PHASE_NS 40000000ull
+#define RETRY_NS 10000000000ull
+#define GROUP_CALL_PCT 2
+
 typedef struct {
-    int b, groups, slots;           /* slots per group (one copy each), groups, b * groups */
+    int b, groups;                  /* slots a group has (its capacity), groups there are buffers for */
+    int target;                     /* blocks a group takes before its copy (fixed, or learnt: 0 < target <= b) */
+    int fixed;                      /* the target is fixed (the benches' variants, tests), not learnt */
+    int g, fill;                    /* the group being read into (-1: none), and its slots read so far */
+    int serial;                     /* on one buffer (slot 0), each copy waited for */
+    int policy;                     /* TURNS_* */
+    int prompt;                     /* serial waits ask at once (wait_copy, as bounce) rather than sleep first */
+    uint64_t read_avg, call_avg;    /* running means: a read, a copy call (ns), what the target is learnt from */
+    /* the trial of TURNS_AUTO, on the clock that starts at t0 */
+    uint64_t t0;                    /* the trial's start (the job's, or the Stager's first read) */
+    int phase;                      /* the phase the last read began in (TRIAL_PHASES and over: decided) */
+    int was_serial;                 /* the way the last read went */
+    uint64_t last_start;            /* when the last read began (0: not timed) */
+    uint64_t cycle_ns[2], cycles[2];/* [serial]: time from one read's start to the next's, and how many */
+    uint64_t trial_ns[2];           /* the last trial's mean cycle [serial] (0: not measured) */
+    int decided;                    /* the last trial's way: on one buffer (1) or groups taking turns (0) */
+    uint64_t used;                  /* a bit per slot read into */
     int pending[MAX_PIPE];          /* a group's copy is in flight */
     uint64_t issued[MAX_PIPE];      /* when it was issued */
+    uint64_t gdst[MAX_PIPE];        /* where group g's copy goes in GPU memory */
+    uint64_t gbytes[MAX_PIPE];      /* bytes read into group g so far */
     uint64_t offs[MAX_PIPE];        /* file offset of the block in each slot */
 } ring_t;
 
@@ -1013,9 +1065,84 @@ static inline uint64_t ring_dev(worker_t *w, int slot)
     return w->dev + (uint64_t)slot * w->job->block_size;
 }
 
+/* `target` > 0 fixes the blocks a group takes before its copy; 0 lets the worker learn it. `t0`: the clock
+ * the trial's phases run on (0: the first read's time). */
+static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int prompt, uint64_t t0)
+{
+    memset(r, 0, sizeof *r);
+    r->b = b > 0 ? b : 1;
+    r->groups = nhost / r->b;
+    if (r->groups < 2) { /* one slot per group then */
+        r->b = 1;
+        r->groups = nhost;
+    }
+    r->fixed = target > 0;
+    r->target = target > 0 && target < r->b ? target : r->fixed ? r->b : 1;
+    r->g = -1;
+    r->policy = r->groups < 2 ? TURNS_NEVER : policy;
+    r->serial = r->policy != TURNS_ALWAYS;
+    r->prompt = prompt;
+    r->phase = r->policy == TURNS_AUTO ? -1 : TRIAL_PHASES;
+    r->t0 = t0;
+}
+
+/* Wait for a copy that the serial ring waits for every time: sleep until it is due, then ask, then ask
+ * between naps that double. Lands it a few microseconds late, and costs one sleep rather than the asking
+ * through it that wait_copy does for short copies. The prediction moves down a sixteenth when the copy had
+ * landed by the time it was due, a quarter of the way to what it took when not: so it settles where the
+ * copy is about due. 0, or the CUDA error. */
+static int wait_copy_lazy(worker_t *w, void *event, uint64_t issued)
+{
+    gpu_fns_t *fn = &w->job->fn;
+    uint64_t pred = w->copy_pred_ns;
+    if (issued + pred > now_ns() + MIN_SLEEP_NS)
+        sleep_until_ns(issued + pred);
+    int rc = fn->event_query(event);
+    if (rc != CUDA_ERROR_NOT_READY) {
+        if (!rc)
+            w->copy_pred_ns = pred - pred / 16;
+        return rc;
+    }
+    uint64_t t = now_ns(), nap = 2000u, give_up = t + (4 * pred > LATE_ASK_NS ? 4 * pred : LATE_ASK_NS);
+    while (t < give_up) {
+        sleep_until_ns(t + nap);
+        nap = nap < 1000000u ? 2 * nap : nap;
+        rc = fn->event_query(event);
+        t = now_ns();
+        if (rc != CUDA_ERROR_NOT_READY) {
+            if (!rc) {
+                w->copy_pred_ns = (uint64_t)((int64_t)pred + ((int64_t)(t - issued) - (int64_t)pred) / 4);
+                w->copy_late = 0;
+            }
+            return rc;
+        }
+    }
+    rc = fn->event_sync(event);
+    if (!rc && w->copy_late++ < MAX_LATE_STEPS)
+        w->copy_pred_ns = pred + (now_ns() - t);
+    return rc;
+}
+
+/* Check what group g's copy put in GPU memory (--verify): 0, or -1 (the job has failed). */
+static int ring_verify(worker_t *w, ring_t *r, int g, void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    uint64_t bs = job->block_size, n = r->gbytes[g];
+    int first = g * r->b;
+    if (fn->dtoh(scratch, r->gdst[g], n, w->stream) || fn->stream_sync(w->stream)) {
+        job_fail(job, r->offs[first], "cuMemcpyDtoHAsync failed while verifying");
+        return -1;
+    }
+    for (uint64_t i = 0; i * bs < n; i++)
+        if (verify_host(w, (char *)scratch + i * bs, r->offs[first + (int)i]))
+            return -1;
+    return 0;
+}
+
 /* Group g's copy has landed (waited for, if `wait`): check it (--verify) and mark it free. 1 while it
  * is still in flight (not waiting), 0 when free, -1 on failure. */
-static int ring_settle(worker_t *w, ring_t *r, int g, int n, int wait, void *scratch)
+static int ring_settle(worker_t *w, ring_t *r, int g, int wait, void *scratch)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
@@ -1027,84 +1154,229 @@ static int ring_settle(worker_t *w, ring_t *r, int g, int n, int wait, void *scr
             return 1;
         uint64_t t0 = now_ns();
         rc = wait_copy(w, w->events[g], r->issued[g]);
-        tl_add(w, TL_WAIT, 0, g, t0, now_ns(), r->offs[g * r->b], (uint64_t)n * job->block_size);
+        tl_add(w, TL_WAIT, 0, g, t0, now_ns(), r->offs[g * r->b], r->gbytes[g]);
     }
     if (rc) {
         job_fail(job, r->offs[g * r->b], "waiting for a copy to the GPU failed (CUDA error %d)", rc);
         return -1;
     }
     r->pending[g] = 0;
-    if (job->verify) {
-        uint64_t bs = job->block_size;
-        if (fn->dtoh(scratch, ring_dev(w, g * r->b), (uint64_t)n * bs, w->stream) || fn->stream_sync(w->stream)) {
-            job_fail(job, r->offs[g * r->b], "cuMemcpyDtoHAsync failed while verifying");
-            return -1;
-        }
-        for (int i = 0; i < n; i++)
-            if (verify_host(w, (char *)scratch + (uint64_t)i * bs, r->offs[g * r->b + i]))
-                return -1;
-    }
-    return 0;
+    return job->verify ? ring_verify(w, r, g, scratch) : 0;
 }
 
-/* Copy slots [first, first + n) of group g to the GPU in one call: 0, or -1 (the job has failed). */
-static int ring_copy(worker_t *w, ring_t *r, int g, int n)
+/* Copy what was read into the current group to the GPU in one call: 0, or -1 (the job has failed). */
+static int ring_copy(worker_t *w, ring_t *r)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
-    int first = g * r->b;
+    int g = r->g, first = g * r->b;
+    r->g = -1;
+    r->fill = 0;
     uint64_t t1 = now_ns();
     r->issued[g] = t1;
-    if (fn->htod(ring_dev(w, first), w->host[first], (uint64_t)n * job->block_size, w->stream) ||
+    if (fn->htod(r->gdst[g], w->host[first], r->gbytes[g], w->stream) ||
         fn->event_record(w->events[g], w->stream)) {
         job_fail(job, r->offs[first], "cuMemcpyHtoDAsync failed");
         return -1;
     }
     r->pending[g] = 1;
-    tl_add(w, TL_COPY, 0, g, t1, now_ns(), r->offs[first], (uint64_t)n * job->block_size);
+    tl_add(w, TL_COPY, 0, g, t1, now_ns(), r->offs[first], r->gbytes[g]);
     return 0;
+}
+
+/* The group to read into next: the lowest-numbered one whose copy has landed, else (every one in flight)
+ * the one issued first, once it has. Its index, or -1 on failure. */
+static int ring_pick(worker_t *w, ring_t *r, void *scratch)
+{
+    int oldest = 0;
+    for (int g = 0; g < r->groups; g++) {
+        int rc = ring_settle(w, r, g, 0, scratch);
+        if (rc <= 0)
+            return rc < 0 ? -1 : g;
+        if (r->issued[g] < r->issued[oldest])
+            oldest = g;
+    }
+    return ring_settle(w, r, oldest, 1, scratch) ? -1 : oldest;
+}
+
+/* Read `len` bytes at file offset `off` into host buffer `buf`: the whole block through host_io (split
+ * across the lanes, if asked), else with one pread that may end after `need` bytes (the Stager's pieces: an
+ * O_DIRECT span widened past the end of the file). */
+static int ring_pread(worker_t *w, void *buf, uint64_t off, uint64_t len, uint64_t need)
+{
+    if (len == w->job->block_size && need == len)
+        return host_io(w, 0, buf, off);
+    ssize_t n = pread(w->fd, buf, (size_t)len, (off_t)off);
+    if (n >= 0 && (uint64_t)n >= need)
+        return 0;
+    report_short(w->job, 0, n, (size_t)need, off);
+    return -1;
+}
+
+/* One buffer: read, copy, wait. */
+static int ring_serial(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64_t need, uint64_t dst,
+                       void *scratch)
+{
+    job_t *job = w->job;
+    gpu_fns_t *fn = &job->fn;
+    if (r->pending[0] && ring_settle(w, r, 0, 1, scratch)) /* just back from taking turns */
+        return -1;
+    if (dst == DST_OWN)
+        dst = ring_dev(w, 0);
+    uint64_t t0 = now_ns();
+    r->offs[0] = off;
+    r->used |= 1;
+    if (ring_pread(w, w->host[0], off, len, need))
+        return -1;
+    uint64_t t1 = now_ns();
+    if (fn->htod(dst, w->host[0], len, w->stream) || fn->event_record(w->events[0], w->stream)) {
+        job_fail(job, off, "cuMemcpyHtoDAsync failed");
+        return -1;
+    }
+    uint64_t t2 = now_ns();
+    int rc = r->prompt ? wait_copy(w, w->events[0], t1) : wait_copy_lazy(w, w->events[0], t1);
+    if (rc) {
+        job_fail(job, off, "waiting for a copy to the GPU failed (CUDA error %d)", rc);
+        return -1;
+    }
+    uint64_t t3 = now_ns();
+    tl_add(w, TL_READ, 0, 0, t0, t1, off, len);
+    tl_add(w, TL_COPY, 0, 0, t1, t2, off, len);
+    tl_add(w, TL_WAIT, 0, 0, t2, t3, off, len);
+    record(w->st, 0, len, t3 - t0);
+    if (job->verify) {
+        r->gdst[0] = dst;
+        r->gbytes[0] = len;
+        if (ring_verify(w, r, 0, scratch))
+            return -1;
+    }
+    return 0;
+}
+
+/* Groups taking turns: the block goes into the current group, which is copied once full. */
+static int ring_turns(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64_t need, uint64_t dst,
+                      void *scratch)
+{
+    uint64_t bs = w->job->block_size;
+    if (r->g >= 0 && dst != DST_OWN && dst != r->gdst[r->g] + r->gbytes[r->g] && ring_copy(w, r))
+        return -1; /* not where the group's copy goes on: it goes now */
+    if (r->g < 0) {
+        if ((r->g = ring_pick(w, r, scratch)) < 0)
+            return -1;
+        r->gdst[r->g] = dst == DST_OWN ? ring_dev(w, r->g * r->b) : dst;
+        r->gbytes[r->g] = 0;
+    }
+    int slot = r->g * r->b + r->fill;
+    r->offs[slot] = off;
+    r->used |= 1ull << slot;
+    uint64_t t0 = now_ns();
+    if (ring_pread(w, w->host[slot], off, len, need))
+        return -1;
+    uint64_t t1 = now_ns();
+    tl_add(w, TL_READ, 0, slot, t0, t1, off, len);
+    r->gbytes[r->g] += len;
+    r->read_avg = r->read_avg ? r->read_avg + ((int64_t)(t1 - t0) - (int64_t)r->read_avg) / 8 : t1 - t0;
+    uint64_t call = 0;
+    if (++r->fill >= r->target || len < bs) { /* the group is full, or the next slot would not follow on */
+        int n = r->fill;
+        if (ring_copy(w, r))
+            return -1;
+        call = now_ns() - t1;
+        r->call_avg = r->call_avg ? r->call_avg + ((int64_t)call - (int64_t)r->call_avg) / 8 : call;
+        if (!r->fixed && n == r->target) { /* enough blocks a group that the calls stay a small share */
+            uint64_t want = r->read_avg ? (100 * r->call_avg) / (GROUP_CALL_PCT * r->read_avg) + 1 : 1;
+            r->target = want > (uint64_t)r->b ? r->b : (int)want;
+        }
+    }
+    record(w->st, 0, len, (t1 - t0) + call); /* the read, and issuing a copy where it did */
+    return 0;
+}
+
+/* TURNS_AUTO's trial, before a read that begins at t: time the last cycle, and take the way of the phase.
+ * On the clock from t0, every RETRY_NS: TRIAL_PHASES phases that alternate (one buffer first), then the
+ * faster way until the next trial. */
+static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
+{
+    if (!r->t0)
+        r->t0 = t;
+    uint64_t rel = (t - r->t0) % RETRY_NS;
+    int phase = rel / TRIAL_PHASE_NS < TRIAL_PHASES ? (int)(rel / TRIAL_PHASE_NS) : TRIAL_PHASES;
+    if (phase < r->phase) { /* a new trial */
+        r->cycle_ns[0] = r->cycle_ns[1] = r->cycles[0] = r->cycles[1] = 0;
+        r->last_start = 0;
+    }
+    if (r->last_start && phase == r->phase && r->was_serial == r->serial && phase < TRIAL_PHASES) {
+        r->cycle_ns[r->serial] += t - r->last_start;
+        r->cycles[r->serial]++;
+    }
+    r->last_start = t;
+    int next = phase % 2 == 0;
+    if (phase == TRIAL_PHASES && r->phase < TRIAL_PHASES) { /* decided: the way whose cycle was shorter */
+        for (int s = 0; s < 2; s++)
+            r->trial_ns[s] = r->cycles[s] ? r->cycle_ns[s] / r->cycles[s] : 0;
+        r->decided = r->trial_ns[1] && (!r->trial_ns[0] || r->trial_ns[1] < r->trial_ns[0]);
+    }
+    if (phase == TRIAL_PHASES)
+        next = r->decided;
+    r->phase = phase;
+    if (next != r->serial) {
+        r->last_start = 0; /* the first cycle after a switch carries the switch */
+        if (next && r->g >= 0 && ring_copy(w, r)) /* to one buffer: the group read into so far goes first */
+            return -1;
+        r->serial = next;
+    }
+    r->was_serial = r->serial;
+    return 0;
+}
+
+/* One block of `len` bytes (block_size, or less for the Stager's last piece, of which `need` must be there)
+ * from file offset `off` to GPU address `dst`: 0, or -1 (the job has failed). */
+static int ring_block(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64_t need, uint64_t dst,
+                      void *scratch)
+{
+    if (r->policy == TURNS_AUTO && ring_trial(w, r, now_ns(), scratch))
+        return -1;
+    return r->serial ? ring_serial(w, r, off, len, need, dst, scratch)
+                     : ring_turns(w, r, off, len, need, dst, scratch);
+}
+
+/* Every block read so far has landed in GPU memory (and been checked): 0, or -1. */
+static int ring_drain(worker_t *w, ring_t *r, void *scratch)
+{
+    if (r->g >= 0 && ring_copy(w, r))
+        return -1;
+    for (int g = 0; g < r->groups; g++)
+        if (ring_settle(w, r, g, 1, scratch) < 0)
+            return -1;
+    r->last_start = 0; /* a pause: the next cycle is not timed */
+    return 0;
+}
+
+/* What a worker read into: how many buffers, whether it ended on one, and what its last trial measured. */
+static void ring_report(worker_t *w, const ring_t *r)
+{
+    w->bufs_used = __builtin_popcountll(r->used);
+    w->ended_serial = r->serial;
+    w->trial_ns[0] = r->trial_ns[0];
+    w->trial_ns[1] = r->trial_ns[1];
+    w->group_target = r->target;
 }
 
 static void run_ring(worker_t *w, cursor_t *c, void *scratch)
 {
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
-    uint64_t bs = job->block_size;
     ring_t r;
-    memset(&r, 0, sizeof r);
-    r.b = job->copy_batch;
-    r.groups = w->nhost / r.b;
-    r.slots = r.b * r.groups;
-    int cur = 0, fill = 0; /* the slot to read into next; slots of its group read so far */
+    ring_init(&r, w->nhost, job->copy_batch, job->copy_target, job->turns, 0, job->t_start);
     while (keep_going(w, c, now_ns())) {
-        int g = cur / r.b;
-        if (fill == 0 && ring_settle(w, &r, g, r.b, 1, scratch)) /* the group's last copy has landed */
-            break;
         uint64_t off = next_offset(w, c);
-        r.offs[cur] = off;
-        uint64_t t0 = now_ns();
-        if (host_io(w, 0, w->host[cur], off))
+        if (ring_block(w, &r, off, job->block_size, job->block_size, DST_OWN, scratch))
             break;
-        uint64_t t1 = now_ns();
-        tl_add(w, TL_READ, 0, cur, t0, t1, off, bs);
-        c->done_bytes += bs;
-        uint64_t call = 0;
-        if (++fill == r.b) {
-            if (ring_copy(w, &r, g, r.b))
-                break;
-            call = now_ns() - t1;
-            fill = 0;
-        }
-        record(w->st, 0, bs, (t1 - t0) + call); /* the read, and issuing a copy where it did */
-        cur = (cur + 1) % r.slots;
+        c->done_bytes += job->block_size;
     }
-    if (fill && !atomic_load(&job->has_error)) /* the blocks of the group the run ended in */
-        ring_copy(w, &r, cur / r.b, fill);
-    for (int g = 0; g < r.groups && !atomic_load(&job->has_error); g++) {
-        int n = (fill && g == cur / r.b) ? fill : r.b;
-        if (ring_settle(w, &r, g, n, 1, scratch) < 0)
-            break;
-    }
+    if (!atomic_load(&job->has_error))
+        ring_drain(w, &r, scratch);
+    ring_report(w, &r);
     if (fn->stream_sync(w->stream) && !atomic_load(&job->has_error))
         job_fail(job, 0, "cuStreamSynchronize failed at the end of the run");
 }
@@ -1229,7 +1501,7 @@ static void *worker_main(void *arg)
     worker_t *w = arg;
     job_t *job = w->job;
     uint64_t bs = job->block_size;
-    int nbufs = (job->mode == MODE_HOST && job->use_uring) ? job->iodepth : 1;
+    int nbufs = job->mode != MODE_HOST ? 1 : job->use_uring ? job->iodepth : job->host_buffers;
     void **bufs = calloc((size_t)nbufs, sizeof(void *));
     void *scratch = NULL;
     void *arena = NULL; /* MODE_HOST: every buffer of this worker, in one mapping */
@@ -1317,7 +1589,7 @@ wait_and_finish:
         else if (job->mode == MODE_BOUNCE_PIPE)
             run_pipelined(w, &c, scratch);
         else
-            run_sync(w, &c, bufs, scratch);
+            run_sync(w, &c, bufs, nbufs, scratch);
     }
     split_stop(w->team, w->st);
     mark_done(w, &cpu_at_start);
@@ -1390,22 +1662,43 @@ static uint64_t dict_u64(PyObject *d, const char *key)
     return v ? PyLong_AsUnsignedLongLongMask(v) : 0;
 }
 
+/* The entry points of a gpu_functions dict (0 where absent). */
+static int parse_gpu_fns(PyObject *d, gpu_fns_t *fn)
+{
+    fn->ctx_set_current = (cu_ctx_set_t)(uintptr_t)dict_u64(d, "cuCtxSetCurrent");
+    fn->htod = (cu_htod_t)(uintptr_t)dict_u64(d, "cuMemcpyHtoDAsync");
+    fn->dtoh = (cu_dtoh_t)(uintptr_t)dict_u64(d, "cuMemcpyDtoHAsync");
+    fn->stream_sync = (cu_sync_t)(uintptr_t)dict_u64(d, "cuStreamSynchronize");
+    fn->event_record = (cu_event_record_t)(uintptr_t)dict_u64(d, "cuEventRecord");
+    fn->event_sync = (cu_event_sync_t)(uintptr_t)dict_u64(d, "cuEventSynchronize");
+    fn->event_query = (cu_event_query_t)(uintptr_t)dict_u64(d, "cuEventQuery");
+    fn->cufile_read = (cufile_rw_t)(uintptr_t)dict_u64(d, "cuFileRead");
+    fn->cufile_write = (cufile_rw_t)(uintptr_t)dict_u64(d, "cuFileWrite");
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 static int Job_init(job_t *job, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
                              "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline",
-                             "copy_batch", NULL};
+                             "copy_batch", "turns", "host_buffers", "copy_target", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
     unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
-    int copy_batch = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIi", kwlist, &fds, &starts, &lengths, &block_size,
-                                     &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit, &seed,
-                                     &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
-                                     &huge_pages, &split, &timeline, &copy_batch))
+    int copy_batch = 0, turns = TURNS_AUTO, host_buffers = 1, copy_target = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIiiii", kwlist, &fds, &starts, &lengths,
+                                     &block_size, &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit,
+                                     &seed, &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
+                                     &huge_pages, &split, &timeline, &copy_batch, &turns, &host_buffers,
+                                     &copy_target))
         return -1;
+    if (turns < TURNS_AUTO || turns > TURNS_NEVER || host_buffers < 1 || host_buffers > MAX_PIPE ||
+        copy_target < 0 || copy_target > MAX_PIPE) {
+        PyErr_SetString(PyExc_ValueError, "turns: 0, 1 or 2; host_buffers: 1..64; copy_target: 0..64");
+        return -1;
+    }
     Py_ssize_t n = PySequence_Size(fds);
     if (n <= 0 || n > 65536) {
         PyErr_SetString(PyExc_ValueError, "fds: need at least one worker");
@@ -1449,6 +1742,9 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     }
     /* the ring: bounce-async reads; writes keep the staged pipeline */
     job->copy_batch = mode == MODE_BOUNCE_PIPE && read_pct >= 100 ? copy_batch : 0;
+    job->turns = turns;
+    job->copy_target = copy_target;
+    job->host_buffers = mode == MODE_HOST ? host_buffers : 1;
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->cond, NULL);
     job->workers = calloc((size_t)n, sizeof(worker_t));
@@ -1510,16 +1806,7 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
             PyErr_SetString(PyExc_ValueError, "GPU modes need gpu_functions (dict) and gpu_workers (list of dicts)");
             return -1;
         }
-        job->fn.ctx_set_current = (cu_ctx_set_t)(uintptr_t)dict_u64(gpu_fns, "cuCtxSetCurrent");
-        job->fn.htod = (cu_htod_t)(uintptr_t)dict_u64(gpu_fns, "cuMemcpyHtoDAsync");
-        job->fn.dtoh = (cu_dtoh_t)(uintptr_t)dict_u64(gpu_fns, "cuMemcpyDtoHAsync");
-        job->fn.stream_sync = (cu_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuStreamSynchronize");
-        job->fn.event_record = (cu_event_record_t)(uintptr_t)dict_u64(gpu_fns, "cuEventRecord");
-        job->fn.event_sync = (cu_event_sync_t)(uintptr_t)dict_u64(gpu_fns, "cuEventSynchronize");
-        job->fn.event_query = (cu_event_query_t)(uintptr_t)dict_u64(gpu_fns, "cuEventQuery");
-        job->fn.cufile_read = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileRead");
-        job->fn.cufile_write = (cufile_rw_t)(uintptr_t)dict_u64(gpu_fns, "cuFileWrite");
-        if (PyErr_Occurred())
+        if (parse_gpu_fns(gpu_fns, &job->fn))
             return -1;
         int need_copy = mode != MODE_CUFILE || verify;
         if (!job->fn.ctx_set_current || (need_copy && (!job->fn.htod || !job->fn.dtoh || !job->fn.stream_sync)) ||
@@ -1792,7 +2079,30 @@ static PyObject *Job_timeline(job_t *job, PyObject *Py_UNUSED(ignored))
     return out;
 }
 
+/* buffer_use() -> per worker of bounce-async reads: (buffers read into, ended on one buffer, the last trial's
+ * mean ns a block on one buffer and with groups taking turns (0 where not measured), blocks a group took
+ * before its copy at the end). After wait(). */
+static PyObject *Job_buffer_use(job_t *job, PyObject *Py_UNUSED(ignored))
+{
+    PyObject *out = PyList_New(job->nworkers);
+    if (!out)
+        return NULL;
+    for (int i = 0; i < job->nworkers; i++) {
+        worker_t *w = &job->workers[i];
+        PyObject *t = Py_BuildValue("(iOKKi)", w->bufs_used, w->ended_serial ? Py_True : Py_False,
+                                    (unsigned long long)w->trial_ns[1], (unsigned long long)w->trial_ns[0],
+                                    w->group_target);
+        if (!t) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, t);
+    }
+    return out;
+}
+
 static PyMethodDef Job_methods[] = {
+    {"buffer_use", (PyCFunction)Job_buffer_use, METH_NOARGS, "bounce-async reads: per worker, what it read into."},
     {"tids", (PyCFunction)Job_tids, METH_NOARGS, "Kernel thread ids of the workers, then of their lanes."},
     {"timeline", (PyCFunction)Job_timeline, METH_NOARGS, "Each worker's recorded intervals (timeline=N)."},
     {"start", (PyCFunction)Job_start, METH_NOARGS, "Start the workers; the timed region begins when all are ready."},
@@ -1811,6 +2121,180 @@ static PyTypeObject JobType = {
     .tp_dealloc = (destructor)Job_dealloc,
     .tp_methods = Job_methods,
     .tp_doc = "Job(fds, starts, lengths, block_size, ...): worker threads running one I/O pattern.",
+};
+
+/* ------------------------------------------------------------------ Stager
+ *
+ * The bounce paths of the workloads (train, kvcache, load): one reader thread's pinned buffers, read into
+ * and copied to GPU memory by the ring above, with the piece's destination given per call. It is the
+ * same code `run --path bounce-async` runs (and, with turns=TURNS_NEVER and a prompt wait, bounce's). */
+typedef struct {
+    PyObject_HEAD
+    job_t *job;   /* plain memory, not a Python Job: the function table, block size and error */
+    worker_t w;
+    wstat_t st;
+    ring_t r;
+    int ready;
+} stager_t;
+
+static void Stager_dealloc(stager_t *s)
+{
+    if (s->job) {
+        pthread_mutex_destroy(&s->job->lock);
+        free(s->job);
+    }
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static int Stager_init(stager_t *s, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"gpu_functions", "ctx", "stream", "host", "events", "block_size", "copy_batch",
+                             "turns", "prompt", "copy_target", NULL};
+    PyObject *fns, *host, *events;
+    unsigned long long ctx, stream, bs;
+    int b = 1, turns = TURNS_AUTO, prompt = 0, target = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!KKOOK|iipi", kwlist, &PyDict_Type, &fns, &ctx, &stream, &host,
+                                     &events, &bs, &b, &turns, &prompt, &target))
+        return -1;
+    Py_ssize_t n = PySequence_Size(host);
+    if (n < 1 || n > MAX_PIPE || PySequence_Size(events) != n || bs == 0 || bs > (1ull << 31) || b < 1 ||
+        turns < TURNS_AUTO || turns > TURNS_NEVER) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "Stager: 1..64 host buffers with an event each, a block size, "
+                                              "copy_batch >= 1, turns 0..2");
+        return -1;
+    }
+    if (!s->job && !(s->job = calloc(1, sizeof(job_t)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    job_t *job = s->job;
+    pthread_mutex_init(&job->lock, NULL);
+    if (parse_gpu_fns(fns, &job->fn))
+        return -1;
+    if (!job->fn.ctx_set_current || !job->fn.htod || !job->fn.event_record || !job->fn.event_query ||
+        !job->fn.event_sync || !job->fn.stream_sync) {
+        PyErr_SetString(PyExc_ValueError, "gpu_functions lacks an entry point the bounce paths need");
+        return -1;
+    }
+    job->mode = MODE_BOUNCE_PIPE;
+    job->nworkers = 1;
+    job->block_size = bs;
+    job->lanes = 1;
+    memset(&s->w, 0, sizeof s->w);
+    memset(&s->st, 0, sizeof s->st);
+    s->st.lat_min = UINT64_MAX;
+    worker_t *w = &s->w;
+    w->job = job;
+    w->st = &s->st;
+    w->fd = -1;
+    w->ctx = (void *)(uintptr_t)ctx;
+    w->stream = (void *)(uintptr_t)stream;
+    w->nhost = (int)n;
+    for (int k = 0; k < n; k++) {
+        PyObject *a = PySequence_GetItem(host, k), *e = PySequence_GetItem(events, k);
+        w->host[k] = a ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(a) : NULL;
+        w->events[k] = e ? (void *)(uintptr_t)PyLong_AsUnsignedLongLongMask(e) : NULL;
+        Py_XDECREF(a);
+        Py_XDECREF(e);
+        if (PyErr_Occurred())
+            return -1;
+        if (k && b > 1 && (char *)w->host[k] != (char *)w->host[k - 1] + bs) {
+            PyErr_SetString(PyExc_ValueError, "copy_batch > 1 needs the pinned buffers side by side");
+            return -1;
+        }
+    }
+    ring_init(&s->r, (int)n, b, target, turns, prompt, 0);
+    s->ready = 1;
+    return 0;
+}
+
+/* The job's failure as a RuntimeError, and the stager ready for the next call. */
+static PyObject *stager_failed(stager_t *s)
+{
+    job_t *job = s->job;
+    PyErr_SetString(PyExc_RuntimeError, job->error[0] ? job->error : "the bounce path failed");
+    job->error[0] = 0;
+    atomic_store(&job->has_error, 0);
+    atomic_store(&job->stop, 0);
+    return NULL;
+}
+
+/* read(fd, offset, length, dst, need=length): length bytes of fd from offset into GPU memory at dst, block by
+ * block; the read may end early after `need` bytes (an O_DIRECT span widened past the end of the file). */
+static PyObject *Stager_read(stager_t *s, PyObject *args)
+{
+    int fd;
+    unsigned long long off, len, dst, need = ULLONG_MAX;
+    if (!s->ready) {
+        PyErr_SetString(PyExc_RuntimeError, "Stager not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "iKKK|K", &fd, &off, &len, &dst, &need))
+        return NULL;
+    if (need > len)
+        need = len;
+    worker_t *w = &s->w;
+    job_t *job = s->job;
+    uint64_t bs = job->block_size;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    w->fd = fd;
+    if (job->fn.ctx_set_current(w->ctx)) {
+        job_fail(job, off, "cuCtxSetCurrent failed");
+        rc = -1;
+    }
+    for (uint64_t pos = 0; !rc && pos < len; pos += bs) {
+        uint64_t n = len - pos < bs ? len - pos : bs;
+        uint64_t must = need > pos ? (need - pos < n ? need - pos : n) : 0;
+        rc = ring_block(w, &s->r, off + pos, n, must, dst + pos, NULL);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc || atomic_load(&job->has_error))
+        return stager_failed(s);
+    Py_RETURN_NONE;
+}
+
+/* drain(): every copy issued has landed. */
+static PyObject *Stager_drain(stager_t *s, PyObject *Py_UNUSED(ignored))
+{
+    if (!s->ready)
+        Py_RETURN_NONE;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = s->job->fn.ctx_set_current(s->w.ctx) ? -1 : ring_drain(&s->w, &s->r, NULL);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return stager_failed(s);
+    Py_RETURN_NONE;
+}
+
+/* use() -> (buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking
+ * turns, blocks a group takes before its copy). */
+static PyObject *Stager_use(stager_t *s, PyObject *Py_UNUSED(ignored))
+{
+    ring_report(&s->w, &s->r);
+    return Py_BuildValue("(iOKKi)", s->w.bufs_used, s->w.ended_serial ? Py_True : Py_False,
+                         (unsigned long long)s->w.trial_ns[1], (unsigned long long)s->w.trial_ns[0],
+                         s->w.group_target);
+}
+
+static PyMethodDef Stager_methods[] = {
+    {"read", (PyCFunction)Stager_read, METH_VARARGS, "read(fd, offset, length, dst): file bytes into GPU memory."},
+    {"drain", (PyCFunction)Stager_drain, METH_NOARGS, "Wait until every copy issued has landed."},
+    {"use", (PyCFunction)Stager_use, METH_NOARGS, "(buffers read into, on one buffer, trial ns: one, turns)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StagerType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "xferscope._iocore.Stager",
+    .tp_basicsize = sizeof(stager_t),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Stager_init,
+    .tp_dealloc = (destructor)Stager_dealloc,
+    .tp_methods = Stager_methods,
+    .tp_doc = "Stager(gpu_functions, ctx, stream, host, events, block_size, ...): a bounce path's pinned buffers.",
 };
 
 /* ------------------------------------------------------------------ module functions */
@@ -1906,13 +2390,18 @@ static struct PyModuleDef moduledef = {PyModuleDef_HEAD_INIT, "_iocore", "xfersc
 
 PyMODINIT_FUNC PyInit__iocore(void)
 {
-    if (PyType_Ready(&JobType) < 0)
+    if (PyType_Ready(&JobType) < 0 || PyType_Ready(&StagerType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m)
         return NULL;
     Py_INCREF(&JobType);
     PyModule_AddObject(m, "Job", (PyObject *)&JobType);
+    Py_INCREF(&StagerType);
+    PyModule_AddObject(m, "Stager", (PyObject *)&StagerType);
+    PyModule_AddIntConstant(m, "TURNS_AUTO", TURNS_AUTO);
+    PyModule_AddIntConstant(m, "TURNS_ALWAYS", TURNS_ALWAYS);
+    PyModule_AddIntConstant(m, "TURNS_NEVER", TURNS_NEVER);
     PyModule_AddIntConstant(m, "HIST_SUB", HIST_SUB);
     PyModule_AddIntConstant(m, "HIST_NBUCKETS", HIST_NBUCKETS);
     PyModule_AddIntConstant(m, "MODE_HOST", MODE_HOST);

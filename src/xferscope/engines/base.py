@@ -107,6 +107,9 @@ class Engine(ABC):
         """None when this path can run on this machine; otherwise why not, in the user's terms."""
         return None
 
+    def after_run(self) -> None:  # noqa: B027 (a hook: most engines have nothing to add)
+        """The run has ended and its counters are final: add what only the run could tell (to ``labels``)."""
+
     @abstractmethod
     def prepare(self) -> None: ...
 

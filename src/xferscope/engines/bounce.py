@@ -5,19 +5,32 @@ buffer, copies it to the GPU (cuMemcpyHtoDAsync) and waits for the copy before
 the next read. Writes go GPU -> pinned host -> storage.
 
 ``bounce-async`` (gdsio CPU_ASYNC_GPU, ``-x 3``): one read in flight per worker,
-as ``bounce`` and gdsio have, and the copies to the GPU land while the next
-blocks are read. Reads go into a ring of pinned buffers in turn; the ring's
-slots form groups that lie side by side in host and in GPU memory, and a group
-goes to the GPU in one copy (cuMemcpyHtoDAsync) once its last block is read:
-blocks under 4 MiB in groups of up to 4 MiB (at most 16 blocks), larger ones a
-copy each. A copy call costs about as much CPU as a small read, and sits
-between two reads once a group rather than once a block. A group's slots are
-read into again once its copy has landed (checked without waiting); the worker
-waits for a copy only when the reads have come round to a group still in flight
-(PCIe slower than storage). The ring holds three groups, or --iodepth buffers
-where that is more: ``--iodepth`` is that slack, not reads in flight. Writes go
-the other way through K = --iodepth (at least 3) buffers: the data of the next
-write is copied from the GPU while this one is written.
+as ``bounce`` and gdsio have, into as few pinned buffers as keep the copies off
+the reads' path. On virtual disks where a read lands decides its speed (1 MiB
+reads 8-13% slower into two pinned buffers taking turns than into one, 35%
+slower into twelve, on the machine it was measured on; ``xferscope doctor``
+measures it here), and copies can take 50-70 us to land whatever their size,
+so neither of two ways wins everywhere, and each worker measures both as it
+runs (the native core's ring):
+
+- one buffer, each copy waited for, as ``bounce`` (the wait sleeps until the
+  copy is due, then asks);
+- groups of buffers taking turns: the copy of one lands while another is read
+  into. A group goes in one copy, and holds as many blocks as keep the copy
+  calls (about as much CPU as a small read each) under 2% of the reads' time,
+  learnt as the worker goes: one block where reads are slow, up to 4 MiB of
+  blocks where they are fast (from the page cache, say). The next group is the
+  lowest-numbered one whose copy has landed: two take turns while copies keep
+  up, more (up to 8, 32 MiB at most) only while they fall behind.
+
+The workers try both in alternating phases of 40 ms on the run's clock (all
+the same way at once: on a shared disk one worker's way changes the others'
+reads), six phases at the start and again every 10 s, compare the time a block
+takes each way, and go on with the faster; the label says what each worker
+chose, from which figures.
+``--iodepth`` is not used by reads (one in flight). Writes go through K =
+--iodepth (at least 3) buffers: the data of the next write is copied from the
+GPU while this one is written.
 
 Waiting for a copy (``bounce`` always, ``bounce-async`` when every buffer is
 in flight) sleeps until just before the copy is predicted to land, then asks:
@@ -35,38 +48,45 @@ the output says so.
 
 from __future__ import annotations
 
+from xferscope import _iocore
 from xferscope.engines.gpu_native import PINNED_ALIGN, GpuNativeEngine
 from xferscope.units import format_size
 
 MAX_PIPELINE = 64  # the native core's limit of buffers per worker
-#: one being read into, one whose copy is in flight, one spare for a copy that lands later than the next read ends
+#: writes: one being written, one being filled from the GPU, one spare for a copy that lands late
 MIN_PIPELINE = 3
-
-
-#: the read ring: blocks smaller than this go to the GPU in groups of up to this many bytes, one copy a group
+#: reads: a group of blocks taking turns holds this many bytes at most (its blocks go to the GPU in one copy)
 COPY_GROUP_BYTES = 4 << 20
 MAX_COPY_GROUP = 16
+#: reads: groups that may take turns (more than two only while copies fall behind), and their pinned bytes at most
+MAX_GROUPS = 8
+MAX_GROUPS_BYTES = 32 << 20
 
 
 def pipeline_depth(iodepth: int) -> int:
-    """Pinned buffers per worker for bounce-async: --iodepth, at least triple-buffered."""
+    """Pinned buffers per worker for bounce-async writes: --iodepth, at least three."""
     return max(MIN_PIPELINE, min(iodepth, MAX_PIPELINE))
 
 
 def copy_group(block_size: int) -> int:
-    """Blocks per copy to the GPU in the read ring: small blocks in groups of up to 4 MiB and 16 blocks (a copy
-    call costs about as much CPU as a small read), blocks of 4 MiB and more a copy each. Buffers that do not lie
-    side by side (blocks not a multiple of 4 KiB) go one a copy."""
+    """Blocks a group of bounce-async reads can hold (its copy takes as many as the worker learns it needs): up to
+    4 MiB of them, 16 at most. Buffers that do not lie side by side (blocks not a multiple of 4 KiB) go one a
+    copy."""
     if block_size % PINNED_ALIGN:
         return 1
     return max(1, min(MAX_COPY_GROUP, COPY_GROUP_BYTES // block_size))
+
+
+def max_groups(group_bytes: int) -> int:
+    """Groups of bounce-async reads there are buffers for: 8, or as many as fit 32 MiB, two at least."""
+    return max(2, min(MAX_GROUPS, MAX_GROUPS_BYTES // group_bytes))
 
 
 class BounceEngine(GpuNativeEngine):
     name = "bounce"
     xfer_type = "CPU_GPU"
     description = "storage -> pinned host -> GPU, each copy waited for (gdsio CPU_GPU)"
-    native_mode = 1  # _iocore.MODE_BOUNCE
+    native_mode = _iocore.MODE_BOUNCE
 
     def host_buffers(self) -> int:
         return 1
@@ -93,36 +113,93 @@ class BounceEngine(GpuNativeEngine):
 class BounceAsyncEngine(BounceEngine):
     name = "bounce-async"
     xfer_type = "CPU_ASYNC_GPU"
-    description = "storage -> pinned host -> GPU, reads go on while copies land (gdsio CPU_ASYNC_GPU)"
-    native_mode = 2  # _iocore.MODE_BOUNCE_PIPE
-    #: reads through the ring of grouped copies (False: each block's copy issued after its read, buffers reused
-    #: most recently landed first, as writes go; bench/bounce_timeline.py sets it to compare the two)
-    read_ring = True
-    #: blocks per copy in the ring (None: copy_group's choice; bench/bounce_timeline.py sets 1 to compare)
+    description = "storage -> pinned host -> GPU, copies off the reads' path where they matter (gdsio CPU_ASYNC_GPU)"
+    native_mode = _iocore.MODE_BOUNCE_PIPE
+    #: how a worker's reads use the buffers: chosen as it runs (TURNS_AUTO), or fixed (bench/bounce_timeline.py's
+    #: variants: TURNS_ALWAYS, two groups taking turns; TURNS_NEVER, one buffer)
+    turns = _iocore.TURNS_AUTO
+    #: blocks per copy when groups take turns, fixed (None: up to copy_group's, as the worker learns), and how
+    #: many groups at most (None: max_groups's choice)
     blocks_per_copy: int | None = None
+    groups: int | None = None
 
     def copy_batch(self) -> int:
-        """Blocks per copy of the read ring; 0 where there is no ring (writes)."""
-        if self.spec.writes or not self.read_ring:
+        """Blocks a group of reads can hold; 0 for writes and mixes (the staged pipeline)."""
+        if self.spec.writes:
             return 0
         return self.blocks_per_copy or copy_group(self.spec.block_size)
 
     def host_buffers(self) -> int:
         group = self.copy_batch()
-        return min(MAX_PIPELINE, max(pipeline_depth(self.spec.iodepth), MIN_PIPELINE * group))
+        if not group:
+            return pipeline_depth(self.spec.iodepth)
+        return min(MAX_PIPELINE, (self.groups or max_groups(group * self.spec.block_size)) * group)
+
+    def native_options(self) -> dict:
+        return {"turns": self.turns, "copy_target": self.blocks_per_copy or 0}
 
     def path_labels(self) -> None:
         group, k = self.copy_batch(), self.host_buffers()
-        if group:
-            size = format_size(group * self.spec.block_size)
+        if not group:
             self.labels.append(
-                f"ring of {k} pinned buffers per worker, copies of {group} block{'s' if group > 1 else ''} "
-                f"({size}) while the next are read"
+                f"pipelined: the next write's data is copied from the GPU while one is written, "
+                f"{k} pinned buffers per worker"
             )
-        else:
-            self.labels.append(f"pipelined: reads go on while copies land, up to {k} pinned buffers per worker")
+            return
+        if self.spec.iodepth > 1:
+            self.labels.append(f"psync: queue depth {self.spec.iodepth} not used (one read in flight per worker)")
+
+    def after_run(self) -> None:
+        """Say what each worker's reads went into, and why: from the native core's account of the run."""
+        use = self.buffer_use()
+        if use:
+            self.labels.append(buffer_use_label(use, self.spec.block_size))
+
+    def buffer_use(self) -> list[tuple[int, bool, int, int, int]]:
+        """Per worker (reads only): (buffers read into, ended on one buffer, its last trial's mean ns a block on
+        one buffer and with groups taking turns, 0 where not measured, blocks a group took before its copy)."""
+        if self._job is None or not self.copy_batch():
+            return []
+        return [tuple(u) for u in self._job.buffer_use()]
 
     def environment(self):
         env = super().environment()
-        env["blocks_per_copy"] = self.copy_batch() or 1
+        use = self.buffer_use()
+        if use:
+            env["blocks_per_copy"] = [u[4] for u in use]
+            env["read_buffers_per_worker"] = [u[0] for u in use]
+            env["reads_on_one_buffer"] = [u[1] for u in use]
+            env["trial_us_a_block"] = [
+                {"one_buffer": round(u[2] / 1e3, 1) or None, "taking_turns": round(u[3] / 1e3, 1) or None} for u in use
+            ]
         return env
+
+
+def buffer_use_label(use: list[tuple[int, bool, int, int, int]], block_size: int) -> str:
+    """One line on what the workers read into (one buffer, or groups taking turns) and the trial that chose it."""
+    n = len(use)
+    parts = []
+    for serial in (True, False):
+        mine = [u for u in use if u[1] == serial]
+        if not mine:
+            continue
+        who = "every worker" if len(mine) == n else f"{len(mine)} of {n} workers"
+        most = max(u[0] for u in mine)
+        if serial:
+            how = "1 pinned buffer, each copy waited for"
+            if most > 1:
+                how += f" ({most} pinned buffers at most, in its trial of groups taking turns)"
+        else:
+            target = max(u[4] for u in mine)
+            unit = f"groups of {target} ({format_size(target * block_size)})" if target > 1 else "buffers"
+            how = f"{unit} taking turns ({most} pinned buffers at most)"
+        timed = [u for u in mine if u[2] and u[3]]
+        if timed:
+            mid = sorted(timed, key=lambda u: u[2] / u[3])[len(timed) // 2]
+            how += (
+                f": {mid[2] / 1e3:.0f} against {mid[3] / 1e3:.0f} us a block"
+                if serial
+                else (f": {mid[3] / 1e3:.0f} against {mid[2] / 1e3:.0f} us a block on one buffer")
+            )
+        parts.append(f"{who} read into {how}")
+    return "; ".join(parts) + (" (measured as it ran)" if any(u[2] and u[3] for u in use) else "")

@@ -309,6 +309,10 @@ class GpuResources:
         check(cu.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
         return ctx
 
+    def functions(self) -> dict[str, int]:
+        """Addresses of the CUDA entry points the native core calls (the stand-ins' take their place in tests)."""
+        return dict(driver_functions())
+
     def context_handle(self, gpu: int) -> int:
         return int(self.context(gpu))
 

@@ -62,6 +62,11 @@ class HostEngine(NativeEngine):
     xfer_type = "CPUONLY"
     description = "storage -> CPU memory (O_DIRECT)"
     native_mode = 0
+    #: psync: buffers each worker reads into in turn (doctor's buffer-set probe; runs read into one)
+    buffers_in_turn = 1
+
+    def native_options(self) -> dict:
+        return {"host_buffers": self.buffers_in_turn} if self.buffers_in_turn > 1 else {}
 
     def huge_pages(self) -> bool:
         if not host_buffers_on_huge_pages(self.spec):

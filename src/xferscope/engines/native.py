@@ -75,8 +75,12 @@ class NativeEngine(Engine):
         return False
 
     def copy_batch(self) -> int:
-        """Blocks per copy of bounce-async's read ring (small blocks go in groups); 0: no ring (every other path)."""
+        """Blocks per copy of bounce-async's reads (small blocks go in groups); 0: no groups (every other path)."""
         return 0
+
+    def native_options(self) -> dict[str, Any]:
+        """Further keyword arguments of the native Job that a path sets (bounce-async's ``turns``, say)."""
+        return {}
 
     # -- protocol --------------------------------------------------------------
     def open_files(self) -> None:
@@ -126,6 +130,7 @@ class NativeEngine(Engine):
                 split=spec.split or 0,
                 timeline=self.timeline_records,
                 copy_batch=self.copy_batch(),
+                **self.native_options(),
             )
         except (ValueError, TypeError) as exc:
             raise RunFailed(f"{self.name}: cannot set up the workers: {exc}") from None

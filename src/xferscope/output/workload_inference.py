@@ -130,6 +130,8 @@ def load_lines(r: LoadResult) -> list[str]:
     )
     for g in r.per_gpu:
         lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {secs(g.seconds)}, {_f(g.gb_per_s)} GB/s")
+    if r.shape is not None:
+        lines.append(f"  shape: {r.shape.line()}")
     slow = sorted((x for x in r.shards if x.seconds is not None), key=lambda x: -(x.seconds or 0))[:3]
     if len(r.shards) > 1 and slow:
         lines.append("  slowest shards: " + ", ".join(f"{x.name} {secs(x.seconds)}" for x in slow))

@@ -1,13 +1,12 @@
 """How one reader thread moves a sample from its file into a batch buffer, by each path.
 
 * ``host``: pread into the batch buffer in host memory (as DLIO, whose data stops there).
-* ``bounce``: pread into a pinned buffer of ``--bs``, one copy to the GPU, wait, next request.
-* ``bounce-async``: two pinned buffers taking turns: the next pread runs while the last copy is under way.
+* ``bounce`` and ``bounce-async``: the native core's code that ``run`` runs for them (``BounceFetcher``).
 * ``cufile``: cuFileRead straight into GPU memory (cuFile's compat mode where nvidia-fs is absent).
 
 Requests are ``--bs`` long; with O_DIRECT a sample's range is widened to 4 KiB boundaries (the bytes counted
-are the sample's). A copy is waited for by asking its event, with short sleeps between: no spinning in the
-driver. Everything a fetcher allocates is freed by ``close()``; GPU memory through ``GpuResources``.
+are the sample's). Everything a fetcher allocates is freed by ``close()``; GPU and pinned memory through
+``GpuResources``.
 """
 
 from __future__ import annotations
@@ -15,14 +14,10 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
-import time
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.workloads.train_data import ALIGN, SampleRef
-
-#: sleep between two questions to a copy's event
-EVENT_POLL_S = 20e-6
 
 
 class Slot:
@@ -140,93 +135,78 @@ class HostFetcher(Fetcher):
 
 
 class GpuFetcher(Fetcher):
-    """Shared by the paths whose data lands in GPU memory: the reader's context and stream."""
+    """Shared by the paths whose data lands in GPU memory: the reader's context."""
 
     def __init__(self, data: Any, block_size: int, gpu: int, resources):
         super().__init__(data, block_size)
-        from xferscope.engines import gpu_setup
-
         self.gpu = gpu
         self.res = resources
-        self.cu = gpu_setup.driver()
-        self.check = gpu_setup.check
         resources.context(gpu)
-        self.stream = resources.stream(gpu)
-
-    def wait_event(self, event) -> None:
-        cu = self.cu
-        while True:
-            rc = cu.cuEventQuery(event)[0]
-            if rc == cu.CUresult.CUDA_SUCCESS:
-                return
-            if rc != cu.CUresult.CUDA_ERROR_NOT_READY:
-                self.check((rc,), "cuEventQuery")
-            time.sleep(EVENT_POLL_S)
 
 
-class _Staging:
-    """A pinned buffer of ``--bs``: on 2 MiB huge pages pinned with cuMemHostRegister where the kernel offers
-    them (as the bounce engines' buffers), else CUDA's own pinned allocation."""
-
-    def __init__(self, fetcher: GpuFetcher, size: int):
-        from xferscope.engines import host
-
-        if host.huge_pages_offered():
-            self.addr = fetcher.res.pinned_huge_memory(fetcher.gpu, size)
-        else:
-            self.addr = fetcher.res.pinned_memory(fetcher.gpu, size)
-        self.view = memoryview((ctypes.c_char * size).from_address(self.addr)).cast("B")
-        self.event = fetcher.res.event(fetcher.gpu)
-        self.pending = False
+#: bounce-async's groups in a workload's reader hold this many bytes at most (a workload keeps its own batches in
+#: flight; each reader's pinned staging is on top of them)
+STAGING_GROUP_BYTES = 1 << 20
 
 
 class BounceFetcher(GpuFetcher):
-    """``buffers`` pinned buffers of ``--bs`` taking turns; with one, every copy is waited for before the next
-    read (bounce), with two the next read overlaps the last copy (bounce-async)."""
+    """The bounce paths through the native core's ring, the code ``run --path bounce|bounce-async`` runs
+    (``_iocore.Stager``): ``bounce`` reads into one pinned buffer of ``--bs`` and waits for each copy (asking at
+    once, as bounce does); ``bounce-async`` reads as ``run``'s bounce-async does (groups taking turns, or one
+    buffer with each copy waited for, whichever its trial measures faster), with fewer groups: two of up to
+    1 MiB, four for blocks under 1 MiB. The pinned
+    buffers are on 2 MiB huge pages pinned with cuMemHostRegister where the kernel offers them, else CUDA's own."""
 
-    def __init__(self, data: Any, block_size: int, gpu: int, resources, buffers: int):
+    def __init__(self, data: Any, block_size: int, gpu: int, resources, asynchronous: bool):
         super().__init__(data, block_size, gpu, resources)
-        self.staging = [_Staging(self, block_size) for _ in range(buffers)]
-        self._turn = 0
+        from xferscope import _iocore
+        from xferscope.engines import bounce, host
+
+        if asynchronous:  # a reader's staging stays lean: groups of up to 1 MiB, two (four for small blocks)
+            group = max(1, min(bounce.copy_group(block_size), STAGING_GROUP_BYTES // block_size))
+            count = (2 if block_size >= STAGING_GROUP_BYTES else 4) * group
+        else:
+            group, count = 1, 1
+        stride = -(-block_size // ALIGN) * ALIGN
+        pinned = resources.pinned_huge_memory if host.huge_pages_offered() else resources.pinned_memory
+        base = pinned(gpu, count * stride)
+        self.stager = _iocore.Stager(
+            resources.functions(),
+            resources.context_handle(gpu),
+            int(resources.stream(gpu)),
+            [base + i * stride for i in range(count)],
+            [int(resources.event(gpu)) for _ in range(count)],
+            block_size,
+            copy_batch=group,
+            turns=_iocore.TURNS_AUTO if asynchronous else _iocore.TURNS_NEVER,
+            prompt=not asynchronous,
+        )
 
     def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
         fd = self.fd_for(sample.file)
         start, length = self.extent(sample)
         assert slot.dev is not None
-        cu = self.cu
-        pos = 0
-        while pos < length:
-            st = self.staging[self._turn]
-            self._turn = (self._turn + 1) % len(self.staging)
-            if st.pending:
-                self.wait_event(st.event)
-                st.pending = False
-            n = min(self.bs, length - pos)
-            got = _pread(fd, st.view[:n], start + pos)
-            if got:
-                self.check(cu.cuMemcpyHtoDAsync(slot.dev + at + pos, st.addr, got, self.stream), "cuMemcpyHtoDAsync")
-                self.check(cu.cuEventRecord(st.event, self.stream), "cuEventRecord")
-                st.pending = True
-                if len(self.staging) == 1:
-                    self.wait_event(st.event)
-                    st.pending = False
-            pos += got
-            if got < n:
-                break
-        if pos < sample.offset - start + sample.length:
-            raise self._short(sample, pos, length)
+        try:
+            self.stager.read(fd, start, length, slot.dev + at, sample.offset - start + sample.length)
+        except RuntimeError as exc:
+            raise RunFailed(f"{self.data.files[sample.file].path}: {exc}") from None
 
     def batch_done(self) -> None:
-        for st in self.staging:
-            if st.pending:
-                self.wait_event(st.event)
-                st.pending = False
+        try:
+            self.stager.drain()
+        except RuntimeError as exc:
+            raise RunFailed(str(exc)) from None
+
+    def buffer_use(self) -> tuple[int, bool, int, int, int]:
+        """(buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking turns,
+        blocks a group takes before its copy)."""
+        return tuple(self.stager.use())
 
     def close(self) -> None:
-        self.batch_done()
-        for st in self.staging:
-            st.view.release()
-        super().close()
+        try:
+            self.batch_done()
+        finally:
+            super().close()
 
 
 class CufileFetcher(GpuFetcher):
@@ -292,10 +272,8 @@ def make_fetcher(path: str, data: Any, block_size: int, gpu: int | None, resourc
     if path == "mmap":
         return MmapCopyFetcher(data, block_size, gpu, resources)
     assert gpu is not None
-    if path == "bounce":
-        return BounceFetcher(data, block_size, gpu, resources, buffers=1)
-    if path == "bounce-async":
-        return BounceFetcher(data, block_size, gpu, resources, buffers=2)
+    if path in ("bounce", "bounce-async"):
+        return BounceFetcher(data, block_size, gpu, resources, asynchronous=path == "bounce-async")
     if path == "cufile":
         return CufileFetcher(data, block_size, gpu, resources)
     raise ValueError(path)

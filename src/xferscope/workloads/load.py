@@ -9,10 +9,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.engines import page_cache
-from xferscope.workloads import load_data
+from xferscope.workloads import load_data, load_shape
 from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
 from xferscope.workloads.load_data import LoadPieces, Shards
 from xferscope.workloads.load_record import LoadResult
+from xferscope.workloads.load_shape import LoadShape
 from xferscope.workloads.load_spec import LoadSpec
 from xferscope.workloads.side_by_side import Ranked, in_rounds
 from xferscope.workloads.transfer import Files
@@ -31,6 +32,9 @@ def direct_for(spec: LoadSpec, shards: Shards) -> bool:
 
 
 def transfer_job(spec: LoadSpec, shards: Shards) -> tuple[TransferJob, int]:
+    """The load as one transfer job (its shape open: the defaults), and how many pieces it has."""
+    spec = load_shape.with_defaults(spec)
+    assert spec.split is not None and spec.threads is not None
     direct = direct_for(spec, shards)
     pieces = LoadPieces(spec, shards, direct)
     gpus: list[int | None] = [g if spec.lands_in_gpu else None for g in spec.gpus]
@@ -55,6 +59,8 @@ class LoadSession:
         self.spec = spec
         self.shards: Shards | None = None
         self.runner = JobRunner()
+        #: per path, the request shape its loads run with (load_shape: given, probed or the defaults)
+        self.shapes: dict[str, LoadShape] = {}
 
     def stop(self) -> None:
         self.runner.stop()
@@ -68,7 +74,9 @@ class LoadSession:
         paths = list(paths) or [spec.path]
         check_paths(paths)
         shards = load_data.scan(spec) if spec.files is not None else load_data.planned(spec)
-        check_memory_before([transfer_job(dataclasses.replace(spec, path=p), shards)[0] for p in paths])
+        check_memory_before(
+            [transfer_job(load_shape.widest(dataclasses.replace(spec, path=p)), shards)[0] for p in paths]
+        )
         if spec.files is None:
             shards = load_data.generate(spec, progress, cancel=lambda: self.stopped)
         self.shards = shards
@@ -82,9 +90,29 @@ class LoadSession:
             return page_cache.hold(paths, cancel=lambda: self.stopped)
         return page_cache.evict_files(paths)
 
+    def shape_for(self, spec: LoadSpec) -> LoadShape:
+        """The request shape of ``spec``'s path: measured once per path (load_shape), before its first load."""
+        shape = self.shapes.get(spec.path)
+        if shape is None:
+            assert self.shards is not None
+            base, _ = transfer_job(load_shape.widest(spec), self.shards)
+
+            def probe(job: TransferJob) -> dict | None:
+                out, _ = self.runner.run(job, f"the {spec.path} load's shape probe")
+                if out.status == "interrupted" or self.stopped:  # Ctrl-C during the probe: no load follows
+                    self.runner.stop()
+                    raise KeyboardInterrupt
+                return out.payload
+
+            direct = direct_for(spec, self.shards)
+            shape = self.shapes[spec.path] = load_shape.choose(spec, self.shards, direct, base, probe)
+        return shape
+
     def run(self, spec: LoadSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> LoadResult:
         assert self.shards is not None
-        spec = spec or self.spec
+        shape = self.shape_for(spec or self.spec)
+        spec = load_shape.resolved(spec or self.spec, shape)
+        assert spec.split is not None and spec.threads is not None
         job, pieces = transfer_job(spec, self.shards)
         resident = self._set_cache(spec)
         out, done = self.runner.run(job, f"the {spec.path} load", on_tick)
@@ -95,11 +123,6 @@ class LoadSession:
             labels.append(f"every tensor into GPU memory ({split})")
         else:
             labels.append("no GPU here: the tensors stop in host memory")
-        labels.append(
-            f"{spec.threads} threads, pieces of at most {spec.split >> 20} MiB"
-            if spec.split >= 1 << 20
-            else f"{spec.threads} threads"
-        )
         if resident is not None:
             labels.append(f"{spec.cache}: {100 * resident:.0f}% of the shards in the page cache as it began")
         payload = out.payload or {}
@@ -113,6 +136,7 @@ class LoadSession:
             cpu_seconds=out.process.get("cpu_seconds"),
             peak_rss_bytes=out.process.get("peak_rss_bytes"),
             verified=payload.get("verified"),
+            shape=shape,
             labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
             environment=out.environment,
             error=out.error,

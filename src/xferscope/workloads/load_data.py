@@ -24,7 +24,7 @@ from xferscope.errors import SpecError
 from xferscope.units import format_bytes
 from xferscope.workloads import safetensors_format as st
 from xferscope.workloads.generated import GeneratedDir, check_fits, direct_works, parent_dir
-from xferscope.workloads.load_spec import LoadSpec
+from xferscope.workloads.load_spec import DEFAULT_SPLIT, LoadSpec
 from xferscope.workloads.models import DTYPES, SAFETENSORS_DTYPES
 from xferscope.workloads.train_data import DataFile
 from xferscope.workloads.transfer import Job, Piece, place
@@ -71,6 +71,7 @@ class LoadPieces:
 
     def __init__(self, spec: LoadSpec, shards: Shards, direct: bool):
         self.jobs: list[Job] = []
+        split = DEFAULT_SPLIT if spec.split is None else spec.split
         gpus = list(spec.gpus)
         cursors = [0] * len(gpus)
         for s, parsed in enumerate(shards.parsed):
@@ -78,7 +79,7 @@ class LoadPieces:
                 for g, (start, end) in enumerate(_shares(t, len(gpus))):
                     off = start
                     while off < end:
-                        n = min(spec.split, end - off)
+                        n = min(split, end - off)
                         at, cursors[g] = place(cursors[g], off, n, direct)
                         gpu = gpus[g] if spec.lands_in_gpu else None
                         self.jobs.append(Job(s, (Piece(s, off, n, g, at),), gpu))

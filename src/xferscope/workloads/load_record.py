@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from xferscope.workloads.load_shape import LoadShape
 from xferscope.workloads.load_spec import LoadSpec
 from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.transfer import JobDone
@@ -57,6 +58,8 @@ class LoadResult(WorkloadResult, kw_only=True):
     pieces: int
     pieces_done: int
     verified: Verified | None = None
+    #: the request shape it ran with, and how it was chosen (older records: absent)
+    shape: LoadShape | None = None
 
     @classmethod
     def from_jobs(
@@ -68,6 +71,7 @@ class LoadResult(WorkloadResult, kw_only=True):
         *,
         resident_before: float | None,
         verified: tuple[int, int, str | None] | None = None,
+        shape: LoadShape | None = None,
         **end: Unpack[RunEnd],
     ) -> LoadResult:
         ends = [d.start_s + d.seconds for d in done]
@@ -91,6 +95,7 @@ class LoadResult(WorkloadResult, kw_only=True):
             pieces=pieces,
             pieces_done=len(done),
             verified=None if verified is None else Verified(pieces=verified[0], differ=verified[1], first=verified[2]),
+            shape=shape,
             **run_end(total, end),
         )
 

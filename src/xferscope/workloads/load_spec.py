@@ -12,6 +12,8 @@ from xferscope.workloads.run_options import RunOptions
 LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")
 CACHE_STATES = ("cold", "warm")
 DEFAULT_SHARD = 5_000_000_000  # Hugging Face's max_shard_size="5GB"
+#: the request shape where the user gave none and the probe cannot run (load_shape)
+DEFAULT_SPLIT, DEFAULT_THREADS = 16 << 20, 8
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,8 @@ class LoadSpec(RunOptions):
     files: str | None = None  # a pattern of the user's .safetensors shards
     model: ModelShape | None = None  # or shards generated with this model's tensors
     shard_size: int = DEFAULT_SHARD
-    threads: int = 8
-    split: int = 16 << 20  # tensors are cut into pieces of at most this, read in parallel
+    threads: int | None = None  # reader threads (None: chosen by a probe, load_shape)
+    split: int | None = None  # tensors are cut into pieces of at most this, read in parallel (None: by the probe)
     cache: str = "cold"
     verify: bool = False
 
@@ -51,9 +53,9 @@ class LoadSpec(RunOptions):
             raise SpecError(
                 "cache", f"cold (the page cache emptied of the shards, or O_DIRECT) or warm, got {self.cache!r}"
             )
-        if self.threads < 1:
+        if self.threads is not None and self.threads < 1:
             raise SpecError("threads", f"must be at least 1, got {self.threads}")
-        if self.split < 4096 or self.split % 4096:
+        if self.split is not None and (self.split < 4096 or self.split % 4096):
             raise SpecError("split", f"a multiple of 4 KiB, got {self.split} bytes")
         if self.shard_size < 1 << 20:
             raise SpecError("shard-size", f"at least 1 MiB, got {self.shard_size} bytes")

@@ -42,6 +42,19 @@ class JobSource(Protocol):
         ...
 
 
+class Window:
+    """A shared sequence of jobs from ``start`` on, round to the beginning, each once (a shape probe's trial)."""
+
+    shared = True
+
+    def __init__(self, jobs: Sequence[Job], start: int):
+        self.jobs, self.start = jobs, start
+
+    def job(self, worker: int, k: int) -> Job | None:
+        n = len(self.jobs)
+        return self.jobs[(self.start + k) % n] if k < n else None
+
+
 @dataclass
 class Files:
     """The files a run reads (what the fetchers need of a data set)."""

@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
@@ -22,7 +22,7 @@ from xferscope.isolation import Channel
 from xferscope.units import format_bytes
 from xferscope.workloads.fetchers import Slot, host_slot, make_fetcher
 from xferscope.workloads.process_host import serve_with
-from xferscope.workloads.transfer import Files, JobSource, TransferRun, Worker
+from xferscope.workloads.transfer import Files, Job, JobSource, TransferRun, Window, Worker
 
 #: share of a GPU's free memory the buffers may take
 MEMORY_SHARE = 0.9
@@ -30,9 +30,23 @@ PATH_WORDS = {
     "host": "read into host memory",
     "mmap": "the file mapped and copied from pageable memory (as safetensors)",
     "bounce": "pinned staging, each copy waited for",
-    "bounce-async": "two pinned staging buffers taking turns",
+    "bounce-async": "pinned staging as run's bounce-async (one buffer or groups taking turns, as measured)",
     "cufile": "cuFileRead into GPU memory",
 }
+
+
+@dataclass
+class ShapeTrial:
+    """One point of a request-shape probe: ``threads`` workers reading ``jobs`` (pieces of at most ``split``)
+    from the ``at``-th share of them on, for the job's ``duration``."""
+
+    split: int
+    threads: int
+    jobs: list[Job]
+    at: float = 0.0
+
+    def source(self, shift: float = 0.0) -> Window:
+        return Window(self.jobs, int(len(self.jobs) * ((self.at + shift) % 1.0)))
 
 
 @dataclass
@@ -51,6 +65,12 @@ class TransferJob:
     verify: bool = False
     memory_option: str = "gpu"
     memory_fix: str = ""
+    #: a shape probe instead of one run: each trial in turn, then the ``finalists`` fastest again, each
+    #: ``final_repeats`` times for ``final_duration``, in rotated order; their figures the payload's "trials"
+    trials: list[ShapeTrial] = field(default_factory=list)
+    finalists: int = 0
+    final_repeats: int = 2
+    final_duration: float = 0.0
 
     def gpu_needs(self) -> dict[int, int]:
         need: dict[int, int] = {}
@@ -109,11 +129,8 @@ class TransferSetup:
                 self.environment.update(gpu_environment(gpus))
         for buffer_gpu, n in job.buffers:
             self.slots.append(self._slot(buffer_gpu, n))
-        for i, gpu in enumerate(job.worker_gpus):
-            own = self._slot(gpu, job.worker_buffer) if job.worker_buffer else None
-            fetcher = make_fetcher(job.path, job.files, job.block_size, gpu, self.resources)
-            bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
-            self.workers.append(Worker(i, fetcher, own, gpu, bind))
+        if not job.trials:
+            self.workers = self._workers(job.block_size, len(job.worker_gpus))
         self.labels.append("O_DIRECT" if job.files.direct else "buffered (page cache)")
         self.labels.append(PATH_WORDS[job.path])
         if job.path in ("bounce", "bounce-async"):
@@ -122,6 +139,20 @@ class TransferSetup:
             from xferscope.engines import cufile_driver
 
             self.labels.append(cufile_driver.driver_mode().label + ", GPU buffers not registered")
+
+    def _workers(self, block_size: int, count: int) -> list[Worker]:
+        job, workers = self.job, []
+        try:
+            for i in range(count):
+                gpu = job.worker_gpus[i % len(job.worker_gpus)]
+                own = self._slot(gpu, job.worker_buffer) if job.worker_buffer else None
+                fetcher = make_fetcher(job.path, job.files, block_size, gpu, self.resources)
+                bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
+                workers.append(Worker(i, fetcher, own, gpu, bind))
+        except BaseException:
+            _close_workers(workers)
+            raise
+        return workers
 
     def _slot(self, gpu: int | None, size: int) -> Slot:
         if gpu is not None:
@@ -135,6 +166,8 @@ class TransferSetup:
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         job = self.job
+        if job.trials:
+            return self._probe(stop, on_tick)
         run = TransferRun(
             job.source,
             self.workers,
@@ -153,6 +186,43 @@ class TransferSetup:
         if job.verify and run.error is None and not stop.is_set():
             payload["verified"] = self.verify()
         return payload, run.error
+
+    def _probe(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
+        """Each trial in turn, then the fastest ``finalists`` again, ``final_repeats`` times each in rotated order,
+        each from another place in the data: (split, threads, bytes, seconds, round) of every trial. Where the files
+        are read through the page cache, their pages are evicted after each (a probe must not warm the cache for
+        the load it serves)."""
+        job = self.job
+        figures: list[tuple[int, int, int, float, int]] = []
+        payload = {"trials": figures, "seconds": 0.0, "done": [], "worker_cpu": [], "verified": None}
+        plan = [(t, 0.0, job.duration, 1) for t in job.trials]
+        for step, (trial, shift, seconds, rnd) in enumerate(plan):
+            if stop.is_set():
+                break
+            error = self._trial(trial, shift, seconds, rnd, stop, on_tick, figures)
+            if error is not None:
+                return payload, error
+            if step == len(job.trials) - 1 and job.finalists:
+                ranked = sorted(job.trials, key=lambda t: -_rate(figures, t))[: job.finalists]
+                for r in range(job.final_repeats):
+                    order = ranked[r % len(ranked) :] + ranked[: r % len(ranked)]
+                    plan += [(t, 0.5 + 0.2 * r + 0.05 * i, job.final_duration, 2) for i, t in enumerate(order)]
+        return payload, None
+
+    def _trial(self, trial, shift, seconds, rnd, stop, on_tick, figures) -> BaseException | None:
+        from xferscope.engines import page_cache
+
+        workers = self._workers(trial.split, trial.threads)
+        try:
+            run = TransferRun(trial.source(shift), workers, self.slots, duration=seconds, interval=self.job.interval)
+            took = run.run(stop, on_tick)
+        finally:
+            _close_workers(workers)
+            if not self.job.files.direct:
+                page_cache.evict_files([f.path for f in self.job.files.files])
+        if run.error is None:
+            figures.append((trial.split, trial.threads, sum(d.bytes for d in run.done), took, rnd))
+        return run.error
 
     def verify(self) -> tuple[int, int, str | None]:
         """(pieces checked, pieces whose bytes differ from the file's, the first of them) after the run: every
@@ -192,17 +262,26 @@ class TransferSetup:
         return bytes(out)
 
     def close(self) -> None:
-        for w in self.workers:
-            try:
-                w.fetcher.close()
-            except Exception as exc:
-                print(f"xferscope: closing a reader failed: {exc!r}", file=sys.stderr)
+        _close_workers(self.workers)
         for s in self._host:
             with contextlib.suppress(Exception):
                 s.close()
         self._host.clear()
         if self.resources is not None:
             self.resources.release()
+
+
+def _rate(figures: list[tuple[int, int, int, float, int]], trial: ShapeTrial) -> float:
+    """The rate a trial's shape reached in the first round (bytes/s)."""
+    return next((b / t for s, n, b, t, r in figures if (s, n) == (trial.split, trial.threads) and t > 0), 0.0)
+
+
+def _close_workers(workers: list[Worker]) -> None:
+    for w in workers:
+        try:
+            w.fetcher.close()
+        except Exception as exc:
+            print(f"xferscope: closing a reader failed: {exc!r}", file=sys.stderr)
 
 
 def serve(channel: Channel) -> None:
