@@ -55,7 +55,7 @@ def test_every_sample_lands_whole_where_asked(sim_gpu, data, path, bs):
         if path == "bounce":
             assert (used, serial) == (1, True)
         else:
-            group = max(1, min(bounce.copy_group(bs), (1 << 20) // bs))
+            group = bounce.copy_group(bs)
             assert 1 <= used <= (2 if bs >= 1 << 20 else 4) * group
         fetcher.close()
     finally:

@@ -132,22 +132,6 @@ def test_each_worker_tries_both_ways_and_keeps_the_faster(sim_gpu, direct_dir, b
     assert reads[0].buf == 0 and {r.buf for r in reads} - {0}
 
 
-def test_a_group_holds_as_many_blocks_as_keep_copy_calls_a_small_share_of_the_reads(sim_gpu, direct_dir):
-    """Reads from the page cache are fast, and a copy call on the stand-ins (which copies the previous group as it
-    lands) is not: the worker learns to put more blocks in a group, up to what a group can hold, and each copy then
-    takes that many; with reads from storage through O_DIRECT and cheap calls it keeps one block a group."""
-    from xferscope.engines.bounce import copy_group
-
-    sim_gpu.configure(landing=sim_gpu.LAND_LAZY)
-    bs = 64 * K
-    fast = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=400, source="cache", keep=True))
-    assert fast.error is None
-    target = fast.environment["blocks_per_copy"][0]
-    assert 1 < target <= copy_group(bs), target
-    sizes = [c.bytes for c in fast.copies_from()]
-    assert sizes[-3:-1] == [target * bs] * 2, "the copies hold the group's blocks"
-
-
 @pytest.mark.parametrize("bs", [4 * K, 64 * K, M], ids=["4K", "64K", "1M"])
 def test_the_buffers_read_into_stay_within_what_the_label_states(sim_gpu, direct_dir, bs):
     """Whichever way a worker went, the distinct buffers its reads landed in are no more than the label says."""
@@ -166,11 +150,14 @@ def test_the_buffers_read_into_stay_within_what_the_label_states(sim_gpu, direct
 
 
 @pytest.mark.parametrize("path, bs, copy_ms", [("bounce", 4 * K, 10), ("bounce-async", 4 * M, 40)])
-def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path, bs, copy_ms):
+def test_a_copy_is_waited_for_without_spinning_through_it(sim_gpu, direct_dir, path, bs, copy_ms, monkeypatch):
     """Copies that take 10 ms each (40 ms for 4 MiB blocks, whose O_DIRECT reads cost the kernel CPU of their own,
     more on a loaded machine), against reads of a few milliseconds at most: the worker spends most of the run
     waiting for copies, and little of it on the CPU (it sleeps until a copy is due, then asks). A worker that
     waited in cuStreamSynchronize or cuEventSynchronize as CUDA does by default would spin the whole time."""
+    from xferscope.engines import bounce
+
+    monkeypatch.setattr(bounce.BounceAsyncEngine, "groups", 2)  # two groups in flight at most: mostly waiting
     sim_gpu.configure(copy_ns=copy_ms * 1_000_000, landing=sim_gpu.LAND_EAGER)
     run = run_engine(spec_for(path, direct_dir, bs, blocks=40, iodepth=1))
     assert run.error is None and run.bytes == 40 * bs

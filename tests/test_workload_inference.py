@@ -478,5 +478,8 @@ def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, 
     assert code == 130, err
     assert "Traceback" not in err
     d = json.loads(js.read_text())
-    assert d["status"] == "interrupted" and d["results"] and d["results"][0]["load_s"] > 0
+    assert d["status"] == "interrupted" and d["results"]
+    # the loads that finished keep their figures; the one Ctrl-C landed in (under load, maybe the first) says so
+    assert all(r["load_s"] > 0 for r in d["results"] if r["status"] == "ok")
+    assert d["results"][-1]["status"] in ("ok", "interrupted")
     assert os.listdir(set_dir) == []

@@ -1010,40 +1010,38 @@ static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
  *
  *  - one buffer, each copy waited for (serial, as bounce): the wait sleeps until the copy is predicted to
  *    land, then asks (wait_copy_lazy), or asks at once (wait_copy, `prompt`: bounce's Stager).
- *  - groups of buffers taking turns: the copy of one group lands while another is read into. A group's
- *    buffers lie side by side in host and in GPU memory and go in one copy once its last block is read.
- *    A copy call costs about as much CPU as a small read (8-10 us for 64 KiB, 10-16 us for 1 MiB,
- *    measured on an H100 VM a read apart) and sits between two reads, so a group holds as many blocks as
- *    keep the calls under GROUP_CALL_PCT of the reads' time (learnt as the worker goes: one block a group
- *    where reads are slow, more where they are fast, as from the page cache), up to `cap` blocks. The next
- *    group is the lowest-numbered one whose copy has landed: two take turns while copies keep up, and more
- *    come into play only while they fall behind (PCIe busier than storage); the worker waits for a copy
- *    only when every group is in flight.
+ *  - groups of `b` buffers taking turns: the copy of one group lands while another is read into. A
+ *    group's buffers lie side by side in host and in GPU memory and go in one copy once its last block is
+ *    read (a copy call costs about as much CPU as a small read: 8-10 us for 64 KiB, 10-16 us for 1 MiB,
+ *    measured on an H100 VM a read apart; the engine makes groups of up to 256 KiB). The next group is the
+ *    lowest-numbered one whose copy has landed: two take turns while copies keep up, and more come into
+ *    play only while they fall behind (PCIe busier than storage: reads from the page cache, say); the
+ *    worker waits for a copy only when every group is in flight. (Groups that grew with the copy calls'
+ *    share of a fast read were measured too: on the same VM they read into more memory, and lost.)
  *
- * Under TURNS_AUTO the workers try both in TRIAL_PHASES alternating phases of TRIAL_PHASE_NS each, on the
- * job's clock, so that every worker takes the same way at once (on a shared disk one worker's way changes
- * the others' reads); each compares the mean time from the start of one read to the start of the next
- * in each way, and goes on with the faster; they try again every RETRY_NS. TURNS_ALWAYS and TURNS_NEVER
- * fix the way (the benches' variants; bounce's Stager).
+ * Under TURNS_AUTO the workers try both in alternating phases of TRIAL_PHASE_NS each on the job's clock,
+ * after one of groups taking turns that is not timed (the run's start), so that every worker takes the
+ * same way at once (on a shared disk one worker's way changes the others' reads); each compares the mean
+ * time from the start of one read to the start of the next in each way, and goes on with the faster (one
+ * buffer only when SERIAL_WINS_PCT faster: its waits cost CPU); they try again every RETRY_NS.
+ * TURNS_ALWAYS and TURNS_NEVER fix the way (the benches' variants; bounce's Stager).
  *
  * (Reads through io_uring, with the next read submitted before a copy is issued, were measured too:
  * on the same VM they took 5-30% longer than pread, and its kernel threads cost CPU of their own.) */
 enum { TURNS_AUTO = 0, TURNS_ALWAYS = 1, TURNS_NEVER = 2 };
 #define DST_OWN UINT64_MAX /* a block's destination: its slot's own block of the worker's GPU memory (run_ring) */
-#define TRIAL_PHASES 6
+#define TRIAL_PHASES 7 /* the first, of groups taking turns, not timed */
 #define TRIAL_PHASE_NS 40000000ull
 #define RETRY_NS 10000000000ull
-#define GROUP_CALL_PCT 2
+#define SERIAL_WINS_PCT 2 /* one buffer is kept only when its block is this much faster: it costs CPU to wait */
 
 typedef struct {
     int b, groups;                  /* slots a group has (its capacity), groups there are buffers for */
-    int target;                     /* blocks a group takes before its copy (fixed, or learnt: 0 < target <= b) */
-    int fixed;                      /* the target is fixed (the benches' variants, tests), not learnt */
+    int target;                     /* blocks a group takes before its copy (0 < target <= b) */
     int g, fill;                    /* the group being read into (-1: none), and its slots read so far */
     int serial;                     /* on one buffer (slot 0), each copy waited for */
     int policy;                     /* TURNS_* */
     int prompt;                     /* serial waits ask at once (wait_copy, as bounce) rather than sleep first */
-    uint64_t read_avg, call_avg;    /* running means: a read, a copy call (ns), what the target is learnt from */
     /* the trial of TURNS_AUTO, on the clock that starts at t0 */
     uint64_t t0;                    /* the trial's start (the job's, or the Stager's first read) */
     int phase;                      /* the phase the last read began in (TRIAL_PHASES and over: decided) */
@@ -1065,8 +1063,8 @@ static inline uint64_t ring_dev(worker_t *w, int slot)
     return w->dev + (uint64_t)slot * w->job->block_size;
 }
 
-/* `target` > 0 fixes the blocks a group takes before its copy; 0 lets the worker learn it. `t0`: the clock
- * the trial's phases run on (0: the first read's time). */
+/* `target` > 0: the blocks a group takes before its copy, else all `b`. `t0`: the clock the trial's phases run
+ * on (0: the first read's time). */
 static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int prompt, uint64_t t0)
 {
     memset(r, 0, sizeof *r);
@@ -1076,8 +1074,7 @@ static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int p
         r->b = 1;
         r->groups = nhost;
     }
-    r->fixed = target > 0;
-    r->target = target > 0 && target < r->b ? target : r->fixed ? r->b : 1;
+    r->target = target > 0 && target < r->b ? target : r->b;
     r->g = -1;
     r->policy = r->groups < 2 ? TURNS_NEVER : policy;
     r->serial = r->policy != TURNS_ALWAYS;
@@ -1275,18 +1272,11 @@ static int ring_turns(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64
     uint64_t t1 = now_ns();
     tl_add(w, TL_READ, 0, slot, t0, t1, off, len);
     r->gbytes[r->g] += len;
-    r->read_avg = r->read_avg ? r->read_avg + ((int64_t)(t1 - t0) - (int64_t)r->read_avg) / 8 : t1 - t0;
     uint64_t call = 0;
     if (++r->fill >= r->target || len < bs) { /* the group is full, or the next slot would not follow on */
-        int n = r->fill;
         if (ring_copy(w, r))
             return -1;
         call = now_ns() - t1;
-        r->call_avg = r->call_avg ? r->call_avg + ((int64_t)call - (int64_t)r->call_avg) / 8 : call;
-        if (!r->fixed && n == r->target) { /* enough blocks a group that the calls stay a small share */
-            uint64_t want = r->read_avg ? (100 * r->call_avg) / (GROUP_CALL_PCT * r->read_avg) + 1 : 1;
-            r->target = want > (uint64_t)r->b ? r->b : (int)want;
-        }
     }
     record(w->st, 0, len, (t1 - t0) + call); /* the read, and issuing a copy where it did */
     return 0;
@@ -1305,16 +1295,16 @@ static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
         r->cycle_ns[0] = r->cycle_ns[1] = r->cycles[0] = r->cycles[1] = 0;
         r->last_start = 0;
     }
-    if (r->last_start && phase == r->phase && r->was_serial == r->serial && phase < TRIAL_PHASES) {
+    if (r->last_start && phase == r->phase && r->was_serial == r->serial && phase > 0 && phase < TRIAL_PHASES) {
         r->cycle_ns[r->serial] += t - r->last_start;
         r->cycles[r->serial]++;
     }
     r->last_start = t;
-    int next = phase % 2 == 0;
+    int next = phase % 2 == 1; /* phase 0, not timed, takes turns; then one buffer, turns, ... */
     if (phase == TRIAL_PHASES && r->phase < TRIAL_PHASES) { /* decided: the way whose cycle was shorter */
         for (int s = 0; s < 2; s++)
             r->trial_ns[s] = r->cycles[s] ? r->cycle_ns[s] / r->cycles[s] : 0;
-        r->decided = r->trial_ns[1] && (!r->trial_ns[0] || r->trial_ns[1] < r->trial_ns[0]);
+        r->decided = r->trial_ns[1] && (!r->trial_ns[0] || r->trial_ns[1] * 100 < r->trial_ns[0] * (100 - SERIAL_WINS_PCT));
     }
     if (phase == TRIAL_PHASES)
         next = r->decided;

@@ -16,18 +16,18 @@ runs (the native core's ring):
 - one buffer, each copy waited for, as ``bounce`` (the wait sleeps until the
   copy is due, then asks);
 - groups of buffers taking turns: the copy of one lands while another is read
-  into. A group goes in one copy, and holds as many blocks as keep the copy
-  calls (about as much CPU as a small read each) under 2% of the reads' time,
-  learnt as the worker goes: one block where reads are slow, up to 4 MiB of
-  blocks where they are fast (from the page cache, say). The next group is the
-  lowest-numbered one whose copy has landed: two take turns while copies keep
-  up, more (up to 8, 32 MiB at most) only while they fall behind.
+  into. Blocks under 256 KiB go in groups of up to 256 KiB, one copy a group
+  (a copy call costs about as much CPU as a small read); larger blocks a buffer
+  a group. The next group is the lowest-numbered one whose copy has landed: two
+  take turns while copies keep up, more (up to 8, 32 MiB at most) only while
+  they fall behind, as from the page cache.
 
 The workers try both in alternating phases of 40 ms on the run's clock (all
 the same way at once: on a shared disk one worker's way changes the others'
-reads), six phases at the start and again every 10 s, compare the time a block
-takes each way, and go on with the faster; the label says what each worker
-chose, from which figures.
+reads), after a first phase of groups taking turns that is not timed, six
+phases at the start and again every 10 s; they compare the time a block takes
+each way and go on with the faster (one buffer only when 2% faster: its waits
+cost CPU); the label says what each worker chose, from which figures.
 ``--iodepth`` is not used by reads (one in flight). Writes go through K =
 --iodepth (at least 3) buffers: the data of the next write is copied from the
 GPU while this one is written.
@@ -56,7 +56,7 @@ MAX_PIPELINE = 64  # the native core's limit of buffers per worker
 #: writes: one being written, one being filled from the GPU, one spare for a copy that lands late
 MIN_PIPELINE = 3
 #: reads: a group of blocks taking turns holds this many bytes at most (its blocks go to the GPU in one copy)
-COPY_GROUP_BYTES = 4 << 20
+COPY_GROUP_BYTES = 256 << 10
 MAX_COPY_GROUP = 16
 #: reads: groups that may take turns (more than two only while copies fall behind), and their pinned bytes at most
 MAX_GROUPS = 8
@@ -69,9 +69,10 @@ def pipeline_depth(iodepth: int) -> int:
 
 
 def copy_group(block_size: int) -> int:
-    """Blocks a group of bounce-async reads can hold (its copy takes as many as the worker learns it needs): up to
-    4 MiB of them, 16 at most. Buffers that do not lie side by side (blocks not a multiple of 4 KiB) go one a
-    copy."""
+    """Blocks a group of bounce-async reads holds, one copy a group: small blocks in groups of up to 256 KiB (a
+    copy call costs about as much CPU as a small read; a larger group is a larger set of buffers to read into),
+    blocks of 256 KiB and more a copy each. Buffers that do not lie side by side (blocks not a multiple of 4 KiB)
+    go one a copy."""
     if block_size % PINNED_ALIGN:
         return 1
     return max(1, min(MAX_COPY_GROUP, COPY_GROUP_BYTES // block_size))
@@ -118,13 +119,13 @@ class BounceAsyncEngine(BounceEngine):
     #: how a worker's reads use the buffers: chosen as it runs (TURNS_AUTO), or fixed (bench/bounce_timeline.py's
     #: variants: TURNS_ALWAYS, two groups taking turns; TURNS_NEVER, one buffer)
     turns = _iocore.TURNS_AUTO
-    #: blocks per copy when groups take turns, fixed (None: up to copy_group's, as the worker learns), and how
-    #: many groups at most (None: max_groups's choice)
+    #: blocks per copy when groups take turns (None: copy_group's), and how many groups at most (None:
+    #: max_groups's choice)
     blocks_per_copy: int | None = None
     groups: int | None = None
 
     def copy_batch(self) -> int:
-        """Blocks a group of reads can hold; 0 for writes and mixes (the staged pipeline)."""
+        """Blocks per copy of the reads' groups; 0 for writes and mixes (the staged pipeline)."""
         if self.spec.writes:
             return 0
         return self.blocks_per_copy or copy_group(self.spec.block_size)

@@ -144,8 +144,8 @@ class GpuFetcher(Fetcher):
         resources.context(gpu)
 
 
-#: bounce-async's groups in a workload's reader hold this many bytes at most (a workload keeps its own batches in
-#: flight; each reader's pinned staging is on top of them)
+#: bounce-async in a workload's reader: blocks under this get four groups, others two (a workload keeps its own
+#: batches in flight; each reader's pinned staging is on top of them)
 STAGING_GROUP_BYTES = 1 << 20
 
 
@@ -153,8 +153,8 @@ class BounceFetcher(GpuFetcher):
     """The bounce paths through the native core's ring, the code ``run --path bounce|bounce-async`` runs
     (``_iocore.Stager``): ``bounce`` reads into one pinned buffer of ``--bs`` and waits for each copy (asking at
     once, as bounce does); ``bounce-async`` reads as ``run``'s bounce-async does (groups taking turns, or one
-    buffer with each copy waited for, whichever its trial measures faster), with fewer groups: two of up to
-    1 MiB, four for blocks under 1 MiB. The pinned
+    buffer with each copy waited for, whichever its trial measures faster), with fewer groups: two, four for
+    blocks under 1 MiB. The pinned
     buffers are on 2 MiB huge pages pinned with cuMemHostRegister where the kernel offers them, else CUDA's own."""
 
     def __init__(self, data: Any, block_size: int, gpu: int, resources, asynchronous: bool):
@@ -162,8 +162,8 @@ class BounceFetcher(GpuFetcher):
         from xferscope import _iocore
         from xferscope.engines import bounce, host
 
-        if asynchronous:  # a reader's staging stays lean: groups of up to 1 MiB, two (four for small blocks)
-            group = max(1, min(bounce.copy_group(block_size), STAGING_GROUP_BYTES // block_size))
+        if asynchronous:  # a reader's staging stays lean: two groups (four for blocks under 1 MiB)
+            group = bounce.copy_group(block_size)
             count = (2 if block_size >= STAGING_GROUP_BYTES else 4) * group
         else:
             group, count = 1, 1
