@@ -84,12 +84,8 @@ def run_variant(variant: str, spec: RunSpec) -> dict:
     engine.timeline_records = 1 << 20
     configure(engine, variant.partition("@")[2], spec.block_size)
     try:
-        engine.prepare()
-        engine.start()
-        while not engine.wait(0.5):
-            pass
+        snap = engine.run_to_end()
         timeline = engine.timeline()
-        snap = engine.snapshot()
         engine.after_run()
         labels = list(engine.labels)
     finally:

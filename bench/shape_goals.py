@@ -20,6 +20,8 @@ import re
 import statistics
 import sys
 
+from inference_goals import _bench
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -64,36 +66,10 @@ def buffer_ratio(g, args) -> None:
 
 def load_shape(g, args) -> None:
     work = os.path.join(args.dir, "st-model")
-    proc = g.run(
-        "load-shapes",
-        [sys.executable, os.path.join(HERE, "load_vs_safetensors.py"), "--make", work, "--paths", "bounce-async"]
-        + ["--shapes", "--rounds", "2", "--goal", "1.3"],
-        150,
-    )
-    _said(g, proc, "load (8 GiB, 4 shards by safetensors, bounce-async)")
+    options = ["--make", work, "--paths", "bounce-async", "--shapes", "--rounds", "2", "--goal", "1.3"]
+    _bench(g, "load-shapes", "load_vs_safetensors.py", options, 150, "load (8 GiB, 4 shards by safetensors)")
 
 
 def train_cost(g, args) -> None:
-    proc = g.run(
-        "train-layer-cost-bounce-async",
-        [sys.executable, os.path.join(HERE, "train_layer_cost.py"), "--dir", args.dir, "--path", "bounce-async"]
-        + ["--rounds", "5", "--seconds", "3"],
-        70,
-    )
-    _said(g, proc, "train cosmoflow through bounce-async against a plain run")
-
-
-def _said(g, proc, label: str) -> None:
-    if proc is None:
-        g.say(label, "not run: no time left", None)
-        return
-    said = False
-    for line in proc.stdout.splitlines():
-        if line.startswith(("#", "round", "path")):
-            print(line, flush=True)
-        if line.strip().startswith(("met", "not met")):
-            word, _, text = line.strip().partition("  ")
-            g.say(f"{label}: {text.split(':')[0]}", text.partition(": ")[2], word == "met")
-            said = True
-    if not said:
-        g.say(label, f"no figure: {proc.stderr.strip()[-300:]}", False)
+    options = ["--dir", args.dir, "--path", "bounce-async", "--rounds", "5", "--seconds", "3"]
+    _bench(g, "train-layer-cost", "train_layer_cost.py", options, 70, "train cosmoflow through bounce-async")

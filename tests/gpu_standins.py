@@ -125,11 +125,7 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
     engine = engine_class(spec.path)(spec, target)
     engine.timeline_records = timeline
     try:
-        engine.prepare()
-        engine.start()
-        while not engine.wait(0.5):
-            pass
-        snap = engine.snapshot()
+        snap = engine.run_to_end()
         raw = engine.timeline()
         engine.after_run()
         hosts = [list(w.get("host", [])) for w in getattr(engine, "gpu_workers", [])]

@@ -72,11 +72,7 @@ def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> B
                 engine = HostEngine(spec, target)
                 engine.buffers_in_turn = n
                 try:
-                    engine.prepare()
-                    engine.start()
-                    while not engine.wait(0.5):
-                        pass
-                    snap = engine.snapshot()
+                    snap = engine.run_to_end()
                 finally:
                     engine.close()
                 if snap.error:

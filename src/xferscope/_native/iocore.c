@@ -2072,16 +2072,19 @@ static PyObject *Job_timeline(job_t *job, PyObject *Py_UNUSED(ignored))
 /* buffer_use() -> per worker of bounce-async reads: (buffers read into, ended on one buffer, the last trial's
  * mean ns a block on one buffer and with groups taking turns (0 where not measured), blocks a group took
  * before its copy at the end). After wait(). */
+static PyObject *worker_use(const worker_t *w)
+{
+    return Py_BuildValue("(iOKKi)", w->bufs_used, w->ended_serial ? Py_True : Py_False,
+                         (unsigned long long)w->trial_ns[1], (unsigned long long)w->trial_ns[0], w->group_target);
+}
+
 static PyObject *Job_buffer_use(job_t *job, PyObject *Py_UNUSED(ignored))
 {
     PyObject *out = PyList_New(job->nworkers);
     if (!out)
         return NULL;
     for (int i = 0; i < job->nworkers; i++) {
-        worker_t *w = &job->workers[i];
-        PyObject *t = Py_BuildValue("(iOKKi)", w->bufs_used, w->ended_serial ? Py_True : Py_False,
-                                    (unsigned long long)w->trial_ns[1], (unsigned long long)w->trial_ns[0],
-                                    w->group_target);
+        PyObject *t = worker_use(&job->workers[i]);
         if (!t) {
             Py_DECREF(out);
             return NULL;
@@ -2264,9 +2267,7 @@ static PyObject *Stager_drain(stager_t *s, PyObject *Py_UNUSED(ignored))
 static PyObject *Stager_use(stager_t *s, PyObject *Py_UNUSED(ignored))
 {
     ring_report(&s->w, &s->r);
-    return Py_BuildValue("(iOKKi)", s->w.bufs_used, s->w.ended_serial ? Py_True : Py_False,
-                         (unsigned long long)s->w.trial_ns[1], (unsigned long long)s->w.trial_ns[0],
-                         s->w.group_target);
+    return worker_use(&s->w);
 }
 
 static PyMethodDef Stager_methods[] = {

@@ -148,6 +148,15 @@ class NativeEngine(Engine):
         self._job.start()
         self._started = True
 
+    def run_to_end(self) -> Snapshot:
+        """Prepare, start and wait for the whole run here, in this process (benches, doctor's probe, tests); its
+        last counters. ``close()`` is the caller's, after reading what else it wants (the timeline, say)."""
+        self.prepare()
+        self.start()
+        while not self.wait(0.5):
+            pass
+        return self.snapshot()
+
     def snapshot(self) -> Snapshot:
         return Snapshot.from_native(self._job.snapshot())
 
