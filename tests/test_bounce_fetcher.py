@@ -51,7 +51,7 @@ def test_every_sample_lands_whole_where_asked(sim_gpu, data, path, bs):
             with open(data.files[s.file].path, "rb") as fh:
                 fh.seek(s.offset)
                 assert gpu_bytes(slot.dev + where, s.length) == fh.read(s.length), s
-        used, serial, _, _, _ = fetcher.buffer_use()
+        used, serial, _, _ = fetcher.buffer_use()
         if path == "bounce":
             assert (used, serial) == (1, True)
         else:

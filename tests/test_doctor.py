@@ -229,3 +229,30 @@ def test_the_probe_reads_into_the_buffers_it_names(direct_dir):
     assert set(probe.read_us) == set(buffer_probe.SETS) and probe.rounds == 1
     assert all(v > 0 for v in probe.read_us.values()) and all(v > 0 for v in probe.mib_s.values())
     assert probe.ratio(1) == 1.0
+
+
+def test_the_host_engine_reads_into_each_of_its_buffers_in_turn(direct_dir):
+    """What the probe's sets are: a host worker given 16 buffers reads into every one of them, in turn."""
+    import threading
+
+    from xferscope import target as targets
+    from xferscope.engines.host import HostEngine
+    from xferscope.spec import RunSpec
+
+    spec = RunSpec(
+        path="host", file=str(direct_dir / "b.dat"), file_size=8 << 20, block_size=64 << 10, workers=1,
+        duration=None, total_bytes=40 * (64 << 10),
+    ).validate()  # fmt: skip
+    target = targets.plan(spec)
+    targets.materialize(target, threading.Event(), None)
+    engine = HostEngine(spec, target)
+    engine.buffers_in_turn, engine.timeline_records = 16, 1024
+    try:
+        snap = engine.run_to_end()
+        (worker,) = engine.timeline()
+    finally:
+        engine.close()
+        targets.cleanup(target, keep=False)
+    assert snap.error is None
+    bufs = [r[2] for r in worker["records"]]
+    assert bufs == [n % 16 for n in range(40)]

@@ -39,24 +39,17 @@ def in_flight_at(copies, t: int) -> int:
 
 
 def group_of(bs: int) -> int:
-    """The fixed group the scheduling tests take: blocks of up to 256 KiB, 16 at most."""
-    return max(1, min(16, (256 * K) // bs))
+    from xferscope.engines.bounce import copy_group
+
+    return copy_group(bs)
 
 
 @pytest.fixture
 def turns(monkeypatch):
-    """bounce-async with its groups taking turns from the first read (no trial of one buffer first), each group
-    of 256 KiB of blocks (fixed, not learnt)."""
+    """bounce-async with its groups taking turns from the first read (no trial of one buffer first)."""
     from xferscope.engines import bounce
 
     monkeypatch.setattr(bounce.BounceAsyncEngine, "turns", _iocore.TURNS_ALWAYS)
-    monkeypatch.setattr(bounce.BounceAsyncEngine, "copy_batch", lambda self: group_of(self.spec.block_size))
-    monkeypatch.setattr(bounce.BounceAsyncEngine, "blocks_per_copy", None)
-    monkeypatch.setattr(
-        bounce.BounceAsyncEngine,
-        "native_options",
-        lambda self: {"turns": _iocore.TURNS_ALWAYS, "copy_target": group_of(self.spec.block_size)},
-    )
 
 
 @pytest.mark.parametrize("bs", BLOCKS, ids=["4K", "64K", "1M", "16M"])
@@ -68,7 +61,7 @@ def test_groups_take_turns_a_copy_a_group_while_the_next_is_read(sim_gpu, direct
     blocks = 3 * group + 2
     run = run_engine(spec_for("bounce-async", direct_dir, bs, blocks=blocks))
     assert run.error is None and run.bytes == blocks * bs
-    assert run.environment["blocks_per_copy"] == [group]
+    assert run.environment["blocks_per_copy"] == group
     reads, copies = run.reads(), run.copies_from()
     assert len(reads) == blocks and len(copies) == -(-blocks // group)
     whole = [group * bs] * (blocks // group)

@@ -27,9 +27,11 @@ SPEED = {
 
 
 class StandInStorage(Fetcher):
-    """Reads nothing: each piece takes the time the table gives for this request size and the readers open."""
+    """Reads nothing: each piece takes the time the table gives for this request size and the readers reading
+    (rounded up to 2, 4 or 8: the others of a trial are asleep in their reads as one enters)."""
 
-    readers = 0
+    readers = 0  # open
+    reading = 0
     lock = threading.Lock()
 
     def __init__(self, data, block_size):
@@ -38,8 +40,14 @@ class StandInStorage(Fetcher):
             StandInStorage.readers += 1
 
     def read(self, sample, slot, at):
-        rate = SPEED[(self.bs, StandInStorage.readers)] * 1e6
-        time.sleep(sample.length * StandInStorage.readers / rate)
+        with StandInStorage.lock:
+            StandInStorage.reading += 1
+            n = next(k for k in (2, 4, 8) if StandInStorage.reading <= k)
+        try:
+            time.sleep(sample.length * n / (SPEED[(self.bs, n)] * 1e6))
+        finally:
+            with StandInStorage.lock:
+                StandInStorage.reading -= 1
 
     def close(self):
         with StandInStorage.lock:

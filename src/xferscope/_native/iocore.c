@@ -169,7 +169,6 @@ typedef struct {
     int bufs_used;            /* bounce-async reads: pinned buffers read into (ring_report) */
     int ended_serial;         /* ... whether the worker ended on one buffer, each copy waited for */
     uint64_t trial_ns[2];     /* ... its last trial: mean ns from one read's start to the next's [serial] */
-    int group_target;         /* ... the blocks its groups took before a copy, at the end */
     pthread_t thread;
     int started;
     volatile int tid;         /* kernel thread id, for per-thread CPU accounting */
@@ -185,7 +184,6 @@ struct job {
     int mode, nworkers, iodepth, read_pct, random, verify, use_uring, huge_pages;
     int copy_batch;        /* BOUNCE_PIPE reads: blocks per copy of the ring (slots side by side); 0: no ring */
     int turns;             /* BOUNCE_PIPE reads: TURNS_AUTO, TURNS_ALWAYS or TURNS_NEVER (see the ring) */
-    int copy_target;       /* BOUNCE_PIPE reads: blocks a group takes before its copy (0: learnt) */
     int host_buffers;      /* HOST psync: buffers a worker reads into in turn (doctor's buffer-set probe) */
     uint64_t block_size, duration_ns, bytes_limit, seed;
     uint64_t split;        /* sub-request size (0: none) */
@@ -620,6 +618,34 @@ static void sleep_until_ns(uint64_t t)
     nanosleep(&ts, NULL);
 }
 
+/* A copy (issued at `issued`) later than its prediction `pred`, asked about last at `t`: ask between naps
+ * that double from `nap`, for a while, then wait in the driver. The prediction moves a quarter of the way to
+ * what the copy took when it is seen landing; when it was only waited for, it lengthens by the time past the
+ * asking (not by the asking itself), a few times in a row at most: a device that only finishes when waited
+ * for (never seen landing) must not make it grow without end. 0, or the CUDA error. */
+static int wait_late(worker_t *w, void *event, uint64_t issued, uint64_t pred, uint64_t t, uint64_t nap)
+{
+    gpu_fns_t *fn = &w->job->fn;
+    uint64_t give_up = t + (4 * pred > LATE_ASK_NS ? 4 * pred : LATE_ASK_NS);
+    while (t < give_up) {
+        sleep_until_ns(t + nap);
+        nap = nap < 1000000u ? 2 * nap : nap;
+        int rc = fn->event_query(event);
+        t = now_ns();
+        if (rc != CUDA_ERROR_NOT_READY) {
+            if (!rc) {
+                w->copy_pred_ns = (uint64_t)((int64_t)pred + ((int64_t)(t - issued) - (int64_t)pred) / 4);
+                w->copy_late = 0;
+            }
+            return rc;
+        }
+    }
+    int rc = fn->event_sync(event);
+    if (!rc && w->copy_late++ < MAX_LATE_STEPS)
+        w->copy_pred_ns = pred + (now_ns() - t);
+    return rc;
+}
+
 /* Wait until the copy that `event` follows (issued at `issued`, CLOCK_MONOTONIC ns) has landed.
  * 0, or the CUDA error. */
 static int wait_copy(worker_t *w, void *event, uint64_t issued)
@@ -647,23 +673,7 @@ static int wait_copy(worker_t *w, void *event, uint64_t issued)
         if (t > deadline)
             break;
     }
-    /* later than predicted: ask between naps that double, for a while */
-    uint64_t nap = 20000u, give_up = t + (4 * pred > LATE_ASK_NS ? 4 * pred : LATE_ASK_NS);
-    while (t < give_up) {
-        sleep_until_ns(t + nap);
-        nap = nap < 1000000u ? 2 * nap : nap;
-        rc = fn->event_query(event);
-        t = now_ns();
-        if (rc != CUDA_ERROR_NOT_READY)
-            goto seen;
-    }
-    /* still in flight: wait in the driver, and lengthen the prediction by the time the copy took past the
-     * asking (not by the asking itself), a few times in a row at most: a device that only finishes when
-     * waited for (never seen landing) must not make it grow without end */
-    rc = fn->event_sync(event);
-    if (!rc && w->copy_late++ < MAX_LATE_STEPS)
-        w->copy_pred_ns = pred + (now_ns() - t);
-    return rc;
+    return wait_late(w, event, issued, pred, t, 20000u);
 seen:
     if (!rc) { /* seen landing: move the prediction a quarter of the way to what it took */
         w->copy_pred_ns = (uint64_t)((int64_t)pred + ((int64_t)(t - issued) - (int64_t)pred) / 4);
@@ -754,7 +764,7 @@ static void run_sync(worker_t *w, cursor_t *c, void **bufs, int nbufs, void *scr
         uint64_t t1 = now_ns();
         if (job->mode != MODE_BOUNCE || write)
             tio = t1;
-        tl_add(w, write ? TL_WRITE : TL_READ, 0, -1, tio_start, tio, off, bs);
+        tl_add(w, write ? TL_WRITE : TL_READ, 0, nbufs > 1 ? (int)(n % (uint64_t)nbufs) : -1, tio_start, tio, off, bs);
         record(w->st, write, bs, t1 - t0);
         c->done_bytes += bs;
         if (job->verify && !write) {
@@ -1036,8 +1046,7 @@ enum { TURNS_AUTO = 0, TURNS_ALWAYS = 1, TURNS_NEVER = 2 };
 #define SERIAL_WINS_PCT 2 /* one buffer is kept only when its block is this much faster: it costs CPU to wait */
 
 typedef struct {
-    int b, groups;                  /* slots a group has (its capacity), groups there are buffers for */
-    int target;                     /* blocks a group takes before its copy (0 < target <= b) */
+    int b, groups;                  /* slots per group (one copy each), groups there are buffers for */
     int g, fill;                    /* the group being read into (-1: none), and its slots read so far */
     int serial;                     /* on one buffer (slot 0), each copy waited for */
     int policy;                     /* TURNS_* */
@@ -1045,7 +1054,6 @@ typedef struct {
     /* the trial of TURNS_AUTO, on the clock that starts at t0 */
     uint64_t t0;                    /* the trial's start (the job's, or the Stager's first read) */
     int phase;                      /* the phase the last read began in (TRIAL_PHASES and over: decided) */
-    int was_serial;                 /* the way the last read went */
     uint64_t last_start;            /* when the last read began (0: not timed) */
     uint64_t cycle_ns[2], cycles[2];/* [serial]: time from one read's start to the next's, and how many */
     uint64_t trial_ns[2];           /* the last trial's mean cycle [serial] (0: not measured) */
@@ -1063,9 +1071,8 @@ static inline uint64_t ring_dev(worker_t *w, int slot)
     return w->dev + (uint64_t)slot * w->job->block_size;
 }
 
-/* `target` > 0: the blocks a group takes before its copy, else all `b`. `t0`: the clock the trial's phases run
- * on (0: the first read's time). */
-static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int prompt, uint64_t t0)
+/* `t0`: the clock the trial's phases run on (0: the first read's time). */
+static void ring_init(ring_t *r, int nhost, int b, int policy, int prompt, uint64_t t0)
 {
     memset(r, 0, sizeof *r);
     r->b = b > 0 ? b : 1;
@@ -1074,7 +1081,6 @@ static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int p
         r->b = 1;
         r->groups = nhost;
     }
-    r->target = target > 0 && target < r->b ? target : r->b;
     r->g = -1;
     r->policy = r->groups < 2 ? TURNS_NEVER : policy;
     r->serial = r->policy != TURNS_ALWAYS;
@@ -1083,40 +1089,20 @@ static void ring_init(ring_t *r, int nhost, int b, int target, int policy, int p
     r->t0 = t0;
 }
 
-/* Wait for a copy that the serial ring waits for every time: sleep until it is due, then ask, then ask
- * between naps that double. Lands it a few microseconds late, and costs one sleep rather than the asking
- * through it that wait_copy does for short copies. The prediction moves down a sixteenth when the copy had
- * landed by the time it was due, a quarter of the way to what it took when not: so it settles where the
- * copy is about due. 0, or the CUDA error. */
+/* Wait for a copy that the serial ring waits for every time: sleep until it is due, then ask, then as
+ * wait_late does from short naps. Lands it a few microseconds late, and costs one sleep rather than the
+ * asking through it that wait_copy does for short copies. The prediction moves down a sixteenth when the
+ * copy had landed by the time it was due, up when not: so it settles where the copy is about due. */
 static int wait_copy_lazy(worker_t *w, void *event, uint64_t issued)
 {
-    gpu_fns_t *fn = &w->job->fn;
     uint64_t pred = w->copy_pred_ns;
     if (issued + pred > now_ns() + MIN_SLEEP_NS)
         sleep_until_ns(issued + pred);
-    int rc = fn->event_query(event);
-    if (rc != CUDA_ERROR_NOT_READY) {
-        if (!rc)
-            w->copy_pred_ns = pred - pred / 16;
-        return rc;
-    }
-    uint64_t t = now_ns(), nap = 2000u, give_up = t + (4 * pred > LATE_ASK_NS ? 4 * pred : LATE_ASK_NS);
-    while (t < give_up) {
-        sleep_until_ns(t + nap);
-        nap = nap < 1000000u ? 2 * nap : nap;
-        rc = fn->event_query(event);
-        t = now_ns();
-        if (rc != CUDA_ERROR_NOT_READY) {
-            if (!rc) {
-                w->copy_pred_ns = (uint64_t)((int64_t)pred + ((int64_t)(t - issued) - (int64_t)pred) / 4);
-                w->copy_late = 0;
-            }
-            return rc;
-        }
-    }
-    rc = fn->event_sync(event);
-    if (!rc && w->copy_late++ < MAX_LATE_STEPS)
-        w->copy_pred_ns = pred + (now_ns() - t);
+    int rc = w->job->fn.event_query(event);
+    if (rc == CUDA_ERROR_NOT_READY)
+        return wait_late(w, event, issued, pred, now_ns(), 2000u);
+    if (!rc)
+        w->copy_pred_ns = pred - pred / 16;
     return rc;
 }
 
@@ -1273,7 +1259,7 @@ static int ring_turns(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64
     tl_add(w, TL_READ, 0, slot, t0, t1, off, len);
     r->gbytes[r->g] += len;
     uint64_t call = 0;
-    if (++r->fill >= r->target || len < bs) { /* the group is full, or the next slot would not follow on */
+    if (++r->fill == r->b || len < bs) { /* the group is full, or the next slot would not follow on */
         if (ring_copy(w, r))
             return -1;
         call = now_ns() - t1;
@@ -1283,8 +1269,9 @@ static int ring_turns(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64
 }
 
 /* TURNS_AUTO's trial, before a read that begins at t: time the last cycle, and take the way of the phase.
- * On the clock from t0, every RETRY_NS: TRIAL_PHASES phases that alternate (one buffer first), then the
- * faster way until the next trial. */
+ * On the clock from t0, every RETRY_NS: TRIAL_PHASES phases (the first, of groups taking turns, not timed;
+ * then one buffer and turns in alternation), then the faster way until the next trial. A cycle is timed
+ * when it began in the same phase, and not just after a switch (last_start is reset there). */
 static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
 {
     if (!r->t0)
@@ -1295,7 +1282,7 @@ static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
         r->cycle_ns[0] = r->cycle_ns[1] = r->cycles[0] = r->cycles[1] = 0;
         r->last_start = 0;
     }
-    if (r->last_start && phase == r->phase && r->was_serial == r->serial && phase > 0 && phase < TRIAL_PHASES) {
+    if (r->last_start && phase == r->phase && phase > 0 && phase < TRIAL_PHASES) {
         r->cycle_ns[r->serial] += t - r->last_start;
         r->cycles[r->serial]++;
     }
@@ -1315,7 +1302,6 @@ static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
             return -1;
         r->serial = next;
     }
-    r->was_serial = r->serial;
     return 0;
 }
 
@@ -1349,7 +1335,6 @@ static void ring_report(worker_t *w, const ring_t *r)
     w->ended_serial = r->serial;
     w->trial_ns[0] = r->trial_ns[0];
     w->trial_ns[1] = r->trial_ns[1];
-    w->group_target = r->target;
 }
 
 static void run_ring(worker_t *w, cursor_t *c, void *scratch)
@@ -1357,7 +1342,7 @@ static void run_ring(worker_t *w, cursor_t *c, void *scratch)
     job_t *job = w->job;
     gpu_fns_t *fn = &job->fn;
     ring_t r;
-    ring_init(&r, w->nhost, job->copy_batch, job->copy_target, job->turns, 0, job->t_start);
+    ring_init(&r, w->nhost, job->copy_batch, job->turns, 0, job->t_start);
     while (keep_going(w, c, now_ns())) {
         uint64_t off = next_offset(w, c);
         if (ring_block(w, &r, off, job->block_size, job->block_size, DST_OWN, scratch))
@@ -1672,21 +1657,19 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
                              "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline",
-                             "copy_batch", "turns", "host_buffers", "copy_target", NULL};
+                             "copy_batch", "turns", "host_buffers", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
     unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
-    int copy_batch = 0, turns = TURNS_AUTO, host_buffers = 1, copy_target = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIiiii", kwlist, &fds, &starts, &lengths,
+    int copy_batch = 0, turns = TURNS_AUTO, host_buffers = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIiii", kwlist, &fds, &starts, &lengths,
                                      &block_size, &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit,
                                      &seed, &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
-                                     &huge_pages, &split, &timeline, &copy_batch, &turns, &host_buffers,
-                                     &copy_target))
+                                     &huge_pages, &split, &timeline, &copy_batch, &turns, &host_buffers))
         return -1;
-    if (turns < TURNS_AUTO || turns > TURNS_NEVER || host_buffers < 1 || host_buffers > MAX_PIPE ||
-        copy_target < 0 || copy_target > MAX_PIPE) {
-        PyErr_SetString(PyExc_ValueError, "turns: 0, 1 or 2; host_buffers: 1..64; copy_target: 0..64");
+    if (turns < TURNS_AUTO || turns > TURNS_NEVER || host_buffers < 1 || host_buffers > MAX_PIPE) {
+        PyErr_SetString(PyExc_ValueError, "turns: 0, 1 or 2; host_buffers: 1..64");
         return -1;
     }
     Py_ssize_t n = PySequence_Size(fds);
@@ -1733,7 +1716,6 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     /* the ring: bounce-async reads; writes keep the staged pipeline */
     job->copy_batch = mode == MODE_BOUNCE_PIPE && read_pct >= 100 ? copy_batch : 0;
     job->turns = turns;
-    job->copy_target = copy_target;
     job->host_buffers = mode == MODE_HOST ? host_buffers : 1;
     pthread_mutex_init(&job->lock, NULL);
     pthread_cond_init(&job->cond, NULL);
@@ -2070,12 +2052,11 @@ static PyObject *Job_timeline(job_t *job, PyObject *Py_UNUSED(ignored))
 }
 
 /* buffer_use() -> per worker of bounce-async reads: (buffers read into, ended on one buffer, the last trial's
- * mean ns a block on one buffer and with groups taking turns (0 where not measured), blocks a group took
- * before its copy at the end). After wait(). */
+ * mean ns a block on one buffer and with groups taking turns; 0 where not measured). After wait(). */
 static PyObject *worker_use(const worker_t *w)
 {
-    return Py_BuildValue("(iOKKi)", w->bufs_used, w->ended_serial ? Py_True : Py_False,
-                         (unsigned long long)w->trial_ns[1], (unsigned long long)w->trial_ns[0], w->group_target);
+    return Py_BuildValue("(iOKK)", w->bufs_used, w->ended_serial ? Py_True : Py_False,
+                         (unsigned long long)w->trial_ns[1], (unsigned long long)w->trial_ns[0]);
 }
 
 static PyObject *Job_buffer_use(job_t *job, PyObject *Py_UNUSED(ignored))
@@ -2142,12 +2123,12 @@ static void Stager_dealloc(stager_t *s)
 static int Stager_init(stager_t *s, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"gpu_functions", "ctx", "stream", "host", "events", "block_size", "copy_batch",
-                             "turns", "prompt", "copy_target", NULL};
+                             "turns", "prompt", NULL};
     PyObject *fns, *host, *events;
     unsigned long long ctx, stream, bs;
-    int b = 1, turns = TURNS_AUTO, prompt = 0, target = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!KKOOK|iipi", kwlist, &PyDict_Type, &fns, &ctx, &stream, &host,
-                                     &events, &bs, &b, &turns, &prompt, &target))
+    int b = 1, turns = TURNS_AUTO, prompt = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!KKOOK|iip", kwlist, &PyDict_Type, &fns, &ctx, &stream, &host,
+                                     &events, &bs, &b, &turns, &prompt))
         return -1;
     Py_ssize_t n = PySequence_Size(host);
     if (n < 1 || n > MAX_PIPE || PySequence_Size(events) != n || bs == 0 || bs > (1ull << 31) || b < 1 ||
@@ -2197,7 +2178,7 @@ static int Stager_init(stager_t *s, PyObject *args, PyObject *kw)
             return -1;
         }
     }
-    ring_init(&s->r, (int)n, b, target, turns, prompt, 0);
+    ring_init(&s->r, (int)n, b, turns, prompt, 0);
     s->ready = 1;
     return 0;
 }
@@ -2263,7 +2244,7 @@ static PyObject *Stager_drain(stager_t *s, PyObject *Py_UNUSED(ignored))
 }
 
 /* use() -> (buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking
- * turns, blocks a group takes before its copy). */
+ * turns). */
 static PyObject *Stager_use(stager_t *s, PyObject *Py_UNUSED(ignored))
 {
     ring_report(&s->w, &s->r);

@@ -137,7 +137,7 @@ class BounceAsyncEngine(BounceEngine):
         return min(MAX_PIPELINE, (self.groups or max_groups(group * self.spec.block_size)) * group)
 
     def native_options(self) -> dict:
-        return {"turns": self.turns, "copy_target": self.blocks_per_copy or 0}
+        return {"turns": self.turns}
 
     def path_labels(self) -> None:
         group, k = self.copy_batch(), self.host_buffers()
@@ -154,12 +154,13 @@ class BounceAsyncEngine(BounceEngine):
         """Say what each worker's reads went into, and why: from the native core's account of the run."""
         use = self.buffer_use()
         if use:
-            self.labels.append(buffer_use_label(use, self.spec.block_size))
+            self.labels.append(buffer_use_label(use, self.copy_batch(), self.spec.block_size))
 
-    def buffer_use(self) -> list[tuple[int, bool, int, int, int]]:
+    def buffer_use(self) -> list[tuple[int, bool, int, int]]:
         """Per worker (reads only): (buffers read into, ended on one buffer, its last trial's mean ns a block on
-        one buffer and with groups taking turns, 0 where not measured, blocks a group took before its copy)."""
-        if self._job is None or not self.copy_batch():
+        one buffer and with groups taking turns, 0 where not measured); nothing until every worker has finished
+        (before, the native core has not written them)."""
+        if self._job is None or not self.copy_batch() or not self._job.wait(0):
             return []
         return [tuple(u) for u in self._job.buffer_use()]
 
@@ -167,7 +168,7 @@ class BounceAsyncEngine(BounceEngine):
         env = super().environment()
         use = self.buffer_use()
         if use:
-            env["blocks_per_copy"] = [u[4] for u in use]
+            env["blocks_per_copy"] = self.copy_batch()
             env["read_buffers_per_worker"] = [u[0] for u in use]
             env["reads_on_one_buffer"] = [u[1] for u in use]
             env["trial_us_a_block"] = [
@@ -176,7 +177,7 @@ class BounceAsyncEngine(BounceEngine):
         return env
 
 
-def buffer_use_label(use: list[tuple[int, bool, int, int, int]], block_size: int) -> str:
+def buffer_use_label(use: list[tuple[int, bool, int, int]], group: int, block_size: int) -> str:
     """One line on what the workers read into (one buffer, or groups taking turns) and the trial that chose it."""
     n = len(use)
     parts = []
@@ -191,8 +192,7 @@ def buffer_use_label(use: list[tuple[int, bool, int, int, int]], block_size: int
             if most > 1:
                 how += f" ({most} pinned buffers at most, in its trial of groups taking turns)"
         else:
-            target = max(u[4] for u in mine)
-            unit = f"groups of {target} ({format_size(target * block_size)})" if target > 1 else "buffers"
+            unit = f"groups of {group} ({format_size(group * block_size)})" if group > 1 else "buffers"
             how = f"{unit} taking turns ({most} pinned buffers at most)"
         timed = [u for u in mine if u[2] and u[3]]
         if timed:

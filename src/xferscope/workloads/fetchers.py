@@ -154,8 +154,8 @@ class BounceFetcher(GpuFetcher):
     (``_iocore.Stager``): ``bounce`` reads into one pinned buffer of ``--bs`` and waits for each copy (asking at
     once, as bounce does); ``bounce-async`` reads as ``run``'s bounce-async does (groups taking turns, or one
     buffer with each copy waited for, whichever its trial measures faster), with fewer groups: two, four for
-    blocks under 1 MiB. The pinned
-    buffers are on 2 MiB huge pages pinned with cuMemHostRegister where the kernel offers them, else CUDA's own."""
+    blocks under 1 MiB. The pinned buffers are on 2 MiB huge pages pinned with cuMemHostRegister where the kernel
+    offers them, else CUDA's own."""
 
     def __init__(self, data: Any, block_size: int, gpu: int, resources, asynchronous: bool):
         super().__init__(data, block_size, gpu, resources)
@@ -197,9 +197,9 @@ class BounceFetcher(GpuFetcher):
         except RuntimeError as exc:
             raise RunFailed(str(exc)) from None
 
-    def buffer_use(self) -> tuple[int, bool, int, int, int]:
-        """(buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking turns,
-        blocks a group takes before its copy)."""
+    def buffer_use(self) -> tuple[int, bool, int, int]:
+        """(buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking
+        turns)."""
         return tuple(self.stager.use())
 
     def close(self) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
 from xferscope.units import format_bytes
-from xferscope.workloads.fetchers import Slot, host_slot, make_fetcher
+from xferscope.workloads.fetchers import Fetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.process_host import serve_with
 from xferscope.workloads.transfer import Files, Job, JobSource, TransferRun, Window, Worker
 
@@ -107,6 +107,7 @@ class TransferSetup:
         self.workers: list[Worker] = []
         self.slots: list[Slot] = []
         self._host: list[Slot] = []
+        self._fetchers: dict[int, list[Fetcher]] = {}  # a shape probe's readers, by piece size
 
     def build(self) -> None:
         job = self.job
@@ -147,12 +148,15 @@ class TransferSetup:
                 gpu = job.worker_gpus[i % len(job.worker_gpus)]
                 own = self._slot(gpu, job.worker_buffer) if job.worker_buffer else None
                 fetcher = make_fetcher(job.path, job.files, block_size, gpu, self.resources)
-                bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
-                workers.append(Worker(i, fetcher, own, gpu, bind))
+                workers.append(Worker(i, fetcher, own, gpu, self._bind(gpu)))
         except BaseException:
             _close_workers(workers)
             raise
         return workers
+
+    def _bind(self, gpu: int | None) -> Callable[[], None]:
+        """What a reader thread calls first: its GPU's context made current (nothing for host memory)."""
+        return (lambda: self.resources.context(gpu)) if gpu is not None else (lambda: None)
 
     def _slot(self, gpu: int | None, size: int) -> Slot:
         if gpu is not None:
@@ -189,40 +193,55 @@ class TransferSetup:
 
     def _probe(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         """Each trial in turn, then the fastest ``finalists`` again, ``final_repeats`` times each in rotated order,
-        each from another place in the data: (split, threads, bytes, seconds, round) of every trial. Where the files
-        are read through the page cache, their pages are evicted after each (a probe must not warm the cache for
-        the load it serves)."""
+        each from another place in the data: (split, threads, bytes, seconds, round) of every trial. The readers
+        of a piece size are made once, for the most threads any trial of it has. Where the files are read through
+        the page cache, their pages are evicted after each trial (a probe must not warm the cache for the load
+        it serves)."""
         job = self.job
         figures: list[tuple[int, int, int, float, int]] = []
         payload = {"trials": figures, "seconds": 0.0, "done": [], "worker_cpu": [], "verified": None}
-        plan = [(t, 0.0, job.duration, 1) for t in job.trials]
-        for step, (trial, shift, seconds, rnd) in enumerate(plan):
+        rate: dict[int, float] = {}  # bytes/s of each first-round trial, by its index
+        plan = [(i, 0.0, job.duration, 1) for i in range(len(job.trials))]
+        while plan:
+            i, shift, seconds, rnd = plan.pop(0)
             if stop.is_set():
                 break
-            error = self._trial(trial, shift, seconds, rnd, stop, on_tick, figures)
-            if error is not None:
-                return payload, error
-            if step == len(job.trials) - 1 and job.finalists:
-                ranked = sorted(job.trials, key=lambda t: -_rate(figures, t))[: job.finalists]
-                for r in range(job.final_repeats):
-                    order = ranked[r % len(ranked) :] + ranked[: r % len(ranked)]
-                    plan += [(t, 0.5 + 0.2 * r + 0.05 * i, job.final_duration, 2) for i, t in enumerate(order)]
+            trial = job.trials[i]
+            run = self._trial(trial, shift, seconds, stop, on_tick)
+            if run.error is not None:
+                return payload, run.error
+            nbytes = sum(d.bytes for d in run.done)
+            figures.append((trial.split, trial.threads, nbytes, run.seconds, rnd))
+            if rnd == 1:
+                rate[i] = nbytes / run.seconds if run.seconds > 0 else 0.0
+                if len(rate) == len(job.trials) and job.finalists:
+                    best = sorted(rate, key=lambda k: -rate[k])[: job.finalists]
+                    for r in range(job.final_repeats):
+                        order = best[r % len(best) :] + best[: r % len(best)]
+                        plan += [(k, 0.5 + 0.2 * r + 0.05 * n, job.final_duration, 2) for n, k in enumerate(order)]
         return payload, None
 
-    def _trial(self, trial, shift, seconds, rnd, stop, on_tick, figures) -> BaseException | None:
+    def _trial(self, trial: ShapeTrial, shift: float, seconds: float | None, stop, on_tick) -> TransferRun:
         from xferscope.engines import page_cache
 
-        workers = self._workers(trial.split, trial.threads)
+        fetchers = self._fetchers.get(trial.split)
+        if fetchers is None:
+            most = max(t.threads for t in self.job.trials if t.split == trial.split)
+            made = self._workers(trial.split, most)
+            self.workers += made  # closed with the setup
+            fetchers = self._fetchers[trial.split] = [w.fetcher for w in made]
+        gpus = self.job.worker_gpus
+        workers = [
+            Worker(i, f, None, gpus[i % len(gpus)], self._bind(gpus[i % len(gpus)]))
+            for i, f in enumerate(fetchers[: trial.threads])
+        ]
+        run = TransferRun(trial.source(shift), workers, self.slots, duration=seconds, interval=self.job.interval)
         try:
-            run = TransferRun(trial.source(shift), workers, self.slots, duration=seconds, interval=self.job.interval)
-            took = run.run(stop, on_tick)
+            run.run(stop, on_tick)
         finally:
-            _close_workers(workers)
             if not self.job.files.direct:
                 page_cache.evict_files([f.path for f in self.job.files.files])
-        if run.error is None:
-            figures.append((trial.split, trial.threads, sum(d.bytes for d in run.done), took, rnd))
-        return run.error
+        return run
 
     def verify(self) -> tuple[int, int, str | None]:
         """(pieces checked, pieces whose bytes differ from the file's, the first of them) after the run: every
@@ -269,11 +288,6 @@ class TransferSetup:
         self._host.clear()
         if self.resources is not None:
             self.resources.release()
-
-
-def _rate(figures: list[tuple[int, int, int, float, int]], trial: ShapeTrial) -> float:
-    """The rate a trial's shape reached in the first round (bytes/s)."""
-    return next((b / t for s, n, b, t, r in figures if (s, n) == (trial.split, trial.threads) and t > 0), 0.0)
 
 
 def _close_workers(workers: list[Worker]) -> None:
