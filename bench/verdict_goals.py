@@ -1,13 +1,13 @@
 """The verdict rule's goals on the CPU machine: `compare --rounds auto` (its own loop, `run_comparison`) with a
 stand-in engine whose throughput follows a known distribution (`xferscope._standin`), many invocations per case.
 
-    python bench/verdict_goals.py [--ratio-spread 0.03] [--invocations 100] [--dir /var/tmp]
+    python bench/verdict_goals.py [--spreads 0.03,0.065] [--triples 100] [--margin 0.05] [--dir /var/tmp]
 
---ratio-spread is the sd of a round's paired ratio (log scale) between two runs of the same path. Goals:
-  * true ratio 1.00: faster or slower in at most 5 of 100 invocations;
-  * true ratio 0.85: slower in 100 of 100;
-  * true ratio 0.92: never faster, and one verdict in at least 9 of 10 invocations (rounds added as needed),
-    judged as a rate over all the invocations.
+A spread is the sd of a round's paired ratio (log scale) between two runs of the same path. Goals (issue 37):
+  * for true ratios from 0.90 to 1.10 in steps of 0.01, at each spread, 100 triples of invocations: at most 5% of
+    the triples hold two different decided verdicts (faster, slower, same) for the path;
+  * true ratio 1.00 (A/A): faster or slower in at most 5 of 100 invocations, at each spread;
+  * at a spread of 3%: a true 0.85 slower in 100 of 100, a true 0.90 slower in at least 95 of 100.
 """
 
 from __future__ import annotations
@@ -24,17 +24,19 @@ from xferscope import _standin, runner
 from xferscope.commands.compare import run_comparison
 from xferscope.rounds import Comparison
 from xferscope.spec import RunSpec
-from xferscope.verdict import FASTER, MAX_ROUNDS, SLOWER, START_ROUNDS
+from xferscope.verdict import FASTER, MARGIN, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS
 
 
-def invocations(factor: float, run_sd: float, n: int, seed0: int, directory: str) -> list[tuple[str, int]]:
+def invocations(
+    factor: float, run_sd: float, n: int, seed0: int, directory: str, margin: float = MARGIN
+) -> list[tuple[str, int]]:
     """(verdict, rounds) of ``n`` invocations of host#1 against host#2 at ``factor``."""
     runner.Run = _standin.StandInRun  # type: ignore[misc]
     out = []
     for i in range(n):
         _standin.configure({"host#1": 1.0, "host#2": factor}, run_sd, paths=2, seed=seed0 + i)
         spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=directory)
-        comp = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS)
+        comp = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin)
         with contextlib.redirect_stderr(io.StringIO()):
             run_comparison(comp, drop_cache=False, live=False)
         v = comp.verdict(1)
@@ -42,42 +44,56 @@ def invocations(factor: float, run_sd: float, n: int, seed0: int, directory: str
     return out
 
 
+DECIDED = (FASTER, SLOWER, SAME)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--ratio-spread", type=float, default=0.03)
-    ap.add_argument("--invocations", type=int, default=100)
+    ap.add_argument("--spreads", default="0.03,0.065", help="comma list of a round's ratio spread (sd)")
+    ap.add_argument("--triples", type=int, default=100)
+    ap.add_argument("--margin", type=float, default=MARGIN)
     ap.add_argument("--dir", default=tempfile.gettempdir())
     a = ap.parse_args()
-    run_sd = a.ratio_spread / math.sqrt(2)  # two runs' noise make one ratio's
-    n = a.invocations
+    n = a.triples
+    failed = 0
     with tempfile.TemporaryDirectory(prefix="xs-verdict-", dir=a.dir) as d:
-        res = {f: invocations(f, run_sd, n, 1000 * k, d) for k, f in enumerate((1.0, 0.85, 0.92))}
-    for f, got in res.items():
-        words = collections.Counter(w for w, _ in got)
-        rounds = [r for _, r in got]
-        print(
-            f"# ratio {f:.2f}, spread {a.ratio_spread:.3f}: {dict(words)}; rounds median {statistics.median(rounds):g}"
-            f" (mean {statistics.mean(rounds):.1f}, max {max(rounds)})"
-        )
-    aa = sum(w in (FASTER, SLOWER) for w, _ in res[1.0])
-    print(f"{'met' if aa <= 5 * n / 100 else 'not met'}  ratio 1.00: faster or slower in {aa} of {n}")
-    slow = sum(w == SLOWER for w, _ in res[0.85])
-    print(f"{'met' if slow == n else 'not met'}  ratio 0.85: slower in {slow} of {n}")
-    words92 = [w for w, _ in res[0.92]]
-    tens = [collections.Counter(words92[i : i + 10]).most_common(1)[0][1] for i in range(0, len(words92) - 9, 10)]
-    faster = words92.count(FASTER)
-    word, agree = collections.Counter(words92).most_common(1)[0]
-    rate = agree / n
-    # "the same verdict in at least 9 of 10 invocations": the rate, measured over all n; a single group of ten
-    # drawn at that rate has 9 or 10 with the probability shown
-    p_group = sum(math.comb(10, k) * rate**k * (1 - rate) ** (10 - k) for k in (9, 10))
-    ok = faster == 0 and rate >= 0.9
-    print(
-        f"{'met' if ok else 'not met'}  ratio 0.92: faster in {faster} of {n}; the commonest verdict {word} in "
-        f"{agree} of {n} ({rate:.0%}, against 90%); each group of 10: {tens} (at this rate a group of ten agrees "
-        f"9 or 10 times with probability {p_group:.2f})"
-    )
-    return 0
+        for spread in (float(x) for x in a.spreads.split(",")):
+            run_sd = spread / math.sqrt(2)  # two runs' noise make one ratio's
+            worst, split_total, cases = 0, 0, 0
+            for k, percent in enumerate(range(90, 111)):
+                factor = percent / 100
+                got = invocations(factor, run_sd, 3 * n, 1000 * k + int(spread * 1e4), d, a.margin)
+                words = [w for w, _ in got]
+                triples = [words[i : i + 3] for i in range(0, 3 * n, 3)]
+                split = sum(len({w for w in t if w in DECIDED}) > 1 for t in triples)
+                worst, split_total, cases = max(worst, split), split_total + split, cases + 1
+                counts = collections.Counter(words)
+                rounds = statistics.median(r for _, r in got)
+                print(
+                    f"# spread {spread:.3f}, ratio {factor:.2f}: {dict(counts)}; two decided verdicts in {split} "
+                    f"of {n} triples; rounds median {rounds:g}"
+                )
+                if percent == 100:
+                    aa = sum(w in (FASTER, SLOWER) for w in words[:n])
+                    met = aa <= 5 * n / 100
+                    failed += not met
+                    print(f"{'met' if met else 'not met'}  spread {spread:.3f}, A/A: faster or slower in {aa} of {n}")
+            met = worst <= 5 * n / 100
+            failed += not met
+            print(
+                f"{'met' if met else 'not met'}  spread {spread:.3f}: two different decided verdicts in at most "
+                f"{worst} of {n} triples at any true ratio 0.90-1.10 ({split_total} of {cases * n} in all)"
+            )
+            if spread <= 0.03:
+                for factor, need in ((0.85, n), (0.90, 95 * n // 100)):
+                    got = invocations(factor, run_sd, n, 77_000 + int(factor * 100), d, a.margin)
+                    slow = sum(w == SLOWER for w, _ in got)
+                    met = slow >= need
+                    failed += not met
+                    print(
+                        f"{'met' if met else 'not met'}  spread {spread:.3f}, ratio {factor:.2f}: slower in {slow} of {n}"
+                    )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

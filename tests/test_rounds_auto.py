@@ -99,6 +99,8 @@ def test_auto_on_the_host_engine_plans_three_rounds_and_records_what_it_added(cl
         "0.2",
         "--dir",
         str(direct_dir),
+        "--margin",
+        "0.1",
         "--format",
         "json",
     )
@@ -111,6 +113,33 @@ def test_auto_on_the_host_engine_plans_three_rounds_and_records_what_it_added(cl
         assert line in r.err
     assert comp["paths"][1]["verdict"] in (SAME, UNDECIDED, FASTER, SLOWER)
     assert comp["paths"][1]["interval_low"] <= comp["paths"][1]["ratio"] <= comp["paths"][1]["interval_high"]
+    assert comp["margin"] == 0.1 and "within 1 ± 10%" in comp["rule"], "the margin asked for, kept in the JSON"
+
+
+@pytest.mark.parametrize("command", [("compare",), ("saturate", "--dry-run"), ("replay", "seq-read-sweep")])
+@pytest.mark.parametrize("margin", ["0", "0.9", "-0.05", "x"])
+def test_a_margin_out_of_range_is_one_line_and_nothing_runs(cli, tmp_path, command, margin):
+    r = cli(*command, "--margin", margin, "--dir", str(tmp_path))
+    assert r.code != 0
+    lines = [line for line in r.err.splitlines() if line.strip()]
+    assert "Traceback" not in r.err and len(lines) <= 6, r.err
+    assert "margin" in r.err
+    assert list(tmp_path.iterdir()) == [], "nothing ran"
+
+
+def test_a_wider_margin_calls_a_4_percent_difference_the_same(monkeypatch, tmp_path):
+    from xferscope.commands.compare import run_comparison
+
+    monkeypatch.setattr(runner, "Run", _standin.StandInRun)
+    _standin.configure({"host#1": 1.0, "host#2": 0.96}, 0.002, paths=2, seed=5)
+    spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(tmp_path))
+    narrow = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.03)
+    run_comparison(narrow, drop_cache=False, live=False)
+    _standin.configure({"host#1": 1.0, "host#2": 0.96}, 0.002, paths=2, seed=5)
+    wide = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.05)
+    run_comparison(wide, drop_cache=False, live=False)
+    assert narrow.verdict(1).word == SLOWER and wide.verdict(1).word == SAME
+    assert "within 1 ± 3%" in narrow.notes()[0] and "within 1 ± 5%" in wide.notes()[0]
 
 
 def test_ctrl_c_as_a_run_ends_stops_the_comparison_after_it(monkeypatch, tmp_path):

@@ -77,7 +77,11 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
         )
     for c in series["comparisons"]:
         assert c["verdict"] in ("faster", "slower", "same", "undecided") and 3 <= c["rounds"] <= 3
-        assert c["baseline"]["concurrency"] < c["other"]["concurrency"]
+        if c["stage"] in ("doubling", "limit"):  # the climb: a point against the one below it
+            assert c["baseline"]["concurrency"] < c["other"]["concurrency"]
+        else:  # the knee: a point against the plateau's, from below
+            assert c["stage"] in ("plateau", "bisection", "queue depth at the knee")
+            assert c["baseline"] == series["plateau"] and c["other"]["concurrency"] < c["baseline"]["concurrency"]
 
     # every run reads back like any other result (replay --against, the console's Compare view)
     results = load_results(str(out))

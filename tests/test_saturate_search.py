@@ -109,12 +109,19 @@ def test_the_search_stops_at_its_point_budget_and_keeps_what_it_measured():
     assert found.knee is not None
 
 
-def test_a_flat_path_stops_after_the_first_step_and_the_limit_check():
+def test_a_flat_path_stops_after_two_steps_on_each_ladder_and_the_limit_check():
     model = Model(per_io=1e9, plateau=500.0, noise=0.01)
     found = search(model, max_qd=64).run()
     assert found.knee == Shape(1, 1)
-    assert {p.shape for p in found.points} == {Shape(1, 1), Shape(1, 2), Shape(16, 64)}, "one step, the limit"
+    assert {p.shape for p in found.points} == {
+        *(Shape(1, q) for q in (1, 2, 4)),
+        Shape(16, 64),
+        *(Shape(w, 1) for w in (2, 4)),
+        Shape(16, 1),
+    }, "two steps and the limit, the queue's ladder and the workers' at qd 1"
     assert not found.unsaturated
+    assert found.flat is not None and found.flat.from_first and found.flat.start == Shape(1, 1)
+    assert found.flat.until == Shape(16, 64) and 480 < found.flat.low <= found.flat.high < 520
 
 
 def test_a_path_that_thrashes_past_its_peak_keeps_the_peak():
@@ -129,7 +136,7 @@ def test_neighbours_that_cannot_be_told_apart_count_as_flat_after_the_round_cap(
     found = search(model, max_rounds=4).run()
     first = found.comparisons[0]
     assert first.verdict.rounds == 4 and not first.told_apart and not first.gain
-    assert {p.shape for p in found.points} == {Shape(1), Shape(2), Shape(16)}, "one step, and the limit"
+    assert {p.shape for p in found.points} == {Shape(1), Shape(2), Shape(4), Shape(16)}, "two steps, the limit"
 
 
 def test_measuring_alternates_the_order_of_neighbours():
@@ -185,3 +192,67 @@ def test_the_time_left_comes_from_each_paths_runs_so_far():
         run(wall)
     assert clock.run_seconds("cufile") == pytest.approx(1.5) and clock.first_run_seconds("cufile") == 4.1
     assert clock.left() == pytest.approx(16 * 1.5)
+
+
+@pytest.mark.parametrize(
+    "knee, limits",
+    [(4, {"max_workers": 16, "max_qd": 64}), (32, {"max_workers": 16, "max_qd": 64}), (8, {"max_workers": 64})],
+)
+def test_with_15_percent_noise_a_run_the_knee_is_within_one_doubling_in_18_of_20_searches(knee, limits):
+    from xferscope._standin import ConcurrencyCurve
+
+    hits, knees = 0, []
+    for seed in range(20):
+        curve = ConcurrencyCurve(knee, noise=0.15, seed=seed)
+        found = KneeSearch(curve, **limits).run()
+        assert found.stopped is None
+        knees.append(found.knee.concurrency)
+        hits += curve.within_one_doubling(found.knee.concurrency)
+    assert hits >= 18, knees
+    assert max(knees) < 1024, "the 2-CPU machine's case: a flat curve's best median is luck, not the knee"
+
+
+@pytest.mark.parametrize("limits", [{"max_workers": 16, "max_qd": 64}, {"max_workers": 16}])
+def test_with_15_percent_noise_a_flat_curve_is_called_flat_in_18_of_20_searches(limits):
+    from xferscope._standin import ConcurrencyCurve
+
+    flat = 0
+    for seed in range(20):
+        found = KneeSearch(ConcurrencyCurve(1, noise=0.15, seed=seed), **limits).run()
+        flat += bool(found.flat and found.flat.from_first)
+    assert flat >= 18
+
+
+def test_one_noisy_step_does_not_end_the_climb_and_workers_at_qd_1_are_climbed_too():
+    # the GPU machine's case: the step from qd 2 to qd 4 shows no gain by noise, yet 4 workers read faster
+    from xferscope._standin import Reading
+
+    def measure(shape):
+        if shape == Shape(1, 4):
+            return Reading(1.0)  # the unlucky step
+        return Reading(min(2.8, 1.2 * shape.concurrency**0.5))
+
+    found = KneeSearch(measure, max_workers=8, max_qd=64).run()
+    climbed = {p.shape for p in found.points}
+    assert Shape(1, 8) in climbed, "a second step after the flat one"
+    assert {Shape(2, 1), Shape(4, 1)} <= climbed, "the workers at queue depth 1"
+    assert found.knee.concurrency >= 4 and found.plateau_value == pytest.approx(2.8)
+
+
+def test_the_plateau_is_not_the_luckiest_point():
+    from xferscope._standin import Reading
+    from xferscope.saturate.search import Point, plateau_of
+
+    points = [
+        Point(Shape(1, q), "doubling", [Reading(v) for v in vs])
+        for q, vs in (
+            (1, [1.0, 1.1, 0.9]),
+            (2, [2.0, 2.1, 1.9]),
+            (4, [2.0, 2.2, 2.1]),
+            (8, [2.6, 2.5, 2.1]),  # the luckiest point: the best median
+            (16, [2.1, 2.0, 2.2]),
+        )
+    ]
+    plateau = plateau_of(points)
+    assert plateau.value == pytest.approx(2.1) and plateau.shape == Shape(1, 4)
+    assert Shape(1, 1) not in plateau.shapes and Shape(1, 8) in plateau.shapes

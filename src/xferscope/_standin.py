@@ -89,3 +89,42 @@ class StandInRun:
             source="stand-in",
         )
         return self.result
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a knee search's ``measure`` returns: one run's throughput."""
+
+    throughput: float
+
+
+@dataclass
+class ConcurrencyCurve:
+    """A storage whose throughput against the I/Os in flight is known, for the knee search's goals
+    (``bench/knee_goals.py`` and its tests): in proportion to the concurrency up to ``knee``, then ``plateau``
+    (``knee`` 1: flat from the start), each run off by a uniform ±``noise``. Called with a shape (anything with a
+    ``concurrency``), as ``KneeSearch`` calls ``measure``."""
+
+    knee: float
+    plateau: float = 2.2
+    noise: float = 0.15
+    seed: int = 0
+    runs: int = 0
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+
+    def true(self, concurrency: int) -> float:
+        return self.plateau * min(1.0, concurrency / self.knee)
+
+    @property
+    def true_knee(self) -> float:
+        """The least concurrency within 5% of the plateau."""
+        return max(1.0, 0.95 * self.knee)
+
+    def within_one_doubling(self, concurrency: int) -> bool:
+        return self.true_knee / 2 <= concurrency <= 2 * self.true_knee
+
+    def __call__(self, shape) -> Reading:
+        self.runs += 1
+        return Reading(self.true(shape.concurrency) * (1 + self.rng.uniform(-self.noise, self.noise)))

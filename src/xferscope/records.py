@@ -226,6 +226,8 @@ class ComparisonSummary(msgspec.Struct, kw_only=True):
     baseline: str
     order: list[list[str]]
     rule: str = ""
+    #: the verdict rule's margin m (``--margin``): same within 1 ± m; faster/slower beyond 1 ± M(n) >= m
+    margin: float = 0.05
     drift: str | None = None
     page_cache: str | None = None
     page_cache_dropped: bool | None = None
@@ -351,6 +353,8 @@ class SaturationSeries(msgspec.Struct, kw_only=True):
     unsaturated: list[Any] = []
     knee: Shape | None = None
     plateau: Shape | None = None
+    #: from the knee on, the points on the plateau: "flat from 32 in flight: any concurrency ... gives 2.2-2.4 GiB/s"
+    flat: str | None = None
     figures: dict[str, Any] | None = None
     evidence: dict[str, Any] | None = None
     bottleneck: Bottleneck | None = None
@@ -370,6 +374,7 @@ class SaturationPlan(msgspec.Struct, kw_only=True):
     min_rounds: int | None = None
     max_rounds: int | None = None
     max_points: int | None = None
+    margin: Number = None
     storage: str | None = None
     duration: Number = None
     file_size: int | None = None

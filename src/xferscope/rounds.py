@@ -18,7 +18,16 @@ from xferscope.engines.base import RunResult
 from xferscope.engines.host import SMALL_PAGE_BUFFERS
 from xferscope.errors import SpecError
 from xferscope.spec import RunSpec
-from xferscope.verdict import MAX_ROUNDS, RULE, START_ROUNDS, Verdict, drift, paired_verdict, resolution_hint
+from xferscope.verdict import (
+    MARGIN,
+    MAX_ROUNDS,
+    START_ROUNDS,
+    Verdict,
+    drift,
+    paired_verdict,
+    resolution_hint,
+    rule_text,
+)
 
 #: the share of the files' pages that may stay cached after an eviction (pages another process holds mapped)
 EVICTED_ENOUGH = 0.01
@@ -102,11 +111,18 @@ def _finite(v: float | None) -> float | None:
 class Comparison:
     """The runs of a comparison in the order they run, and what they measured."""
 
-    def __init__(self, specs: Sequence[RunSpec], rounds: int = DEFAULT_ROUNDS, max_rounds: int | None = None):
+    def __init__(
+        self,
+        specs: Sequence[RunSpec],
+        rounds: int = DEFAULT_ROUNDS,
+        max_rounds: int | None = None,
+        margin: float = MARGIN,
+    ):
         """``rounds`` planned now; with ``max_rounds`` (``--rounds auto``), one more is added after each whole
-        round while any path's verdict is undecided, up to ``max_rounds``."""
+        round while any path's verdict is undecided, up to ``max_rounds``. ``margin``: the verdict rule's m."""
         if rounds < 1:
             raise ValueError("rounds must be 1 or more")
+        self.margin = margin
         self.labels = path_labels([s.path for s in specs])
         self.specs = [s.replace(label=label) if label != s.path else s for s, label in zip(specs, self.labels)]
         self.rounds = rounds
@@ -230,7 +246,7 @@ class Comparison:
         pairs = [(b, o) for b, o in zip(base, other) if b and o]
         if not pairs:
             return None
-        return paired_verdict([b for b, _ in pairs], [o for _, o in pairs])
+        return paired_verdict([b for b, _ in pairs], [o for _, o in pairs], self.margin)
 
     def drift(self, baseline: int = 0) -> str | None:
         values = [v for v in self.figures(baseline) if v]
@@ -238,7 +254,7 @@ class Comparison:
 
     def notes(self, baseline: int = 0) -> list[str]:
         """The lines printed under the table: the rule, then drift and the page cache where they apply."""
-        lines = [RULE]
+        lines = [rule_text(self.margin)]
         for slot, label in enumerate(self.labels):
             v = self.verdict(slot, baseline)
             hint = resolution_hint(label, v) if v else None
@@ -277,7 +293,8 @@ class Comparison:
             rounds_added=list(self.added),
             baseline=self.labels[0],
             order=[[self.labels[s] for s in order] for order in round_orders(self.paths, self.rounds)],
-            rule=RULE,
+            rule=rule_text(self.margin),
+            margin=self.margin,
             drift=self.drift(),
             page_cache=self.cache_note,
             page_cache_dropped=self.cache_dropped,

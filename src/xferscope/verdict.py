@@ -4,25 +4,26 @@ A comparison runs in rounds; each round runs every path once (order rotated), so
 ``other[i]`` were measured minutes apart on the same machine state. Their ratio cancels what the machine did
 between rounds (a neighbour's load, a cache filling up); what is left is the noise between two runs in a row.
 
-The rule:
+The rule, with one margin ``m`` (5% unless ``--margin`` says otherwise):
 
 * the **interval**: a distribution-free confidence interval of the median paired ratio, from the order
   statistics of the rounds' ratios (the sign test's interval): the narrowest ``[r(k), r(n-k+1)]`` whose coverage,
   ``1 - 2 P(Binomial(n, 1/2) < k)``, is at least 90%; with fewer than 5 rounds no such pair exists and the interval
   is the whole range (75% at 3 rounds, 88% at 4). It needs no model of the noise, and one wild round moves it by
   one order statistic at most;
-* **faster** / **slower** when the interval lies wholly beyond ``1 ± margin``, the margin ``15% / (rounds -
-  1)``, never under 3% (2 rounds: 15%, 3: 7.5%, 4: 5%, 5: 3.75%, 6 or more: 3%);
-* **same** (within ±5%) when the interval lies wholly within ``1 ± 5%``;
+* **faster** / **slower** when the interval lies wholly beyond ``1 ± M(n)``, where ``M(n)`` is the larger of
+  ``m`` and ``15% / (rounds - 1)`` (with m = 5%: 2 rounds 15%, 3 rounds 7.5%, 4 or more 5%): the first looks,
+  whose intervals cover only 50-88%, need a wider margin;
+* **same** (within ±m) when the interval lies wholly within ``1 ± m`` and covers at least 90% (5 rounds);
 * **undecided** otherwise; one round gives no verdict at all.
 
+Since ``M(n)`` is never below ``m``, the regions cannot overlap: an interval below ``1 - M(n)`` cannot lie within
+``1 ± m``. Two decided verdicts on one path can then disagree only when an interval missed the truth, and
+'undecided', which shows its interval, agrees with any of them.
+
 ``compare`` (``--rounds auto``) starts with 3 rounds and adds one while any path is undecided, up to
-``--max-rounds`` (9). Chosen by simulation of paired ratios with a known spread (``bench/verdict_goals.py``
-measures it on the stand-in engine): with a round's ratio spread (sd) of 3%, an A/A comparison says faster or
-slower in under 0.1% of invocations, a true 0.85 is slower every time, and a true 0.92 is slower in about 97%
-(undecided in the rest); with a spread of 6.5%, the A/A figure is about 1.5%, and 0.92 cannot be told within 9
-rounds (slower about as often as undecided): the interval then says how far the rounds got. A margin wider with
-few rounds keeps the first looks, whose intervals cover only 50-88%, from calling a difference the noise made.
+``--max-rounds`` (9). ``bench/verdict_goals.py`` measures the rule on the stand-in engine, over true ratios
+from 0.90 to 1.10 and two spreads of a round's ratio.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-#: the narrowest margin, reached at 6 rounds: a difference under 3% is not one to call
-MARGIN = 0.03
-#: the margin with n rounds is this over n - 1 (never under MARGIN)
+#: the margin m: a difference under it is not one to call, and an interval within 1 ± m says "same"
+MARGIN = 0.05
+#: with few rounds the margin widens to this over rounds - 1 (never under m)
 MARGIN_TIMES_ROUNDS = 0.15
-#: within this of 1 the whole interval says "same"
-EQUIVALENCE = 0.05
+#: the margins ``--margin`` accepts
+MARGIN_RANGE = (0.01, 0.5)
 #: the coverage the sign-test interval aims at (with few rounds, the whole range and what it covers)
 CONFIDENCE = 0.90
 #: the rounds ``--rounds auto`` starts with, and adds up to by default
@@ -48,18 +49,30 @@ FASTER, SLOWER, SAME, UNDECIDED, SINGLE_PASS = "faster", "slower", "same", "unde
 WORDS = (FASTER, SLOWER, SAME, UNDECIDED, SINGLE_PASS)
 
 
-def margin_for(rounds: int) -> float:
-    """The rule's margin with this many rounds (repetitions): 15% / (rounds - 1), never under 3%."""
-    return max(MARGIN, round(MARGIN_TIMES_ROUNDS / max(rounds - 1, 1), 6))
+def margin_for(rounds: int, margin: float = MARGIN) -> float:
+    """M(n), the margin faster/slower must clear with this many rounds (repetitions): the larger of ``margin``
+    and 15% / (rounds - 1)."""
+    return max(margin, round(MARGIN_TIMES_ROUNDS / max(rounds - 1, 1), 6))
 
 
-def margins_text(word: str) -> str:
-    """The rule's margins in words, for rounds or repetitions (``word``)."""
-    return (
-        f"1 ± {MARGIN_TIMES_ROUNDS:.0%}/({word}s - 1), at least {MARGIN:.0%} "
-        f"(2 {word}s: ±{margin_for(2):.0%}, 3: ±{margin_for(3):.1%}, "
-        f"{math.ceil(MARGIN_TIMES_ROUNDS / MARGIN) + 1}+: ±{MARGIN:.0%})"
-    )
+def check_margin(margin: float) -> float:
+    """``margin`` if ``--margin`` may take it, else a ValueError saying what it may be."""
+    low, high = MARGIN_RANGE
+    if not (math.isfinite(margin) and low <= margin <= high):
+        raise ValueError(f"--margin must lie between {low:g} and {high:g} (a fraction: 0.05 is 5%), got {margin:g}")
+    return margin
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.3g}%"
+
+
+def margins_text(word: str, margin: float = MARGIN) -> str:
+    """M(n) in words, for rounds or repetitions (``word``)."""
+    steps = [n for n in range(2, 12) if margin_for(n, margin) > margin]
+    wide = ", ".join(f"{n}: ±{_pct(margin_for(n, margin))}" for n in steps)
+    last = (steps[-1] + 1) if steps else 2
+    return f"1 ± the larger of {_pct(margin)} and {MARGIN_TIMES_ROUNDS:.0%}/({word}s - 1) ({wide + ', ' if wide else ''}{last}+: ±{_pct(margin)})"
 
 
 def sign_test_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
@@ -86,11 +99,18 @@ INTERVAL_TEXT = (
     f"4: {1 - 2 / 2**4:.0%})"
 )
 
-RULE = (
-    f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round')}; same when it lies "
-    f"within 1 ± {EQUIVALENCE:.0%} and covers at least {CONFIDENCE:.0%} (5 rounds); else undecided; 1 round: no "
-    f"verdict. {INTERVAL_TEXT}"
-)
+
+def rule_text(margin: float = MARGIN, repeated: bool = False) -> str:
+    """The rule in one line, with the margin it ran with: for paired rounds, or (``repeated``) for figures not
+    measured in the same rounds (``repeated_verdict``)."""
+    if repeated:
+        beyond = f"every repetition's ratio to every repetition it is compared with is beyond {margins_text('repetition', margin)}, counting the side with fewer"
+        return f"verdict: faster/slower only if {beyond}; same if every one lies within 1 ± {_pct(margin)}; else undecided; 1 repetition on a side: no verdict"
+    same = f"it lies within 1 ± {_pct(margin)} and covers at least {CONFIDENCE:.0%} (5 rounds)"
+    return f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round', margin)}; same when {same}; else undecided; 1 round: no verdict. {INTERVAL_TEXT}"
+
+
+RULE = rule_text()
 
 
 @dataclass(frozen=True)
@@ -105,11 +125,12 @@ class Verdict:
     range_high: float | None = None
     round_sd: float | None = None  # sd of the log of a round's paired ratio (None: under 2 rounds, or not paired)
     unit: str = "rounds"  # what ``rounds`` counts: rounds, or repetitions (``repeated_verdict``)
+    equivalence: float = MARGIN  # the margin m the rule ran with
 
     @property
     def margin(self) -> float:
-        """The rule's margin for these rounds."""
-        return margin_for(self.rounds)
+        """M(n): the margin faster/slower had to clear with these rounds."""
+        return margin_for(self.rounds, self.equivalence)
 
     @property
     def decided(self) -> bool:
@@ -125,7 +146,7 @@ class Verdict:
     def text(self) -> str:
         """The verdict in words: ``same within ±5%``, ``undecided after 5 rounds``, or the word."""
         if self.word == SAME:
-            return f"same within ±{EQUIVALENCE:.0%}"
+            return f"same within ±{_pct(self.equivalence)}"
         if self.word == UNDECIDED:
             return f"undecided after {self.rounds} {self.unit}"
         return self.word
@@ -147,7 +168,7 @@ class Verdict:
             "ratio_max": self.range_high if self.range_high is not None else self.high,
             "rounds": self.rounds,
             "margin": self.margin,
-            "equivalence": EQUIVALENCE,
+            "equivalence": self.equivalence,
         }
 
 
@@ -169,12 +190,13 @@ def paired_ratios(baseline: Sequence[float], other: Sequence[float]) -> list[flo
     return [o / b for b, o in zip(base, oth)]
 
 
-def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict:
-    """The verdict on ``other`` against ``baseline``, measured round by round (higher is better)."""
+def paired_verdict(baseline: Sequence[float], other: Sequence[float], margin: float = MARGIN) -> Verdict:
+    """The verdict on ``other`` against ``baseline``, measured round by round (higher is better), with the
+    margin m ``margin``."""
     ratios = paired_ratios(baseline, other)
     low, high, coverage = sign_test_interval(ratios)
     return Verdict(
-        word=_word(len(ratios), low, high, same_allowed=coverage >= CONFIDENCE),
+        word=_word(len(ratios), low, high, margin, same_allowed=coverage >= CONFIDENCE),
         ratio=statistics.median(ratios),
         low=low,
         high=high,
@@ -183,21 +205,22 @@ def paired_verdict(baseline: Sequence[float], other: Sequence[float]) -> Verdict
         range_low=min(ratios),
         range_high=max(ratios),
         round_sd=statistics.stdev([math.log(r) for r in ratios]) if len(ratios) > 1 else None,
+        equivalence=margin,
     )
 
 
-def _word(rounds: int, low: float, high: float, same_allowed: bool = True) -> str:
+def _word(rounds: int, low: float, high: float, m: float = MARGIN, same_allowed: bool = True) -> str:
     """The rule itself, on an interval: beyond the margin on one side, within the equivalence margin, or
     neither; with two rounds (repetitions) or more. ``same_allowed``: False where the interval covers less than
     ``CONFIDENCE`` (3 or 4 rounds): "same" is a claim about the whole interval, and a range of 3 rounds covers 75%."""
     if rounds < 2:
         return SINGLE_PASS
-    margin = margin_for(rounds)
+    margin = margin_for(rounds, m)
     if low > 1 + margin:
         return FASTER
     if high < 1 - margin:
         return SLOWER
-    if same_allowed and low >= 1 - EQUIVALENCE and high <= 1 + EQUIVALENCE:
+    if same_allowed and low >= 1 - m and high <= 1 + m:
         return SAME
     return UNDECIDED
 
@@ -229,7 +252,7 @@ def rounds_to_settle(verdict: Verdict) -> int | None:
     where the median does not lie beyond that margin, or the spread is unknown."""
     if verdict.round_sd is None or verdict.ratio <= 0:
         return None
-    effect = abs(math.log(verdict.ratio)) - math.log(1 + MARGIN)
+    effect = abs(math.log(verdict.ratio)) - math.log(1 + verdict.equivalence)
     if effect <= 0:
         return None
     n = ((Z_90 + Z_POWER_80) * verdict.round_sd / effect) ** 2 / SIGN_TEST_EFFICIENCY
@@ -240,11 +263,11 @@ def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str |
     """For an undecided path whose median ratio lies beyond the narrowest margin: how far its interval reaches,
     and about how many rounds would settle a difference that size at the spread its rounds showed."""
     off = abs(verdict.ratio - 1)
-    if verdict.word != UNDECIDED or verdict.rounds < 2 or off <= MARGIN:
+    if verdict.word != UNDECIDED or verdict.rounds < 2 or off <= verdict.equivalence:
         return None
     text = (
         f"{label}: {verdict.ratio:.2f}, interval {verdict.low:.2f}-{verdict.high:.2f} after {verdict.rounds} {what}, "
-        f"reaches across 1 ± {verdict.margin:.0%}"
+        f"reaches across 1 ± {_pct(verdict.margin)}"
     )
     need = rounds_to_settle(verdict)
     if need is None:
@@ -258,14 +281,10 @@ def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str |
     )
 
 
-RULE_REPEATED = (
-    f"verdict: faster/slower only if every repetition's ratio to every repetition it is compared with is beyond "
-    f"{margins_text('repetition')}, counting the side with fewer; same if every one lies within 1 ± "
-    f"{EQUIVALENCE:.0%}; else undecided; 1 repetition on a side: no verdict"
-)
+RULE_REPEATED = rule_text(repeated=True)
 
 
-def repeated_verdict(before: Sequence[float], after: Sequence[float]) -> Verdict:
+def repeated_verdict(before: Sequence[float], after: Sequence[float], margin: float = MARGIN) -> Verdict:
     """The verdict on ``after`` against ``before`` when their figures were not measured in the same rounds (a
     sweep against an earlier file, grid points run one after another): the same margin over every ratio of
     an ``after`` figure to a ``before`` figure, i.e. ``min(after)/max(before)`` and ``max(after)/min(before)``.
@@ -276,4 +295,12 @@ def repeated_verdict(before: Sequence[float], after: Sequence[float]) -> Verdict
     ratio = statistics.median(new) / statistics.median(old)
     low, high = min(new) / max(old), max(new) / min(old)
     n = min(len(old), len(new))
-    return Verdict(word=_word(n, low, high), ratio=ratio, low=low, high=high, rounds=n, unit="repetitions")
+    return Verdict(
+        word=_word(n, low, high, margin),
+        ratio=ratio,
+        low=low,
+        high=high,
+        rounds=n,
+        unit="repetitions",
+        equivalence=margin,
+    )

@@ -28,6 +28,7 @@ from xferscope.output.files import result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
+from xferscope.verdict import MARGIN
 
 
 class ClusterProgress(ProgressLine):
@@ -136,6 +137,7 @@ def compare_mpi(
     csv_path: str | None,
     rounds: int = 1,
     auto: bool = False,
+    margin: float = MARGIN,
 ) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
     auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
@@ -156,7 +158,7 @@ def compare_mpi(
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
     specs, scratch = _scratch_per_rank(world, specs)
-    comp = Comparison(specs, rounds)
+    comp = Comparison(specs, rounds, margin=margin)
     try:
         follower_code, interrupted, failed = _compare_rounds(
             world, comp, specs, gpu_given=gpu_given, drop_cache=drop_cache, fmt=fmt, json_path=json_path
@@ -238,7 +240,7 @@ def _print_compare_cluster(comp) -> None:
     from xferscope.output.compare import print_comparison
     from xferscope.rounds import Comparison
 
-    whole = Comparison(comp.specs, comp.rounds)
+    whole = Comparison(comp.specs, comp.rounds, margin=comp.margin)
     whole.cache_note, whole.cache_dropped = comp.cache_note, comp.cache_dropped
     for mine, planned in zip(whole.runs, comp.runs):
         mine.result = whole_job(planned.result) if planned.result is not None else None

@@ -11,14 +11,16 @@ from xferscope.commands.option_groups import SPEC_OPTIONS, SpecOptions, takes
 from xferscope.commands.options import (
     FormatOpt,
     JsonOpt,
+    MarginOpt,
     MpiOpt,
     check_format,
+    check_margin,
     parse_path,
 )
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.verdict import EQUIVALENCE, MAX_ROUNDS, START_ROUNDS, margins_text
+from xferscope.verdict import MAX_ROUNDS, START_ROUNDS
 
 CompareCsvOpt = Annotated[
     str | None,
@@ -61,8 +63,7 @@ RoundsOpt = typer.Option(
     "-R",
     help=f"auto (default): {START_ROUNDS} rounds, then one more while any path is undecided, up to --max-rounds; "
     "or a number of rounds. Each round runs every path once, the order rotated; the ratios paired per round give "
-    f"an interval and the verdict (faster/slower beyond {margins_text('round')}, same within "
-    f"±{EQUIVALENCE:.0%}, else undecided); 1 is a single pass with no verdict",
+    "an interval and the verdict (see --margin); 1 is a single pass with no verdict",
 )
 MaxRoundsOpt = typer.Option(
     None, "--max-rounds", help=f"with --rounds auto: the most rounds (default {MAX_ROUNDS}; {START_ROUNDS} to 50)"
@@ -80,6 +81,7 @@ def compare_command(
     ),
     rounds: str = RoundsOpt,
     max_rounds: int | None = MaxRoundsOpt,
+    margin: MarginOpt = 0.05,
     options: SpecOptions = SPEC_OPTIONS,
     json_path: JsonOpt = None,
     csv_path: CompareCsvOpt = None,
@@ -93,6 +95,7 @@ def compare_command(
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
     check_format(fmt)
+    check_margin(margin)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     from xferscope.rounds import rounds_plan
 
@@ -115,10 +118,11 @@ def compare_command(
             csv_path=csv_path,
             rounds=planned_rounds,
             auto=most_rounds is not None,
+            margin=margin,
         )
     from xferscope.rounds import Comparison
 
-    comp = Comparison(make_specs(), planned_rounds, most_rounds)
+    comp = Comparison(make_specs(), planned_rounds, most_rounds, margin)
     install_hangup_handlers()
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():

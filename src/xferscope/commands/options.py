@@ -77,6 +77,24 @@ MpiOpt = Annotated[
         "srun); --dir/--file may hold {rank} and {host}",
     ),
 ]
+MarginOpt = Annotated[
+    float,
+    typer.Option(
+        "--margin",
+        help="the verdict's margin m, a fraction (default 0.05): same when the interval lies within 1 ± m; "
+        "faster/slower when it lies beyond 1 ± the larger of m and 0.15/(rounds - 1)",
+    ),
+]
+
+
+def check_margin(margin: float) -> float:
+    """``--margin`` as the rule takes it, or one line saying what it may be."""
+    from xferscope.verdict import check_margin as rule_margin
+
+    try:
+        return rule_margin(margin)
+    except ValueError as e:
+        raise SpecError("margin", str(e).removeprefix("--margin ")) from None
 
 
 def check_format(fmt: str) -> str:

@@ -10,9 +10,10 @@ from typing import Annotated
 import typer
 
 from xferscope.commands.option_groups import takes
-from xferscope.commands.options import FormatOpt, MpiOpt, check_format, parse_sets
+from xferscope.commands.options import FormatOpt, MarginOpt, MpiOpt, check_format, check_margin, parse_sets
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
+from xferscope.verdict import MARGIN
 
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
 DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
@@ -166,6 +167,7 @@ class ReplayOptions:
     results: ResultsOpt = None
     against: AgainstOpt = None
     fail_below: FailBelowOpt = None
+    margin: MarginOpt = 0.05
     plot: PlotOpt = None
     directory: DirOpt = None
     file: FileOpt = None
@@ -190,7 +192,8 @@ def replay_command(profile_name: ProfileArg, options: ReplayOptions) -> None:
     if held is not None and held.kind in ("workload", "saturate"):
         return _replay_other_kind(held, o)
     check_options(o.fmt, o.against, o.fail_below, o.plot)
-    outputs = {"against": o.against, "fail_below": o.fail_below, "plot": o.plot, "fmt": o.fmt}
+    check_margin(o.margin)
+    outputs = {"against": o.against, "fail_below": o.fail_below, "plot": o.plot, "fmt": o.fmt, "margin": o.margin}
     sets = o.sets or []
     if o.mpi:
         from xferscope.cluster.replay import replay_mpi
@@ -287,6 +290,7 @@ def report(
     fail_below: float | None,
     plot: str | None,
     fmt: str,
+    margin: float = MARGIN,
     failure: XferscopeError | None = None,
 ) -> None:
     """Print the summary and where the files went; raise typer.Exit with the replay's exit code.
@@ -297,7 +301,7 @@ def report(
     results_path = plan.results_path
     if progress.earlier:
         typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
-    found = ratios(outcome.results, plan.old) if plan.old else None
+    found = ratios(outcome.results, plan.old, margin) if plan.old else None
     low = below(found, fail_below) if found is not None and fail_below is not None else []
     unsure = below_without_verdict(found, fail_below) if found is not None and fail_below is not None else []
     _print_summary(outcome.results, found, against, fmt)
@@ -382,9 +386,9 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
         if any(rec.repetitions for rec in results.planned()):
             print_table(summary_table(results, found, title=title))
             if found is not None:
-                from xferscope.verdict import RULE_REPEATED
+                from xferscope.verdict import rule_text
 
-                typer.echo(RULE_REPEATED)
+                typer.echo(rule_text(found[0].margin if found else MARGIN, repeated=True))
         for line in skipped_lines(results):
             typer.echo(line)
     except OSError:  # closed terminal: the files are written already

@@ -145,7 +145,10 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
         paths=[parse_path(p) for p in given["paths"].split(",") if p.strip()] if given.get("paths") else None,
         block_sizes=_sizes(given["bs"]) if given.get("bs") else None,
         gpu_sets=[gpu_list(g) for g in given["gpu"]] if given.get("gpu") else None,
-        **{k: given.get(k) for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "storage")},
+        **{
+            k: given.get(k)
+            for k in ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "margin", "storage")
+        },
     )
     if given.get("gpu") or any(p != "host" for p in plan.paths):
         from xferscope.gpus import check_gpu_indices, gpu_count
@@ -156,6 +159,14 @@ def make_plan(profile_name: str | None = None, profile=None, **given):
     return plan
 
 
+PlanMarginOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--margin",
+        help="the verdict's margin m (default 0.05): a point is on the plateau unless paired rounds put it "
+        "below 1 - the larger of m and 0.15/(rounds - 1) of the plateau's point",
+    ),
+]
 SampleIntervalOpt = Annotated[float | None, typer.Option("--interval", help="sample interval in seconds")]
 PlanSeedOpt = Annotated[int | None, typer.Option("--seed", help="seed for offsets and the data pattern")]
 PlanSplitOpt = Annotated[
@@ -180,6 +191,7 @@ class PlanOptions:
     min_rounds: MinRoundsOpt = None
     max_rounds: MaxRoundsOpt = None
     max_points: MaxPointsOpt = None
+    margin: PlanMarginOpt = None
     duration: PointSecondsOpt = None
     size: SizeOpt = None
     file: FileOpt = None
@@ -211,7 +223,7 @@ def saturate_command(
     dry_run: DryRunOpt = False,
     mpi: MpiOpt = False,
 ) -> None:
-    """Find each path's knee (the least concurrency within 5% of its plateau) per block size, adaptively, and
+    """Find each path's knee (the least concurrency the verdict rule cannot tell from its plateau) per block size, adaptively, and
     say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)

@@ -258,6 +258,7 @@ SATURATE_FIELDS: dict[str, Converter] = {
     "min_rounds": to_positive,
     "max_rounds": to_positive,
     "max_points": to_positive,
+    "margin": to_float,
     "storage": to_str,
 }
 SATURATE_ALIASES = {

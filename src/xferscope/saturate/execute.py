@@ -276,6 +276,7 @@ class Saturation:
             max_qd=plan.max_qd_of(series.path),
             min_rounds=plan.min_rounds,
             max_rounds=plan.max_rounds,
+            margin=plan.margin,
             max_points=plan.points_budget(series.path),
             listener=relay,
         )

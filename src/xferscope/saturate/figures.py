@@ -147,7 +147,7 @@ def figures_of(found: SearchResult, writes: bool) -> Figures | None:
         plateau=found.plateau,
         ranks=ranks,
         concurrency=concurrency,
-        plateau_gib_s=plateau.median,
+        plateau_gib_s=found.plateau_value if found.plateau_value is not None else plateau.median,
         plateau_min_gib_s=plateau.low,
         plateau_max_gib_s=plateau.high,
         plateau_iops=_median(m.result.iops for m in plateau.measurements) or 0.0,

@@ -13,6 +13,7 @@ from xferscope.errors import SpecError
 from xferscope.saturate.search import MAX_POINTS, MAX_ROUNDS, MIN_ROUNDS
 from xferscope.spec import PATHS, SPLIT_PATHS, RunSpec
 from xferscope.units import format_size
+from xferscope.verdict import MARGIN, check_margin
 
 #: paths with a queue depth of their own (host: io_uring; cufile-batch: the batch size)
 QUEUE_PATHS = frozenset({"host", "cufile-batch"})
@@ -74,6 +75,7 @@ class SaturatePlan:
     min_rounds: int = MIN_ROUNDS
     max_rounds: int = MAX_ROUNDS
     max_points: int = MAX_POINTS
+    margin: float = MARGIN  # the verdict rule's m
     storage: str = STORAGE_AUTO  # auto: search host too where it is not among the paths; none; or a results file
 
     def validate(self) -> SaturatePlan:
@@ -102,6 +104,10 @@ class SaturatePlan:
             raise SpecError("rounds", f"at most 50 rounds per comparison, got {self.max_rounds}")
         if self.max_points < 2:
             raise SpecError("max-points", f"must be 2 or more, got {self.max_points}")
+        try:
+            check_margin(self.margin)
+        except ValueError as exc:
+            raise SpecError("margin", str(exc).removeprefix("--margin ")) from None
         if not self.gpu_sets or any(not s for s in self.gpu_sets):
             raise SpecError("gpu", "every GPU set needs at least one GPU")
         for series in self.series():  # every point's spec is valid before anything runs
@@ -179,6 +185,7 @@ class SaturatePlan:
             min_rounds=self.min_rounds,
             max_rounds=self.max_rounds,
             max_points=self.max_points,
+            margin=self.margin,
             storage=self.storage,
             duration=self.base.duration,
             file_size=self.base.file_size,
@@ -198,6 +205,7 @@ class SaturatePlan:
             min_rounds=rec.min_rounds if rec.min_rounds is not None else MIN_ROUNDS,
             max_rounds=rec.max_rounds if rec.max_rounds is not None else MAX_ROUNDS,
             max_points=rec.max_points if rec.max_points is not None else MAX_POINTS,
+            margin=rec.margin if rec.margin is not None else MARGIN,
             storage=rec.storage or STORAGE_AUTO,
         )
 
@@ -211,6 +219,7 @@ PLAN_DEFAULTS = {
     "min_rounds": MIN_ROUNDS,
     "max_rounds": MAX_ROUNDS,
     "max_points": MAX_POINTS,
+    "margin": MARGIN,
     "storage": STORAGE_AUTO,
 }
 
@@ -273,6 +282,7 @@ def plan_from(
         min_rounds=values["min_rounds"],
         max_rounds=values["max_rounds"],
         max_points=values["max_points"],
+        margin=values["margin"],
         storage=storage,
     ).validate()
 
@@ -296,6 +306,7 @@ def profile_of(plan: SaturatePlan, name: str, description: str = ""):
         "min_rounds": plan.min_rounds,
         "max_rounds": plan.max_rounds,
         "max_points": plan.max_points,
+        "margin": plan.margin,
         "storage": plan.storage,
     }
     if plan.gpu_sets != [[0]]:

@@ -21,7 +21,16 @@ from xferscope.saturate.ceilings import CEILING_RULE, Bottleneck, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
 from xferscope.saturate.figures import Measurement
 from xferscope.saturate.plan import SaturatePlan, Series
-from xferscope.saturate.search import SEARCH_RULE, Comparison, Point, SearchResult, Shape, knee_of
+from xferscope.saturate.search import (
+    SEARCH_RULE,
+    Comparison,
+    Point,
+    SearchResult,
+    Shape,
+    flat_of,
+    knee_of,
+    plateau_of,
+)
 
 SCHEMA = records.SATURATION_SCHEMA
 
@@ -49,10 +58,10 @@ POINT_COLUMNS = [
 ]
 
 
-def verdict_rule() -> str:
-    from xferscope.verdict import RULE
+def verdict_rule(margin: float | None = None) -> str:
+    from xferscope.verdict import MARGIN, rule_text
 
-    return RULE
+    return rule_text(MARGIN if margin is None else margin)
 
 
 def _shape(shape: Shape) -> records.Shape:
@@ -109,6 +118,7 @@ def series_record(o: SeriesOutcome, index_of: dict[int, int]) -> records.Saturat
         unsaturated=list(found.unsaturated),
         knee=_shape(found.knee) if found.knee else None,
         plateau=_shape(found.plateau) if found.plateau else None,
+        flat=found.flat.text("GiB/s") if found.flat else None,
         figures=o.figures.to_dict() if o.figures else None,
         evidence=dataclasses.asdict(o.evidence) if o.evidence else None,
         bottleneck=_bottleneck(o.bottleneck) if o.bottleneck else None,
@@ -149,7 +159,7 @@ def saturation_to_record(outcome: SaturationOutcome) -> records.Saturation:
     return records.Saturation(
         schema_version=records.SCHEMA_VERSION,
         plan=outcome.plan.to_record(),
-        rules={"search": SEARCH_RULE, "verdict": verdict_rule(), "ceilings": CEILING_RULE},
+        rules={"search": SEARCH_RULE, "verdict": verdict_rule(outcome.plan.margin), "ceilings": CEILING_RULE},
         stopped=outcome.stopped,
         storage_source=outcome.storage_source,
         storage={str(bs): list(v) for bs, v in (outcome.storage or {}).items()} or None,
@@ -242,10 +252,11 @@ def _verdict(c: records.PointComparison):
 
     low = c.interval_low if c.interval_low is not None else c.ratio_min  # files before the interval: the range
     high = c.interval_high if c.interval_high is not None else c.ratio_max
-    return Verdict(c.verdict, c.ratio, low, high, c.rounds, c.interval_coverage, c.ratio_min, c.ratio_max)
+    margin = {"equivalence": float(c.equivalence)} if c.equivalence is not None else {}
+    return Verdict(c.verdict, c.ratio, low, high, c.rounds, c.interval_coverage, c.ratio_min, c.ratio_max, **margin)
 
 
-def _search(s: records.SaturationSeries, runs: list[Measurement]) -> SearchResult:
+def _search(s: records.SaturationSeries, runs: list[Measurement], margin: float) -> SearchResult:
     points = [Point(Shape(p.workers, p.iodepth), p.stage or "", [runs[i] for i in p.results]) for p in s.points]
     comparisons = [
         Comparison(
@@ -253,8 +264,18 @@ def _search(s: records.SaturationSeries, runs: list[Measurement]) -> SearchResul
         )
         for c in s.comparisons
     ]
-    knee, plateau = knee_of(points)
-    return SearchResult(points, comparisons, knee, plateau, list(s.unsaturated), s.stopped)
+    knee, plateau = knee_of(points, comparisons, margin)
+    level = plateau_of(points, margin)
+    return SearchResult(
+        points,
+        comparisons,
+        knee,
+        plateau,
+        list(s.unsaturated),
+        s.stopped,
+        plateau_value=level.value if level else None,
+        flat=flat_of(points, knee, margin),
+    )
 
 
 def saturation_from_record(rec: records.Saturation, where: str = "<json>") -> SaturationOutcome:
@@ -270,7 +291,8 @@ def saturation_from_record(rec: records.Saturation, where: str = "<json>") -> Sa
         )
         for s in rec.series:
             series = Series(s.path, s.block_size, tuple(s.gpus or [0]), s.role)
-            done = SeriesOutcome(series, _search(s, runs), int(s.grid_points or 0), s.limit or "", error=s.error)
+            found = _search(s, runs, outcome.plan.margin)
+            done = SeriesOutcome(series, found, int(s.grid_points or 0), s.limit or "", error=s.error)
             if s.own_ceiling is not None and s.own_ceiling.result is not None:
                 done.own_ceiling = runs[s.own_ceiling.result]
             done.own_ceiling_note = s.own_ceiling.note if s.own_ceiling else None

@@ -38,9 +38,11 @@ def series_lines(o: SeriesOutcome) -> list[str]:
         f"CPU-s/GiB {_f(fig.cpu_s_per_gib, '{:.3f}')}"
     )
     lines.append(
-        f"  plateau {gib(fig.plateau_gib_s)} (runs {fig.plateau_min_gib_s:.2f}-{fig.plateau_max_gib_s:.2f}), "
-        f"{fig.plateau_iops:,.0f} IOPS at {fig.plateau.label}"
+        f"  plateau {gib(fig.plateau_gib_s)} (the median of the points on it; at {fig.plateau.label}, runs "
+        f"{fig.plateau_min_gib_s:.2f}-{fig.plateau_max_gib_s:.2f}, {fig.plateau_iops:,.0f} IOPS)"
     )
+    if found.flat is not None:
+        lines.append(f"  {found.flat.text('GiB/s')}")
     if fig.little_ratio is not None:
         lines.append(
             f"  Little's law: {fig.concurrency} in flight, IOPS x latency {fig.little_in_flight:.1f} "
@@ -104,7 +106,7 @@ def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -
     echo(SEARCH_RULE)
     from xferscope.saturate.record import verdict_rule
 
-    echo(f"told apart by: {verdict_rule()}")
+    echo(f"told apart by: {verdict_rule(outcome.plan.margin)}")
     echo(f"ceilings: {CEILING_RULE}")
 
 

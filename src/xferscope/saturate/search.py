@@ -1,7 +1,7 @@
 """The knee search: how much concurrency a path needs at one block size to reach its plateau.
 
     search = KneeSearch(measure, max_workers=16, max_qd=64)
-    found = search.run()          # found.knee, found.plateau, found.points, found.comparisons
+    found = search.run()          # found.knee, found.plateau, found.flat, found.points, found.comparisons
 
 ``measure(shape)`` runs the path once at ``shape`` (workers, queue depth) and
 returns something with a ``throughput`` (any unit, higher is better). The search
@@ -9,47 +9,55 @@ never invents a figure: every number it reasons about was measured.
 
 How it walks, by concurrency (I/Os in flight: workers x queue depth):
 
-1. The shapes it climbs: one worker's queue filled first (host io_uring, cufile-batch: a queue keeps more in
-   flight for less CPU), then more workers at the deepest queue; paths without a queue of their own climb the
-   workers. The concurrency doubles: 1, 2, 4, ... up to the limit (``max_workers`` x ``max_qd``).
-2. Each new point is measured in interleaved rounds with the point before it (the order rotates every round)
-   until the comparison rule of ``xferscope.verdict`` tells the two apart, or ``max_rounds`` rounds are done.
-   A step gains when the median of its paired ratios is 5% or more (where the rule told the two apart, that is
-   its verdict; where it could not, the median decides). Doubling stops at the first step that does not gain.
-3. The limit is then compared with the last point that gained: a curve that rises slowly (under 5% a
-   doubling) or again at high concurrency gains there, and the plateau is taken to lie between the two.
-4. Bisection between the last point below the plateau and the first on it (geometric midpoints over wide
-   ranges) brings the two to within one eighth of the upper concurrency, or to neighbouring shapes: a midpoint
-   is below the plateau when the point above it gains 5% over it.
-5. Where the knee has several workers at the deepest queue, the same bisection finds the least queue depth on
-   that many workers that stays on the plateau.
+1. **Climb.** The ladders it climbs, doubling the concurrency: workers at queue depth 1, and, for paths with a
+   queue of their own (host io_uring, cufile-batch), one worker's queue filled first, then more workers at the
+   deepest queue. Each new point is measured in interleaved rounds with the point before it (the order rotated
+   every round) until the rule of ``xferscope.verdict`` settles, or the round cap. A step gains when the
+   median of its paired ratios is 5% or more and the rule does not call it slower. A ladder stops after two
+   steps in a row that do not gain (one noisy step does not end it), then its limit is checked against the
+   last point that gained (a curve that rises slowly, or again at high concurrency, gains there).
+2. **Plateau.** The best median of a flat curve is luck (the winner's curse), so the plateau is not the best
+   point: it is the median of the medians of every point that the rule for unpaired figures cannot tell from
+   the best, and its point is the one of those whose median lies nearest it.
+3. **Knee.** The smallest concurrency that the verdict rule, in paired rounds against the plateau's point as
+   ``compare`` runs them, does not call slower. The candidates are tried from the least concurrency up, then
+   bisection between the last point called slower and the first not brings the two within one eighth of the
+   upper concurrency; where the knee has several workers at the deepest queue, the same bisection finds the
+   least queue depth on that many workers.
+4. **Flat.** Every point from the knee on that the unpaired rule cannot tell from the plateau gives the range
+   the answer states: "flat from 32 in flight: any concurrency from there gives 2.2-2.4 GiB/s". A curve whose
+   knee is its first point is flat from the start.
 
-The knee is the smallest concurrency (workers x queue depth; fewer workers on a
-tie) whose median throughput is within 5% of the plateau, the best median of any
-point measured. At most ``max_points`` distinct points are measured per search.
+At most ``max_points`` distinct points are measured per search.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from xferscope.verdict import SLOWER, Verdict, paired_verdict
+from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict, repeated_verdict
 
 GAIN = 1.05  # a step that gains less (or cannot be told apart from its neighbour) is flat
-PLATEAU_SHARE = 0.95  # the knee: the smallest concurrency within 5% of the plateau
+PATIENCE = 2  # a ladder stops after this many steps in a row that do not gain
 MIN_ROUNDS = 3
 MAX_ROUNDS = 5
 MAX_POINTS = 24
+#: the stages of the search, as points and comparisons name them
+DOUBLING, LIMIT, PLATEAU, BISECTION, QUEUE = "doubling", "limit", "plateau", "bisection", "queue depth at the knee"
+#: the stages whose comparisons set a candidate against the plateau's point (baseline: the plateau)
+AGAINST_PLATEAU = (PLATEAU, BISECTION, QUEUE)
 
 #: one line for every output that shows a knee: how it was found
 SEARCH_RULE = (
-    f"knee: the smallest concurrency within {100 - 100 * PLATEAU_SHARE:.0f}% of the plateau (the best "
-    f"median); concurrency (one worker's queue, then workers) doubled until a step gains under "
-    f"{100 * GAIN - 100:.0f}% (median of paired ratios), the limit checked, then bisected"
+    "knee: the smallest concurrency the verdict rule, in paired rounds against the plateau's point, does not "
+    "call slower; plateau: the median of the points the rule cannot tell from the best; climbed by doubling "
+    "(workers at qd 1, one worker's queue, then workers at the deepest queue) until two steps in a row gain "
+    f"under {100 * GAIN - 100:.0f}%, the limit checked, then bisected"
 )
 
 
@@ -134,6 +142,35 @@ class Comparison:
         return self.verdict.word != SLOWER and self.verdict.ratio >= GAIN
 
 
+@dataclass(frozen=True)
+class Plateau:
+    """Where the curve stops rising: its figure (the median of the points' medians that the rule cannot tell
+    from the best), the point nearest that figure, and the points on it."""
+
+    value: float
+    shape: Shape
+    shapes: tuple[Shape, ...]
+
+
+@dataclass(frozen=True)
+class Flat:
+    """From the knee on: the points on the plateau, and the range of their medians."""
+
+    start: Shape  # the knee
+    until: Shape  # the most concurrency measured on the plateau
+    low: float
+    high: float
+    from_first: bool  # the knee is the least concurrency measured: no concurrency gains
+
+    def text(self, unit: str = "", digits: int = 2) -> str:
+        """'flat from 32 in flight: any concurrency from there to 1024 gives 2.20-2.40 GiB/s'."""
+        span = f" to {self.until.concurrency}" if self.until.concurrency > self.start.concurrency else ""
+        gives = f"{self.low:.{digits}f}-{self.high:.{digits}f}" + (f" {unit}" if unit else "")
+        if self.from_first:
+            return f"flat: no concurrency gains; any from {self.start.concurrency} in flight{span} gives {gives}"
+        return f"flat from {self.start.concurrency} in flight: any concurrency from there{span} gives {gives}"
+
+
 @dataclass
 class SearchResult:
     points: list[Point]
@@ -144,6 +181,10 @@ class SearchResult:
     unsaturated: list[str] = field(default_factory=list)
     #: why the search ended early ("interrupted", "point budget of 24 reached", "failed: ..."); None: it finished
     stopped: str | None = None
+    #: the plateau's figure (the median of its points' medians; None: nothing measured)
+    plateau_value: float | None = None
+    #: from the knee on, the points on the plateau and their range
+    flat: Flat | None = None
 
     @property
     def measurements(self) -> int:
@@ -153,16 +194,59 @@ class SearchResult:
         return next((p for p in self.points if p.shape == shape), None)
 
 
-def knee_of(points: list[Point]) -> tuple[Shape | None, Shape | None]:
-    """(knee, plateau): the plateau is the point with the best median; the knee the smallest concurrency whose
-    median is within 5% of it."""
+def _not_slower(verdict: Verdict) -> bool:
+    return verdict.word != SLOWER
+
+
+def plateau_of(points: list[Point], margin: float = MARGIN) -> Plateau | None:
+    """The plateau of the points measured. The best median is one point's luck, so its figure is the median of
+    the medians of the points that the unpaired rule (``repeated_verdict``) cannot tell from the best, and its
+    point the one of those nearest that figure; the points the rule cannot tell from that point are on it."""
     measured = [p for p in points if p.measurements and math.isfinite(p.median)]
     if not measured:
-        return None, None
+        return None
     best = max(measured, key=lambda p: (p.median, [-x for x in sort_key(p.shape)]))
-    near = [p for p in measured if p.median >= PLATEAU_SHARE * best.median]
-    knee = min(near, key=lambda p: sort_key(p.shape))
-    return knee.shape, best.shape
+    near = [p for p in measured if p is best or _not_slower(repeated_verdict(best.values, p.values, margin))]
+    value = statistics.median(p.median for p in near)
+    centre = min(near, key=lambda p: (abs(p.median - value), sort_key(p.shape)))
+    on = [p for p in measured if p in near or _not_slower(repeated_verdict(centre.values, p.values, margin))]
+    return Plateau(value, centre.shape, tuple(sorted((p.shape for p in on), key=sort_key)))
+
+
+def knee_of(
+    points: list[Point], comparisons: Sequence[Comparison] = (), margin: float = MARGIN
+) -> tuple[Shape | None, Shape | None]:
+    """(knee, plateau's point). Where candidates were set against the plateau's point in paired rounds (the
+    search does so), the knee is the least concurrency among that point and the candidates the rule did not call
+    slower; without such rounds (a search stopped before them), the least concurrency on the plateau
+    (``plateau_of``)."""
+    judged = [c for c in comparisons if c.stage in AGAINST_PLATEAU]
+    if judged:
+        ref = collections.Counter(c.baseline for c in judged).most_common(1)[0][0]
+        called_slower = {c.other for c in judged if not _not_slower(c.verdict)}
+        held = {c.other for c in judged if _not_slower(c.verdict)}
+        return min((held | {ref}) - called_slower or {ref}, key=sort_key), ref
+    plateau = plateau_of(points, margin)
+    if plateau is None:
+        return None, None
+    return plateau.shapes[0], plateau.shape
+
+
+def flat_of(points: list[Point], knee: Shape | None, margin: float = MARGIN) -> Flat | None:
+    """From the knee on: the points on the plateau, and the range of their medians."""
+    plateau = plateau_of(points, margin)
+    if plateau is None or knee is None:
+        return None
+    by_shape = {p.shape: p for p in points if p.measurements}
+    on = [by_shape[s] for s in plateau.shapes if sort_key(s) >= sort_key(knee) and s in by_shape]
+    if knee in by_shape and by_shape[knee] not in on:
+        on.insert(0, by_shape[knee])
+    if not on:
+        return None
+    medians = [p.median for p in on]
+    until = max((p.shape for p in on), key=sort_key)
+    first = min(by_shape, key=sort_key)
+    return Flat(knee, until, min(medians), max(medians), from_first=knee == first)
 
 
 def doubling(start: int, limit: int) -> list[int]:
@@ -175,10 +259,26 @@ def doubling(start: int, limit: int) -> list[int]:
 
 
 def ladder(max_workers: int, max_qd: int) -> list[Shape]:
-    """The shapes the walk climbs, by concurrency: one worker's queue filled first (a queue keeps more in flight
-    for less CPU), then more workers at the deepest queue: (1, 1) .. (1, max_qd), (2, max_qd) .. (max_workers,
-    max_qd). Without a queue, the workers 1 .. max_workers."""
+    """One worker's queue filled first (a queue keeps more in flight for less CPU), then more workers at the
+    deepest queue: (1, 1) .. (1, max_qd), (2, max_qd) .. (max_workers, max_qd). Without a queue, the workers
+    1 .. max_workers."""
     return [Shape(1, q) for q in range(1, max_qd + 1)] + [Shape(w, max_qd) for w in range(2, max_workers + 1)]
+
+
+def workers_ladder(max_workers: int) -> list[Shape]:
+    """The workers at queue depth 1: (1, 1) .. (max_workers, 1)."""
+    return [Shape(w, 1) for w in range(1, max_workers + 1)]
+
+
+def ladders(max_workers: int, max_qd: int) -> list[tuple[list[Shape], list[str]]]:
+    """The ladders the search climbs, each with the axis its last step grows: for a path with a queue, its queue then
+    workers at the deepest queue, and workers at queue depth 1; without one, the workers."""
+    if max_qd == 1:
+        return [(workers_ladder(max_workers), ["workers"])]
+    out = [(ladder(max_workers, max_qd), ["workers"] if max_workers > 1 else ["iodepth"])]
+    if max_workers > 1:
+        out.append((workers_ladder(max_workers), ["workers"]))
+    return out
 
 
 def midpoint(lo: int, hi: int) -> int:
@@ -207,7 +307,8 @@ class BudgetReached(Exception):
 
 class KneeSearch:
     """One adaptive search at one block size. ``listener(event)`` gets ``Point`` after every measurement and
-    ``Comparison`` after every finished comparison (from the thread that runs the search; it must not block)."""
+    ``Comparison`` after every finished comparison (from the thread that runs the search; it must not block).
+    ``margin``: the verdict rule's m."""
 
     def __init__(
         self,
@@ -218,6 +319,7 @@ class KneeSearch:
         min_rounds: int = MIN_ROUNDS,
         max_rounds: int = MAX_ROUNDS,
         max_points: int = MAX_POINTS,
+        margin: float = MARGIN,
         listener: Callable[[Any], None] | None = None,
     ):
         if max_workers < 1 or max_qd < 1:
@@ -232,21 +334,22 @@ class KneeSearch:
         self.min_rounds = min_rounds
         self.max_rounds = max_rounds
         self.max_points = max_points
+        self.margin = margin
         self.listener = listener or (lambda event: None)
         self.points: dict[Shape, Point] = {}
         self.comparisons: list[Comparison] = []
         self.unsaturated: list[str] = []
+        self._ladders = ladders(max_workers, max_qd)
 
     # ------------------------------------------------------------ the walk
     def run(self) -> SearchResult:
         stopped = None
         try:
-            shapes = ladder(self.max_workers, self.max_qd)
-            knee = self._walk(shapes)
-            if knee == shapes[-1] and len(shapes) > 1:  # the knee at the limit: the plateau may lie beyond
-                self.unsaturated = ["iodepth", "workers"] if self.max_qd > 1 else ["workers"]
-            if self.max_qd > 1 and knee.workers > 1:
-                self._queue_at(knee)
+            for shapes, axes in self._ladders:
+                top = self._climb(shapes)
+                if top == len(shapes) - 1 and len(shapes) > 1:  # still gaining at the limit: the plateau may lie beyond
+                    self.unsaturated += [axis for axis in axes if axis not in self.unsaturated]
+            self._knee()
         except StopSearch as exc:
             stopped = exc.reason
         except BudgetReached:
@@ -255,58 +358,108 @@ class KneeSearch:
 
     def result(self, stopped: str | None = None) -> SearchResult:
         points = sorted(self.points.values(), key=lambda p: sort_key(p.shape))
-        knee, plateau = knee_of(points)
+        knee, plateau = knee_of(points, self.comparisons, self.margin)
         limits = {"workers": self.max_workers, "iodepth": self.max_qd}
         # an axis still gaining at its limit matters where the answer sits at that limit
         unsaturated = [
             axis for axis in self.unsaturated if plateau is not None and getattr(plateau, axis) == limits[axis]
         ]
-        return SearchResult(points, list(self.comparisons), knee, plateau, unsaturated, stopped)
+        level = plateau_of(points, self.margin)
+        return SearchResult(
+            points,
+            list(self.comparisons),
+            knee,
+            plateau,
+            unsaturated,
+            stopped,
+            plateau_value=level.value if level else None,
+            flat=flat_of(points, knee, self.margin),
+        )
 
-    def _walk(self, shapes: list[Shape]) -> Shape:
-        """Along ``shapes`` (ascending concurrency): double the concurrency until a step is flat; check the last
-        shape (a curve that rises slowly, or again at high concurrency, gains there); bisect between the last
-        shape below the plateau and the first on it. Returns the knee along the way."""
+    def _climb(self, shapes: list[Shape]) -> int:
+        """Along ``shapes`` (ascending concurrency): double the concurrency until ``PATIENCE`` steps in a row do
+        not gain, then check the last shape against the last that gained (a curve that rises slowly, or again at
+        high concurrency, gains there). Returns the index of the last shape that gained (0: none did)."""
         c = [s.concurrency for s in shapes]
         last = len(shapes) - 1
-        below: int | None = None
-        at = 0
-        flat: int | None = None
+        gained = at = misses = 0
         while at < last:
-            step = min(next((j for j in range(at + 1, last + 1) if c[j] >= 2 * c[at]), last), last)
-            if not self._compare(shapes[at], shapes[step], "doubling").gain:
-                flat = step
+            step = next((j for j in range(at + 1, last + 1) if c[j] >= 2 * c[at]), last)
+            if self._compare(shapes[at], shapes[step], DOUBLING).gain:
+                gained, misses = step, 0
+            else:
+                misses += 1
+            at = step
+            if misses >= PATIENCE:
                 break
-            below, at = at, step
-        if flat is not None and flat != last and self._compare(shapes[at], shapes[last], "limit").gain:
-            below, at = at, last  # the plateau lies further out: the knee is between the two
-        if below is None:
-            return shapes[at]
-        return self._bisect(shapes, below, at, "bisection")
+        if at != last and self._compare(shapes[gained], shapes[last], LIMIT).gain:
+            gained = last
+        return gained
 
-    def _queue_at(self, knee: Shape) -> Shape:
-        """With several workers the walk reaches the knee at the deepest queue; the least depth on that many
-        workers that stays on the plateau, by the same bisection."""
-        shallow = Shape(knee.workers, 1)
-        if not self._compare(shallow, knee, "queue depth at the knee").gain:
-            return shallow
-        return self._walk_between([Shape(knee.workers, q) for q in range(1, knee.iodepth + 1)])
+    def _knee(self) -> None:
+        """The least concurrency the paired rule does not call slower than the plateau's point: the points on
+        the plateau tried from the least concurrency up, then bisection below the first that holds, then the
+        least queue depth on its workers."""
+        plateau = plateau_of(list(self.points.values()), self.margin)
+        if plateau is None:
+            return
+        ref = plateau.shape
+        knee = ref
+        for shape in plateau.shapes:
+            if sort_key(shape) >= sort_key(ref):
+                break
+            if self._holds(ref, shape, PLATEAU):
+                knee = shape
+                break
+        knee = self._bisect_below(ref, knee)
+        if self.max_qd > 1 and knee.workers > 1 and knee.iodepth > 1:
+            self._queue_at(ref, knee)
 
-    def _walk_between(self, shapes: list[Shape]) -> Shape:
-        """Bisection alone, from ``shapes[0]`` (below the plateau) to ``shapes[-1]`` (on it)."""
-        return self._bisect(shapes, 0, len(shapes) - 1, "queue depth at the knee")
+    def _holds(self, ref: Shape, shape: Shape, stage: str) -> bool:
+        """``shape`` is on the plateau: the paired rule does not call it slower than ``ref``."""
+        return shape == ref or _not_slower(self._compare(ref, shape, stage).verdict)
 
-    def _bisect(self, shapes: list[Shape], lo: int, hi: int, stage: str) -> Shape:
-        """Between ``shapes[lo]`` (below the plateau) and ``shapes[hi]`` (on it): halve the concurrency's gap
-        while it is wider than the resolution; the first shape on the plateau."""
+    def _bisect_below(self, ref: Shape, knee: Shape) -> Shape:
+        """Between the knee and the most concurrency below it on its ladder that is off the plateau: halve the
+        gap while it is wider than the resolution; the least shape that holds."""
+        for shapes, _ in self._ladders:
+            if knee not in shapes:
+                continue
+            hi = shapes.index(knee)
+            off = self._off_plateau(ref)
+            lows = [j for j in range(hi) if shapes[j] in off]
+            if not lows:
+                continue
+            return self._bisect(shapes, max(lows), hi, ref, BISECTION)
+        return knee
+
+    def _off_plateau(self, ref: Shape) -> set[Shape]:
+        """The shapes measured that are off the plateau: called slower than ``ref`` in paired rounds, or not on
+        the plateau of the points so far and never set against it."""
+        plateau = plateau_of(list(self.points.values()), self.margin)
+        judged = {c.other: _not_slower(c.verdict) for c in self.comparisons if c.stage in AGAINST_PLATEAU}
+        on = set(plateau.shapes) if plateau else set()
+        return {s for s in self.points if (s in judged and not judged[s]) or (s not in judged and s not in on)}
+
+    def _queue_at(self, ref: Shape, knee: Shape) -> Shape:
+        """With several workers the knee lies at the deepest queue; the least depth on that many workers that
+        holds, by the same bisection."""
+        shapes = [Shape(knee.workers, q) for q in range(1, knee.iodepth + 1)]
+        if self._holds(ref, shapes[0], QUEUE):
+            return shapes[0]
+        return self._bisect(shapes, 0, len(shapes) - 1, ref, QUEUE)
+
+    def _bisect(self, shapes: list[Shape], lo: int, hi: int, ref: Shape, stage: str) -> Shape:
+        """Between ``shapes[lo]`` (off the plateau) and ``shapes[hi]`` (on it): halve the concurrency's gap while
+        it is wider than the resolution; the first shape on the plateau."""
         c = [s.concurrency for s in shapes]
         while hi - lo > 1 and c[hi] - c[lo] > resolution(c[hi]):
             target = midpoint(c[lo], c[hi])
             mid = min(range(lo + 1, hi), key=lambda j: (abs(c[j] - target), j))
-            if self._compare(shapes[mid], shapes[hi], stage).gain:
-                lo = mid
-            else:
+            if self._holds(ref, shapes[mid], stage):
                 hi = mid
+            else:
+                lo = mid
         return shapes[hi]
 
     # ------------------------------------------------------- measurements
@@ -328,7 +481,7 @@ class KneeSearch:
             for shape, values in order:
                 values.append(float(self._measure(shape).throughput))
             if round_no + 1 >= self.min_rounds:
-                verdict = paired_verdict(base_values, other_values)
+                verdict = paired_verdict(base_values, other_values, self.margin)
                 if verdict.settled:
                     break
         comparison = Comparison(baseline, other, verdict, stage)

@@ -25,7 +25,7 @@ from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
 from xferscope.sweep.record import SCHEMA, ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where, ok_repetitions
-from xferscope.verdict import SLOWER, Verdict, repeated_verdict
+from xferscope.verdict import MARGIN, SLOWER, Verdict, repeated_verdict
 
 
 @dataclass
@@ -38,13 +38,14 @@ class Ratio:
     old_latency: float | None = None
     new_values: tuple[float, ...] = ()  # every repetition's figure, this run
     old_values: tuple[float, ...] = ()  # and the earlier file's
+    margin: float = MARGIN  # the verdict rule's margin m (--margin)
 
     @property
     def verdict(self) -> Verdict | None:
         """This run against the earlier one under the repeated-figures rule; None without a match."""
         new = [v for v in self.new_values if v and v > 0 and math.isfinite(v)]
         old = [v for v in self.old_values if v and v > 0 and math.isfinite(v)]
-        return repeated_verdict(old, new) if new and old else None
+        return repeated_verdict(old, new, self.margin) if new and old else None
 
     @property
     def ratio(self) -> float | None:
@@ -144,8 +145,9 @@ class OldResults:
             self.values[key] = _positive([r.throughput_mib_s for r in results])
 
 
-def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
-    """One ratio per measured point (per delay for memory sweeps) of this run, in grid order."""
+def ratios(results: ResultsFile, old: OldResults, margin: float = MARGIN) -> list[Ratio]:
+    """One ratio per measured point (per delay for memory sweeps) of this run, in grid order; ``margin`` is
+    the verdict rule's m."""
     out: list[Ratio] = []
     for rec in results.planned():
         if not rec.ok_count():
@@ -163,6 +165,7 @@ def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
                     before[1],
                     io_values(rec.repetitions),
                     old.values.get(rec.key, ()),
+                    margin,
                 )
             )
             continue
@@ -181,6 +184,7 @@ def ratios(results: ResultsFile, old: OldResults) -> list[Ratio]:
                     before[1],
                     new_values.get(key, ()),
                     old.values.get(key, ()),
+                    margin,
                 )
             )
     return out

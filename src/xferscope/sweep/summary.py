@@ -9,7 +9,7 @@ from xferscope import records
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where
-from xferscope.verdict import RULE_REPEATED
+from xferscope.verdict import MARGIN, rule_text
 
 
 def _f(v: Any, fmt: str = "{:,.1f}") -> str:
@@ -221,5 +221,7 @@ def summary_json(results: ResultsFile, ratios: list[Ratio] | None = None) -> dic
             }
             for r in ratios
         ]
-        out["rule"] = RULE_REPEATED
+        margin = ratios[0].margin if ratios else MARGIN
+        out["rule"] = rule_text(margin, repeated=True)
+        out["margin"] = margin
     return out
