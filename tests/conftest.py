@@ -99,9 +99,12 @@ def cli():
     return xferscope_cli
 
 
-def interrupted_cli(args, watch, settle_s: float) -> tuple[int, str, str]:
-    """xferscope ARGS in a process of its own (no GPU), Ctrl-C ``settle_s`` seconds after something appears in
-    the directory ``watch``: its exit code, stdout and stderr."""
+def interrupted_cli(args, watch, settle_s: float = 0.0, until=None) -> tuple[int, str, str]:
+    """xferscope ARGS in a process of its own (no GPU), Ctrl-C once something appears in the directory ``watch``
+    and then ``until(process)`` holds (a condition on the command's psutil process: work under way), or
+    ``settle_s`` after it; its exit code, stdout and stderr. A command that ends first fails the test."""
+    import psutil
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "xferscope.cli", *args],
         stdout=subprocess.PIPE,
@@ -109,13 +112,56 @@ def interrupted_cli(args, watch, settle_s: float) -> tuple[int, str, str]:
         text=True,
         env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
     )
-    deadline = time.time() + 60
-    while time.time() < deadline and not any(watch.iterdir()):
+    deadline = time.time() + 120
+    while time.time() < deadline and not any(watch.iterdir()) and proc.poll() is None:
         time.sleep(0.05)
-    time.sleep(settle_s)
+    if until is not None:
+        me = psutil.Process(proc.pid)
+        while time.time() < deadline and proc.poll() is None and not until(me):
+            time.sleep(0.05)
+    else:
+        time.sleep(settle_s)
+    assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     return proc.returncode, out, err
+
+
+#: the workloads' child processes, as their command lines name them
+TRAIN_PROCESS = "xferscope.workloads.train_process:serve"
+TRANSFER_PROCESS = "xferscope.workloads.transfer_process:serve"
+
+
+def children_running(target: str, count: int = 1):
+    """A condition for ``interrupted_cli``: true once ``count`` distinct processes of the command have been seen
+    running ``target`` (a ``module:function`` of the child-process framework)."""
+    import psutil
+
+    pids: set[int] = set()
+
+    def check(process) -> bool:
+        for child in process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if target in " ".join(child.cmdline()):
+                    pids.add(child.pid)
+        return len(pids) >= count
+
+    return check
+
+
+def child_has_read(target: str, nbytes: int):
+    """A condition for ``interrupted_cli``: true once a process of the command running ``target`` has read
+    ``nbytes`` from storage (its I/O counters)."""
+    import psutil
+
+    def check(process) -> bool:
+        for child in process.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if target in " ".join(child.cmdline()) and child.io_counters().read_bytes >= nbytes:
+                    return True
+        return False
+
+    return check
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import re
 
 import pytest
 from textual.app import App
-from tui_helpers import Messages, make_app, screen_text, toast_text, wait_for
+from tui_helpers import Messages, make_app, screen_text, toast_text, until_shown, wait_for
 
 from xferscope import target as targets
 from xferscope.app.app import ConsoleOptions, Machine, XferscopeApp
@@ -35,7 +35,7 @@ async def test_export_that_cannot_be_written_says_why_and_the_session_goes_on(di
         monkeypatch.delenv(TEST_ERROR_ENV)
         await pilot.press("e")  # room again: the same session exports
         await wait_for(pilot, lambda: msgs.of(SnapshotExported))
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: "CSV snapshot written" in toast_text(screen_text(app)))
         written = toast_text(screen_text(app))
     flat = re.sub(r"\s", "", refused)  # the toast wraps wherever it likes
     assert re.search(r"couldnotwrite\S*/xferscope-[-0-9]+-series\.csv:nospaceleftondevice", flat), refused
@@ -49,8 +49,7 @@ async def test_setup_says_no_gpu_once(no_gpu, monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     app = XferscopeApp(console_options(duration=1.0))
     async with app.run_test() as pilot:
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(pilot, "no GPU (NVML")
         line = str(app.setup_screen.query_one("#gpu").render())
     # NVML is asked in a process of its own, where the fixture's XFERSCOPE_NO_GPU hides the GPUs
     assert line.startswith("no GPU (NVML") and line.count("no GPU") == 1, line
@@ -68,7 +67,7 @@ async def test_setup_lists_paths_in_the_order_they_run(direct_dir):
     form = FormValues(paths=["bounce", "host"], duration="1", size="16M", typed_path=str(direct_dir))
     app = XferscopeApp(ConsoleOptions(form, Machine([], "", every_path), export_to=str(direct_dir)))
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.3)
+        await until_shown(pilot, "Transfer paths", *PATHS)
         listed = list(
             re.findall(
                 r"\b(" + "|".join(map(re.escape, sorted(PATHS, key=len, reverse=True))) + r")\b",
@@ -78,7 +77,7 @@ async def test_setup_lists_paths_in_the_order_they_run(direct_dir):
         form_widget = app.setup_screen.form
         first = form_widget.values().paths
         form_widget.query_one("#paths").select("cufile")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "cufile" in form_widget.values().paths)
         then = form_widget.values().paths
     order = list(dict.fromkeys(listed))
     assert order[:2] == ["bounce", "host"] and set(order) == set(PATHS), listed
@@ -98,11 +97,11 @@ async def test_gpu_panel_does_not_call_nvml_missing_while_a_run_prepares():
         panel = app.query_one(GpuPanel)
         record = RunRecord(run_id=1, spec=RunSpec(path="bounce"), state="preparing")
         panel.show(record)
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "preparing" in str(panel.render()))
         preparing = str(panel.render())
         record.state = "finished"
         panel.show(record)
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "preparing" not in str(panel.render()))
         finished = str(panel.render())
     assert "NVML not available" not in preparing and "preparing" in preparing
     assert "NVML not available" in finished  # the run ended with no GPU figure at all

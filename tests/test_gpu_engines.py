@@ -52,10 +52,22 @@ def spec_for(path: str, directory, **kw) -> RunSpec:
     return RunSpec(**base)
 
 
-def gpu_free_bytes(gpu: int = 0) -> int:
-    from xferscope.engines import gpu_setup
+def gpu_used_here(gpu: int = 0, pid: int | None = None) -> int:
+    """GPU memory this process (or ``pid``) holds on ``gpu``, as NVML counts it per process: other test workers'
+    contexts on the same GPU do not count. Where NVML gives no per-process figure, the device's used memory."""
+    import pynvml
 
-    return gpu_setup.memory_info(gpu)[0]
+    pynvml.nvmlInit()
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(gpu)
+        who = os.getpid() if pid is None else pid
+        mine = [p for p in pynvml.nvmlDeviceGetComputeRunningProcesses(handle) if p.pid == who]
+        if all(p.usedGpuMemory is not None for p in mine):
+            return sum(p.usedGpuMemory for p in mine)
+        info = pynvml.nvmlDeviceGetMemoryInfo(handle)
+        return int(info.total - info.free)
+    finally:
+        pynvml.nvmlShutdown()
 
 
 @pytest.fixture
@@ -299,12 +311,12 @@ def test_gpu_memory_returns_after_run_and_stop(path, direct_dir, held_context):
         total_bytes=None,
         duration=30.0,
     )
-    before = gpu_free_bytes()
+    before = gpu_used_here()
     run = LocalRun(spec)  # in this process: its GPU resources are counted here
     run.prepare()
     held_context.context(0)
-    during = gpu_free_bytes()
-    assert before - during >= 4 * 16 * MIB, "the engine's buffers show up as used GPU memory"
+    during = gpu_used_here()
+    assert during - before >= 4 * 16 * MIB, "the engine's buffers show up as used GPU memory"
     run.start()
     threading.Timer(0.3, run.stop).start()  # what Ctrl-C does in `run`: stop, keep what was measured
     run.join()
@@ -312,7 +324,7 @@ def test_gpu_memory_returns_after_run_and_stop(path, direct_dir, held_context):
     assert run.finish().status == "interrupted"
     assert run.engine.resources.live == 0
     held_context.context(0)
-    assert gpu_free_bytes() >= before - LEAK_SLACK
+    assert gpu_used_here() <= before + LEAK_SLACK
 
 
 def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monkeypatch):
@@ -328,13 +340,13 @@ def test_gpu_memory_returns_after_a_failed_setup(direct_dir, held_context, monke
         return real(self, gpu, timing, blocking)
 
     monkeypatch.setattr(gpu_setup.GpuResources, "event", failing_event)
-    before = gpu_free_bytes()
+    before = gpu_used_here()
     run = LocalRun(spec_for("bounce-async", direct_dir, block_size=16 * MIB, workers=4))
     with pytest.raises(EnvironmentProblem, match="injected"):
         run.execute()
     assert run.engine.resources.live == 0
     held_context.context(0)
-    assert gpu_free_bytes() >= before - LEAK_SLACK
+    assert gpu_used_here() <= before + LEAK_SLACK
 
 
 @pytest.mark.parametrize("alloc, pages", [("pinned_huge_memory", None), ("pinned_memory", False)], ids=["huge", "4k"])
@@ -355,13 +367,13 @@ def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, 
         return real(self, gpu, size)
 
     monkeypatch.setattr(gpu_setup.GpuResources, alloc, interrupted)
-    before = gpu_free_bytes()
+    before = gpu_used_here()
     run = LocalRun(spec_for("bounce", direct_dir, block_size=16 * MIB, workers=4, huge_pages=pages))
     with pytest.raises(Interrupted):
         run.execute()
     assert run.engine.resources.live == 0
     held_context.context(0)
-    assert gpu_free_bytes() >= before - LEAK_SLACK
+    assert gpu_used_here() <= before + LEAK_SLACK
 
 
 @pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
@@ -374,24 +386,24 @@ def test_gpu_memory_returns_after_the_engine_process_is_killed(path, direct_dir,
     spec = spec_for(
         path, direct_dir, block_size=16 * MIB, workers=4, file_size=128 * MIB, total_bytes=None, duration=30.0
     )
-    before = gpu_free_bytes()
     run = Run(spec)
     run.prepare()
     run.start()
     deadline = time.monotonic() + 30
     while len(run.samples) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
-    os.kill(run._child.pid, signal.SIGKILL)
+    engine = run._child.pid
+    assert gpu_used_here(pid=engine) >= 4 * 16 * MIB, "the engine process's buffers, as NVML counts them"
+    os.kill(engine, signal.SIGKILL)
     run.join(30)
     run.close()
     result = run.finish()
     assert result.status == "failed" and "SIGKILL" in result.error and result.bytes > 0
     assert not any(p.name.startswith("xferscope") for p in direct_dir.iterdir())
-    held_context.context(0)
     deadline = time.monotonic() + 10  # the driver frees a dead process's memory as it reaps it
-    while gpu_free_bytes() < before - LEAK_SLACK and time.monotonic() < deadline:
+    while gpu_used_here(pid=engine) > 0 and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert gpu_free_bytes() >= before - LEAK_SLACK
+    assert gpu_used_here(pid=engine) == 0, "nothing of the dead engine's left on the GPU"
 
 
 @needs_cufile

@@ -3,11 +3,13 @@ comparison's dataset, between a sweep's points, or with nothing running at all."
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 import time
 
+import pytest
 from test_engine_process import engine_children, gone, scratch_left, start_cli, wait_until
 
 
@@ -87,3 +89,37 @@ def test_replay_killed_mid_sweep_leaves_nothing(direct_dir):
     proc.communicate(timeout=30)
     wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")
     wait_until(lambda: not scratch_left(tmp), timeout=30, what="the sweep's scratch to go")
+
+
+def test_a_killed_process_leaves_no_cufile_log(tmp_path):
+    # the log cuFile writes to in a process of ours is a file of ours: a process killed outright runs no exit
+    # handler, so the janitor removes it
+    script = textwrap.dedent("""
+        import time
+        from xferscope.engines import cufile_driver
+        print(cufile_driver.log().path, flush=True)
+        time.sleep(60)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "CUFILE_LOGFILE_PATH"}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env={**env, "TMPDIR": str(tmp_path)}
+    )
+    log = proc.stdout.readline().strip()
+    assert os.path.dirname(log) == str(tmp_path) and os.path.basename(log).startswith("xferscope-cufile-")
+    assert os.path.exists(log)
+    proc.kill()
+    proc.wait()
+    wait_until(lambda: not os.path.exists(log), timeout=20, what="the janitor to remove the cuFile log")
+
+
+def test_a_workload_child_that_dies_leaves_no_cufile_log(tmp_path, monkeypatch):
+    import tempfile
+
+    from xferscope.workloads.process_run import Died, WorkloadChild
+
+    monkeypatch.delenv("CUFILE_LOGFILE_PATH", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = WorkloadChild("os:abort", "a workload that dies at once", "cufile")  # SIGABRT as it starts
+    with pytest.raises(Died):
+        child.execute({"job": 1})
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("xferscope-cufile-")]

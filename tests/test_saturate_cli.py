@@ -80,7 +80,7 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
         if c["stage"] in ("doubling", "limit"):  # the climb: a point against the one below it
             assert c["baseline"]["concurrency"] < c["other"]["concurrency"]
         else:  # the knee: a point against the plateau's, from below
-            assert c["stage"] in ("plateau", "bisection", "queue depth at the knee")
+            assert c["stage"] in ("knee", "knee bisection", "knee queue depth")
             assert c["baseline"] == series["plateau"] and c["other"]["concurrency"] < c["baseline"]["concurrency"]
 
     # every run reads back like any other result (replay --against, the console's Compare view)

@@ -75,7 +75,7 @@ def test_one_worker_s_queue_then_workers_then_the_least_queue_at_that_many_worke
     assert found.knee == Shape(4, 3), [(p.shape, round(p.median)) for p in found.points]
     assert found.unsaturated == ["workers"], "the last step of the climb, to 4 workers, still gained"
     assert Shape(4, 64) in {p.shape for p in found.points}, "the climb reached the knee at the deepest queue"
-    assert {p.stage for p in found.points} >= {"doubling", "queue depth at the knee"}
+    assert {p.stage for p in found.points} >= {"doubling", "knee queue depth"}
     assert len(found.points) <= 16
 
 

@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from tui_helpers import Messages, make_app, retype, screen_text, toast_text, wait_for
+from tui_helpers import Messages, make_app, retype, screen_text, toast_text, until_shown, wait_for
 
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import (
@@ -46,8 +46,8 @@ async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
     async with app.run_test(message_hook=msgs) as pilot:
         # on a GPU machine: host and every GPU path, 3 rounds and more while a verdict is undecided (up to 9)
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=240)
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        several = len({m.record.spec.path for m in msgs.of(RunStarted)}) > 1
+        text = await until_shown(pilot, "1.00" if several else "finished")
     started = msgs.of(RunStarted)
     paths = options.values.paths
     # host, then GPU paths where present (those that cannot run here left out); several paths run in rounds
@@ -167,11 +167,9 @@ async def test_comparison_of_two_configurations_fills_the_table(direct_dir):
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 2)
         await pilot.press("c")
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(pilot, "1.00 *", "■ 2 host read 4K w1")
         await pilot.press("down", "b")
-        await pilot.pause(0.2)
-        rebased = screen_text(app)
+        rebased = await until_shown(pilot, "against row 2")
     rows = [line for line in text.splitlines() if re.match(r"\s*[12] host", line)]
     assert len(rows) == 2, text
     assert " 1M " in rows[0] and " 4K " in rows[1]
@@ -198,10 +196,9 @@ async def test_invalid_input_is_refused_in_place(direct_dir, control, value, mes
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
         await retype(pilot, f"#{control}", value)
-        await pilot.pause(0.1)
         await pilot.press("escape", "r")
-        await pilot.pause(0.2)
-        text = screen_text(app)
+        await wait_for(pilot, lambda: msgs.of(SetupRefused))
+        text = await until_shown(pilot, message)
         assert app.screen.query_one(f"#{control}").has_class("-invalid-choice")
     assert message in text
     refused = msgs.of(SetupRefused)
@@ -216,7 +213,8 @@ async def test_target_problems_are_explained_before_the_run(tmp_path):
     async with app.run_test(message_hook=msgs) as pilot:
         app.screen.query_one("#target-path").value = str(missing)
         await pilot.press("escape", "r")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: msgs.of(SetupRefused))
+        await wait_for(pilot, lambda: "no-such-dirdoesnotexist" in "".join(screen_text(app).split()))
         text = screen_text(app)
     refused = msgs.of(SetupRefused)[-1]
     assert refused.where == "target" and "does not exist" in refused.reason and not msgs.of(RunStarted)
@@ -231,15 +229,14 @@ async def test_csv_export_writes_the_snapshot(direct_dir):
     msgs = Messages()
     async with app.run_test(message_hook=msgs, notifications=True) as pilot:
         await pilot.press("e")  # nothing measured yet: says so, writes nothing
-        await pilot.pause(0.2)
-        assert "nothing measured yet" in screen_text(app)
+        await until_shown(pilot, "nothing measured yet")
         await pilot.press("r")
         await wait_for(pilot, lambda: msgs.of(BatchFinished))
         await pilot.press("e")
         await wait_for(pilot, lambda: msgs.of(SnapshotExported))
-        await pilot.pause(0.3)
+        paths = msgs.of(SnapshotExported)[0].paths
+        await wait_for(pilot, lambda: all(p in toast_text(screen_text(app)) for p in paths))
         text = screen_text(app)
-    paths = msgs.of(SnapshotExported)[0].paths
     assert len(paths) == 2 and all(p.startswith(exports) and os.path.exists(p) for p in paths)
     toast = toast_text(text)
     assert "CSV snapshot written" in toast and paths[0] in toast and paths[1] in toast, text
@@ -262,14 +259,13 @@ async def test_engine_failure_shows_the_error_panel_and_the_console_goes_on(dire
         await wait_for(pilot, lambda: msgs.of(SamplesArrived))
         os.truncate(data, 0)  # the file shrinks under the engine: reads come back short
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=10)
-        await pilot.pause(0.3)
-        failed = screen_text(app)
+        failed = await until_shown(pilot, "Run failed", "short read")
         await pilot.press("s")
         app.screen.query_one("#target-path").value = str(direct_dir)
         app.screen.query_one("#duration").value = "0.5"
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 2)
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: "Run failed" not in screen_text(app) and "finished" in screen_text(app))
         after = screen_text(app)
     failure = msgs.of(RunFailed)[0]
     assert "short read" in failure.reason and failure.result is not None and failure.result.bytes > 0
@@ -285,12 +281,11 @@ async def test_80x24_layout_fits(direct_dir):
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         await pilot.press("r")
         await wait_for(pilot, lambda: msgs.of(BatchFinished))
-        await pilot.pause(0.3)
         screens = {}
+        expected = {"l": ("Throughput", "Workers"), "c": ("CPU-s/GiB",), "m": ("Inject Delay",), "s": ("Start (r)",)}
         for key in ("l", "c", "m", "s"):
             await pilot.press(key)
-            await pilot.pause(0.3)
-            screens[key] = screen_text(app)
+            screens[key] = await until_shown(pilot, *expected[key], "^p palette")
             for widget in app.screen.query(".panel, Footer, .screen-title, #setup-buttons"):
                 if widget.display:
                     r = widget.region
@@ -312,11 +307,9 @@ async def test_80x24_layout_fits(direct_dir):
 async def test_too_small_terminal_shows_a_message(direct_dir):
     app = make_app(direct_dir)
     async with app.run_test(size=(50, 14)) as pilot:
-        await pilot.pause(0.2)
-        assert "Terminal too small: 50x14" in screen_text(app)
+        await until_shown(pilot, "Terminal too small: 50x14")
         await pilot.resize_terminal(80, 24)
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(pilot, "Block size")
     assert "too small" not in text and "Block size" in text
 
 

@@ -6,7 +6,18 @@ import csv
 import os
 from pathlib import Path
 
-from tui_helpers import Messages, make_app, memory_view, paste, retype, screen_text, toast_text, wait_for
+from tui_helpers import (
+    Messages,
+    make_app,
+    memory_view,
+    on_screen,
+    paste,
+    retype,
+    screen_text,
+    toast_text,
+    until_shown,
+    wait_for,
+)
 
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import (
@@ -30,28 +41,25 @@ async def test_save_the_setup_as_a_profile_and_open_it_again(direct_dir, tmp_pat
         await retype(pilot, "#bs", "64K")
         await retype(pilot, "#workers", "3")
         await pilot.press("escape", "p")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         await paste(pilot, "#prompt-input", "bad name!")
         await pilot.press("enter")  # refused in place: the dialog stays
-        await pilot.pause(0.2)
-        assert "must be letters, digits" in " ".join(screen_text(app).split())
+        await until_shown(pilot, "must be letters, digits", flat=True)
         await paste(pilot, "#prompt-input", "mine-64k")
         await pilot.press("enter")
-        await pilot.pause(0.3)
         saved = tmp_path / "data" / "xferscope" / "profiles" / "mine-64k.toml"
+        await wait_for(pilot, lambda: "profile mine-64k saved" in toast_text(screen_text(app)))
         assert saved.exists()
-        assert "profile mine-64k saved" in toast_text(screen_text(app))
+        await wait_for(pilot, lambda: not app.screen.query("#prompt-input"))
         await retype(pilot, "#bs", "1M")
         await retype(pilot, "#workers", "1")
         await pilot.press("escape", "o")
-        await pilot.pause(0.2)
-        picker = screen_text(app)
-        assert "Open a profile" in picker and "mine-64k" in picker and "ssd-block-mix-qd16" in picker
+        await until_shown(pilot, "Open a profile", "mine-64k", "ssd-block-mix-qd16")
         await pilot.press("tab", *"mine-64k", "enter")
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: bool(app.screen.query("#bs")) and app.screen.query_one("#bs").value == "64K")
         form = app.screen
         assert form.query_one("#bs").value == "64K" and form.query_one("#workers").value == "3"
-        assert "profile mine-64k" in screen_text(app)
+        await until_shown(pilot, "profile mine-64k")
 
 
 async def test_a_bundled_grid_profile_opens_with_its_points(direct_dir):
@@ -89,16 +97,14 @@ async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
         await pilot.press("c", "o")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))
         await pilot.press("enter")
-        await pilot.pause(0.2)
-        assert "no such file" in screen_text(app)
+        await until_shown(pilot, "no such file")
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
         await wait_for(pilot, lambda: msgs.of(ResultsLoaded))
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(pilot, f"{result.throughput_mib_s:.1f}", "□ 1 host read 64K w1")
     rows = [line for line in text.splitlines() if line.lstrip().startswith("1 host")]
     assert len(rows) == 1 and " 64K " in rows[0] and rows[0].rstrip().endswith("1.00 *")
     assert f"{result.throughput_mib_s:.1f}" in rows[0]
@@ -106,18 +112,17 @@ async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
 
 
 async def test_memory_sweep_draws_points_as_they_come(direct_dir):
-    async with memory_view(direct_dir) as (app, pilot, msgs):
+    async with memory_view(direct_dir) as (_app, pilot, msgs):
         await retype(pilot, "#mem-delays", "0,5000")
         await retype(pilot, "#mem-seconds", "0.1")
         await retype(pilot, "#mem-buffer", "16M")
         await retype(pilot, "#mem-stride", "65")
-        await pilot.pause(0.1)
-        assert "not a stride we measure" in " ".join(screen_text(app).split())
+        await until_shown(pilot, "not a stride we measure", flat=True)
         await retype(pilot, "#mem-stride", "64")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(MemSweepFinished), timeout=30)
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        curve = [m.point for m in msgs.of(MemPointMeasured) if m.point.traffic != "idle"]
+        text = await until_shown(pilot, "finished", *(f"{p.bandwidth_mb_s:.1f}" for p in curve))
         await pilot.press("e")
         await wait_for(pilot, lambda: msgs.of(SnapshotExported))
     points = [m.point for m in msgs.of(MemPointMeasured)]
@@ -140,14 +145,16 @@ async def test_help_and_command_palette(direct_dir):
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
         await pilot.press("question_mark")
-        await pilot.pause(0.2)
-        help_text = screen_text(app)
+        help_text = await until_shown(pilot, "Keys here", "Export CSV")
         await pilot.press("escape")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: "Keys here" not in screen_text(app))
         await pilot.press("ctrl+p")
-        await pilot.pause(0.2)
+        from textual.command import CommandPalette
+
+        await on_screen(pilot, CommandPalette)
         await pilot.press(*"start runs")
-        await pilot.pause(0.4)
+        await until_shown(pilot, "Start")
+        await wait_for(pilot, lambda: app.screen.query("CommandList").first().option_count > 0)
         await pilot.press("enter")
         await wait_for(pilot, lambda: msgs.of(BatchFinished))
     assert "Keys here" in help_text and "Start" in help_text and "Export CSV" in help_text

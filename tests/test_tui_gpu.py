@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from tui_helpers import Messages, screen_text, wait_for
+from tui_helpers import Messages, screen_text, until_shown, wait_for
 
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import BatchFinished, RunFailed, RunFinished, SamplesArrived
@@ -23,10 +23,9 @@ async def test_setup_offers_the_real_gpus_and_the_gpu_paths(direct_dir):
     assert options.machine.gpus, "NVML lists this machine's GPUs"
     assert {"host", "bounce", "bounce-async"} <= set(options.values.paths)
     app = XferscopeApp(options)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
-        text = screen_text(app)
     label = options.machine.gpus[0][0]
+    async with app.run_test(size=(160, 50)) as pilot:
+        text = await until_shown(pilot, label.split(" · ")[0])
     assert re.match(r"0: \S.* · PCIe gen\d x\d+", label), label
     assert label.split(" · ")[0] in text, text  # the picker shows GPU 0 by name
     assert "no GPU" not in text
@@ -40,7 +39,12 @@ async def test_embedded_default_compares_host_with_the_gpu_paths(direct_dir):
     async with app.run_test(size=(160, 50), message_hook=msgs) as pilot:
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=120)
         await pilot.press("c")
-        await pilot.pause(0.3)
+
+        def every_path_has_its_row() -> bool:
+            text = screen_text(app)
+            return all(re.search(rf"\d\s+{re.escape(p)}\b.*\d\.\d\d", text) for p in options.values.paths)
+
+        await wait_for(pilot, every_path_has_its_row)
         table = screen_text(app)
     failed = [(m.record.spec.path, m.reason) for m in msgs.of(RunFailed)]
     assert not failed, failed
@@ -63,7 +67,7 @@ async def test_gpu_panel_shows_measured_pcie_traffic(direct_dir):
             lambda: any(s.gpu and s.gpu[0].get("pcie_rx_mb_s") for m in msgs.of(SamplesArrived) for s in m.samples),
             timeout=60,
         )
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: re.search(r"PCIe RX [\d.]*[1-9][\d.]* (GB|MB)/s", screen_text(app)))
         live = screen_text(app)
         await wait_for(pilot, lambda: msgs.of(RunFinished), timeout=60)
     assert re.search(r"GPU0 \S", live), live

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import re
 
-from tui_helpers import Messages, make_app, paste, screen_text, wait_for
+from tui_helpers import Messages, make_app, paste, screen_text, until_shown, wait_for
 
 from xferscope.app import figures
 from xferscope.app.app import XferscopeApp
@@ -51,8 +51,12 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
         await wait_for(pilot, lambda: "cells: median" in screen_text(app))
         heat = screen_text(app)
         await pilot.press("s", "ctrl+p")
-        await pilot.pause(0.3)
-        await pilot.press(*"show grid", "enter")
+        from textual.command import CommandPalette
+
+        await wait_for(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"show grid")
+        await wait_for(pilot, lambda: app.screen.query("CommandList").first().option_count > 0)
+        await pilot.press("enter")
         await wait_for(pilot, lambda: app.current_mode == "grid")
     finished = msgs.of(RunFinished)
     assert len(finished) == 4, "2 points x 2 repetitions"
@@ -119,12 +123,13 @@ async def test_a_result_over_several_hosts_shows_one_row_per_host(direct_dir, tm
     msgs = Messages()
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         await pilot.press("c", "o")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
         await wait_for(pilot, lambda: msgs.of(ResultsLoaded))
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(
+            pilot, "(all 2 hosts)", f"↳ {slow.environment['host']}", f"↳ {fast.environment['host']}"
+        )
     lines = text.splitlines()
     aggregate = next(line for line in lines if "1 host" in line and "(all 2 hosts)" in line)
     assert f"{total.throughput_mib_s:.1f}" in aggregate

@@ -42,6 +42,9 @@ async def test_a_kvcache_restore_then_a_load_rank_in_the_session(direct_dir, tmp
         kv_text = screen_text(app)
         kv_rows = app.screen.query_one("#inf-session").row_count
         await retype(pilot, "#inf-kind", "load")
+        # the title follows the Kind field: what r would start, not the run before it
+        await wait_for(pilot, lambda: "workload load · idle" in screen_text(app))
+        assert "workload kvcache" not in screen_text(app).splitlines()[0]
         await paste(pilot, "#inf-files", str(shards))
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: len(messages.of(WorkloadEnded)) == 2, timeout=120)

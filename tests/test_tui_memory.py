@@ -19,7 +19,6 @@ async def sweep(pilot, msgs, mode: str, **fields) -> None:
     done = len(msgs.of(MemSweepFinished))
     await pilot.press("escape", "r")
     await wait_for(pilot, lambda: len(msgs.of(MemSweepFinished)) > done, timeout=90)
-    await pilot.pause(0.3)
 
 
 async def test_idle_names_the_locality_and_the_whole_buffer_figure(direct_dir):
@@ -83,7 +82,7 @@ async def test_an_opened_mlc_output_sits_beside_a_builtin_run(direct_dir, tmp_pa
     async with memory_view(direct_dir, size=(110, 30)) as (app, pilot, msgs):
         await sweep(pilot, msgs, "idle", seconds="0.1", buffer="16M")
         await pilot.press("o")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.txt"))
         await pilot.press("enter")
         await wait_for(pilot, lambda: "cannot read" in screen_text(app) or "no such file" in screen_text(app))

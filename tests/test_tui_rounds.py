@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from tui_helpers import Messages, make_app, retype, screen_text, wait_for
+from tui_helpers import Messages, make_app, retype, screen_text, until_shown, wait_for
 
 from xferscope import _standin
 from xferscope.app import session
@@ -57,13 +57,16 @@ async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
 
         await wait_for(pilot, first_round_done)
         await pilot.press("c")
-        await pilot.pause(0.3)
-        during = screen_text(app)
+        during = await until_shown(pilot, "comparison ·", "/3 rounds")
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=60)
-        await pilot.pause(0.5)
-        after = screen_text(app)
+        v = app.comparison.verdict(1)
+        after = await until_shown(pilot, "3/3 rounds", f"{v.ratio:.2f} ({v.low:.2f}-{v.high:.2f})")
         await pilot.press("a")
-        await pilot.pause(0.3)
+
+        def every_run_shown() -> bool:
+            return len([x for x in screen_text(app).splitlines() if re.match(r"\W*[1-6] host ", x)]) == 6
+
+        await wait_for(pilot, every_run_shown)
         all_runs = screen_text(app)
     comp = app.comparison
     started = [m.record.spec.name for m in msgs.of(RunStarted)]

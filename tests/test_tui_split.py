@@ -3,7 +3,7 @@ real host engine and shown with both sizes; a split the path cannot take is refu
 
 from __future__ import annotations
 
-from tui_helpers import Messages, make_app, retype, screen_text, wait_for
+from tui_helpers import Messages, make_app, retype, until_shown, wait_for
 
 from xferscope.app.messages import RunFinished, SetupRefused
 from xferscope.app.setup_model import FormValues
@@ -17,8 +17,7 @@ async def test_a_split_run_reads_in_sub_requests_and_shows_both_sizes(direct_dir
         await retype(pilot, "#split", "16K")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(RunFinished), timeout=60)
-        await pilot.pause(0.3)
-        text = screen_text(app)
+        text = await until_shown(pilot, "64K/16K")
     record = msgs.of(RunFinished)[-1].record
     assert record.spec.block_size == 64 << 10 and record.spec.split == 16 << 10
     result = record.result
@@ -33,8 +32,7 @@ async def test_a_split_the_path_cannot_take_is_refused_beside_the_field(direct_d
         await retype(pilot, "#split", "256K")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(SetupRefused))
-        await pilot.pause(0.2)
-        text = screen_text(app)
+        text = await until_shown(pilot, "one request at a time", flat=True)
     refused = msgs.of(SetupRefused)[-1]
     assert refused.where == "split" and "one request at a time" in refused.reason
     assert "one request at a time" in " ".join(text.split()), text

@@ -10,7 +10,7 @@ import os
 import struct
 
 import pytest
-from conftest import interrupted_cli
+from conftest import TRANSFER_PROCESS, child_has_read, children_running, interrupted_cli
 
 from xferscope.workloads import kv_layout
 from xferscope.workloads.models import model
@@ -298,6 +298,32 @@ def test_kvcache_host_run_reports_the_figures(cli, set_dir, tmp_path, no_gpu):
     assert decode(encode(restored)) == restored and json.loads(encode(restored)) == d  # file, record, file, record
 
 
+def test_paths_side_by_side_each_get_their_break_even(cli, set_dir, tmp_path, no_gpu):
+    import dataclasses
+
+    import msgspec
+
+    from xferscope.output.workload_inference import kv_comparison_lines
+    from xferscope.workloads.kvcache import KvComparison
+
+    js = tmp_path / "k.json"
+    args = ("workload", "kvcache", *KV, "--prompt-tokens", "1024-3072", "-n", "4", "--path", "host,host")
+    r = cli(*args, "--rounds", "2", "--dir", str(set_dir), "--prefill-rate", "5000", "--json", str(js))
+    assert r.code == 0, r.err
+    d = json.loads(js.read_text())
+    assert len(d["results"]) == 4 and all(x["break_even"]["prefill_rate"] == 5000 for x in d["results"])
+    # a path's break-even comes from every run of it (an A/A is one path)
+    lines = [line.strip() for line in r.out.splitlines() if "break-even at 5000 tokens/s" in line]
+    assert len(lines) == 1 and lines[0].startswith("host: ") and "the median of the fits of 4 runs" in lines[0]
+    # two paths: a line each, from its own runs
+    c = msgspec.json.decode(js.read_bytes(), type=KvComparison)
+    other = [msgspec.structs.replace(x, spec=dataclasses.replace(x.spec, path="bounce")) for x in c.results[1::2]]
+    mixed = msgspec.structs.replace(c, results=[c.results[0], other[0], c.results[2], other[1]])
+    said = [line.strip() for line in kv_comparison_lines(mixed) if isinstance(line, str) and "break-even" in line]
+    assert [line.split(":")[0] for line in said] == ["host", "bounce"]
+    assert all("the median of the fits of 2 runs" in line for line in said)
+
+
 def test_without_a_prefill_rate_there_is_no_break_even_line(cli, set_dir, no_gpu):
     r = cli(
         "workload",
@@ -421,7 +447,7 @@ def test_a_cache_too_big_for_the_disk_is_refused_before_writing(cli, set_dir, no
 def test_ctrl_c_keeps_the_figures_and_removes_the_cache(set_dir, tmp_path, no_gpu):
     js = tmp_path / "k.json"
     args = ("workload", "kvcache", *KV, "--prompt-tokens", "1024", "-T", "60", "--dir", str(set_dir), "--json", str(js))
-    code, _out, err = interrupted_cli(args, set_dir, 2.5)
+    code, _out, err = interrupted_cli(args, set_dir, until=child_has_read(TRANSFER_PROCESS, 32 << 20))
     assert code == 130, err
     assert "Traceback" not in err
     d = json.loads(js.read_text())
@@ -474,7 +500,8 @@ def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, 
         "--json",
         str(js),
     )
-    code, _out, err = interrupted_cli(args, set_dir, 3.5)
+    # the first load done, the second under way (each load runs in a process of its own)
+    code, _out, err = interrupted_cli(args, set_dir, until=children_running(TRANSFER_PROCESS, 2))
     assert code == 130, err
     assert "Traceback" not in err
     d = json.loads(js.read_text())

@@ -14,7 +14,7 @@ import threading
 import time
 
 import pytest
-from conftest import interrupted_cli
+from conftest import TRAIN_PROCESS, child_has_read, children_running, interrupted_cli
 
 from xferscope.errors import FormatError, SpecError
 from xferscope.workloads import train_data
@@ -385,7 +385,8 @@ def test_a_set_too_big_for_the_disk_is_refused_before_writing(cli, set_dir, no_g
 
 def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu):
     js = tmp_path / "t.json"
-    code, out, err = interrupted_cli(small_train(set_dir, "-T", "60", "--json", str(js)), set_dir, 3.0)
+    args = small_train(set_dir, "-T", "60", "--json", str(js))
+    code, out, err = interrupted_cli(args, set_dir, until=child_has_read(TRAIN_PROCESS, 4 << 20))
     assert code == 130, err
     assert "Traceback" not in err
     data = json.loads(js.read_text())
@@ -612,7 +613,8 @@ def test_an_interrupted_search_keeps_the_counts_it_judged():
 def test_ctrl_c_during_find_max_keeps_the_runs(set_dir, tmp_path, no_gpu):
     js = tmp_path / "f.json"
     args = small_train(set_dir, "-T", "2", "--find-max", "--json", str(js))
-    code, out, err = interrupted_cli(args, set_dir, 4.0)  # the first count judged, the second under way
+    # the first count judged, the second under way (each count runs in a process of its own)
+    code, out, err = interrupted_cli(args, set_dir, until=children_running(TRAIN_PROCESS, 2))
     assert code == 130, err
     data = json.loads(js.read_text())
     assert data["status"] == "interrupted" and data["results"], data

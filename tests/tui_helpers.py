@@ -1,4 +1,7 @@
-"""Drive the console in tests: build it on temporary files, read the screen as text, collect its messages."""
+"""Drive the console in tests: build it on temporary files, read the screen as text, collect its messages, and
+wait for what the screen shows (never for a time: the console redraws on a timer, and a loaded machine is slow).
+
+``screen_text`` reads Textual's compositor, which is not public API: pyproject pins Textual to one major version."""
 
 from __future__ import annotations
 
@@ -55,7 +58,7 @@ class Messages:
         return [m for m in self.seen if isinstance(m, kind)]
 
 
-async def wait_for(pilot, condition, timeout: float = 20.0, step: float = 0.1):
+async def wait_for(pilot, condition, timeout: float = 60.0, step: float = 0.1):
     """Let the app run until ``condition()`` holds; fail with the screen's text if it never does."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -63,6 +66,28 @@ async def wait_for(pilot, condition, timeout: float = 20.0, step: float = 0.1):
             return
         await pilot.pause(step)
     raise AssertionError("timed out; the screen shows:\n" + screen_text(pilot.app))
+
+
+async def until_shown(pilot, *texts: str, timeout: float = 60.0, flat: bool = False) -> str:
+    """Let the app run until the screen shows every one of ``texts`` (``flat``: with its lines joined, for text
+    that wraps); the screen's text then."""
+    seen: list[str] = []
+
+    def showing() -> bool:
+        text = screen_text(pilot.app)
+        probe = " ".join(text.split()) if flat else text
+        if all(t in probe for t in texts):
+            seen.append(text)
+        return bool(seen)
+
+    await wait_for(pilot, showing, timeout)
+    return seen[0]
+
+
+async def on_screen(pilot, kind: type, timeout: float = 60.0):
+    """Let the app run until its screen is a ``kind``; that screen."""
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, kind), timeout)
+    return pilot.app.screen
 
 
 async def retype(pilot, selector: str, text: str) -> None:
@@ -98,5 +123,7 @@ async def memory_view(tmp_dir, size: tuple[int, int] = (80, 24)):
     msgs = Messages()
     async with app.run_test(size=size, message_hook=msgs) as pilot:
         await pilot.press("m")
-        await pilot.pause(0.2)
+        from xferscope.app.screens.memory import MemoryScreen
+
+        await on_screen(pilot, MemoryScreen)
         yield app, pilot, msgs

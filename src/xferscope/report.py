@@ -165,17 +165,116 @@ def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | 
     return table
 
 
-def print_table(table) -> None:
-    """Print a Rich table whole: in a terminal at the terminal's width (cells fold, figures are never cut
-    short), into a file or pipe at the table's own width (one line per row)."""
+#: ``--wide``: every column of a table at any terminal width (set once by the command that prints it)
+_every_column = False
+#: the columns a reader needs first, kept at any width: the path and its figures, their range, the cost, the ratio
+#: and the verdict (tables name theirs in these words)
+FIRST_COLUMNS = (
+    "#",
+    "path",
+    "acc",
+    "MiB/s",
+    "min-max",
+    "CPU-s/GiB",
+    "ratio (range)",
+    "ratio",
+    "verdict",
+    "AU",
+    "range",
+    "samples/s",
+    "MB/s",
+    "GB/s",
+    "restore p50",
+    "load time",
+    "level with",
+)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[str] = ("path",)):
+    """A Rich table of text cells (``print_table`` prints it): the ``left`` columns aligned left, the rest (figures)
+    right."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    for h in headers:
+        table.add_column(h, justify="left" if h in left else "right", overflow="fold")
+    for row in rows:
+        table.add_row(*(escape(str(cell)) for cell in row))
+    return table
+
+
+def show_every_column(on: bool = True) -> None:
+    """``--wide``: tables print every column at any terminal width (cells fold where they must)."""
+    global _every_column
+    _every_column = on
+
+
+def print_table(table, first: Sequence[str] = FIRST_COLUMNS) -> None:
+    """Print a Rich table whole. Into a file or pipe: at the table's own width, every column, one line per row. In
+    a terminal: the ``first`` columns always, and the others, from the left, only while the table fits the
+    terminal's width (a line then names those left out; ``--wide`` shows every one); figures are never broken and
+    words wrap at their ends."""
+    from rich.console import Console
+
+    screen = Console()
+    if not screen.is_terminal:
+        width = Console(width=4000).measure(table).maximum
+        Console(width=max(80, width)).print(table)
+        return
+    if _every_column:
+        screen.print(table)
+        return
+    fitted, left_out = fit_columns(table, screen.width, first)
+    screen.print(fitted)
+    if left_out:
+        screen.print(
+            f"left out at {screen.width} columns: {', '.join(left_out)} (--wide shows them; --json and --csv hold "
+            "every figure)",
+            highlight=False,
+        )
+
+
+def say(line: str) -> None:
+    """One line of text under a table: in a terminal wrapped at word ends to its width (a long rule is never broken
+    mid-word); into a file or pipe as it is."""
+    import sys
+
     from rich.console import Console
 
     screen = Console()
     if screen.is_terminal:
-        screen.print(table)
-        return
-    width = Console(width=4000).measure(table).maximum
-    Console(width=max(80, width)).print(table)
+        screen.print(line, highlight=False, markup=False)
+    else:
+        sys.stdout.write(line + "\n")
+
+
+def fit_columns(table, width: int, first: Sequence[str]):
+    """(a copy of ``table`` that fits ``width``, the headers left out): the columns not in ``first`` are left out
+    from the right until the table's natural width fits, or none is left; right-aligned columns (figures) never
+    wrap, the others wrap at word ends."""
+    from rich.console import Console
+    from rich.table import Table
+
+    columns = list(table.columns)
+    cells = [list(c.cells) for c in columns]
+    optional = [i for i, c in enumerate(columns) if str(c.header) not in first]
+
+    def build(keep: list[int]) -> Table:
+        out = Table(title=table.title, header_style=table.header_style, caption=table.caption)
+        for i in keep:
+            c = columns[i]
+            figure = c.justify == "right"
+            out.add_column(c.header, justify=c.justify, no_wrap=figure or c.no_wrap, overflow="fold", style=c.style)
+        for row in range(table.row_count):
+            out.add_row(*(cells[i][row] for i in keep))
+        return out
+
+    keep = list(range(len(columns)))
+    measure = Console(width=4000)
+    while optional and measure.measure(build(keep)).maximum > width:
+        keep.remove(optional.pop())
+    return build(keep), [str(columns[i].header) for i in range(len(columns)) if i not in keep]
 
 
 ROUNDS_HEADERS = (*SHAPE_HEADERS, "rounds", "MiB/s", "min-max", "IOPS", *COST_HEADERS, "ratio (range)", "verdict")

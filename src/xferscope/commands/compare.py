@@ -13,9 +13,11 @@ from xferscope.commands.options import (
     JsonOpt,
     MarginOpt,
     MpiOpt,
+    WideOpt,
     check_format,
     check_margin,
     parse_path,
+    wide_tables,
 )
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.files import check_outputs
@@ -91,11 +93,13 @@ def compare_command(
     mpi: MpiOpt = False,
     mem: SavedMemOpt = None,
     workload: SavedWorkloadOpt = None,
+    wide: WideOpt = False,
 ) -> None:
     """Run several paths with the same spec in rotated rounds over one dataset; print each path's median with
     its range, the paired ratio to the first path and a verdict (seed 001's table)."""
     check_format(fmt)
     check_margin(margin)
+    wide_tables(wide)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     from xferscope.rounds import rounds_plan
 
@@ -123,6 +127,11 @@ def compare_command(
     from xferscope.rounds import Comparison
 
     comp = Comparison(make_specs(), planned_rounds, most_rounds, margin)
+    _run_and_report(comp, drop_cache=drop_cache, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def _run_and_report(comp, *, drop_cache: bool, fmt: str, json_path: str | None, csv_path: str | None) -> None:
+    """Run the comparison here, print it and write its files; exit with what its end calls for."""
     install_hangup_handlers()
     outcome = run_comparison(comp, drop_cache=drop_cache, live=sys.stderr.isatty() and fmt != "json")
     if not comp.done():

@@ -38,10 +38,12 @@ from xferscope.commands.options import (
     SplitOpt,
     TotalOpt,
     VerifyOpt,
+    WideOpt,
     WorkersOpt,
     WorkloadRoundsOpt,
     build_spec,
     check_workload_outputs,
+    wide_tables,
 )
 from xferscope.spec import RunSpec
 
@@ -92,10 +94,12 @@ class WorkloadRunOptions:
     json_path: JsonOpt = None
     csv_path: CsvOpt = None
     fmt: FormatOpt = "table"
+    wide: WideOpt = False
 
     def check(self) -> None:
         """Bad --format, --json, --csv or --rounds: one line, before anything runs."""
         check_workload_outputs(self.fmt, self.json_path, self.csv_path, self.rounds)
+        wide_tables(self.wide)
 
     @property
     def outputs(self) -> dict[str, str | None]:

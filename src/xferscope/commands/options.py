@@ -77,14 +77,24 @@ MpiOpt = Annotated[
         "srun); --dir/--file may hold {rank} and {host}",
     ),
 ]
-MarginOpt = Annotated[
-    float,
-    typer.Option(
-        "--margin",
-        help="the verdict's margin m, a fraction (default 0.05): same when the interval lies within 1 ± m; "
-        "faster/slower when it lies beyond 1 ± the larger of m and 0.15/(rounds - 1)",
-    ),
-]
+_WIDE_HELP = (
+    "in a terminal, every column of the tables at any width (by default the first columns, the rest if they fit)"
+)
+WideOpt = Annotated[bool, typer.Option("--wide", help=_WIDE_HELP)]
+
+
+def wide_tables(wide: bool) -> None:
+    """``--wide``: every column of the tables this command prints."""
+    from xferscope.report import show_every_column
+
+    show_every_column(wide)
+
+
+MARGIN_HELP = (
+    "the verdict's margin m, a fraction (default 0.05): same when the interval lies within 1 ± m; faster/slower "
+    "when it lies beyond 1 ± the larger of m and 0.15/(rounds - 1)"
+)
+MarginOpt = Annotated[float, typer.Option("--margin", help=MARGIN_HELP)]
 
 
 def check_margin(margin: float) -> float:

@@ -10,7 +10,16 @@ from typing import Annotated
 import typer
 
 from xferscope.commands.option_groups import takes
-from xferscope.commands.options import FormatOpt, MarginOpt, MpiOpt, check_format, check_margin, parse_sets
+from xferscope.commands.options import (
+    FormatOpt,
+    MarginOpt,
+    MpiOpt,
+    WideOpt,
+    check_format,
+    check_margin,
+    parse_sets,
+    wide_tables,
+)
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.verdict import MARGIN
@@ -174,6 +183,7 @@ class ReplayOptions:
     fmt: FormatOpt = "table"
     dry_run: DryRunOpt = False
     mpi: MpiOpt = False
+    wide: WideOpt = False
 
 
 @takes(ReplayOptions)
@@ -193,6 +203,7 @@ def replay_command(profile_name: ProfileArg, options: ReplayOptions) -> None:
         return _replay_other_kind(held, o)
     check_options(o.fmt, o.against, o.fail_below, o.plot)
     check_margin(o.margin)
+    wide_tables(o.wide)
     outputs = {"against": o.against, "fail_below": o.fail_below, "plot": o.plot, "fmt": o.fmt, "margin": o.margin}
     sets = o.sets or []
     if o.mpi:
@@ -370,7 +381,7 @@ def _plot(path: str, results) -> int:
 
 
 def _print_summary(results, found, against: str | None, fmt: str) -> None:
-    from xferscope.sweep.summary import skipped_lines, summary_json, summary_table
+    from xferscope.sweep.summary import SUMMARY_FIRST_COLUMNS, skipped_lines, summary_json, summary_table
 
     try:
         if fmt == "json":
@@ -384,7 +395,7 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
 
         title = f"{results.profile.name}" + (f" against {os.path.basename(against)}" if against else "")
         if any(rec.repetitions for rec in results.planned()):
-            print_table(summary_table(results, found, title=title))
+            print_table(summary_table(results, found, title=title), first=SUMMARY_FIRST_COLUMNS)
             if found is not None:
                 from xferscope.verdict import rule_text
 

@@ -23,10 +23,12 @@ from xferscope.commands.options import (
     NumaOpt,
     RegisterOpt,
     SizeOpt,
+    WideOpt,
     check_format,
     gpu_list,
     parse_path,
     parse_sets,
+    wide_tables,
 )
 from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
@@ -222,10 +224,12 @@ def saturate_command(
     from_file: FromOpt = None,
     dry_run: DryRunOpt = False,
     mpi: MpiOpt = False,
+    wide: WideOpt = False,
 ) -> None:
     """Find each path's knee (the least concurrency the verdict rule cannot tell from its plateau) per block size, adaptively, and
     say which ceiling binds the plateau: storage, PCIe, CPU, memory copies or the path itself."""
     check_format(fmt)
+    wide_tables(wide)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
     if from_file:
         from xferscope.saturate.record import load_saturation

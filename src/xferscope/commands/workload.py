@@ -12,10 +12,12 @@ from xferscope.commands.options import (
     CsvOpt,
     FormatOpt,
     JsonOpt,
+    WideOpt,
     WorkloadDirOpt,
     check_format,
     gpu_list,
     optional_size,
+    wide_tables,
 )
 from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
@@ -178,12 +180,14 @@ def compare_command(
     json_path: JsonOpt = None,
     csv_path: CsvOpt = None,
     fmt: FormatOpt = "table",
+    wide: WideOpt = False,
 ) -> None:
     """Saved training runs side by side (xferscope's and DLIO's), ranked by the accelerators they sustain and
     their AU."""
     from xferscope.output.workload import compare_saved
 
     check_format(fmt)
+    wide_tables(wide)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
     compare_saved(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
 

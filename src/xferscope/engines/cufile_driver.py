@@ -55,11 +55,18 @@ class CufileLog:
             os.close(fd)
             os.environ[LOG_ENV] = path
             atexit.register(self._remove)
+            from xferscope import janitor
+
+            janitor.guard(path)  # a process killed outright runs no exit handler: the janitor removes it then
         self.path = path
 
     def _remove(self) -> None:
+        from xferscope import janitor
+
         with contextlib.suppress(OSError):
             os.unlink(self.path)
+        with contextlib.suppress(Exception):  # at exit: the janitor's pipe may be gone already
+            janitor.release(self.path)
 
     def mark(self) -> int:
         try:

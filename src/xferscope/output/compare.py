@@ -11,7 +11,7 @@ from xferscope.output.files import Output, show_then_write
 
 def print_comparison(comp, printed_runs: bool = True) -> None:
     """gdsio's line of every run (round by round), the table of medians, ratios and verdicts, and its notes."""
-    from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table
+    from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table, say
 
     if printed_runs:
         for r in range(comp.rounds):
@@ -21,7 +21,7 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
             if comp.rounds > 1:
                 typer.echo(f"round {r + 1}/{comp.rounds}: " + ", ".join(comp.labels[run.slot] for run in runs))
             for run in runs:
-                typer.echo(gdsio_line(run.result))
+                say(gdsio_line(run.result))
     rounds = (
         f"{comp.rounds_done()} of {comp.rounds} rounds"
         if comp.rounds_done() < comp.rounds
@@ -29,15 +29,15 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
     )
     print_table(rounds_table(comp, title=f"{rounds}, order rotated; ratio: paired per round against {comp.labels[0]}"))
     for line in comp.notes():
-        typer.echo(line)
+        say(line)
     for note in advice_notes([run.result for run in comp.runs if run.result is not None]):
-        typer.echo(f"note: {note}")
+        say(f"note: {note}")
     labels = {}
     for run in comp.runs:
         if run.result is not None and run.result.labels:
             labels.setdefault(comp.labels[run.slot], run.result.labels)
     for label, notes in labels.items():
-        typer.echo(f"{label}: " + ", ".join(notes))
+        say(f"{label}: " + ", ".join(notes))
 
 
 def comparison_payload(comp, *, samples: bool) -> records.Comparison:

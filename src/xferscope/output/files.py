@@ -135,9 +135,16 @@ def result_outputs(
     ]
 
 
-def echo_lines(lines: Iterable[str]) -> None:
+def echo_lines(lines: Iterable[Any]) -> None:
+    """Print lines (wrapped at word ends in a terminal) and the tables among them (``report.print_table``: the
+    first columns at any width)."""
+    from xferscope.report import print_table, say
+
     for line in lines:
-        typer.echo(line)
+        if isinstance(line, str):
+            say(line)
+        else:
+            print_table(line)
 
 
 def show_then_write(fmt: str, shown: Callable[[], Any], printer: Callable[[], None], outputs: Sequence[Output]) -> int:

@@ -12,6 +12,7 @@ import typer
 from xferscope.errors import ExitCode
 from xferscope.output.files import Output, show_then_write
 from xferscope.output.terminal import ProgressLine
+from xferscope.report import say
 
 
 class SaturateProgress(ProgressLine):
@@ -133,7 +134,7 @@ def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) ->
     return show_then_write(
         fmt,
         shown,
-        lambda: print_saturation(outcome, typer.echo),
+        lambda: print_saturation(outcome, say),
         [
             Output("JSON", "--json", json_path, lambda: json_text(saturation_to_record(outcome))),
             Output("CSV", "--csv", csv_path, lambda: csv_text(outcome)),

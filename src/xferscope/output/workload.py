@@ -13,6 +13,7 @@ from xferscope.output.cells import ms, num, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
+from xferscope.report import say, text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.train_compare import TrainComparison
 from xferscope.workloads.train_record import FindMaxResult, TrainResult
@@ -38,7 +39,7 @@ def verdict(r: TrainResult) -> str:
     return f"AU {pct(r.au)} against {pct(r.au_threshold)}: {word}"
 
 
-def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
+def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
     lines = [headline(r)]
     if r.incomplete:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the steps taken)")
@@ -48,16 +49,23 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[str]:
         f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     if per_accelerator:
-        lines.append(
-            f"  {'acc':>4} {'gpu':>4} {'steps':>7} {'AU':>7} {'samples/s':>10} {'MB/s':>8} {'wait p50':>10} "
-            f"{'wait p99':>10} {'first':>10} {'CPU-s/GiB':>10}"
-        )
-        for a in r.accelerators:
-            lines.append(
-                f"  {a.index:>4} {('-' if a.gpu is None else a.gpu):>4} {a.steps:>7} {pct(a.au):>7} "
-                f"{_f(a.samples_per_s):>10} {_f(a.mb_per_s, '{:.0f}'):>8} {ms(a.io_wait_p50_s):>10} "
-                f"{ms(a.io_wait_p99_s):>10} {ms(a.first_batch_s):>10} {_f(a.cpu_s_per_gib, '{:.3f}'):>10}"
+        headers = ("acc", "gpu", "steps", "AU", "samples/s", "MB/s", "wait p50", "wait p99", "first", "CPU-s/GiB")
+        rows = [
+            (
+                a.index,
+                "-" if a.gpu is None else a.gpu,
+                a.steps,
+                pct(a.au),
+                _f(a.samples_per_s),
+                _f(a.mb_per_s, "{:.0f}"),
+                ms(a.io_wait_p50_s),
+                ms(a.io_wait_p99_s),
+                ms(a.first_batch_s),
+                _f(a.cpu_s_per_gib, "{:.3f}"),
             )
+            for a in r.accelerators
+        ]
+        lines.append(text_table(headers, rows))
     d = r.data
     where = "generated" if d.get("generated") else "read as they are"
     lines.append(
@@ -85,22 +93,32 @@ def find_max_lines(f: FindMaxResult) -> list[str]:
     return lines
 
 
-def comparison_lines(c: TrainComparison, title: str) -> list[str]:
+def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
     searched = any(e.sustained is not None for e in c.entries)
-    lines = [title]
-    head = f"  {'#':>2} {'':<24} {'source':<9} {'acc':>4} "
-    head += f"{'keeps':>5} " if searched else ""
-    head += f"{'AU':>7} {'range':>15} {'pass':>5} {'samples/s':>10} {'MB/s':>7}  level with"
-    lines.append(head)
+    lines: list[Any] = [title]
+    headers = ["#", "path", "source", "acc", *(["keeps"] if searched else []), "AU", "range", "pass"]
+    headers += ["samples/s", "MB/s", "level with"]
+    rows = []
     for i, e in enumerate(c.entries, 1):
         rng = "-" if e.au_min is None else f"{pct(e.au_min)}-{pct(e.au_max)}"
-        row = f"  {i:>2} {e.label[:24]:<24} {e.source:<9} {('-' if e.accelerators is None else e.accelerators):>4} "
-        row += f"{('-' if e.sustained is None else e.sustained):>5} " if searched else ""
+        keeps = [("-" if e.sustained is None else e.sustained)] if searched else []
         passed = {True: "pass", False: "fail", None: "-"}[e.passed]
-        row += f"{pct(e.au):>7} {rng:>15} {passed:>5} {_f(e.samples_per_s):>10} {_f(e.mb_per_s, '{:.0f}'):>7}  " + (
-            ", ".join(e.level_with) or "-"
+        rows.append(
+            (
+                i,
+                e.label,
+                e.source,
+                "-" if e.accelerators is None else e.accelerators,
+                *keeps,
+                pct(e.au),
+                rng,
+                passed,
+                _f(e.samples_per_s),
+                _f(e.mb_per_s, "{:.0f}"),
+                ", ".join(e.level_with) or "-",
+            )
         )
-        lines.append(row)
+    lines.append(text_table(headers, rows, left=("path", "source", "level with")))
     rule = "the most accelerators kept at the threshold first (--find-max), then " if searched else ""
     lines.append(
         f"  ranked: {rule}the highest AU (the median of a path's runs); entries whose AU ranges overlap or lie within 2 AU points "
@@ -120,8 +138,7 @@ def print_train(results) -> None:
                 f"compute {s.compute}, "
                 + (f"{r.rounds} rotated rounds over one data set" if not r.searches else "--find-max each")
             )
-            for line in comparison_lines(r, title):
-                typer.echo(line)
+            echo_lines(comparison_lines(r, title))
             if r.searches:
                 kept = ", ".join(
                     f"{e.sustained} through {e.label}"
@@ -131,11 +148,9 @@ def print_train(results) -> None:
                     f"through {e.label}"
                     for i, e in enumerate(r.entries)
                 )
-                typer.echo(f"This storage keeps {kept}")
+                say(f"This storage keeps {kept}")
             continue
-        lines = find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r)
-        for line in lines:
-            typer.echo(line)
+        echo_lines(find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r))
 
 
 #: a training comparison's columns after its rank, each an attribute of an entry

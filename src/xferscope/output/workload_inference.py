@@ -15,9 +15,10 @@ from xferscope.output.cells import ms, num, secs, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
+from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.kvcache import KvComparison, KvSession
-from xferscope.workloads.kvcache_record import KvResult
+from xferscope.workloads.kvcache_record import BreakEven, KvResult, median_break_even
 from xferscope.workloads.load import LoadComparison, LoadSession
 from xferscope.workloads.load_record import LoadResult
 from xferscope.workloads.side_by_side import Entry
@@ -51,24 +52,8 @@ def kv_lines(r: KvResult) -> list[str]:
     )
     for g in r.per_gpu:
         lines.append(f"    {_gpu(g.gpu):>8}: {_f(g.gb_per_s)} GB/s ({format_bytes(g.bytes)})")
-    b = r.break_even
-    if b is not None:
-        if b.tokens is None:
-            lines.append(
-                f"  break-even at {b.prefill_rate:g} tokens/s prefill: none: restoring takes {1e6 * b.s_per_token:.1f} us "
-                f"a token here, recomputing {1e6 / b.prefill_rate:.1f} us ({b.fit})"
-            )
-        elif b.tokens <= s.chunk_tokens:
-            lines.append(
-                f"  break-even at {b.prefill_rate:g} tokens/s prefill: every prompt with a chunk on disk restores faster "
-                f"than it recomputes (restore = {1000 * b.fixed_s:.2f} ms + {1e6 * b.s_per_token:.2f} us a token; {b.fit})"
-            )
-        else:
-            lines.append(
-                f"  break-even at {b.prefill_rate:g} tokens/s prefill: prompts over {b.tokens} tokens restore faster "
-                f"than they recompute (restore = {1000 * b.fixed_s:.2f} ms + {1e6 * b.s_per_token:.2f} us a token; "
-                f"{b.fit}; restores come in chunks of {s.chunk_tokens})"
-            )
+    if r.break_even is not None:
+        lines.append("  " + break_even_text(r.break_even, s.chunk_tokens))
     c = r.cache
     lines.append(
         f"  cache: {c.get('chunk_files')} chunk files, {format_bytes(c.get('bytes', 0))} "
@@ -191,17 +176,22 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
 
 def comparison_lines(
     title: str, entries: list[Entry], figure: str, fmt: Callable[[float | None], str], status: str
-) -> list[str]:
-    lines = [
-        title,
-        f"  {'#':>2} {'':<28} {'runs':>4} {figure:>12} {'range':>23} {'GB/s':>7} {'CPU-s/GiB':>10}  level with",
-    ]
-    for i, e in enumerate(entries, 1):
-        rng = "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}"
-        lines.append(
-            f"  {i:>2} {e.label[:28]:<28} {e.runs:>4} {fmt(e.value):>12} {rng:>23} {_f(e.gb_per_s):>7} "
-            f"{_f(e.cpu_s_per_gib, '{:.3f}'):>10}  {', '.join(e.level_with) or '-'}"
+) -> list[Any]:
+    rows = [
+        (
+            i,
+            e.label,
+            e.runs,
+            fmt(e.value),
+            "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}",
+            _f(e.gb_per_s),
+            _f(e.cpu_s_per_gib, "{:.3f}"),
+            ", ".join(e.level_with) or "-",
         )
+        for i, e in enumerate(entries, 1)
+    ]
+    headers = ("#", "path", "runs", figure, "range", "GB/s", "CPU-s/GiB", "level with")
+    lines: list[Any] = [title, text_table(headers, rows, left=("path", "level with"))]
     lines.append(
         f"  ranked: the lowest median {figure} first (GB/s and CPU-s/GiB: the medians of the same runs); entries "
         "whose ranges overlap or whose medians lie within 2% are level"
@@ -211,9 +201,37 @@ def comparison_lines(
     return lines
 
 
-def kv_comparison_lines(c: KvComparison) -> list[str]:
+def break_even_text(b: BreakEven, chunk_tokens: int) -> str:
+    """Where restoring a prompt gets faster than recomputing it at the user's prefill rate."""
+    head = f"break-even at {b.prefill_rate:g} tokens/s prefill"
+    fit = f"restore = {1000 * b.fixed_s:.2f} ms + {1e6 * b.s_per_token:.2f} us a token; {b.fit}"
+    if b.tokens is None:
+        return (
+            f"{head}: none: restoring takes {1e6 * b.s_per_token:.1f} us a token here, recomputing "
+            f"{1e6 / b.prefill_rate:.1f} us ({b.fit})"
+        )
+    if b.tokens <= chunk_tokens:
+        return f"{head}: every prompt with a chunk on disk restores faster than it recomputes ({fit})"
+    return (
+        f"{head}: prompts over {b.tokens} tokens restore faster than they recompute ({fit}; restores come in "
+        f"chunks of {chunk_tokens})"
+    )
+
+
+def path_break_evens(c: KvComparison) -> list[str]:
+    """With --prefill-rate and several paths: each path's break-even, from its runs."""
+    lines = []
+    for path in dict.fromkeys(r.path for r in c.results):
+        evens = [r.break_even for r in c.results if r.path == path and r.break_even is not None]
+        if evens:
+            lines.append(f"  {path}: " + break_even_text(median_break_even(evens), c.spec.chunk_tokens))
+    return lines
+
+
+def kv_comparison_lines(c: KvComparison) -> list[Any]:
+    """The paths ranked by restore time, then each path's break-even (with --prefill-rate)."""
     s = c.spec
-    return comparison_lines(
+    table = comparison_lines(
         f"workload kvcache {s.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds over one cache "
         f"(layout {s.layout}, concurrency {s.concurrency}, prompts {s.prompt.text})",
         c.entries,
@@ -221,9 +239,10 @@ def kv_comparison_lines(c: KvComparison) -> list[str]:
         ms,
         c.status,
     )
+    return [*table, *path_break_evens(c)]
 
 
-def load_comparison_lines(c: LoadComparison) -> list[str]:
+def load_comparison_lines(c: LoadComparison) -> list[Any]:
     s = c.spec
     return comparison_lines(
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",

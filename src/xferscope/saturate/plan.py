@@ -272,18 +272,14 @@ def plan_from(
             "storage",
             f"{storage}: no such file (auto, none, or the JSON of an earlier `xferscope saturate --path host`)",
         )
+    plain = ("max_workers", "max_qd", "min_rounds", "max_rounds", "max_points", "margin")
     return SaturatePlan(
         base=base,
         paths=list(values["paths"]),
         block_sizes=list(values["block_sizes"]),
         gpu_sets=[list(g) for g in values["gpu_sets"]],
-        max_workers=values["max_workers"],
-        max_qd=values["max_qd"],
-        min_rounds=values["min_rounds"],
-        max_rounds=values["max_rounds"],
-        max_points=values["max_points"],
-        margin=values["margin"],
         storage=storage,
+        **{k: values[k] for k in plain},
     ).validate()
 
 

@@ -56,6 +56,10 @@ def series_lines(o: SeriesOutcome) -> list[str]:
     return lines
 
 
+#: a search's points at any terminal width: where, how fast, its runs' range, and which is the knee
+POINT_FIRST_COLUMNS = ("in flight", "GiB/s", "min-max", "")
+
+
 def points_table(o: SeriesOutcome, title: str | None = None):
     """The points of one search, by concurrency: median, spread, runs, and which is the knee and the plateau."""
     from rich.table import Table
@@ -85,7 +89,7 @@ def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -
 
     for o in outcome.series:
         if tables and o.found.points:
-            print_table(points_table(o, title=o.series.label))
+            print_table(points_table(o, title=o.series.label), first=POINT_FIRST_COLUMNS)
         for line in series_lines(o):
             echo(line)
     verdicts = [verdict_line(o.evidence, o.bottleneck) for o in outcome.series if o.bottleneck is not None]

@@ -48,8 +48,10 @@ MIN_ROUNDS = 3
 MAX_ROUNDS = 5
 MAX_POINTS = 24
 #: the stages of the search, as points and comparisons name them
-DOUBLING, LIMIT, PLATEAU, BISECTION, QUEUE = "doubling", "limit", "plateau", "bisection", "queue depth at the knee"
-#: the stages whose comparisons set a candidate against the plateau's point (baseline: the plateau)
+DOUBLING, LIMIT = "doubling", "limit"
+#: the stages whose comparisons set a candidate against the plateau's point (baseline: the plateau); files of
+#: earlier versions name their neighbour comparisons "bisection" and "queue depth at the knee"
+PLATEAU, BISECTION, QUEUE = "knee", "knee bisection", "knee queue depth"
 AGAINST_PLATEAU = (PLATEAU, BISECTION, QUEUE)
 
 #: one line for every output that shows a knee: how it was found
@@ -233,7 +235,7 @@ def knee_of(
 
 
 def flat_of(points: list[Point], knee: Shape | None, margin: float = MARGIN) -> Flat | None:
-    """From the knee on: the points on the plateau, and the range of their medians."""
+    """From the knee on: the points on the plateau, and the range of their medians (None for fewer than two)."""
     plateau = plateau_of(points, margin)
     if plateau is None or knee is None:
         return None
@@ -241,7 +243,7 @@ def flat_of(points: list[Point], knee: Shape | None, margin: float = MARGIN) -> 
     on = [by_shape[s] for s in plateau.shapes if sort_key(s) >= sort_key(knee) and s in by_shape]
     if knee in by_shape and by_shape[knee] not in on:
         on.insert(0, by_shape[knee])
-    if not on:
+    if len(on) < 2:  # one point says nothing of how flat the curve is
         return None
     medians = [p.median for p in on]
     until = max((p.shape for p in on), key=sort_key)

@@ -36,6 +36,21 @@ IO_HEADERS = (
     "last-done MiB/s",
     "PCIe RX MB/s",
 )
+#: the columns of a sweep's table kept at any terminal width: the point, its figure and range, cost, ratio, verdict
+SUMMARY_FIRST_COLUMNS = (
+    "point",
+    "MiB/s",
+    "min",
+    "max",
+    "CPU-s/GiB",
+    "traffic",
+    "stride",
+    "delay",
+    "latency (ns)",
+    "bandwidth (MB/s)",
+    "ratio",
+    "verdict",
+)
 MEM_HEADERS = (
     "#",
     "traffic",

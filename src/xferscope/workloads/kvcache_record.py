@@ -167,9 +167,23 @@ def break_even(spec: KvSpec, done: Sequence[JobDone], log: Sequence[KvRequest], 
     else:
         slope, fixed = sum(ys) / len(ys) / xs[0], 0.0
         fit = "proportional (one prompt length)"
+    return at_rate(rate, fixed, slope, fit)
+
+
+def at_rate(rate: float, fixed: float, slope: float, fit: str) -> BreakEven:
+    """The break-even of a restore that takes ``fixed`` + ``slope`` a token against recomputing at ``rate``
+    tokens a second: the prompt length from which restoring is faster (None: never)."""
     recompute = 1.0 / rate
     tokens = None if slope >= recompute else max(0, math.ceil(fixed / (recompute - slope)))
     return BreakEven(prefill_rate=rate, fixed_s=fixed, s_per_token=slope, tokens=tokens, fit=fit)
+
+
+def median_break_even(evens: Sequence[BreakEven]) -> BreakEven:
+    """One path's break-even over its runs (rounds): the median of their fits' fixed time and time a token."""
+    fixed = statistics.median(b.fixed_s for b in evens)
+    slope = statistics.median(b.s_per_token for b in evens)
+    runs = f"{len(evens)} run{'s' * (len(evens) != 1)}"
+    return at_rate(evens[0].prefill_rate, fixed, slope, f"the median of the fits of {runs}")
 
 
 def decode(text: bytes | str, path: str = "<result>") -> KvResult:

@@ -8,12 +8,14 @@ A set-up error is raised as the error it was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope import janitor
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, describe_exit, error_from_wire
 
@@ -36,6 +38,8 @@ class WorkloadChild:
         self.target, self.what, self.path = target, what, path
         self._child: Child | None = None
         self._stop_asked = False
+        #: the cuFile log of the child (cufile: a file of ours, guarded by the janitor until removed)
+        self._log: str | None = None
 
     def stop(self) -> None:
         self._stop_asked = True
@@ -48,7 +52,9 @@ class WorkloadChild:
         if self.path == "cufile":
             from xferscope.engines import cufile_driver
 
-            extra, _log = cufile_driver.log_for_child()
+            extra, self._log = cufile_driver.log_for_child()
+            if self._log:  # removed when the child has ended, and by the janitor should this process end first
+                janitor.guard(self._log)
             env = {**os.environ, **extra} if extra else None
         return Child(self.target, what=self.what, env=env)
 
@@ -60,6 +66,14 @@ class WorkloadChild:
             return self._drive(child, job, on_tick)
         finally:
             child.end(grace_s=10.0)
+            self._remove_log()
+
+    def _remove_log(self) -> None:
+        log, self._log = self._log, None
+        if log:
+            with contextlib.suppress(OSError):
+                os.unlink(log)
+            janitor.release(log)
 
     @staticmethod
     def _recv(child: Child):

@@ -5,7 +5,8 @@ run's figures, and the session's runs ranked beside."""
 from __future__ import annotations
 
 from rich.text import Text
-from textual.widgets import DataTable, Static
+from textual import on
+from textual.widgets import DataTable, Input, Static
 
 from xferscope.app.inference_model import (
     FIELD_CONTROL,
@@ -80,7 +81,15 @@ class InferenceScreen(WorkloadRunScreen):
 
     # --------------------------------------------------------------- drawing
     def _kind(self) -> str:
-        return self.form_values().kind.strip() if self.state.spec is None else self.state.kind
+        """The kind of the run in flight; between runs, the one the form asks for (what r would start)."""
+        going = self.status in ("preparing", "running", "stopping") and self.state.spec is not None
+        return self.state.kind if going else self.form_values().kind.strip()
+
+    @on(Input.Changed, "#inf-kind")
+    def kind_changed(self) -> None:
+        """The title and the session's ranking follow the Kind field as it is typed."""
+        self.draw_title()
+        self._session()
 
     def _table(self) -> None:
         from xferscope.units import format_bytes
@@ -127,15 +136,17 @@ class InferenceScreen(WorkloadRunScreen):
         self.query_one("#inf-summary", Static).update(out)
 
     def draw_title(self) -> None:
-        out = title_text(f"workload {self._kind()}", self.status)
         st = self.state
-        if st.spec is not None:
+        kind = self._kind()
+        last = st.spec is not None and kind == st.kind  # the run the figures are of is of the kind shown
+        out = title_text(f"workload {kind}", self.status if last or st.spec is None else "idle")
+        if last:
             out.append(f" · {describe(st.spec)}")
         if st.made is not None and self.status in ("preparing", "stopping"):
             done, total = st.made
             out.append(f" · making the data set {100 * done // max(total, 1)}%", style="dim")
-        elif st.t > 0:
+        elif st.t > 0 and last:
             out.append(f" · {st.t:.1f} s · {st.jobs} done · {st.bytes / st.t / 1e9:.2f} GB/s")
-        if self.status == "idle":
+        if self.status == "idle" or not (last or st.spec is None):
             out.append(" · press r to start", style="dim")
         self.query_one("#inf-title", Static).update(out)
