@@ -47,7 +47,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from inference_goals import kvcache_goals, load_goals  # noqa: E402  (beside this script)
 from shape_goals import buffer_ratio, load_shape, shape_goals, train_cost  # noqa: E402
-from verdict_gpu_goals import setup_goals, verdict_goals  # noqa: E402
+from verdict_gpu_goals import knee_goals, setup_goals, verdict_goals  # noqa: E402
 
 POINTS = (("64K", 8), ("1M", 4), ("16M", 4))
 #: the timeline's variants: host, bounce, bounce-async as it chooses, on one buffer, groups taking turns
@@ -570,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--only",
         default="suite",
-        help="which groups of goals to run: suite (the default), shape (= storage, cache, buffers, traincost, "
+        help="which groups of goals to run: suite (the default), answers (verdicts and knee), shape (= storage, cache, buffers, traincost, "
         "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio",
     )
     args = ap.parse_args(argv)
@@ -592,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         "kvikio": kvikio,
         "setup": setup_goals,
         "verdicts": verdict_goals,
+        "answers": lambda g, args: (verdict_goals(g, args, spread=False), knee_goals(g, args)),
         "kvcache": kvcache_goals,
         "load": load_goals,
     }

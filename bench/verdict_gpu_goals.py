@@ -9,8 +9,12 @@ Group "verdicts":
 
 * the A/A spread: `compare --paths host,host --bs 1M -w 4 -T 3 --rounds 9`, the sd of the log of a round's
   paired ratio (the figure bench/verdict_goals.py takes as --ratio-spread), measured and printed;
-* three invocations of `compare --paths host,bounce,bounce-async --bs 1M -w 4 -T 3` (--rounds auto) give one
-  verdict per path.
+* three invocations of `compare --paths host,bounce,bounce-async --bs 1M -w 4 -T 3` (--rounds auto) give no two
+  different decided verdicts (faster, slower, same) for any path: "undecided" shows its interval and agrees with
+  either (issue 37's rule, whose regions cannot overlap).
+
+Group "knee": `saturate --path host --bs 1M`, the knee and how flat the curve is from there, with the points the
+search climbed (workers at qd 1 as well as one worker's queue).
 """
 
 from __future__ import annotations
@@ -34,11 +38,11 @@ def _comparison(g, name: str, args, *extra: str, need: float) -> dict | None:
         return json.load(fh)["comparison"]
 
 
-def verdict_goals(g, args) -> None:
-    aa = _comparison(g, "verdict-aa", args, "--paths", "host,host", "--rounds", "9", need=110)
+def verdict_goals(g, args, spread: bool = True) -> None:
+    aa = _comparison(g, "verdict-aa", args, "--paths", "host,host", "--rounds", "9", need=110) if spread else {}
     if aa is None:
         g.say("A/A spread (host,host 1M x4, 9 rounds)", "no result", False)
-    else:
+    elif aa:
         base, other = aa["paths"][0]["rounds"], aa["paths"][1]["rounds"]
         logs = [math.log(o / b) for b, o in zip(base, other) if b and o]
         sd = statistics.stdev(logs) if len(logs) > 1 else float("nan")
@@ -64,11 +68,38 @@ def verdict_goals(g, args) -> None:
         )
         print(f"# invocation {i + 1}: {comp['rounds']} rounds; {figures}", flush=True)
         runs.append((words, comp["rounds"]))
-    agree = all(r[0] == runs[0][0] for r in runs)
+    decided = {label: {r[0][label] for r in runs} - {"undecided", "single pass: no verdict"} for label in runs[0][0]}
     g.say(
-        "three invocations of compare host,bounce,bounce-async 1M x4 -T 3 give one verdict per path",
+        "three invocations of compare host,bounce,bounce-async 1M x4 -T 3: no two different decided verdicts for a path",
         "; ".join(f"{', '.join(f'{k} {w}' for k, w in words.items())} in {n} rounds" for words, n in runs),
-        agree,
+        all(len(words) <= 1 for words in decided.values()),
+    )
+
+
+def knee_goals(g, args) -> None:
+    """`saturate --path host --bs 1M` (issue 37's GPU case): where the knee lies, how flat the curve is from there,
+    and that the search climbed the workers at qd 1 as well as one worker's queue."""
+    out = os.path.join(g.out, "knee.json")
+    proc = g.run(
+        "knee",
+        [sys.executable, "-m", "xferscope.cli", "saturate", "--path", "host", "--bs", "1M", "--json", out],
+        150,
+        env={"TMPDIR": args.dir},
+    )
+    if proc is None or proc.returncode != 0 or not os.path.exists(out):
+        g.say("saturate --path host --bs 1M", "no result", False)
+        return
+    with open(out) as fh:
+        [series] = json.load(fh)["series"]
+    points = sorted((p["workers"], p["iodepth"]) for p in series["points"])
+    knee = series["knee"]
+    print(f"# knee: points {points}; {series.get('flat')}", flush=True)
+    climbed = any(w >= 4 and q == 1 for w, q in points)
+    g.say(
+        "saturate --path host --bs 1M climbs workers at qd 1 too, and states how flat the curve is",
+        f"knee {knee['workers']}w x qd {knee['iodepth']} ({knee['concurrency']} in flight), plateau "
+        f"{series['figures']['plateau_gib_s']:.2f} GiB/s; {series.get('flat')}",
+        climbed and series.get("flat") is not None,
     )
 
 

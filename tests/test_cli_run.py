@@ -239,10 +239,9 @@ def test_sigint_stops_saves_partial_results_and_removes_scratch(direct_dir, tmp_
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 30
-    while time.time() < deadline and not any(p.suffix == ".dat" for p in direct_dir.iterdir()):
-        time.sleep(0.05)
-    time.sleep(1.5)
+    from test_engine_process import in_timed_region
+
+    in_timed_region(direct_dir, proc, 1 << 20)  # reads under way: there is something to keep
     t0 = time.time()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=20)

@@ -72,16 +72,27 @@ def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
     )
 
 
-def in_timed_region(directory, proc: subprocess.Popen) -> psutil.Process:
-    """Wait until the run's scratch file is filled (its sidecar is written) and the engine has run a
-    moment; return the engine's process."""
+def has_read(process: psutil.Process, nbytes: int) -> bool:
+    """``process`` has read ``nbytes`` from storage (O_DIRECT reads count), or has ended."""
+    try:
+        return process.io_counters().read_bytes >= nbytes
+    except psutil.Error:
+        return True
+
+
+def in_timed_region(directory, proc: subprocess.Popen, nbytes: int = 4 << 20) -> psutil.Process:
+    """Wait until the run's scratch file is filled (its sidecar is written) and the engine has read ``nbytes``
+    of it in its timed region, then let it measure a second more (a sample's worth); return the engine's
+    process."""
     wait_until(
         lambda: any(p.name.endswith(".xferscope") for p in directory.iterdir()) or proc.poll() is not None,
         what="the scratch file",
     )
     assert proc.poll() is None, proc.communicate()
     engine = wait_until(lambda: engine_children(proc.pid), what="the engine process")[0]
-    time.sleep(1.0)
+    before = engine.io_counters().read_bytes
+    wait_until(lambda: has_read(engine, before + nbytes), what="the engine reading in its timed region")
+    time.sleep(1.0)  # the run is under way (the reads above): a second of it measured, whatever the machine's load
     return engine
 
 

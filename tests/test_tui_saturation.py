@@ -17,7 +17,7 @@ from xferscope.saturate.execute import PointMeasured
 async def _fill(pilot, target) -> None:
     for selector, text in (
         ("#sat-bs", "64K"),
-        ("#sat-workers", "2"),
+        ("#sat-workers", "1"),
         ("#sat-qd", "2"),
         ("#sat-seconds", "0.1"),
         ("#sat-rounds", "3"),
