@@ -220,10 +220,14 @@ def test_bounce_async_measures_both_ways_and_says_which_it_kept(direct_dir):
     result = Run(spec).execute()
     assert result.status == "ok", result.error
     env = result.environment
+    from xferscope import _iocore
+
+    keep_one = 1 - _iocore.SERIAL_WINS_PCT / 100  # one buffer is kept only when this much faster: its waits cost CPU
     for trial, serial in zip(env["trial_us_a_block"], env["reads_on_one_buffer"]):
         one, turns = trial["one_buffer"], trial["taking_turns"]
         assert one and turns, trial
-        assert serial == (one < turns), (trial, serial)
+        if abs(one - turns * keep_one) > 0.1:  # the figures are rounded to 0.1 us
+            assert serial == (one < turns * keep_one), (trial, serial)
     assert any("us a block" in label and "(measured as it ran)" in label for label in result.labels)
 
 

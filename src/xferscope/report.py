@@ -204,6 +204,17 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequ
     return table
 
 
+#: set by an MPI launcher in every rank: a rank's output goes through the launcher's, at a width it cannot know
+MPI_RANK_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK")
+
+
+def _terminal(console) -> bool:
+    """Output for a person at a terminal of the console's width (not a pipe, a file, nor an MPI rank's)."""
+    import os
+
+    return console.is_terminal and not any(k in os.environ for k in MPI_RANK_ENV)
+
+
 def show_every_column(on: bool = True) -> None:
     """``--wide``: tables print every column at any terminal width (cells fold where they must)."""
     global _every_column
@@ -218,7 +229,7 @@ def print_table(table, first: Sequence[str] = FIRST_COLUMNS) -> None:
     from rich.console import Console
 
     screen = Console()
-    if not screen.is_terminal:
+    if not _terminal(screen):
         width = Console(width=4000).measure(table).maximum
         Console(width=max(80, width)).print(table)
         return
@@ -243,7 +254,7 @@ def say(line: str) -> None:
     from rich.console import Console
 
     screen = Console()
-    if screen.is_terminal:
+    if _terminal(screen):
         screen.print(line, highlight=False, markup=False)
     else:
         sys.stdout.write(line + "\n")

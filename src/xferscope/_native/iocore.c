@@ -2374,6 +2374,7 @@ PyMODINIT_FUNC PyInit__iocore(void)
     PyModule_AddIntConstant(m, "TURNS_AUTO", TURNS_AUTO);
     PyModule_AddIntConstant(m, "TURNS_ALWAYS", TURNS_ALWAYS);
     PyModule_AddIntConstant(m, "TURNS_NEVER", TURNS_NEVER);
+    PyModule_AddIntConstant(m, "SERIAL_WINS_PCT", SERIAL_WINS_PCT);
     PyModule_AddIntConstant(m, "HIST_SUB", HIST_SUB);
     PyModule_AddIntConstant(m, "HIST_NBUCKETS", HIST_NBUCKETS);
     PyModule_AddIntConstant(m, "MODE_HOST", MODE_HOST);

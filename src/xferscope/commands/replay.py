@@ -310,6 +310,9 @@ def report(
 
     progress.clear()
     results_path = plan.results_path
+    if outcome.interrupted and outcome.not_written is None:
+        # said first: under mpirun, Ctrl-C gives the ranks a second (Open MPI's odls_base_sigkill_timeout)
+        typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
     if progress.earlier:
         typer.echo(f"{progress.earlier} point(s) finished earlier in {results_path} were kept", err=True)
     found = ratios(outcome.results, plan.old, margin) if plan.old else None
@@ -321,7 +324,6 @@ def report(
     if outcome.not_written is not None:
         raise typer.Exit(int(outcome.not_written.exit_code))
     if outcome.interrupted:
-        typer.echo(f"xferscope: interrupted; rerun the same command to resume from {results_path}", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     if unsure:
         shown = ", ".join(
