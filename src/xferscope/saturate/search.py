@@ -19,8 +19,9 @@ How it walks, by concurrency (I/Os in flight: workers x queue depth):
 2. **Plateau.** The best median of a flat curve is luck (the winner's curse), so the plateau is not the best
    point: it is the median of the medians of every point that the rule for unpaired figures cannot tell from
    the best, and its point is the one of those whose median lies nearest it.
-3. **Knee.** The smallest concurrency that the verdict rule, in paired rounds against the plateau's point as
-   ``compare`` runs them, does not call slower. The candidates are tried from the least concurrency up, then
+3. **Knee.** The smallest concurrency that the verdict rule, in paired rounds (up to ``KNEE_ROUNDS``) against the
+   best point as ``compare`` runs them, does not call slower: the rounds measure the best point afresh, so its
+   luck stays in its old figures. The candidates are tried from the least concurrency up, then
    bisection between the last point called slower and the first not brings the two within one eighth of the
    upper concurrency; where the knee has several workers at the deepest queue, the same bisection finds the
    least queue depth on that many workers.
@@ -47,17 +48,19 @@ PATIENCE = 2  # a ladder stops after this many steps in a row that do not gain
 MIN_ROUNDS = 3
 MAX_ROUNDS = 5
 MAX_POINTS = 24
+#: the most rounds of a candidate against the best point (compare's --rounds auto goes up to as many)
+KNEE_ROUNDS = 9
 #: the stages of the search, as points and comparisons name them
 DOUBLING, LIMIT = "doubling", "limit"
-#: the stages whose comparisons set a candidate against the plateau's point (baseline: the plateau); files of
+#: the stages whose comparisons set a candidate against the best point (baseline: that point); files of
 #: earlier versions name their neighbour comparisons "bisection" and "queue depth at the knee"
 PLATEAU, BISECTION, QUEUE = "knee", "knee bisection", "knee queue depth"
 AGAINST_PLATEAU = (PLATEAU, BISECTION, QUEUE)
 
 #: one line for every output that shows a knee: how it was found
 SEARCH_RULE = (
-    "knee: the smallest concurrency the verdict rule, in paired rounds against the plateau's point, does not "
-    "call slower; plateau: the median of the points the rule cannot tell from the best; climbed by doubling "
+    "knee: the smallest concurrency the verdict rule, in paired rounds against the best point, does not call "
+    "slower; plateau: the median of the points the rule cannot tell from the best; climbed by doubling "
     "(workers at qd 1, one worker's queue, then workers at the deepest queue) until two steps in a row gain "
     f"under {100 * GAIN - 100:.0f}%, the limit checked, then bisected"
 )
@@ -152,6 +155,7 @@ class Plateau:
     value: float
     shape: Shape
     shapes: tuple[Shape, ...]
+    best: Shape  # the best median: the reference for paired rounds, which measure it afresh (no luck carried)
 
 
 @dataclass(frozen=True)
@@ -212,13 +216,13 @@ def plateau_of(points: list[Point], margin: float = MARGIN) -> Plateau | None:
     value = statistics.median(p.median for p in near)
     centre = min(near, key=lambda p: (abs(p.median - value), sort_key(p.shape)))
     on = [p for p in measured if p in near or _not_slower(repeated_verdict(centre.values, p.values, margin))]
-    return Plateau(value, centre.shape, tuple(sorted((p.shape for p in on), key=sort_key)))
+    return Plateau(value, centre.shape, tuple(sorted((p.shape for p in on), key=sort_key)), best.shape)
 
 
 def knee_of(
     points: list[Point], comparisons: Sequence[Comparison] = (), margin: float = MARGIN
 ) -> tuple[Shape | None, Shape | None]:
-    """(knee, plateau's point). Where candidates were set against the plateau's point in paired rounds (the
+    """(knee, plateau's point). Where candidates were set against the best point in paired rounds (the
     search does so), the knee is the least concurrency among that point and the candidates the rule did not call
     slower; without such rounds (a search stopped before them), the least concurrency on the plateau
     (``plateau_of``)."""
@@ -399,13 +403,15 @@ class KneeSearch:
         return gained
 
     def _knee(self) -> None:
-        """The least concurrency the paired rule does not call slower than the plateau's point: the points on
+        """The least concurrency the paired rule does not call slower than the best point: the points on
         the plateau tried from the least concurrency up, then bisection below the first that holds, then the
         least queue depth on its workers."""
         plateau = plateau_of(list(self.points.values()), self.margin)
         if plateau is None:
             return
-        ref = plateau.shape
+        # the best point as the reference: its luck stays in its old figures, as the rounds measure it afresh;
+        # on a rising curve it lies on the plateau, where a point near the median may lie below it
+        ref = plateau.best
         knee = ref
         for shape in plateau.shapes:
             if sort_key(shape) >= sort_key(ref):
@@ -418,8 +424,11 @@ class KneeSearch:
             self._queue_at(ref, knee)
 
     def _holds(self, ref: Shape, shape: Shape, stage: str) -> bool:
-        """``shape`` is on the plateau: the paired rule does not call it slower than ``ref``."""
-        return shape == ref or _not_slower(self._compare(ref, shape, stage).verdict)
+        """``shape`` is on the plateau: the paired rule does not call it slower than ``ref`` (in up to
+        ``KNEE_ROUNDS`` rounds, as compare's --rounds auto: the knee is the answer)."""
+        if shape == ref:
+            return True
+        return _not_slower(self._compare(ref, shape, stage, max(self.max_rounds, KNEE_ROUNDS)).verdict)
 
     def _bisect_below(self, ref: Shape, knee: Shape) -> Shape:
         """Between the knee and the most concurrency below it on its ladder that is off the plateau: halve the
@@ -465,9 +474,9 @@ class KneeSearch:
         return shapes[hi]
 
     # ------------------------------------------------------- measurements
-    def _compare(self, baseline: Shape, other: Shape, stage: str) -> Comparison:
+    def _compare(self, baseline: Shape, other: Shape, stage: str, most: int | None = None) -> Comparison:
         """Interleaved, rotated rounds of the two shapes until the rule settles (faster, slower or the same), or
-        the cap."""
+        the cap (``most``, else ``max_rounds``)."""
         for shape in (baseline, other):
             if shape not in self.points:
                 if len(self.points) >= self.max_points:
@@ -476,7 +485,7 @@ class KneeSearch:
         base_values: list[float] = []
         other_values: list[float] = []
         verdict = None
-        for round_no in range(self.max_rounds):
+        for round_no in range(most or self.max_rounds):
             order = [(baseline, base_values), (other, other_values)]
             if round_no % 2:
                 order.reverse()
