@@ -1,6 +1,7 @@
 """`xferscope mem` through its real entry point, the sweep engine's streams, and the mlc backend."""
 
 import asyncio
+import contextlib
 import csv
 import itertools
 import json
@@ -291,7 +292,20 @@ def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(3.5)
+    import psutil
+
+    def sweep_cpu_s() -> float:  # the sweep's process: its first point (1 s on one thread) is measured past 1.5 s
+        total = 0.0
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if "mem_runner:serve" in " ".join(child.cmdline()):
+                    times = child.cpu_times()
+                    total += times.user + times.system
+        return total
+
+    deadline = time.monotonic() + 60
+    while sweep_cpu_s() < 1.5 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert proc.poll() is None
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)

@@ -563,7 +563,10 @@ def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path,
                 engine = child
         time.sleep(0.1)
     assert engine is not None, "the run's own process"
-    time.sleep(3.0)  # steps taken and sent
+    deadline = time.time() + 60  # steps under way: it has read some of the set
+    while time.time() < deadline and engine.io_counters().read_bytes < 4 << 20:
+        time.sleep(0.05)
+    time.sleep(1.0)  # five of its 0.2 s ticks: the steps taken are sent
     engine.kill()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err
