@@ -138,3 +138,19 @@ def test_saturate_and_saved_workloads_show_their_first_columns_whole(terminal, c
     fits(text, cols)
     header_line(text, "#", "path", "AU", "range")
     assert "91.8%-93.1%" in text
+
+
+@pytest.mark.parametrize("terminal", terminals())
+def test_memory_results_side_by_side_keep_their_first_columns_at_80(terminal):
+    saved = str(DATA / "records" / "mem.json")
+    text = terminal(["compare", "--mem", ",".join([saved] * 5)], 80, 24)
+    fits(text, 80)
+    assert "idle latency (ns)" in text and "110.63" in text, "the figures' names and the first result whole"
+    assert "left out at 80 columns" in text
+    piped = subprocess.run(
+        [sys.executable, "-m", "xferscope.cli", "compare", "--mem", ",".join([saved] * 5)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert piped.returncode == 0 and piped.stdout.splitlines()[0].count("builtin (mem.json)") == 5

@@ -215,6 +215,14 @@ def _terminal(console) -> bool:
     return console.is_terminal and not any(k in os.environ for k in MPI_RANK_ENV)
 
 
+def terminal_width() -> int | None:
+    """The width of the terminal tables print to; None into a pipe, a file or an MPI rank's output."""
+    from rich.console import Console
+
+    screen = Console()
+    return screen.width if _terminal(screen) else None
+
+
 def show_every_column(on: bool = True) -> None:
     """``--wide``: tables print every column at any terminal width (cells fold where they must)."""
     global _every_column
@@ -261,15 +269,20 @@ def say(line: str) -> None:
 
 
 def fit_columns(table, width: int, first: Sequence[str]):
-    """(a copy of ``table`` that fits ``width``, the headers left out): the columns not in ``first`` are left out
-    from the right until the table's natural width fits, or none is left; right-aligned columns (figures) never
-    wrap, the others wrap at word ends."""
+    """(a copy of ``table`` that fits ``width``, the headers left out): the columns not in ``first`` (a name there
+    keeps one column of that name, the first) are left out from the right until the table's natural width fits, or
+    none is left; right-aligned columns (figures) never wrap, the others wrap at word ends."""
     from rich.console import Console
     from rich.table import Table
 
     columns = list(table.columns)
     cells = [list(c.cells) for c in columns]
-    optional = [i for i, c in enumerate(columns) if str(c.header) not in first]
+    kept: set[int] = set()  # each name in ``first`` keeps one column: the first of that name not kept yet
+    for name in first:
+        i = next((i for i, c in enumerate(columns) if str(c.header) == name and i not in kept), None)
+        if i is not None:
+            kept.add(i)
+    optional = [i for i in range(len(columns)) if i not in kept]
 
     def build(keep: list[int]) -> Table:
         out = Table(title=table.title, header_style=table.header_style, caption=table.caption)

@@ -14,8 +14,9 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     from xferscope import records
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
-    from xferscope.mem_report import format_side_by_side
+    from xferscope.mem_report import format_side_by_side, side_by_side
     from xferscope.output.files import Output, show_then_write
+    from xferscope.report import print_table, terminal_width, text_table
 
     paths = [p.strip() for p in files.split(",") if p.strip()]
     if not paths:
@@ -23,7 +24,12 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     results = [r for path in paths for r in read_mem_results(path)]
 
     def show() -> None:
-        typer.echo(format_side_by_side(results))
+        text, width = format_side_by_side(results), terminal_width()
+        if width is not None and max(len(line) for line in text.splitlines()) > width:
+            headers, rows = side_by_side(results)  # wider than the terminal: the first results, a line on the rest
+            print_table(text_table(headers, rows, left=("",)), first=headers[:2])
+        else:
+            typer.echo(text)
         for r in results:
             for warning in r.warnings:
                 typer.echo(f"warning: {r.name}: {warning}", err=True)
