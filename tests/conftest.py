@@ -68,8 +68,15 @@ def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> 
         text=True,
         env={**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})},
     )
+    out, err = communicate_or_dump(proc, timeout, f"xferscope {' '.join(args)}")
+    return CliResult(proc.returncode, out, err)
+
+
+def communicate_or_dump(proc: subprocess.Popen, timeout: float, what: str) -> tuple[str, str]:
+    """``proc.communicate``; a command (started with PYTHONFAULTHANDLER=1) still running after ``timeout`` fails
+    the test with what every thread of it, and of the processes it started, was doing."""
     try:
-        out, err = proc.communicate(timeout=timeout)
+        return proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         import psutil
 
@@ -84,14 +91,11 @@ def xferscope_cli(*args: str, timeout: float = 120, env: dict | None = None) -> 
             with contextlib.suppress(psutil.Error):
                 child.send_signal(signal.SIGABRT)
         try:
-            out, err = proc.communicate(timeout=5)
+            _, err = proc.communicate(timeout=5)
         except subprocess.TimeoutExpired:
             proc.send_signal(signal.SIGABRT)
-            out, err = proc.communicate(timeout=30)
-        raise AssertionError(
-            f"xferscope {' '.join(args)} still ran after {timeout} s; its threads:\n{err}{stacks}"
-        ) from None
-    return CliResult(proc.returncode, out, err)
+            _, err = proc.communicate(timeout=30)
+        raise AssertionError(f"{what} still ran after {timeout} s; its threads:\n{err}{stacks}") from None
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ import xml.dom.minidom
 from pathlib import Path
 
 import pytest
+from conftest import communicate_or_dump
 
 from xferscope.engines.registry import unavailable_reason
 from xferscope.export import load_results
@@ -105,14 +106,15 @@ def test_interrupted_sweep_resumes_and_keeps_what_was_measured(small):
         "--dir",
         str(directory),
     ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {**os.environ, "PYTHONFAULTHANDLER": "1"}  # a hang after Ctrl-C shows every thread's stack
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # Ctrl-C once the first point is finished
         if results.exists() and any(p["status"] == "done" for p in _load(results)["points"]):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    _out, err = proc.communicate(timeout=60)
+    _out, err = communicate_or_dump(proc, 60, "replay after Ctrl-C")
     assert proc.returncode == 130, err
     assert "rerun the same command to resume" in err and "Traceback" not in err
     first = _load(results)["points"]

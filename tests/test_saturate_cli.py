@@ -76,7 +76,7 @@ def test_a_small_host_saturation_finds_its_knee_and_says_what_binds(saturated):
             for i in point["results"]
         )
     for c in series["comparisons"]:
-        assert c["verdict"] in ("faster", "slower", "same", "undecided") and 3 <= c["rounds"] <= 3
+        assert c["verdict"] in ("faster", "slower", "same", "undecided") and 3 <= c["rounds"] <= 3, "--max-rounds 3"
         if c["stage"] in ("doubling", "limit"):  # the climb: a point against the one below it
             assert c["baseline"]["concurrency"] < c["other"]["concurrency"]
         else:  # the knee: a point against the plateau's, from below

@@ -58,7 +58,9 @@ MinRoundsOpt = Annotated[
 MaxRoundsOpt = Annotated[
     int | None,
     typer.Option(
-        "--max-rounds", help="cap: rounds after which two neighbours that cannot be told apart count as equal (5)"
+        "--max-rounds",
+        help="cap: rounds after which two points that cannot be told apart count as equal (5; the knee's tests "
+        "against the best point go to 9 unless this is given)",
     ),
 ]
 MaxPointsOpt = Annotated[int | None, typer.Option("--max-points", help="cap: points per search (24)")]

@@ -20,7 +20,7 @@ from xferscope.errors import XferscopeError
 from xferscope.saturate.ceilings import Bottleneck, Evidence
 from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
 from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
-from xferscope.saturate.search import Comparison, KneeSearch, Point, SearchResult, Shape, StopSearch
+from xferscope.saturate.search import MAX_ROUNDS, Comparison, KneeSearch, Point, SearchResult, Shape, StopSearch
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 
@@ -277,6 +277,8 @@ class Saturation:
             min_rounds=plan.min_rounds,
             max_rounds=plan.max_rounds,
             margin=plan.margin,
+            # --max-rounds given: its cap for the knee's tests too; by default, as many as compare's auto
+            knee_rounds=None if plan.max_rounds == MAX_ROUNDS else plan.max_rounds,
             max_points=plan.points_budget(series.path),
             listener=relay,
         )

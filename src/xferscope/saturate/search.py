@@ -326,6 +326,7 @@ class KneeSearch:
         max_rounds: int = MAX_ROUNDS,
         max_points: int = MAX_POINTS,
         margin: float = MARGIN,
+        knee_rounds: int | None = None,
         listener: Callable[[Any], None] | None = None,
     ):
         if max_workers < 1 or max_qd < 1:
@@ -341,6 +342,8 @@ class KneeSearch:
         self.max_rounds = max_rounds
         self.max_points = max_points
         self.margin = margin
+        #: the most rounds of a candidate against the best point: KNEE_ROUNDS, or fewer where max_rounds is more
+        self.knee_rounds = knee_rounds if knee_rounds is not None else max(max_rounds, KNEE_ROUNDS)
         self.listener = listener or (lambda event: None)
         self.points: dict[Shape, Point] = {}
         self.comparisons: list[Comparison] = []
@@ -425,10 +428,10 @@ class KneeSearch:
 
     def _holds(self, ref: Shape, shape: Shape, stage: str) -> bool:
         """``shape`` is on the plateau: the paired rule does not call it slower than ``ref`` (in up to
-        ``KNEE_ROUNDS`` rounds, as compare's --rounds auto: the knee is the answer)."""
+        ``knee_rounds``, as many as compare's --rounds auto by default: the knee is the answer)."""
         if shape == ref:
             return True
-        return _not_slower(self._compare(ref, shape, stage, max(self.max_rounds, KNEE_ROUNDS)).verdict)
+        return _not_slower(self._compare(ref, shape, stage, self.knee_rounds).verdict)
 
     def _bisect_below(self, ref: Shape, knee: Shape) -> Shape:
         """Between the knee and the most concurrency below it on its ladder that is off the plateau: halve the
