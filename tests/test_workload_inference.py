@@ -4,10 +4,14 @@ both with their figures, paths side by side, Ctrl-C, and bad input (one line, ex
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
 import struct
+import subprocess
+import sys
+import time
 
 import pytest
 from conftest import TRANSFER_PROCESS, child_has_read, children_running, interrupted_cli
@@ -510,3 +514,47 @@ def test_ctrl_c_during_a_load_keeps_the_figures_and_removes_the_shards(set_dir, 
     assert all(r["load_s"] > 0 for r in d["results"] if r["status"] == "ok")
     assert d["results"][-1]["status"] in ("ok", "interrupted")
     assert os.listdir(set_dir) == []
+
+
+def test_a_killed_transfer_process_fails_the_run_and_leaves_nothing(set_dir, tmp_path, no_gpu):
+    """SIGKILL into the process that restores the requests: exit 1 with one line naming it, the JSON failed with the
+    requests restored until then, the cache removed, no process of ours left."""
+    import psutil
+
+    js = tmp_path / "k.json"
+    args = ("workload", "kvcache", *KV, "--prompt-tokens", "1024", "-T", "60", "--interval", "0.2")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *args, "--dir", str(set_dir), "--json", str(js)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    while not child_has_read(TRANSFER_PROCESS, 32 << 20)(me):  # requests restored: there are figures to keep
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
+    time.sleep(1.0)  # five of its 0.2 s ticks: the requests restored are sent
+    ours = me.children(recursive=True)
+    [worker] = [c for c in ours if TRANSFER_PROCESS in " ".join(c.cmdline())]
+    worker.kill()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err and "SIGKILL" in err
+    d = json.loads(js.read_text())
+    assert d["status"] == "failed" and d["requests"] > 0, "the requests restored before it died are kept"
+    assert os.listdir(set_dir) == []
+
+    def left() -> list:
+        out = []
+        for c in ours:
+            with contextlib.suppress(psutil.Error):
+                if c.is_running() and c.status() != psutil.STATUS_ZOMBIE:
+                    out.append(" ".join(c.cmdline()[2:4]))
+        return out
+
+    deadline = time.monotonic() + 30  # the janitor ends once it has seen its parent go
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left(), "no process of ours left"
