@@ -154,15 +154,7 @@ def advice_notes(results: Sequence[RunResult]) -> list[str]:
 
 def compare_table(results: Sequence[RunResult], baseline: int = 0, title: str | None = None):
     """A Rich table of several results side by side."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=title, header_style="bold")
-    for h in COMPARE_HEADERS:
-        table.add_column(h, justify="left" if h in ("path", "io") else "right", no_wrap=h == "path", overflow="fold")
-    for row in compare_rows(results, baseline):
-        table.add_row(*(escape(cell) for cell in row))  # "[fio]" is text, not Rich markup
-    return table
+    return text_table(COMPARE_HEADERS, compare_rows(results, baseline), left=("path", "io"), title=title)
 
 
 #: ``--wide``: every column of a table at any terminal width (set once by the command that prints it)
@@ -190,15 +182,21 @@ FIRST_COLUMNS = (
 )
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], left: Sequence[str] = ("path",)):
+def text_table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[object]],
+    left: Sequence[str] = ("path",),
+    title: str | None = None,
+    whole: Sequence[str] = ("path",),
+):
     """A Rich table of text cells (``print_table`` prints it): the ``left`` columns aligned left, the rest (figures)
-    right."""
+    right; the ``whole`` columns never wrap. Cells are text, never Rich markup ("[fio]")."""
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(header_style="bold")
+    table = Table(title=title, header_style="bold")
     for h in headers:
-        table.add_column(h, justify="left" if h in left else "right", overflow="fold")
+        table.add_column(h, justify="left" if h in left else "right", no_wrap=h in whole, overflow="fold")
     for row in rows:
         table.add_row(*(escape(str(cell)) for cell in row))
     return table
@@ -356,14 +354,4 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
 
 def rounds_table(comp, title: str | None = None):
     """A Rich table of a comparison in rounds (``rounds_rows``); ``comp.notes()`` go under it."""
-    from rich.markup import escape
-    from rich.table import Table
-
-    table = Table(title=title, header_style="bold")
-    for h in ROUNDS_HEADERS:
-        table.add_column(
-            h, justify="left" if h in ("path", "io", "verdict") else "right", no_wrap=h == "path", overflow="fold"
-        )
-    for row in rounds_rows(comp):
-        table.add_row(*(escape(cell) for cell in row))
-    return table
+    return text_table(ROUNDS_HEADERS, rounds_rows(comp), left=("path", "io", "verdict"), title=title)

@@ -72,7 +72,10 @@ def margins_text(word: str, margin: float = MARGIN) -> str:
     steps = [n for n in range(2, 12) if margin_for(n, margin) > margin]
     wide = ", ".join(f"{n}: ±{_pct(margin_for(n, margin))}" for n in steps)
     last = (steps[-1] + 1) if steps else 2
-    return f"1 ± the larger of {_pct(margin)} and {MARGIN_TIMES_ROUNDS:.0%}/({word}s - 1) ({wide + ', ' if wide else ''}{last}+: ±{_pct(margin)})"
+    steps_text = f"{wide}, {last}+" if wide else f"{last}+"
+    return (
+        f"1 ± the larger of {_pct(margin)} and {MARGIN_TIMES_ROUNDS:.0%}/({word}s - 1) ({steps_text}: ±{_pct(margin)})"
+    )
 
 
 def sign_test_interval(ratios: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
@@ -103,11 +106,18 @@ INTERVAL_TEXT = (
 def rule_text(margin: float = MARGIN, repeated: bool = False) -> str:
     """The rule in one line, with the margin it ran with: for paired rounds, or (``repeated``) for figures not
     measured in the same rounds (``repeated_verdict``)."""
+    m = _pct(margin)
     if repeated:
-        beyond = f"every repetition's ratio to every repetition it is compared with is beyond {margins_text('repetition', margin)}, counting the side with fewer"
-        return f"verdict: faster/slower only if {beyond}; same if every one lies within 1 ± {_pct(margin)}; else undecided; 1 repetition on a side: no verdict"
-    same = f"it lies within 1 ± {_pct(margin)} and covers at least {CONFIDENCE:.0%} (5 rounds)"
-    return f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round', margin)}; same when {same}; else undecided; 1 round: no verdict. {INTERVAL_TEXT}"
+        return (
+            "verdict: faster/slower only if every repetition's ratio to every repetition it is compared with is "
+            f"beyond {margins_text('repetition', margin)}, counting the side with fewer; same if every one lies "
+            f"within 1 ± {m}; else undecided; 1 repetition on a side: no verdict"
+        )
+    return (
+        f"verdict: faster/slower when the interval lies wholly beyond {margins_text('round', margin)}; same when it "
+        f"lies within 1 ± {m} and covers at least {CONFIDENCE:.0%} (5 rounds); else undecided; 1 round: no "
+        f"verdict. {INTERVAL_TEXT}"
+    )
 
 
 RULE = rule_text()

@@ -27,9 +27,7 @@ from xferscope.saturate.search import (
     Point,
     SearchResult,
     Shape,
-    flat_of,
-    knee_of,
-    plateau_of,
+    judged,
 )
 
 SCHEMA = records.SATURATION_SCHEMA
@@ -264,18 +262,7 @@ def _search(s: records.SaturationSeries, runs: list[Measurement], margin: float)
         )
         for c in s.comparisons
     ]
-    knee, plateau = knee_of(points, comparisons, margin)
-    level = plateau_of(points, margin)
-    return SearchResult(
-        points,
-        comparisons,
-        knee,
-        plateau,
-        list(s.unsaturated),
-        s.stopped,
-        plateau_value=level.value if level else None,
-        flat=flat_of(points, knee, margin),
-    )
+    return judged(points, comparisons, list(s.unsaturated), s.stopped, margin)
 
 
 def saturation_from_record(rec: records.Saturation, where: str = "<json>") -> SaturationOutcome:

@@ -62,26 +62,24 @@ POINT_FIRST_COLUMNS = ("in flight", "GiB/s", "min-max", "")
 
 def points_table(o: SeriesOutcome, title: str | None = None):
     """The points of one search, by concurrency: median, spread, runs, and which is the knee and the plateau."""
-    from rich.table import Table
+    from xferscope.report import text_table
 
-    table = Table(title=title, header_style="bold")
-    for h in ("in flight", "workers", "qd", "GiB/s", "min-max", "runs", "stage", ""):
-        table.add_column(h, justify="left" if h in ("stage", "") else "right")
-    for p in o.found.points:
-        mark = " ".join(
-            word for word, shape in (("knee", o.found.knee), ("plateau", o.found.plateau)) if p.shape == shape
-        )
-        table.add_row(
-            str(p.shape.concurrency),
-            str(p.shape.workers),
-            str(p.shape.iodepth),
+    found = o.found
+    rows = [
+        (
+            p.shape.concurrency,
+            p.shape.workers,
+            p.shape.iodepth,
             _f(p.median, "{:.3f}"),
             f"{_f(p.low, '{:.3f}')}-{_f(p.high, '{:.3f}')}",
-            str(len(p.measurements)),
+            len(p.measurements),
             p.stage,
-            mark,
+            " ".join(word for word, shape in (("knee", found.knee), ("plateau", found.plateau)) if p.shape == shape),
         )
-    return table
+        for p in found.points
+    ]
+    headers = ("in flight", "workers", "qd", "GiB/s", "min-max", "runs", "stage", "")
+    return text_table(headers, rows, left=("stage", ""), title=title, whole=())
 
 
 def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -> None:

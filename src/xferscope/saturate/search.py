@@ -238,9 +238,8 @@ def knee_of(
     return plateau.shapes[0], plateau.shape
 
 
-def flat_of(points: list[Point], knee: Shape | None, margin: float = MARGIN) -> Flat | None:
+def flat_of(points: list[Point], knee: Shape | None, plateau: Plateau | None) -> Flat | None:
     """From the knee on: the points on the plateau, and the range of their medians (None for fewer than two)."""
-    plateau = plateau_of(points, margin)
     if plateau is None or knee is None:
         return None
     by_shape = {p.shape: p for p in points if p.measurements}
@@ -253,6 +252,29 @@ def flat_of(points: list[Point], knee: Shape | None, margin: float = MARGIN) -> 
     until = max((p.shape for p in on), key=sort_key)
     first = min(by_shape, key=sort_key)
     return Flat(knee, until, min(medians), max(medians), from_first=knee == first)
+
+
+def judged(
+    points: list[Point],
+    comparisons: list[Comparison],
+    unsaturated: list[str],
+    stopped: str | None,
+    margin: float = MARGIN,
+) -> SearchResult:
+    """A search's answer from what it measured (``points``, ``comparisons``), by the rules above: a search as it
+    ends, or one read back from its file."""
+    knee, plateau = knee_of(points, comparisons, margin)
+    level = plateau_of(points, margin)
+    return SearchResult(
+        points,
+        comparisons,
+        knee,
+        plateau,
+        unsaturated,
+        stopped,
+        plateau_value=level.value if level else None,
+        flat=flat_of(points, knee, level),
+    )
 
 
 def doubling(start: int, limit: int) -> list[int]:
@@ -367,23 +389,14 @@ class KneeSearch:
 
     def result(self, stopped: str | None = None) -> SearchResult:
         points = sorted(self.points.values(), key=lambda p: sort_key(p.shape))
-        knee, plateau = knee_of(points, self.comparisons, self.margin)
+        found = judged(points, list(self.comparisons), [], stopped, self.margin)
         limits = {"workers": self.max_workers, "iodepth": self.max_qd}
         # an axis still gaining at its limit matters where the answer sits at that limit
-        unsaturated = [
+        plateau = found.plateau
+        found.unsaturated = [
             axis for axis in self.unsaturated if plateau is not None and getattr(plateau, axis) == limits[axis]
         ]
-        level = plateau_of(points, self.margin)
-        return SearchResult(
-            points,
-            list(self.comparisons),
-            knee,
-            plateau,
-            unsaturated,
-            stopped,
-            plateau_value=level.value if level else None,
-            flat=flat_of(points, knee, self.margin),
-        )
+        return found
 
     def _climb(self, shapes: list[Shape]) -> int:
         """Along ``shapes`` (ascending concurrency): double the concurrency until ``PATIENCE`` steps in a row do
@@ -455,13 +468,12 @@ class KneeSearch:
         on = set(plateau.shapes) if plateau else set()
         return {s for s in self.points if (s in judged and not judged[s]) or (s not in judged and s not in on)}
 
-    def _queue_at(self, ref: Shape, knee: Shape) -> Shape:
+    def _queue_at(self, ref: Shape, knee: Shape) -> None:
         """With several workers the knee lies at the deepest queue; the least depth on that many workers that
-        holds, by the same bisection."""
+        holds, by the same bisection (the answer follows from the comparisons, ``knee_of``)."""
         shapes = [Shape(knee.workers, q) for q in range(1, knee.iodepth + 1)]
-        if self._holds(ref, shapes[0], QUEUE):
-            return shapes[0]
-        return self._bisect(shapes, 0, len(shapes) - 1, ref, QUEUE)
+        if not self._holds(ref, shapes[0], QUEUE):
+            self._bisect(shapes, 0, len(shapes) - 1, ref, QUEUE)
 
     def _bisect(self, shapes: list[Shape], lo: int, hi: int, ref: Shape, stage: str) -> Shape:
         """Between ``shapes[lo]`` (off the plateau) and ``shapes[hi]`` (on it): halve the concurrency's gap while

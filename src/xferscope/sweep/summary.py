@@ -160,8 +160,7 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
 
 def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title: str | None = None):
     """A Rich table of the sweep, with old figures and ratios when ``ratios`` is given."""
-    from rich.markup import escape
-    from rich.table import Table
+    from xferscope.report import text_table
 
     by_key = {r.key: r for r in ratios or []}
     headers = IO_HEADERS if results.kind == "io" else MEM_HEADERS
@@ -172,17 +171,7 @@ def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title
         drop = IO_HEADERS.index("PCIe RX MB/s")  # no GPU telemetry in this sweep: no empty column
         headers = headers[:drop] + headers[drop + 1 :]
         rows = [row[:drop] + row[drop + 1 :] for row in rows]
-    table = Table(title=title, header_style="bold")
-    for h in headers:
-        table.add_column(
-            h,
-            justify="left" if h in ("point", "traffic", "verdict") else "right",
-            no_wrap=h == "point",
-            overflow="fold",
-        )
-    for row in rows:
-        table.add_row(*(escape(c) for c in row))
-    return table
+    return text_table(headers, rows, left=("point", "traffic", "verdict"), title=title, whole=("point",))
 
 
 def skipped_lines(results: ResultsFile) -> list[str]:
