@@ -85,8 +85,12 @@ def communicate_or_dump(proc: subprocess.Popen, timeout: float, what: str) -> tu
             for child in psutil.Process(proc.pid).children(recursive=True):
                 dump = subprocess.run(["py-spy", "dump", "--pid", str(child.pid)], capture_output=True, text=True)
                 stacks += f"\n--- process {child.pid} {' '.join(child.cmdline()[2:4])}:\n{dump.stdout}{dump.stderr}"
-        # the fault handler prints every thread's stack: of the processes it started first (an engine's lands in
-        # the command's own error line), then of the command
+        # every thread's stack: the command's own first (SIGUSR2, on which it prints them and goes on), then its
+        # children's (the fault handler: an engine's lands in the command's own error line), then the command's
+        # again should it still run
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGUSR2)
+        time.sleep(0.5)  # the dump is written by the signal's handler; a moment for it before the children go
         for child in psutil.Process(proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
                 child.send_signal(signal.SIGABRT)

@@ -52,8 +52,13 @@ for _name in COMMAND_MODULES:
 
 
 def main() -> None:
+    import faulthandler
+    import signal
+
     from xferscope.commands._common import run_app
 
+    if hasattr(signal, "SIGUSR2"):  # `kill -USR2 PID`: every thread's stack on stderr, and the command goes on
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
     sys.exit(run_app(app))
 
 
