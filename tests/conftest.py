@@ -107,10 +107,10 @@ def cli():
     return xferscope_cli
 
 
-def interrupted_cli(args, watch, settle_s: float = 0.0, until=None) -> tuple[int, str, str]:
+def interrupted_cli(args, watch, until=None) -> tuple[int, str, str]:
     """xferscope ARGS in a process of its own (no GPU), Ctrl-C once something appears in the directory ``watch``
-    and then ``until(process)`` holds (a condition on the command's psutil process: work under way), or
-    ``settle_s`` after it; its exit code, stdout and stderr. A command that ends first fails the test."""
+    and then ``until(process)`` holds (a condition on the command's psutil process: work under way), when
+    given; its exit code, stdout and stderr. A command that ends first fails the test."""
     import psutil
 
     proc = subprocess.Popen(
@@ -127,8 +127,6 @@ def interrupted_cli(args, watch, settle_s: float = 0.0, until=None) -> tuple[int
         me = psutil.Process(proc.pid)
         while time.time() < deadline and proc.poll() is None and not until(me):
             time.sleep(0.05)
-    else:
-        time.sleep(settle_s)
     assert proc.poll() is None, f"the command ended before the signal: {proc.communicate()}"
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=60)

@@ -1,6 +1,7 @@
 """`xferscope run` and `compare` through the real entry point: output, files, errors, interruption."""
 
 import csv
+import errno
 import json
 import os
 import signal
@@ -291,3 +292,27 @@ def test_compare_unavailable_path_is_skipped_or_refused(cli):
     assert r.code == 3 and "--skip-unavailable" in r.err
     r = cli("compare", "--paths", "host,cufile", "-s", "4M", "-T", "0.2", "--skip-unavailable", "--no-drop-cache")
     assert r.code == 0 and "skipping cufile" in r.err
+
+
+@pytest.mark.parametrize("tmpfile", ["unnamed", "named"])
+def test_the_o_direct_probe_leaves_no_file_whatever_the_filesystem_offers(direct_dir, monkeypatch, tmpfile):
+    """The O_DIRECT probe uses a file without a name where the filesystem makes one (nothing to leave behind
+    when the process is killed mid-probe), a named one removed at once elsewhere; both answer alike."""
+    from xferscope import target
+
+    seen: list[int] = []
+    real_open = os.open
+
+    def tracking_open(path, flags, *args):
+        if flags & os.O_TMPFILE == os.O_TMPFILE:
+            seen.append(flags)
+            if tmpfile == "named":
+                raise OSError(errno.EOPNOTSUPP, os.strerror(errno.EOPNOTSUPP))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(target.os, "open", tracking_open)
+    assert target.probe_direct_io(str(direct_dir)) == (True, "")
+    assert seen, "the unnamed file was tried first"
+    assert list(direct_dir.iterdir()) == []
+    ok, why = target.probe_direct_io(str(direct_dir / "missing"))
+    assert not ok and why.startswith("cannot create a file there")

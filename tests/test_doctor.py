@@ -256,3 +256,51 @@ def test_the_host_engine_reads_into_each_of_its_buffers_in_turn(direct_dir):
     assert snap.error is None
     bufs = [r[2] for r in worker["records"]]
     assert bufs == [n % 16 for n in range(40)]
+
+
+def test_killing_the_checks_process_mid_probe_fails_that_check_and_leaves_nothing(direct_dir):
+    """SIGKILL into doctor's native side (its call process) while the buffer-set probe reads its 256 MiB file:
+    that check fails naming the signal, and neither the probe's file (removed by
+    the janitor of the process that made it) nor any process of doctor's is left."""
+    import subprocess
+    import sys
+
+    import psutil
+    from conftest import child_has_read
+    from test_engine_process import gone, scratch_left, wait_until
+
+    calls = "xferscope.isolation:_serve_calls"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", "doctor", "--dir", str(direct_dir), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "XFERSCOPE_NO_GPU": "1"},
+    )
+    try:
+        me = psutil.Process(proc.pid)
+        reading = child_has_read(calls, 16 << 20)  # the probe's file written, and read with O_DIRECT
+        wait_until(lambda: reading(me) or proc.poll() is not None, timeout=120, what="the probe's reads")
+        assert proc.poll() is None, proc.communicate()
+        [side] = [c for c in me.children(recursive=True) if calls in " ".join(c.cmdline())]
+        assert "xferscope-buffer-probe.dat" in scratch_left(direct_dir)
+        side.kill()
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    report = json.loads(out)
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    check = by_name(report, "buffer set")
+    assert check["status"] == "fail" and "SIGKILL" in check["detail"], check
+    assert gone(side.pid)
+    wait_until(lambda: not scratch_left(direct_dir), what="the probe's file to be removed")
+
+    def janitors_of_the_killed_process():
+        return [
+            p.pid
+            for p in psutil.process_iter(["cmdline"])
+            if f"xferscope.janitor:serve {side.pid} " in " ".join(p.info["cmdline"] or [])
+        ]
+
+    wait_until(lambda: not janitors_of_the_killed_process(), what="the killed process's janitor to leave")

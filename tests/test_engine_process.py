@@ -267,13 +267,28 @@ def test_within_one_command_a_paths_runs_share_its_engine_process_and_a_dead_one
     assert scratch_left(direct_dir) == []
 
 
+def interrupted_within(run: Run, timeout: float) -> bool:
+    """``run.execute()`` in a thread: whether it ended, interrupted (``target.Interrupted``), within ``timeout``."""
+    import threading
+
+    from xferscope.target import Interrupted
+
+    done = threading.Event()
+
+    def execute():
+        try:
+            run.execute()
+        except Interrupted:
+            done.set()
+
+    threading.Thread(target=execute, daemon=True).start()
+    return done.wait(timeout)
+
+
 def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(direct_dir, monkeypatch):
     """Ctrl-C between taking a kept engine process and starting to read it: the run ends that process at once
     (it used to wait its whole close timeout, 65 s, for a "closed" nobody was there to read), and leaves nothing."""
-    import threading
-
     from xferscope import engine_pool
-    from xferscope.target import Interrupted
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
@@ -287,19 +302,34 @@ def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(di
 
         monkeypatch.setattr(Run, "_spawn", taken_then_interrupted)
         second = Run(spec)
-        done = threading.Event()
-
-        def execute():
-            try:
-                second.execute()
-            except Interrupted:
-                done.set()
-
-        worker = threading.Thread(target=execute, daemon=True)
-        worker.start()
-        worker.join(30)  # far less than the close timeout it used to wait
-        assert done.is_set(), "the interrupted run returned"
+        assert interrupted_within(second, 30), "the interrupted run returned"  # far less than the close timeout
         assert second._child is kept and gone(kept.pid), "the process it could not hear is ended, not kept"
+    assert scratch_left(direct_dir) == []
+
+
+def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(direct_dir, monkeypatch):
+    """Ctrl-C after the reader started but before the job went out (starting the reader waits for a thread: long
+    on a loaded machine): the kept process still belongs to the run before, so it would answer neither "stop" nor
+    "close"; the run ends it at once instead of waiting for "closed" (a replay hung so after Ctrl-C)."""
+    from xferscope import engine_pool, runner
+
+    monkeypatch.setattr(runner, "CLOSE_TIMEOUT_S", 600.0)  # a wait for "closed" would outlast the test's
+    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
+    with engine_pool.kept_engines():
+        first = Run(spec)
+        assert first.execute().status == "ok"
+        kept = first._child
+        send = kept.send
+
+        def interrupted_before_the_job(message):
+            if isinstance(message, dict):  # the next run's job
+                raise KeyboardInterrupt
+            return send(message)
+
+        monkeypatch.setattr(kept, "send", interrupted_before_the_job)
+        second = Run(spec)
+        assert interrupted_within(second, 60), "the interrupted run returned"
+        assert second._child is kept and gone(kept.pid), "the process that never got the job is ended, not kept"
     assert scratch_left(direct_dir) == []
 
 

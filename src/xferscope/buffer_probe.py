@@ -50,8 +50,8 @@ class BufferProbe:
 
 def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> BufferProbe:
     """Run the probe on a scratch file of its own in ``directory`` (removed after)."""
+    from xferscope import janitor
     from xferscope import target as targets
-    from xferscope.engines.host import HostEngine
 
     spec = RunSpec(
         path="host",
@@ -63,6 +63,22 @@ def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> B
         keep=False,
     ).validate()
     target = targets.plan(spec)
+    # doctor runs the probe in a process that may crash or be killed: its file goes all the same
+    planned = [p for tf in target.files if tf.create for p in (tf.path, targets.sidecar_path(tf.path))]
+    with janitor.guarded(*planned):
+        read_us, mib_s = _rounds(spec, target, rounds)
+    return BufferProbe(
+        {n: statistics.median(v) for n, v in read_us.items()},
+        {n: statistics.median(v) for n, v in mib_s.items()},
+        rounds,
+    )
+
+
+def _rounds(spec: RunSpec, target, rounds: int) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    """Each set's median read times (us) and MiB/s, one figure a round, on ``target`` (created, then removed)."""
+    from xferscope import target as targets
+    from xferscope.engines.host import HostEngine
+
     read_us: dict[int, list[float]] = {n: [] for n in SETS}
     mib_s: dict[int, list[float]] = {n: [] for n in SETS}
     try:
@@ -82,8 +98,4 @@ def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> B
                 mib_s[n].append(snap.bytes / (1 << 20) / (span / 1e9))
     finally:
         targets.cleanup(target, keep=False)
-    return BufferProbe(
-        {n: statistics.median(v) for n, v in read_us.items()},
-        {n: statistics.median(v) for n, v in mib_s.items()},
-        rounds,
-    )
+    return read_us, mib_s

@@ -121,6 +121,9 @@ class Run(SampleFeed):
         self._phase = "starting"
         #: reads the engine process's messages; None until started (a process without one is ended, not asked)
         self._reader: threading.Thread | None = None
+        #: the process has this run's job: only then does it answer "stop" and "close" (a kept process that
+        #: has not got it still belongs to the run before, which has closed: it would answer neither)
+        self._job_sent = False
 
     @property
     def engine(self) -> EngineView | None:
@@ -137,7 +140,7 @@ class Run(SampleFeed):
         # close() would wait its whole timeout for it)
         self._reader = threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True)
         self._reader.start()
-        self._child.send(
+        self._job_sent = self._child.send(
             {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
         )
         if self._stopped_by_user:  # stopped before there was a process to tell
@@ -293,7 +296,7 @@ class Run(SampleFeed):
     def stop(self) -> None:
         """Stop early and keep what was measured."""
         self._stopped_by_user = True
-        if self._child is not None:
+        if self._child is not None and self._job_sent:  # else the job, once sent, is followed by "stop"
             self._child.send("stop")
 
     @property
@@ -332,7 +335,9 @@ class Run(SampleFeed):
         kept = False
         try:
             if child is not None:
-                if self._abandoned is None and self._reader is not None and child.send("close"):
+                # a Ctrl-C before the job went out (starting the reader waits for a thread, long on a loaded
+                # machine) leaves a process that would never answer "close": it is ended instead
+                if self._abandoned is None and self._reader is not None and self._job_sent and child.send("close"):
                     deadline = time.monotonic() + CLOSE_TIMEOUT_S
                     while not self._closed.wait(0.2):
                         if child.returncode is not None or time.monotonic() > deadline:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import mmap
 import os
@@ -111,7 +112,30 @@ def _logical_block_size(path: str) -> int:
 
 
 def probe_direct_io(directory: str) -> tuple[bool, str]:
-    """Can files in ``directory`` be opened with O_DIRECT? Returns (ok, reason)."""
+    """Can files in ``directory`` be opened with O_DIRECT? Returns (ok, reason).
+
+    The probe is a file without a name (O_TMPFILE) where the filesystem makes one: nothing can be left
+    behind, whatever ends this process. Elsewhere a named file, removed at once."""
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_RDWR, 0o600)
+    except OSError as exc:
+        if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
+            return False, f"cannot create a file there: {exc.strerror}"
+        return _probe_direct_io_named(directory)
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_DIRECT)
+        return True, ""
+    except OSError as exc:
+        return False, _direct_refused(exc)
+    finally:
+        os.close(fd)
+
+
+def _direct_refused(exc: OSError) -> str:
+    return "the filesystem refuses O_DIRECT" if exc.errno == errno.EINVAL else exc.strerror or str(exc)
+
+
+def _probe_direct_io_named(directory: str) -> tuple[bool, str]:
     fd = -1
     try:
         fd, probe = tempfile.mkstemp(prefix=".xferscope-probe-", dir=directory)
@@ -123,14 +147,10 @@ def probe_direct_io(directory: str) -> tuple[bool, str]:
         os.close(fd)
         return True, ""
     except OSError as exc:
-        if exc.errno == errno.EINVAL:
-            return False, "the filesystem refuses O_DIRECT"
-        return False, exc.strerror or str(exc)
+        return False, _direct_refused(exc)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(probe)
-        except OSError:
-            pass
 
 
 def default_scratch_parent() -> tuple[str, bool]:
