@@ -39,13 +39,13 @@ def figure(text: str, pattern: str) -> float:
 async def test_default_start_runs_the_embedded_default(monkeypatch, tmp_path):
     """`xferscope tui --start`: a scratch file in a new temporary directory, the host path, started at once."""
     monkeypatch.chdir(tmp_path)
-    options = console_options(start=True, duration=1.0, size="16M")
+    options = console_options(start=True, duration=0.3, size="16M")
     assert options.values.paths[0] == "host" and options.values.typed_path == ""
     app = XferscopeApp(options)
     msgs = Messages()
     async with app.run_test(message_hook=msgs) as pilot:
         # on a GPU machine: host and every GPU path, 3 rounds and more while a verdict is undecided (up to 9)
-        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=240)
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=300)
         several = len({m.record.spec.path for m in msgs.of(RunStarted)}) > 1
         text = await until_shown(pilot, "1.00" if several else "finished")
     started = msgs.of(RunStarted)

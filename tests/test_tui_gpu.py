@@ -33,11 +33,12 @@ async def test_setup_offers_the_real_gpus_and_the_gpu_paths(direct_dir):
 
 async def test_embedded_default_compares_host_with_the_gpu_paths(direct_dir):
     """`xferscope tui --start` on a GPU machine: host, then each GPU path that can run here, one after another."""
-    options = console_options(start=True, duration=1.0, size="64M", directory=str(direct_dir))
+    # runs of 0.3 s: up to 9 rounds of every path (54 runs) while a verdict is undecided
+    options = console_options(start=True, duration=0.3, size="64M", directory=str(direct_dir))
     app = XferscopeApp(options)
     msgs = Messages()
     async with app.run_test(size=(160, 50), message_hook=msgs) as pilot:
-        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=120)
+        await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=300)
         await pilot.press("c")
 
         def every_path_has_its_row() -> bool:
