@@ -592,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         "kvikio": kvikio,
         "setup": setup_goals,
         "verdicts": verdict_goals,
-        "answers": lambda g, args: (verdict_goals(g, args, spread=False), knee_goals(g, args)),
+        "answers": lambda g, args: (knee_goals(g, args), verdict_goals(g, args, spread=False)),
         "kvcache": kvcache_goals,
         "load": load_goals,
     }

@@ -83,7 +83,7 @@ def knee_goals(g, args) -> None:
     proc = g.run(
         "knee",
         [sys.executable, "-m", "xferscope.cli", "saturate", "--path", "host", "--bs", "1M", "--json", out],
-        150,
+        200,
         env={"TMPDIR": args.dir},
     )
     if proc is None or proc.returncode != 0 or not os.path.exists(out):
