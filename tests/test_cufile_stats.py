@@ -123,9 +123,9 @@ def test_statistics_switched_on_once_never_crash(data_file):
 @needs_cufile[1]
 def test_the_mode_probe_in_its_own_process_never_crashes(data_file):
     """xferscope's probe, as every cuFile run and `doctor` use it, many times in a row."""
-    from xferscope.engines import cufile_driver
+    from xferscope.engines import cufile_probe
 
-    answers = [cufile_driver.probe_read_path(str(data_file), 1 << 20, 0) for _ in range(CYCLES * 3)]
+    answers = [cufile_probe.probe_read_path(str(data_file), 1 << 20, 0) for _ in range(CYCLES * 3)]
     failed = [why for taken, why in answers if why]
     assert not failed, failed
     assert {taken for taken, _ in answers} <= {"posix", "nvfs", "p2p"}

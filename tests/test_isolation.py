@@ -3,6 +3,7 @@ and a child that leaves when its parent is gone."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -12,45 +13,46 @@ import time
 
 import pytest
 
+from xferscope.engines.registry import engine_class
 from xferscope.errors import RunFailed, SpecError
 from xferscope.isolation import ChildDied, Worker, call, describe_exit, fault_summary
 
 
 def test_an_answer_comes_back_from_another_process():
-    assert call("os:getpid", what="a pid") != os.getpid()
+    assert call(os.getpid, what="a pid") != os.getpid()
 
 
 def test_xferscope_errors_keep_their_kind_and_fields():
     with pytest.raises(SpecError) as info:
-        call("xferscope.engines.registry:engine_class", "warp", what="a path")
+        call(engine_class, "warp", what="a path")
     assert (
         info.value.field == "path" and info.value.exit_code == 2 and "unknown transfer path 'warp'" in str(info.value)
     )
     with pytest.raises(RunFailed) as info:  # not one of xferscope's: a failure that names it
-        call("os:listdir", "/nonexistent/dir", what="listing")
+        call(os.listdir, "/nonexistent/dir", what="listing")
     assert str(info.value).startswith("unexpected error: FileNotFoundError:")
 
 
 def test_a_crash_is_named_by_its_signal_with_the_fault_report():
     with pytest.raises(ChildDied) as info:
-        call("ctypes:string_at", 0, what="reading address 0")
+        call(ctypes.string_at, 0, what="reading address 0")
     assert info.value.signal_name == "SIGSEGV" and "reading address 0: its process died by SIGSEGV" in str(info.value)
     assert info.value.stderr_tail[0].startswith("Fatal Python error: Segmentation fault")
 
 
 def test_a_worker_starts_again_after_its_child_died():
     with Worker("checks") as worker:
-        first = worker.call("os:getpid")
-        assert worker.call("os:getpid") == first
+        first = worker.call(os.getpid)
+        assert worker.call(os.getpid) == first
         with pytest.raises(ChildDied):
-            worker.call("os:abort")
-        assert worker.call("os:getpid") not in (first, None)
+            worker.call(os.abort)
+        assert worker.call(os.getpid) not in (first, None)
 
 
 def test_no_answer_in_time_kills_the_child():
     t0 = time.monotonic()
     with pytest.raises(ChildDied) as info:
-        call("time:sleep", 60, what="sleeping", timeout=1)
+        call(time.sleep, 60, what="sleeping", timeout=1)
     assert time.monotonic() - t0 < 20 and "no answer within 1 s" in str(info.value)
 
 
@@ -79,8 +81,8 @@ def test_a_child_leaves_when_its_parent_is_killed(tmp_path):
     """The parent is SIGKILLed while its child waits for a request: the child notices and leaves."""
     script = textwrap.dedent("""
         import sys, time
-        from xferscope.isolation import Child
-        child = Child("xferscope.isolation:_serve_calls", what="waiting")
+        from xferscope.isolation import Child, _serve_calls
+        child = Child(_serve_calls, what="waiting")
         print(child.pid, flush=True)
         time.sleep(60)
     """)
@@ -134,3 +136,14 @@ def test_a_channel_closed_under_its_reader_never_reads_the_next_pipe_that_gets_i
     assert out == ["EOF"], "the old reader read the new pipe"
     assert second.recv(timeout=5) == "two"
     second.close()
+
+
+def test_only_a_module_level_function_can_be_a_childs_target():
+    """A child process imports its target by name: a method, a lambda or a function of a script cannot be found
+    there, and is refused here, before any process starts."""
+    from xferscope.isolation import target_name
+
+    assert target_name(os.getpid) == "posix:getpid" and target_name(call) == "xferscope.isolation:call"
+    for bad in (lambda: None, Worker.call, test_only_a_module_level_function_can_be_a_childs_target.__call__):
+        with pytest.raises(ValueError, match="top-level function"):
+            target_name(bad)

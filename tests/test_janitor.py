@@ -119,7 +119,7 @@ def test_a_workload_child_that_dies_leaves_no_cufile_log(tmp_path, monkeypatch):
 
     monkeypatch.delenv("CUFILE_LOGFILE_PATH", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    child = WorkloadChild("os:abort", "a workload that dies at once", "cufile")  # SIGABRT as it starts
+    child = WorkloadChild(os.abort, "a workload that dies at once", "cufile")  # SIGABRT as it starts
     with pytest.raises(Died):
         child.execute({"job": 1})
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("xferscope-cufile-")]

@@ -17,7 +17,8 @@ from tui_helpers import memory_view, retype, screen_text, wait_for
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
 from xferscope.engines.mem import IDLE, MemSpec
 from xferscope.errors import SpecError
-from xferscope.mem_runner import TARGET, MemRun
+from xferscope.isolation import target_name
+from xferscope.mem_runner import MemRun, serve
 from xferscope.runner import EngineDied
 
 #: a loaded sweep of many short points on small buffers, one load thread
@@ -44,7 +45,7 @@ def two_cpus():
 
 def mem_engines(pid: int) -> list[psutil.Process]:
     """The memory engine processes started by process ``pid``."""
-    return engine_children(pid, TARGET)
+    return engine_children(pid, target_name(serve))
 
 
 def cpu_seconds(proc: psutil.Process) -> float:

@@ -56,3 +56,16 @@ def test_mypy_catches_a_none_where_a_number_is_due(tmp_path):
     proc = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"), str(bad))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "bad.py:5: error" in proc.stdout, proc.stdout
+
+
+def test_the_io_core_stub_names_exactly_what_the_extension_exports():
+    """mypy checks calls into the C core against ``_iocore.pyi``: a name added there or here shows up as missing."""
+    import ast
+
+    from xferscope import _iocore
+
+    tree = ast.parse((Path(_iocore.__file__).parent / "_iocore.pyi").read_text())
+    stubbed = {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+    stubbed |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    exported = {name for name in dir(_iocore) if not name.startswith("_")}
+    assert stubbed == exported, (sorted(stubbed - exported), sorted(exported - stubbed))

@@ -393,7 +393,7 @@ def check_udev(f: Facts) -> list[Check]:
 def check_registration(f: Facts) -> list[Check]:
     """Register a scratch file with cuFile and read it once: does cuFile work here, and in which mode?"""
     from xferscope import janitor
-    from xferscope.engines import cufile_driver, gpu_setup
+    from xferscope.engines import cufile_driver, cufile_probe, gpu_setup
 
     if f.cufile_reason or not os.path.isdir(f.directory):
         return []
@@ -412,7 +412,7 @@ def check_registration(f: Facts) -> list[Check]:
         cufile_driver.register_handle(res, fd, path, f.fstype)
         dev = res.device_memory(0, 1 << 20)
         cufile_driver.register_buffer(res, 0, dev, 1 << 20)
-        mode = cufile_driver.file_mode(path, 1 << 20, 0, fstype=f.fstype)
+        mode = cufile_probe.file_mode(path, 1 << 20, 0, fstype=f.fstype)
         status = OK if mode.mode == "gds" else WARN
         return [Check("cuFile registration", status, f"a file in {f.directory} registers; {mode.label}")]
     except OSError as exc:
@@ -622,12 +622,12 @@ class _NativeSide:
             janitor.guard(self.log)
         self.worker = Worker("doctor's GPU checks", env={**os.environ, **extra} if extra else None)
 
-    def call(self, name: str, what: str, *args):
+    def call(self, fn: Callable[..., Any], what: str, *args):
         """(value, None), or (None, a failed Check naming the signal) when its process died."""
         from xferscope.isolation import ChildDied
 
         try:
-            return self.worker.call(f"xferscope.doctor:{name}", *args, timeout=600), None
+            return self.worker.call(fn, *args, timeout=600), None
         except ChildDied as exc:
             detail = f"its process died by {exc.how}" if exc.signal_name else str(exc).split(": ", 1)[-1]
             last = next((ln.strip() for ln in reversed(exc.stderr_tail) if ln.strip()), "")
@@ -663,7 +663,7 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: 
     native = _NativeSide()
     checks: list[Check] = []
     try:
-        facts, failed = native.call("native_facts", "GPU facts", directory)
+        facts, failed = native.call(native_facts, "GPU facts", directory)
         if failed is not None:
             checks.append(failed)
             why = "the GPU facts could not be read (their process crashed)"
@@ -672,7 +672,7 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: 
             if fn in PROBES and not probes:
                 continue
             if fn.__name__ in NATIVE_CHECKS and globals().get(fn.__name__) is fn:
-                answer, failed = native.call("native_check", NATIVE_CHECKS[fn.__name__], fn.__name__, facts)
+                answer, failed = native.call(native_check, NATIVE_CHECKS[fn.__name__], fn.__name__, facts)
                 if failed is not None:
                     checks.append(failed)
                     continue

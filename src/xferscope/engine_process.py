@@ -1,6 +1,6 @@
 """The engine's own process: one run, driven by ``xferscope.runner.Run`` in the process that started it.
 
-Started by ``xferscope.isolation.Child("xferscope.engine_process:serve")``. What
+Started by ``xferscope.isolation.Child(serve)``. What
 passes over the channel, in order (parent -> child on the left):
 
     job {spec, gpu_telemetry, cufile_probes}
@@ -143,9 +143,9 @@ class EngineHost:
         job = self.job
         run = self.run = LocalRun(job["spec"], gpu_telemetry=job.get("gpu_telemetry", True))
         if job.get("cufile_probes"):
-            from xferscope.engines import cufile_driver
+            from xferscope.engines import cufile_probe
 
-            cufile_driver.remember_probes(job["cufile_probes"])
+            cufile_probe.remember_probes(job["cufile_probes"])
         run.subscribe(self._on_sample)
         run.check_available()
         self.send(("available", None))
@@ -185,9 +185,9 @@ class EngineHost:
             "environment": run.environment(),
         }
         if run.spec.path.startswith("cufile"):
-            from xferscope.engines import cufile_driver
+            from xferscope.engines import cufile_probe
 
-            info["cufile_probes"] = cufile_driver.known_probes()
+            info["cufile_probes"] = cufile_probe.known_probes()
         return info
 
     def _wait(self, event: threading.Event) -> None:

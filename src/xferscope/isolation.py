@@ -234,13 +234,29 @@ def error_from_wire(wire: dict) -> BaseException:
 # ------------------------------------------------------------------ the parent's side
 
 
-class Child:
-    """One child process running ``target`` ("module:function", called with a ``Channel``)."""
+def target_name(target: Callable[..., Any]) -> str:
+    """ "module:function": how a child process finds ``target`` (a function or class defined at a module's top
+    level), which it imports by that name. Raises ValueError for anything else (a method, a lambda, a closure)."""
+    module, name = getattr(target, "__module__", None), getattr(target, "__qualname__", None)
+    if not module or module == "__main__" or not name or not name.isidentifier():
+        raise ValueError(f"{module}.{name}: only a module's top-level function can run in a child process")
+    return f"{module}:{name}"
 
-    def __init__(self, target: str, *, what: str, env: dict[str, str] | None = None, thread_death_signal: bool = True):
+
+class Child:
+    """One child process running ``target`` (a module's top-level function, called there with a ``Channel``)."""
+
+    def __init__(
+        self,
+        target: Callable[[Channel], Any],
+        *,
+        what: str,
+        env: dict[str, str] | None = None,
+        thread_death_signal: bool = True,
+    ):
         """``thread_death_signal``: the child also gets SIGTERM when the thread starting it ends (the
         kernel ties PR_SET_PDEATHSIG to that thread); without it, only this process's end is noticed."""
-        self.target = target
+        self.target = target_name(target)
         self.what = what
         self._tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES)
         self._fatal: list[str] | None = None  # Python's fault handler report, from its first line
@@ -255,7 +271,7 @@ class Child:
                     sys.executable,
                     "-m",
                     "xferscope.isolation",
-                    target,
+                    self.target,
                     str(os.getpid()),
                     str(cmd_r),
                     str(msg_w),
@@ -371,14 +387,14 @@ class Worker:
         self.env = env
         self._child: Child | None = None
 
-    def call(self, target: str, *args: Any, timeout: float | None = None) -> Any:
-        """``target(*args)`` ("module:function") in the child; its return value (picklable). An exception
+    def call(self, target: Callable[..., Any], *args: Any, timeout: float | None = None) -> Any:
+        """``target(*args)`` (a module's top-level function) in the child; its return value (picklable). An exception
         there is raised here (xferscope's own errors as themselves); a death by signal, an early exit, or
         ``timeout`` seconds without an answer (the child is then killed) raise ``ChildDied``."""
         child = self._child
         if child is None or child.returncode is not None:
-            child = self._child = Child("xferscope.isolation:_serve_calls", what=self.what, env=self.env)
-        if not child.send((target, args)):
+            child = self._child = Child(_serve_calls, what=self.what, env=self.env)
+        if not child.send((target_name(target), args)):
             self._child = None
             raise child.died()
         try:
@@ -430,7 +446,9 @@ def command_loop(
         handle(command)
 
 
-def call(target: str, *args: Any, what: str, timeout: float | None = None, env: dict[str, str] | None = None) -> Any:
+def call(
+    target: Callable[..., Any], *args: Any, what: str, timeout: float | None = None, env: dict[str, str] | None = None
+) -> Any:
     """``target(*args)`` in a short-lived child of its own (see ``Worker.call``)."""
     with Worker(what, env) as worker:
         return worker.call(target, *args, timeout=timeout)

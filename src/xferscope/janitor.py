@@ -29,7 +29,7 @@ _counts: dict[str, int] = {}
 def _send(message: tuple[str, str]) -> None:
     global _child
     if _child is None or _child.returncode is not None:
-        _child = Child("xferscope.janitor:serve", what="the scratch-file janitor", thread_death_signal=False)
+        _child = Child(serve, what="the scratch-file janitor", thread_death_signal=False)
         for path in _counts:  # a janitor that died: the new one takes over what the old one held
             _child.send(("add", path))
     _child.send(message)

@@ -35,7 +35,6 @@ from xferscope.engines.mem import MemResult, MemSpec, MemSweep, PointStream, fin
 from xferscope.isolation import Channel, Child, describe_exit, error_from_wire, error_to_wire
 from xferscope.runner import TAIL_LINES, EngineDied
 
-TARGET = "xferscope.mem_runner:serve"
 #: after a cancel, how long the engine's process gets to hand over what it measured before it is killed
 CANCEL_GRACE_S = 15.0
 
@@ -45,7 +44,7 @@ class MemRun(PointStream):
     ``result`` holds the points as they come, and everything else once it ends."""
 
     def __init__(self, spec: MemSpec):
-        child = self._child = Child(TARGET, what="mem engine", thread_death_signal=False)
+        child = self._child = Child(serve, what="mem engine", thread_death_signal=False)
         self._phase = "setting up"
         self._started_at: float | None = None
         self._cancel = threading.Event()

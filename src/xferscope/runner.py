@@ -155,7 +155,9 @@ class Run(SampleFeed):
             env = {**os.environ, **extra} if extra else None
             if self._cufile_log:  # removed with the process that writes to it (``close``, or the pool's end)
                 janitor.guard(self._cufile_log)
-        return Child("xferscope.engine_process:serve", what=f"{self.spec.path} engine", env=env)
+        from xferscope.engine_process import serve
+
+        return Child(serve, what=f"{self.spec.path} engine", env=env)
 
     def _launched(self) -> Child:
         if self._child is None:

@@ -13,12 +13,13 @@ def _machine():
     from xferscope.engines.registry import availability, engine_class
     from xferscope.gpus import gpu_count
     from xferscope.isolation import ChildDied, call
+    from xferscope.telemetry.gpu import inventory_and_reason
 
     avail = availability()
     descriptions = {path: engine_class(path).description for path, reason in avail.items() if reason is None}
     gpus: list[tuple[str, int]] = []
     try:  # NVML in a process of its own: a crash there is "no GPU list", not a console that never opens
-        inventory, reason = call("xferscope.telemetry.gpu:inventory_and_reason", what="the GPU list", timeout=120)
+        inventory, reason = call(inventory_and_reason, what="the GPU list", timeout=120)
         gpus = [(gpu_label(g), int(g["index"])) for g in inventory]
         reason = "" if gpus else (reason or "")
     except ChildDied as exc:

@@ -31,7 +31,8 @@ import threading
 import time
 from typing import Any
 
-from xferscope.engines import cufile_driver, gpu_setup, page_cache
+from xferscope import _iocore
+from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, page_cache
 from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
 from xferscope.engines.native import open_worker_files
@@ -92,7 +93,7 @@ class _CufileMixin:
         of its own)."""
         target = self.target
         path = target.files[target.worker_files[0]].path
-        self.mode = cufile_driver.file_mode(
+        self.mode = cufile_probe.file_mode(
             path,
             self.spec.block_size,
             self.worker_gpus[0],
@@ -149,7 +150,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
     name = "cufile"
     xfer_type = "GPUD"
     description = "storage -> GPU memory through cuFile (gdsio GPUD)"
-    native_mode = 3  # _iocore.MODE_CUFILE
+    native_mode = _iocore.MODE_CUFILE
 
     def prepare_gpu(self):
         self.open_cufile()

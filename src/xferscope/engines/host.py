@@ -7,6 +7,7 @@ the output says which.
 
 from __future__ import annotations
 
+from xferscope import _iocore
 from xferscope.engines.native import NativeEngine, uring_status
 from xferscope.errors import EnvironmentProblem
 
@@ -61,7 +62,7 @@ class HostEngine(NativeEngine):
     name = "host"
     xfer_type = "CPUONLY"
     description = "storage -> CPU memory (O_DIRECT)"
-    native_mode = 0
+    native_mode = _iocore.MODE_HOST
     #: psync: buffers each worker reads into in turn (doctor's buffer-set probe; runs read into one)
     buffers_in_turn = 1
 

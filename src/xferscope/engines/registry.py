@@ -3,32 +3,36 @@
 from __future__ import annotations
 
 import functools
-import importlib
 
 from xferscope.engines.base import Engine
 from xferscope.errors import EngineUnavailable, SpecError
 from xferscope.spec import PATHS
 
-# module:class for each path; modules are imported only when asked for
-_ENGINES = {
-    "host": "xferscope.engines.host:HostEngine",
-    "bounce": "xferscope.engines.bounce:BounceEngine",
-    "bounce-async": "xferscope.engines.bounce:BounceAsyncEngine",
-    "cufile": "xferscope.engines.cufile:CufileEngine",
-    "cufile-batch": "xferscope.engines.cufile:CufileBatchEngine",
-    "cufile-async": "xferscope.engines.cufile:CufileAsyncEngine",
-}
-
 
 def engine_class(path: str) -> type[Engine]:
+    """The engine of ``path``; its module is imported only now. Raises SpecError for a path that does not exist,
+    EngineUnavailable for one this build lacks."""
     if path not in PATHS:
         raise SpecError("path", f"unknown transfer path {path!r}; choose one of {', '.join(PATHS)}")
-    module_name, cls_name = _ENGINES[path].split(":")
     try:
-        module = importlib.import_module(module_name)
+        return _engines(path)[path]
     except ImportError as exc:
         raise EngineUnavailable(path, f"not available in this build ({exc})") from None
-    return getattr(module, cls_name)
+
+
+def _engines(path: str) -> dict[str, type[Engine]]:
+    """The engines of the module that holds ``path``'s."""
+    if path == "host":
+        from xferscope.engines.host import HostEngine
+
+        return {"host": HostEngine}
+    if path.startswith("bounce"):
+        from xferscope.engines.bounce import BounceAsyncEngine, BounceEngine
+
+        return {"bounce": BounceEngine, "bounce-async": BounceAsyncEngine}
+    from xferscope.engines.cufile import CufileAsyncEngine, CufileBatchEngine, CufileEngine
+
+    return {"cufile": CufileEngine, "cufile-batch": CufileBatchEngine, "cufile-async": CufileAsyncEngine}
 
 
 def reason_here(path: str) -> str | None:
@@ -54,7 +58,7 @@ def availability() -> dict[str, str | None]:
 
     try:
         with child_log_env() as env:
-            return call("xferscope.engines.registry:availability_here", what="the paths' check", timeout=600, env=env)
+            return call(availability_here, what="the paths' check", timeout=600, env=env)
     except ChildDied as exc:
         why = f"cannot tell: {exc}"
         return dict.fromkeys(PATHS, why)

@@ -200,7 +200,7 @@ class BounceFetcher(GpuFetcher):
     def buffer_use(self) -> tuple[int, bool, int, int]:
         """(buffers read into, on one buffer now, the last trial's mean ns a block on one buffer and taking
         turns)."""
-        return tuple(self.stager.use())
+        return self.stager.use()
 
     def close(self) -> None:
         try:

@@ -34,11 +34,12 @@ def gpu_present() -> bool:
 def check_memory_before(jobs: Sequence[TransferJob]) -> None:
     """Every job's buffers fit its GPUs' free memory, before a data set is written or a run starts."""
     from xferscope.isolation import call
+    from xferscope.workloads.train_process import free_gpu_memory
 
     gpus = sorted({g for j in jobs for g in j.gpu_needs()})
     if not gpus:
         return
-    free = call("xferscope.workloads.train_process:free_gpu_memory", gpus, what="the GPUs' free memory")
+    free = call(free_gpu_memory, gpus, what="the GPUs' free memory")
     for j in jobs:
         check_gpu_memory(j, free)
 
@@ -59,7 +60,9 @@ class JobRunner:
 
     def run(self, job: TransferJob, what: str, on_tick: Callable[[Any], None] | None = None) -> tuple[Outcome, list]:
         """The outcome and every job done (those the ticks carried, where the process died before its end)."""
-        child = self._child = WorkloadChild("xferscope.workloads.transfer_process:serve", what, job.path)
+        from xferscope.workloads.transfer_process import serve
+
+        child = self._child = WorkloadChild(serve, what, job.path)
         if self.stopped:
             child.stop()
         seen: list = []

@@ -17,7 +17,7 @@ from typing import Any
 
 from xferscope import janitor
 from xferscope.errors import RunFailed
-from xferscope.isolation import Child, describe_exit, error_from_wire
+from xferscope.isolation import Channel, Child, describe_exit, error_from_wire
 
 #: how long a stopped run gets to end what is in flight before its process is killed
 STOP_GRACE_S = 20.0
@@ -34,7 +34,7 @@ class Outcome:
 
 
 class WorkloadChild:
-    def __init__(self, target: str, what: str, path: str):
+    def __init__(self, target: Callable[[Channel], Any], what: str, path: str):
         self.target, self.what, self.path = target, what, path
         self._child: Child | None = None
         self._stop_asked = False

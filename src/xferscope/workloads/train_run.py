@@ -26,9 +26,9 @@ class TrainRun:
         self.data = data
         self._steps: dict[int, list[Step]] = {}
         self._read: dict[int, int] = {}
-        self._child = WorkloadChild(
-            "xferscope.workloads.train_process:serve", f"the {spec.path} training run", spec.path
-        )
+        from xferscope.workloads.train_process import serve
+
+        self._child = WorkloadChild(serve, f"the {spec.path} training run", spec.path)
 
     def stop(self) -> None:
         """End the run early (from any thread): the steps taken so far are its result, marked interrupted."""
