@@ -186,7 +186,7 @@ def test_compare_rows_say_when_the_page_cache_was_not_asked_for(tmp_path):
         RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True, duration=0.2)
     ).execute()
     r.spec = r.spec.replace(buffered=False)
-    r.labels.append("cuFile compat mode (POSIX underneath)")
+    r.environment["cufile_mode"] = "compat"  # as cuFile's compat batch reports it
     assert compare_rows([r])[0][0] == "host (page cache, compat)"
 
 
@@ -257,10 +257,12 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
     assert seen and max(seen) >= 2 * 2048, seen  # a 2 MiB page at least under each worker's buffers
     assert "buffers on 2 MiB huge pages" in result.labels
     assert result.environment["host_buffers"] == "2 MiB transparent huge pages"
+    assert result.environment["host_buffers_huge"] is True  # what code acts on: never the words
     plain = run(
         direct_dir, file_size=64 << 20, block_size=1 << 20, total_bytes=8 << 20, duration=None, huge_pages=False
     )
     assert plain.environment["host_buffers"] == "4 KiB pages" and plain.status == "ok"
+    assert plain.environment["host_buffers_huge"] is False
     assert not any("huge" in label or "4 KiB" in label for label in plain.labels)
 
 

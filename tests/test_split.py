@@ -331,3 +331,17 @@ def test_lanes_cpu_is_counted_beside_the_workers(direct_dir):
         targets.cleanup(t, keep=False)
     assert w.lanes_usr_us + w.lanes_sys_us > 0
     assert 0 < w.lane_max_us <= w.lanes_usr_us + w.lanes_sys_us
+
+
+def test_a_path_is_qualified_compat_from_its_measured_mode_not_its_labels():
+    """The compare table's "compat" after a path's name comes from the mode cuFile's counters confirmed
+    (``environment["cufile_mode"]``), whatever the labels' words."""
+    from types import SimpleNamespace
+
+    from xferscope.report import path_qualifiers
+
+    def result(mode, labels):
+        return SimpleNamespace(spec=RunSpec(path="cufile"), environment={"cufile_mode": mode}, labels=labels)
+
+    assert path_qualifiers(result("compat", ["O_DIRECT"])) == ["compat"]
+    assert path_qualifiers(result("gds", ["cuFile GDS (not compat: nvidia-fs 2.26)"])) == []

@@ -105,7 +105,7 @@ def path_qualifiers(r: RunResult) -> list[str]:
         quals.append("from cache")
     elif r.environment.get("io_mode") == "buffered":
         quals.append("buffered" if r.spec.buffered else "page cache")
-    if any("compat" in label for label in r.labels):
+    if r.environment.get("cufile_mode") == "compat":
         quals.append("compat")
     return quals
 

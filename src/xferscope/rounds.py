@@ -266,8 +266,7 @@ class Comparison:
         small = {
             run.slot
             for run in self.runs
-            if run.result is not None
-            and str(run.result.environment.get("host_buffers", "")).startswith(SMALL_PAGE_BUFFERS)
+            if run.result is not None and run.result.environment.get("host_buffers_huge") is False
         }
         if small:
             lines.append(

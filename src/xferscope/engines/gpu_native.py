@@ -161,9 +161,7 @@ class GpuNativeEngine(NativeEngine):
             if self.pinned_fallback:
                 env["pinned_buffers_fallback"] = self.pinned_fallback
             # in the host path's words, so that comparisons name the paths whose buffers were on 4 KiB pages
-            env["host_buffers"] = host.HUGE_PAGE_BUFFERS if kinds == [PINNED_HUGE] else host.SMALL_PAGE_BUFFERS
-            if self.spec.huge_pages is None:
-                env["host_buffers"] += " (default)"
+            host.set_buffer_pages(env, kinds == [PINNED_HUGE], default=self.spec.huge_pages is None)
         return env
 
 

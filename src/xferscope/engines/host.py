@@ -16,6 +16,13 @@ THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
 HUGE_PAGE_BUFFERS, SMALL_PAGE_BUFFERS = "2 MiB transparent huge pages", "4 KiB pages"
 
 
+def set_buffer_pages(env: dict, huge: bool, *, default: bool) -> None:
+    """The pages a run's host buffers were on, in an engine's environment: ``host_buffers_huge`` to act on,
+    ``host_buffers`` in words (with "(default)" when nobody asked)."""
+    env["host_buffers"] = (HUGE_PAGE_BUFFERS if huge else SMALL_PAGE_BUFFERS) + (" (default)" if default else "")
+    env["host_buffers_huge"] = huge
+
+
 def thp_mode() -> str | None:
     """The transparent huge page mode in effect (always, madvise, never), or None where the kernel has none."""
     try:
@@ -80,10 +87,7 @@ class HostEngine(NativeEngine):
 
     def environment(self):
         env = super().environment()
-        huge = host_buffers_on_huge_pages(self.spec)
-        env["host_buffers"] = HUGE_PAGE_BUFFERS if huge else SMALL_PAGE_BUFFERS
-        if self.spec.huge_pages is None:
-            env["host_buffers"] += " (default)"
+        set_buffer_pages(env, host_buffers_on_huge_pages(self.spec), default=self.spec.huge_pages is None)
         return env
 
     def use_uring(self) -> bool:

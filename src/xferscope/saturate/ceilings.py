@@ -209,12 +209,24 @@ def _own_detail(own: Check | None) -> str:
     return "; below its own ceiling from memory: a cost per request, not a rate"
 
 
-def _cpu_detail(e: Evidence) -> str:
+#: which CPU binds (``_cpu_binds``)
+ONE_THREAD, ITS_CPUS, BUSY_MACHINE = "one thread", "its CPUs", "busy machine"
+
+
+def _cpu_binds(e: Evidence) -> str:
+    """ONE_THREAD (a thread at its core's limit), ITS_CPUS (the CPUs it may use, full) or BUSY_MACHINE."""
     if _known(e.busiest_thread_pct) and e.busiest_thread_pct >= THREAD_PCT:
-        return "one thread at 100%" if e.busiest_thread_pct >= 99.5 else f"one thread at {e.busiest_thread_pct:.0f}%"
+        return ONE_THREAD
     if _known(e.engine_cpu_pct) and e.cpus_allowed and e.engine_cpu_pct >= CPU_SHARE * 100 * e.cpus_allowed:
-        return "its CPUs are full"
-    return "the machine is busy"
+        return ITS_CPUS
+    return BUSY_MACHINE
+
+
+def _cpu_detail(e: Evidence) -> str:
+    binds = _cpu_binds(e)
+    if binds == ONE_THREAD:
+        return "one thread at 100%" if e.busiest_thread_pct >= 99.5 else f"one thread at {e.busiest_thread_pct:.0f}%"
+    return "its CPUs are full" if binds == ITS_CPUS else "the machine is busy"
 
 
 def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
@@ -226,13 +238,13 @@ def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
         )
         out.append(f"still gaining at {e.limit}: the plateau may lie beyond; raise {options}")
     if kind == "CPU":
-        detail = _cpu_detail(e)
-        if detail.startswith("one thread"):
+        binds = _cpu_binds(e)
+        if binds == ONE_THREAD:
             out.append(
                 "one thread saturates a core: spread it over more workers"
                 + (", or keep more in flight per thread (--max-qd)" if e.path in ("host", "cufile-batch") else "")
             )
-        elif detail == "the machine is busy":
+        elif binds == BUSY_MACHINE:
             out.append("other processes keep the CPUs busy: measure again on a quiet machine")
         else:
             out.append("the CPUs it may use are full: allow more (--cpus), or a path that copies less")
