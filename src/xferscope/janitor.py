@@ -66,11 +66,6 @@ def guarded(*paths: str) -> Iterator[None]:
             release(p)
 
 
-def guarded_paths() -> list[str]:
-    with _lock:
-        return sorted(_counts)
-
-
 def remove_path(path: str) -> None:
     """Remove a file or a directory tree; nothing when it is not there."""
     if os.path.isdir(path) and not os.path.islink(path):

@@ -3,8 +3,7 @@
 The sampler is a plain thread that wakes at the sample interval, reads the
 engine's cumulative counters and the CPU/GPU meters, and publishes an
 immutable ``Sample``. Consumers never slow the workers: they get samples
-through callbacks that must not block, a blocking iterator, or an async
-iterator for asyncio.
+through callbacks that must not block, or an async iterator for asyncio.
 
 This runs in the engine's own process (``xferscope.engine_process``); the
 console, the CLI, sweeps and MPI ranks use ``xferscope.runner.Run``, which
@@ -18,11 +17,10 @@ import asyncio
 import math
 import os
 import platform
-import queue
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 from xferscope import target as targets
 from xferscope.engines import page_cache
@@ -65,7 +63,7 @@ def _lat_sum(snap: Snapshot) -> int:
 
 
 class SampleFeed:
-    """Samples to whoever listens: callbacks, a blocking iterator, an async iterator. ``_publish(None)``
+    """Samples to whoever listens: callbacks, or an async iterator. ``_publish(None)``
     ends the stream."""
 
     def __init__(self) -> None:
@@ -76,16 +74,6 @@ class SampleFeed:
         """Call ``callback(sample)`` for every sample, then ``callback(None)`` at the end. Must not block."""
         with self._lock:
             self._listeners.append(callback)
-
-    def iter_samples(self) -> Iterator[Sample]:
-        """Blocking iterator over the samples of a started run (subscribe before ``start``)."""
-        q: queue.Queue = queue.Queue()
-        self.subscribe(lambda s: q.put(_END if s is None else s))
-        while True:
-            item = q.get()
-            if item is _END:
-                return
-            yield item
 
     async def aiter_samples(self) -> AsyncIterator[Sample]:
         """``async for sample in run.aiter_samples()``; subscribe before ``start``."""

@@ -15,7 +15,7 @@ failed run here:
 
 When this process is gone, the engine's process notices (see ``isolation``),
 stops and removes its files. Samples reach consumers as before: callbacks that
-must not block, a blocking iterator, an async iterator.
+must not block, or an async iterator.
 """
 
 from __future__ import annotations

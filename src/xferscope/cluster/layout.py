@@ -62,9 +62,6 @@ class Layout:
             seen.setdefault(p.host)
         return list(seen)
 
-    def ranks_on(self, host: str) -> list[int]:
-        return [p.rank for p in self.places if p.host == host]
-
 
 def describe_me() -> tuple[str, tuple[int, ...]]:
     """(host name, CPUs this process may run on)."""

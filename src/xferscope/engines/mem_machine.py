@@ -143,10 +143,6 @@ def numa_topology(sysfs: str = SYSFS, usable: Iterable[int] | None = None) -> li
     return nodes
 
 
-def node_of_cpu(cpu: int, topology: list[NumaNode]) -> int | None:
-    return next((n.node for n in topology if cpu in n.cpus), None)
-
-
 @dataclass(frozen=True)
 class HugePool:
     """The kernel's reserved hugetlbfs pages of one size."""

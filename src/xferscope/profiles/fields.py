@@ -333,10 +333,6 @@ def aliases_of(kind: str) -> dict[str, str]:
     return {"io": IO_ALIASES, "mem": MEM_ALIASES, "saturate": SATURATE_BASE_ALIASES, "workload": {}}[kind]
 
 
-def identity_fields(kind: str) -> tuple[str, ...]:
-    return MEM_IDENTITY if kind == "mem" else IO_IDENTITY
-
-
 def canonical_plan(key: str) -> str | None:
     """The [saturate] field a key names (aliases resolved), or None."""
     key = SATURATE_ALIASES.get(key, key)

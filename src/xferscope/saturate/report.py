@@ -7,7 +7,6 @@ import math
 from xferscope.saturate.ceilings import CEILING_RULE, gib, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome
 from xferscope.saturate.search import SEARCH_RULE
-from xferscope.units import format_size
 
 
 def _f(value: float | None, fmt: str = "{:.1f}") -> str:
@@ -114,7 +113,3 @@ def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -
 
 def progress_text(series_label: str, index: int, total: int, shape_label: str, points: int, runs: int) -> str:
     return f"[{index}/{total}] {series_label}: {shape_label} (points {points}, runs {runs})"
-
-
-def block_label(block_size: int) -> str:
-    return format_size(block_size)

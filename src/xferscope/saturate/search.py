@@ -38,7 +38,7 @@ import collections
 import math
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict, repeated_verdict
@@ -90,9 +90,6 @@ class Shape:
     def short(self) -> str:
         """``w4`` or ``w2 qd16``."""
         return f"w{self.workers}" + (f" qd{self.iodepth}" if self.iodepth > 1 else "")
-
-    def with_axis(self, axis: str, value: int) -> Shape:
-        return replace(self, **{axis: value})
 
 
 def sort_key(shape: Shape) -> tuple[int, int]:

@@ -99,7 +99,6 @@ class AcceleratorRun:
         return self.compute_after_first_s / span if span > 0 else float("nan")
 
     error: BaseException | None = None
-    labels: list[str] = field(default_factory=list)
 
 
 class Accelerator:

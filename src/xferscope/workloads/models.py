@@ -9,7 +9,6 @@ Bytes per token of the KV cache:
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
@@ -105,10 +104,6 @@ class ModelShape:
         if not self.tied_embeddings:
             out.append(("lm_head.weight", (self.vocab, h)))
         return out
-
-    @property
-    def weight_bytes(self) -> int:
-        return sum(math.prod(s) for _, s in self.tensors()) * self.dtype_bytes
 
 
 _HF = "huggingface.co/{}/blob/main/config.json"
