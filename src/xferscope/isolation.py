@@ -343,8 +343,9 @@ class Child:
         except OSError:
             return False
 
-    def recv(self) -> Any:
-        return self.channel.recv()
+    def recv(self, timeout: float | None = None) -> Any:
+        """The child's next message (see ``Channel.recv``: EOFError, and TimeoutError after ``timeout``)."""
+        return self.channel.recv(timeout)
 
     @property
     def returncode(self) -> int | None:

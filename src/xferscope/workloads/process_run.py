@@ -21,6 +21,10 @@ from xferscope.isolation import Channel, Child, describe_exit, error_from_wire
 
 #: how long a stopped run gets to end what is in flight before its process is killed
 STOP_GRACE_S = 20.0
+#: how often a run that sends nothing is looked at (a stopped one may have run out of its grace)
+QUIET_S = 0.5
+#: what ``_recv`` gives when no message came in time
+_QUIET = ("quiet",)
 
 
 @dataclass
@@ -38,11 +42,15 @@ class WorkloadChild:
         self.target, self.what, self.path = target, what, path
         self._child: Child | None = None
         self._stop_asked = False
+        #: when stop was first asked (stop(), or Ctrl-C here): the grace runs from then
+        self._stop_at: float | None = None
         #: the cuFile log of the child (cufile: a file of ours, guarded by the janitor until removed)
         self._log: str | None = None
 
     def stop(self) -> None:
         self._stop_asked = True
+        if self._stop_at is None:
+            self._stop_at = time.monotonic()
         child = self._child
         if child is not None:
             child.send("stop")
@@ -76,9 +84,12 @@ class WorkloadChild:
             janitor.release(log)
 
     @staticmethod
-    def _recv(child: Child):
+    def _recv(child: Child, timeout: float | None = None):
+        """The child's next message; None once it has gone; ``_QUIET`` when none came within ``timeout``."""
         try:
-            return child.recv()
+            return child.recv(timeout)
+        except TimeoutError:
+            return _QUIET
         except (EOFError, OSError):
             return None
 
@@ -96,15 +107,21 @@ class WorkloadChild:
             raise error_from_wire(message[1])
         out = Outcome(labels=list(message[1]), environment=dict(message[2]))
         child.send("start")
-        stop_at: float | None = None
+        killed = False
         while True:
             try:
-                message = self._recv(child)
+                message = self._recv(child, QUIET_S)
             except KeyboardInterrupt:
                 out.status = "interrupted"
-                stop_at = time.monotonic()
-                child.send("stop")
+                self.stop()
                 continue
+            if message is None and killed:  # it ignored the stop: what it sent until then is kept
+                out.status = "interrupted"
+                out.error = (
+                    f"{self.what} did not stop within {STOP_GRACE_S:g} s of the stop request; its process was "
+                    "killed; the figures measured until then are kept"
+                )
+                break
             if message is None:
                 died = self._died(child, "while running")
                 out.status, out.error = "failed", str(died)
@@ -120,11 +137,14 @@ class WorkloadChild:
                 elif self._stop_asked:
                     out.status = "interrupted"
                 break
-            if stop_at is not None and time.monotonic() - stop_at > STOP_GRACE_S:
+            if not killed and self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 child.kill()
+                killed = True
         child.send("close")
-        while (message := self._recv(child)) is not None and message[0] != "closed":
-            pass
+        deadline = time.monotonic() + STOP_GRACE_S  # then execute() ends it, as it would a process that left
+        while (message := self._recv(child, QUIET_S)) is not None and message[0] != "closed":
+            if time.monotonic() > deadline:
+                break
         return out
 
     def _died(self, child: Child, when: str) -> Died:
