@@ -8,20 +8,41 @@ import time
 
 from xferscope.workloads.process_run import WorkloadChild
 
-STUCK_WORKLOAD = '''
+STAND_INS = '''
 import time
+
+from xferscope.child_messages import Ready, Tick
 
 
 def ignores_stop(channel):
     """A workload's process that starts, sends one tick, then never reads or sends again (a driver call that
     never returns)."""
     channel.recv()  # the job
-    channel.send(("ready", ["stand-in"], {}))
-    channel.recv()  # "start"
-    channel.send(("tick", {"steps": 1}))
+    channel.send(Ready(["stand-in"], {}))
+    channel.recv()  # Start
+    channel.send(Tick({"steps": 1}))
     while True:
         time.sleep(60)
+
+
+def speaks_another_tongue(channel):
+    """A workload's process that, once started, sends what no workload sends."""
+    channel.recv()  # the job
+    channel.send(Ready(["stand-in"], {}))
+    channel.recv()  # Start
+    channel.send(("tick", {"steps": 1}))  # the untyped message of old
+    channel.recv()  # Close
 '''
+
+
+def stand_ins(tmp_path, monkeypatch):
+    """The module of stand-in workload processes, importable here and in the processes started."""
+    import importlib
+
+    (tmp_path / "workload_stand_ins.py").write_text(STAND_INS)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return importlib.import_module("workload_stand_ins")
 
 
 def test_a_workload_process_that_ignores_stop_is_killed_after_the_grace_and_its_ticks_are_kept(tmp_path, monkeypatch):
@@ -31,13 +52,8 @@ def test_a_workload_process_that_ignores_stop_is_killed_after_the_grace_and_its_
 
     from xferscope.workloads import process_run
 
-    (tmp_path / "stuck_workload.py").write_text(STUCK_WORKLOAD)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     monkeypatch.setattr(process_run, "STOP_GRACE_S", 1.0)
-    import stuck_workload
-
-    child = WorkloadChild(stuck_workload.ignores_stop, "a stuck workload", "host")
+    child = WorkloadChild(stand_ins(tmp_path, monkeypatch).ignores_stop, "a stuck workload", "host")
     ticks: list = []
     ended: list = []
     runner = threading.Thread(target=lambda: ended.append(child.execute({}, ticks.append)), daemon=True)
@@ -53,3 +69,27 @@ def test_a_workload_process_that_ignores_stop_is_killed_after_the_grace_and_its_
     assert out.status == "interrupted" and "did not stop within 1 s" in out.error, out
     pid = child._child.pid
     assert child._child.returncode is not None, f"process {pid} is gone"
+
+
+def test_a_message_of_no_known_kind_fails_the_run_with_one_clear_error(tmp_path, monkeypatch):
+    """Messages are typed (``child_messages``): one of another kind is named as such, not misread."""
+    child = WorkloadChild(stand_ins(tmp_path, monkeypatch).speaks_another_tongue, "a stand-in", "host")
+    out = child.execute({})
+    assert out.status == "failed" and out.error.startswith("unexpected message tuple ('tick'"), out.error
+    assert "expected one of: Tick, Ended" in out.error
+
+
+def test_the_workload_host_answers_a_command_of_no_known_kind_with_a_failure():
+    """The child's side: a command it does not know is answered with ``Failed`` naming it, and ignored."""
+    from xferscope.child_messages import Failed
+    from xferscope.isolation import error_from_wire
+    from xferscope.workloads.process_host import WorkloadHost
+
+    sent: list = []
+    host = WorkloadHost(None, {}, lambda job: None)
+    host.send = sent.append
+    host._handle("start")  # the untyped command of old
+    [failed] = sent
+    assert isinstance(failed, Failed)
+    assert "unexpected message str 'start'; expected one of: Start, Stop, Close" in str(error_from_wire(failed.error))
+    assert not host._start.is_set()

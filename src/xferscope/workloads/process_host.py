@@ -1,11 +1,11 @@
 """A workload's engine process: set-up, the run, live ticks and teardown, the same for every workload.
 
-What passes over the channel, in order (parent -> child on the left):
+What passes over the channel, in order (parent -> child on the left; ``xferscope.child_messages``):
 
-    {job}                                 ("ready", labels, environment) or ("error", …)
-    "start"                               ("tick", progress)… as the run reports them
-    "stop" (any time)                     ("ended", payload, figures of the process, error)
-    "close" (any time)                    ("closed",)
+    {job}                                 Ready(labels, environment) or Failed(error)
+    Start                                 Tick(progress)… as the run reports them
+    Stop (any time)                       Ended(payload, figures of the process, error)
+    Close (any time)                      Closed
 
 ``make_setup(job)`` gives an object with ``build()`` (everything allocated before "ready", outside the timed
 region), ``labels``, ``environment``, ``run(stop, on_tick) -> (payload, error or None)`` and ``close()``.
@@ -21,6 +21,19 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from xferscope.child_messages import (
+    Close,
+    Closed,
+    Ended,
+    Failed,
+    ProcessFigures,
+    Ready,
+    Start,
+    Stop,
+    Tick,
+    UnknownMessage,
+    expect,
+)
 from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
 
 
@@ -65,12 +78,17 @@ class WorkloadHost:
             os._exit(0)
         life.join(30)
 
-    def _handle(self, command) -> None:
-        if command == "start":
+    def _handle(self, command: Any) -> None:
+        try:
+            command = expect(command, Start, Stop, Close)
+        except UnknownMessage as exc:  # said, and otherwise ignored
+            self.send(Failed(error_to_wire(exc)))
+            return
+        if isinstance(command, Start):
             self._start.set()
-        elif command == "stop":
+        elif isinstance(command, Stop):
             self.stop.set()
-        elif command == "close":
+        else:
             self.stop.set()
             self._close.set()
             self._start.set()
@@ -79,37 +97,37 @@ class WorkloadHost:
         try:
             setup = self.make_setup(self.job)
         except BaseException as exc:
-            self.send(("error", error_to_wire(exc)))
+            self.send(Failed(error_to_wire(exc)))
             self._close.wait()
-            self.send(("closed",))
+            self.send(Closed())
             self._done.set()
             return
         try:
             try:
                 setup.build()
             except BaseException as exc:
-                self.send(("error", error_to_wire(exc)))
+                self.send(Failed(error_to_wire(exc)))
                 return
-            self.send(("ready", setup.labels, setup.environment))
+            self.send(Ready(list(setup.labels), dict(setup.environment)))
             self._start.wait()
             if self.stop.is_set():
-                self.send(("ended", None, {}, None))
+                self.send(Ended())
                 return
             before = resource.getrusage(resource.RUSAGE_SELF)
             try:
-                payload, failed = setup.run(self.stop, lambda p: self.send(("tick", p)))
+                payload, failed = setup.run(self.stop, lambda p: self.send(Tick(p)))
             except BaseException as exc:  # pragma: no cover - the runs catch their threads' errors
                 payload, failed = None, exc
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            process = {"cpu_seconds": cpu, "peak_rss_bytes": after.ru_maxrss * 1024}
-            self.send(("ended", payload, process, None if failed is None else error_to_wire(failed)))
+            process = ProcessFigures(cpu_seconds=cpu, peak_rss_bytes=after.ru_maxrss * 1024)
+            self.send(Ended(payload, process, None if failed is None else error_to_wire(failed)))
         finally:
             self._close.wait()
             try:
                 setup.close()
             finally:
-                self.send(("closed",))
+                self.send(Closed())
                 self._done.set()
 
 

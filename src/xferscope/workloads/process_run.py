@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import janitor
+from xferscope.child_messages import Close, Closed, Ended, Failed, ProcessFigures, Ready, Start, Stop, Tick, expect
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel, Child, describe_exit, error_from_wire
 
@@ -24,7 +25,7 @@ STOP_GRACE_S = 20.0
 #: how often a run that sends nothing is looked at (a stopped one may have run out of its grace)
 QUIET_S = 0.5
 #: what ``_recv`` gives when no message came in time
-_QUIET = ("quiet",)
+_QUIET = object()
 
 
 @dataclass
@@ -32,7 +33,7 @@ class Outcome:
     status: str = "ok"
     error: str | None = None
     payload: Any = None
-    process: dict[str, Any] = field(default_factory=dict)
+    process: ProcessFigures = field(default_factory=ProcessFigures)
     labels: list[str] = field(default_factory=list)
     environment: dict[str, Any] = field(default_factory=dict)
 
@@ -53,7 +54,7 @@ class WorkloadChild:
             self._stop_at = time.monotonic()
         child = self._child
         if child is not None:
-            child.send("stop")
+            child.send(Stop())
 
     def _spawn(self) -> Child:
         env = None
@@ -69,7 +70,7 @@ class WorkloadChild:
     def execute(self, job: Any, on_tick: Callable[[Any], None] | None = None) -> Outcome:
         child = self._child = self._spawn()
         if self._stop_asked:
-            child.send("stop")
+            child.send(Stop())
         try:
             return self._drive(child, job, on_tick)
         finally:
@@ -98,15 +99,20 @@ class WorkloadChild:
         try:
             message = self._recv(child)
         except KeyboardInterrupt:
-            child.send("close")
+            child.send(Close())
             raise
         if message is None:
             raise self._died(child, "while setting up")
-        if message[0] == "error":
-            child.send("close")
-            raise error_from_wire(message[1])
-        out = Outcome(labels=list(message[1]), environment=dict(message[2]))
-        child.send("start")
+        try:
+            ready = expect(message, Ready, Failed)
+        except RunFailed:
+            child.send(Close())
+            raise
+        if isinstance(ready, Failed):
+            child.send(Close())
+            raise error_from_wire(ready.error)
+        out = Outcome(labels=list(ready.labels), environment=dict(ready.environment))
+        child.send(Start())
         killed = False
         while True:
             try:
@@ -127,22 +133,31 @@ class WorkloadChild:
                 out.status, out.error = "failed", str(died)
                 out.environment["engine_last_words"] = died.detail
                 break
-            if message[0] == "tick":
+            if message is _QUIET:
+                pass
+            elif isinstance(message, Tick):
                 if on_tick is not None:
-                    on_tick(message[1])
-            elif message[0] == "ended":
-                _, out.payload, out.process, wire = message
-                if wire is not None:
-                    out.status, out.error = "failed", str(error_from_wire(wire))
+                    on_tick(message.progress)
+            elif isinstance(message, Ended):
+                out.payload, out.process = message.payload, message.process
+                if message.error is not None:
+                    out.status, out.error = "failed", str(error_from_wire(message.error))
                 elif self._stop_asked:
                     out.status = "interrupted"
                 break
+            else:  # a message a running workload does not send: the run cannot be read any further
+                try:
+                    expect(message, Tick, Ended)
+                except RunFailed as exc:
+                    out.status, out.error = "failed", str(exc)
+                    self.stop()
+                    break
             if not killed and self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 child.kill()
                 killed = True
-        child.send("close")
+        child.send(Close())
         deadline = time.monotonic() + STOP_GRACE_S  # then execute() ends it, as it would a process that left
-        while (message := self._recv(child, QUIET_S)) is not None and message[0] != "closed":
+        while (message := self._recv(child, QUIET_S)) is not None and not isinstance(message, Closed):
             if time.monotonic() > deadline:
                 break
         return out

@@ -1,0 +1,81 @@
+"""What a run's parent and its child process say to each other: one vocabulary, as msgspec ``Struct``s.
+
+Parent -> child, after the job: ``Start``, ``Stop`` (any time), ``Close`` (any time).
+Child -> parent: ``Ready`` (set up, with its labels and environment) or ``Failed``; then ``Tick``s as the run
+reports them; ``Ended`` (what it measured, the process's own figures, its error); ``Closed`` last.
+
+They travel pickled over ``isolation.Channel``. ``expect`` turns anything else into one clear error, so a side
+that receives a message it does not know says so instead of misreading it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from xferscope.errors import RunFailed
+
+
+class Start(msgspec.Struct, frozen=True):
+    """Begin the timed region."""
+
+
+class Stop(msgspec.Struct, frozen=True):
+    """End the run early; keep what was measured."""
+
+
+class Close(msgspec.Struct, frozen=True):
+    """Stop if running, free everything, say ``Closed``."""
+
+
+class Ready(msgspec.Struct, frozen=True):
+    """Set up, outside the timed region: what the run is (labels) and where it runs (environment)."""
+
+    labels: list[str]
+    environment: dict[str, Any]
+
+
+class Failed(msgspec.Struct, frozen=True):
+    """The set-up failed: the error, as ``isolation.error_to_wire`` gives it."""
+
+    error: dict[str, Any]
+
+
+class Tick(msgspec.Struct, frozen=True):
+    """What the run reported while running (its own type: a workload's progress)."""
+
+    progress: Any
+
+
+class ProcessFigures(msgspec.Struct, frozen=True):
+    """The child process's own cost over the run."""
+
+    cpu_seconds: float | None = None
+    peak_rss_bytes: int | None = None
+
+
+class Ended(msgspec.Struct, frozen=True):
+    """The run is over: what it measured (None where it never ran), the process's figures, its error."""
+
+    payload: Any = None
+    process: ProcessFigures = ProcessFigures()
+    error: dict[str, Any] | None = None
+
+
+class Closed(msgspec.Struct, frozen=True):
+    """Everything is freed; the files the run had created and could not remove."""
+
+    left: list[str] = []
+
+
+class UnknownMessage(RunFailed):
+    """A message that is not one of those expected here."""
+
+
+def expect(message: Any, *kinds: type) -> Any:
+    """``message`` when it is one of ``kinds``; else UnknownMessage, naming what came and what was expected."""
+    if isinstance(message, kinds):
+        return message
+    names = ", ".join(k.__name__ for k in kinds)
+    raise UnknownMessage(f"unexpected message {type(message).__name__} {message!r:.80}; expected one of: {names}")
