@@ -312,6 +312,7 @@ def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(dir
     on a loaded machine): the kept process still belongs to the run before, so it would answer neither "stop" nor
     "close"; the run ends it at once instead of waiting for "closed" (a replay hung so after Ctrl-C)."""
     from xferscope import engine_pool, runner
+    from xferscope.engine_process import EngineJob
 
     monkeypatch.setattr(runner, "CLOSE_TIMEOUT_S", 600.0)  # a wait for "closed" would outlast the test's
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
@@ -322,7 +323,7 @@ def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(dir
         send = kept.send
 
         def interrupted_before_the_job(message):
-            if isinstance(message, dict):  # the next run's job
+            if isinstance(message, EngineJob):  # the next run's job
                 raise KeyboardInterrupt
             return send(message)
 
@@ -393,3 +394,28 @@ def test_errors_from_the_engine_process_keep_their_kind(direct_dir):
         Run(RunSpec(io="write", file=str(direct_dir / "theirs.dat"), file_size=MIB, duration=0.2)).execute()
     assert info.value.field == "file" and info.value.exit_code == 2
     assert (direct_dir / "theirs.dat").read_bytes() == b"x" * MIB
+
+
+def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir):
+    """The engine's protocol is typed (``child_messages``, ``engine_process``): the engine's process answers a
+    command it does not know with ``Failed`` naming it (and goes on), and the run raises ``UnknownMessage`` for
+    a message it did not expect, instead of misreading either."""
+    from xferscope.child_messages import Failed, Progress, Start, UnknownMessage
+    from xferscope.engine_process import EngineHost, EngineJob, Prepared
+    from xferscope.isolation import error_from_wire
+
+    spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2)
+    sent: list = []
+    host = EngineHost(None, EngineJob(spec))
+    host.send = sent.append
+    host._handle("start")  # the untyped command of old
+    [failed] = sent
+    assert isinstance(failed, Failed) and not host._start.is_set()
+    assert "unexpected message str 'start'; expected one of: Plan, Start, Stop, Close" in str(
+        error_from_wire(failed.error)
+    )
+    run = Run(spec)
+    run._control.put(Progress(1, 2))  # set-up progress is taken on the way
+    run._control.put(Start())
+    with pytest.raises(UnknownMessage, match=r"unexpected message Start.*expected one of: Prepared"):
+        run._await(Prepared)

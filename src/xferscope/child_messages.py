@@ -1,8 +1,9 @@
 """What a run's parent and its child process say to each other: one vocabulary, as msgspec ``Struct``s.
 
 Parent -> child, after the job: ``Start``, ``Stop`` (any time), ``Close`` (any time).
-Child -> parent: ``Ready`` (set up, with its labels and environment) or ``Failed``; then ``Tick``s as the run
-reports them; ``Ended`` (what it measured, the process's own figures, its error); ``Closed`` last.
+Child -> parent: ``Ready`` (set up, with its labels and environment) or ``Failed``, with ``Progress`` while it
+sets up; then ``Tick``s as the run reports them; ``Ended`` (what it measured, the process's own figures, its
+error); ``Closed`` last. A run kind adds the messages of its own steps (an engine's: ``engine_process``).
 
 They travel pickled over ``isolation.Channel``. ``expect`` turns anything else into one clear error, so a side
 that receives a message it does not know says so instead of misreading it.
@@ -42,6 +43,13 @@ class Failed(msgspec.Struct, frozen=True):
     error: dict[str, Any]
 
 
+class Progress(msgspec.Struct, frozen=True):
+    """Set-up under way: ``done`` of ``total`` (bytes of a file being filled)."""
+
+    done: int
+    total: int
+
+
 class Tick(msgspec.Struct, frozen=True):
     """What the run reported while running (its own type: a workload's progress)."""
 
@@ -61,6 +69,7 @@ class Ended(msgspec.Struct, frozen=True):
     payload: Any = None
     process: ProcessFigures = ProcessFigures()
     error: dict[str, Any] | None = None
+    stuck: bool = False  # its workers did not stop when asked (left behind, with what they measured)
 
 
 class Closed(msgspec.Struct, frozen=True):

@@ -3,15 +3,15 @@
 Started by ``xferscope.isolation.Child(serve)``. What
 passes over the channel, in order (parent -> child on the left):
 
-    job {spec, gpu_telemetry, cufile_probes}
-                                          ("available", None)       or ("error", …)
-    ("target", Target)                    ("progress", done, total)…
-                                          ("prepared", labels, worker_gpus, created) or ("error", …)
-    "start"                               ("started", info, Snapshot) or ("error", …)
-                                          ("sample", Sample, Snapshot)… at the sample interval
-    "stop" (any time)                     ("ended", RunResult | None, error | None, stuck)
+    EngineJob(spec, gpu_telemetry, cufile_probes)
+                                          Available                 or Failed
+    Plan(Target)                          Progress(done, total)…
+                                          Prepared(labels, worker_gpus, created) or Failed
+    Start                                 Started(info, Snapshot) or Failed
+                                          Sampled(Sample, Snapshot)… at the sample interval
+    Stop (any time)                       Ended(RunResult | None, error=…, stuck=…)
                                           (the result without its samples: the parent has them)
-    "close" (any time)                    ("closed", files left)
+    Close (any time)                      Closed(files left)
 
 then the parent closes the channel and the process leaves, or (inside ``engine_pool.kept_engines``) sends
 the next run's job, which this process serves the same way with what it has opened (its imports, CUDA, the
@@ -34,16 +34,62 @@ import threading
 import time
 from typing import Any
 
+import msgspec
+
 from xferscope import target as targets
+from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, UnknownMessage, expect
+from xferscope.engines.base import Sample, Snapshot
 from xferscope.isolation import Channel, ParentGone, error_to_wire
 from xferscope.local_run import STOP_GRACE_S, LocalRun
+from xferscope.spec import RunSpec
 
 #: once orphaned, how long the run gets to stop and clean up by itself before the files are removed anyway
 ORPHAN_GRACE_S = STOP_GRACE_S + 10.0
 
 
+# ---------------------------------------------------------------- an engine run's own messages (see child_messages)
+class EngineJob(msgspec.Struct, frozen=True):
+    """The run to serve, with what the parent knows: cuFile's mode probes of earlier runs."""
+
+    spec: RunSpec
+    gpu_telemetry: bool = True
+    cufile_probes: dict[int, str | None] = {}
+
+
+class Available(msgspec.Struct, frozen=True):
+    """The path can run here: send the plan of the files."""
+
+
+class Plan(msgspec.Struct, frozen=True):
+    """The files, as the parent planned them (it removes them should this process die)."""
+
+    target: targets.Target
+
+
+class Prepared(msgspec.Struct, frozen=True):
+    """Files made and the engine set up, outside the timed region."""
+
+    labels: list[str]
+    worker_gpus: list[int | None]
+    created: list[str]
+
+
+class Started(msgspec.Struct, frozen=True):
+    """The timed region began: labels, worker GPUs, environment (and cuFile's probes), the first counters."""
+
+    info: dict[str, Any]
+    snapshot: Snapshot
+
+
+class Sampled(msgspec.Struct, frozen=True):
+    """One sample, and the counters behind it."""
+
+    sample: Sample
+    snapshot: Snapshot | None
+
+
 class EngineHost:
-    def __init__(self, channel: Channel, job: dict[str, Any]):
+    def __init__(self, channel: Channel, job: EngineJob):
         self.channel = channel
         self.job = job
         self.run: LocalRun | None = None
@@ -65,10 +111,10 @@ class EngineHost:
     def _on_sample(self, sample) -> None:
         run = self.run
         if sample is not None and run is not None:
-            self.channel.send(("sample", sample, run.last_snapshot))
+            self.channel.send(Sampled(sample, run.last_snapshot))
 
     # ---------------------------------------------------------------- the main thread: commands
-    def serve(self) -> dict[str, Any] | None:
+    def serve(self) -> EngineJob | None:
         """Serve this run; the next run's job when the parent sends one after this run closed, else None."""
         life = threading.Thread(target=self._life, name="xferscope-engine-life", daemon=True)
         life.start()
@@ -81,7 +127,7 @@ class EngineHost:
                     if self._closed_sent:
                         break
                     raise ParentGone("the channel closed before the run did") from None
-                if isinstance(command, dict) and self._closed_sent:  # the next run, in this process
+                if isinstance(command, EngineJob) and self._closed_sent:  # the next run, in this process
                     next_job = command
                     break
                 self._handle(command)
@@ -94,16 +140,20 @@ class EngineHost:
             os._exit(0)
         return next_job
 
-    def _handle(self, command) -> None:
-        kind = command[0] if isinstance(command, tuple) else command
-        if kind == "target":
-            self.planned = command[1]
+    def _handle(self, command: Any) -> None:
+        try:
+            command = expect(command, Plan, Start, Stop, Close)
+        except UnknownMessage as exc:  # said, and otherwise ignored
+            self.send(Failed(error_to_wire(exc)))
+            return
+        if isinstance(command, Plan):
+            self.planned = command.target
             self._target_given.set()
-        elif kind == "start":
+        elif isinstance(command, Start):
             self._start.set()
-        elif kind == "stop":
+        elif isinstance(command, Stop):
             self._request_stop()
-        elif kind == "close":
+        else:
             self._request_stop()
             self._close.set()
 
@@ -133,7 +183,7 @@ class EngineHost:
         try:
             self._live()
         except BaseException as exc:
-            self.send(("error", error_to_wire(exc)))
+            self.send(Failed(error_to_wire(exc)))
             self._close.wait()
             self._close_run()
         finally:
@@ -141,22 +191,22 @@ class EngineHost:
 
     def _live(self) -> None:
         job = self.job
-        run = self.run = LocalRun(job["spec"], gpu_telemetry=job.get("gpu_telemetry", True))
-        if job.get("cufile_probes"):
+        run = self.run = LocalRun(job.spec, gpu_telemetry=job.gpu_telemetry)
+        if job.cufile_probes:
             from xferscope.engines import cufile_probe
 
-            cufile_probe.remember_probes(job["cufile_probes"])
+            cufile_probe.remember_probes(job.cufile_probes)
         run.subscribe(self._on_sample)
         run.check_available()
-        self.send(("available", None))
+        self.send(Available())
         self._wait(self._target_given)
         if self._close.is_set():
             raise targets.Interrupted("stopped before the run started")
         run.target = self.planned
         if self._stop_at is not None:
             run.stop()
-        run.prepare(progress=lambda done, total: self.send(("progress", done, total)))
-        self.send(("prepared", list(run.engine.labels), list(run.engine.worker_gpus), list(run.target.created)))
+        run.prepare(progress=lambda done, total: self.send(Progress(done, total)))
+        self.send(Prepared(list(run.engine.labels), list(run.engine.worker_gpus), list(run.target.created)))
         self._wait(self._start)
         if self._close.is_set() or self._stop_at is not None:
             raise targets.Interrupted("stopped before the run started")
@@ -164,7 +214,7 @@ class EngineHost:
         t0 = time.monotonic()
         info = self._info(run)
         run.setup_steps["environment"] = time.monotonic() - t0
-        self.send(("started", info, run.engine.snapshot()))
+        self.send(Started(info, run.engine.snapshot()))
         while not run.join(0.2):
             if self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 run._abandon()
@@ -174,7 +224,7 @@ class EngineHost:
             result, error = None, error_to_wire(exc)
         if result is not None:  # the parent has every sample already: send the rest, once
             result = dataclasses.replace(result, samples=[])
-        self.send(("ended", result, error, run.stuck))
+        self.send(Ended(result, error=error, stuck=run.stuck))
         self._close.wait()
         self._close_run()
 
@@ -208,12 +258,12 @@ class EngineHost:
             targets.cleanup(self.planned, keep=False)
         left = list(run.target.created) if run is not None and run.target is not None else []
         self._closed_sent = True
-        self.send(("closed", left))
+        self.send(Closed(left))
 
 
 def serve(channel: Channel) -> None:
     try:
-        job: dict[str, Any] | None = channel.recv()
+        job: EngineJob | None = expect(channel.recv(), EngineJob)
     except EOFError:
         return
     while job is not None:

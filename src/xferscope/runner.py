@@ -26,15 +26,21 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from xferscope import engine_pool, janitor
 from xferscope import target as targets
+from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, expect
+from xferscope.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire
 from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
+
+#: the reader's word to whoever waits: the engine's process is gone
+_DEAD = object()
+M = TypeVar("M")
 
 #: after "close", how long the engine's process gets to free the engine and remove its files
 CLOSE_TIMEOUT_S = STOP_GRACE_S + 60.0
@@ -140,11 +146,9 @@ class Run(SampleFeed):
         # close() would wait its whole timeout for it)
         self._reader = threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True)
         self._reader.start()
-        self._job_sent = self._child.send(
-            {"spec": self.spec, "gpu_telemetry": self._gpu_telemetry, "cufile_probes": dict(_cufile_probes)}
-        )
+        self._job_sent = self._child.send(EngineJob(self.spec, self._gpu_telemetry, dict(_cufile_probes)))
         if self._stopped_by_user:  # stopped before there was a process to tell
-            self._child.send("stop")
+            self._child.send(Stop())
 
     def _new_child(self) -> Child:
         env = None
@@ -155,8 +159,6 @@ class Run(SampleFeed):
             env = {**os.environ, **extra} if extra else None
             if self._cufile_log:  # removed with the process that writes to it (``close``, or the pool's end)
                 janitor.guard(self._cufile_log)
-        from xferscope.engine_process import serve
-
         return Child(serve, what=f"{self.spec.path} engine", env=env)
 
     def _launched(self) -> Child:
@@ -170,34 +172,32 @@ class Run(SampleFeed):
         try:
             while True:
                 message = child.recv()
-                kind = message[0]
-                if kind == "sample":
-                    _, sample, snap = message
-                    self._snapshot = snap
-                    self.samples.append(sample)
-                    self._publish(sample)
-                elif kind == "ended":
-                    _, result, error, stuck = message
+                if isinstance(message, Sampled):
+                    self._snapshot = message.snapshot
+                    self.samples.append(message.sample)
+                    self._publish(message.sample)
+                elif isinstance(message, Ended):
+                    result = message.payload
                     if result is not None:  # every sample came before it, one by one
                         result.samples = list(self.samples)
                     self._child_result = result
-                    self._child_error = error_from_wire(error) if error else None
-                    if stuck:
+                    self._child_error = error_from_wire(message.error) if message.error else None
+                    if message.stuck:
                         self._abandoned = result.error if result is not None else "workers did not stop"
                     self._end()
-                elif kind == "closed":
+                elif isinstance(message, Closed):
                     self._closed.set()
                     if engine_pool.keeping():  # the process may serve the next run: stop reading here
                         self._end()
                         return
                 else:
-                    if kind == "started":
-                        self._snapshot = message[2]
+                    if isinstance(message, Started):
+                        self._snapshot = message.snapshot
                     self._control.put(message)
         except (EOFError, OSError):
             pass
         except Exception as exc:  # a message that cannot be read: the channel is useless from here on
-            self._control.put(("error", {"message": f"cannot read the engine process's messages: {exc!r}"}))
+            self._control.put(Failed({"message": f"cannot read the engine process's messages: {exc!r}"}))
         child.wait(10.0)
         if not self._closed.is_set():
             rc = child.returncode
@@ -206,7 +206,7 @@ class Run(SampleFeed):
                 rc = child.wait()
             how, name = describe_exit(rc)
             self._death = EngineDied(self.spec.path, how, name, self._when(), self._last_words())
-        self._control.put(("dead",))
+        self._control.put(_DEAD)
         self._end()
 
     def _end(self) -> None:
@@ -238,25 +238,25 @@ class Run(SampleFeed):
                 out += [f"cuFile log {self._cufile_log} (last lines):"] + ["  " + ln for ln in tail]
         return out
 
-    def _await(self, kinds: tuple[str, ...], progress: Callable[[int, int], None] | None = None) -> tuple:
-        """The next control message of one of ``kinds``; an error there is raised here."""
+    def _await(self, kind: type[M], progress: Callable[[int, int], None] | None = None) -> M:
+        """The next control message, a ``kind``; an error there is raised here, and so is a message of another
+        kind (``UnknownMessage``)."""
         while True:
             try:
                 message = self._control.get(timeout=0.2)
             except queue.Empty:
                 continue
-            kind = message[0]
-            if kind == "progress":
+            if isinstance(message, Progress):
                 if progress is not None:
-                    progress(message[1], message[2])
+                    progress(message.done, message.total)
                 continue
-            if kind in kinds:
-                return message
-            if kind == "error":
-                raise error_from_wire(message[1]) if "module" in message[1] else RunFailed(message[1]["message"])
-            if kind == "dead":
+            if message is _DEAD:
                 self._control.put(message)  # every later wait sees it too
                 raise self._death or RunFailed(f"{self.spec.path}: the engine process is gone")
+            if isinstance(message, Failed):
+                wire = message.error
+                raise error_from_wire(wire) if "module" in wire else RunFailed(wire["message"])
+            return expect(message, kind)
 
     # ---------------------------------------------------------------- steps
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -276,18 +276,18 @@ class Run(SampleFeed):
                     self._guard(targets.sidecar_path(tf.path))
         self._phase = "checking the path"
         self._spawn()
-        self._await(("available",))
+        self._await(Available)
         self._t_available = time.monotonic()
-        self._launched().send(("target", self.target))
+        self._launched().send(Plan(self.target))
         self._phase = "preparing"
-        _, labels, worker_gpus, created = self._await(("prepared",), progress)
-        self.labels, self.worker_gpus = labels, worker_gpus
-        self.target.created = list(created)
+        prepared = self._await(Prepared, progress)
+        self.labels, self.worker_gpus = prepared.labels, prepared.worker_gpus
+        self.target.created = list(prepared.created)
 
     def start(self) -> None:
         self._phase = "starting"
-        self._launched().send("start")
-        _, info, _ = self._await(("started",))
+        self._launched().send(Start())
+        info = self._await(Started).info
         self._started_at = time.monotonic()
         self.labels = info["labels"]
         self.worker_gpus = info["worker_gpus"]
@@ -299,7 +299,7 @@ class Run(SampleFeed):
         """Stop early and keep what was measured."""
         self._stopped_by_user = True
         if self._child is not None and self._job_sent:  # else the job, once sent, is followed by "stop"
-            self._child.send("stop")
+            self._child.send(Stop())
 
     @property
     def stopped_by_user(self) -> bool:
@@ -339,7 +339,7 @@ class Run(SampleFeed):
             if child is not None:
                 # a Ctrl-C before the job went out (starting the reader waits for a thread, long on a loaded
                 # machine) leaves a process that would never answer "close": it is ended instead
-                if self._abandoned is None and self._reader is not None and self._job_sent and child.send("close"):
+                if self._abandoned is None and self._reader is not None and self._job_sent and child.send(Close()):
                     deadline = time.monotonic() + CLOSE_TIMEOUT_S
                     while not self._closed.wait(0.2):
                         if child.returncode is not None or time.monotonic() > deadline:
