@@ -11,11 +11,11 @@ sweep raises ``EngineDied`` ("mem: the engine process died by SIGSEGV
 the points measured until then, with ``error`` set, and the next ``MemRun`` starts a
 new process.
 
-What passes over the channel (parent -> child on the left):
+What passes over the channel (parent -> child on the left; ``child_messages`` and the two below):
 
-    MemSpec                     ("ready", the spec validated, expected points) or ("error", …)
-    "start"                     ("point", MemPoint, environment)… as each is measured
-    "cancel" (any time)         ("done", MemResult) or ("failed", error, MemResult)
+    MemSpec                     SweepReady(the spec validated, expected points) or Failed
+    Start                       PointMeasured(MemPoint, environment)… as each is measured
+    Stop (any time)             Ended(MemResult, error=None, or the sweep's error)
 
 then the child leaves. A memory sweep creates no files: when the parent is gone
 (the channel reads end-of-file), the child simply leaves, and the kernel frees its
@@ -31,9 +31,27 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from xferscope.engines.mem import MemResult, MemSpec, MemSweep, PointStream, finish_result
+import msgspec
+
+from xferscope.child_messages import Ended, Failed, Start, Stop, UnknownMessage, expect
+from xferscope.engines.mem import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
 from xferscope.isolation import Channel, Child, describe_exit, error_from_wire, error_to_wire
 from xferscope.runner import TAIL_LINES, EngineDied
+
+
+class SweepReady(msgspec.Struct, frozen=True):
+    """The sweep is set up: its spec as validated there, and how many points it will measure."""
+
+    spec: MemSpec
+    expected: int
+
+
+class PointMeasured(msgspec.Struct, frozen=True):
+    """One point, and the sweep's environment as it stands."""
+
+    point: MemPoint
+    environment: dict[str, Any]
+
 
 #: after a cancel, how long the engine's process gets to hand over what it measured before it is killed
 CANCEL_GRACE_S = 15.0
@@ -55,10 +73,15 @@ class MemRun(PointStream):
             message = child.recv()
         except (EOFError, OSError):
             raise self._death() from None
-        if message[0] == "error":
+        try:
+            ready = expect(message, SweepReady, Failed)
+        except UnknownMessage:
             child.end(grace_s=5.0)
-            raise error_from_wire(message[1])
-        _, self.spec, self._expected = message
+            raise
+        if isinstance(ready, Failed):
+            child.end(grace_s=5.0)
+            raise error_from_wire(ready.error)
+        self.spec, self._expected = ready.spec, ready.expected
         self.result = MemResult(backend=self.spec.backend, spec=self.spec)
 
     @property
@@ -74,7 +97,7 @@ class MemRun(PointStream):
     def cancel(self) -> None:
         """Stop within about a second; the points measured stay in ``result``, marked cancelled."""
         self._cancel.set()
-        self._child.send("cancel")
+        self._child.send(Stop())
 
     @property
     def cancelled(self) -> bool:
@@ -88,7 +111,7 @@ class MemRun(PointStream):
         self._used = True
         self._started_at = time.monotonic()
         self._phase = "sweeping"
-        if not self._child.send("start"):
+        if not self._child.send(Start()):
             self._phase = "starting"
         reader = threading.Thread(target=self._read, args=(post,), name=f"xferscope-mem-{self.pid}", daemon=True)
         reader.start()
@@ -99,16 +122,14 @@ class MemRun(PointStream):
         child = self._child
         try:
             while True:
-                message = child.recv()
-                kind = message[0]
-                if kind == "point":
-                    _, point, environment = message
-                    self.result.environment.update(environment)
-                    self.result.points.append(point)
-                    post(("point", point))
-                elif kind in ("done", "failed"):
-                    self._adopt(message[-1])
-                    error = error_from_wire(message[1]) if kind == "failed" else None
+                message = expect(child.recv(), PointMeasured, Ended)
+                if isinstance(message, PointMeasured):
+                    self.result.environment.update(message.environment)
+                    self.result.points.append(message.point)
+                    post(("point", message.point))
+                else:
+                    self._adopt(message.payload)
+                    error = error_from_wire(message.error) if message.error is not None else None
                     if error is not None:
                         self.result.error = str(error)
                     self._ended.set()
@@ -183,9 +204,9 @@ def serve(channel: Channel) -> None:
         sweep = MemSweep(spec)
         expected = sweep.expected_points()
     except Exception as exc:  # every failure goes back to the caller
-        _send(channel, ("error", error_to_wire(exc)))
+        _send(channel, Failed(error_to_wire(exc)))
         return
-    _send(channel, ("ready", sweep.spec, expected))
+    _send(channel, SweepReady(sweep.spec, expected))
     started = threading.Event()
 
     def listen() -> None:
@@ -194,20 +215,22 @@ def serve(channel: Channel) -> None:
                 command = channel.recv()
             except (EOFError, OSError):  # the parent is gone (or done): nothing here outlives it
                 _leave()
-            if command == "start":
+            if isinstance(command, Start):
                 started.set()
-            elif command == "cancel":
+            elif isinstance(command, Stop):
                 sweep.cancel()
                 started.set()
+            else:  # said, and otherwise ignored
+                _send(channel, Failed(error_to_wire(UnknownMessage(f"unexpected command {command!r:.80}"))))
 
     threading.Thread(target=listen, name="xferscope-mem-commands", daemon=True).start()
     started.wait()
     try:
         for point in sweep:
-            _send(channel, ("point", point, dict(sweep.result.environment)))
-        _send(channel, ("done", sweep.result))
+            _send(channel, PointMeasured(point, dict(sweep.result.environment)))
+        _send(channel, Ended(sweep.result))
     except Exception as exc:  # the sweep's failure, with what it measured
-        _send(channel, ("failed", error_to_wire(exc), sweep.result))
+        _send(channel, Ended(sweep.result, error=error_to_wire(exc)))
     _leave()
 
 
