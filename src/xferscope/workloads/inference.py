@@ -33,13 +33,12 @@ def gpu_present() -> bool:
 
 def check_memory_before(jobs: Sequence[TransferJob]) -> None:
     """Every job's buffers fit its GPUs' free memory, before a data set is written or a run starts."""
-    from xferscope.isolation import call
-    from xferscope.workloads.train_process import free_gpu_memory
+    from xferscope.workloads.gpu_memory import measured_free
 
     gpus = sorted({g for j in jobs for g in j.gpu_needs()})
     if not gpus:
         return
-    free = call(free_gpu_memory, gpus, what="the GPUs' free memory")
+    free = measured_free(gpus)
     for j in jobs:
         check_gpu_memory(j, free)
 

@@ -38,26 +38,25 @@ def check_path(spec: TrainSpec) -> None:
 def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
     """Every spec's batch buffers fit, before the set is written: the GPUs' free memory asked of one process of
     its own (CUDA is never loaded here), for all of them at once."""
-    from xferscope.isolation import call
-    from xferscope.workloads.train_process import check_memory, free_gpu_memory
+    from xferscope.workloads.gpu_memory import measured_free
+    from xferscope.workloads.train_process import check_memory
 
     free: dict[int, int] = {}
     gpus = sorted({s.accelerator_gpu(i) for s in specs if s.lands_in_gpu for i in range(s.accelerators)})
     if gpus:
-        free = call(free_gpu_memory, gpus, what="the GPUs' free memory")
+        free = measured_free(gpus)
     for spec in specs:
         check_memory(spec, slot_capacity(lengths, spec.batch), free)
 
 
 def most_that_fit(spec: TrainSpec, data: TrainData) -> int:
     """The most accelerators whose batch buffers fit the free memory (GPU or host), round-robin over --gpu."""
-    from xferscope.isolation import call
     from xferscope.target import memory_available
-    from xferscope.workloads.train_process import MEMORY_SHARE, free_gpu_memory
+    from xferscope.workloads.gpu_memory import MEMORY_SHARE, measured_free
 
     each = spec.slots * slot_capacity([s.length for s in data.samples], spec.batch)
     if spec.lands_in_gpu:
-        free = call(free_gpu_memory, sorted(set(spec.gpus)), what="free memory")
+        free = measured_free(sorted(set(spec.gpus)), what="free memory")
         per_gpu = [int(free[g] * MEMORY_SHARE // each) for g in spec.gpus]
         # accelerator i goes to gpus[i % len]: n fit while each GPU's share fits
         n = 0

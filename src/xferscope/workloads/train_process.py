@@ -18,12 +18,12 @@ from xferscope.units import format_bytes
 from xferscope.workloads.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.compute import SleepCompute
 from xferscope.workloads.fetchers import host_slot, make_fetcher, slot_capacity
+from xferscope.workloads.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.process_host import serve_with
 from xferscope.workloads.train_data import TrainData
 from xferscope.workloads.train_spec import TrainSpec
 
 #: share of the free memory (host MemAvailable, or a GPU's free memory) the batch buffers may take
-MEMORY_SHARE = 0.9
 
 
 class TrainSetup:
@@ -132,21 +132,6 @@ class TrainSetup:
         self._host_slots.clear()
         if self.resources is not None:
             self.resources.release()
-
-
-def free_gpu_memory(gpus: list[int]) -> dict[int, int]:
-    """Free memory of each GPU (in a process of its own: ``isolation.call``)."""
-    from xferscope.engines import gpu_setup
-
-    reason = gpu_setup.unavailable_reason()
-    if reason:
-        raise SpecError("gpu", f"no GPU to land the batches in: {reason}")
-    with gpu_setup.GpuResources() as res:
-        out = {}
-        for g in gpus:
-            res.context(g)
-            out[g] = gpu_setup.memory_info(g)[0]
-        return out
 
 
 def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> None:

@@ -21,11 +21,11 @@ from xferscope.errors import SpecError
 from xferscope.isolation import Channel
 from xferscope.units import format_bytes
 from xferscope.workloads.fetchers import Fetcher, Slot, host_slot, make_fetcher
+from xferscope.workloads.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.process_host import serve_with
 from xferscope.workloads.transfer import Files, Job, JobSource, TransferRun, Window, Worker
 
 #: share of a GPU's free memory the buffers may take
-MEMORY_SHARE = 0.9
 PATH_WORDS = {
     "host": "read into host memory",
     "mmap": "the file mapped and copied from pageable memory (as safetensors)",
