@@ -129,3 +129,29 @@ def test_the_mode_probe_in_its_own_process_never_crashes(data_file):
     failed = [why for taken, why in answers if why]
     assert not failed, failed
     assert {taken for taken, _ in answers} <= {"posix", "nvfs", "p2p"}
+
+
+def test_a_probe_that_crashes_is_tried_again_and_one_that_hangs_is_not(monkeypatch):
+    """cuFile's mode probe: a crash (or an error) of its process is tried again in a fresh one, up to
+    PROBE_ATTEMPTS; a probe killed for giving no answer in time (120 s) is not, and says why."""
+    from xferscope import isolation
+    from xferscope.engines import cufile_probe
+
+    outcomes: list = []
+
+    def fake_call(target, *args, **kw):
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(isolation, "call", fake_call)
+    crash = isolation.ChildDied("cuFile's mode probe", "SIGSEGV (segmentation fault)", "SIGSEGV")
+    outcomes[:] = [crash, RuntimeError("INVALID_VALUE"), {"nvfs": 0, "p2p": 0, "posix": 1}]
+    assert cufile_probe.probe_read_path("f", 1 << 20) == ("posix", None) and not outcomes
+    hung = isolation.NoAnswer("cuFile's mode probe", "SIGKILL (no answer in time)", None, message="no answer")
+    outcomes[:] = [hung, {"posix": 1}]
+    assert cufile_probe.probe_read_path("f", 1 << 20) == (None, "no answer") and len(outcomes) == 1
+    outcomes[:] = [crash] * cufile_probe.PROBE_ATTEMPTS
+    taken, why = cufile_probe.probe_read_path("f", 1 << 20)
+    assert taken is None and why == "the probe's process died by SIGSEGV (segmentation fault)" and not outcomes

@@ -11,11 +11,13 @@ that receives a message it does not know says so instead of misreading it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 
 from xferscope.errors import RunFailed
+from xferscope.isolation import error_to_wire
 
 
 class Start(msgspec.Struct, frozen=True):
@@ -82,9 +84,23 @@ class UnknownMessage(RunFailed):
     """A message that is not one of those expected here."""
 
 
+def unexpected(message: Any, *kinds: type) -> UnknownMessage:
+    """The error for ``message``, which is none of ``kinds``: what came, and what was expected."""
+    names = ", ".join(k.__name__ for k in kinds)
+    return UnknownMessage(f"unexpected message {type(message).__name__} {message!r:.80}; expected one of: {names}")
+
+
 def expect(message: Any, *kinds: type) -> Any:
-    """``message`` when it is one of ``kinds``; else UnknownMessage, naming what came and what was expected."""
+    """``message`` when it is one of ``kinds``; else raises UnknownMessage (``unexpected``)."""
     if isinstance(message, kinds):
         return message
-    names = ", ".join(k.__name__ for k in kinds)
-    raise UnknownMessage(f"unexpected message {type(message).__name__} {message!r:.80}; expected one of: {names}")
+    raise unexpected(message, *kinds)
+
+
+def heard(command: Any, answer: Callable[[Any], None], *kinds: type) -> Any:
+    """In a child: ``command`` when it is one of ``kinds``; else None, after answering ``Failed`` naming it (the
+    child goes on as if it had not come)."""
+    if isinstance(command, kinds):
+        return command
+    answer(Failed(error_to_wire(unexpected(command, *kinds))))
+    return None

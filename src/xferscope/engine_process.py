@@ -37,7 +37,7 @@ from typing import Any
 import msgspec
 
 from xferscope import target as targets
-from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, UnknownMessage, expect
+from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, expect, heard
 from xferscope.engines.base import Sample, Snapshot
 from xferscope.isolation import Channel, ParentGone, error_to_wire
 from xferscope.local_run import STOP_GRACE_S, LocalRun
@@ -141,10 +141,8 @@ class EngineHost:
         return next_job
 
     def _handle(self, command: Any) -> None:
-        try:
-            command = expect(command, Plan, Start, Stop, Close)
-        except UnknownMessage as exc:  # said, and otherwise ignored
-            self.send(Failed(error_to_wire(exc)))
+        command = heard(command, self.send, Plan, Start, Stop, Close)
+        if command is None:
             return
         if isinstance(command, Plan):
             self.planned = command.target

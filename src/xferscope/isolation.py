@@ -74,6 +74,10 @@ class ChildDied(RunFailed):
         )
 
 
+class NoAnswer(ChildDied):
+    """A call's child gave no answer within its time and was killed."""
+
+
 class ParentGone(BaseException):
     """In a child: the process that started it has ended (or asked it to go with SIGTERM)."""
 
@@ -404,7 +408,7 @@ class Worker:
             child.kill()
             child.end(grace_s=5.0)
             self._child = None
-            raise ChildDied(
+            raise NoAnswer(
                 self.what,
                 "SIGKILL (no answer in time)",
                 None,

@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from xferscope.child_messages import Ended, Failed, Start, Stop, UnknownMessage, expect
+from xferscope.child_messages import Ended, Failed, Start, Stop, expect, heard
 from xferscope.engines.mem import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
 from xferscope.isolation import Channel, Child, describe_exit, error_from_wire, error_to_wire
 from xferscope.runner import TAIL_LINES, EngineDied
@@ -75,12 +75,11 @@ class MemRun(PointStream):
             raise self._death() from None
         try:
             ready = expect(message, SweepReady, Failed)
-        except UnknownMessage:
+            if isinstance(ready, Failed):
+                raise error_from_wire(ready.error)
+        except Exception:
             child.end(grace_s=5.0)
             raise
-        if isinstance(ready, Failed):
-            child.end(grace_s=5.0)
-            raise error_from_wire(ready.error)
         self.spec, self._expected = ready.spec, ready.expected
         self.result = MemResult(backend=self.spec.backend, spec=self.spec)
 
@@ -215,13 +214,12 @@ def serve(channel: Channel) -> None:
                 command = channel.recv()
             except (EOFError, OSError):  # the parent is gone (or done): nothing here outlives it
                 _leave()
+            command = heard(command, lambda answer: _send(channel, answer), Start, Stop)
             if isinstance(command, Start):
                 started.set()
             elif isinstance(command, Stop):
                 sweep.cancel()
                 started.set()
-            else:  # said, and otherwise ignored
-                _send(channel, Failed(error_to_wire(UnknownMessage(f"unexpected command {command!r:.80}"))))
 
     threading.Thread(target=listen, name="xferscope-mem-commands", daemon=True).start()
     started.wait()

@@ -34,7 +34,7 @@ from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Sta
 from xferscope.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
-from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire
+from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire, error_to_wire
 from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
 
@@ -197,7 +197,7 @@ class Run(SampleFeed):
         except (EOFError, OSError):
             pass
         except Exception as exc:  # a message that cannot be read: the channel is useless from here on
-            self._control.put(Failed({"message": f"cannot read the engine process's messages: {exc!r}"}))
+            self._control.put(Failed(error_to_wire(RunFailed(f"cannot read the engine process's messages: {exc!r}"))))
         child.wait(10.0)
         if not self._closed.is_set():
             rc = child.returncode
@@ -254,8 +254,7 @@ class Run(SampleFeed):
                 self._control.put(message)  # every later wait sees it too
                 raise self._death or RunFailed(f"{self.spec.path}: the engine process is gone")
             if isinstance(message, Failed):
-                wire = message.error
-                raise error_from_wire(wire) if "module" in wire else RunFailed(wire["message"])
+                raise error_from_wire(message.error)
             return expect(message, kind)
 
     # ---------------------------------------------------------------- steps

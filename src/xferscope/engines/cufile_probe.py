@@ -75,7 +75,7 @@ def probe_read_path(
     reads the counters before and after one read, and leaves without tearing anything down: the
     process that measures never has statistics on, and a crash of the probe is only a probe that
     could not tell."""
-    from xferscope.isolation import ChildDied, call
+    from xferscope.isolation import ChildDied, NoAnswer, call
 
     for attempt in range(PROBE_ATTEMPTS):
         try:
@@ -91,7 +91,7 @@ def probe_read_path(
             )
             break
         except ChildDied as exc:
-            if exc.signal_name == "SIGKILL" or attempt == PROBE_ATTEMPTS - 1:  # killed: no answer in time
+            if isinstance(exc, NoAnswer) or attempt == PROBE_ATTEMPTS - 1:  # a probe that hangs is not tried again
                 return None, f"the probe's process died by {exc.how}" if exc.signal_name else str(exc)
         except Exception as exc:
             if attempt == PROBE_ATTEMPTS - 1:

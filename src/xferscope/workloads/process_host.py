@@ -31,8 +31,7 @@ from xferscope.child_messages import (
     Start,
     Stop,
     Tick,
-    UnknownMessage,
-    expect,
+    heard,
 )
 from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
 
@@ -79,10 +78,8 @@ class WorkloadHost:
         life.join(30)
 
     def _handle(self, command: Any) -> None:
-        try:
-            command = expect(command, Start, Stop, Close)
-        except UnknownMessage as exc:  # said, and otherwise ignored
-            self.send(Failed(error_to_wire(exc)))
+        command = heard(command, self.send, Start, Stop, Close)
+        if command is None:
             return
         if isinstance(command, Start):
             self._start.set()

@@ -16,7 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import janitor
-from xferscope.child_messages import Close, Closed, Ended, Failed, ProcessFigures, Ready, Start, Stop, Tick, expect
+from xferscope.child_messages import (
+    Close,
+    Closed,
+    Ended,
+    Failed,
+    ProcessFigures,
+    Ready,
+    Start,
+    Stop,
+    Tick,
+    expect,
+    unexpected,
+)
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel, Child, describe_exit, error_from_wire
 
@@ -105,12 +117,11 @@ class WorkloadChild:
             raise self._died(child, "while setting up")
         try:
             ready = expect(message, Ready, Failed)
-        except RunFailed:
+            if isinstance(ready, Failed):
+                raise error_from_wire(ready.error)
+        except Exception:
             child.send(Close())
             raise
-        if isinstance(ready, Failed):
-            child.send(Close())
-            raise error_from_wire(ready.error)
         out = Outcome(labels=list(ready.labels), environment=dict(ready.environment))
         child.send(Start())
         killed = False
@@ -146,12 +157,9 @@ class WorkloadChild:
                     out.status = "interrupted"
                 break
             else:  # a message a running workload does not send: the run cannot be read any further
-                try:
-                    expect(message, Tick, Ended)
-                except RunFailed as exc:
-                    out.status, out.error = "failed", str(exc)
-                    self.stop()
-                    break
+                out.status, out.error = "failed", str(unexpected(message, Tick, Ended))
+                self.stop()
+                break
             if not killed and self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 child.kill()
                 killed = True
