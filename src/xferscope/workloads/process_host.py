@@ -21,18 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from xferscope.child_messages import (
-    Close,
-    Closed,
-    Ended,
-    Failed,
-    ProcessFigures,
-    Ready,
-    Start,
-    Stop,
-    Tick,
-    heard,
-)
+from xferscope import child_messages as msg
 from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
 
 
@@ -78,12 +67,12 @@ class WorkloadHost:
         life.join(30)
 
     def _handle(self, command: Any) -> None:
-        command = heard(command, self.send, Start, Stop, Close)
+        command = msg.heard(command, self.send, msg.Start, msg.Stop, msg.Close)
         if command is None:
             return
-        if isinstance(command, Start):
+        if isinstance(command, msg.Start):
             self._start.set()
-        elif isinstance(command, Stop):
+        elif isinstance(command, msg.Stop):
             self.stop.set()
         else:
             self.stop.set()
@@ -94,37 +83,37 @@ class WorkloadHost:
         try:
             setup = self.make_setup(self.job)
         except BaseException as exc:
-            self.send(Failed(error_to_wire(exc)))
+            self.send(msg.Failed(error_to_wire(exc)))
             self._close.wait()
-            self.send(Closed())
+            self.send(msg.Closed())
             self._done.set()
             return
         try:
             try:
                 setup.build()
             except BaseException as exc:
-                self.send(Failed(error_to_wire(exc)))
+                self.send(msg.Failed(error_to_wire(exc)))
                 return
-            self.send(Ready(list(setup.labels), dict(setup.environment)))
+            self.send(msg.Ready(list(setup.labels), dict(setup.environment)))
             self._start.wait()
             if self.stop.is_set():
-                self.send(Ended())
+                self.send(msg.Ended())
                 return
             before = resource.getrusage(resource.RUSAGE_SELF)
             try:
-                payload, failed = setup.run(self.stop, lambda p: self.send(Tick(p)))
+                payload, failed = setup.run(self.stop, lambda p: self.send(msg.Tick(p)))
             except BaseException as exc:  # pragma: no cover - the runs catch their threads' errors
                 payload, failed = None, exc
             after = resource.getrusage(resource.RUSAGE_SELF)
             cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            process = ProcessFigures(cpu_seconds=cpu, peak_rss_bytes=after.ru_maxrss * 1024)
-            self.send(Ended(payload, process, None if failed is None else error_to_wire(failed)))
+            process = msg.ProcessFigures(cpu_seconds=cpu, peak_rss_bytes=after.ru_maxrss * 1024)
+            self.send(msg.Ended(payload, process, None if failed is None else error_to_wire(failed)))
         finally:
             self._close.wait()
             try:
                 setup.close()
             finally:
-                self.send(Closed())
+                self.send(msg.Closed())
                 self._done.set()
 
 
