@@ -128,6 +128,22 @@ def test_each_worker_tries_both_ways_and_keeps_the_faster(sim_gpu, direct_dir, b
     assert reads[0].buf == 0 and {r.buf for r in reads} - {0}
 
 
+def test_a_trial_times_cycles_longer_than_half_a_phase(sim_gpu, direct_dir):
+    """Copies of 25 ms: a block on one buffer takes most of a trial's 40 ms phase, and the first after the switch
+    waits for the groups in flight as well, so no block on one buffer begins and ends within a phase (a loaded
+    machine's slow reads do the same). A cycle is timed by the phase it began in, and a phase lasts until it has
+    timed one: so the trial still measures both ways, and keeps the faster."""
+    sim_gpu.configure(copy_ns=25_000_000, landing=sim_gpu.LAND_EAGER)
+    spec = spec_for(
+        "bounce-async", direct_dir, 64 * K, total_bytes=None, duration=0.6, file_size=16 * M, source="cache"
+    )
+    run = run_engine(spec)
+    assert run.error is None
+    (trial,) = run.environment["trial_us_a_block"]
+    assert trial["one_buffer"] >= 25_000 > trial["taking_turns"] > 0, trial
+    assert run.environment["reads_on_one_buffer"] == [False]
+
+
 @pytest.mark.parametrize("bs", [4 * K, 64 * K, M], ids=["4K", "64K", "1M"])
 def test_the_buffers_read_into_stay_within_what_the_label_states(sim_gpu, direct_dir, bs):
     """Whichever way a worker went, the distinct buffers its reads landed in are no more than the label says."""

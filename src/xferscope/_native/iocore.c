@@ -1033,7 +1033,10 @@ static void run_pipelined(worker_t *w, cursor_t *c, void *scratch)
  * after one of groups taking turns that is not timed (the run's start), so that every worker takes the
  * same way at once (on a shared disk one worker's way changes the others' reads); each compares the mean
  * time from the start of one read to the start of the next in each way, and goes on with the faster (one
- * buffer only when SERIAL_WINS_PCT faster: its waits cost CPU); they try again every RETRY_NS.
+ * buffer only when SERIAL_WINS_PCT faster: its waits cost CPU); they try again every RETRY_NS. A cycle
+ * is timed in the phase it began in, and a worker leaves a timed phase only once it has timed a cycle
+ * there (then for the next phase, not the clock's): so a worker whose cycles outlast a phase (a loaded
+ * machine, a slow read, the drain after a switch) still times both ways, a phase behind the others.
  * TURNS_ALWAYS and TURNS_NEVER fix the way (the benches' variants; bounce's Stager).
  *
  * (Reads through io_uring, with the next read submitted before a copy is issued, were measured too:
@@ -1058,6 +1061,7 @@ typedef struct {
     uint64_t cycle_ns[2], cycles[2];/* [serial]: time from one read's start to the next's, and how many */
     uint64_t trial_ns[2];           /* the last trial's mean cycle [serial] (0: not measured) */
     int decided;                    /* the last trial's way: on one buffer (1) or groups taking turns (0) */
+    int timed_here;                 /* cycles timed in the phase the worker is in */
     uint64_t used;                  /* a bit per slot read into */
     int pending[MAX_PIPE];          /* a group's copy is in flight */
     uint64_t issued[MAX_PIPE];      /* when it was issued */
@@ -1268,10 +1272,11 @@ static int ring_turns(worker_t *w, ring_t *r, uint64_t off, uint64_t len, uint64
     return 0;
 }
 
-/* TURNS_AUTO's trial, before a read that begins at t: time the last cycle, and take the way of the phase.
- * On the clock from t0, every RETRY_NS: TRIAL_PHASES phases (the first, of groups taking turns, not timed;
- * then one buffer and turns in alternation), then the faster way until the next trial. A cycle is timed
- * when it began in the same phase, and not just after a switch (last_start is reset there). */
+/* TURNS_AUTO's trial, before a read that begins at t: time the cycle that ends here, and take the way of
+ * the phase. On the clock from t0, every RETRY_NS: TRIAL_PHASES phases (the first, of groups taking turns,
+ * not timed; then one buffer and turns in alternation), then the faster way until the next trial. A cycle
+ * is timed by the phase it began in (r->phase, the last read's), and not just after a switch (last_start
+ * is reset there); a timed phase lasts until the clock's next and one cycle timed in it. */
 static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
 {
     if (!r->t0)
@@ -1282,11 +1287,17 @@ static int ring_trial(worker_t *w, ring_t *r, uint64_t t, void *scratch)
         r->cycle_ns[0] = r->cycle_ns[1] = r->cycles[0] = r->cycles[1] = 0;
         r->last_start = 0;
     }
-    if (r->last_start && phase == r->phase && phase > 0 && phase < TRIAL_PHASES) {
+    int timing = r->phase > 0 && r->phase < TRIAL_PHASES;
+    if (r->last_start && timing) {
         r->cycle_ns[r->serial] += t - r->last_start;
         r->cycles[r->serial]++;
+        r->timed_here++;
     }
     r->last_start = t;
+    if (timing && phase > r->phase) /* on to the next phase, once this one has timed a cycle */
+        phase = r->timed_here ? r->phase + 1 : r->phase;
+    if (phase != r->phase)
+        r->timed_here = 0;
     int next = phase % 2 == 1; /* phase 0, not timed, takes turns; then one buffer, turns, ... */
     if (phase == TRIAL_PHASES && r->phase < TRIAL_PHASES) { /* decided: the way whose cycle was shorter */
         for (int s = 0; s < 2; s++)

@@ -27,7 +27,8 @@ the same way at once: on a shared disk one worker's way changes the others'
 reads), after a first phase of groups taking turns that is not timed, six
 phases at the start and again every 10 s; they compare the time a block takes
 each way and go on with the faster (one buffer only when 2% faster: its waits
-cost CPU); the label says what each worker chose, from which figures.
+cost CPU); a worker whose block outlasts a phase stays in it until one is
+timed. The label says what each worker chose, from which figures.
 ``--iodepth`` is not used by reads (one in flight). Writes go through K =
 --iodepth (at least 3) buffers: the data of the next write is copied from the
 GPU while this one is written.
