@@ -1,6 +1,5 @@
 """The host engine on real files: every pattern, accounting, percentiles, verification, sampling."""
 
-import asyncio
 import json
 import os
 
@@ -90,25 +89,6 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
     assert r.cpu["engine_busiest_thread_pct"] == pytest.approx(
         r.cpu["engine_usr_pct"] + r.cpu["engine_sys_pct"], rel=0.05
     )
-
-
-def test_async_iteration_for_asyncio_consumers(direct_dir):
-    async def consume():
-        run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.5, block_size=4096))
-        await asyncio.to_thread(run_.prepare)
-        stream = run_.aiter_samples()
-        first = asyncio.ensure_future(stream.__anext__())
-        await asyncio.sleep(0)
-        run_.start()
-        seen = [await first]
-        async for s in stream:
-            seen.append(s)
-        run_.close()
-        return seen, run_.finish()
-
-    seen, result = asyncio.run(consume())
-    assert len(seen) >= 3
-    assert sum(s.bytes for s in seen) == result.bytes
 
 
 def test_stop_keeps_what_was_measured(direct_dir):

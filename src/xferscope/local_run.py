@@ -3,7 +3,7 @@
 The sampler is a plain thread that wakes at the sample interval, reads the
 engine's cumulative counters and the CPU/GPU meters, and publishes an
 immutable ``Sample``. Consumers never slow the workers: they get samples
-through callbacks that must not block, or an async iterator for asyncio.
+through callbacks that must not block.
 
 This runs in the engine's own process (``xferscope.engine_process``); the
 console, the CLI, sweeps and MPI ranks use ``xferscope.runner.Run``, which
@@ -13,14 +13,13 @@ directly.
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import platform
 import socket
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 
 from xferscope import target as targets
 from xferscope.engines import page_cache
@@ -31,7 +30,6 @@ from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
 from xferscope.telemetry.cpu import CpuMeter, ThreadCpuMeter
 
-_END = object()
 GRACE_S = 5.0  # workers stop themselves at the deadline; this is only a safety net
 STOP_GRACE_S = 5.0  # after a stop request, how long workers get to finish the operation in flight
 
@@ -74,24 +72,6 @@ class SampleFeed:
         """Call ``callback(sample)`` for every sample, then ``callback(None)`` at the end. Must not block."""
         with self._lock:
             self._listeners.append(callback)
-
-    async def aiter_samples(self) -> AsyncIterator[Sample]:
-        """``async for sample in run.aiter_samples()``; subscribe before ``start``."""
-        loop = asyncio.get_running_loop()
-        q: asyncio.Queue = asyncio.Queue()
-
-        def push(s):
-            try:
-                loop.call_soon_threadsafe(q.put_nowait, _END if s is None else s)
-            except RuntimeError:  # the loop is gone: nobody is listening any more
-                pass
-
-        self.subscribe(push)
-        while True:
-            item = await q.get()
-            if item is _END:
-                return
-            yield item
 
     def _publish(self, sample: Sample | None) -> None:
         with self._lock:
