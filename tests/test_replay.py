@@ -286,7 +286,7 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     from xferscope.sweep import Sweep
 
     profile = parse_profile(
-        'kind = "mem"\nduration = 0.3\nrepetitions = 2\n[base]\nmode = "loaded"\n'
+        'kind = "mem"\nduration = 0.1\nrepetitions = 2\n[base]\nmode = "loaded"\n'
         'delays = [0, 5000]\nbuffer = "32M"\nthreads = 1\n[grid]\ntraffic = ["R", "W6"]\n',
         "mem.toml",
         "mem-small",

@@ -40,7 +40,7 @@ PEAK_ROWS = ("ALL Reads", "3:1 Reads-Writes", "2:1 Reads-Writes", "1:1 Reads-Wri
 
 async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
     async with memory_view(direct_dir) as (app, pilot, msgs):
-        await sweep(pilot, msgs, "curve", seconds="0.1", buffer="2M")
+        await sweep(pilot, msgs, "curve", seconds="0.05", buffer="2M")
         curve = msgs.of(MemSweepFinished)[0].result
         caches = [c for c in curve.environment["caches"] if c["size"] <= 2 << 20]
         table = app.screen.query_one("#mem-table", DataTable)
