@@ -297,7 +297,7 @@ def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(di
         kept = first._child
 
         def taken_then_interrupted(self):
-            self._child, self._cufile_log = engine_pool.take(self.spec.path)
+            self._driver.child, self._driver.log = engine_pool.take(self.spec.path)
             raise KeyboardInterrupt  # before the reader starts
 
         monkeypatch.setattr(Run, "_spawn", taken_then_interrupted)
@@ -415,7 +415,7 @@ def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir
         error_from_wire(failed.error)
     )
     run = Run(spec)
-    run._control.put(Progress(1, 2))  # set-up progress is taken on the way
-    run._control.put(Start())
+    run._driver.control.put(Progress(1, 2))  # set-up progress is taken on the way
+    run._driver.control.put(Start())
     with pytest.raises(UnknownMessage, match=r"unexpected message Start.*expected one of: Prepared"):
         run._await(Prepared)

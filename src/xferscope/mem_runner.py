@@ -33,10 +33,11 @@ from typing import Any
 
 import msgspec
 
-from xferscope.child_messages import Ended, Failed, Start, Stop, expect, heard
+from xferscope.child_driver import ChildDriver
+from xferscope.child_messages import Ended, Failed, Start, Stop, heard
 from xferscope.engines.mem import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
-from xferscope.isolation import Channel, Child, describe_exit, error_from_wire, error_to_wire
-from xferscope.runner import TAIL_LINES, EngineDied
+from xferscope.isolation import Channel, error_from_wire, error_to_wire
+from xferscope.runner import EngineDied
 
 
 class SweepReady(msgspec.Struct, frozen=True):
@@ -62,30 +63,30 @@ class MemRun(PointStream):
     ``result`` holds the points as they come, and everything else once it ends."""
 
     def __init__(self, spec: MemSpec):
-        child = self._child = Child(serve, what="mem engine", thread_death_signal=False)
         self._phase = "setting up"
         self._started_at: float | None = None
         self._cancel = threading.Event()
-        self._ended = threading.Event()
         self._used = False
-        child.send(spec)
+        self._post: Callable[[tuple[str, Any]], None] | None = None
+        self._told = False  # the consumer has had the sweep's end
+        self._lock = threading.Lock()
+        self._expected = 0
+        d = self._driver = ChildDriver(
+            "mem engine", progress=(PointMeasured,), on_progress=self._point, on_over=self._tell_end, died=self._died
+        )
         try:
-            message = child.recv()
-        except (EOFError, OSError):
-            raise self._death() from None
-        try:
-            ready = expect(message, SweepReady, Failed)
-            if isinstance(ready, Failed):
-                raise error_from_wire(ready.error)
-        except Exception:
-            child.end(grace_s=5.0)
+            d.launch(serve, thread_death_signal=False)
+            d.send_job(spec)
+            ready = d.answer(SweepReady)
+        except BaseException:
+            d.close(0, ask=False)
             raise
         self.spec, self._expected = ready.spec, ready.expected
         self.result = MemResult(backend=self.spec.backend, spec=self.spec)
 
     @property
     def pid(self) -> int:
-        return self._child.pid
+        return self._driver.pid
 
     def expected_points(self) -> int:
         """How many points the sweep will measure (as the engine counts them)."""
@@ -96,7 +97,7 @@ class MemRun(PointStream):
     def cancel(self) -> None:
         """Stop within about a second; the points measured stay in ``result``, marked cancelled."""
         self._cancel.set()
-        self._child.send(Stop())
+        self._driver.stop()
 
     @property
     def cancelled(self) -> bool:
@@ -108,44 +109,42 @@ class MemRun(PointStream):
         if self._used:
             raise RuntimeError("a MemRun runs once; make a new one")
         self._used = True
+        self._post = post
         self._started_at = time.monotonic()
         self._phase = "sweeping"
-        if not self._child.send(Start()):
+        if not self._driver.send(Start()):
             self._phase = "starting"
-        reader = threading.Thread(target=self._read, args=(post,), name=f"xferscope-mem-{self.pid}", daemon=True)
-        reader.start()
-        return reader
+        if self._driver.over.is_set():  # it ended before there was anybody to tell
+            self._tell_end()
+        assert self._driver.reader is not None
+        return self._driver.reader
 
-    def _read(self, post: Callable[[tuple[str, Any]], None]) -> None:
-        """The reader thread: points until the sweep's end, or the process's death."""
-        child = self._child
-        try:
-            while True:
-                message = expect(child.recv(), PointMeasured, Ended)
-                if isinstance(message, PointMeasured):
-                    self.result.environment.update(message.environment)
-                    self.result.points.append(message.point)
-                    post(("point", message.point))
-                else:
-                    self._adopt(message.payload)
-                    error = error_from_wire(message.error) if message.error is not None else None
-                    if error is not None:
-                        self.result.error = str(error)
-                    self._ended.set()
-                    child.end(grace_s=5.0)
-                    post(("error", error) if error is not None else ("done", None))
-                    return
-        except (EOFError, OSError):
-            pass
-        except Exception as exc:  # a message that cannot be read: the channel is useless from here on
-            print(f"xferscope: cannot read the memory engine's messages: {exc!r}", file=sys.stderr)
-            child.kill()
-        death = self._death()
+    def _point(self, message: PointMeasured) -> None:
+        self.result.environment.update(message.environment)
+        self.result.points.append(message.point)
+        if self._post is not None:
+            self._post(("point", message.point))
+
+    def _tell_end(self) -> None:
+        """The sweep's end, once, to the consumer (none before the sweep has started: set-up raises instead)."""
+        with self._lock:
+            if self._post is None or self._told:
+                return
+            self._told = True
+        ended = self._driver.ended
+        if ended is not None:
+            self._adopt(ended.payload)
+            error = error_from_wire(ended.error) if ended.error is not None else None
+            if error is not None:
+                self.result.error = str(error)
+            self._post(("error", error) if error is not None else ("done", None))
+            return
+        death = self._driver.death
+        assert isinstance(death, EngineDied)
         finish_result(self.result, cancelled=self._cancel.is_set())
         self.result.error = str(death).split(": ", 1)[1]
         death.result = self.result
-        self._ended.set()
-        post(("error", death))
+        self._post(("error", death))
 
     def _adopt(self, final: MemResult) -> None:
         """The engine's own result: its points are those already here (sent one by one); take the rest,
@@ -158,35 +157,27 @@ class MemRun(PointStream):
         self.result.points[:] = final.points
         self.result.environment = environment
 
-    def _death(self) -> EngineDied:
-        """What happened to the process that ended without its answer (waited for, killed if it lingers)."""
-        child = self._child
-        rc = child.wait(10.0)
-        if rc is None:  # closed its end yet still alive: end it
-            child.kill()
-            rc = child.wait()
-        child.end(grace_s=0.0)
-        how, name = describe_exit(rc)
+    def _died(self, how: str, signal_name: str | None) -> EngineDied:
+        """What happened to the process that ended without its answer."""
         if self._started_at is None:
             when = f"while {self._phase}"
         else:
+            points = len(self.result.points)
             when = (
-                f"after {len(self.result.points)} of {self._expected} points, "
-                f"{time.monotonic() - self._started_at:.1f} s into the sweep"
+                f"after {points} of {self._expected} points, {time.monotonic() - self._started_at:.1f} s into the sweep"
             )
-        tail = child.stderr_tail(TAIL_LINES)
-        detail = ["engine process stderr (last lines):"] + ["  " + ln for ln in tail] if tail else []
-        return EngineDied("mem", how, name, when, detail)
+        return EngineDied("mem", how, signal_name, when, self._driver.last_words())
 
     def _wind_down(self, reader: threading.Thread) -> None:
         """The consumer stopped listening: stop the sweep if it still runs, wait for what it measured, and
         see that the process is gone."""
-        if not self._ended.is_set():
+        d = self._driver
+        if not d.over.is_set():
             self.cancel()
-            if not self._ended.wait(CANCEL_GRACE_S):
-                self._child.kill()
+            if not d.over.wait(CANCEL_GRACE_S):
+                d.kill()
         reader.join(CANCEL_GRACE_S)
-        self._child.end(grace_s=5.0)
+        d.close(0, ask=False)
 
 
 # ------------------------------------------------------------------ the engine's process

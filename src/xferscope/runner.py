@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -30,22 +29,19 @@ from typing import Any, TypeVar
 
 from xferscope import engine_pool, janitor
 from xferscope import target as targets
-from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, expect
+from xferscope.child_driver import ChildDriver
+from xferscope.child_messages import Ended, Start
 from xferscope.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
-from xferscope.isolation import Child, ChildDied, describe_exit, error_from_wire, error_to_wire
+from xferscope.isolation import Child, ChildDied, error_from_wire
 from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
 
-#: the reader's word to whoever waits: the engine's process is gone
-_DEAD = object()
 M = TypeVar("M")
 
 #: after "close", how long the engine's process gets to free the engine and remove its files
 CLOSE_TIMEOUT_S = STOP_GRACE_S + 60.0
-#: lines of the engine process's stderr and of cuFile's log kept with a failure
-TAIL_LINES = 12
 
 #: cuFile's mode probe per block device, learnt by earlier runs of this process (see cufile_driver)
 _cufile_probes: dict[int, str | None] = {}
@@ -107,8 +103,6 @@ class Run(SampleFeed):
         self.stuck = False
         self._gpu_telemetry = gpu_telemetry
         self._guarded: list[str] = []
-        self._child: Child | None = None
-        self._control: queue.Queue = queue.Queue()
         self._snapshot: Snapshot | None = None
         self._started_at: float | None = None
         #: monotonic times of the run's steps: prepare called, the timed region's end seen, closed
@@ -118,96 +112,57 @@ class Run(SampleFeed):
         self._t_closed: float | None = None
         self._stopped_by_user = False
         self._ended = threading.Event()
-        self._closed = threading.Event()
         self._child_result: RunResult | None = None
         self._child_error: BaseException | None = None
-        self._death: EngineDied | None = None
         self._abandoned: str | None = None
-        self._cufile_log: str | None = None
         self._phase = "starting"
-        #: reads the engine process's messages; None until started (a process without one is ended, not asked)
-        self._reader: threading.Thread | None = None
-        #: the process has this run's job: only then does it answer "stop" and "close" (a kept process that
-        #: has not got it still belongs to the run before, which has closed: it would answer neither)
-        self._job_sent = False
+        self._driver = ChildDriver(
+            f"{self.spec.path} engine",
+            progress=(Sampled,),
+            on_progress=self._sampled,
+            on_ended=self._ended_message,
+            on_over=self._end,
+            died=self._died,
+            keep_after_close=engine_pool.keeping,
+        )
 
     @property
     def engine(self) -> EngineView | None:
         return EngineView(self) if self.state in ("running", "finished", "closed") or self.labels else None
 
     # ---------------------------------------------------------------- the engine's process
+    @property
+    def _child(self) -> Child | None:
+        return self._driver.child
+
+    @property
+    def _death(self) -> EngineDied | None:
+        death = self._driver.death
+        return death if isinstance(death, EngineDied) else None
+
     def _spawn(self) -> None:
+        """The engine's process (one kept from an earlier run of this command, with what it has opened, or a
+        new one), its reader, then its job."""
         kept = engine_pool.take(self.spec.path) if engine_pool.keeping() else None
-        if kept is not None:  # an engine process of an earlier run of this command, with what it has opened
-            self._child, self._cufile_log = kept
-        else:
-            self._child = self._new_child()
-        # the reader first: a Ctrl-C from here on finds a reader to hear the process's "closed" (without one,
-        # close() would wait its whole timeout for it)
-        self._reader = threading.Thread(target=self._read, name=f"xferscope-run-{self._child.pid}", daemon=True)
-        self._reader.start()
-        self._job_sent = self._child.send(EngineJob(self.spec, self._gpu_telemetry, dict(_cufile_probes)))
-        if self._stopped_by_user:  # stopped before there was a process to tell
-            self._child.send(Stop())
+        self._driver.launch(serve, path=self.spec.path, kept=kept)
+        self._driver.send_job(EngineJob(self.spec, self._gpu_telemetry, dict(_cufile_probes)))
 
-    def _new_child(self) -> Child:
-        env = None
-        if self.spec.path.startswith("cufile"):
-            from xferscope.engines import cufile_driver
+    def _sampled(self, message: Sampled) -> None:
+        self._snapshot = message.snapshot
+        self.samples.append(message.sample)
+        self._publish(message.sample)
 
-            extra, self._cufile_log = cufile_driver.log_for_child()
-            env = {**os.environ, **extra} if extra else None
-            if self._cufile_log:  # removed with the process that writes to it (``close``, or the pool's end)
-                janitor.guard(self._cufile_log)
-        return Child(serve, what=f"{self.spec.path} engine", env=env)
+    def _ended_message(self, message: Ended) -> None:
+        result = message.payload
+        if result is not None:  # every sample came before it, one by one
+            result.samples = list(self.samples)
+        self._child_result = result
+        self._child_error = error_from_wire(message.error) if message.error else None
+        if message.stuck:
+            self._abandoned = result.error if result is not None else "workers did not stop"
 
-    def _launched(self) -> Child:
-        if self._child is None:
-            raise RuntimeError("the engine's process has not been launched")
-        return self._child
-
-    def _read(self) -> None:
-        """The reader thread: messages from the engine's process, until it closes its end."""
-        child = self._launched()
-        try:
-            while True:
-                message = child.recv()
-                if isinstance(message, Sampled):
-                    self._snapshot = message.snapshot
-                    self.samples.append(message.sample)
-                    self._publish(message.sample)
-                elif isinstance(message, Ended):
-                    result = message.payload
-                    if result is not None:  # every sample came before it, one by one
-                        result.samples = list(self.samples)
-                    self._child_result = result
-                    self._child_error = error_from_wire(message.error) if message.error else None
-                    if message.stuck:
-                        self._abandoned = result.error if result is not None else "workers did not stop"
-                    self._end()
-                elif isinstance(message, Closed):
-                    self._closed.set()
-                    if engine_pool.keeping():  # the process may serve the next run: stop reading here
-                        self._end()
-                        return
-                else:
-                    if isinstance(message, Started):
-                        self._snapshot = message.snapshot
-                    self._control.put(message)
-        except (EOFError, OSError):
-            pass
-        except Exception as exc:  # a message that cannot be read: the channel is useless from here on
-            self._control.put(Failed(error_to_wire(RunFailed(f"cannot read the engine process's messages: {exc!r}"))))
-        child.wait(10.0)
-        if not self._closed.is_set():
-            rc = child.returncode
-            if rc is None:  # closed its end yet still alive: end it
-                child.kill()
-                rc = child.wait()
-            how, name = describe_exit(rc)
-            self._death = EngineDied(self.spec.path, how, name, self._when(), self._last_words())
-        self._control.put(_DEAD)
-        self._end()
+    def _died(self, how: str, signal_name: str | None) -> EngineDied:
+        return EngineDied(self.spec.path, how, signal_name, self._when(), self._driver.last_words())
 
     def _end(self) -> None:
         if not self._ended.is_set():
@@ -224,38 +179,10 @@ class Run(SampleFeed):
             return f"{time.monotonic() - self._started_at:.1f} s into the run"
         return f"while {self._phase}"
 
-    def _last_words(self) -> list[str]:
-        out: list[str] = []
-        if self._child is not None:
-            tail = self._child.stderr_tail(TAIL_LINES)
-            if tail:
-                out += ["engine process stderr (last lines):"] + ["  " + ln for ln in tail]
-        if self._cufile_log:
-            from xferscope.engines import cufile_driver
-
-            tail = cufile_driver.log_tail(self._cufile_log, TAIL_LINES)
-            if tail:
-                out += [f"cuFile log {self._cufile_log} (last lines):"] + ["  " + ln for ln in tail]
-        return out
-
     def _await(self, kind: type[M], progress: Callable[[int, int], None] | None = None) -> M:
-        """The next control message, a ``kind``; an error there is raised here, and so is a message of another
-        kind (``UnknownMessage``)."""
-        while True:
-            try:
-                message = self._control.get(timeout=0.2)
-            except queue.Empty:
-                continue
-            if isinstance(message, Progress):
-                if progress is not None:
-                    progress(message.done, message.total)
-                continue
-            if message is _DEAD:
-                self._control.put(message)  # every later wait sees it too
-                raise self._death or RunFailed(f"{self.spec.path}: the engine process is gone")
-            if isinstance(message, Failed):
-                raise error_from_wire(message.error)
-            return expect(message, kind)
+        """The next answer of the engine's process, a ``kind``; an error there is raised here, and so is a message
+        of another kind (``UnknownMessage``)."""
+        return self._driver.answer(kind, progress)
 
     # ---------------------------------------------------------------- steps
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
@@ -277,7 +204,7 @@ class Run(SampleFeed):
         self._spawn()
         self._await(Available)
         self._t_available = time.monotonic()
-        self._launched().send(Plan(self.target))
+        self._driver.send(Plan(self.target))
         self._phase = "preparing"
         prepared = self._await(Prepared, progress)
         self.labels, self.worker_gpus = prepared.labels, prepared.worker_gpus
@@ -285,8 +212,9 @@ class Run(SampleFeed):
 
     def start(self) -> None:
         self._phase = "starting"
-        self._launched().send(Start())
-        info = self._await(Started).info
+        self._driver.send(Start())
+        started = self._await(Started)
+        self._snapshot, info = started.snapshot, started.info
         self._started_at = time.monotonic()
         self.labels = info["labels"]
         self.worker_gpus = info["worker_gpus"]
@@ -297,8 +225,7 @@ class Run(SampleFeed):
     def stop(self) -> None:
         """Stop early and keep what was measured."""
         self._stopped_by_user = True
-        if self._child is not None and self._job_sent:  # else the job, once sent, is followed by "stop"
-            self._child.send(Stop())
+        self._driver.stop()  # before the job is out, the job is followed by "stop"
 
     @property
     def stopped_by_user(self) -> bool:
@@ -323,8 +250,7 @@ class Run(SampleFeed):
             f"the engine did not stop within {STOP_GRACE_S:.0f} s of the stop request (stuck "
             "in a driver call?); its process was killed; the figures measured until then are kept"
         )
-        if self._child is not None:
-            self._child.kill()
+        self._driver.kill()
         self._ended.wait(10.0)
 
     def close(self) -> None:
@@ -332,29 +258,20 @@ class Run(SampleFeed):
         it cannot, remove them here. Idempotent."""
         if self.state == "closed":
             return
-        child = self._child
-        kept = False
+        d = self._driver
         try:
-            if child is not None:
-                # a Ctrl-C before the job went out (starting the reader waits for a thread, long on a loaded
-                # machine) leaves a process that would never answer "close": it is ended instead
-                if self._abandoned is None and self._reader is not None and self._job_sent and child.send(Close()):
-                    deadline = time.monotonic() + CLOSE_TIMEOUT_S
-                    while not self._closed.wait(0.2):
-                        if child.returncode is not None or time.monotonic() > deadline:
-                            break
-                kept = self._reusable() and engine_pool.give_back(self.spec.path, child, self._cufile_log)
-                if not kept:
-                    child.end(grace_s=5.0)
-                    if self._reader is not None:
-                        self._ended.wait(10.0)
+            # a Ctrl-C before the job went out (starting the reader waits for a thread, long on a loaded machine)
+            # leaves a process that would never answer "close": the driver ends it instead of asking
+            d.close(
+                CLOSE_TIMEOUT_S,
+                ask=self._abandoned is None,
+                keep=lambda: (
+                    d.child is not None and self._reusable() and engine_pool.give_back(self.spec.path, d.child, d.log)
+                ),
+            )
         finally:
-            if not self._closed.is_set():
+            if not d.closed.is_set():
                 self._remove_files()
-            if self._cufile_log and not kept:  # a kept process goes on writing to it; the pool removes it
-                with contextlib.suppress(OSError):
-                    os.unlink(self._cufile_log)
-                janitor.release(self._cufile_log)
             for path in self._guarded:
                 janitor.release(path)
             self._guarded.clear()
@@ -366,8 +283,8 @@ class Run(SampleFeed):
         engine, an engine error or a failed run)."""
         result = self._child_result
         return (
-            self._closed.is_set()
-            and self._death is None
+            self._driver.closed.is_set()
+            and self._driver.death is None
             and self._abandoned is None
             and self._child_error is None
             and result is not None

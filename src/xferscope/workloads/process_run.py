@@ -8,36 +8,19 @@ A set-up error is raised as the error it was.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope import janitor
-from xferscope.child_messages import (
-    Close,
-    Closed,
-    Ended,
-    Failed,
-    ProcessFigures,
-    Ready,
-    Start,
-    Stop,
-    Tick,
-    expect,
-    unexpected,
-)
+from xferscope.child_driver import ChildDriver
+from xferscope.child_messages import Ended, ProcessFigures, Ready, Start, Tick, unexpected
 from xferscope.errors import RunFailed
-from xferscope.isolation import Channel, Child, describe_exit, error_from_wire
+from xferscope.isolation import Channel, Child, error_from_wire
 
 #: how long a stopped run gets to end what is in flight before its process is killed
 STOP_GRACE_S = 20.0
 #: how often a run that sends nothing is looked at (a stopped one may have run out of its grace)
 QUIET_S = 0.5
-#: what ``_recv`` gives when no message came in time
-_QUIET = object()
 
 
 @dataclass
@@ -53,130 +36,85 @@ class Outcome:
 class WorkloadChild:
     def __init__(self, target: Callable[[Channel], Any], what: str, path: str):
         self.target, self.what, self.path = target, what, path
-        self._child: Child | None = None
+        self._driver: ChildDriver | None = None
         self._stop_asked = False
-        #: when stop was first asked (stop(), or Ctrl-C here): the grace runs from then
-        self._stop_at: float | None = None
-        #: the cuFile log of the child (cufile: a file of ours, guarded by the janitor until removed)
-        self._log: str | None = None
+        self._phase = "while setting up"
+
+    @property
+    def _child(self) -> Child | None:
+        return self._driver.child if self._driver is not None else None
 
     def stop(self) -> None:
         self._stop_asked = True
-        if self._stop_at is None:
-            self._stop_at = time.monotonic()
-        child = self._child
-        if child is not None:
-            child.send(Stop())
-
-    def _spawn(self) -> Child:
-        env = None
-        if self.path == "cufile":
-            from xferscope.engines import cufile_driver
-
-            extra, self._log = cufile_driver.log_for_child()
-            if self._log:  # removed when the child has ended, and by the janitor should this process end first
-                janitor.guard(self._log)
-            env = {**os.environ, **extra} if extra else None
-        return Child(self.target, what=self.what, env=env)
+        if self._driver is not None:
+            self._driver.stop()
 
     def execute(self, job: Any, on_tick: Callable[[Any], None] | None = None) -> Outcome:
-        child = self._child = self._spawn()
+        d = self._driver = ChildDriver(
+            self.what,
+            progress=(Tick,),
+            on_progress=(lambda m: on_tick(m.progress)) if on_tick is not None else None,
+            died=self._died,
+        )
         if self._stop_asked:
-            child.send(Stop())
+            d.stop()
+        closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
         try:
-            return self._drive(child, job, on_tick)
+            d.launch(self.target, path=self.path)
+            out = self._drive(d, job)
+            closing_s = STOP_GRACE_S
+            return out
         finally:
-            child.end(grace_s=10.0)
-            self._remove_log()
+            d.close(closing_s, end_grace_s=10.0)
 
-    def _remove_log(self) -> None:
-        log, self._log = self._log, None
-        if log:
-            with contextlib.suppress(OSError):
-                os.unlink(log)
-            janitor.release(log)
-
-    @staticmethod
-    def _recv(child: Child, timeout: float | None = None):
-        """The child's next message; None once it has gone; ``_QUIET`` when none came within ``timeout``."""
-        try:
-            return child.recv(timeout)
-        except TimeoutError:
-            return _QUIET
-        except (EOFError, OSError):
-            return None
-
-    def _drive(self, child: Child, job: Any, on_tick) -> Outcome:
-        child.send(job)
-        try:
-            message = self._recv(child)
-        except KeyboardInterrupt:
-            child.send(Close())
-            raise
-        if message is None:
-            raise self._died(child, "while setting up")
-        try:
-            ready = expect(message, Ready, Failed)
-            if isinstance(ready, Failed):
-                raise error_from_wire(ready.error)
-        except Exception:
-            child.send(Close())
-            raise
+    def _drive(self, d: ChildDriver, job: Any) -> Outcome:
+        d.send_job(job)
+        ready = d.answer(Ready)
         out = Outcome(labels=list(ready.labels), environment=dict(ready.environment))
-        child.send(Start())
+        self._phase = "while running"
+        d.send(Start())
         killed = False
         while True:
             try:
-                message = self._recv(child, QUIET_S)
+                if d.over.wait(QUIET_S):
+                    break
+                other = d.next_answer(timeout=0)
             except KeyboardInterrupt:
                 out.status = "interrupted"
                 self.stop()
                 continue
-            if message is None and killed:  # it ignored the stop: what it sent until then is kept
-                out.status = "interrupted"
-                out.error = (
-                    f"{self.what} did not stop within {STOP_GRACE_S:g} s of the stop request; its process was "
-                    "killed; the figures measured until then are kept"
-                )
+            except RunFailed:  # gone: the death is read below
                 break
-            if message is None:
-                died = self._died(child, "while running")
-                out.status, out.error = "failed", str(died)
-                out.environment["engine_last_words"] = died.detail
-                break
-            if message is _QUIET:
-                pass
-            elif isinstance(message, Tick):
-                if on_tick is not None:
-                    on_tick(message.progress)
-            elif isinstance(message, Ended):
-                out.payload, out.process = message.payload, message.process
-                if message.error is not None:
-                    out.status, out.error = "failed", str(error_from_wire(message.error))
-                elif self._stop_asked:
-                    out.status = "interrupted"
-                break
-            else:  # a message a running workload does not send: the run cannot be read any further
-                out.status, out.error = "failed", str(unexpected(message, Tick, Ended))
+            if other is not None:  # a message a running workload does not send: the run cannot be read further
+                out.status, out.error = "failed", str(unexpected(other, Tick, Ended))
                 self.stop()
-                break
-            if not killed and self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
-                child.kill()
+                return out
+            if not killed and d.stop_overdue(STOP_GRACE_S):
+                d.kill()
                 killed = True
-        child.send(Close())
-        deadline = time.monotonic() + STOP_GRACE_S  # then execute() ends it, as it would a process that left
-        while (message := self._recv(child, QUIET_S)) is not None and not isinstance(message, Closed):
-            if time.monotonic() > deadline:
-                break
+        ended = d.ended
+        if ended is not None:
+            out.payload, out.process = ended.payload, ended.process
+            if ended.error is not None:
+                out.status, out.error = "failed", str(error_from_wire(ended.error))
+            elif d.stop_asked:
+                out.status = "interrupted"
+        elif killed:  # it ignored the stop: what it sent until then is kept
+            out.status = "interrupted"
+            out.error = (
+                f"{self.what} did not stop within {STOP_GRACE_S:g} s of the stop request; its process was "
+                "killed; the figures measured until then are kept"
+            )
+        else:
+            d.over.wait()
+            died = d.death if isinstance(d.death, Died) else Died(f"{self.what}'s process is gone", [])
+            out.status, out.error = "failed", str(died)
+            out.environment["engine_last_words"] = died.detail
         return out
 
-    def _died(self, child: Child, when: str) -> Died:
-        rc = child.wait(10.0)
-        if rc is None:
-            child.kill()
-            rc = child.wait()
-        how, _ = describe_exit(rc)
-        return Died(f"{self.what}'s process died {when} ({how})", child.stderr_tail())
+    def _died(self, how: str, signal_name: str | None) -> Died:
+        child = self._child
+        return Died(f"{self.what}'s process died {self._phase} ({how})", child.stderr_tail() if child else [])
 
 
 class Died(RunFailed):
