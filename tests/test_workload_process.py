@@ -81,12 +81,12 @@ def test_a_message_of_no_known_kind_fails_the_run_with_one_clear_error(tmp_path,
 
 def test_the_workload_host_answers_a_command_of_no_known_kind_with_a_failure():
     """The child's side: a command it does not know is answered with ``Failed`` naming it, and ignored."""
+    from xferscope.child_host import ChildHost
     from xferscope.child_messages import Failed
     from xferscope.isolation import error_from_wire
-    from xferscope.workloads.process_host import WorkloadHost
 
     sent: list = []
-    host = WorkloadHost(None, {}, lambda job: None)
+    host = ChildHost(None, {}, lambda job: None)
     host.send = sent.append
     host._handle("start")  # the untyped command of old
     [failed] = sent

@@ -3,9 +3,9 @@
 ``MemRun(spec)`` is what ``xferscope mem``, the console's Memory view and sweeps use.
 It offers what ``xferscope.engines.mem.MemSweep`` offers (iterate it, or ``async for``;
 ``run``, ``cancel``, ``result``, ``expected_points``), while the sweep itself, and the
-native core ``_memcore`` it drives, run in a child started through
-``xferscope.isolation`` (``xferscope.mem_runner:serve``), as the I/O engines do
-(``xferscope.runner``). When that process dies by a signal or leaves early, the
+native core ``_memcore`` it drives, run in a child (``serve``: the one child host of
+``xferscope.child_host``), driven from here by ``xferscope.child_driver``, as the I/O
+engines and the workloads are. When that process dies by a signal or leaves early, the
 sweep raises ``EngineDied`` ("mem: the engine process died by SIGSEGV
 (segmentation fault) after 3 of 12 points, 4.2 s into the sweep"), ``result`` keeps
 the points measured until then, with ``error`` set, and the next ``MemRun`` starts a
@@ -16,16 +16,14 @@ What passes over the channel (parent -> child on the left; ``child_messages`` an
     MemSpec                     SweepReady(the spec validated, expected points) or Failed
     Start                       PointMeasured(MemPoint, environment)… as each is measured
     Stop (any time)             Ended(MemResult, error=None, or the sweep's error)
+    Close (any time)            Closed
 
-then the child leaves. A memory sweep creates no files: when the parent is gone
-(the channel reads end-of-file), the child simply leaves, and the kernel frees its
-buffers and ends its threads.
+A memory sweep creates no files: when the parent is gone (the channel reads end-of-file),
+the child stops the sweep and leaves, and the kernel frees its buffers.
 """
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -33,10 +31,11 @@ from typing import Any
 
 import msgspec
 
+from xferscope import child_host
 from xferscope.child_driver import ChildDriver
-from xferscope.child_messages import Ended, Failed, Start, Stop, heard
+from xferscope.child_messages import Start
 from xferscope.engines.mem import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
-from xferscope.isolation import Channel, error_from_wire, error_to_wire
+from xferscope.isolation import Channel, error_from_wire
 from xferscope.runner import EngineDied
 
 
@@ -133,7 +132,10 @@ class MemRun(PointStream):
             self._told = True
         ended = self._driver.ended
         if ended is not None:
-            self._adopt(ended.payload)
+            if ended.payload is not None:
+                self._adopt(ended.payload)
+            else:  # stopped before it started
+                finish_result(self.result, cancelled=True)
             error = error_from_wire(ended.error) if ended.error is not None else None
             if error is not None:
                 self.result.error = str(error)
@@ -176,62 +178,53 @@ class MemRun(PointStream):
             self.cancel()
             if not d.over.wait(CANCEL_GRACE_S):
                 d.kill()
+        d.close(CANCEL_GRACE_S)  # the host frees the sweep and leaves; the reader then reads the end of its channel
         reader.join(CANCEL_GRACE_S)
-        d.close(0, ask=False)
 
 
 # ------------------------------------------------------------------ the engine's process
 
 
+class SweepWork:
+    """The sweep as the child host's work (``child_host``): set up from its spec, each point sent as it is
+    measured, the result at the end."""
+
+    def __init__(self, spec: MemSpec):
+        self.sweep = MemSweep(spec)
+        self.expected = self.sweep.expected_points()
+
+    def build(self) -> None:
+        pass
+
+    def ready(self) -> SweepReady:
+        return SweepReady(self.sweep.spec, self.expected)
+
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> tuple[MemResult, BaseException | None]:
+        sweep = self.sweep
+        done = threading.Event()
+
+        def cancel_on_stop() -> None:
+            while not done.is_set():
+                if stop.wait(0.1):
+                    sweep.cancel()
+                    return
+
+        watcher = threading.Thread(target=cancel_on_stop, name="xferscope-mem-stop", daemon=True)
+        watcher.start()
+        try:
+            for point in sweep:
+                send(PointMeasured(point, dict(sweep.result.environment)))
+            return sweep.result, None
+        except Exception as exc:  # the sweep's failure, with what it measured
+            return sweep.result, exc
+        finally:
+            done.set()
+            watcher.join()
+
+    def close(self) -> None:
+        pass
+
+
 def serve(channel: Channel) -> None:
-    """The child: set the sweep up, run it when told, send each point, then the result; leave when the
-    parent is gone."""
-    try:
-        spec = channel.recv()
-    except EOFError:
-        return
-    try:
-        sweep = MemSweep(spec)
-        expected = sweep.expected_points()
-    except Exception as exc:  # every failure goes back to the caller
-        _send(channel, Failed(error_to_wire(exc)))
-        return
-    _send(channel, SweepReady(sweep.spec, expected))
-    started = threading.Event()
-
-    def listen() -> None:
-        while True:
-            try:
-                command = channel.recv()
-            except (EOFError, OSError):  # the parent is gone (or done): nothing here outlives it
-                _leave()
-            command = heard(command, lambda answer: _send(channel, answer), Start, Stop)
-            if isinstance(command, Start):
-                started.set()
-            elif isinstance(command, Stop):
-                sweep.cancel()
-                started.set()
-
-    threading.Thread(target=listen, name="xferscope-mem-commands", daemon=True).start()
-    started.wait()
-    try:
-        for point in sweep:
-            _send(channel, PointMeasured(point, dict(sweep.result.environment)))
-        _send(channel, Ended(sweep.result))
-    except Exception as exc:  # the sweep's failure, with what it measured
-        _send(channel, Ended(sweep.result, error=error_to_wire(exc)))
-    _leave()
-
-
-def _send(channel: Channel, message: Any) -> None:
-    try:
-        channel.send(message)
-    except OSError:  # the parent is gone
-        _leave()
-
-
-def _leave() -> None:
-    """Leave at once (no exit handlers: the native core's threads and buffers go with the process)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    """The child: the sweep run by the one child host."""
+    child_host.serve_with(channel, SweepWork)

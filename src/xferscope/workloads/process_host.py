@@ -1,28 +1,19 @@
-"""A workload's engine process: set-up, the run, live ticks and teardown, the same for every workload.
-
-What passes over the channel, in order (parent -> child on the left; ``xferscope.child_messages``):
-
-    {job}                                 Ready(labels, environment) or Failed(error)
-    Start                                 Tick(progress)… as the run reports them
-    Stop (any time)                       Ended(payload, figures of the process, error)
-    Close (any time)                      Closed
+"""A workload's engine process: its set-up run by the one child host (``child_host``), its ticks as ``Tick``.
 
 ``make_setup(job)`` gives an object with ``build()`` (everything allocated before "ready", outside the timed
-region), ``labels``, ``environment``, ``run(stop, on_tick) -> (payload, error or None)`` and ``close()``.
-When the parent is gone the run stops, frees what it holds and the process leaves.
+region), ``labels``, ``environment``, ``run(stop, on_tick) -> (payload, error or None)`` and ``close()``; it says
+it is set up with ``Ready(labels, environment)``.
 """
 
 from __future__ import annotations
 
-import os
-import resource
-import sys
 import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from xferscope import child_messages as msg
-from xferscope.isolation import Channel, ParentGone, command_loop, error_to_wire
+from xferscope import child_host
+from xferscope.child_messages import Ready, Tick
+from xferscope.isolation import Channel
 
 
 class Setup(Protocol):
@@ -36,90 +27,24 @@ class Setup(Protocol):
     def close(self) -> None: ...
 
 
-class WorkloadHost:
-    def __init__(self, channel: Channel, job: Any, make_setup: Callable[[Any], Setup]):
-        self.channel = channel
-        self.job = job
-        self.make_setup = make_setup
-        self.stop = threading.Event()
-        self._start = threading.Event()
-        self._close = threading.Event()
-        self._done = threading.Event()
+class WorkloadWork:
+    """A workload's set-up as the child host's work."""
 
-    def send(self, message: Any) -> None:
-        try:
-            self.channel.send(message)
-        except OSError:
-            pass
+    def __init__(self, setup: Setup):
+        self.setup = setup
 
-    def serve(self) -> None:
-        life = threading.Thread(target=self._life, name="xferscope-workload-life", daemon=True)
-        life.start()
-        try:
-            command_loop(self.channel, self._handle, lambda: not self._done.is_set(), self._done.is_set)
-        except ParentGone:
-            self.stop.set()
-            self._close.set()
-            self._start.set()
-            life.join(30)
-            sys.stderr.flush()
-            os._exit(0)
-        life.join(30)
+    def build(self) -> None:
+        self.setup.build()
 
-    def _handle(self, command: Any) -> None:
-        command = msg.heard(command, self.send, msg.Start, msg.Stop, msg.Close)
-        if command is None:
-            return
-        if isinstance(command, msg.Start):
-            self._start.set()
-        elif isinstance(command, msg.Stop):
-            self.stop.set()
-        else:
-            self.stop.set()
-            self._close.set()
-            self._start.set()
+    def ready(self) -> Ready:
+        return Ready(list(self.setup.labels), dict(self.setup.environment))
 
-    def _life(self) -> None:
-        try:
-            setup = self.make_setup(self.job)
-        except BaseException as exc:
-            self.send(msg.Failed(error_to_wire(exc)))
-            self._close.wait()
-            self.send(msg.Closed())
-            self._done.set()
-            return
-        try:
-            try:
-                setup.build()
-            except BaseException as exc:
-                self.send(msg.Failed(error_to_wire(exc)))
-                return
-            self.send(msg.Ready(list(setup.labels), dict(setup.environment)))
-            self._start.wait()
-            if self.stop.is_set():
-                self.send(msg.Ended())
-                return
-            before = resource.getrusage(resource.RUSAGE_SELF)
-            try:
-                payload, failed = setup.run(self.stop, lambda p: self.send(msg.Tick(p)))
-            except BaseException as exc:  # pragma: no cover - the runs catch their threads' errors
-                payload, failed = None, exc
-            after = resource.getrusage(resource.RUSAGE_SELF)
-            cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-            process = msg.ProcessFigures(cpu_seconds=cpu, peak_rss_bytes=after.ru_maxrss * 1024)
-            self.send(msg.Ended(payload, process, None if failed is None else error_to_wire(failed)))
-        finally:
-            self._close.wait()
-            try:
-                setup.close()
-            finally:
-                self.send(msg.Closed())
-                self._done.set()
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
+        return self.setup.run(stop, lambda progress: send(Tick(progress)))
+
+    def close(self) -> None:
+        self.setup.close()
 
 
 def serve_with(channel: Channel, make_setup: Callable[[Any], Setup]) -> None:
-    try:
-        job = channel.recv()
-    except EOFError:
-        return
-    WorkloadHost(channel, job, make_setup).serve()
+    child_host.serve_with(channel, lambda job: WorkloadWork(make_setup(job)))
