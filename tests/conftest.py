@@ -134,8 +134,8 @@ def interrupted_cli(args, watch, until=None) -> tuple[int, str, str]:
 
 
 #: the workloads' child processes, as their command lines name them
-TRAIN_PROCESS = "xferscope.workloads.train_process:serve"
-TRANSFER_PROCESS = "xferscope.workloads.transfer_process:serve"
+TRAIN_PROCESS = "xferscope.workloads.train.train_process:serve"
+TRANSFER_PROCESS = "xferscope.workloads.inference.transfer_process:serve"
 
 
 def children_running(target: str, count: int = 1):

@@ -12,9 +12,9 @@ from gpu_standins import SimResources
 
 from xferscope.engines import bounce
 from xferscope.errors import RunFailed
-from xferscope.workloads.fetchers import Slot, make_fetcher, slot_capacity
-from xferscope.workloads.train_data import generate
-from xferscope.workloads.train_spec import train_spec
+from xferscope.workloads.common.fetchers import Slot, make_fetcher, slot_capacity
+from xferscope.workloads.train.train_data import generate
+from xferscope.workloads.train.train_spec import train_spec
 
 
 @pytest.fixture
@@ -63,7 +63,7 @@ def test_every_sample_lands_whole_where_asked(sim_gpu, data, path, bs):
 
 
 def test_a_piece_past_the_end_of_its_file_fails_with_one_line(sim_gpu, data):
-    from xferscope.workloads.train_data import SampleRef
+    from xferscope.workloads.train.train_data import SampleRef
 
     res = SimResources()
     try:

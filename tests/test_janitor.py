@@ -115,7 +115,7 @@ def test_a_killed_process_leaves_no_cufile_log(tmp_path):
 def test_a_workload_child_that_dies_leaves_no_cufile_log(tmp_path, monkeypatch):
     import tempfile
 
-    from xferscope.workloads.process_run import Died, WorkloadChild
+    from xferscope.workloads.common.process_run import Died, WorkloadChild
 
     monkeypatch.delenv("CUFILE_LOGFILE_PATH", raising=False)
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))

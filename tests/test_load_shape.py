@@ -10,12 +10,12 @@ import time
 
 import pytest
 
-from xferscope.workloads import load_data, load_shape, transfer_process
-from xferscope.workloads.fetchers import Fetcher
-from xferscope.workloads.load import direct_for, transfer_job
-from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.models import model as model_shape
-from xferscope.workloads.transfer import Files
+from xferscope.workloads.common.fetchers import Fetcher
+from xferscope.workloads.inference import load_data, load_shape, transfer_process
+from xferscope.workloads.inference.load import direct_for, transfer_job
+from xferscope.workloads.inference.load_spec import LoadSpec
+from xferscope.workloads.inference.models import model as model_shape
+from xferscope.workloads.inference.transfer import Files
 
 M = 1 << 20
 #: the stand-in storage's speed (MB/s, all readers together) by request size and readers: best at 4 MiB x 4

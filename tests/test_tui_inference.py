@@ -21,7 +21,7 @@ async def _open(pilot, app) -> None:
 
 
 async def test_a_kvcache_restore_then_a_load_rank_in_the_session(direct_dir, tmp_path, no_gpu, monkeypatch):
-    monkeypatch.setattr("xferscope.workloads.kvcache_data.DEFAULT_CACHE_BYTES", 64 << 20)  # a small cache
+    monkeypatch.setattr("xferscope.workloads.inference.kvcache_data.DEFAULT_CACHE_BYTES", 64 << 20)  # a small cache
     sets = direct_dir / "sets"
     sets.mkdir()
     shards = tmp_path / "shards"
@@ -63,7 +63,7 @@ async def test_a_kvcache_restore_then_a_load_rank_in_the_session(direct_dir, tmp
 
 
 async def test_x_stops_a_restore_and_keeps_what_it_measured(direct_dir, tmp_path, no_gpu, monkeypatch):
-    monkeypatch.setattr("xferscope.workloads.kvcache_data.DEFAULT_CACHE_BYTES", 64 << 20)
+    monkeypatch.setattr("xferscope.workloads.inference.kvcache_data.DEFAULT_CACHE_BYTES", 64 << 20)
     sets = direct_dir / "sets"
     sets.mkdir()
     messages = Messages()
@@ -105,9 +105,9 @@ def test_the_form_defaults_follow_the_machine():
 
 
 async def test_a_saved_load_opens_beside_the_sessions_runs(tmp_path, no_gpu):
-    from xferscope.workloads.load import LoadSession
-    from xferscope.workloads.load_spec import LoadSpec
-    from xferscope.workloads.records import encode
+    from xferscope.workloads.common.records import encode
+    from xferscope.workloads.inference.load import LoadSession
+    from xferscope.workloads.inference.load_spec import LoadSpec
 
     shards = tmp_path / "shards"
     shards.mkdir()

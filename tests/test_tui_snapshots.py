@@ -145,9 +145,9 @@ async def _memory(app, pilot) -> None:
 
 
 async def _workload(app, pilot) -> None:
-    from xferscope.workloads.au import Step
-    from xferscope.workloads.train_record import TrainResult
-    from xferscope.workloads.train_spec import train_spec
+    from xferscope.workloads.common.au import Step
+    from xferscope.workloads.train.train_record import TrainResult
+    from xferscope.workloads.train.train_spec import train_spec
 
     spec = train_spec("cosmoflow", accelerators=3, files=400, duration=10.0, path="bounce-async", compute="gpu")
     runs = []

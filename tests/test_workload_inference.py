@@ -16,8 +16,8 @@ import time
 import pytest
 from conftest import TRANSFER_PROCESS, child_has_read, children_running, interrupted_cli
 
-from xferscope.workloads import kv_layout
-from xferscope.workloads.models import model
+from xferscope.workloads.inference import kv_layout
+from xferscope.workloads.inference.models import model
 
 KV = ("--model", "custom", "--layers", "4", "--kv-heads", "8", "--head-dim", "128", "--cache-chunks", "24")
 
@@ -56,8 +56,8 @@ def test_a_chunk_of_llama_8b_is_32_mib_and_tp_splits_the_kv_heads():
 
 
 def test_generated_chunk_files_are_byte_exact_in_lmcache_layout(set_dir):
-    from xferscope.workloads.kvcache_data import generate
-    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.inference.kvcache_data import generate
+    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 
     spec = KvSpec(
         model=model("custom", layers=2, kv_heads=4, head_dim=64),
@@ -102,8 +102,8 @@ def test_generated_chunk_files_are_byte_exact_in_lmcache_layout(set_dir):
 
 
 def test_layer_layout_reads_each_k_and_v_plane_layer_by_layer():
-    from xferscope.workloads.kvcache_data import KvCache
-    from xferscope.workloads.kvcache_spec import Request
+    from xferscope.workloads.inference.kvcache_data import KvCache
+    from xferscope.workloads.inference.kvcache_spec import Request
 
     shape = kv_layout.chunk_shape(model("custom", layers=3, kv_heads=2, head_dim=64), 16, 1)
     cache = KvCache("", [], True, shape, 10, 1, True)
@@ -123,7 +123,7 @@ def test_layer_layout_reads_each_k_and_v_plane_layer_by_layer():
 
 
 def test_prompt_lengths_and_hits(set_dir):
-    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt, request
+    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt, request
 
     assert parse_prompt("8192").text == "8192" and parse_prompt("1024-8192").high == 8192
     spec = KvSpec(model=model("llama3.1-8b"), prompt=parse_prompt("1000-3000"), hit_ratio=0.5, requests=1).validate()
@@ -134,8 +134,8 @@ def test_prompt_lengths_and_hits(set_dir):
 
 
 def test_the_break_even_follows_the_restore_times():
-    from xferscope.workloads.kvcache_record import KvRequest, break_even
-    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.inference.kvcache_record import KvRequest, break_even
+    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 
     spec = KvSpec(
         model=model("llama3.1-8b"), prompt=parse_prompt("256-4096"), layout="layer", requests=1, prefill_rate=10_000
@@ -174,7 +174,7 @@ def test_xferscope_writes_shards_safetensors_opens(tmp_path):
     import numpy as np
     from safetensors.numpy import load_file
 
-    from xferscope.workloads import safetensors_format as st
+    from xferscope.workloads.inference import safetensors_format as st
 
     path = tmp_path / "m.safetensors"
     tensors = [("a", "F16", (3, 5)), ("b", "F32", (7,)), ("c", "I64", (2, 2, 2))]
@@ -216,8 +216,8 @@ def test_load_reads_every_tensor_of_real_shards_back_exactly(cli, tmp_path, no_g
     assert data["cpu_s_per_gib"] > 0 and data["gb_per_s"] > 0
     assert "verified:" in r.out and "loaded in" in r.out
     assert sorted(os.listdir(tmp_path)) == ["model-0.safetensors", "model-1.safetensors", "out"]  # nothing written
-    from xferscope.workloads.load_record import decode as decode_load
-    from xferscope.workloads.records import encode
+    from xferscope.workloads.common.records import encode
+    from xferscope.workloads.inference.load_record import decode as decode_load
 
     loaded = decode_load((out / "l.json").read_bytes())  # the record round-trips: file, record, file, record
     assert decode_load(encode(loaded)) == loaded and json.loads(encode(loaded)) == data
@@ -228,8 +228,8 @@ def test_the_loader_places_each_tensor_where_its_bytes_are_checked(set_dir, no_g
     buffers (host memory here), cold then warm."""
     import dataclasses
 
-    from xferscope.workloads.load import LoadSession
-    from xferscope.workloads.load_spec import LoadSpec
+    from xferscope.workloads.inference.load import LoadSession
+    from xferscope.workloads.inference.load_spec import LoadSpec
 
     spec = LoadSpec(
         model=model("llama3.2-1b", layers=2, vocab=2048),
@@ -293,11 +293,11 @@ def test_kvcache_host_run_reports_the_figures(cli, set_dir, tmp_path, no_gpu):
     assert rows[0][:3] == ["path", "gpu", "requests"] and rows[1][:3] == ["host", "all", "12"]
     assert rows[2][:2] == ["host", "host"] and float(rows[2][5]) == pytest.approx(d["per_gpu"][0]["gb_per_s"])
     assert os.listdir(set_dir) == []
-    from xferscope.workloads.kvcache_record import decode
+    from xferscope.workloads.inference.kvcache_record import decode
 
     restored = decode(js.read_bytes())
     assert restored.requests == 12
-    from xferscope.workloads.records import encode
+    from xferscope.workloads.common.records import encode
 
     assert decode(encode(restored)) == restored and json.loads(encode(restored)) == d  # file, record, file, record
 
@@ -308,7 +308,7 @@ def test_paths_side_by_side_each_get_their_break_even(cli, set_dir, tmp_path, no
     import msgspec
 
     from xferscope.output.workload_inference import kv_comparison_lines
-    from xferscope.workloads.kvcache import KvComparison
+    from xferscope.workloads.inference.kvcache import KvComparison
 
     js = tmp_path / "k.json"
     args = ("workload", "kvcache", *KV, "--prompt-tokens", "1024-3072", "-n", "4", "--path", "host,host")

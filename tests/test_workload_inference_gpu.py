@@ -89,7 +89,7 @@ async def test_the_inference_view_restores_into_the_gpu_by_default(direct_dir, m
     from xferscope.app.screens.inference import InferenceScreen
     from xferscope.commands.tui import console_options
 
-    monkeypatch.setattr("xferscope.workloads.kvcache_data.DEFAULT_CACHE_BYTES", 256 << 20)
+    monkeypatch.setattr("xferscope.workloads.inference.kvcache_data.DEFAULT_CACHE_BYTES", 256 << 20)
     app = XferscopeApp(console_options(directory=str(direct_dir)))
     messages = Messages()
     async with app.run_test(size=(160, 50), message_hook=messages) as pilot:

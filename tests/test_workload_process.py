@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import time
 
-from xferscope.workloads.process_run import WorkloadChild
+from xferscope.workloads.common.process_run import WorkloadChild
 
 STAND_INS = '''
 import time
@@ -50,7 +50,7 @@ def test_a_workload_process_that_ignores_stop_is_killed_after_the_grace_and_its_
     stop grace its process is killed, and the run ends interrupted with what it sent, not never."""
     import threading
 
-    from xferscope.workloads import process_run
+    from xferscope.workloads.common import process_run
 
     monkeypatch.setattr(process_run, "STOP_GRACE_S", 1.0)
     child = WorkloadChild(stand_ins(tmp_path, monkeypatch).ignores_stop, "a stuck workload", "host")

@@ -17,16 +17,17 @@ import pytest
 from conftest import TRAIN_PROCESS, child_has_read, children_running, interrupted_cli
 
 from xferscope.errors import FormatError, SpecError
-from xferscope.workloads import train_data
-from xferscope.workloads.accelerators import Accelerator, check_enough, run_accelerators, step_limit
-from xferscope.workloads.au import Step, percentile, utilisation
-from xferscope.workloads.compute import SleepCompute
-from xferscope.workloads.fetchers import Fetcher, Slot, slot_capacity
-from xferscope.workloads.find_max import find_max
-from xferscope.workloads.records import encode
-from xferscope.workloads.train_data import DataFile, SampleRef, TrainData
-from xferscope.workloads.train_record import TrainResult, decode, schema
-from xferscope.workloads.train_spec import train_spec
+from xferscope.workloads.common.au import Step, percentile, utilisation
+from xferscope.workloads.common.data_files import DataFile, SampleRef
+from xferscope.workloads.common.fetchers import Fetcher, Slot, slot_capacity
+from xferscope.workloads.common.records import encode
+from xferscope.workloads.train import train_data
+from xferscope.workloads.train.accelerators import Accelerator, check_enough, run_accelerators, step_limit
+from xferscope.workloads.train.compute import SleepCompute
+from xferscope.workloads.train.find_max import find_max
+from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_record import TrainResult, decode, schema
+from xferscope.workloads.train.train_spec import train_spec
 
 # ------------------------------------------------------------------ AU, as DLIO defines it
 
@@ -138,7 +139,7 @@ def test_a_failing_reader_ends_the_run_with_its_error():
 
 
 def test_batches_follow_dlio_sharding_and_change_each_epoch():
-    from xferscope.workloads.accelerators import BatchPlan
+    from xferscope.workloads.train.accelerators import BatchPlan
 
     spec = train_spec("cosmoflow", accelerators=2, batch=3, steps=100)
     data = memory_data(13)
@@ -400,7 +401,7 @@ def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu)
 
 
 def test_ranking_puts_sustained_accelerators_first_and_marks_level_entries():
-    from xferscope.workloads.train_compare import Entry, rank
+    from xferscope.workloads.train.train_compare import Entry, rank
 
     def entry(label, au, lo, hi, sustained=None):
         return Entry(
@@ -531,7 +532,7 @@ def test_replay_runs_a_workload_profile(cli, set_dir, tmp_path, no_gpu):
 
 def test_the_bundled_workload_profile_makes_a_valid_spec():
     from xferscope.profiles import load_profile
-    from xferscope.workloads.train_spec import spec_from_profile
+    from xferscope.workloads.train.train_spec import spec_from_profile
 
     p = load_profile("train-cosmoflow-h100")
     spec, choices = spec_from_profile(p.workload, p.point_duration(), None)
@@ -559,7 +560,7 @@ def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path,
     deadline = time.time() + 60
     while engine is None and time.time() < deadline:
         for child in psutil.Process(proc.pid).children(recursive=True):
-            if "xferscope.workloads.train_process:serve" in " ".join(child.cmdline()):
+            if "xferscope.workloads.train.train_process:serve" in " ".join(child.cmdline()):
                 engine = child
         time.sleep(0.1)
     assert engine is not None, "the run's own process"
@@ -578,7 +579,7 @@ def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path,
 
 
 def test_presets_cite_their_configs_and_refuse_a_type_they_lack():
-    from xferscope.workloads.presets import PRESETS
+    from xferscope.workloads.train.presets import PRESETS
 
     assert train_spec("unet3d", "b200").computation_time == 0.162
     assert train_spec("unet3d", "a100").computation_time == 0.636

@@ -20,9 +20,9 @@ needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile una
 @pytest.mark.parametrize("path", ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)])
 def test_each_path_lands_the_samples_bytes_in_gpu_memory(path, direct_dir):
     from xferscope.engines import gpu_setup
-    from xferscope.workloads.fetchers import Slot, make_fetcher, slot_capacity
-    from xferscope.workloads.train_data import generate
-    from xferscope.workloads.train_spec import train_spec
+    from xferscope.workloads.common.fetchers import Slot, make_fetcher, slot_capacity
+    from xferscope.workloads.train.train_data import generate
+    from xferscope.workloads.train.train_spec import train_spec
 
     spec = train_spec(
         "resnet50", files=2, samples_per_file=3, sample_size=3_000_000, sample_sd=500_000, directory=str(direct_dir)
@@ -53,7 +53,7 @@ def test_each_path_lands_the_samples_bytes_in_gpu_memory(path, direct_dir):
 
 def test_the_kernel_keeps_the_gpu_busy_for_the_time_asked():
     from xferscope.engines import gpu_setup
-    from xferscope.workloads.compute import KERNEL_PTX, GpuCompute, compile_spin
+    from xferscope.workloads.train.compute import KERNEL_PTX, GpuCompute, compile_spin
 
     with gpu_setup.GpuResources() as res:
         compute = GpuCompute(0, res, {})

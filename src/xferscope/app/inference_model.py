@@ -9,10 +9,10 @@ from typing import Any
 from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
-from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
-from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.models import model
-from xferscope.workloads.side_by_side import Entry, entries
+from xferscope.workloads.common.side_by_side import Entry, entries
+from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
+from xferscope.workloads.inference.load_spec import LoadSpec
+from xferscope.workloads.inference.models import model
 
 KINDS = ("kvcache", "load")
 #: SpecError field -> the form control that explains it

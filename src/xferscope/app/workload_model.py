@@ -12,8 +12,8 @@ from rich.text import Text
 from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
-from xferscope.workloads.train_record import TrainResult
-from xferscope.workloads.train_spec import TrainSpec, train_spec
+from xferscope.workloads.train.train_record import TrainResult
+from xferscope.workloads.train.train_spec import TrainSpec, train_spec
 
 #: SpecError field -> the form control that explains it
 FIELD_CONTROL = {
@@ -68,7 +68,7 @@ def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
 def session_entries(results: list[TrainResult], saved: list | None = None):
     """The session's finished training runs, and saved ones opened (``saved``: entries of `workload compare`),
     side by side, ranked as `workload compare` ranks them."""
-    from xferscope.workloads.train_compare import entry_of_runs, rank
+    from xferscope.workloads.train.train_compare import entry_of_runs, rank
 
     entries = []
     for i, r in enumerate(results, 1):
@@ -131,7 +131,7 @@ class WorkloadState:
     def take(self, tick: dict[str, Any]) -> None:
         self.made = None
         self.t, self.bytes_read = tick["t"], tick["bytes_read"]
-        from xferscope.workloads.au import utilisation
+        from xferscope.workloads.common.au import utilisation
 
         self.ticks += 1
         # the percentiles go over every step: on a long run of short steps, recomputed every few ticks only

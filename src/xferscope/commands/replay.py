@@ -270,7 +270,7 @@ def replay_workload(profile, *, duration, directory, results, fmt: str, not_for:
     from xferscope.output.files import check_outputs
     from xferscope.output.workload import train_and_report
     from xferscope.units import parse_duration
-    from xferscope.workloads.train_spec import spec_from_profile
+    from xferscope.workloads.train.train_spec import spec_from_profile
 
     given = [option for option, value in not_for.items() if value]
     if given:

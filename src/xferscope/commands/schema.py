@@ -13,7 +13,8 @@ from xferscope.errors import SpecError
 
 def _kinds() -> dict[str, Callable[[], dict[str, Any]]]:
     from xferscope import records
-    from xferscope.workloads import kvcache_record, load_record, train_record
+    from xferscope.workloads.inference import kvcache_record, load_record
+    from xferscope.workloads.train import train_record
 
     kinds: dict[str, Callable[[], dict[str, Any]]] = {
         kind: (lambda kind=kind: records.schema(kind)) for kind in records.KINDS

@@ -148,7 +148,7 @@ def train_command(
 ) -> None:
     """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
     report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
-    from xferscope.workloads.train_spec import train_spec
+    from xferscope.workloads.train.train_spec import train_spec
 
     run.check()
     if max_accelerators < 1:

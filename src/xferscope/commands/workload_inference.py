@@ -78,7 +78,7 @@ class KvShapeOptions:
 
     def spec_fields(self) -> dict[str, Any]:
         """These options as ``KvSpec``'s keywords (SpecError names a bad one)."""
-        from xferscope.workloads.models import model as model_shape
+        from xferscope.workloads.inference.models import model as model_shape
 
         shape = model_shape(
             self.model, layers=self.layers, kv_heads=self.kv_heads, head_dim=self.head_dim, dtype=self.dtype
@@ -119,7 +119,7 @@ def kvcache_command(
     """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
     restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
     length above which restoring beats recomputing."""
-    from xferscope.workloads.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 
     run.check()
     paths, note = _paths(path)
@@ -194,8 +194,8 @@ def load_command(
 ) -> None:
     """Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first
     byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost."""
-    from xferscope.workloads.load_spec import LoadSpec
-    from xferscope.workloads.models import model as model_shape
+    from xferscope.workloads.inference.load_spec import LoadSpec
+    from xferscope.workloads.inference.models import model as model_shape
 
     run.check()
     paths, note = _paths(path)

@@ -1,5 +1,5 @@
 """A training-input run (or a ``--find-max`` search) on the terminal and in its files: the table first,
-then ``--json`` (the record, ``xferscope.workloads.train_record``) and ``--csv`` (a row per accelerator)."""
+then ``--json`` (the record, ``xferscope.workloads.train.train_record``) and ``--csv`` (a row per accelerator)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import say, text_table
 from xferscope.units import format_bytes
-from xferscope.workloads.train_compare import TrainComparison
-from xferscope.workloads.train_record import FindMaxResult, TrainResult
+from xferscope.workloads.train.train_compare import TrainComparison
+from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
 
 def _f(x: float | None, fmt: str = "{:.1f}") -> str:
@@ -231,8 +231,8 @@ def train_and_report(
 ) -> None:
     """``workload train`` (and a workload profile's replay): the data set, the run, a search or the paths side
     by side, printed and saved; Ctrl-C keeps what was measured and exits 130."""
-    from xferscope.workloads.train import TrainSession
-    from xferscope.workloads.train_data import page_cache_warning
+    from xferscope.workloads.train.train import TrainSession
+    from xferscope.workloads.train.train_data import page_cache_warning
 
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)
@@ -273,8 +273,8 @@ def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path
     """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
     summary.json, ranked; saved KV-cache restores or model loads likewise (of one kind); a file none reads is one
     line (exit 2)."""
-    from xferscope.workloads.inference_compare import kind_of
-    from xferscope.workloads.train_compare import TrainComparison, load_entries, rank
+    from xferscope.workloads.inference.inference_compare import kind_of
+    from xferscope.workloads.train.train_compare import TrainComparison, load_entries, rank
 
     if any(kind_of(f) for f in files):  # KV-cache restores or model loads
         from xferscope.output.workload_inference import compare_saved_inference

@@ -17,11 +17,11 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
-from xferscope.workloads.kvcache import KvComparison, KvSession
-from xferscope.workloads.kvcache_record import BreakEven, KvResult, median_break_even
-from xferscope.workloads.load import LoadComparison, LoadSession
-from xferscope.workloads.load_record import LoadResult
-from xferscope.workloads.side_by_side import Entry
+from xferscope.workloads.common.side_by_side import Entry
+from xferscope.workloads.inference.kvcache import KvComparison, KvSession
+from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
+from xferscope.workloads.inference.load import LoadComparison, LoadSession
+from xferscope.workloads.inference.load_record import LoadResult
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
@@ -322,7 +322,7 @@ def _tick_line(tick: dict) -> None:
 
 def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Saved KV-cache restores or model loads side by side, ranked (exit 2 for files of two kinds, or neither)."""
-    from xferscope.workloads.inference_compare import compare_saved
+    from xferscope.workloads.inference.inference_compare import compare_saved
 
     c = compare_saved(files)
     if isinstance(c, KvComparison):

@@ -59,9 +59,9 @@ class InferenceScreen(WorkloadRunScreen):
 
     # ----------------------------------------------------------- running
     def make_session(self, spec):
-        from xferscope.workloads.kvcache import KvSession
-        from xferscope.workloads.kvcache_spec import KvSpec
-        from xferscope.workloads.load import LoadSession
+        from xferscope.workloads.inference.kvcache import KvSession
+        from xferscope.workloads.inference.kvcache_spec import KvSpec
+        from xferscope.workloads.inference.load import LoadSession
 
         return KvSession(spec) if isinstance(spec, KvSpec) else LoadSession(spec)
 
@@ -72,7 +72,7 @@ class InferenceScreen(WorkloadRunScreen):
     def action_open(self) -> None:
         import os
 
-        from xferscope.workloads.inference_compare import compare_saved
+        from xferscope.workloads.inference.inference_compare import compare_saved
 
         self.open_saved(
             "Open a saved run (workload kvcache --json, workload load --json)",

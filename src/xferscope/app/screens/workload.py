@@ -73,7 +73,7 @@ class WorkloadScreen(WorkloadRunScreen):
 
     # ----------------------------------------------------------- running
     def make_session(self, spec):
-        from xferscope.workloads.train import TrainSession
+        from xferscope.workloads.train.train import TrainSession
 
         return TrainSession(spec)
 
@@ -82,7 +82,7 @@ class WorkloadScreen(WorkloadRunScreen):
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
-        from xferscope.workloads.train_compare import load_entries
+        from xferscope.workloads.train.train_compare import load_entries
 
         def show() -> None:
             self.query_one("#wl-session-panel").display = True

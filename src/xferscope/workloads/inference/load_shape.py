@@ -22,9 +22,9 @@ from collections.abc import Callable
 import msgspec
 
 from xferscope.units import format_size
-from xferscope.workloads.load_data import LoadPieces, Shards
-from xferscope.workloads.load_spec import DEFAULT_SPLIT, DEFAULT_THREADS, LoadSpec
-from xferscope.workloads.transfer_process import ShapeTrial, TransferJob
+from xferscope.workloads.inference.load_data import LoadPieces, Shards
+from xferscope.workloads.inference.load_spec import DEFAULT_SPLIT, DEFAULT_THREADS, LoadSpec
+from xferscope.workloads.inference.transfer_process import ShapeTrial, TransferJob
 
 SPLITS = (1 << 20, 4 << 20, 16 << 20)
 THREADS = (2, 4, 8)

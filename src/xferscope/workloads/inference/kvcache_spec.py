@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
-from xferscope.workloads.kv_layout import ChunkShape, chunk_shape
-from xferscope.workloads.models import ModelShape
-from xferscope.workloads.run_options import RunOptions
+from xferscope.workloads.common.run_options import RunOptions
+from xferscope.workloads.inference.kv_layout import ChunkShape, chunk_shape
+from xferscope.workloads.inference.models import ModelShape
 
 KV_PATHS = ("host", "bounce", "bounce-async", "cufile")
 LAYOUTS = ("block", "layer")

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
-from xferscope.workloads.models import ModelShape
+from xferscope.workloads.inference.models import ModelShape
 
 HEADER = 4096
 DATA_SUFFIX = ".kvcache.safetensors"

@@ -8,13 +8,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads import kvcache_data
-from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
-from xferscope.workloads.kvcache_data import KvCache, KvJobs
-from xferscope.workloads.kvcache_record import KvResult
-from xferscope.workloads.kvcache_spec import KvSpec
-from xferscope.workloads.side_by_side import Ranked, in_rounds
-from xferscope.workloads.transfer_process import TransferJob
+from xferscope.workloads.common.side_by_side import Ranked, in_rounds
+from xferscope.workloads.inference import kvcache_data
+from xferscope.workloads.inference.inference import JobRunner, check_memory_before, check_paths, gpu_present
+from xferscope.workloads.inference.kvcache_data import KvCache, KvJobs
+from xferscope.workloads.inference.kvcache_record import KvResult
+from xferscope.workloads.inference.kvcache_spec import KvSpec
+from xferscope.workloads.inference.transfer_process import TransferJob
 
 
 class KvComparison(Ranked, kw_only=True):

@@ -21,10 +21,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads.au import Step
-from xferscope.workloads.fetchers import Fetcher, Slot
-from xferscope.workloads.train_data import ALIGN, TrainData
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.au import Step
+from xferscope.workloads.common.fetchers import Fetcher, Slot
+from xferscope.workloads.common.generated import ALIGN
+from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_spec import TrainSpec
 
 
 def steps_per_epoch(spec: TrainSpec, data: TrainData) -> int:

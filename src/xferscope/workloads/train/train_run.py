@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xferscope.workloads.au import Step
-from xferscope.workloads.process_run import WorkloadChild
-from xferscope.workloads.train_data import TrainData
-from xferscope.workloads.train_record import TrainResult
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.au import Step
+from xferscope.workloads.common.process_run import WorkloadChild
+from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_record import TrainResult
+from xferscope.workloads.train.train_spec import TrainSpec
 
 
 class TrainRun:
@@ -26,7 +26,7 @@ class TrainRun:
         self.data = data
         self._steps: dict[int, list[Step]] = {}
         self._read: dict[int, int] = {}
-        from xferscope.workloads.train_process import serve
+        from xferscope.workloads.train.train_process import serve
 
         self._child = WorkloadChild(serve, f"the {spec.path} training run", spec.path)
 

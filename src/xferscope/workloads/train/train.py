@@ -10,15 +10,15 @@ from typing import Any
 
 from xferscope.errors import EnvironmentProblem
 from xferscope.rounds import path_labels, round_orders
-from xferscope.workloads import train_data
-from xferscope.workloads.accelerators import check_enough
-from xferscope.workloads.fetchers import slot_capacity
-from xferscope.workloads.find_max import Search, find_max
-from xferscope.workloads.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
-from xferscope.workloads.train_data import TrainData
-from xferscope.workloads.train_record import FindMaxPoint, FindMaxResult, TrainResult
-from xferscope.workloads.train_run import TrainRun
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.fetchers import slot_capacity
+from xferscope.workloads.train import train_data
+from xferscope.workloads.train.accelerators import check_enough
+from xferscope.workloads.train.find_max import Search, find_max
+from xferscope.workloads.train.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
+from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_record import FindMaxPoint, FindMaxResult, TrainResult
+from xferscope.workloads.train.train_run import TrainRun
+from xferscope.workloads.train.train_spec import TrainSpec
 
 
 def check_path(spec: TrainSpec) -> None:
@@ -38,8 +38,8 @@ def check_path(spec: TrainSpec) -> None:
 def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
     """Every spec's batch buffers fit, before the set is written: the GPUs' free memory asked of one process of
     its own (CUDA is never loaded here), for all of them at once."""
-    from xferscope.workloads.gpu_memory import measured_free
-    from xferscope.workloads.train_process import check_memory
+    from xferscope.workloads.common.gpu_memory import measured_free
+    from xferscope.workloads.train.train_process import check_memory
 
     free: dict[int, int] = {}
     gpus = sorted({s.accelerator_gpu(i) for s in specs if s.lands_in_gpu for i in range(s.accelerators)})
@@ -52,7 +52,7 @@ def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
 def most_that_fit(spec: TrainSpec, data: TrainData) -> int:
     """The most accelerators whose batch buffers fit the free memory (GPU or host), round-robin over --gpu."""
     from xferscope.target import memory_available
-    from xferscope.workloads.gpu_memory import MEMORY_SHARE, measured_free
+    from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 
     each = spec.slots * slot_capacity([s.length for s in data.samples], spec.batch)
     if spec.lands_in_gpu:

@@ -17,7 +17,8 @@ import os
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem, RunFailed
-from xferscope.workloads.train_data import ALIGN, SampleRef
+from xferscope.workloads.common.data_files import SampleRef
+from xferscope.workloads.common.generated import ALIGN
 
 
 class Slot:

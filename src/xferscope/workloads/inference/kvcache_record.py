@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from xferscope.workloads.au import percentile
-from xferscope.workloads.kvcache_spec import KvSpec
-from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
-from xferscope.workloads.records import num as _num
-from xferscope.workloads.transfer import JobDone
+from xferscope.workloads.common.au import percentile
+from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
+from xferscope.workloads.common.records import num as _num
+from xferscope.workloads.inference.kvcache_spec import KvSpec
+from xferscope.workloads.inference.transfer import JobDone
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

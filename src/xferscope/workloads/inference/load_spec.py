@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
-from xferscope.workloads.models import ModelShape
-from xferscope.workloads.run_options import RunOptions
+from xferscope.workloads.common.run_options import RunOptions
+from xferscope.workloads.inference.models import ModelShape
 
 #: host: mapped and copied from pageable memory, as ``safetensors`` does; the others as everywhere
 LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")

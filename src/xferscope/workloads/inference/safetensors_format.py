@@ -11,7 +11,7 @@ import struct
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
-from xferscope.workloads.models import SAFETENSORS_DTYPES
+from xferscope.workloads.inference.models import SAFETENSORS_DTYPES
 
 #: the most header a file may announce (safetensors itself refuses more than 100 MB)
 MAX_HEADER = 100_000_000

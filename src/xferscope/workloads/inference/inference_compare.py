@@ -9,14 +9,14 @@ import os
 from typing import Any
 
 from xferscope.errors import FormatError, SpecError
-from xferscope.workloads.kvcache import KvComparison
-from xferscope.workloads.kvcache_record import KIND as KV_KIND
-from xferscope.workloads.kvcache_record import KvResult
-from xferscope.workloads.load import LoadComparison
-from xferscope.workloads.load_record import KIND as LOAD_KIND
-from xferscope.workloads.load_record import LoadResult
-from xferscope.workloads.records import decode_as
-from xferscope.workloads.side_by_side import entries
+from xferscope.workloads.common.records import decode_as
+from xferscope.workloads.common.side_by_side import entries
+from xferscope.workloads.inference.kvcache import KvComparison
+from xferscope.workloads.inference.kvcache_record import KIND as KV_KIND
+from xferscope.workloads.inference.kvcache_record import KvResult
+from xferscope.workloads.inference.load import LoadComparison
+from xferscope.workloads.inference.load_record import KIND as LOAD_KIND
+from xferscope.workloads.inference.load_record import LoadResult
 
 #: the kinds of file each workload's comparison reads: (single run, side-by-side)
 KINDS = {

@@ -9,15 +9,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.engines import page_cache
-from xferscope.workloads import load_data, load_shape
-from xferscope.workloads.inference import JobRunner, check_memory_before, check_paths, gpu_present
-from xferscope.workloads.load_data import LoadPieces, Shards
-from xferscope.workloads.load_record import LoadResult
-from xferscope.workloads.load_shape import LoadShape
-from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.side_by_side import Ranked, in_rounds
-from xferscope.workloads.transfer import Files
-from xferscope.workloads.transfer_process import TransferJob
+from xferscope.workloads.common.side_by_side import Ranked, in_rounds
+from xferscope.workloads.inference import load_data, load_shape
+from xferscope.workloads.inference.inference import JobRunner, check_memory_before, check_paths, gpu_present
+from xferscope.workloads.inference.load_data import LoadPieces, Shards
+from xferscope.workloads.inference.load_record import LoadResult
+from xferscope.workloads.inference.load_shape import LoadShape
+from xferscope.workloads.inference.load_spec import LoadSpec
+from xferscope.workloads.inference.transfer import Files
+from xferscope.workloads.inference.transfer_process import TransferJob
 
 
 class LoadComparison(Ranked, kw_only=True):

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem
-from xferscope.workloads.process_run import Outcome, WorkloadChild
-from xferscope.workloads.transfer_process import TransferJob, check_gpu_memory
+from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
 
 
 def check_paths(paths: Sequence[str]) -> None:
@@ -33,7 +33,7 @@ def gpu_present() -> bool:
 
 def check_memory_before(jobs: Sequence[TransferJob]) -> None:
     """Every job's buffers fit its GPUs' free memory, before a data set is written or a run starts."""
-    from xferscope.workloads.gpu_memory import measured_free
+    from xferscope.workloads.common.gpu_memory import measured_free
 
     gpus = sorted({g for j in jobs for g in j.gpu_needs()})
     if not gpus:
@@ -59,7 +59,7 @@ class JobRunner:
 
     def run(self, job: TransferJob, what: str, on_tick: Callable[[Any], None] | None = None) -> tuple[Outcome, list]:
         """The outcome and every job done (those the ticks carried, where the process died before its end)."""
-        from xferscope.workloads.transfer_process import serve
+        from xferscope.workloads.inference.transfer_process import serve
 
         child = self._child = WorkloadChild(serve, what, job.path)
         if self.stopped:

@@ -21,30 +21,11 @@ from dataclasses import dataclass, field
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads.generated import ALIGN, GeneratedDir, check_fits, direct_works, parent_dir
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.data_files import DataFile, SampleRef
+from xferscope.workloads.common.generated import GeneratedDir, check_fits, direct_works, parent_dir
+from xferscope.workloads.train.train_spec import TrainSpec
 
-__all__ = ["ALIGN", "DataFile", "SampleRef", "TrainData", "generate", "page_cache_warning", "plan_generated", "scan"]
-
-
-@dataclass(frozen=True)
-class DataFile:
-    path: str
-    size: int
-
-
-@dataclass(frozen=True)
-class SampleRef:
-    file: int  # index into TrainData.files
-    offset: int
-    length: int
-
-    @property
-    def span(self) -> tuple[int, int]:
-        """The aligned byte range an O_DIRECT read of this sample covers."""
-        start = self.offset - self.offset % ALIGN
-        end = -(-(self.offset + self.length) // ALIGN) * ALIGN
-        return start, end - start
+__all__ = ["TrainData", "generate", "page_cache_warning", "plan_generated", "scan"]
 
 
 @dataclass

@@ -15,13 +15,13 @@ from typing import Any
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
 from xferscope.units import format_bytes
-from xferscope.workloads.accelerators import Accelerator, run_accelerators, step_limit
-from xferscope.workloads.compute import SleepCompute
-from xferscope.workloads.fetchers import host_slot, make_fetcher, slot_capacity
-from xferscope.workloads.gpu_memory import MEMORY_SHARE
-from xferscope.workloads.process_host import serve_with
-from xferscope.workloads.train_data import TrainData
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.fetchers import host_slot, make_fetcher, slot_capacity
+from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
+from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
+from xferscope.workloads.train.compute import SleepCompute
+from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_spec import TrainSpec
 
 #: share of the free memory (host MemAvailable, or a GPU's free memory) the batch buffers may take
 
@@ -62,7 +62,7 @@ class TrainSetup:
             ]
             compute: Any
             if spec.compute == "gpu":
-                from xferscope.workloads.compute import GpuCompute
+                from xferscope.workloads.train.compute import GpuCompute
 
                 assert gpu is not None
                 compute = GpuCompute(gpu, self.resources, modules)
@@ -107,7 +107,7 @@ class TrainSetup:
         self.environment.update(gpu_environment(gpus))
 
     def _dev_slot(self, gpu: int, capacity: int):
-        from xferscope.workloads.fetchers import Slot
+        from xferscope.workloads.common.fetchers import Slot
 
         return Slot(capacity, dev=self.resources.device_memory(gpu, capacity))
 

@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads import kv_layout
-from xferscope.workloads.generated import GeneratedDir, check_fits, direct_works, parent_dir
-from xferscope.workloads.kv_layout import HEADER, ChunkShape
-from xferscope.workloads.kvcache_spec import DEFAULT_CACHE_BYTES, KvSpec, Request, request
-from xferscope.workloads.train_data import DataFile
-from xferscope.workloads.transfer import Files, Job, Piece, place
+from xferscope.workloads.common.data_files import DataFile
+from xferscope.workloads.common.generated import GeneratedDir, check_fits, direct_works, parent_dir
+from xferscope.workloads.inference import kv_layout
+from xferscope.workloads.inference.kv_layout import HEADER, ChunkShape
+from xferscope.workloads.inference.kvcache_spec import DEFAULT_CACHE_BYTES, KvSpec, Request, request
+from xferscope.workloads.inference.transfer import Files, Job, Piece, place
 
 
 @dataclass

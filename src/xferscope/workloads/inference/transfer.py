@@ -17,8 +17,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xferscope.workloads.fetchers import Fetcher, Slot
-from xferscope.workloads.train_data import ALIGN, DataFile, SampleRef
+from xferscope.workloads.common.data_files import DataFile, SampleRef
+from xferscope.workloads.common.fetchers import Fetcher, Slot
+from xferscope.workloads.common.generated import ALIGN
 
 
 @dataclass(frozen=True)

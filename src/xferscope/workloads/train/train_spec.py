@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads.presets import computation_time, preset
-from xferscope.workloads.run_options import RunOptions
+from xferscope.workloads.common.run_options import RunOptions
+from xferscope.workloads.train.presets import computation_time, preset
 
 #: paths a training run can read by: host stops in host memory (as DLIO), the others land in GPU memory
 TRAIN_PATHS = ("host", "bounce", "bounce-async", "cufile")

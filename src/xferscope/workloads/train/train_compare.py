@@ -16,7 +16,7 @@ from typing import Any
 import msgspec
 
 from xferscope.errors import FormatError
-from xferscope.workloads.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
+from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
 #: AU this close (0-1) is level whatever the ranges
 LEVEL_AU = 0.02

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from xferscope.workloads.au import mean_au, percentile, utilisation
-from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
-from xferscope.workloads.records import num as _num
-from xferscope.workloads.train_spec import TrainSpec
+from xferscope.workloads.common.au import mean_au, percentile, utilisation
+from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
+from xferscope.workloads.common.records import num as _num
+from xferscope.workloads.train.train_spec import TrainSpec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

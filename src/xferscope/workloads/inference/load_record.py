@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from xferscope.workloads.load_shape import LoadShape
-from xferscope.workloads.load_spec import LoadSpec
-from xferscope.workloads.records import RunEnd, WorkloadResult, decode_as, run_end
-from xferscope.workloads.transfer import JobDone
+from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
+from xferscope.workloads.inference.load_shape import LoadShape
+from xferscope.workloads.inference.load_spec import LoadSpec
+from xferscope.workloads.inference.transfer import JobDone
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads import safetensors_format as st
-from xferscope.workloads.generated import GeneratedDir, check_fits, direct_works, parent_dir
-from xferscope.workloads.load_spec import DEFAULT_SPLIT, LoadSpec
-from xferscope.workloads.models import DTYPES, SAFETENSORS_DTYPES
-from xferscope.workloads.train_data import DataFile
-from xferscope.workloads.transfer import Job, Piece, place
+from xferscope.workloads.common.data_files import DataFile
+from xferscope.workloads.common.generated import GeneratedDir, check_fits, direct_works, parent_dir
+from xferscope.workloads.inference import safetensors_format as st
+from xferscope.workloads.inference.load_spec import DEFAULT_SPLIT, LoadSpec
+from xferscope.workloads.inference.models import DTYPES, SAFETENSORS_DTYPES
+from xferscope.workloads.inference.transfer import Job, Piece, place
 
 
 @dataclass
