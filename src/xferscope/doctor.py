@@ -569,14 +569,14 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
 PROBES = (check_buffer_set,)
 #: the checks that call NVML, CUDA or cuFile: they run in a process of their own (a crash there is a
 #: failed check naming the signal, and the checks after it still run)
-NATIVE_CHECKS = {
-    "check_driver": "NVIDIA driver",
-    "check_cuda_python": "cuda-python",
-    "check_cufile_library": "cuFile library",
-    "check_cufile_driver": "cuFile driver",
-    "check_registration": "cuFile registration",
-    "check_gpu_links": "PCIe links",
-    "check_buffer_set": "buffer set",  # the native core's reads: a crash there is a failed check too
+NATIVE_CHECKS: dict[Callable[[Facts], list[Check]], str] = {
+    check_driver: "NVIDIA driver",
+    check_cuda_python: "cuda-python",
+    check_cufile_library: "cuFile library",
+    check_cufile_driver: "cuFile driver",
+    check_registration: "cuFile registration",
+    check_gpu_links: "PCIe links",
+    check_buffer_set: "buffer set",  # the native core's reads: a crash there is a failed check too
 }
 
 
@@ -604,9 +604,9 @@ def native_facts(directory: str) -> Facts:
     )
 
 
-def native_check(name: str, facts: Facts) -> tuple[list[Check], Facts]:
+def native_check(check: Callable[[Facts], list[Check]], facts: Facts) -> tuple[list[Check], Facts]:
     """One of NATIVE_CHECKS, in the checks' own process: its checks and the facts it updated."""
-    return _run_one(globals()[name], facts), facts
+    return _run_one(check, facts), facts
 
 
 class _NativeSide:
@@ -671,8 +671,8 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: 
         for fn in CHECKS:
             if fn in PROBES and not probes:
                 continue
-            if fn.__name__ in NATIVE_CHECKS and globals().get(fn.__name__) is fn:
-                answer, failed = native.call(native_check, NATIVE_CHECKS[fn.__name__], fn.__name__, facts)
+            if fn in NATIVE_CHECKS:
+                answer, failed = native.call(native_check, NATIVE_CHECKS[fn], fn, facts)
                 if failed is not None:
                     checks.append(failed)
                     continue
