@@ -3,8 +3,8 @@
 
     python bench/mem_isolation.py [--rounds 5] [--seconds 1] [--buffer 256M] [--threads 1] [--json FILE]
 
-Since the memory engine runs in a child process (``xferscope.mem_runner.MemRun``), its figures must be
-those it gave in the calling process (``xferscope.engines.mem.MemSweep``). Each round measures, in an
+Since the memory engine runs in a child process (``xferscope.memory.runner.MemRun``), its figures must be
+those it gave in the calling process (``xferscope.memory.sweep.MemSweep``). Each round measures, in an
 order rotated from round to round:
   - in-process:   MemSweep, idle latency (default locality, no whole-buffer point) then peak read bandwidth;
   - in-process':  the same again (the A/A run: the noise floor of the ratio);
@@ -26,8 +26,8 @@ import subprocess
 import sys
 import time
 
-from xferscope.engines.mem import MemSpec, MemSweep
-from xferscope.mem_runner import MemRun
+from xferscope.memory.runner import MemRun
+from xferscope.memory.sweep import MemSpec, MemSweep
 from xferscope.units import parse_size
 from xferscope.verdict import RULE, paired_verdict
 

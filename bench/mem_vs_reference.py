@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from xferscope.engines.mem import MemSpec, MemSweep, allowed_cpus, llc_bytes
+from xferscope.memory.sweep import MemSpec, MemSweep, allowed_cpus, llc_bytes
 from xferscope.units import parse_size
 
 MIB_TO_MB = (1 << 20) / 1e6

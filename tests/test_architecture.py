@@ -137,10 +137,10 @@ def test_an_mlc_backend_that_reads_through_the_importer_again_breaks_the_layers(
     """The mlc text parser lived in importers/mlc.py, and the mlc engine imported it from there."""
     _move_back(
         package_copy,
-        "engines/mem_mlc.py",
-        "from xferscope.engines.mem_mlc_text import MlcParser",
+        "memory/mlc.py",
+        "from xferscope.memory.mlc_text import MlcParser",
         "from xferscope.importers.mlc import MlcParser",
     )
     proc = _lint_imports(package_copy / "pyproject.toml", package_copy / "src")
     assert proc.returncode != 0
-    assert "xferscope.engines is not allowed to import xferscope.importers" in proc.stdout, proc.stdout
+    assert "xferscope.memory is not allowed to import xferscope.importers" in proc.stdout, proc.stdout

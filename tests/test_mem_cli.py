@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from xferscope.engines.mem import CSV_COLUMNS, IDLE, MemPoint, MemSpec, MemSweep, sanity_warnings
+from xferscope.memory.sweep import CSV_COLUMNS, IDLE, MemPoint, MemSpec, MemSweep, sanity_warnings
 
 SMALL = ["--buffer", "32M", "--threads", "1"]
 
@@ -301,7 +301,7 @@ def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp
         total = 0.0
         for child in psutil.Process(proc.pid).children(recursive=True):
             with contextlib.suppress(psutil.Error):
-                if "mem_runner:serve" in " ".join(child.cmdline()):
+                if "memory.runner:serve" in " ".join(child.cmdline()):
                     times = child.cpu_times()
                     total += times.user + times.system
         return total
@@ -324,7 +324,7 @@ def test_ctrl_c_stops_within_a_second_and_prints_what_was_measured(two_cpus, tmp
 def test_the_command_module_imports_light():
     code = (
         "import sys, xferscope.commands.mem; "
-        "heavy = [m for m in ('textual', 'xferscope._memcore', 'xferscope.engines.mem') if m in sys.modules]; "
+        "heavy = [m for m in ('textual', 'xferscope._memcore', 'xferscope.memory.sweep') if m in sys.modules]; "
         "print(heavy)"
     )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "[]"

@@ -15,10 +15,10 @@ from test_engine_process import engine_children, gone, start_cli, wait_until
 from tui_helpers import memory_view, retype, screen_text, wait_for
 
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
-from xferscope.engines.mem import IDLE, MemSpec
 from xferscope.errors import SpecError
 from xferscope.isolation import target_name
-from xferscope.mem_runner import MemRun, serve
+from xferscope.memory.runner import MemRun, serve
+from xferscope.memory.sweep import IDLE, MemSpec
 from xferscope.runner import EngineDied
 
 #: a loaded sweep of many short points on small buffers, one load thread

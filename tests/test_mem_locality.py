@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from xferscope import _memcore
-from xferscope.engines.mem import MemSpec, busy_warning, point_from_windows
-from xferscope.engines.mem_machine import cache_levels, huge_pool, numa_topology, pages_obtained
-from xferscope.engines.mem_plan import curve_sizes, matrix_cells, resolve_plan
-from xferscope.engines.mem_result import CURVE, IDLE, MemPoint, cache_plateaus, rising_plateaus
-from xferscope.engines.mem_spec import locality_bytes, locality_label, normalise_locality
 from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.memory.machine import cache_levels, huge_pool, numa_topology, pages_obtained
+from xferscope.memory.plan import curve_sizes, matrix_cells, resolve_plan
+from xferscope.memory.result import CURVE, IDLE, MemPoint, cache_plateaus, rising_plateaus
+from xferscope.memory.spec import locality_bytes, locality_label, normalise_locality
+from xferscope.memory.sweep import MemSpec, busy_warning, point_from_windows
 
 PAGE = _memcore.PAGE_BYTES
 TWO_NODES_REAL = os.path.isdir("/sys/devices/system/node/node1")

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from xferscope import _memcore
-from xferscope.engines.mem import point_from_windows
+from xferscope.memory.sweep import point_from_windows
 
 # read:write lines at the memory controller, from MLC's documented traffic types
 MLC_RATIOS = {

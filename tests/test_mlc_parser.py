@@ -5,16 +5,16 @@ import json
 
 import pytest
 
-from xferscope.engines.mem import CSV_COLUMNS, MemSpec
-from xferscope.engines.mem_mlc import (
+from xferscope.errors import FormatError, SpecError
+from xferscope.importers.mlc import import_mlc, parse_mlc_output
+from xferscope.memory.mlc import (
     idle_latency_command,
     loaded_latency_command,
     matrix_commands,
     peak_bandwidth_command,
 )
-from xferscope.errors import FormatError, SpecError
-from xferscope.importers.mlc import import_mlc, parse_mlc_output
-from xferscope.mem_report import format_mlc_table
+from xferscope.memory.report import format_mlc_table
+from xferscope.memory.sweep import CSV_COLUMNS, MemSpec
 
 # A default `mlc` run as MLC prints it (tab-separated tables), with the warnings it prints
 # when it cannot reach the prefetcher MSRs, and sections we do not read.
@@ -228,8 +228,8 @@ def test_garbage_in_unknown_sections_is_skipped():
 
 
 def test_command_lines(monkeypatch):
-    for module in ("mem_spec", "mem_mlc"):
-        monkeypatch.setattr(f"xferscope.engines.{module}.allowed_cpus", lambda: tuple(range(16)))
+    for module in ("spec", "mlc"):
+        monkeypatch.setattr(f"xferscope.memory.{module}.allowed_cpus", lambda: tuple(range(16)))
     spec = MemSpec(
         traffic=("W6",),
         strides=(256,),

@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from test_mlc_parser import FULL_RUN
 
-from xferscope.engines.mem_mlc_text import parse_mlc_output
 from xferscope.errors import FormatError, XferscopeError
 from xferscope.importers import elbencho, fio, gdsio
+from xferscope.memory.mlc_text import parse_mlc_output
 from xferscope.profiles import fields as F
 from xferscope.profiles.toml_format import TOP_KEYS, parse_profile
 from xferscope.units import format_size, parse_duration, parse_size

@@ -50,7 +50,7 @@ def test_mypy_catches_a_none_where_a_number_is_due(tmp_path):
     """The scope is checked for real: a spec read as if validated, through an Optional field, is an error."""
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from xferscope.engines.mem_spec import MemSpec\n\n\n"
+        "from xferscope.memory.spec import MemSpec\n\n\n"
         "def seconds(spec: MemSpec) -> int:\n    return round(spec.point_seconds)\n"
     )
     proc = _tool("mypy", "--config-file", str(ROOT / "pyproject.toml"), "--cache-dir", str(tmp_path / "c"), str(bad))

@@ -33,9 +33,9 @@ from xferscope.app.messages import ResultsLoaded
 from xferscope.app.session import RunRecord
 from xferscope.app.setup_model import FormValues
 from xferscope.engines.base import LatencySummary, Sample
-from xferscope.engines.mem_mlc_text import parse_mlc_output
 from xferscope.export import result_from_dict
 from xferscope.importers import gdsio
+from xferscope.memory.mlc_text import parse_mlc_output
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 DATA = Path(__file__).parent / "data"

@@ -1,7 +1,7 @@
 """The parent's side of work in a child process: one driver for engine runs, memory sweeps and workloads.
 
-``ChildDriver(what, progress=..., on_progress=...)`` starts the process (``launch``: with cuFile's log where the
-path is a cuFile one, or a kept process of an earlier run) and a reader thread that sorts what the child sends
+``ChildDriver(what, progress=..., on_progress=...)`` starts the process (``launch``: with its environment and
+cuFile's log, or a kept process of an earlier run) and a reader thread that sorts what the child sends
 (``child_messages``):
 
 * the kinds given as ``progress`` (samples, points, ticks) go to ``on_progress`` as they come;
@@ -42,6 +42,31 @@ _GONE = object()
 TAIL_LINES = 12
 
 
+class EngineDied(ChildDied):
+    """An engine's process died (a signal) or left without its result. ``result``: what it measured until then
+    (None when it died before its timed region); ``detail``: its last words."""
+
+    def __init__(self, path: str, how: str, signal_name: str | None, when: str, detail: list[str]):
+        self.path, self.when, self.detail = path, when, list(detail)
+        self.result: Any = None
+        verb = f"died by {how}" if signal_name else f"ended with {how}"
+        ChildDied.__init__(
+            self, f"{path} engine", how, signal_name, detail, message=f"{path}: the engine process {verb} {when}"
+        )
+
+
+def _tail(path: str, lines: int) -> list[str]:
+    """The last non-empty lines of a log file (of its last 64 KiB)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - (64 << 10)))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
+
+
 class ChildDriver:
     def __init__(
         self,
@@ -79,23 +104,18 @@ class ChildDriver:
         self,
         target: Callable[[Channel], Any],
         *,
-        path: str = "",
+        env: dict[str, str] | None = None,
+        log: str | None = None,
         thread_death_signal: bool = True,
         kept: tuple[Child, str | None] | None = None,
     ) -> Child:
-        """Start the process running ``target`` (or adopt ``kept``, a process and its cuFile log), and its reader
-        (first: a Ctrl-C from here on finds a reader to hear the child's ``Closed``)."""
+        """Start the process running ``target`` with ``env`` (or adopt ``kept``, a process and its log), and its
+        reader (first: a Ctrl-C from here on finds a reader to hear the child's ``Closed``). ``log``: cuFile's log
+        of the process, a file of ours guarded by the janitor, removed with the process."""
         if kept is not None:
             self.child, self.log = kept
         else:
-            env = None
-            if path.startswith("cufile"):
-                from xferscope.engines import cufile_driver
-
-                extra, self.log = cufile_driver.log_for_child()
-                if self.log:  # removed with the process that writes to it (close, or the pool's end)
-                    janitor.guard(self.log)
-                env = {**os.environ, **extra} if extra else None
+            self.log = log
             self.child = Child(target, what=self.what, env=env, thread_death_signal=thread_death_signal)
         self.reader = threading.Thread(target=self._read, name=f"xferscope-child-{self.child.pid}", daemon=True)
         self.reader.start()
@@ -175,9 +195,7 @@ class ChildDriver:
             if tail:
                 out += ["engine process stderr (last lines):"] + ["  " + ln for ln in tail]
         if self.log:
-            from xferscope.engines import cufile_driver
-
-            tail = cufile_driver.log_tail(self.log, lines)
+            tail = _tail(self.log, lines)
             if tail:
                 out += [f"cuFile log {self.log} (last lines):"] + ["  " + ln for ln in tail]
         return out

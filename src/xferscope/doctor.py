@@ -613,14 +613,11 @@ class _NativeSide:
     """The process the native checks run in; after a crash, a fresh one for the next check."""
 
     def __init__(self) -> None:
-        from xferscope import janitor
         from xferscope.engines import cufile_driver
         from xferscope.isolation import Worker
 
-        extra, self.log = cufile_driver.log_for_child()
-        if self.log:
-            janitor.guard(self.log)
-        self.worker = Worker("doctor's GPU checks", env={**os.environ, **extra} if extra else None)
+        env, self.log = cufile_driver.child_env("cufile")
+        self.worker = Worker("doctor's GPU checks", env=env)
 
     def call(self, fn: Callable[..., Any], what: str, *args):
         """(value, None), or (None, a failed Check naming the signal) when its process died."""

@@ -29,12 +29,12 @@ from typing import Any, TypeVar
 
 from xferscope import engine_pool, janitor
 from xferscope import target as targets
-from xferscope.child_driver import ChildDriver
+from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Ended, Start
 from xferscope.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
-from xferscope.isolation import Child, ChildDied, error_from_wire
+from xferscope.isolation import Child, error_from_wire
 from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
 
@@ -45,19 +45,6 @@ CLOSE_TIMEOUT_S = STOP_GRACE_S + 60.0
 
 #: cuFile's mode probe per block device, learnt by earlier runs of this process (see cufile_driver)
 _cufile_probes: dict[int, str | None] = {}
-
-
-class EngineDied(ChildDied):
-    """The engine's process died (a signal) or left without its result. ``result``: what it measured
-    until then (None when it died before its timed region); ``detail``: its last words."""
-
-    def __init__(self, path: str, how: str, signal_name: str | None, when: str, detail: list[str]):
-        self.path, self.when, self.detail = path, when, list(detail)
-        self.result: RunResult | None = None
-        verb = f"died by {how}" if signal_name else f"ended with {how}"
-        ChildDied.__init__(
-            self, f"{path} engine", how, signal_name, detail, message=f"{path}: the engine process {verb} {when}"
-        )
 
 
 class EngineView:
@@ -144,7 +131,13 @@ class Run(SampleFeed):
         """The engine's process (one kept from an earlier run of this command, with what it has opened, or a
         new one), its reader, then its job."""
         kept = engine_pool.take(self.spec.path) if engine_pool.keeping() else None
-        self._driver.launch(serve, path=self.spec.path, kept=kept)
+        if kept is not None:
+            self._driver.launch(serve, kept=kept)
+        else:
+            from xferscope.engines import cufile_driver  # imported here: at the top it would slow every command's start
+
+            env, log = cufile_driver.child_env(self.spec.path)
+            self._driver.launch(serve, env=env, log=log)
         self._driver.send_job(EngineJob(self.spec, self._gpu_telemetry, dict(_cufile_probes)))
 
     def _sampled(self, message: Sampled) -> None:

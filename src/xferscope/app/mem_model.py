@@ -1,6 +1,6 @@
 """The memory-sweep form and the tables beside the chart (MLC's loaded-latency rows, the max-bandwidth table,
 the cache-level curve with its cache sizes, the NUMA matrix, several results side by side), without Textual.
-Needs ``xferscope.engines.mem``."""
+Needs ``xferscope.memory.sweep``."""
 
 from __future__ import annotations
 
@@ -43,11 +43,11 @@ class MemFormValues:
 
     @classmethod
     def from_spec(cls, spec) -> MemFormValues:
-        from xferscope.engines.mem import DEFAULT_DELAYS
+        from xferscope.memory.sweep import DEFAULT_DELAYS
 
         size = spec.max_size if spec.mode == "curve" else spec.buffer_bytes
         locality = spec.locality if not spec.locality.isdigit() else format_size(int(spec.locality))
-        from xferscope.engines.mem_spec import PEAK_TRAFFIC
+        from xferscope.memory.spec import PEAK_TRAFFIC
 
         default = PEAK_TRAFFIC if spec.mode == "peak" else ("R",)
         traffic = "" if tuple(spec.traffic) == default else ",".join(spec.traffic)
@@ -66,7 +66,7 @@ class MemFormValues:
 
 def build_mem_spec(values: MemFormValues):
     """A validated MemSpec; SpecError names the field."""
-    from xferscope.engines.mem import DEFAULT_DELAYS, MemSpec, parse_int_list
+    from xferscope.memory.sweep import DEFAULT_DELAYS, MemSpec, parse_int_list
 
     try:
         seconds = parse_duration(values.seconds)
@@ -111,7 +111,7 @@ def mlc_row(point) -> tuple[str, str, str]:
 
 def peak_rows(points) -> list[tuple[str, str]]:
     """The max-bandwidth table: MLC's label of each traffic type and its MB/s."""
-    from xferscope.mem_report import TRAFFIC_LABELS
+    from xferscope.memory.report import TRAFFIC_LABELS
 
     return [
         (TRAFFIC_LABELS.get(p.traffic, p.traffic), f"{p.bandwidth_mb_s:.1f}")
@@ -144,7 +144,7 @@ def curve_rows(points, caches) -> list[tuple[str, str, str]]:
 
 def matrix_rows(points) -> tuple[list[str], list[tuple[str, ...]]]:
     """The NUMA matrix: headers (memory nodes), then latency rows and read-bandwidth rows per CPU node."""
-    from xferscope.engines.mem import MemResult
+    from xferscope.memory.sweep import MemResult
 
     matrix = MemResult(points=list(points)).matrix()
     if not matrix:
@@ -159,8 +159,8 @@ def matrix_rows(points) -> tuple[list[str], list[tuple[str, ...]]]:
 
 def idle_note(points) -> str:
     """'idle latency 185.8 ns (64-page locality; whole-buffer 655.3 ns)' from the idle points so far."""
-    from xferscope.engines.mem import IDLE
-    from xferscope.engines.mem_spec import locality_text
+    from xferscope.memory.spec import locality_text
+    from xferscope.memory.sweep import IDLE
 
     idle = [p for p in points if p.traffic == IDLE and p.cpu_node is None and p.latency_ns is not None]
     if not idle:

@@ -103,7 +103,7 @@ class ResultsLoaded(Message):
 
 @dataclass
 class MemPointMeasured(Message, bubble=False):
-    """One point of a memory sweep (``xferscope.engines.mem.MemPoint``), as soon as it is measured."""
+    """One point of a memory sweep (``xferscope.memory.sweep.MemPoint``), as soon as it is measured."""
 
     point: object
 

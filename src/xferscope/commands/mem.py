@@ -156,8 +156,8 @@ def build_spec(
     sysfs="/sys",
 ):
     """The MemSpec for these options, validated; errors name the option and the fix."""
-    from xferscope.engines.mem import DEFAULT_DELAYS, MemSpec, parse_cpu_list, parse_int_list
     from xferscope.errors import SpecError
+    from xferscope.memory.sweep import DEFAULT_DELAYS, MemSpec, parse_cpu_list, parse_int_list
     from xferscope.units import parse_duration, parse_size
 
     try:
@@ -199,7 +199,7 @@ def run_mem(*, fmt: str, json_out: str | None, csv_out: str | None, plot: str | 
     import sys
 
     from xferscope.errors import ExitCode, RunFailed, SpecError
-    from xferscope.mem_runner import MemRun
+    from xferscope.memory.runner import MemRun
     from xferscope.output.files import check_outputs
     from xferscope.output.mem import emit_mem
 

@@ -14,7 +14,7 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     from xferscope import records
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
-    from xferscope.mem_report import format_side_by_side, side_by_side
+    from xferscope.memory.report import format_side_by_side, side_by_side
     from xferscope.output.files import Output, show_then_write
     from xferscope.report import print_table, terminal_width, text_table
 
@@ -53,7 +53,7 @@ def points_csv(results) -> str:
     import csv
     import io
 
-    from xferscope.engines.mem_result import CSV_COLUMNS
+    from xferscope.memory.result import CSV_COLUMNS
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")

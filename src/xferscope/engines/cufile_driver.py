@@ -105,6 +105,20 @@ def log_for_child() -> tuple[dict[str, str], str | None]:
     return {LOG_ENV: path}, path
 
 
+def child_env(path: str) -> tuple[dict[str, str] | None, str | None]:
+    """The environment of a child process that runs ``path``, and its cuFile log: for a cuFile path, a file of
+    ours (guarded by the janitor until the caller removes it and releases it) that outlives the child; (None,
+    None) for other paths, and (None, None) too when the user chose the log file."""
+    if not path.startswith("cufile"):
+        return None, None
+    from xferscope import janitor
+
+    extra, log = log_for_child()
+    if log:
+        janitor.guard(log)
+    return ({**os.environ, **extra} if extra else None), log
+
+
 @contextlib.contextmanager
 def child_log_env() -> Iterator[dict[str, str] | None]:
     """The environment for a child process whose cuFile log goes to a file of ours, removed when the

@@ -1,13 +1,13 @@
 """Intel MLC's saved text output as a ``MemResult`` (backend "mlc"), read with the parser the mlc backend
-uses (``xferscope.engines.mem_mlc_text``), and memory results read back from any file that holds them.
+uses (``xferscope.memory.mlc_text``), and memory results read back from any file that holds them.
 """
 
 from __future__ import annotations
 
 from xferscope import records
-from xferscope.engines.mem_mlc_text import parse_mlc_output
-from xferscope.engines.mem_result import MemResult
 from xferscope.errors import FormatError
+from xferscope.memory.mlc_text import parse_mlc_output
+from xferscope.memory.result import MemResult
 
 __all__ = ["import_mlc", "parse_mlc_output", "read_mem_results"]
 
@@ -34,8 +34,8 @@ def import_mlc(path: str) -> MemResult:
 def read_mem_results(path: str) -> list[MemResult]:
     """Memory results from ``path``: JSON written by ``mem --json`` or ``import mlc --json`` (one result or a list),
     or mlc's own text."""
-    from xferscope.engines.mem_result import is_mem_result, result_from_record
     from xferscope.export import read_json
+    from xferscope.memory.result import is_mem_result, result_from_record
 
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:

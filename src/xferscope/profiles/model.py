@@ -185,7 +185,7 @@ def point_identity(spec) -> dict[str, Any]:
 
 
 def _mem_spec(values: dict[str, Any], seconds: float | None):
-    from xferscope.engines.mem import MemSpec
+    from xferscope.memory.sweep import MemSpec
 
     kwargs: dict[str, Any] = {"point_seconds": seconds}
     renames = {"stride": "strides", "buffer": "buffer_bytes", "mlc": "mlc_path"}

@@ -214,7 +214,7 @@ class Sweep:
         return result.status, result_to_dict(result)
 
     def _measure_mem(self, point: SweepPoint) -> tuple[str, dict]:
-        from xferscope.mem_runner import MemRun
+        from xferscope.memory.runner import MemRun
 
         sweep = MemRun(point.spec)
         self._current = sweep

@@ -33,8 +33,8 @@ from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFin
 from xferscope.app.screens.view import ConsoleScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.title import title_text
-from xferscope.engines.mem import CURVE, IDLE
 from xferscope.errors import XferscopeError
+from xferscope.memory.sweep import CURVE, IDLE
 from xferscope.safe_write import write_output
 
 #: (control id, label, width, placeholder) of the typed fields
@@ -197,7 +197,7 @@ class MemoryScreen(ConsoleScreen):
 
     @work(exclusive=True, group="memory", exit_on_error=False)
     async def _run(self, specs: list) -> None:
-        from xferscope.mem_runner import MemRun
+        from xferscope.memory.runner import MemRun
 
         for spec in specs:
             if self.state != "running":
@@ -248,7 +248,7 @@ class MemoryScreen(ConsoleScreen):
         table.clear(columns=True)
         panel.styles.width = TABLE_WIDTH["side" if self.side_by_side and self.results else self._table_kind()]
         if self.side_by_side and self.results:
-            from xferscope.mem_report import side_by_side
+            from xferscope.memory.report import side_by_side
 
             headers, rows = side_by_side(self.results)
             table.add_columns("", *(f"{i + 1} {h}" for i, h in enumerate(headers[1:])))
@@ -330,7 +330,7 @@ class MemoryScreen(ConsoleScreen):
         if message.result.cancelled:
             self.state = "cancelled"
             self._title()
-        from xferscope.mem_report import pages_text
+        from xferscope.memory.report import pages_text
 
         result = message.result
         notes = [idle_note(result.points)] if result.idle_points else []
@@ -431,7 +431,7 @@ class MemoryScreen(ConsoleScreen):
     # ---------------------------------------------------------------- export
     def export_csv(self, directory: str) -> str:
         """The points measured so far, one row each (``xferscope mem --csv`` columns)."""
-        from xferscope.engines.mem import MemResult, csv_text
+        from xferscope.memory.sweep import MemResult, csv_text
 
         if not self.points:
             raise XferscopeError("no memory points measured yet: start a sweep (r) first")

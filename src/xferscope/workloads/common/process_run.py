@@ -60,7 +60,10 @@ class WorkloadChild:
             d.stop()
         closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
         try:
-            d.launch(self.target, path=self.path)
+            from xferscope.engines import cufile_driver  # imported here: at the top it would slow every command's start
+
+            env, log = cufile_driver.child_env(self.path)
+            d.launch(self.target, env=env, log=log)
             out = self._drive(d, job)
             closing_s = STOP_GRACE_S
             return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from xferscope.engines.mem_result import (
+from xferscope.memory.result import (
     IDLE,
     WHOLE_BUFFER,
     MemPoint,
@@ -19,7 +19,7 @@ from xferscope.engines.mem_result import (
     result_json,
     rising_plateaus,
 )
-from xferscope.engines.mem_spec import PAGE_SIZE_TEXT, locality_text
+from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
 from xferscope.units import format_size
 
 TRAFFIC_LABELS = {
@@ -308,8 +308,10 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
             values = []
             for m in matrices:
                 grid = m.get(key)
-                ok = grid and i in m["cpu_nodes"] and j in m["mem_nodes"]
-                values.append(_f(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt) if ok else "")
+                if grid and i in m["cpu_nodes"] and j in m["mem_nodes"]:
+                    values.append(_f(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt))
+                else:
+                    values.append("")
             add(f"node {i}->{j} {name}", values)
     plateaus = [
         {x["level"]: x["latency_ns"] for x in cache_plateaus(r.cache_curve, r.environment.get("caches") or [])}
@@ -321,8 +323,8 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     curves: dict[tuple, list[list[MemPoint]]] = {}
     for k, r in enumerate(results):
         for run in _series(r.loaded_points):
-            key = (run[0].traffic, run[0].stride)
-            curves.setdefault(key, [[] for _ in results])[k] = run
+            series = (run[0].traffic, run[0].stride)
+            curves.setdefault(series, [[] for _ in results])[k] = run
     for (traffic, stride), runs in curves.items():
         for which, label in ((0, "first"), (-1, "last")):
             add(

@@ -7,8 +7,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from xferscope.engines.mem_machine import BASE_PAGE, SYSFS, allowed_cpus, format_cpu_list
 from xferscope.errors import SpecError
+from xferscope.memory.machine import BASE_PAGE, SYSFS, allowed_cpus, format_cpu_list
 from xferscope.units import format_size, parse_size
 
 MODES = ("idle", "loaded", "peak", "curve", "matrix")

@@ -1,7 +1,7 @@
 """A memory sweep with its engine in a process of its own: a crash there is a failed sweep here.
 
 ``MemRun(spec)`` is what ``xferscope mem``, the console's Memory view and sweeps use.
-It offers what ``xferscope.engines.mem.MemSweep`` offers (iterate it, or ``async for``;
+It offers what ``xferscope.memory.sweep.MemSweep`` offers (iterate it, or ``async for``;
 ``run``, ``cancel``, ``result``, ``expected_points``), while the sweep itself, and the
 native core ``_memcore`` it drives, run in a child (``serve``: the one child host of
 ``xferscope.child_host``), driven from here by ``xferscope.child_driver``, as the I/O
@@ -32,11 +32,10 @@ from typing import Any
 import msgspec
 
 from xferscope import child_host
-from xferscope.child_driver import ChildDriver
+from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Start
-from xferscope.engines.mem import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
 from xferscope.isolation import Channel, error_from_wire
-from xferscope.runner import EngineDied
+from xferscope.memory.sweep import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
 
 
 class SweepReady(msgspec.Struct, frozen=True):

@@ -1,6 +1,6 @@
 """The ``mlc`` backend of memory sweeps: Intel's Memory Latency Checker binary, run for a ``MemSpec``.
 
-Its output is read by ``xferscope.engines.mem_mlc_text`` (the same parser as ``import mlc``),
+Its output is read by ``xferscope.memory.mlc_text`` (the same parser as ``import mlc``),
 so an mlc run and a saved mlc output give the same ``MemResult``. The modes map to
 mlc's: idle ``--idle_latency``, loaded ``--loaded_latency``, peak ``--max_bandwidth``,
 matrix ``--latency_matrix`` and ``--bandwidth_matrix``, curve ``--idle_latency -b``
@@ -18,12 +18,12 @@ import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
-from xferscope.engines.mem_machine import allowed_cpus, format_cpu_list, llc_bytes
-from xferscope.engines.mem_mlc_text import MlcParser
-from xferscope.engines.mem_plan import curve_sizes_for
-from xferscope.engines.mem_result import CURVE, IDLE, MemPoint
-from xferscope.engines.mem_spec import DEFAULT_DELAYS, WHOLE, MemSpec
 from xferscope.errors import EngineUnavailable, RunFailed
+from xferscope.memory.machine import allowed_cpus, format_cpu_list, llc_bytes
+from xferscope.memory.mlc_text import MlcParser
+from xferscope.memory.plan import curve_sizes_for
+from xferscope.memory.result import CURVE, IDLE, MemPoint
+from xferscope.memory.spec import DEFAULT_DELAYS, WHOLE, MemSpec
 
 MLC_URL = "https://www.intel.com/content/www/us/en/developer/articles/tool/intelr-memory-latency-checker.html"
 

@@ -15,8 +15,8 @@ from typing import Any, cast
 import msgspec
 
 from xferscope import records
-from xferscope.engines.mem_spec import MemSpec
 from xferscope.errors import FormatError
+from xferscope.memory.spec import MemSpec
 from xferscope.units import format_size
 
 CSV_COLUMNS = (

@@ -5,7 +5,7 @@ A ``MemSpec`` says what to measure; ``MemSweep(spec)`` measures it and streams o
 is measured, through a blocking iterator or ``async for``; ``cancel()`` stops it
 within a second. The built-in backend runs the native core ``xferscope._memcore``
 (pinned threads, GIL released); the ``mlc`` backend runs Intel's binary
-(``xferscope.engines.mem_mlc``). Both give the same ``MemResult``.
+(``xferscope.memory.mlc``). Both give the same ``MemResult``.
 
 The family: ``mem_machine`` (what sysfs and procfs say), ``mem_spec`` (what to
 measure), ``mem_plan`` (the spec on this machine), ``mem_result`` (points, results,
@@ -28,7 +28,8 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from xferscope.engines.mem_machine import (
+from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.memory.machine import (
     BASE_PAGE,
     allowed_cpus,
     cache_levels,
@@ -41,7 +42,7 @@ from xferscope.engines.mem_machine import (
     thp_coverage,
     thp_mode,
 )
-from xferscope.engines.mem_plan import (
+from xferscope.memory.plan import (
     HUGETLB_PAGE,
     MatrixCell,
     MemPlan,
@@ -49,7 +50,7 @@ from xferscope.engines.mem_plan import (
     curve_sizes_for,
     resolve_plan,
 )
-from xferscope.engines.mem_result import (
+from xferscope.memory.result import (
     CSV_COLUMNS,
     CURVE,
     IDLE,
@@ -61,7 +62,7 @@ from xferscope.engines.mem_result import (
     result_json,
     sanity_warnings,
 )
-from xferscope.engines.mem_spec import (
+from xferscope.memory.spec import (
     BACKENDS,
     BUILTIN_TRAFFIC,
     DEFAULT_DELAYS,
@@ -72,7 +73,6 @@ from xferscope.engines.mem_spec import (
     locality_label,
     parse_int_list,
 )
-from xferscope.errors import EnvironmentProblem, RunFailed
 
 # ------------------------------------------------------- from windows to points
 
@@ -213,7 +213,7 @@ class MemSweep(PointStream):
         self._lock = threading.Lock()
         self._used = False
         if self.spec.backend == "mlc":
-            from xferscope.engines.mem_mlc import find_mlc
+            from xferscope.memory.mlc import find_mlc
 
             self._mlc_path = find_mlc(self.spec.mlc_path)
         else:
@@ -293,7 +293,7 @@ class MemSweep(PointStream):
         finish_result(self.result, cancelled=self._cancel.is_set())
 
     def _produce_mlc(self) -> Iterator[MemPoint]:
-        from xferscope.engines.mem_mlc import MlcRunner
+        from xferscope.memory.mlc import MlcRunner
 
         runner = MlcRunner(self.spec, self._mlc_path)
         cpu = self.spec.latency_cpu if self.spec.latency_cpu is not None else allowed_cpus()[0]

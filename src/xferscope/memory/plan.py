@@ -6,7 +6,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from xferscope.engines.mem_machine import (
+from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.memory.machine import (
     CacheLevel,
     NumaNode,
     allowed_cpus,
@@ -16,8 +17,7 @@ from xferscope.engines.mem_machine import (
     huge_pool,
     numa_topology,
 )
-from xferscope.engines.mem_spec import GIB, HUGE_PAGE, MIB, PAGE_SIZE_TEXT, MemSpec, locality_bytes
-from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.memory.spec import GIB, HUGE_PAGE, MIB, PAGE_SIZE_TEXT, MemSpec, locality_bytes
 
 HUGETLB_PAGE = {"2m": 2 * MIB, "1g": GIB}
 CURVE_MIN = 4 << 10  # the curve starts at 4 KiB, like lmbench's lat_mem_rd

@@ -1,5 +1,5 @@
 """Intel MLC's text output as a ``MemResult`` (backend "mlc"): the parser the mlc backend
-(``xferscope.engines.mem_mlc``) reads mlc's output with, line by line as it comes, and
+(``xferscope.memory.mlc``) reads mlc's output with, line by line as it comes, and
 ``xferscope import mlc`` (``xferscope.importers.mlc``) reads a saved copy with.
 
 ``parse_mlc_output`` reads what ``mlc`` prints (or a saved copy: tabs or spaces,
@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import re
 
-from xferscope.engines.mem_result import IDLE, MemPoint, MemResult, sanity_warnings
 from xferscope.errors import FormatError
+from xferscope.memory.result import IDLE, MemPoint, MemResult, sanity_warnings
 
 # MLC's peak-injection labels and the traffic types they are.
 PEAK_LABELS = {
