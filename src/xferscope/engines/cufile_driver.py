@@ -139,18 +139,6 @@ def child_log_env() -> Iterator[dict[str, str] | None]:
         janitor.release(path)
 
 
-def log_tail(path: str, lines: int = 12) -> list[str]:
-    """The last non-empty lines of a cuFile log file."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - (64 << 10)))
-            text = fh.read().decode(errors="replace")
-    except OSError:
-        return []
-    return [ln.rstrip() for ln in text.splitlines() if ln.strip()][-lines:]
-
-
 def module():
     """``cuda.bindings.cufile``, imported after the log path is set (ImportError when absent)."""
     log()
