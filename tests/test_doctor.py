@@ -10,6 +10,7 @@ import re
 import pytest
 
 from xferscope import doctor
+from xferscope.doctor import checks as doctor_checks
 
 
 def by_name(report, name):
@@ -139,7 +140,7 @@ def test_a_broken_check_is_reported_and_the_rest_still_run(no_gpu, tmp_path, mon
     def broken(facts):
         raise OSError("sysfs went away")
 
-    monkeypatch.setattr(doctor, "CHECKS", (broken,) + doctor.CHECKS)
+    monkeypatch.setattr(doctor.run, "CHECKS", (broken,) + doctor_checks.CHECKS)
     report = doctor.run_checks(str(tmp_path), probes=False)
     assert report["checks"][0]["status"] == "warn" and "sysfs went away" in report["checks"][0]["detail"]
     assert len(report["checks"]) > 5
@@ -171,16 +172,16 @@ def test_queue_limits_say_which_reads_are_split_by_the_pages_of_the_buffer(tmp_p
 
     root = tmp_path / "sys"
     fake_queue(root, tmp_path, segments=128, segment=64 << 10, sectors_kb=1280, partition=partition)
-    monkeypatch.setattr(doctor, "SYSFS", str(root))
+    monkeypatch.setattr(doctor_checks, "SYSFS", str(root))
     monkeypatch.setattr(host, "thp_mode", lambda: "madvise")
-    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    (check,) = doctor_checks.check_queue_limits(doctor_checks.Facts(str(tmp_path), []))
     assert check.status == "ok"
     assert check.detail == (
         "vdz: 128 segments a request (64 KiB each), at most 1280 KiB a request: a read over 512 KiB into 4 KiB "
         "pages is split here; into 2 MiB pages one request holds 1280 KiB. xferscope's buffers are on 2 MiB pages"
     )
     monkeypatch.setattr(host, "thp_mode", lambda: "never")
-    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    (check,) = doctor_checks.check_queue_limits(doctor_checks.Facts(str(tmp_path), []))
     assert check.status == "warn" and "4 KiB pages here" in check.detail and "echo madvise" in check.fix
 
 
@@ -189,11 +190,11 @@ def test_queue_limits_where_pages_make_no_difference(tmp_path, monkeypatch):
         pytest.skip("the temporary directory is not on a block device here")
     root = tmp_path / "sys"
     fake_queue(root, tmp_path, segments=256, segment=4096, sectors_kb=512)
-    monkeypatch.setattr(doctor, "SYSFS", str(root))
-    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    monkeypatch.setattr(doctor_checks, "SYSFS", str(root))
+    (check,) = doctor_checks.check_queue_limits(doctor_checks.Facts(str(tmp_path), []))
     assert check.status == "ok" and "the pages of a buffer make no difference here" in check.detail
-    monkeypatch.setattr(doctor, "SYSFS", str(tmp_path / "nothing"))
-    (check,) = doctor.check_queue_limits(doctor.Facts(str(tmp_path), []))
+    monkeypatch.setattr(doctor_checks, "SYSFS", str(tmp_path / "nothing"))
+    (check,) = doctor_checks.check_queue_limits(doctor_checks.Facts(str(tmp_path), []))
     assert check.status == "ok" and "no block device queue" in check.detail
 
 
@@ -223,7 +224,7 @@ def test_the_buffer_set_probe_reads_into_each_set_and_gives_its_ratio(cli, direc
 def test_the_probe_reads_into_the_buffers_it_names(direct_dir):
     """Each set is measured by the host engine reading into that many buffers a worker in turn: one run per set
     and round, its read time and MiB/s from the engine's own counters."""
-    from xferscope import buffer_probe
+    from xferscope.doctor import buffer_probe
 
     probe = buffer_probe.measure(str(direct_dir), rounds=1, seconds=0.1)
     assert set(probe.read_us) == set(buffer_probe.SETS) and probe.rounds == 1
