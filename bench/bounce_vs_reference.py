@@ -12,7 +12,7 @@ bounce buffers on 2 MiB huge pages where the kernel offers them):
                      (cuMemHostAlloc), cuMemcpyHtoDAsync, cuStreamSynchronize, in a tight Python loop
 
 Per block size and worker count: each variant's median MiB/s with its spread, and paired verdicts
-(xferscope.verdict: the median of the per-round ratios, min-max, faster/slower only when every round agrees):
+(xferscope.compare.verdict: the median of the per-round ratios, min-max, faster/slower only when every round agrees):
 
   bounce-async / host             goal >= 0.97 (PCIe is not the bottleneck on these disks)
   bounce-async / bounce           goal: not slower, at every block size
@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.units import format_size, parse_size
 
@@ -125,7 +125,7 @@ def reference(file: str, size: int, bs: int, workers: int, seconds: float) -> fl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xferscope.verdict import RULE, paired_verdict
+    from xferscope.compare.verdict import RULE, paired_verdict
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=".")

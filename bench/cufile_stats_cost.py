@@ -25,8 +25,8 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
+from xferscope.compare.verdict import RULE, paired_verdict
 from xferscope.engines.cufile_driver import config_path, read_config
-from xferscope.verdict import RULE, paired_verdict
 
 
 def config_with_stats(level: int, directory: str) -> str:

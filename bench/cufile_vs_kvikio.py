@@ -19,7 +19,7 @@ Variants, run in an order rotated from round to round:
                      (xferscope's default, as gdsio; KvikIO's buffer registered by hand)
 
 Per block size and thread count: each variant's median MiB/s with its spread, and paired verdicts
-(xferscope.verdict: the median of the per-round ratios, min-max, faster/slower only when every round
+(xferscope.compare.verdict: the median of the per-round ratios, min-max, faster/slower only when every round
 agrees) for xferscope/kvikio (like with like, goal >= 0.98), xferscope_split/kvikio_default (goal >= 0.98),
 xferscope/kvikio_default (goal >= 0.98 at 1M) and kvikio_aa/kvikio.
 
@@ -39,7 +39,7 @@ import time
 
 os.environ["KVIKIO_COMPAT_MODE"] = "OFF"  # before kvikio is imported: through cuFile, as xferscope
 
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.units import format_size, parse_size
 
@@ -155,7 +155,7 @@ RATIOS = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    from xferscope.verdict import RULE, paired_verdict
+    from xferscope.compare.verdict import RULE, paired_verdict
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default=".", help="directory for the test file (a filesystem cuFile registers)")

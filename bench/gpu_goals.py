@@ -142,7 +142,7 @@ def ratio_text(entry: dict) -> str:
 
 
 def paired(data: dict, other: str, base: str):
-    from xferscope.verdict import paired_verdict
+    from xferscope.compare.verdict import paired_verdict
 
     paths = by_label(data)
     return paired_verdict(paths[base]["rounds"], paths[other]["rounds"])

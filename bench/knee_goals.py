@@ -1,4 +1,4 @@
-"""The knee search's goals on a stand-in storage with a known curve (``xferscope._standin.ConcurrencyCurve``):
+"""The knee search's goals on a stand-in storage with a known curve (``xferscope.compare.standin.ConcurrencyCurve``):
 throughput in proportion to the I/Os in flight up to the knee, then flat, each run off by a uniform ±15%.
 
     python bench/knee_goals.py [--noise 0.15] [--searches 20]
@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from xferscope._standin import ConcurrencyCurve
+from xferscope.compare.standin import ConcurrencyCurve
 from xferscope.saturate.search import KneeSearch
 
 #: (name, knee in flight, the search's limits)

@@ -11,7 +11,7 @@ order rotated from round to round:
   - isolated:     MemRun, the same two sweeps.
 Each figure is the engine's own (the median of its windows). Printed per round, then each ratio
 (isolated/in-process and in-process'/in-process, paired within a round) as the median with its range
-(min-max) and the verdict rule of ``xferscope.verdict`` (bandwidth: higher is better; latency: its
+(min-max) and the verdict rule of ``xferscope.compare.verdict`` (bandwidth: higher is better; latency: its
 inverse). The load average and the busiest processes are printed before and after: on a busy machine
 the figures move with the neighbours.
 """
@@ -26,10 +26,10 @@ import subprocess
 import sys
 import time
 
+from xferscope.compare.verdict import RULE, paired_verdict
 from xferscope.memory.runner import MemRun
 from xferscope.memory.sweep import MemSpec, MemSweep
 from xferscope.units import parse_size
-from xferscope.verdict import RULE, paired_verdict
 
 KINDS = ("in-process", "in-process'", "isolated")
 

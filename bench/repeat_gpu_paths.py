@@ -34,7 +34,7 @@ import time
 
 import psutil
 
-ENGINE = "xferscope.engine_process:serve"
+ENGINE = "xferscope.run.engine_process:serve"
 
 
 def gpu_memory_mib() -> float | None:

@@ -87,7 +87,7 @@ def run_mib_s(args, data_file: str, bs: int, workers: int, depth: int) -> float:
 
 def confirm(args, data_file: str, bs: int, mine: tuple[int, int], theirs: tuple[int, int]):
     """The search's plateau point against the grid's best, in interleaved rounds (order rotated)."""
-    from xferscope.verdict import paired_verdict
+    from xferscope.compare.verdict import paired_verdict
 
     plateau, grid_best = [], []
     for round_no in range(args.confirm_rounds):

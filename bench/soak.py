@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import psutil
 
-ENGINE = "xferscope.engine_process:serve"
+ENGINE = "xferscope.run.engine_process:serve"
 GPU_PATHS = ("bounce", "bounce-async", "cufile", "cufile-batch", "cufile-async")
 SOCKET = f"xferscope-soak-{os.getpid()}"
 MIB = float(1 << 20)

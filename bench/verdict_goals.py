@@ -1,5 +1,5 @@
 """The verdict rule's goals on the CPU machine: `compare --rounds auto` (its own loop, `run_comparison`) with a
-stand-in engine whose throughput follows a known distribution (`xferscope._standin`), many invocations per case.
+stand-in engine whose throughput follows a known distribution (`xferscope.compare.standin`), many invocations per case.
 
     python bench/verdict_goals.py [--spreads 0.03,0.065] [--triples 100] [--margin 0.05] [--dir /var/tmp]
 
@@ -20,11 +20,12 @@ import math
 import statistics
 import tempfile
 
-from xferscope import _standin, runner
 from xferscope.commands.compare import run_comparison
-from xferscope.rounds import Comparison
+from xferscope.compare import standin as _standin
+from xferscope.compare.rounds import Comparison
+from xferscope.compare.verdict import FASTER, MARGIN, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS
+from xferscope.run import runner
 from xferscope.spec import RunSpec
-from xferscope.verdict import FASTER, MARGIN, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS
 
 
 def invocations(

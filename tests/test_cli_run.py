@@ -193,8 +193,8 @@ def test_write_test_refuses_a_foreign_file_and_leaves_it_alone(cli, direct_dir):
 
 
 def test_a_foreign_file_is_refused_before_an_engine_process_starts(direct_dir, monkeypatch):
-    from xferscope import runner
     from xferscope.errors import SpecError
+    from xferscope.run import runner
     from xferscope.spec import RunSpec
 
     foreign = direct_dir / "precious.bin"

@@ -8,10 +8,10 @@ import os
 
 import pytest
 
+from xferscope.compare.rounds import Comparison, path_labels, round_orders
+from xferscope.compare.verdict import RULE, SINGLE_PASS, WORDS, paired_verdict
 from xferscope.engines.host import huge_pages_offered
-from xferscope.rounds import Comparison, path_labels, round_orders
 from xferscope.spec import RunSpec
-from xferscope.verdict import RULE, SINGLE_PASS, WORDS, paired_verdict
 
 
 @pytest.mark.parametrize("paths", [2, 3, 4])

@@ -18,11 +18,11 @@ import time
 import psutil
 import pytest
 
-from xferscope.runner import EngineDied, Run
+from xferscope.run.runner import EngineDied, Run
 from xferscope.spec import RunSpec
 
 MIB = 1 << 20
-ENGINE = "xferscope.engine_process:serve"
+ENGINE = "xferscope.run.engine_process:serve"
 
 
 def engine_children(pid: int, target: str = ENGINE) -> list[psutil.Process]:
@@ -240,7 +240,7 @@ def test_compare_goes_on_after_an_engine_dies(direct_dir):
 
 
 def test_within_one_command_a_paths_runs_share_its_engine_process_and_a_dead_one_is_replaced(direct_dir):
-    from xferscope import engine_pool
+    from xferscope.run import engine_pool
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
@@ -288,7 +288,7 @@ def interrupted_within(run: Run, timeout: float) -> bool:
 def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(direct_dir, monkeypatch):
     """Ctrl-C between taking a kept engine process and starting to read it: the run ends that process at once
     (it used to wait its whole close timeout, 65 s, for a "closed" nobody was there to read), and leaves nothing."""
-    from xferscope import engine_pool
+    from xferscope.run import engine_pool
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
@@ -311,8 +311,8 @@ def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(dir
     """Ctrl-C after the reader started but before the job went out (starting the reader waits for a thread: long
     on a loaded machine): the kept process still belongs to the run before, so it would answer neither "stop" nor
     "close"; the run ends it at once instead of waiting for "closed" (a replay hung so after Ctrl-C)."""
-    from xferscope import engine_pool, runner
-    from xferscope.engine_process import EngineJob
+    from xferscope.run import engine_pool, runner
+    from xferscope.run.engine_process import EngineJob
 
     monkeypatch.setattr(runner, "CLOSE_TIMEOUT_S", 600.0)  # a wait for "closed" would outlast the test's
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
@@ -354,7 +354,7 @@ def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
 def test_an_engine_that_ignores_the_stop_is_killed_with_its_figures_kept(direct_dir, monkeypatch):
     """A driver call that never returns: the engine's process does not answer the stop request (here:
     it is stopped with SIGSTOP); after the grace period it is killed, and what it sent is kept."""
-    import xferscope.runner as runner_mod
+    import xferscope.run.runner as runner_mod
 
     monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
     run = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=30))
@@ -401,8 +401,8 @@ def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir
     command it does not know with ``Failed`` naming it (and goes on), and the run raises ``UnknownMessage`` for
     a message it did not expect, instead of misreading either."""
     from xferscope.child_messages import Failed, Progress, Start, UnknownMessage
-    from xferscope.engine_process import EngineHost, EngineJob, Prepared
     from xferscope.isolation import error_from_wire
+    from xferscope.run.engine_process import EngineHost, EngineJob, Prepared
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2)
     sent: list = []

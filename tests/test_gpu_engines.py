@@ -14,8 +14,8 @@ import pytest
 
 from xferscope.engines.registry import unavailable_reason
 from xferscope.errors import EnvironmentProblem, RunFailed
-from xferscope.local_run import LocalRun
-from xferscope.runner import Run
+from xferscope.run.local_run import LocalRun
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 
 GPU_REASON = unavailable_reason("bounce")

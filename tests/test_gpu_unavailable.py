@@ -123,7 +123,7 @@ def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_gpu):
 
 
 def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
-    from xferscope.runner import Run
+    from xferscope.run.runner import Run
     from xferscope.spec import RunSpec
 
     result = Run(
@@ -141,7 +141,7 @@ def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
 
 def test_engine_reports_unavailable_through_the_runner(no_gpu, direct_dir):
     from xferscope.errors import EngineUnavailable
-    from xferscope.runner import Run
+    from xferscope.run.runner import Run
     from xferscope.spec import RunSpec
 
     with pytest.raises(EngineUnavailable) as info:

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from xferscope.errors import RunFailed
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import read_sidecar
 
@@ -177,8 +177,8 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
     import threading
     import time
 
-    import xferscope.local_run as runner_mod
-    from xferscope.local_run import LocalRun as Run
+    import xferscope.run.local_run as runner_mod
+    from xferscope.run.local_run import LocalRun as Run
 
     monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
     real, closed = {}, []
@@ -230,7 +230,7 @@ def test_huge_pages_back_the_host_buffers_when_asked(direct_dir, iodepth):
         huge_pages=True,
     )
     seen = []
-    from xferscope.local_run import LocalRun  # in this process, to read its own page sizes
+    from xferscope.run.local_run import LocalRun  # in this process, to read its own page sizes
 
     result = LocalRun(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
     assert result.status == "ok" and result.bytes > 0
@@ -252,7 +252,7 @@ def test_host_buffers_are_on_huge_pages_by_default_where_the_kernel_offers_them(
     if not huge_pages_offered():
         pytest.skip("transparent huge pages are off here")
     seen = []
-    from xferscope.local_run import LocalRun
+    from xferscope.run.local_run import LocalRun
 
     spec = RunSpec(file=str(direct_dir / "x.dat"), file_size=64 << 20, block_size=1 << 20, workers=2, duration=1.0)
     result = LocalRun(spec).execute(on_sample=lambda sample: seen.append(_anon_huge_kib()))
@@ -263,7 +263,7 @@ def test_host_buffers_are_on_huge_pages_by_default_where_the_kernel_offers_them(
 
 def test_host_buffers_fall_back_to_4k_pages_by_default_where_the_kernel_has_huge_pages_off(direct_dir, monkeypatch):
     from xferscope.engines import host
-    from xferscope.local_run import LocalRun
+    from xferscope.run.local_run import LocalRun
 
     monkeypatch.setattr(host, "thp_mode", lambda: "never")
     result = LocalRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 << 20, duration=0.2)).execute()
@@ -284,7 +284,7 @@ def test_the_4k_pages_flag_and_the_default_reach_the_host_engine(cli, direct_dir
 
 def test_huge_pages_refused_plainly_where_the_kernel_has_them_off(direct_dir, monkeypatch):
     from xferscope.engines import host
-    from xferscope.local_run import LocalRun  # the engine in this process, where the kernel's answer is patched
+    from xferscope.run.local_run import LocalRun  # the engine in this process, where the kernel's answer is patched
 
     monkeypatch.setattr(host, "thp_mode", lambda: "never")
     with pytest.raises(Exception, match=r"--huge-pages: transparent huge pages are off on this machine"):

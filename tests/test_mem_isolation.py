@@ -19,7 +19,7 @@ from xferscope.errors import SpecError
 from xferscope.isolation import target_name
 from xferscope.memory.runner import MemRun, serve
 from xferscope.memory.sweep import IDLE, MemSpec
-from xferscope.runner import EngineDied
+from xferscope.run.runner import EngineDied
 
 #: a loaded sweep of many short points on small buffers, one load thread
 LONG_SWEEP = [

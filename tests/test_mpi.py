@@ -24,11 +24,11 @@ import pytest
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import expand, layout_from, prepare_waves, rank_spec, share
 from xferscope.cluster.merge import cluster_result
+from xferscope.compare.verdict import RULE, WORDS
 from xferscope.errors import SpecError
 from xferscope.export import load_results
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
-from xferscope.verdict import RULE, WORDS
 
 MPIRUN = shutil.which("mpirun")
 HAVE_MPI4PY = importlib.util.find_spec("mpi4py") is not None

@@ -130,7 +130,7 @@ def test_interrupted_sweep_resumes_and_keeps_what_was_measured(small):
 
 
 def test_against_prints_ratios_and_fail_below_sets_the_exit_code(cli, small, tmp_path):
-    from xferscope.verdict import RULE_REPEATED
+    from xferscope.compare.verdict import RULE_REPEATED
 
     profile, results, directory = small
     r = _replay(cli, profile, results, directory, "--reps", "2")

@@ -1,15 +1,17 @@
 """--rounds auto: rounds added while a verdict is undecided, up to --max-rounds, on a stand-in engine whose
-throughput follows a known distribution (xferscope._standin), and once with the real host engine."""
+throughput follows a known distribution (xferscope.compare.standin), and once with the real host engine."""
 
 import json
 
 import pytest
 
-from xferscope import _standin, records, runner
+from xferscope import records
+from xferscope.compare import standin as _standin
+from xferscope.compare.rounds import Comparison
+from xferscope.compare.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
 from xferscope.output.compare import comparison_payload
-from xferscope.rounds import Comparison
+from xferscope.run import runner
 from xferscope.spec import RunSpec
-from xferscope.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
 
 
 def _compare(monkeypatch, directory, factors, sd, seed, max_rounds=MAX_ROUNDS, rounds=START_ROUNDS):

@@ -17,7 +17,7 @@ from xferscope import _gpusim, _iocore
 from xferscope import target as targets
 from xferscope.engines.split import MAX_LANES, lanes, plan_split, split_advice, split_label
 from xferscope.errors import SpecError
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 
 K, M = 1 << 10, 1 << 20

@@ -49,7 +49,7 @@ def test_summarize_over_repetitions():
 
 def test_percentiles_never_pass_the_measured_extremes():
     """A percentile is the middle of its bucket; with few samples that middle can lie beyond the max measured."""
-    from xferscope.local_run import _latency
+    from xferscope.run.local_run import _latency
 
     values = [30_000] * 998 + [9_488_309, 9_488_309]  # the middle of their bucket is 9,502,720
     hist = Histogram.from_values(values)

@@ -30,7 +30,7 @@ from xferscope.app.messages import (
 )
 from xferscope.commands.tui import console_options
 from xferscope.export import result_to_dict, write_json
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 
 

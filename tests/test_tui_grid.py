@@ -17,7 +17,7 @@ from xferscope.app.widgets.cpu import console_figures, cpu_figures
 from xferscope.commands.tui import console_options
 from xferscope.engines.base import LatencySummary, Sample
 from xferscope.export import result_to_dict, write_json
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 
 GRID = """\
@@ -73,7 +73,7 @@ async def test_a_grid_profile_runs_its_repetitions_and_fills_the_grid_view(direc
         median = (low + high) / 2
         assert f"{median:,.1f}" in row, row
     # each point against the first under the rule of replay --against, with the same words
-    from xferscope.verdict import repeated_verdict
+    from xferscope.compare.verdict import repeated_verdict
 
     v = repeated_verdict(by_point[0], by_point[1])
     assert "baseline" in next(line for line in lines.splitlines() if "block_size=64K" in line)

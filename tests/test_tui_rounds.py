@@ -8,12 +8,12 @@ import re
 
 from tui_helpers import Messages, make_app, retype, screen_text, until_shown, wait_for
 
-from xferscope import _standin
 from xferscope.app import session
 from xferscope.app.messages import BatchFinished, RoundAdded, RunFinished, RunStarted, SetupRefused
 from xferscope.app.widgets.rounds import whisker_bar
+from xferscope.compare import standin as _standin
+from xferscope.compare.verdict import RULE, WORDS
 from xferscope.spec import RunSpec
-from xferscope.verdict import RULE, WORDS
 
 
 def test_the_whisker_runs_from_the_lowest_to_the_highest_round_on_one_scale():

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from xferscope.verdict import (
+from xferscope.compare.verdict import (
     FASTER,
     MARGIN,
     RULE,
@@ -90,7 +90,7 @@ def test_no_interval_within_1_plus_or_minus_m_is_called_faster_or_slower(m):
     # every interval of 2 to 12 rounds with ends on a 0.5% grid: an interval the rule calls slower or faster lies
     # wholly outside 1 ± m, so a path called slower in one invocation is never "same" in another unless one of
     # the two intervals missed the truth
-    from xferscope.verdict import _word
+    from xferscope.compare.verdict import _word
 
     for n in range(2, 13):
         for low_i in range(160, 241):
@@ -166,7 +166,7 @@ def test_an_undecided_difference_beyond_the_floor_says_how_many_rounds_would_set
     assert f"spreading {sd:.1%} (sd)" in hint
     # the claim, simulated: a true 1.08 with a round's ratio spreading 6%, at the rounds the formula gives for
     # them, settles as faster about 4 times in 5
-    from xferscope.verdict import rounds_to_settle
+    from xferscope.compare.verdict import rounds_to_settle
 
     n = rounds_to_settle(Verdict(UNDECIDED, 1.08, 1.0, 1.2, 3, round_sd=0.06))
     assert n == math.ceil(((1.6449 + 0.8416) * 0.06 / (math.log(1.08) - math.log(1.05))) ** 2 / (2 / math.pi))
@@ -268,7 +268,7 @@ def test_rule_is_one_line_naming_the_margins_and_the_interval():
 
 
 def test_repeated_figures_need_every_cross_ratio_beyond_the_margin():
-    from xferscope.verdict import RULE_REPEATED, repeated_verdict
+    from xferscope.compare.verdict import RULE_REPEATED, repeated_verdict
 
     v = repeated_verdict([1000, 1050, 980], [700, 720, 690])
     assert v.word == SLOWER and v.ratio == pytest.approx(700 / 1000) and v.rounds == 3

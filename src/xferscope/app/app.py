@@ -53,9 +53,9 @@ from xferscope.app.session import (
 )
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
+from xferscope.compare.rounds import Comparison
 from xferscope.engines.base import RunResult
 from xferscope.errors import NotWritten, XferscopeError
-from xferscope.rounds import Comparison
 from xferscope.spec import RunSpec
 
 REDRAW_HZ = 4

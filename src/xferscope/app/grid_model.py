@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xferscope.compare.verdict import SINGLE_PASS, Verdict, repeated_verdict
 from xferscope.export import result_to_dict
 from xferscope.profiles.model import point_identity
 from xferscope.spec import RunSpec
@@ -20,7 +21,6 @@ from xferscope.sweep.against import io_values
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.plot import NUMERIC_AXES
 from xferscope.sweep.stats import io_stats
-from xferscope.verdict import SINGLE_PASS, Verdict, repeated_verdict
 
 MIB = 1 << 20
 

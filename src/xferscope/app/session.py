@@ -18,12 +18,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from xferscope.dataset import SharedDataset
-from xferscope.engine_pool import kept_engines
+from xferscope.compare.rounds import Comparison, PlannedRun
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import XferscopeError
-from xferscope.rounds import Comparison, PlannedRun
-from xferscope.runner import Run
+from xferscope.run.dataset import SharedDataset
+from xferscope.run.engine_pool import kept_engines
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 

@@ -14,9 +14,9 @@ import psutil
 
 from xferscope import target as targets
 from xferscope.app.form_text import whole_number
+from xferscope.compare.rounds import rounds_plan
 from xferscope.engines.registry import availability
 from xferscope.errors import SpecError, XferscopeError
-from xferscope.rounds import rounds_plan
 from xferscope.spec import GPU_PATHS, PATHS, RunSpec
 from xferscope.units import format_bytes, format_size, parse_duration, parse_size
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from xferscope.cluster.layout import Layout, RankPlace
 from xferscope.engines.base import Sample
-from xferscope.local_run import _latency
+from xferscope.run.local_run import _latency
 from xferscope.stats import Histogram
 
 RECENT_POINTS = 256

@@ -27,7 +27,7 @@ from xferscope.cluster.layout import Layout
 from xferscope.cluster.records import RecordMaker, failure_record
 from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World
 from xferscope.export import result_to_dict
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 
 #: after a stop was requested, how long rank 0 still waits for the ranks' final records
 STOP_WAIT_S = 15.0

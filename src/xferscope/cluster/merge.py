@@ -19,7 +19,7 @@ from typing import Any
 from xferscope.cluster.aggregate import LiveAggregate, RankState, first_done_time, host_system_cpu
 from xferscope.engines.base import DonePoint, RunResult, Sample, WorkerResult
 from xferscope.export import result_from_dict
-from xferscope.local_run import _latency
+from xferscope.run.local_run import _latency
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
 

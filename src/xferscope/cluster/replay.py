@@ -33,7 +33,7 @@ from xferscope.cluster.session import FollowerExit, RankFailed, failure_vote, ru
 from xferscope.cluster.world import World, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.scratch import SweepScratch
+from xferscope.run.scratch import SweepScratch
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import Sweep
 from xferscope.units import format_size

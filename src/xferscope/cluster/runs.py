@@ -23,12 +23,12 @@ from xferscope.cluster.layout import RankPlace, rank_files
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
 from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
+from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, RunFailed, XferscopeError
 from xferscope.output.files import result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
-from xferscope.verdict import MARGIN
 
 
 class ClusterProgress(ProgressLine):
@@ -141,8 +141,8 @@ def compare_mpi(
 ) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
     auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
+    from xferscope.compare.rounds import Comparison
     from xferscope.output.compare import emit_comparison
-    from xferscope.rounds import Comparison
 
     world = open_world()
     root = world.is_root
@@ -237,8 +237,8 @@ def _compare_rounds(
 def _print_compare_cluster(comp) -> None:
     """The comparison of the whole job (per-host figures in the files), the layout, and each run's slowest host."""
     from xferscope.cluster.report import layout_line, slowest_line, whole_job
+    from xferscope.compare.rounds import Comparison
     from xferscope.output.compare import print_comparison
-    from xferscope.rounds import Comparison
 
     whole = Comparison(comp.specs, comp.rounds, margin=comp.margin)
     whole.cache_note, whole.cache_dropped = comp.cache_note, comp.cache_dropped

@@ -24,7 +24,7 @@ from xferscope.cluster.records import RecordMaker
 from xferscope.cluster.world import SyncTimeout, World, open_world
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
-from xferscope.runner import Run
+from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 

@@ -19,10 +19,10 @@ from xferscope.commands.options import (
     parse_path,
     wide_tables,
 )
+from xferscope.compare.verdict import MAX_ROUNDS, START_ROUNDS
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.verdict import MAX_ROUNDS, START_ROUNDS
 
 CompareCsvOpt = Annotated[
     str | None,
@@ -101,7 +101,7 @@ def compare_command(
     check_margin(margin)
     wide_tables(wide)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
-    from xferscope.rounds import rounds_plan
+    from xferscope.compare.rounds import rounds_plan
 
     planned_rounds, most_rounds = rounds_plan(rounds, max_rounds)
     if mem is not None or workload is not None:
@@ -124,7 +124,7 @@ def compare_command(
             auto=most_rounds is not None,
             margin=margin,
         )
-    from xferscope.rounds import Comparison
+    from xferscope.compare.rounds import Comparison
 
     comp = Comparison(make_specs(), planned_rounds, most_rounds, margin)
     _run_and_report(comp, drop_cache=drop_cache, fmt=fmt, json_path=json_path, csv_path=csv_path)
@@ -194,8 +194,8 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
     """Prepare the dataset once, then run the plan round by round, filling ``comp``; the dataset is removed
     at the end, also on Ctrl-C or failure. Prints the plan, the page-cache warning and failures on stderr."""
     from xferscope.commands.compare_progress import RoundsProgress, plan_text
-    from xferscope.dataset import SharedDataset
-    from xferscope.runner import EngineDied, Run
+    from xferscope.run.dataset import SharedDataset
+    from xferscope.run.runner import EngineDied, Run
     from xferscope.target import Interrupted
 
     outcome = Outcome()
@@ -210,7 +210,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
             raise Interrupted("interrupted while preparing the dataset; nothing was measured") from None
         finally:
             progress.clear()
-        from xferscope.engine_pool import kept_engines
+        from xferscope.run.engine_pool import kept_engines
 
         with kept_engines():  # the runs of each path share one engine process
             for i, planned in enumerate(comp.runs):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import shutil
 import time
 
+from xferscope.compare.rounds import Comparison
 from xferscope.output.terminal import ProgressLine
-from xferscope.rounds import Comparison
 from xferscope.units import format_bytes, format_rate
 
 BAR_WIDTH = 20

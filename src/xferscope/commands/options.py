@@ -99,7 +99,7 @@ MarginOpt = Annotated[float, typer.Option("--margin", help=MARGIN_HELP)]
 
 def check_margin(margin: float) -> float:
     """``--margin`` as the rule takes it, or one line saying what it may be."""
-    from xferscope.verdict import check_margin as rule_margin
+    from xferscope.compare.verdict import check_margin as rule_margin
 
     try:
         return rule_margin(margin)

@@ -20,9 +20,9 @@ from xferscope.commands.options import (
     parse_sets,
     wide_tables,
 )
+from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.verdict import MARGIN
 
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
 DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
@@ -399,7 +399,7 @@ def _print_summary(results, found, against: str | None, fmt: str) -> None:
         if any(rec.repetitions for rec in results.planned()):
             print_table(summary_table(results, found, title=title), first=SUMMARY_FIRST_COLUMNS)
             if found is not None:
-                from xferscope.verdict import rule_text
+                from xferscope.compare.verdict import rule_text
 
                 typer.echo(rule_text(found[0].margin if found else MARGIN, repeated=True))
         for line in skipped_lines(results):

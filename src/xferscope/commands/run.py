@@ -28,7 +28,7 @@ def run_command(
     mpi: MpiOpt = False,
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
-    from xferscope.runner import Run
+    from xferscope.run.runner import Run
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)

@@ -131,10 +131,10 @@ CEILING_BLOCK, CEILING_WORKERS, CEILING_SECONDS, CEILING_FILE = 1 << 20, 4, 2.0,
 def check_ceilings(directory: str) -> list[Check]:
     """Each path's own ceiling: one run of each, reading a file held in the page cache (``--source cache``), so
     that storage drops out. A path that cannot run here says why."""
-    from xferscope.dataset import SharedDataset
     from xferscope.engines.registry import unavailable_reason
     from xferscope.errors import XferscopeError
-    from xferscope.runner import Run
+    from xferscope.run.dataset import SharedDataset
+    from xferscope.run.runner import Run
     from xferscope.spec import RunSpec
 
     shape = f"1M x {CEILING_WORKERS} workers, {CEILING_SECONDS:g} s"

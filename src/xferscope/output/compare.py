@@ -55,8 +55,8 @@ def comparison_payload(comp, *, samples: bool) -> records.Comparison:
 
 def rounds_csv_text(comp) -> str:
     """One row per run: round, place, ratio to the baseline in that round, verdict, and its figures."""
+    from xferscope.compare.rounds import ROUNDS_CSV_COLUMNS, csv_rows
     from xferscope.export import SUMMARY_COLUMNS, _csv_text
-    from xferscope.rounds import ROUNDS_CSV_COLUMNS, csv_rows
 
     return _csv_text(ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS, csv_rows(comp))
 

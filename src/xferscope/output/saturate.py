@@ -107,7 +107,7 @@ def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: s
     progress = SaturateProgress(sys.stderr.isatty() and fmt != "json", plan)
     saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
     try:
-        from xferscope.engine_pool import kept_engines
+        from xferscope.run.engine_pool import kept_engines
 
         with kept_engines():  # the runs of each path share one engine process
             outcome = saturation.run()

@@ -154,7 +154,7 @@ class LocalRunner:
     """Runs each measurement on this host through ``runner.Run``, on one set of scratch files."""
 
     def __init__(self) -> None:
-        from xferscope.scratch import SweepScratch
+        from xferscope.run.scratch import SweepScratch
 
         self.scratch = SweepScratch()
         self._current = None
@@ -162,7 +162,7 @@ class LocalRunner:
         self._ctrl_c = False
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
-        from xferscope.runner import Run
+        from xferscope.run.runner import Run
 
         if self._stop.is_set():
             raise StopSearch

@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import records
+from xferscope.compare.verdict import MARGIN, check_margin
 from xferscope.errors import SpecError
 from xferscope.saturate.search import MAX_POINTS, MAX_ROUNDS, MIN_ROUNDS
 from xferscope.spec import PATHS, SPLIT_PATHS, RunSpec
 from xferscope.units import format_size
-from xferscope.verdict import MARGIN, check_margin
 
 #: paths with a queue depth of their own (host: io_uring; cufile-batch: the batch size)
 QUEUE_PATHS = frozenset({"host", "cufile-batch"})

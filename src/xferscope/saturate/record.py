@@ -57,7 +57,7 @@ POINT_COLUMNS = [
 
 
 def verdict_rule(margin: float | None = None) -> str:
-    from xferscope.verdict import MARGIN, rule_text
+    from xferscope.compare.verdict import MARGIN, rule_text
 
     return rule_text(MARGIN if margin is None else margin)
 
@@ -246,7 +246,7 @@ def _measurement(run: records.Run, where: str) -> Measurement:
 
 
 def _verdict(c: records.PointComparison):
-    from xferscope.verdict import Verdict
+    from xferscope.compare.verdict import Verdict
 
     low = c.interval_low if c.interval_low is not None else c.ratio_min  # files before the interval: the range
     high = c.interval_high if c.interval_high is not None else c.ratio_max

@@ -12,7 +12,7 @@ How it walks, by concurrency (I/Os in flight: workers x queue depth):
 1. **Climb.** The ladders it climbs, doubling the concurrency: workers at queue depth 1, and, for paths with a
    queue of their own (host io_uring, cufile-batch), one worker's queue filled first, then more workers at the
    deepest queue. Each new point is measured in interleaved rounds with the point before it (the order rotated
-   every round) until the rule of ``xferscope.verdict`` settles, or the round cap. A step gains when the
+   every round) until the rule of ``xferscope.compare.verdict`` settles, or the round cap. A step gains when the
    median of its paired ratios is 5% or more and the rule does not call it slower. A ladder stops after two
    steps in a row that do not gain (one noisy step does not end it), then its limit is checked against the
    last point that gained (a curve that rises slowly, or again at high concurrency, gains there).
@@ -41,7 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xferscope.verdict import MARGIN, SLOWER, Verdict, paired_verdict, repeated_verdict
+from xferscope.compare.verdict import MARGIN, SLOWER, Verdict, paired_verdict, repeated_verdict
 
 GAIN = 1.05  # a step that gains less (or cannot be told apart from its neighbour) is flat
 PATIENCE = 2  # a ladder stops after this many steps in a row that do not gain

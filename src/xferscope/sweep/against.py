@@ -7,7 +7,7 @@ one point give their median), or, for memory sweeps, ``mem --json`` / ``import m
 workers, depth, mix, GPUs; for memory: traffic, stride, delay and backend), never
 by where or how long.
 
-A point's verdict against the old file follows ``xferscope.verdict.repeated_verdict``: slower (a
+A point's verdict against the old file follows ``xferscope.compare.verdict.repeated_verdict``: slower (a
 regression) only when every repetition of this run is below every earlier one by more than the margin, so
 one noisy point, or a point measured once on either side, is never called a regression.
 """
@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from xferscope import records
+from xferscope.compare.verdict import MARGIN, SLOWER, Verdict, repeated_verdict
 from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.sweep.plan import key_of, plain
 from xferscope.sweep.record import SCHEMA, ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where, ok_repetitions
-from xferscope.verdict import MARGIN, SLOWER, Verdict, repeated_verdict
 
 
 @dataclass

@@ -19,10 +19,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope import engine_pool, records
+from xferscope import records
 from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, XferscopeError
 from xferscope.profiles.model import Profile
-from xferscope.scratch import SweepScratch
+from xferscope.run import engine_pool
+from xferscope.run.scratch import SweepScratch
 from xferscope.sweep.plan import Availability, SweepPoint, plan_points
 from xferscope.sweep.record import PointRecord, ResultsFile
 
@@ -183,7 +184,7 @@ class Sweep:
 
     def _execute_io(self, point: SweepPoint, scratch: SweepScratch, on_sample: Callable[[Any], Any]):
         """One repetition of an io point: its RunResult (a failure raises, as ``Run.execute``)."""
-        from xferscope.runner import Run
+        from xferscope.run.runner import Run
 
         run = Run(scratch.adapt(point.spec))
         self._current = run

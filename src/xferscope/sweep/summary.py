@@ -6,10 +6,10 @@ import math
 from typing import Any
 
 from xferscope import records
+from xferscope.compare.verdict import MARGIN, rule_text
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where
-from xferscope.verdict import MARGIN, rule_text
 
 
 def _f(v: Any, fmt: str = "{:,.1f}") -> str:

@@ -15,8 +15,8 @@ from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.comparison import ComparisonTable, hosts_note, table_rows
 from xferscope.app.widgets.rounds import RoundsTable
 from xferscope.app.widgets.title import title_text
+from xferscope.compare.rounds import Comparison
 from xferscope.engines.base import RunResult
-from xferscope.rounds import Comparison
 from xferscope.units import GIB
 
 

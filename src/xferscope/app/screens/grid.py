@@ -18,7 +18,7 @@ from xferscope.app.grid_model import MIB, GridRun, PointStats, spread_text, verd
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.title import title_text
-from xferscope.verdict import RULE_REPEATED
+from xferscope.compare.verdict import RULE_REPEATED
 
 #: heatmap shades, low to high (256-colour friendly), and the text colour that reads on each
 SHADES = ("#1c1c5f", "#005f87", "#00875f", "#5f8700", "#878700", "#af8700", "#d7af00", "#ffd700")

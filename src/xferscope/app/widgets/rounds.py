@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from xferscope.rounds import Comparison
+from xferscope.compare.rounds import Comparison
 
 BAR_WIDE, BAR_NARROW = 24, 12
 WIDE = 120

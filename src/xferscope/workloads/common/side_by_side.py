@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from xferscope.rounds import path_labels, round_orders
+from xferscope.compare.rounds import path_labels, round_orders
 
 #: medians closer than this share are level
 LEVEL_SHARE = 0.02

@@ -8,8 +8,8 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xferscope.compare.rounds import path_labels, round_orders
 from xferscope.errors import EnvironmentProblem
-from xferscope.rounds import path_labels, round_orders
 from xferscope.workloads.common.fetchers import slot_capacity
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import check_enough

@@ -1,4 +1,4 @@
-"""The engine's own process: one run, driven by ``xferscope.runner.Run`` in the process that started it.
+"""The engine's own process: one run, driven by ``xferscope.run.runner.Run`` in the process that started it.
 
 Started by ``xferscope.isolation.Child(serve)``. What
 passes over the channel, in order (parent -> child on the left):
@@ -40,7 +40,7 @@ from xferscope import target as targets
 from xferscope.child_messages import Close, Closed, Ended, Failed, Progress, Start, Stop, expect, heard
 from xferscope.engines.base import Sample, Snapshot
 from xferscope.isolation import Channel, ParentGone, error_to_wire
-from xferscope.local_run import STOP_GRACE_S, LocalRun
+from xferscope.run.local_run import STOP_GRACE_S, LocalRun
 from xferscope.spec import RunSpec
 
 #: once orphaned, how long the run gets to stop and clean up by itself before the files are removed anyway

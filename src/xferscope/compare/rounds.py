@@ -1,5 +1,5 @@
 """A comparison in rounds: each round runs every path once, the order rotated from round to round, and each
-path's figure is set against the baseline's figure of the same round (``xferscope.verdict``).
+path's figure is set against the baseline's figure of the same round (``xferscope.compare.verdict``).
 
 ``Comparison`` is the plan (which path runs when) and what was measured; the CLI (``commands/compare.py``),
 ``compare --mpi`` and the console fill it run by run and show it.
@@ -14,11 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import records
-from xferscope.engines.base import RunResult
-from xferscope.engines.host import SMALL_PAGE_BUFFERS
-from xferscope.errors import SpecError
-from xferscope.spec import RunSpec
-from xferscope.verdict import (
+from xferscope.compare.verdict import (
     MARGIN,
     MAX_ROUNDS,
     START_ROUNDS,
@@ -28,6 +24,10 @@ from xferscope.verdict import (
     resolution_hint,
     rule_text,
 )
+from xferscope.engines.base import RunResult
+from xferscope.engines.host import SMALL_PAGE_BUFFERS
+from xferscope.errors import SpecError
+from xferscope.spec import RunSpec
 
 #: the share of the files' pages that may stay cached after an eviction (pages another process holds mapped)
 EVICTED_ENOUGH = 0.01

@@ -5,8 +5,8 @@ engine's cumulative counters and the CPU/GPU meters, and publishes an
 immutable ``Sample``. Consumers never slow the workers: they get samples
 through callbacks that must not block.
 
-This runs in the engine's own process (``xferscope.engine_process``); the
-console, the CLI, sweeps and MPI ranks use ``xferscope.runner.Run``, which
+This runs in the engine's own process (``xferscope.run.engine_process``); the
+console, the CLI, sweeps and MPI ranks use ``xferscope.run.runner.Run``, which
 drives a ``LocalRun`` there and survives its crash. Engine tests use it
 directly.
 """

@@ -69,7 +69,7 @@ class StandInRun:
     def execute(self, on_sample=None) -> RunResult:
         d = _state
         if d is None:
-            raise RuntimeError("xferscope._standin.configure() first")
+            raise RuntimeError("xferscope.compare.standin.configure() first")
         if d.calls % d.paths == 0:
             d.speed = d.rng.uniform(0.6, 1.4)
         d.calls += 1

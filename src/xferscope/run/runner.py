@@ -2,7 +2,7 @@
 
 ``Run`` is what the CLI, the console, sweeps and MPI ranks use. Its engine (and
 every native library it calls: cuFile, the CUDA driver, NVML, the C cores) runs in
-a child process (``xferscope.engine_process``); this process plans the files,
+a child process (``xferscope.run.engine_process``); this process plans the files,
 receives the samples and the result, and only renders them. A crash there is a
 failed run here:
 
@@ -27,15 +27,16 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from xferscope import engine_pool, janitor
+from xferscope import janitor
 from xferscope import target as targets
 from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Ended, Start
-from xferscope.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, error_from_wire
-from xferscope.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
+from xferscope.run import engine_pool
+from xferscope.run.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
+from xferscope.run.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end
 from xferscope.spec import RunSpec
 
 M = TypeVar("M")
