@@ -419,3 +419,24 @@ def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir
     run._driver.control.put(Start())
     with pytest.raises(UnknownMessage, match=r"unexpected message Start.*expected one of: Prepared"):
         run._await(Prepared)
+
+
+def test_start_keeps_the_counters_the_engine_sent_after_started(direct_dir):
+    """The engine's messages are read in their order: "started" (with its first counters), then samples. A run that
+    fails at its first block can send its last counters (with the error) before ``start`` takes up "started";
+    ``start`` must not put the first counters back (an MPI rank read its error from them, and its failure went
+    unnoticed)."""
+    from xferscope.engines.base import Snapshot
+    from xferscope.run.engine_process import Started
+    from xferscope.stats import Histogram
+
+    def counters(error):
+        return Snapshot(0, (), Histogram(), Histogram(), 0, 0, None, 0, error)
+
+    run = Run(RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2))
+    first, last = counters(None), counters(("verification failed: data at offset 0", 0))
+    started = Started({"labels": [], "worker_gpus": [None], "environment": {}}, first)
+    run._snapshot = last  # the reader has read "started", then the last counters
+    run._driver.control.put(started)
+    run.start()
+    assert run.snapshot() is last

@@ -78,11 +78,14 @@ class ChildDriver:
         on_over: Callable[[], None] | None = None,
         died: Callable[[str, str | None], BaseException] | None = None,
         keep_after_close: Callable[[], bool] = lambda: False,
+        on_answer: Callable[[Any], None] | None = None,
     ):
         self.what = what
         self._progress, self._on_progress = progress, on_progress
         self._on_ended, self._on_over, self._died = on_ended, on_over, died
         self._keep_after_close = keep_after_close
+        #: sees each step's answer in the reader, in the order the child sent it (before any later progress)
+        self._on_answer = on_answer
         self.child: Child | None = None
         #: cuFile's log of the process (a file of ours, guarded by the janitor until removed)
         self.log: str | None = None
@@ -159,6 +162,8 @@ class ChildDriver:
                         self._set_over()
                         return
                 else:
+                    if self._on_answer is not None:
+                        self._on_answer(message)
                     self.control.put(message)
         except (EOFError, OSError):
             pass

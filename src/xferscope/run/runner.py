@@ -112,6 +112,7 @@ class Run(SampleFeed):
             on_over=self._end,
             died=self._died,
             keep_after_close=engine_pool.keeping,
+            on_answer=self._answered,
         )
 
     @property
@@ -140,6 +141,10 @@ class Run(SampleFeed):
             env, log = cufile_driver.child_env(self.spec.path)
             self._driver.launch(serve, env=env, log=log)
         self._driver.send_job(EngineJob(self.spec, self._gpu_telemetry, dict(_cufile_probes)))
+
+    def _answered(self, message: Any) -> None:
+        if isinstance(message, Started):  # its counters, before the samples that follow it
+            self._snapshot = message.snapshot
 
     def _sampled(self, message: Sampled) -> None:
         self._snapshot = message.snapshot
@@ -207,8 +212,7 @@ class Run(SampleFeed):
     def start(self) -> None:
         self._phase = "starting"
         self._driver.send(Start())
-        started = self._await(Started)
-        self._snapshot, info = started.snapshot, started.info
+        info = self._await(Started).info
         self._started_at = time.monotonic()
         self.labels = info["labels"]
         self.worker_gpus = info["worker_gpus"]
