@@ -294,17 +294,20 @@ def resolution_hint(label: str, verdict: Verdict, what: str = "rounds") -> str |
 RULE_REPEATED = rule_text(repeated=True)
 
 
-def repeated_verdict(before: Sequence[float], after: Sequence[float], margin: float = MARGIN) -> Verdict:
+def repeated_verdict(
+    before: Sequence[float], after: Sequence[float], margin: float = MARGIN, repetitions: int | None = None
+) -> Verdict:
     """The verdict on ``after`` against ``before`` when their figures were not measured in the same rounds (a
     sweep against an earlier file, grid points run one after another): the same margin over every ratio of
     an ``after`` figure to a ``before`` figure, i.e. ``min(after)/max(before)`` and ``max(after)/min(before)``.
-    ``ratio`` is the ratio of the medians; ``rounds`` the fewer repetitions of the two sides."""
+    ``ratio`` is the ratio of the medians; ``rounds`` the fewer repetitions of the two sides (``repetitions``
+    where the figures given are a summary of more: a minimum, median and maximum)."""
     old, new = _figures("before", before), _figures("after", after)
     if not old or not new:
         raise ValueError("no figures to compare")
     ratio = statistics.median(new) / statistics.median(old)
     low, high = min(new) / max(old), max(new) / min(old)
-    n = min(len(old), len(new))
+    n = repetitions if repetitions is not None else min(len(old), len(new))
     return Verdict(
         word=_word(n, low, high, margin),
         ratio=ratio,

@@ -15,6 +15,7 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import say, text_table
 from xferscope.units import format_bytes
+from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.train_compare import TrainComparison
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
@@ -120,10 +121,7 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
         )
     lines.append(text_table(headers, rows, left=("path", "source", "level with")))
     rule = "the most accelerators kept at the threshold first (--find-max), then " if searched else ""
-    lines.append(
-        f"  ranked: {rule}the highest AU (the median of a path's runs); entries whose AU ranges overlap or lie within 2 AU points "
-        "are level"
-    )
+    lines.append(f"  ranked: {rule}the highest AU (the median of a path's runs); {LEVEL_RULE}")
     if c.status != "ok":
         lines.append(f"  {c.status.upper()}: the rounds measured until then")
     return lines

@@ -17,6 +17,7 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
+from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.common.side_by_side import Entry
 from xferscope.workloads.inference.kvcache import KvComparison, KvSession
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
@@ -193,8 +194,7 @@ def comparison_lines(
     headers = ("#", "path", "runs", figure, "range", "GB/s", "CPU-s/GiB", "level with")
     lines: list[Any] = [title, text_table(headers, rows, left=("path", "level with"))]
     lines.append(
-        f"  ranked: the lowest median {figure} first (GB/s and CPU-s/GiB: the medians of the same runs); entries "
-        "whose ranges overlap or whose medians lie within 2% are level"
+        f"  ranked: the lowest median {figure} first (GB/s and CPU-s/GiB: the medians of the same runs); {LEVEL_RULE}"
     )
     if status != "ok":
         lines.append(f"  {status.upper()}: the rounds measured until then")

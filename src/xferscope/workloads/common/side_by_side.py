@@ -1,6 +1,7 @@
-"""Paths side by side for the inference workloads: each path's runs over one data set in rotated rounds, ranked
-by the median of a figure (lower is better: restore time, load time), with its range; entries whose ranges
-overlap, or whose medians lie within 2% of each other, are level. A path given twice is an A/A pair."""
+"""Paths side by side for the workloads: each path's runs over one data set in rotated rounds (``rounds_of``), and
+for the inference workloads their ranking by the median of a figure (lower is better: restore time, load time),
+with its range; entries the verdict rule cannot tell apart are level (``level``). A path given twice is an A/A
+pair."""
 
 from __future__ import annotations
 
@@ -12,9 +13,7 @@ from typing import Any
 import msgspec
 
 from xferscope.compare.rounds import path_labels, round_orders
-
-#: medians closer than this share are level
-LEVEL_SHARE = 0.02
+from xferscope.workloads.common.level import Figures, told_apart
 
 
 class Entry(msgspec.Struct, kw_only=True):
@@ -26,6 +25,7 @@ class Entry(msgspec.Struct, kw_only=True):
     high: float | None
     gb_per_s: float | None = None  # the median of the runs' rate
     cpu_s_per_gib: float | None = None  # the median of the runs' CPU cost
+    values: list[float] = []  # each run's figure, in the order measured
     level_with: list[str] = []
 
 
@@ -45,8 +45,11 @@ class Ranked(msgspec.Struct, kw_only=True):
         return self.results[0].spec
 
 
-def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None]) -> list[Entry]:
-    """``runs``: label -> (path, its results); ranked, the lowest median first."""
+def entries(
+    runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None], *, paired: bool = False
+) -> list[Entry]:
+    """``runs``: label -> (path, its results); ranked, the lowest median first. ``paired``: the runs were
+    measured in the same rounds (so the verdict rule compares them round by round)."""
     out = []
     for label, (path, results) in runs.items():
         values = [v for r in results if (v := figure(r)) is not None and r.status == "ok"]
@@ -61,11 +64,12 @@ def entries(runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], floa
                 high=max(values) if values else None,
                 gb_per_s=_median([r.gb_per_s for r in ok]),
                 cpu_s_per_gib=_median([r.cpu_s_per_gib for r in ok]),
+                values=values,
             )
         )
     out.sort(key=lambda e: (e.value is None, e.value or 0.0))
     for e in out:
-        e.level_with = [o.label for o in out if o is not e and _level(e, o)]
+        e.level_with = [o.label for o in out if o is not e and _level(e, o, paired)]
     return out
 
 
@@ -74,26 +78,25 @@ def _median(values: Sequence[float | None]) -> float | None:
     return statistics.median(known) if known else None
 
 
-def _level(a: Entry, b: Entry) -> bool:
-    if a.value is None or b.value is None:
+def _figures(e: Entry) -> Figures | None:
+    if e.value is None or e.low is None or e.high is None:
+        return None
+    return Figures(e.values, e.low, e.value, e.high, len(e.values) or e.runs)
+
+
+def _level(a: Entry, b: Entry, paired: bool) -> bool:
+    fa, fb = _figures(a), _figures(b)
+    if fa is None or fb is None:
         return False
-    assert a.low is not None and a.high is not None and b.low is not None and b.high is not None
-    overlap = a.low <= b.high and b.low <= a.high
-    close = abs(a.value - b.value) <= LEVEL_SHARE * max(a.value, b.value)
-    return overlap or close
+    return not told_apart(fa, fb, paired=paired, higher_is_better=False)
 
 
-def in_rounds(
-    spec: Any,
-    paths: Sequence[str],
-    rounds: int,
-    run: Callable[[Any], Any],
-    stopped: Callable[[], bool],
-    figure: Callable[[Any], float | None],
-) -> tuple[list[Entry], list[Any], str]:
-    """Each path's run (``run(spec with that path)``) once a round, the order rotated each round; the ranked
-    entries, every result in the order measured, and the status (interrupted or failed ends the rounds). Ctrl-C
-    wherever it lands ends the rounds with the runs finished until then."""
+def rounds_of(
+    spec: Any, paths: Sequence[str], rounds: int, run: Callable[[Any], Any], stopped: Callable[[], bool]
+) -> tuple[dict[str, tuple[str, list[Any]]], list[Any], str]:
+    """Each path's run (``run(spec with that path)``) once a round, the order rotated each round; each label's
+    (path, results), every result in the order measured, and the status (interrupted or failed ends the rounds).
+    Ctrl-C wherever it lands ends the rounds with the runs finished until then."""
     labels = path_labels(paths)
     runs: dict[str, tuple[str, list[Any]]] = {lab: (p, []) for lab, p in zip(labels, paths)}
     results: list[Any] = []
@@ -113,4 +116,17 @@ def in_rounds(
                 break
     except KeyboardInterrupt:  # between two runs (or before a run's process started): the rounds so far stand
         status = "interrupted"
-    return entries({k: v for k, v in runs.items() if v[1]}, figure), results, status
+    return {k: v for k, v in runs.items() if v[1]}, results, status
+
+
+def in_rounds(
+    spec: Any,
+    paths: Sequence[str],
+    rounds: int,
+    run: Callable[[Any], Any],
+    stopped: Callable[[], bool],
+    figure: Callable[[Any], float | None],
+) -> tuple[list[Entry], list[Any], str]:
+    """``rounds_of``, ranked: the entries, every result in the order measured, and the status."""
+    runs, results, status = rounds_of(spec, paths, rounds, run, stopped)
+    return entries(runs, figure, paired=True), results, status

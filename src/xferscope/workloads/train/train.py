@@ -8,9 +8,10 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xferscope.compare.rounds import path_labels, round_orders
+from xferscope.compare.rounds import path_labels
 from xferscope.errors import EnvironmentProblem
 from xferscope.workloads.common.fetchers import slot_capacity
+from xferscope.workloads.common.side_by_side import rounds_of
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import check_enough
 from xferscope.workloads.train.find_max import Search, find_max
@@ -150,37 +151,31 @@ class TrainSession:
     ) -> TrainComparison:
         """Each path over the one data set: ``rounds`` rounds, the order rotated each round (or, with
         ``find_max_upper``, one search per path), ranked. Ctrl-C or ``stop`` ends it with what was measured."""
-        labels = path_labels(paths)
-        runs: dict[str, list[TrainResult]] = {label: [] for label in labels}
         searches: list[FindMaxResult] = []
         status = "ok"
-        try:
-            if find_max_upper is not None:
+        runs: dict[str, tuple[str, list[TrainResult]]] = {}
+        results: list[TrainResult] = []
+        if find_max_upper is not None:
+            try:
                 for p in paths:
                     spec = dataclasses.replace(self.spec, path=p)
                     searches.append(self.find_max(find_max_upper, on_tick=on_tick, spec=spec))
                     if searches[-1].status != "ok":
-                        raise KeyboardInterrupt
-            else:
-                for order in round_orders(len(paths), rounds):
-                    for i in order:
-                        label, p = labels[i], paths[i]
-                        if self.stopped:
-                            raise KeyboardInterrupt
-                        result = self.run(dataclasses.replace(self.spec, path=p), on_tick)
-                        runs[label].append(result)
-                        if result.status != "ok":
-                            status = result.status
-                            raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            status = "interrupted" if status == "ok" else status
+                        status = "interrupted"
+                        break
+            except KeyboardInterrupt:
+                status = "interrupted"
+        else:
+            runs, _, status = rounds_of(self.spec, paths, rounds, lambda s: self.run(s, on_tick), lambda: self.stopped)
+            results = [r for _, rs in runs.values() for r in rs]
         searches = [s for s in searches if s.results]
         if searches:
-            entries = [entry_of_search(label, s) for label, s in zip(labels, searches)]
+            entries = [entry_of_search(label, s) for label, s in zip(path_labels(paths), searches)]
         else:
-            entries = [entry_of_runs(p, rs) for p, rs in runs.items() if rs]
-        results = [r for rs in runs.values() for r in rs]
-        return TrainComparison(rounds=rounds, entries=rank(entries), results=results, searches=searches, status=status)
+            entries = [entry_of_runs(label, rs) for label, (_, rs) in runs.items()]
+        return TrainComparison(
+            rounds=rounds, entries=rank(entries, paired=not searches), results=results, searches=searches, status=status
+        )
 
     def close(self) -> None:
         if self.data is not None:

@@ -1,9 +1,9 @@
 """Training-input runs side by side: the paths of one command in rotated rounds over one data set, or saved
 results (xferscope's records and DLIO's ``summary.json``), ranked by AU and by the accelerators they sustain.
 
-A ranking says which is ahead and by what spread; two whose AU ranges overlap, or whose AU lie within
-``LEVEL_AU`` of each other, are called level, not ranked apart: one pass of A against B on a shared disk can
-flip, and an AU near 100% has no room to differ.
+A ranking says which is ahead and by what spread; two that the verdict rule cannot tell apart (``level``: paired
+by round where they ran in the same rounds, else over their AU ranges) are called level, not ranked apart: one
+pass of A against B on a shared disk can flip, and an AU near 100% has no room to differ.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from typing import Any
 import msgspec
 
 from xferscope.errors import FormatError
+from xferscope.workloads.common.level import Figures, told_apart
 from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
-#: AU this close (0-1) is level whatever the ranges
-LEVEL_AU = 0.02
 #: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
 MIB_IN_MB = (1 << 20) / 1e6
 
@@ -41,7 +40,8 @@ class Entry(msgspec.Struct, kw_only=True):
     samples_per_s: float | None
     mb_per_s: float | None
     sustained: int | None = None  # --find-max: the most accelerators at the threshold
-    level_with: list[str] = []  # entries whose AU range overlaps this one's
+    aus: list[float] = []  # each run's AU, in the order measured (0-1)
+    level_with: list[str] = []  # entries the verdict rule cannot tell apart from this one
 
 
 class TrainComparison(msgspec.Struct, kw_only=True):
@@ -81,6 +81,7 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
         passed=None if au is None else au >= first.au_threshold,
         samples_per_s=_median([r.samples_per_s for r in results]),
         mb_per_s=_median([r.mb_per_s for r in results]),
+        aus=aus,
     )
 
 
@@ -91,20 +92,24 @@ def entry_of_search(label: str, search: FindMaxResult) -> Entry:
     return e
 
 
-def _level(a: Entry, b: Entry) -> bool:
-    if a.sustained != b.sustained or a.au is None or b.au is None:
-        return False
-    if abs(a.au - b.au) < LEVEL_AU:
-        return True
-    if None in (a.au_min, a.au_max, b.au_min, b.au_max):
-        return False
-    return a.au_min <= b.au_max and b.au_min <= a.au_max  # type: ignore[operator]
+def _figures(e: Entry) -> Figures | None:
+    if e.au is None or e.au_min is None or e.au_max is None:
+        return None
+    return Figures(e.aus, e.au_min, e.au, e.au_max, e.runs)
 
 
-def rank(entries: list[Entry]) -> list[Entry]:
-    """Most accelerators sustained first, then the highest AU; each marks those whose AU range it overlaps."""
+def _level(a: Entry, b: Entry, paired: bool) -> bool:
+    fa, fb = _figures(a), _figures(b)
+    if a.sustained != b.sustained or fa is None or fb is None:
+        return False
+    return not told_apart(fa, fb, paired=paired, higher_is_better=True)
+
+
+def rank(entries: list[Entry], *, paired: bool = False) -> list[Entry]:
+    """Most accelerators sustained first, then the highest AU; each marks those the verdict rule cannot tell apart
+    from it. ``paired``: the entries' runs were measured in the same rounds."""
     for e in entries:
-        e.level_with = [o.label for o in entries if o is not e and _level(e, o)]
+        e.level_with = [o.label for o in entries if o is not e and _level(e, o, paired)]
     return sorted(entries, key=lambda e: (-(e.sustained or 0), -(e.au if e.au is not None else -1.0)))
 
 

@@ -1,0 +1,49 @@
+"""When two workload runs are level: the project's verdict rule (``compare.verdict``) cannot tell them apart.
+
+Paths run in the same rotated rounds are paired round by round (``paired_verdict``: the sign-test interval of the
+per-round ratios); saved results, or a search's runs, are compared over their ranges (``repeated_verdict``:
+every ratio of one side's figure to the other's). Either way faster or slower needs the interval beyond the
+margin (5%, wider with few rounds), and two runs of one pass each are never told apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xferscope.compare.verdict import MARGIN, paired_verdict, repeated_verdict
+
+#: what a figure of 0 counts as (the rule divides)
+TINY = 1e-12
+#: the rule in one line, under every ranking
+LEVEL_RULE = (
+    "level: entries the verdict rule cannot tell apart (paired by round where run in the same rounds, else over "
+    "their ranges; apart only beyond ±5%, more with few rounds)"
+)
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One entry's figure: each run's in the order of its rounds (empty where only the summary is known), and the
+    summary (the lowest, the median, the highest, over ``runs`` runs)."""
+
+    values: Sequence[float]
+    low: float
+    median: float
+    high: float
+    runs: int
+
+
+def told_apart(a: Figures, b: Figures, *, paired: bool, higher_is_better: bool, margin: float = MARGIN) -> bool:
+    """True when the verdict rule calls one of ``a`` and ``b`` faster than the other (for a figure where lower is
+    better, a time, on its reciprocal)."""
+
+    def oriented(values: Sequence[float]) -> list[float]:
+        positive = [max(v, TINY) for v in values]  # an AU of 0 is a figure too
+        return positive if higher_is_better else [1.0 / v for v in positive]
+
+    if paired and len(a.values) == len(b.values) >= 2:
+        return paired_verdict(oriented(a.values), oriented(b.values), margin).decided
+    summary_a, summary_b = (a.low, a.median, a.high), (b.low, b.median, b.high)
+    repetitions = min(a.runs, b.runs)
+    return repeated_verdict(oriented(summary_a), oriented(summary_b), margin, repetitions=repetitions).decided
