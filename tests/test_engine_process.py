@@ -435,7 +435,7 @@ def test_start_keeps_the_counters_the_engine_sent_after_started(direct_dir):
 
     run = Run(RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2))
     first, last = counters(None), counters(("verification failed: data at offset 0", 0))
-    started = Started({"labels": [], "worker_gpus": [None], "environment": {}}, first)
+    started = Started([], [None], {}, first)
     run._snapshot = last  # the reader has read "started", then the last counters
     run._driver.control.put(started)
     run.start()

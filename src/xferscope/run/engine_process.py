@@ -7,7 +7,7 @@ passes over the channel, in order (parent -> child on the left):
                                           Available                 or Failed
     Plan(Target)                          Progress(done, total)…
                                           Prepared(labels, worker_gpus, created) or Failed
-    Start                                 Started(info, Snapshot) or Failed
+    Start                                 Started(labels, worker GPUs, environment, Snapshot) or Failed
                                           Sampled(Sample, Snapshot)… at the sample interval
     Stop (any time)                       Ended(RunResult | None, error=…, stuck=…)
                                           (the result without its samples: the parent has them)
@@ -75,10 +75,14 @@ class Prepared(msgspec.Struct, frozen=True):
 
 
 class Started(msgspec.Struct, frozen=True):
-    """The timed region began: labels, worker GPUs, environment (and cuFile's probes), the first counters."""
+    """The timed region began: the engine's labels, its workers' GPUs, its environment, the first counters, and
+    cuFile's mode probes as this process knows them (cuFile paths)."""
 
-    info: dict[str, Any]
+    labels: list[str]
+    worker_gpus: list[int | None]
+    environment: dict[str, Any]
     snapshot: Snapshot
+    cufile_probes: dict[int, str | None] = {}
 
 
 class Sampled(msgspec.Struct, frozen=True):
@@ -210,9 +214,9 @@ class EngineHost:
             raise targets.Interrupted("stopped before the run started")
         run.start()
         t0 = time.monotonic()
-        info = self._info(run)
+        started = self._started(run)
         run.setup_steps["environment"] = time.monotonic() - t0
-        self.send(Started(info, run.engine.snapshot()))
+        self.send(started)
         while not run.join(0.2):
             if self._stop_at is not None and time.monotonic() - self._stop_at > STOP_GRACE_S:
                 run._abandon()
@@ -226,17 +230,14 @@ class EngineHost:
         self._close.wait()
         self._close_run()
 
-    def _info(self, run: LocalRun) -> dict[str, Any]:
-        info = {
-            "labels": list(run.engine.labels),
-            "worker_gpus": list(run.engine.worker_gpus),
-            "environment": run.environment(),
-        }
+    def _started(self, run: LocalRun) -> Started:
+        probes: dict[int, str | None] = {}
         if run.spec.path.startswith("cufile"):
             from xferscope.engines import cufile_probe
 
-            info["cufile_probes"] = cufile_probe.known_probes()
-        return info
+            probes = cufile_probe.known_probes()
+        engine = run.engine
+        return Started(list(engine.labels), list(engine.worker_gpus), run.environment(), engine.snapshot(), probes)
 
     def _wait(self, event: threading.Event) -> None:
         while not event.wait(0.5):

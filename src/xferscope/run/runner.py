@@ -212,12 +212,11 @@ class Run(SampleFeed):
     def start(self) -> None:
         self._phase = "starting"
         self._driver.send(Start())
-        info = self._await(Started).info
+        started = self._await(Started)
         self._started_at = time.monotonic()
-        self.labels = info["labels"]
-        self.worker_gpus = info["worker_gpus"]
-        self.engine_environment = info["environment"]
-        _cufile_probes.update(info.get("cufile_probes") or {})
+        self.labels, self.worker_gpus = started.labels, started.worker_gpus
+        self.engine_environment = started.environment
+        _cufile_probes.update(started.cufile_probes)
         self.state = "running"
 
     def stop(self) -> None:
