@@ -13,6 +13,7 @@ from xferscope.workloads.common.side_by_side import Entry, entries
 from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 from xferscope.workloads.inference.load_spec import LoadSpec
 from xferscope.workloads.inference.models import model
+from xferscope.workloads.inference.transfer import TransferTick
 
 KINDS = ("kvcache", "load")
 #: SpecError field -> the form control that explains it
@@ -115,11 +116,11 @@ class InferenceState:
     def kind(self) -> str:
         return "kvcache" if isinstance(self.spec, KvSpec) else "load"
 
-    def take(self, tick: dict[str, Any]) -> None:
+    def take(self, tick: TransferTick) -> None:
         """A tick of the transfer engine: the jobs done since the last, each with its GPU and bytes."""
         self.made = None
-        self.t, self.jobs = tick["t"], tick["jobs"]
-        for done in tick["new"]:
+        self.t, self.jobs = tick.t, tick.jobs
+        for done in tick.new:
             row = self.rows.setdefault(done.gpu, GpuRow(done.gpu))
             row.bytes += done.bytes
         for row in self.rows.values():

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from rich.text import Text
 
 from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
+from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_record import TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec, train_spec
 
@@ -128,26 +128,26 @@ class WorkloadState:
         self.spec = spec
         self.rows = {i: AcceleratorRow(i) for i in range(spec.accelerators)}
 
-    def take(self, tick: dict[str, Any]) -> None:
+    def take(self, tick: TrainTick) -> None:
         self.made = None
-        self.t, self.bytes_read = tick["t"], tick["bytes_read"]
+        self.t, self.bytes_read = tick.t, tick.bytes_read
         from xferscope.workloads.common.au import utilisation
 
         self.ticks += 1
         # the percentiles go over every step: on a long run of short steps, recomputed every few ticks only
         every = 1 + sum(len(s) for s in self.steps.values()) // 50_000
-        for r in tick["accelerators"]:
-            steps = self.steps.setdefault(r["index"], [])
-            steps.extend(r.get("new_steps", ()))
-            old = self.rows.get(r["index"])
+        for r in tick.accelerators:
+            steps = self.steps.setdefault(r.index, [])
+            steps.extend(r.new_steps)
+            old = self.rows.get(r.index)
             if old is not None and self.ticks % every:
-                old.steps, old.au = r["steps"], _known(r["au"])
+                old.steps, old.au = r.steps, _known(r.au)
                 continue
             u = utilisation(steps)
-            self.rows[r["index"]] = AcceleratorRow(
-                r["index"],
-                r["steps"],
-                _known(r["au"]),
+            self.rows[r.index] = AcceleratorRow(
+                r.index,
+                r.steps,
+                _known(r.au),
                 _known(u.samples_per_s),
                 _known(u.bytes_per_s / 1e6),
                 _known(u.io_wait_p50_s),

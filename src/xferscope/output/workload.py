@@ -16,6 +16,7 @@ from xferscope.records import json_text
 from xferscope.report import say, text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
+from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_compare import TrainComparison
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
@@ -258,13 +259,13 @@ def train_and_report(
         raise typer.Exit(written)
 
 
-def _tick_line(tick: dict) -> None:
-    rows = tick["accelerators"]
-    aus = [r["au"] for r in rows if r["au"] == r["au"]]
+def _tick_line(tick: TrainTick) -> None:
+    rows = tick.accelerators
+    aus = [r.au for r in rows if r.au == r.au]
     au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
-    steps = sum(r["steps"] for r in rows)
-    rate = tick["bytes_read"] / tick["t"] / 1e6 if tick["t"] > 0 else 0.0
-    write_status(f"\r\033[K{tick['t']:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
+    steps = sum(r.steps for r in rows)
+    rate = tick.bytes_read / tick.t / 1e6 if tick.t > 0 else 0.0
+    write_status(f"\r\033[K{tick.t:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
 
 
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:

@@ -23,6 +23,7 @@ from xferscope.workloads.inference.kvcache import KvComparison, KvSession
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
 from xferscope.workloads.inference.load import LoadComparison, LoadSession
 from xferscope.workloads.inference.load_record import LoadResult
+from xferscope.workloads.inference.transfer import TransferTick
 
 
 def _f(x: float | None, fmt: str = "{:.2f}") -> str:
@@ -315,9 +316,8 @@ def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
     _report(LoadSession(spec), paths, rounds, load_lines, load_comparison_lines, load_csv, **out)
 
 
-def _tick_line(tick: dict) -> None:
-    done = tick["jobs"]
-    write_status(f"\r\033[K{tick['t']:6.1f} s  {done} done")
+def _tick_line(tick: TransferTick) -> None:
+    write_status(f"\r\033[K{tick.t:6.1f} s  {tick.jobs} done")
 
 
 def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 from xferscope.errors import EnvironmentProblem
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
 
 
@@ -66,8 +67,8 @@ class JobRunner:
             child.stop()
         seen: list = []
 
-        def tick(progress: dict[str, Any]) -> None:
-            seen.extend(progress["new"])
+        def tick(progress: TransferTick) -> None:
+            seen.extend(progress.new)
             if on_tick is not None:
                 on_tick(progress)
 

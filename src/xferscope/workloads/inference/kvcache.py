@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
@@ -14,6 +13,7 @@ from xferscope.workloads.inference.inference import JobRunner, check_memory_befo
 from xferscope.workloads.inference.kvcache_data import KvCache, KvJobs
 from xferscope.workloads.inference.kvcache_record import KvResult
 from xferscope.workloads.inference.kvcache_spec import KvSpec
+from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob
 
 
@@ -82,7 +82,7 @@ class KvSession:
         self.cache = cache
         return cache
 
-    def run(self, spec: KvSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> KvResult:
+    def run(self, spec: KvSpec | None = None, on_tick: Callable[[TransferTick], None] | None = None) -> KvResult:
         assert self.cache is not None
         spec = spec or self.spec
         job = transfer_job(spec, self.cache, self.host_gpu)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from xferscope.engines import page_cache
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
@@ -16,7 +15,7 @@ from xferscope.workloads.inference.load_data import LoadPieces, Shards
 from xferscope.workloads.inference.load_record import LoadResult
 from xferscope.workloads.inference.load_shape import LoadShape
 from xferscope.workloads.inference.load_spec import LoadSpec
-from xferscope.workloads.inference.transfer import Files
+from xferscope.workloads.inference.transfer import Files, TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob
 
 
@@ -108,7 +107,7 @@ class LoadSession:
             shape = self.shapes[spec.path] = load_shape.choose(spec, self.shards, direct, base, probe)
         return shape
 
-    def run(self, spec: LoadSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None) -> LoadResult:
+    def run(self, spec: LoadSpec | None = None, on_tick: Callable[[TransferTick], None] | None = None) -> LoadResult:
         assert self.shards is not None
         shape = self.shape_for(spec or self.spec)
         spec = load_shape.resolved(spec or self.spec, shape)

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import Fetcher, Slot
@@ -83,6 +83,15 @@ class JobDone:
     seconds: float
     bytes: int
     marks: list[float] = field(default_factory=list)  # seconds from the job's start to each piece's return
+
+
+@dataclass(frozen=True)
+class TransferTick:
+    """What a live view shows of a transfer run ``t`` s in: the jobs done since the last tick, and how many in all."""
+
+    t: float
+    new: list[JobDone]
+    jobs: int
 
 
 @dataclass
@@ -156,7 +165,7 @@ class TransferRun:
         finally:
             w.cpu_s += time.thread_time() - cpu0
 
-    def run(self, stop: threading.Event, on_tick: Callable[[dict[str, Any]], None] | None = None) -> float:
+    def run(self, stop: threading.Event, on_tick: Callable[[TransferTick], None] | None = None) -> float:
         self._clock0 = time.perf_counter()
         threads = [
             threading.Thread(target=self._work, args=(w,), name=f"xferscope-transfer-{w.index}", daemon=True)
@@ -175,7 +184,7 @@ class TransferRun:
                 with self._lock:
                     new = self.done[sent:]
                     sent = len(self.done)
-                on_tick({"t": time.perf_counter() - self._clock0, "new": new, "jobs": sent})
+                on_tick(TransferTick(time.perf_counter() - self._clock0, new, sent))
             if not alive:
                 break
         self.seconds = time.perf_counter() - self._clock0

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from xferscope.errors import SpecError
 from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.fetchers import Fetcher, Slot
@@ -248,7 +250,26 @@ class Accelerator:
                 self._cond.notify_all()
 
 
-def progress(accelerators: Sequence[Accelerator], t: float, sent: dict[int, int]) -> dict[str, Any]:
+class AcceleratorTick(msgspec.Struct, frozen=True):
+    """One accelerator in a tick: its steps and AU so far, the bytes it has read, and the steps taken since the
+    last tick."""
+
+    index: int
+    steps: int
+    au: float
+    bytes_read: int
+    new_steps: list[Step]
+
+
+class TrainTick(msgspec.Struct, frozen=True):
+    """What a live view shows of a training run ``t`` s in: each accelerator, and the bytes read by all."""
+
+    t: float
+    accelerators: list[AcceleratorTick]
+    bytes_read: int
+
+
+def progress(accelerators: Sequence[Accelerator], t: float, sent: dict[int, int]) -> TrainTick:
     """What a live view shows: per accelerator its steps, AU so far and bytes read, with the steps taken since
     the last tick (``sent``: how many of each accelerator's steps went out before)."""
     rows = []
@@ -257,18 +278,16 @@ def progress(accelerators: Sequence[Accelerator], t: float, sent: dict[int, int]
         i = a.record.index
         new = a.record.steps[sent.get(i, 0) :]  # the step loop only appends: a slice is the steps since
         sent[i] = sent.get(i, 0) + len(new)
-        rows.append(
-            {"index": i, "steps": sent[i], "au": a.record.au, "bytes_read": a.record.bytes_read, "new_steps": new}
-        )
+        rows.append(AcceleratorTick(i, sent[i], a.record.au, a.record.bytes_read, new))
         total += a.record.bytes_read
-    return {"t": t, "accelerators": rows, "bytes_read": total}
+    return TrainTick(t, rows, total)
 
 
 def run_accelerators(
     accelerators: Sequence[Accelerator],
     spec: TrainSpec,
     stop: threading.Event,
-    on_tick: Callable[[dict[str, Any]], None] | None = None,
+    on_tick: Callable[[TrainTick], None] | None = None,
 ) -> float:
     """Start every accelerator at once, tick every ``spec.interval`` until all are done; the seconds it took."""
     clock0 = time.perf_counter()

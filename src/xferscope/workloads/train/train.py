@@ -6,14 +6,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from xferscope.compare.rounds import path_labels
 from xferscope.errors import EnvironmentProblem
 from xferscope.workloads.common.fetchers import slot_capacity
 from xferscope.workloads.common.side_by_side import rounds_of
 from xferscope.workloads.train import train_data
-from xferscope.workloads.train.accelerators import check_enough
+from xferscope.workloads.train.accelerators import TrainTick, check_enough
 from xferscope.workloads.train.find_max import Search, find_max
 from xferscope.workloads.train.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
 from xferscope.workloads.train.train_data import TrainData
@@ -104,9 +103,7 @@ class TrainSession:
         self.data = data
         return data
 
-    def run(
-        self, spec: TrainSpec | None = None, on_tick: Callable[[dict[str, Any]], None] | None = None
-    ) -> TrainResult:
+    def run(self, spec: TrainSpec | None = None, on_tick: Callable[[TrainTick], None] | None = None) -> TrainResult:
         assert self.data is not None
         spec = spec or self.spec
         check_enough(spec, len(self.data.samples))
@@ -122,7 +119,7 @@ class TrainSession:
         self,
         upper: int,
         on_point: Callable[[Search, int], None] | None = None,
-        on_tick: Callable[[dict[str, Any]], None] | None = None,
+        on_tick: Callable[[TrainTick], None] | None = None,
         spec: TrainSpec | None = None,
     ) -> FindMaxResult:
         assert self.data is not None
@@ -147,7 +144,7 @@ class TrainSession:
         rounds: int,
         *,
         find_max_upper: int | None = None,
-        on_tick: Callable[[dict[str, Any]], None] | None = None,
+        on_tick: Callable[[TrainTick], None] | None = None,
     ) -> TrainComparison:
         """Each path over the one data set: ``rounds`` rounds, the order rotated each round (or, with
         ``find_max_upper``, one search per path), ranked. Ctrl-C or ``stop`` ends it with what was measured."""

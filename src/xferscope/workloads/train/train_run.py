@@ -11,10 +11,10 @@ ones) and its last words.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.process_run import WorkloadChild
+from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_record import TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -34,8 +34,8 @@ class TrainRun:
         """End the run early (from any thread): the steps taken so far are its result, marked interrupted."""
         self._child.stop()
 
-    def execute(self, on_tick: Callable[[dict[str, Any]], None] | None = None) -> TrainResult:
-        def tick(progress: dict[str, Any]) -> None:
+    def execute(self, on_tick: Callable[[TrainTick], None] | None = None) -> TrainResult:
+        def tick(progress: TrainTick) -> None:
             self._take(progress)
             if on_tick is not None:
                 on_tick(progress)
@@ -58,7 +58,7 @@ class TrainRun:
             error=out.error,
         )
 
-    def _take(self, tick: dict[str, Any]) -> None:
-        for row in tick["accelerators"]:
-            self._steps.setdefault(row["index"], []).extend(row.get("new_steps", ()))
-            self._read[row["index"]] = row.get("bytes_read", 0)
+    def _take(self, tick: TrainTick) -> None:
+        for row in tick.accelerators:
+            self._steps.setdefault(row.index, []).extend(row.new_steps)
+            self._read[row.index] = row.bytes_read
