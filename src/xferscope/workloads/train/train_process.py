@@ -1,5 +1,6 @@
 """A training-input run in the engine's own process (started by ``train_run.TrainRun``, over
-``process_host``'s channel): the job is {spec, data}, the payload at the end (seconds, steps per accelerator).
+``process_host``'s channel): the job is a ``TrainJob`` (spec, data), the payload at the end a ``TrainEnd`` (seconds,
+each accelerator's run).
 
 Set-up (GPU memory checked, batch buffers, pinned buffers, streams, the kernel) happens before "ready",
 outside the timed region.
@@ -21,6 +22,7 @@ from xferscope.workloads.common.process_host import serve_with
 from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.train.compute import SleepCompute
 from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_record import AcceleratorRun, TrainEnd
 from xferscope.workloads.train.train_spec import TrainSpec
 
 #: share of the free memory (host MemAvailable, or a GPU's free memory) the batch buffers may take
@@ -114,11 +116,11 @@ class TrainSetup:
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         seconds = run_accelerators(self.accelerators, self.spec, stop, on_tick)
         runs = [
-            (a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read, a.record.cpu_s)
+            AcceleratorRun(a.record.index, a.record.gpu, a.record.steps, a.record.bytes_read, a.record.cpu_s)
             for a in self.accelerators
         ]
         failed = next((a.record.error for a in self.accelerators if a.record.error is not None), None)
-        return (seconds, runs), failed
+        return TrainEnd(seconds, runs), failed
 
     def close(self) -> None:
         for a in self.accelerators:
@@ -166,4 +168,4 @@ def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> No
 
 
 def serve(channel: Channel) -> None:
-    serve_with(channel, lambda job: TrainSetup(job["spec"], job["data"]))
+    serve_with(channel, lambda job: TrainSetup(job.spec, job.data))

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
-from xferscope.workloads.common.au import mean_au, percentile, utilisation
+from xferscope.workloads.common.au import Step, mean_au, percentile, utilisation
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -20,8 +20,35 @@ from xferscope.workloads.train.train_spec import TrainSpec
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from xferscope.workloads.train.train_data import TrainData
+
 SCHEMA_VERSION = 1
 KIND = "workload-train"
+
+
+class AcceleratorRun(NamedTuple):
+    """One accelerator's run as its process hands it over: its number, GPU, steps and bytes read, and its threads'
+    CPU seconds (None where not measured)."""
+
+    accelerator: int
+    gpu: int | None
+    steps: Sequence[Step]
+    bytes_read: int
+    cpu_s: float | None = None
+
+
+class TrainJob(NamedTuple):
+    """What a training run's process is given: the spec, and the data set it reads."""
+
+    spec: TrainSpec
+    data: TrainData
+
+
+class TrainEnd(NamedTuple):
+    """What a training run's process sends at its end: the seconds it ran, and each accelerator's run."""
+
+    seconds: float
+    runs: list[AcceleratorRun]
 
 
 class AcceleratorFigures(msgspec.Struct, kw_only=True):
@@ -63,21 +90,22 @@ class TrainResult(WorkloadResult, kw_only=True):
         cls,
         spec: TrainSpec,
         data: dict[str, Any],
-        runs: Sequence[tuple],
+        runs: Sequence[AcceleratorRun | tuple],
         **end: Unpack[RunEnd],
     ) -> TrainResult:
-        """``runs``: per accelerator (index, GPU, steps, bytes read[, its threads' CPU seconds])."""
+        """``runs``: each accelerator's run (an ``AcceleratorRun``, or a tuple of its fields)."""
         figures = []
         waits: list[float] = []
         samples = nbytes = 0
         span = 0.0
-        for index, gpu, steps, bytes_read, *cpu in runs:
-            u = utilisation(steps)
-            waits += [s.wait_s for s in steps[1:]]
+        accelerator_runs = [AcceleratorRun(*r) for r in runs]
+        for run in accelerator_runs:
+            u = utilisation(run.steps)
+            waits += [s.wait_s for s in run.steps[1:]]
             samples += u.samples
             nbytes += u.bytes
             span = max(span, u.span_s)
-            figures.append(_accelerator(spec, index, gpu, u, bytes_read, cpu[0] if cpu else None))
+            figures.append(_accelerator(spec, run.accelerator, run.gpu, u, run.bytes_read, run.cpu_s))
         au = mean_au([f.au if f.au is not None else math.nan for f in figures]) if figures else math.nan
         # the accelerators' rates add up; each over its own span (they run side by side)
         rate = sum(f.samples_per_s or 0.0 for f in figures) if figures and span > 0 else math.nan
@@ -95,7 +123,7 @@ class TrainResult(WorkloadResult, kw_only=True):
             io_wait_p50_s=_num(percentile(waits, 50)),
             io_wait_p99_s=_num(percentile(waits, 99)),
             first_batch_s=max(firsts) if firsts else None,
-            **run_end(sum(r[3] for r in runs), end),
+            **run_end(sum(r.bytes_read for r in accelerator_runs), end),
         )
 
 

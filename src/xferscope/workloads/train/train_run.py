@@ -16,7 +16,7 @@ from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.process_run import WorkloadChild
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_data import TrainData
-from xferscope.workloads.train.train_record import TrainResult
+from xferscope.workloads.train.train_record import AcceleratorRun, TrainEnd, TrainJob, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
 
 
@@ -40,11 +40,14 @@ class TrainRun:
             if on_tick is not None:
                 on_tick(progress)
 
-        out = self._child.execute({"spec": self.spec, "data": self.data}, tick)
+        out = self._child.execute(TrainJob(self.spec, self.data), tick)
         spec = self.spec
-        seconds, runs = out.payload if out.payload is not None else (0.0, None)
-        if not runs:
-            runs = [(i, spec.gpu_of(i), self._steps.get(i, []), self._read.get(i, 0)) for i in range(spec.accelerators)]
+        seconds, runs = out.payload if out.payload is not None else TrainEnd(0.0, [])
+        if not runs:  # the process died before its end: the steps its ticks carried
+            runs = [
+                AcceleratorRun(i, spec.gpu_of(i), self._steps.get(i, []), self._read.get(i, 0))
+                for i in range(spec.accelerators)
+            ]
         return TrainResult.from_steps(
             spec,
             self.data.describe(),
