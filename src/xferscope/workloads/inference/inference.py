@@ -76,5 +76,5 @@ class JobRunner:
             out = child.execute(job, tick)
         finally:
             self._child = None
-        done = out.payload["done"] if out.payload else seen
+        done = out.payload.done if out.payload is not None else seen
         return out, done

@@ -103,7 +103,7 @@ class KvSession:
             self.cache.describe(),
             done,
             status=out.status,
-            seconds=(out.payload or {}).get("seconds", 0.0),
+            seconds=out.payload.seconds if out.payload is not None else 0.0,
             cpu_seconds=out.process.cpu_seconds,
             peak_rss_bytes=out.process.peak_rss_bytes,
             labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.cache.notes,

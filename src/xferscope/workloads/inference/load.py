@@ -15,7 +15,7 @@ from xferscope.workloads.inference.load_data import LoadPieces, Shards
 from xferscope.workloads.inference.load_record import LoadResult
 from xferscope.workloads.inference.load_shape import LoadShape
 from xferscope.workloads.inference.load_spec import LoadSpec
-from xferscope.workloads.inference.transfer import Files, TransferTick
+from xferscope.workloads.inference.transfer import Files, TransferEnd, TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob
 
 
@@ -96,7 +96,7 @@ class LoadSession:
             assert self.shards is not None
             base, _ = transfer_job(load_shape.widest(spec), self.shards)
 
-            def probe(job: TransferJob) -> dict | None:
+            def probe(job: TransferJob) -> TransferEnd | None:
                 out, _ = self.runner.run(job, f"the {spec.path} load's shape probe")
                 if out.status == "interrupted" or self.stopped:  # Ctrl-C during the probe: no load follows
                     self.runner.stop()
@@ -124,7 +124,6 @@ class LoadSession:
             labels.append("no GPU here: the tensors stop in host memory")
         if resident is not None:
             labels.append(f"{spec.cache}: {100 * resident:.0f}% of the shards in the page cache as it began")
-        payload = out.payload or {}
         return LoadResult.from_jobs(
             spec,
             self.shards.describe(),
@@ -134,7 +133,7 @@ class LoadSession:
             resident_before=resident,
             cpu_seconds=out.process.cpu_seconds,
             peak_rss_bytes=out.process.peak_rss_bytes,
-            verified=payload.get("verified"),
+            verified=out.payload.verified if out.payload is not None else None,
             shape=shape,
             labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
             environment=out.environment,

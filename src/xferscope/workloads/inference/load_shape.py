@@ -24,6 +24,7 @@ import msgspec
 from xferscope.units import format_size
 from xferscope.workloads.inference.load_data import LoadPieces, Shards
 from xferscope.workloads.inference.load_spec import DEFAULT_SPLIT, DEFAULT_THREADS, LoadSpec
+from xferscope.workloads.inference.transfer import TransferEnd
 from xferscope.workloads.inference.transfer_process import ShapeTrial, TransferJob
 
 SPLITS = (1 << 20, 4 << 20, 16 << 20)
@@ -130,7 +131,7 @@ def choose(
     shards: Shards,
     direct: bool,
     base: TransferJob,
-    run: Callable[[TransferJob], dict | None],
+    run: Callable[[TransferJob], TransferEnd | None],
     seconds: float = TRIAL_SECONDS,
     min_bytes: int = MIN_PROBE_BYTES,
     final_seconds: float = FINAL_SECONDS,
@@ -147,7 +148,7 @@ def choose(
     payload = run(probe_job(spec, shards, direct, base, seconds, final_seconds))
     figures = [
         ShapeFigure(split=s, threads=n, gb_per_s=nbytes / secs / 1e9 if secs > 0 and nbytes else None, round=rnd)
-        for s, n, nbytes, secs, rnd in (payload or {}).get("trials", [])
+        for s, n, nbytes, secs, rnd in (payload.trials if payload is not None else [])
     ]
     measured = [f for f in figures if f.gb_per_s]
     if not measured:

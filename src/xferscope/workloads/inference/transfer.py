@@ -85,6 +85,19 @@ class JobDone:
     marks: list[float] = field(default_factory=list)  # seconds from the job's start to each piece's return
 
 
+@dataclass
+class TransferEnd:
+    """What a transfer run's process sends at its end: the seconds it ran, every job done, each worker's CPU
+    seconds, the check of the data read (pieces checked, pieces that differ, the first of them; None: not
+    checked), and a shape probe's trials (split, threads, bytes, seconds, round)."""
+
+    seconds: float = 0.0
+    done: list[JobDone] = field(default_factory=list)
+    worker_cpu: list[float | None] = field(default_factory=list)
+    verified: tuple[int, int, str | None] | None = None
+    trials: list[tuple[int, int, int, float, int]] = field(default_factory=list)
+
+
 @dataclass(frozen=True)
 class TransferTick:
     """What a live view shows of a transfer run ``t`` s in: the jobs done since the last tick, and how many in all."""

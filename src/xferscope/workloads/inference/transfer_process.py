@@ -23,7 +23,7 @@ from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import Fetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.inference.transfer import Files, Job, JobSource, TransferRun, Window, Worker
+from xferscope.workloads.inference.transfer import Files, Job, JobSource, TransferEnd, TransferRun, Window, Worker
 
 #: share of a GPU's free memory the buffers may take
 PATH_WORDS = {
@@ -181,14 +181,9 @@ class TransferSetup:
             marks=job.marks,
         )
         seconds = run.run(stop, on_tick)
-        payload: dict[str, Any] = {
-            "seconds": seconds,
-            "done": run.done,
-            "worker_cpu": [w.cpu_s for w in self.workers],
-            "verified": None,
-        }
+        payload = TransferEnd(seconds, run.done, [w.cpu_s for w in self.workers])
         if job.verify and run.error is None and not stop.is_set():
-            payload["verified"] = self.verify()
+            payload.verified = self.verify()
         return payload, run.error
 
     def _probe(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
@@ -198,8 +193,8 @@ class TransferSetup:
         the page cache, their pages are evicted after each trial (a probe must not warm the cache for the load
         it serves)."""
         job = self.job
-        figures: list[tuple[int, int, int, float, int]] = []
-        payload = {"trials": figures, "seconds": 0.0, "done": [], "worker_cpu": [], "verified": None}
+        payload = TransferEnd()
+        figures = payload.trials
         rate: dict[int, float] = {}  # bytes/s of each first-round trial, by its index
         plan = [(i, 0.0, job.duration, 1) for i in range(len(job.trials))]
         while plan:
