@@ -22,7 +22,6 @@ ends the process unless it is kept, and removes cuFile's log with it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import queue
 import threading
@@ -98,8 +97,7 @@ class ChildDriver:
         self.reader: threading.Thread | None = None
         #: the process has its job: only then does it answer Stop and Close
         self.job_sent = False
-        self.stop_asked = False
-        #: when the stop was first asked: its grace runs from then
+        #: when the stop was first asked (None: not asked): its grace runs from then
         self.stop_at: float | None = None
 
     # ---------------------------------------------------------------- the process
@@ -234,9 +232,12 @@ class ChildDriver:
             return expect(message, kind)
 
     # ---------------------------------------------------------------- stop and end
+    @property
+    def stop_asked(self) -> bool:
+        return self.stop_at is not None
+
     def stop(self) -> None:
         """Ask the work to stop and keep what it measured (once the job is out; before, it follows the job)."""
-        self.stop_asked = True
         if self.stop_at is None:
             self.stop_at = time.monotonic()
         if self.job_sent:
@@ -273,7 +274,5 @@ class ChildDriver:
             return kept
         finally:
             if self.log and not kept:  # a kept process goes on writing to it; the pool removes it
-                with contextlib.suppress(OSError):
-                    os.unlink(self.log)
-                janitor.release(self.log)
+                janitor.discard(self.log)
                 self.log = None

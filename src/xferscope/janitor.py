@@ -66,6 +66,12 @@ def guarded(*paths: str) -> Iterator[None]:
             release(p)
 
 
+def discard(path: str) -> None:
+    """Remove a guarded file or directory tree now, and take it back from the watcher."""
+    remove_path(os.path.abspath(path))
+    release(path)
+
+
 def remove_path(path: str) -> None:
     """Remove a file or a directory tree; nothing when it is not there."""
     if os.path.isdir(path) and not os.path.islink(path):

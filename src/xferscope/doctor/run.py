@@ -3,7 +3,6 @@ ceiling on request; the report as text."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from dataclasses import asdict
@@ -74,9 +73,7 @@ class _NativeSide:
 
         self.worker.close()
         if self.log:
-            with contextlib.suppress(OSError):
-                os.unlink(self.log)
-            janitor.release(self.log)
+            janitor.discard(self.log)
 
 
 def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: bool = True) -> dict[str, Any]:

@@ -95,48 +95,32 @@ def log() -> CufileLog:
         return _log
 
 
-def log_for_child() -> tuple[dict[str, str], str | None]:
-    """The environment that makes a child process's cuFile log to a file of ours, and that file (which the
-    caller removes), so that its log outlives the child; ({}, None) when the user chose the log file."""
-    if os.environ.get(LOG_ENV):
-        return {}, None
-    fd, path = tempfile.mkstemp(prefix="xferscope-cufile-", suffix=".log")
-    os.close(fd)
-    return {LOG_ENV: path}, path
-
-
 def child_env(path: str) -> tuple[dict[str, str] | None, str | None]:
     """The environment of a child process that runs ``path``, and its cuFile log: for a cuFile path, a file of
-    ours (guarded by the janitor until the caller removes it and releases it) that outlives the child; (None,
-    None) for other paths, and (None, None) too when the user chose the log file."""
-    if not path.startswith("cufile"):
+    ours that outlives the child, guarded by the janitor until the caller discards it (``janitor.discard``), so
+    it goes too should this process end first (a child that leaves with ``os._exit`` runs no exit handler of
+    its own); (None, None) for other paths, and when the user chose the log file."""
+    if not path.startswith("cufile") or os.environ.get(LOG_ENV):
         return None, None
     from xferscope import janitor
 
-    extra, log = log_for_child()
-    if log:
-        janitor.guard(log)
-    return ({**os.environ, **extra} if extra else None), log
+    fd, log = tempfile.mkstemp(prefix="xferscope-cufile-", suffix=".log")
+    os.close(fd)
+    janitor.guard(log)
+    return {**os.environ, LOG_ENV: log}, log
 
 
 @contextlib.contextmanager
 def child_log_env() -> Iterator[dict[str, str] | None]:
-    """The environment for a child process whose cuFile log goes to a file of ours, removed when the
-    block ends (and by the janitor should this process end first: a child that leaves with ``os._exit``
-    runs no exit handler of its own); None, the environment as it is, when the user chose the log file."""
+    """``child_env`` for a child process that lives as long as the block: its log discarded at the end."""
     from xferscope import janitor
 
-    extra, path = log_for_child()
-    if path is None:
-        yield None
-        return
-    janitor.guard(path)
+    env, log = child_env("cufile")
     try:
-        yield {**os.environ, **extra}
+        yield env
     finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        janitor.release(path)
+        if log:
+            janitor.discard(log)
 
 
 def module():

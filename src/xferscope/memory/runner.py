@@ -63,7 +63,6 @@ class MemRun(PointStream):
     def __init__(self, spec: MemSpec):
         self._phase = "setting up"
         self._started_at: float | None = None
-        self._cancel = threading.Event()
         self._used = False
         self._post: Callable[[tuple[str, Any]], None] | None = None
         self._told = False  # the consumer has had the sweep's end
@@ -94,12 +93,11 @@ class MemRun(PointStream):
 
     def cancel(self) -> None:
         """Stop within about a second; the points measured stay in ``result``, marked cancelled."""
-        self._cancel.set()
         self._driver.stop()
 
     @property
     def cancelled(self) -> bool:
-        return self._cancel.is_set()
+        return self._driver.stop_asked
 
     # -- the engine's process
 
@@ -142,7 +140,7 @@ class MemRun(PointStream):
             return
         death = self._driver.death
         assert isinstance(death, EngineDied)
-        finish_result(self.result, cancelled=self._cancel.is_set())
+        finish_result(self.result, cancelled=self.cancelled)
         self.result.error = str(death).split(": ", 1)[1]
         death.result = self.result
         self._post(("error", death))

@@ -8,7 +8,6 @@ process is ended (and its cuFile log removed)."""
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 
@@ -70,6 +69,4 @@ def _end(child: Child, log: str | None) -> None:
     with contextlib.suppress(Exception):
         child.end(grace_s=5.0)
     if log:
-        with contextlib.suppress(OSError):
-            os.unlink(log)
-        janitor.release(log)
+        janitor.discard(log)

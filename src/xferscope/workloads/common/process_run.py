@@ -34,30 +34,28 @@ class Outcome:
 
 
 class WorkloadChild:
+    """One workload run in a process of its own (``execute`` once)."""
+
     def __init__(self, target: Callable[[Channel], Any], what: str, path: str):
         self.target, self.what, self.path = target, what, path
-        self._driver: ChildDriver | None = None
-        self._stop_asked = False
+        self._on_tick: Callable[[Any], None] | None = None
+        self._driver = ChildDriver(what, progress=(Tick,), on_progress=self._tick, died=self._died)
         self._phase = "while setting up"
 
     @property
     def _child(self) -> Child | None:
-        return self._driver.child if self._driver is not None else None
+        return self._driver.child
 
     def stop(self) -> None:
-        self._stop_asked = True
-        if self._driver is not None:
-            self._driver.stop()
+        """End the run early, from any thread (before its process has its job, the job is followed by "stop")."""
+        self._driver.stop()
+
+    def _tick(self, message: Tick) -> None:
+        if self._on_tick is not None:
+            self._on_tick(message.progress)
 
     def execute(self, job: Any, on_tick: Callable[[Any], None] | None = None) -> Outcome:
-        d = self._driver = ChildDriver(
-            self.what,
-            progress=(Tick,),
-            on_progress=(lambda m: on_tick(m.progress)) if on_tick is not None else None,
-            died=self._died,
-        )
-        if self._stop_asked:
-            d.stop()
+        d, self._on_tick = self._driver, on_tick
         closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
         try:
             from xferscope.engines import cufile_driver  # imported here: at the top it would slow every command's start
