@@ -400,13 +400,14 @@ def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir
     """The engine's protocol is typed (``child_messages``, ``engine_process``): the engine's process answers a
     command it does not know with ``Failed`` naming it (and goes on), and the run raises ``UnknownMessage`` for
     a message it did not expect, instead of misreading either."""
+    from xferscope.child_host import ChildHost
     from xferscope.child_messages import Failed, Progress, Start, UnknownMessage
     from xferscope.isolation import error_from_wire
-    from xferscope.run.engine_process import EngineHost, EngineJob, Prepared
+    from xferscope.run.engine_process import EngineJob, EngineWork, Plan, Prepared
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2)
     sent: list = []
-    host = EngineHost(None, EngineJob(spec))
+    host = ChildHost(None, EngineJob(spec), EngineWork, (Plan,))
     host.send = sent.append
     host._handle("start")  # the untyped command of old
     [failed] = sent

@@ -435,22 +435,6 @@ class Worker:
         self.close()
 
 
-def command_loop(
-    channel: Channel, handle: Callable[[Any], None], running: Callable[[], bool], closed: Callable[[], bool]
-) -> None:
-    """In a child: hand each command from the parent to ``handle`` while ``running()``. End-of-file once
-    ``closed()`` (the child said its last word) ends the loop; before that it means the parent is gone:
-    ``ParentGone``."""
-    while running():
-        try:
-            command = channel.recv()
-        except EOFError:
-            if closed():
-                return
-            raise ParentGone("the channel closed before the run did") from None
-        handle(command)
-
-
 def call(
     target: Callable[..., Any], *args: Any, what: str, timeout: float | None = None, env: dict[str, str] | None = None
 ) -> Any:

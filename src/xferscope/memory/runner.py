@@ -182,7 +182,7 @@ class MemRun(PointStream):
 # ------------------------------------------------------------------ the engine's process
 
 
-class SweepWork:
+class SweepWork(child_host.Work):
     """The sweep as the child host's work (``child_host``): set up from its spec, each point sent as it is
     measured, the result at the end."""
 
@@ -190,36 +190,22 @@ class SweepWork:
         self.sweep = MemSweep(spec)
         self.expected = self.sweep.expected_points()
 
-    def build(self) -> None:
-        pass
-
     def ready(self) -> SweepReady:
         return SweepReady(self.sweep.spec, self.expected)
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> tuple[MemResult, BaseException | None]:
+    def interrupt(self) -> None:
+        self.sweep.cancel()
+
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
         sweep = self.sweep
-        done = threading.Event()
-
-        def cancel_on_stop() -> None:
-            while not done.is_set():
-                if stop.wait(0.1):
-                    sweep.cancel()
-                    return
-
-        watcher = threading.Thread(target=cancel_on_stop, name="xferscope-mem-stop", daemon=True)
-        watcher.start()
+        if stop.is_set():
+            return child_host.Outcome(None)
         try:
             for point in sweep:
                 send(PointMeasured(point, dict(sweep.result.environment)))
-            return sweep.result, None
+            return child_host.Outcome(sweep.result)
         except Exception as exc:  # the sweep's failure, with what it measured
-            return sweep.result, exc
-        finally:
-            done.set()
-            watcher.join()
-
-    def close(self) -> None:
-        pass
+            return child_host.Outcome(sweep.result, exc)
 
 
 def serve(channel: Channel) -> None:

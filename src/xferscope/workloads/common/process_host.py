@@ -27,23 +27,26 @@ class Setup(Protocol):
     def close(self) -> None: ...
 
 
-class WorkloadWork:
+class WorkloadWork(child_host.Work):
     """A workload's set-up as the child host's work."""
 
     def __init__(self, setup: Setup):
         self.setup = setup
 
-    def build(self) -> None:
+    def build(self, talk: child_host.Talk) -> None:
         self.setup.build()
 
     def ready(self) -> Ready:
         return Ready(list(self.setup.labels), dict(self.setup.environment))
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
-        return self.setup.run(stop, lambda progress: send(Tick(progress)))
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
+        if stop.is_set():
+            return child_host.Outcome(None)
+        return child_host.Outcome(*self.setup.run(stop, lambda progress: send(Tick(progress))))
 
-    def close(self) -> None:
+    def close(self) -> list[str]:
         self.setup.close()
+        return []
 
 
 def serve_with(channel: Channel, make_setup: Callable[[Any], Setup]) -> None:
