@@ -128,7 +128,7 @@ def run_engine(spec: RunSpec, *, timeline: int = 1 << 16) -> EngineRun:
         snap = engine.run_to_end()
         raw = engine.timeline()
         engine.after_run()
-        hosts = [list(w.get("host", [])) for w in getattr(engine, "gpu_workers", [])]
+        hosts = [list(w.host) for w in getattr(engine, "gpu_workers", [])]
         labels = list(engine.labels)
         environment = engine.environment()
     finally:

@@ -240,7 +240,8 @@ def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkey
     events = np.zeros(4, dtype=[("cookie", "<i8"), ("status", "<i4"), ("ret", "<u8")])
     spec = RunSpec(path="cufile-batch", workers=2, iodepth=4, block_size=1 << 20)
     engine = cufile.CufileBatchEngine(spec, target=None)
-    worker = {"batch": 1234, "params": params, "events": events, "cursor": cufile._Cursor(spec, 0, 64 << 20, 0)}
+    cursor = cufile._Cursor(spec, 0, 64 << 20, 0)
+    worker = cufile.ThreadWorker(0, 0, 0, cursor, batch=1234, params=params, batch_events=events)
     with pytest.raises(RunFailed, match=r"stalled: 4 of 4 operations .*\(2 workers x batch size 4 = 8 in flight\)"):
         engine.run_worker(0, worker)
     assert cancelled == [1234]

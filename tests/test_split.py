@@ -15,6 +15,7 @@ from gpu_standins import run_engine
 
 from xferscope import _gpusim, _iocore
 from xferscope import target as targets
+from xferscope.engines.native import GpuWorker
 from xferscope.engines.split import MAX_LANES, lanes, plan_split, split_advice, split_label
 from xferscope.errors import SpecError
 from xferscope.run.runner import Run
@@ -190,7 +191,7 @@ def test_bounce_split_moves_the_right_data_in_parallel_sub_requests(sim_gpu, dir
 def cufile_job(path: str, fd: int, seed: int, bs: int, split: int, blocks: int, **kw):
     """A cufile Job of the native core on the stand-ins: one worker, cuFileRead of its blocks."""
     dev = _gpusim.alloc(bs)
-    worker = {"ctx": 1, "stream": _gpusim.stream(), "dev": dev, "handle": _gpusim.file(fd)}
+    worker = GpuWorker(ctx=1, stream=_gpusim.stream(), dev=dev, handle=_gpusim.file(fd))
     job = _iocore.Job(
         [fd],
         [0],

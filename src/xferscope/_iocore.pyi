@@ -4,6 +4,8 @@ from typing import Any
 
 from typing_extensions import Buffer
 
+from xferscope.engines.native import GpuWorker
+
 # what a Job's workers do
 MODE_HOST: int
 MODE_BOUNCE: int
@@ -49,7 +51,7 @@ class Job:
         cpus: list[int] | None = ...,
         use_uring: int = ...,
         gpu_functions: dict[str, int] | None = ...,
-        gpu_workers: list[dict[str, Any]] | None = ...,
+        gpu_workers: list[GpuWorker] | None = ...,
         huge_pages: int = ...,
         split: int = ...,
         timeline: int = ...,

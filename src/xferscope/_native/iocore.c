@@ -1648,6 +1648,23 @@ static uint64_t dict_u64(PyObject *d, const char *key)
     return v ? PyLong_AsUnsignedLongLongMask(v) : 0;
 }
 
+/* An attribute of a GPU worker (engines.gpu_native.GpuWorker), or NULL where it has none (a new reference). */
+static PyObject *worker_attr(PyObject *w, const char *name)
+{
+    PyObject *v = PyObject_GetAttrString(w, name);
+    if (!v && PyErr_ExceptionMatches(PyExc_AttributeError))
+        PyErr_Clear();
+    return v;
+}
+
+static uint64_t worker_u64(PyObject *w, const char *name)
+{
+    PyObject *v = worker_attr(w, name);
+    uint64_t out = v ? PyLong_AsUnsignedLongLongMask(v) : 0;
+    Py_XDECREF(v);
+    return out;
+}
+
 /* The entry points of a gpu_functions dict (0 where absent). */
 static int parse_gpu_fns(PyObject *d, gpu_fns_t *fn)
 {
@@ -1786,7 +1803,7 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     }
     if (mode != MODE_HOST) {
         if (!gpu_fns || !PyDict_Check(gpu_fns) || !gpu_workers) {
-            PyErr_SetString(PyExc_ValueError, "GPU modes need gpu_functions (dict) and gpu_workers (list of dicts)");
+            PyErr_SetString(PyExc_ValueError, "GPU modes need gpu_functions (dict) and gpu_workers (a GpuWorker each)");
             return -1;
         }
         if (parse_gpu_fns(gpu_fns, &job->fn))
@@ -1804,23 +1821,26 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
             return -1;
         if (PySequence_Fast_GET_SIZE(fast) != n) {
             Py_DECREF(fast);
-            PyErr_SetString(PyExc_ValueError, "gpu_workers: one dict per worker");
+            PyErr_SetString(PyExc_ValueError, "gpu_workers: one GpuWorker per worker");
             return -1;
         }
         for (int i = 0; i < n; i++) {
             PyObject *d = PySequence_Fast_GET_ITEM(fast, i);
             worker_t *w = &job->workers[i];
-            if (!PyDict_Check(d)) {
+            w->ctx = (void *)(uintptr_t)worker_u64(d, "ctx");
+            w->stream = (void *)(uintptr_t)worker_u64(d, "stream");
+            w->dev = worker_u64(d, "dev");
+            w->handle = (void *)(uintptr_t)worker_u64(d, "handle");
+            PyObject *host = worker_attr(d, "host");
+            PyObject *events = worker_attr(d, "events");
+            if (events && PySequence_Size(events) <= 0) /* none: an empty list */
+                Py_CLEAR(events);
+            if (PyErr_Occurred()) {
+                Py_XDECREF(host);
+                Py_XDECREF(events);
                 Py_DECREF(fast);
-                PyErr_SetString(PyExc_TypeError, "gpu_workers: dicts expected");
                 return -1;
             }
-            w->ctx = (void *)(uintptr_t)dict_u64(d, "ctx");
-            w->stream = (void *)(uintptr_t)dict_u64(d, "stream");
-            w->dev = dict_u64(d, "dev");
-            w->handle = (void *)(uintptr_t)dict_u64(d, "handle");
-            PyObject *host = PyDict_GetItemString(d, "host");
-            PyObject *events = PyDict_GetItemString(d, "events");
             w->nhost = host ? (int)PySequence_Size(host) : 0;
             if (w->nhost > MAX_PIPE)
                 w->nhost = MAX_PIPE;
@@ -1834,6 +1854,9 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
                     Py_XDECREF(item);
                 }
             }
+            int has_events = events != NULL;
+            Py_XDECREF(host);
+            Py_XDECREF(events);
             if (job->copy_batch > 1) { /* a group goes in one copy: its buffers must lie side by side */
                 for (int k = 1; k < w->nhost; k++)
                     if ((char *)w->host[k] != (char *)w->host[k - 1] + block_size) {
@@ -1847,8 +1870,8 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
                     return -1;
                 }
             }
-            if ((mode == MODE_BOUNCE && (w->nhost < 1 || !events)) ||
-                (mode == MODE_BOUNCE_PIPE && (w->nhost < 2 || !events))) {
+            if ((mode == MODE_BOUNCE && (w->nhost < 1 || !has_events)) ||
+                (mode == MODE_BOUNCE_PIPE && (w->nhost < 2 || !has_events))) {
                 Py_DECREF(fast);
                 PyErr_SetString(PyExc_ValueError, "bounce modes need pinned host buffers and an event for each");
                 return -1;

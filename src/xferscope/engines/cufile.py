@@ -29,13 +29,14 @@ import os
 import random
 import threading
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import _iocore
 from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, page_cache
 from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
-from xferscope.engines.native import open_worker_files
+from xferscope.engines.native import GpuWorker, open_worker_files
 from xferscope.engines.recorder import Recorder
 from xferscope.errors import RunFailed, SpecError
 
@@ -103,11 +104,11 @@ class _CufileMixin:
         )
         self.labels.append(self.mode.label)
 
-    def _one_io(self, worker: dict[str, Any], offset: int, write: bool) -> None:
+    def _one_io(self, worker: Any, offset: int, write: bool) -> None:
         """One block through this path's own call, waited for (the untimed probe)."""
         raise NotImplementedError
 
-    def check_page_cache(self, worker: dict[str, Any]) -> None:
+    def check_page_cache(self, worker: GpuWorker | ThreadWorker) -> None:
         """Does this path really bypass the page cache? One untimed probe I/O per direction the run
         uses, through ``worker`` (the first) on its first block; where the pages land in the cache,
         the run is labelled as going through it, not as O_DIRECT."""
@@ -160,7 +161,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
                 "cufile-batch and cufile-async queue)"
             )
         gpu = super().prepare_gpu()
-        gpu["functions"].update(cufile_driver.functions())
+        gpu.functions.update(cufile_driver.functions())
         first = self.gpu_workers[0]
         self.detect_mode()
         self.check_page_cache(first)
@@ -168,12 +169,12 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
 
     def _one_io(self, worker, offset: int, write: bool) -> None:
         cf, bs = cufile_driver.module(), self.spec.block_size
-        done = (cf.write if write else cf.read)(worker["handle"], worker["dev"], bs, offset, 0)
+        done = (cf.write if write else cf.read)(worker.handle, worker.dev, bs, offset, 0)
         if done != bs:
             raise RunFailed(f"cuFile {'write' if write else 'read'} at offset {offset} returned {done} of {bs} bytes")
 
     def prepare_worker(self, index, gpu, worker):
-        worker["handle"] = self.register(index, gpu, self._fds[index], worker["dev"], self.spec.block_size)
+        worker.handle = self.register(index, gpu, self._fds[index], worker.dev, self.spec.block_size)
 
     def environment(self):
         env = super().environment()
@@ -208,6 +209,27 @@ class _Cursor:
         return off, self.read_pct <= 0 or self.rng.randrange(100) >= self.read_pct
 
 
+@dataclass
+class ThreadWorker:
+    """One Python worker of cufile-batch or cufile-async: its GPU, device blocks, cuFile handle and offsets, and
+    what its API needs: a batch handle with its parameter and event arrays (numpy, cuFile's dtypes), or a
+    registered stream with an event per slot and the async calls' argument arrays (ctypes)."""
+
+    gpu: int
+    dev: int
+    handle: int
+    cursor: _Cursor
+    batch: int = 0
+    params: Any = None
+    batch_events: Any = None
+    stream: Any = None
+    stream_events: list[Any] = field(default_factory=list)
+    size: Any = None
+    file_off: Any = None
+    buf_off: Any = None
+    done: Any = None
+
+
 class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every worker has a GPU here
     """Workers are Python threads calling cuda.bindings.cufile; counters in a ``Recorder``."""
 
@@ -220,7 +242,7 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
         self.resources = gpu_setup.GpuResources()
         self.recorder = Recorder(spec.workers)
         self._fds: list[int] = []
-        self._workers: list[dict[str, Any]] = []
+        self._workers: list[ThreadWorker] = []
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self._go = threading.Event()
@@ -248,21 +270,18 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
             if spec.writes:
                 res.fill_device(gpu, dev, size, spec.seed)
             start, length = self.target.worker_regions[i]
-            worker = {
-                "gpu": gpu,
-                "dev": dev,
-                "handle": self.register(i, gpu, self._fds[i], dev, size),
-                "cursor": _Cursor(spec, start, length, i),
-            }
+            worker = ThreadWorker(
+                gpu, dev, self.register(i, gpu, self._fds[i], dev, size), _Cursor(spec, start, length, i)
+            )
             if i == 0:
                 self.detect_mode()
             self.prepare_worker(worker)
             self._workers.append(worker)
 
-    def prepare_worker(self, worker: dict[str, Any]) -> None:
+    def prepare_worker(self, worker: ThreadWorker) -> None:
         """Path-specific set-up of one worker (a batch handle, a registered stream)."""
 
-    def run_worker(self, index: int, worker: dict[str, Any]) -> None:
+    def run_worker(self, index: int, worker: ThreadWorker) -> None:
         raise NotImplementedError
 
     # -- protocol ------------------------------------------------------------------
@@ -277,10 +296,10 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
         self.recorder.begin()
         self._go.set()
 
-    def _thread_main(self, index: int, worker: dict[str, Any]) -> None:
+    def _thread_main(self, index: int, worker: ThreadWorker) -> None:
         try:
             try:
-                self.resources.context(worker["gpu"])
+                self.resources.context(worker.gpu)
             except Exception as exc:
                 self.recorder.fail(f"worker {index}: {exc}")
             self._ready.wait()
@@ -364,18 +383,16 @@ class CufileBatchEngine(_CufileThreadEngine):
     def _one_io(self, worker, offset: int, write: bool) -> None:
         """One operation through the worker's batch handle, waited for (untimed probes)."""
         cf, bs = cufile_driver.module(), self.spec.block_size
-        params, events = worker["params"], worker["events"]
+        params, events = worker.params, worker.batch_events
         params["u"]["batch"]["file_offset"][0] = offset
         params["opcode"][0] = int(cf.Opcode.WRITE if write else cf.Opcode.READ)
-        cf.batch_io_submit(worker["batch"], 1, params.ctypes.data, 0)
+        cf.batch_io_submit(worker.batch, 1, params.ctypes.data, 0)
         nr, timeout, t0 = ctypes.c_uint(0), _Timespec(1, 0), time.monotonic()
         while not nr.value:
             nr.value = 1
-            cf.batch_io_get_status(
-                worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout)
-            )
+            cf.batch_io_get_status(worker.batch, 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout))
             if not nr.value and time.monotonic() - t0 > BATCH_STALL_S:
-                cf.batch_io_cancel(worker["batch"])
+                cf.batch_io_cancel(worker.batch)
                 raise RunFailed(f"cuFile batch probe at offset {offset} did not complete in {BATCH_STALL_S:.0f} s")
         status, ret = int(events["status"][0]), int(events["ret"][0])
         if status != int(cf.Status.COMPLETE) or ret != bs:
@@ -391,23 +408,23 @@ class CufileBatchEngine(_CufileThreadEngine):
         n, bs = self.depth, self.spec.block_size
         with gpu_setup.interrupts_deferred():
             batch = int(cf.batch_io_set_up(n))
-            self.resources.on_release(worker["gpu"], "cuFileBatchIODestroy", lambda: cf.batch_io_destroy(batch))
+            self.resources.on_release(worker.gpu, "cuFileBatchIODestroy", lambda: cf.batch_io_destroy(batch))
         params = np.zeros(n, dtype=cf.io_params_dtype)
         params["mode"] = int(cf.BatchMode.BATCH)
-        params["fh"] = worker["handle"]
+        params["fh"] = worker.handle
         params["cookie"] = np.arange(n)
         io = params["u"]["batch"]
-        io["dev_ptr_base"] = worker["dev"]
+        io["dev_ptr_base"] = worker.dev
         io["dev_ptr_offset"] = np.arange(n) * bs
         io["size_"] = bs
-        worker.update(batch=batch, params=params, events=np.zeros(n, dtype=cf.io_events_dtype))
+        worker.batch, worker.params, worker.batch_events = batch, params, np.zeros(n, dtype=cf.io_events_dtype)
 
     def run_worker(self, index, worker):
         try:
             self._batches(index, worker)
         except BaseException:
             try:  # nothing may still land in GPU memory once the buffers are freed
-                cufile_driver.module().batch_io_cancel(worker["batch"])
+                cufile_driver.module().batch_io_cancel(worker.batch)
             except Exception:
                 pass
             raise
@@ -418,7 +435,7 @@ class CufileBatchEngine(_CufileThreadEngine):
         cf = cufile_driver.module()
         bs, depth = self.spec.block_size, self.depth
         read_op, write_op, complete = int(cf.Opcode.READ), int(cf.Opcode.WRITE), int(cf.Status.COMPLETE)
-        params, events, cursor = worker["params"], worker["events"], worker["cursor"]
+        params, events, cursor = worker.params, worker.batch_events, worker.cursor
         offsets = params["u"]["batch"]["file_offset"]
         opcodes = params["opcode"]
         nr = ctypes.c_uint(0)
@@ -433,12 +450,12 @@ class CufileBatchEngine(_CufileThreadEngine):
                 offsets[j], writes[j] = cursor.next()
             opcodes[:n] = np.where(writes, write_op, read_op)
             t0 = time.monotonic_ns()
-            cf.batch_io_submit(worker["batch"], n, params.ctypes.data, 0)
+            cf.batch_io_submit(worker.batch, n, params.ctypes.data, 0)
             remaining, progress = n, time.monotonic()
             while remaining:
                 nr.value = remaining
                 cf.batch_io_get_status(
-                    worker["batch"], 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout)
+                    worker.batch, 1, ctypes.addressof(nr), events.ctypes.data, ctypes.addressof(timeout)
                 )
                 k = nr.value
                 if not k:
@@ -488,25 +505,25 @@ class CufileAsyncEngine(_CufileThreadEngine):
     def _one_io(self, worker, offset: int, write: bool) -> None:
         """One operation on the worker's stream, waited for (untimed probes)."""
         cu, cf, bs = gpu_setup.driver(), cufile_driver.module(), self.spec.block_size
-        worker["file_off"][0], worker["done"][0] = offset, 0
+        worker.file_off[0], worker.done[0] = offset, 0
         call = cf.write_async if write else cf.read_async
         call(
-            worker["handle"],
-            worker["dev"],
-            ctypes.addressof(worker["size"]),
-            ctypes.addressof(worker["file_off"]),
-            ctypes.addressof(worker["buf_off"]),
-            ctypes.addressof(worker["done"]),
-            int(worker["stream"]),
+            worker.handle,
+            worker.dev,
+            ctypes.addressof(worker.size),
+            ctypes.addressof(worker.file_off),
+            ctypes.addressof(worker.buf_off),
+            ctypes.addressof(worker.done),
+            int(worker.stream),
         )
-        gpu_setup.check(cu.cuStreamSynchronize(worker["stream"]), "cuStreamSynchronize")
-        if worker["done"][0] != bs:
+        gpu_setup.check(cu.cuStreamSynchronize(worker.stream), "cuStreamSynchronize")
+        if worker.done[0] != bs:
             raise RunFailed(
-                f"{'write' if write else 'read'}_async at offset {offset} returned {worker['done'][0]} (expected {bs})"
+                f"{'write' if write else 'read'}_async at offset {offset} returned {worker.done[0]} (expected {bs})"
             )
 
     def prepare_worker(self, worker):
-        res, gpu, n = self.resources, worker["gpu"], self.depth
+        res, gpu, n = self.resources, worker.gpu, self.depth
         stream = res.stream(gpu)
         flags = STREAM_FIXED | (STREAM_PAGE_ALIGNED if self.spec.block_size % 4096 == 0 else 0)
         cufile_driver.register_stream(res, gpu, stream, flags)
@@ -516,14 +533,15 @@ class CufileAsyncEngine(_CufileThreadEngine):
         done = (ctypes.c_ssize_t * n)()
         # waits last as long as a whole read: sleep in them, so the CPU figures show cuFile's cost, not a spin
         events = [res.event(gpu, blocking=True) for _ in range(n)]
-        worker.update(stream=stream, events=events, size=size, file_off=file_off, buf_off=buf_off, done=done)
+        worker.stream, worker.stream_events = stream, events
+        worker.size, worker.file_off, worker.buf_off, worker.done = size, file_off, buf_off, done
 
     def run_worker(self, index, worker):
         cu, cf = gpu_setup.driver(), cufile_driver.module()
         bs = self.spec.block_size
-        stream, events, cursor = worker["stream"], worker["events"], worker["cursor"]
-        handle, dev, sid = worker["handle"], worker["dev"], int(worker["stream"])
-        size, file_off, buf_off, done_b = worker["size"], worker["file_off"], worker["buf_off"], worker["done"]
+        stream, events, cursor = worker.stream, worker.stream_events, worker.cursor
+        handle, dev, sid = worker.handle, worker.dev, int(worker.stream)
+        size, file_off, buf_off, done_b = worker.size, worker.file_off, worker.buf_off, worker.done
         step = ctypes.sizeof(ctypes.c_int64)
         addr = {
             name: ctypes.addressof(arr)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from xferscope.engines import gpu_setup, host
-from xferscope.engines.native import NativeEngine, numa_cpus
+from xferscope.engines.native import GpuJob, GpuWorker, NativeEngine, numa_cpus
 from xferscope.errors import EnvironmentProblem
 
 #: pinned buffers of a worker start at multiples of this within their allocation (O_DIRECT alignment)
@@ -37,7 +37,7 @@ class GpuNativeEngine(NativeEngine):
         super().__init__(spec, target)
         self.worker_gpus = gpu_setup.assign_gpus(spec.gpus, spec.workers)
         self.resources = gpu_setup.GpuResources()
-        self.gpu_workers: list[dict[str, Any]] = []
+        self.gpu_workers: list[GpuWorker] = []
         self.pinned_placement: str | None = None  # where the pinned buffers' pages were put, when it mattered
         self.pinned_kinds: list[str] = []  # per worker: PINNED_HUGE or PINNED_SMALL
         self.pinned_fallback: str | None = None  # why registering huge pages was refused (then cuMemHostAlloc)
@@ -55,15 +55,15 @@ class GpuNativeEngine(NativeEngine):
         """Blocks of GPU memory per worker."""
         return max(1, self.host_buffers())
 
-    def prepare_worker(self, index: int, gpu: int, worker: dict[str, Any]) -> None:
-        """Add path-specific entries (a cuFile handle, say) to one worker's native description."""
+    def prepare_worker(self, index: int, gpu: int, worker: GpuWorker) -> None:
+        """Path-specific set-up of one worker (its cuFile handle, say)."""
 
     def functions(self) -> dict[str, int]:
         """Addresses of the CUDA entry points the native core calls (the test seam: stand-ins go here)."""
         return dict(gpu_setup.driver_functions())
 
     # -- NativeEngine hooks ------------------------------------------------------
-    def prepare_gpu(self) -> dict[str, Any]:
+    def prepare_gpu(self) -> GpuJob:
         spec, res = self.spec, self.resources
         bs = spec.block_size
         functions = self.functions()
@@ -74,24 +74,23 @@ class GpuNativeEngine(NativeEngine):
         if len(set(self.worker_gpus)) > 1:
             self.labels.append("GPUs " + ",".join(map(str, sorted(set(self.worker_gpus)))) + " round-robin")
         for i, gpu in enumerate(self.worker_gpus):
-            worker: dict[str, Any] = {"ctx": res.context_handle(gpu), "stream": int(res.stream(gpu))}
-            size = self.device_blocks() * bs
-            worker["dev"] = res.device_memory(gpu, size)
+            ctx, stream, size = res.context_handle(gpu), int(res.stream(gpu)), self.device_blocks() * bs
+            worker = GpuWorker(ctx, stream, res.device_memory(gpu, size))
             if spec.writes:
-                res.fill_device(gpu, worker["dev"], size, spec.seed)
+                res.fill_device(gpu, worker.dev, size, spec.seed)
             if k:
                 stride = -(-bs // PINNED_ALIGN) * PINNED_ALIGN
                 with gpu_setup.running_on(self.pinned_cpus(i, gpu)):
                     base = self.pinned_buffers(gpu, k * stride, huge)
-                worker["host"] = [base + j * stride for j in range(k)]
-                worker["events"] = [int(res.event(gpu)) for _ in range(k)]
+                worker.host = [base + j * stride for j in range(k)]
+                worker.events = [int(res.event(gpu)) for _ in range(k)]
             self.prepare_worker(i, gpu, worker)
             self.gpu_workers.append(worker)
         if self.pinned_placement:
             self.labels.append(f"pinned buffers on {self.pinned_placement}")
         if k:
             self.labels.append(self.pinned_label())
-        return {"functions": functions, "workers": self.gpu_workers}
+        return GpuJob(functions, self.gpu_workers)
 
     def pinned_buffers(self, gpu: int, size: int, huge: bool) -> int:
         """One worker's pinned buffers: a mapping on 2 MiB transparent huge pages pinned with cuMemHostRegister

@@ -9,7 +9,8 @@ which native mode to run.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.split import lanes, split_label
@@ -43,6 +44,26 @@ def open_worker_files(spec: RunSpec, target: Target, fds: list[int]) -> None:
             raise EnvironmentProblem(f"cannot open {path}: {exc.strerror}") from None
 
 
+@dataclass
+class GpuWorker:
+    """One worker's GPU side, as the native core reads it (by attribute): the context it calls CUDA in, its stream
+    and device blocks; pinned host buffers and an event for each (the bounce paths); a cuFile handle (cufile)."""
+
+    ctx: int
+    stream: int
+    dev: int
+    host: list[int] = field(default_factory=list)
+    events: list[int] = field(default_factory=list)
+    handle: int = 0
+
+
+class GpuJob(NamedTuple):
+    """What a GPU path gives the native Job: the CUDA (and cuFile) entry points' addresses, and each worker."""
+
+    functions: dict[str, int]
+    workers: list[GpuWorker]
+
+
 class NativeEngine(Engine):
     """Shared plumbing for engines driven by ``_iocore.Job``."""
 
@@ -60,9 +81,9 @@ class NativeEngine(Engine):
         self.io_engine = "psync"
 
     # -- hooks for subclasses --------------------------------------------------
-    def prepare_gpu(self) -> dict[str, Any]:
-        """Return the Job's ``gpu_functions`` and ``gpu_workers`` arguments (GPU engines)."""
-        return {}
+    def prepare_gpu(self) -> GpuJob | None:
+        """The Job's ``gpu_functions`` and ``gpu_workers`` (GPU engines); None for the host path."""
+        return None
 
     def release_gpu(self) -> None:
         """Free what prepare_gpu() allocated (called by close(), also after failures)."""
@@ -124,8 +145,8 @@ class NativeEngine(Engine):
                 pattern_seeds=[files[self.target.worker_files[i]].pattern_seed for i in range(spec.workers)],
                 cpus=self.worker_cpus(),
                 use_uring=uring,
-                gpu_functions=gpu.get("functions"),
-                gpu_workers=gpu.get("workers"),
+                gpu_functions=gpu.functions if gpu else None,
+                gpu_workers=gpu.workers if gpu else None,
                 huge_pages=self.huge_pages(),
                 split=spec.split or 0,
                 timeline=self.timeline_records,
