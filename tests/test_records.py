@@ -277,6 +277,9 @@ def _strategy(hint, ancestors: tuple = ()):
         if "schema_version" in fields:  # a valid record is of this version or an earlier one
             fields["schema_version"] = st.integers(0, records.SCHEMA_VERSION)
         return st.builds(hint, **fields)
+    if typing.is_typeddict(hint):  # every key optional (total=False)
+        hints = typing.get_type_hints(hint)
+        return st.fixed_dictionaries({}, optional={name: _strategy(t, ancestors) for name, t in hints.items()})
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
         return _strategy(args[0], ancestors)

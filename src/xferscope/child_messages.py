@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from xferscope.errors import RunFailed
-from xferscope.isolation import error_to_wire
+from xferscope.isolation import WireError, error_to_wire
 
 
 class Start(msgspec.Struct, frozen=True):
@@ -42,7 +42,7 @@ class Ready(msgspec.Struct, frozen=True):
 class Failed(msgspec.Struct, frozen=True):
     """The set-up failed: the error, as ``isolation.error_to_wire`` gives it."""
 
-    error: dict[str, Any]
+    error: WireError
 
 
 class Progress(msgspec.Struct, frozen=True):
@@ -70,7 +70,7 @@ class Ended(msgspec.Struct, frozen=True):
 
     payload: Any = None
     process: ProcessFigures = ProcessFigures()
-    error: dict[str, Any] | None = None
+    error: WireError | None = None
     stuck: bool = False  # its workers did not stop when asked (left behind, with what they measured)
 
 

@@ -14,9 +14,9 @@ import contextlib
 import json
 import os
 import threading
-from typing import Any
 
 from xferscope.errors import NotWritten, SpecError
+from xferscope.records import GpuReading
 from xferscope.safe_write import write_output
 
 #: set (to anything but "" or "0"): xferscope acts as on a machine without any GPU, in every process it
@@ -101,11 +101,11 @@ def read_sysfs(path: str) -> str | None:
         return None
 
 
-def pci_locality(bus_id: str) -> dict[str, Any]:
+def pci_locality(bus_id: str) -> GpuReading:
     """Where a PCI device sits, from sysfs: ``numa_node`` (-1: the kernel does not know) and
     ``local_cpus`` (the kernel's cpulist text), each only when sysfs has it."""
     sysfs = f"/sys/bus/pci/devices/{_sysfs_pci(bus_id)}"
-    out: dict[str, Any] = {}
+    out: GpuReading = {}
     node = read_sysfs(f"{sysfs}/numa_node")
     if node is not None and node.lstrip("-").isdigit():
         out["numa_node"] = int(node)

@@ -38,6 +38,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from xferscope.errors import RunFailed, XferscopeError
@@ -196,18 +197,31 @@ class Channel:
 # ------------------------------------------------------------------ errors across the pipe
 
 
-def error_to_wire(exc: BaseException) -> dict:
-    """An exception as plain data: its class (when it is one of xferscope's), message and attributes."""
+@dataclass(frozen=True)
+class WireError:
+    """An exception as plain data, to cross into another process: its class, message and attributes, whether it is
+    one of xferscope's (then it is rebuilt as such) and whether it was an interrupt."""
+
+    module: str
+    name: str
+    message: str
+    state: dict[str, object]
+    xferscope: bool
+    interrupt: bool
+
+
+def error_to_wire(exc: BaseException) -> WireError:
+    """``exc`` as a ``WireError`` (only the attributes that pickle)."""
     cls = type(exc)
     state = {k: v for k, v in getattr(exc, "__dict__", {}).items() if _picklable(v)}
-    return {
-        "module": cls.__module__,
-        "name": cls.__qualname__,
-        "message": str(exc),
-        "state": state,
-        "xferscope": isinstance(exc, XferscopeError),
-        "interrupt": isinstance(exc, KeyboardInterrupt),
-    }
+    return WireError(
+        cls.__module__,
+        cls.__qualname__,
+        str(exc),
+        state,
+        isinstance(exc, XferscopeError),
+        isinstance(exc, KeyboardInterrupt),
+    )
 
 
 def _picklable(value: Any) -> bool:
@@ -218,21 +232,21 @@ def _picklable(value: Any) -> bool:
         return False
 
 
-def error_from_wire(wire: dict) -> BaseException:
+def error_from_wire(wire: WireError) -> BaseException:
     """The exception ``error_to_wire`` described: the same xferscope class and message where it can be
     rebuilt, else a RunFailed with the original class named."""
-    if wire.get("interrupt"):
+    if wire.interrupt:
         return KeyboardInterrupt()
-    if wire.get("xferscope") and str(wire.get("module", "")).startswith("xferscope."):
+    if wire.xferscope and wire.module.startswith("xferscope."):
         try:
-            cls = getattr(importlib.import_module(wire["module"]), wire["name"])
+            cls = getattr(importlib.import_module(wire.module), wire.name)
             exc = cls.__new__(cls)
-            Exception.__init__(exc, wire["message"])
-            exc.__dict__.update(wire.get("state") or {})
+            Exception.__init__(exc, wire.message)
+            exc.__dict__.update(wire.state)
             return exc
         except Exception:
             pass
-    return RunFailed(f"unexpected error: {wire.get('name')}: {wire.get('message')}")
+    return RunFailed(f"unexpected error: {wire.name}: {wire.message}")
 
 
 # ------------------------------------------------------------------ the parent's side

@@ -16,7 +16,7 @@ encoder: NaN and infinities as null), so a field written is a field the schema p
 from __future__ import annotations
 
 import numbers
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -30,6 +30,30 @@ RUN_SCHEMA, SWEEP_SCHEMA, SATURATION_SCHEMA = "xferscope.result/1", "xferscope.s
 
 Number = float | None
 T = TypeVar("T")
+
+
+class GpuReading(TypedDict, total=False):
+    """One GPU as NVML (and sysfs) reported it: what does not change during a run, then one reading of what moves,
+    and the copy ceiling measured this boot; a key is absent where it was not given."""
+
+    index: int
+    name: str
+    uuid: str
+    pci_bus_id: str
+    numa_node: int  # -1: the kernel does not know
+    local_cpus: str  # the kernel's cpulist text
+    link_gen_max: int
+    link_width_max: int
+    mem_total_mib: float
+    mem_used_mib: float
+    util_pct: float
+    pcie_rx_mb_s: float
+    pcie_tx_mb_s: float
+    sm_clock_mhz: float
+    link_gen: int
+    link_width: int
+    link_ceiling_h2d_gb_s: float
+    link_ceiling_d2h_gb_s: float
 
 
 class Record(msgspec.Struct, kw_only=True):
@@ -97,7 +121,7 @@ class RunSample(msgspec.Struct, kw_only=True):
     sys_sys_pct: Number = None
     per_core_pct: list[Number] = []
     workers_done: int = 0
-    gpu: list[dict[str, Any]] = []
+    gpu: list[GpuReading] = []
 
 
 class SaturatePlace(msgspec.Struct, kw_only=True):

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from xferscope.records import GpuReading
+
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "xferscope.doctor/1"
 #: cufile.json settings worth showing, as (section, key)
@@ -42,7 +44,7 @@ class Facts:
     """What the checks learn once and share."""
 
     directory: str
-    gpus: list[dict[str, Any]]
+    gpus: list[GpuReading]
     cuda_reason: str | None = None
     cufile_reason: str | None = None
     fstype: str = "unknown"
@@ -161,7 +163,9 @@ def check_config(f: Facts) -> list[Check]:
             value = f"{len(value)} entries"
         shown.append(f"{key}={json_word(value)}")
     detail = f"{path}: " + (", ".join(shown) if shown else "no key settings (defaults)")
-    props = f.config.get("properties") if isinstance(f.config.get("properties"), dict) else {}
+    props = (f.config or {}).get("properties")
+    if not isinstance(props, dict):
+        props = {}
     if (
         props.get("allow_compat_mode") is False
         and not cufile_driver.nvidia_fs_version()

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from xferscope.records import GpuReading
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
 
@@ -172,7 +173,7 @@ class Sample:
     total_ops: int
     worker_bytes: tuple[int, ...]
     workers_done: int
-    gpu: tuple[dict, ...] = ()  # per GPU telemetry (utilisation, memory, PCIe RX/TX), when sampled
+    gpu: tuple[GpuReading, ...] = ()  # per GPU telemetry (utilisation, memory, PCIe RX/TX), when sampled
     engine_usr_pct: float = float("nan")  # the engine's worker threads alone, percent of one core
     engine_sys_pct: float = float("nan")
 

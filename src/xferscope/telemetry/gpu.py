@@ -19,12 +19,13 @@ import contextlib
 import statistics
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
 
 from xferscope.gpus import cached_link_ceiling, pci_locality
 from xferscope.gpus import nvml as _nvml
 from xferscope.gpus import nvml_text as _text
+from xferscope.records import GpuReading
 
 # ------------------------------------------------------------------ NVML
 
@@ -56,9 +57,31 @@ def no_gpu_reason() -> str | None:
         nv.nvmlShutdown()
 
 
-def _static(nv, handle, index: int) -> dict[str, Any]:
+#: the GPU's figures read through NVML calls of one shape: its link's maxima and current state, its PCIe traffic
+_MAX_LINK: tuple[tuple[Literal["link_gen_max", "link_width_max"], str], ...] = (
+    ("link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+    ("link_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
+)
+_CURRENT_LINK: tuple[tuple[Literal["link_gen", "link_width"], str], ...] = (
+    ("link_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
+    ("link_width", "nvmlDeviceGetCurrPcieLinkWidth"),
+)
+_PCIE_TRAFFIC: tuple[tuple[Literal["pcie_rx_mb_s", "pcie_tx_mb_s"], str], ...] = (
+    ("pcie_rx_mb_s", "NVML_PCIE_UTIL_RX_BYTES"),
+    ("pcie_tx_mb_s", "NVML_PCIE_UTIL_TX_BYTES"),
+)
+#: what an inventory leaves out: it moves from one reading to the next
+_MOVING: tuple[Literal["util_pct", "pcie_rx_mb_s", "pcie_tx_mb_s", "sm_clock_mhz"], ...] = (
+    "util_pct",
+    "pcie_rx_mb_s",
+    "pcie_tx_mb_s",
+    "sm_clock_mhz",
+)
+
+
+def _static(nv, handle, index: int) -> GpuReading:
     """What does not change during a run: name, UUID, bus, link maxima, memory size, NUMA node."""
-    d: dict[str, Any] = {"index": index, "name": _text(_try(nv.nvmlDeviceGetName, handle) or "GPU")}
+    d: GpuReading = {"index": index, "name": _text(_try(nv.nvmlDeviceGetName, handle) or "GPU")}
     uuid = _try(nv.nvmlDeviceGetUUID, handle)
     if uuid:
         d["uuid"] = _text(uuid)
@@ -66,10 +89,7 @@ def _static(nv, handle, index: int) -> dict[str, Any]:
     if pci is not None:
         d["pci_bus_id"] = _text(pci.busId)
         d.update(pci_locality(d["pci_bus_id"]))
-    for key, fn in (
-        ("link_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
-        ("link_width_max", "nvmlDeviceGetMaxPcieLinkWidth"),
-    ):
+    for key, fn in _MAX_LINK:
         value = _try(getattr(nv, fn), handle)
         if value is not None:
             d[key] = int(value)
@@ -79,9 +99,9 @@ def _static(nv, handle, index: int) -> dict[str, Any]:
     return d
 
 
-def _dynamic(nv, handle) -> dict[str, Any]:
+def _dynamic(nv, handle) -> GpuReading:
     """One reading of what moves: utilisation, memory used, PCIe traffic, SM clock, current link."""
-    d: dict[str, Any] = {}
+    d: GpuReading = {}
     util = _try(nv.nvmlDeviceGetUtilizationRates, handle)
     if util is not None:
         d["util_pct"] = float(util.gpu)
@@ -89,24 +109,28 @@ def _dynamic(nv, handle) -> dict[str, Any]:
     if mem is not None:
         d["mem_used_mib"] = mem.used / (1 << 20)
         d["mem_total_mib"] = mem.total / (1 << 20)
-    for key, counter in (("pcie_rx_mb_s", "NVML_PCIE_UTIL_RX_BYTES"), ("pcie_tx_mb_s", "NVML_PCIE_UTIL_TX_BYTES")):
+    for traffic, counter in _PCIE_TRAFFIC:
         kib_s = _try(nv.nvmlDeviceGetPcieThroughput, handle, getattr(nv, counter))
         if kib_s is not None:
-            d[key] = kib_s * 1024 / 1e6  # NVML counts KiB/s over a 20 ms window
+            d[traffic] = kib_s * 1024 / 1e6  # NVML counts KiB/s over a 20 ms window
     clock = _try(nv.nvmlDeviceGetClockInfo, handle, nv.NVML_CLOCK_SM)
     if clock is not None:
         d["sm_clock_mhz"] = float(clock)
-    for key, fn in (
-        ("link_gen", "nvmlDeviceGetCurrPcieLinkGeneration"),
-        ("link_width", "nvmlDeviceGetCurrPcieLinkWidth"),
-    ):
+    for link, fn in _CURRENT_LINK:
         value = _try(getattr(nv, fn), handle)
         if value is not None:
-            d[key] = int(value)
+            d[link] = int(value)
     return d
 
 
-def gpu_inventory() -> list[dict[str, Any]]:
+def _add_ceiling(d: GpuReading, ceiling: dict[str, float] | None) -> None:
+    """The copy ceiling measured this boot (``gpus.cached_link_ceiling``), where there is one."""
+    if ceiling:
+        d["link_ceiling_h2d_gb_s"] = ceiling["link_ceiling_h2d_gb_s"]
+        d["link_ceiling_d2h_gb_s"] = ceiling["link_ceiling_d2h_gb_s"]
+
+
+def gpu_inventory() -> list[GpuReading]:
     """Every GPU with its name, PCIe link (current and max), memory and NUMA node; [] without a GPU."""
     try:
         nv = _nvml()
@@ -120,11 +144,10 @@ def gpu_inventory() -> list[dict[str, Any]]:
                 continue
             d = _static(nv, handle, i)
             d.update(_dynamic(nv, handle))
-            for moving in ("util_pct", "pcie_rx_mb_s", "pcie_tx_mb_s", "sm_clock_mhz"):
+            for moving in _MOVING:
                 d.pop(moving, None)
             ceiling = cached_link_ceiling(i)
-            if ceiling:
-                d.update(ceiling)
+            _add_ceiling(d, ceiling)
             out.append(d)
         return out
     except Exception:
@@ -134,7 +157,7 @@ def gpu_inventory() -> list[dict[str, Any]]:
             nv.nvmlShutdown()
 
 
-def inventory_and_reason() -> tuple[list[dict[str, Any]], str | None]:
+def inventory_and_reason() -> tuple[list[GpuReading], str | None]:
     """``gpu_inventory()`` and ``no_gpu_reason()`` at once (for one call in a process of its own)."""
     return gpu_inventory(), no_gpu_reason()
 
@@ -170,8 +193,8 @@ class GpuMeter:
         self.period = period
         self.reason: str | None = None
         self._nv = None
-        self._handles: list[tuple[int, Any, dict[str, Any]]] = []
-        self._latest: list[dict[str, Any]] = []
+        self._handles: list[tuple[int, Any, GpuReading]] = []
+        self._latest: list[GpuReading] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._first = threading.Event()
@@ -194,8 +217,7 @@ class GpuMeter:
             return
         for g, _, static in self._handles:
             ceiling = (ceiling_of or cached_link_ceiling)(g)
-            if ceiling:
-                static.update(ceiling)
+            _add_ceiling(static, ceiling)
         # the first reading too is the thread's: its PCIe counters take 40 ms, and the run's set-up does not wait
         self._thread = threading.Thread(target=self._loop, name="xferscope-gpu-meter", daemon=True)
         self._thread.start()
@@ -207,7 +229,7 @@ class GpuMeter:
     def _poll(self) -> None:
         readings = []
         for _, handle, static in self._handles:
-            d = dict(static)
+            d = GpuReading(**static)
             d.update(_dynamic(self._nv, handle))
             readings.append(d)
         with self._lock:
@@ -233,10 +255,10 @@ class GpuMeter:
         """CPU time this meter's thread has spent so far (NVML's calls): xferscope's own, not the run's."""
         return self._cpu_seconds
 
-    def read(self) -> list[dict[str, Any]]:
-        """The latest reading of each GPU (a list of dicts); [] without a GPU."""
+    def read(self) -> list[GpuReading]:
+        """The latest reading of each GPU; [] without a GPU."""
         with self._lock:
-            return [dict(d) for d in self._latest]
+            return [GpuReading(**d) for d in self._latest]
 
     def close(self) -> None:
         self._stop.set()
@@ -249,7 +271,7 @@ class GpuMeter:
             self._nv = None
 
 
-def run_means(readings: list[list[dict[str, Any]]] | tuple) -> dict[int, dict[str, float]]:
+def run_means(readings: Sequence[Sequence[GpuReading]]) -> dict[int, dict[str, float]]:
     """What a run's GPU readings (one list per sample) add up to, per GPU index: mean PCIe RX and TX
     (MB/s) and utilisation, the most memory used, the number of readings, and RX/TX as a percent of
     the measured copy ceiling where there is one. Evidence for where a run's scaling stops."""
