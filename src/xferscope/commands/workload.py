@@ -27,7 +27,7 @@ from xferscope.units import parse_duration
 workload_app = typer.Typer(
     name="workload",
     help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation), kvcache "
-    "(KV-cache restores), load (model loads from safetensors).",
+    "(KV-cache restores), load (model loads from safetensors); checkpoint (MLPerf's llama3 checkpoints: --plan).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -198,4 +198,7 @@ def register(app: typer.Typer) -> None:
     from xferscope.commands.workload_inference import register as register_inference
 
     register_inference(workload_app)
+    from xferscope.commands.workload_checkpoint import register as register_checkpoint
+
+    register_checkpoint(workload_app)
     app.add_typer(workload_app, name="workload")

@@ -1,0 +1,243 @@
+"""A checkpoint run's plan: the model, its ranks, the files each rank of this host writes and their bytes, with
+how they were derived, checked against this machine before anything is written.
+
+``CheckpointSpec.plan()`` raises SpecError (one line naming the option) for bad input: an unknown model, no
+ranks, a layout other than dlio or dcp, a scale that leaves under 1 MiB a rank, a directory that does not exist
+or cannot be written. What this machine cannot hold (checkpoints over the free space, or with ``--async``
+pinned copies over the memory available) is the plan's ``refusal``: a run raises it before it writes anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from xferscope.errors import SpecError
+from xferscope.units import format_bytes
+from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, scaled
+from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, CheckpointModel, Parallelism, Transformer
+from xferscope.workloads.common.generated import check_fits, parent_dir
+
+#: MLPerf Storage's subset mode: one host writes the share of this many accelerators
+SUBSET_RANKS = 8
+#: the least a rank may write once scaled
+MIN_RANK_BYTES = 1 << 20
+#: DLIO warns when the checkpoints a host writes are under this many times its memory (the page cache holds them)
+MEMORY_FACTOR = 3
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class CheckpointSpec:
+    model: CheckpointModel
+    layout: str = "dlio"
+    threads: int = 1  # DCP's writer threads a rank: one file each
+    subset: bool = False
+    scale: float = 1.0
+    checkpoints: int = 10
+    directory: str | None = None
+    pinned_copies: bool = False  # --async: each rank holds a pinned copy of its state
+
+    def plan(self) -> CheckpointPlan:
+        """The plan, with this machine's checks (SpecError names what does not hold)."""
+        if self.layout not in LAYOUTS:
+            raise SpecError("layout", f"{self.layout!r}: choose dlio (DLIO's torch.save files) or dcp (PyTorch DCP)")
+        if self.threads < 1:
+            raise SpecError("threads", f"must be at least 1, got {self.threads}")
+        if self.layout != "dcp" and self.threads != 1:
+            raise SpecError("threads", "writer threads are DCP's (--layout dcp); DLIO writes one file at a time")
+        if not 0 < self.scale <= 1:
+            raise SpecError("scale", f"a share of the checkpoint above 0 and at most 1, got {self.scale:g}")
+        if self.checkpoints < 1:
+            raise SpecError("checkpoints", f"must be at least 1, got {self.checkpoints}")
+        world = self.model.parallelism.ranks
+        here = range(min(SUBSET_RANKS, world)) if self.subset else range(world)
+        full = [rank_files(r, self.model, self.layout, self.threads) for r in here]
+        ranks = [scaled(r, self.scale) for r in full]
+        metadata = len(dcp_metadata(ranks)) if self.layout == "dcp" else 0
+        writing = [r for r in ranks if r.size]
+        smallest = min(writing, key=lambda r: r.size)
+        if self.scale < 1 and smallest.size < MIN_RANK_BYTES:
+            least = MIN_RANK_BYTES / min(r.size for r in full if r.size)
+            raise SpecError(
+                "scale",
+                f"{self.scale:g} leaves rank {smallest.rank} {format_bytes(smallest.size)}; a rank writes at least "
+                f"1 MiB: --scale {least:.2g} or more",
+            )
+        plan = CheckpointPlan(self, ranks, world, metadata)
+        parent, _ = parent_dir(self.directory, buffered=False)
+        plan.directory = parent
+        total = plan.here_bytes * self.checkpoints
+        try:
+            check_fits(
+                parent,
+                total,
+                f"{self.checkpoints} checkpoints of {format_bytes(plan.here_bytes)} on this host",
+                "scale" if self.scale < 1 else "dir",
+                lambda room: f"--scale {room / total * self.scale:.2g} fits, or fewer --checkpoints, or another --dir",
+            )
+            if self.pinned_copies:
+                plan.check_memory()
+        except SpecError as exc:
+            plan.refusal = exc
+        plan.warnings = plan.memory_warnings()
+        return plan
+
+
+@dataclass
+class CheckpointPlan:
+    spec: CheckpointSpec
+    ranks: list[Rank]  # the ranks of this host, with their files (scaled)
+    world: int
+    metadata_bytes: int = 0  # DCP's index, written once by rank 0
+    directory: str = ""
+    warnings: list[str] = field(default_factory=list)
+    #: why this machine cannot run it (the disk's free space, the memory for --async); a run raises it first
+    refusal: SpecError | None = None
+
+    @property
+    def here_bytes(self) -> int:
+        """The bytes this host writes for one checkpoint."""
+        return sum(r.size for r in self.ranks) + self.metadata_bytes
+
+    def state_bytes(self) -> tuple[int, int]:
+        """The whole model's weights and optimizer state (every rank's, unscaled)."""
+        p = self.spec.model.model.parameters()
+        return MODEL_BYTES * p, OPTIMIZER_BYTES * p
+
+    def check_memory(self) -> None:
+        """``--async``: each rank's pinned copy of its state must fit the memory available."""
+        import psutil
+
+        available = int(psutil.virtual_memory().available)
+        need = sum(r.size for r in self.ranks)
+        if need > available:
+            raise SpecError(
+                "async",
+                f"the ranks' pinned copies ({format_bytes(need)}) do not fit the memory available "
+                f"({format_bytes(available)}); --scale {available / need * self.spec.scale * 0.8:.2g} fits",
+            )
+
+    def memory_warnings(self) -> list[str]:
+        import psutil
+
+        memory = int(psutil.virtual_memory().total)
+        written = self.here_bytes * self.spec.checkpoints
+        if written < MEMORY_FACTOR * memory:
+            return [
+                f"{format_bytes(written)} of checkpoints on this host is under {MEMORY_FACTOR} times its memory "
+                f"({format_bytes(memory)}): the page cache can hold much of it (DLIO warns the same)"
+            ]
+        return []
+
+    def derivation(self) -> list[str]:
+        """How the bytes were found, a line each."""
+        s, m = self.spec, self.spec.model
+        t, p = m.model, m.parallelism
+        weights, optimizer = self.state_bytes()
+        lines = [
+            f"{t.name}: {t.parameters() / 1e9:.2f} B parameters ({m.source}): embedding and lm head "
+            f"2 x {t.vocab} x {t.hidden}, {t.layers} layers x {t.layer_parameters() / 1e6:.1f} M "
+            f"(hidden {t.hidden}, ffn {t.ffn}, {t.heads} heads, {t.kv_heads} KV heads), final norm {t.hidden}",
+            f"state: weights fp16 {format_bytes(weights)} (2 B a parameter) + optimizer fp32 "
+            f"{format_bytes(optimizer)} (12 B: weights, momentum, variance) = {(weights + optimizer) / GIB:.1f} GiB",
+            f"ranks: {p.text()} = {p.ranks}; this host writes "
+            + (f"ranks 0-{len(self.ranks) - 1} (--subset, MLPerf's subset mode)" if s.subset else "every rank"),
+        ]
+        all_ranks = sum(rank_files(r, m, s.layout, s.threads).size for r in range(p.ranks)) if p.ranks <= 4096 else 0
+        if all_ranks:
+            extra = all_ranks - weights - optimizer
+            why = ["5 x hidden in each of the optimizer's 3 groups a rank"]
+            if p.tensor > 1 and s.layout == "dlio":
+                why.insert(0, f"the norms whole on each of the {p.tensor} tensor ranks")
+            lines.append(
+                f"layout {s.layout}: every rank's files {all_ranks / GIB:.1f} GiB"
+                + (f" (+{format_bytes(extra)}: {' and '.join(why)})" if extra else "")
+            )
+        if s.scale < 1:
+            lines.append(f"scaled to {s.scale:g} of each file: every figure of this run is of a scaled checkpoint")
+        lines.append(
+            f"this host: {format_bytes(self.here_bytes)} a checkpoint x {s.checkpoints} = "
+            f"{format_bytes(self.here_bytes * s.checkpoints)} under {self.directory}"
+        )
+        return lines
+
+
+class PlannedFile(msgspec.Struct, kw_only=True):
+    name: str
+    bytes: int
+    holds: str
+
+
+class PlannedRank(msgspec.Struct, kw_only=True):
+    rank: int
+    tensor: int
+    pipeline: int
+    data: int
+    bytes: int
+    files: list[PlannedFile]
+
+
+class CheckpointPlanRecord(msgspec.Struct, kw_only=True):
+    """``workload checkpoint --plan --json``: what a run would write, and how its bytes were found."""
+
+    kind: str = "checkpoint_plan"
+    model: Transformer
+    source: str
+    parameters: int
+    parallelism: Parallelism
+    ranks: int
+    weight_bytes: int
+    optimizer_bytes: int
+    state_gib: float
+    layout: str
+    scale: float
+    scaled: bool
+    subset: bool
+    checkpoints: int
+    directory: str
+    ranks_here: list[PlannedRank]
+    metadata_bytes: int
+    bytes_a_checkpoint_here: int
+    derivation: list[str]
+    warnings: list[str]
+    refused: str | None = None
+
+
+def plan_record(plan: CheckpointPlan) -> CheckpointPlanRecord:
+    s, m = plan.spec, plan.spec.model
+    t, p = m.model, m.parallelism
+    weights, optimizer = plan.state_bytes()
+    return CheckpointPlanRecord(
+        model=t,
+        source=m.source,
+        parameters=t.parameters(),
+        parallelism=p,
+        ranks=p.ranks,
+        weight_bytes=weights,
+        optimizer_bytes=optimizer,
+        state_gib=round((weights + optimizer) / GIB, 3),
+        layout=s.layout,
+        scale=s.scale,
+        scaled=s.scale < 1,
+        subset=s.subset,
+        checkpoints=s.checkpoints,
+        directory=plan.directory,
+        ranks_here=[
+            PlannedRank(
+                rank=r.rank,
+                tensor=r.tensor,
+                pipeline=r.pipeline,
+                data=r.data,
+                bytes=r.size,
+                files=[PlannedFile(name=f.name, bytes=f.size, holds=f.holds) for f in r.files],
+            )
+            for r in plan.ranks
+        ],
+        metadata_bytes=plan.metadata_bytes,
+        bytes_a_checkpoint_here=plan.here_bytes,
+        derivation=plan.derivation(),
+        warnings=plan.warnings,
+        refused=None if plan.refusal is None else str(plan.refusal),
+    )

@@ -1,0 +1,149 @@
+"""`workload checkpoint`: MLPerf Storage's llama3 checkpoints sized from the model and its parallelism, rank by rank,
+in DLIO's files or PyTorch DCP's; ``--plan`` prints them (and writes nothing); bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from xferscope.errors import SpecError
+from xferscope.workloads.checkpoint.layout import dcp_metadata, layer_span, rank_files
+from xferscope.workloads.checkpoint.model import MODELS, checkpoint_model
+from xferscope.workloads.checkpoint.plan import CheckpointSpec
+
+GIB = 1 << 30
+
+
+def every_rank(name: str, layout: str, **kw):
+    cm = checkpoint_model(name, **kw)
+    return cm, [rank_files(r, cm, layout) for r in range(cm.parallelism.ranks)]
+
+
+@pytest.mark.parametrize(
+    ("name", "ranks", "gib"), [("llama3-8b", 8, 104.7), ("llama3-70b", 64, 911.2), ("llama3-405b", 512, 5291.7)]
+)
+def test_the_ranks_of_each_model_hold_its_whole_state(name, ranks, gib):
+    """MLPerf's checkpoint sizes (GiB, as DLIO divides): 14 bytes a parameter over the model's ranks. DCP's files
+    hold exactly that; DLIO's a little more (norms whole on every tensor rank, 5 x hidden a group), under 0.6 GiB."""
+    cm, dcp = every_rank(name, "dcp")
+    assert cm.parallelism.ranks == ranks
+    state = 14 * cm.model.parameters()
+    assert sum(r.size for r in dcp) == state and round(state / GIB, 1) == gib
+    _, dlio = every_rank(name, "dlio")
+    assert 0 <= sum(r.size for r in dlio) - state < 0.6 * GIB
+
+
+def test_llama3_8b_has_the_published_parameter_count():
+    assert round(MODELS["llama3-8b"].model.parameters() / 1e9, 2) == 8.03
+
+
+def test_dlio_names_zero_3_files_by_data_and_model_rank():
+    _, ranks = every_rank("llama3-8b", "dlio")
+    assert [f.name for f in ranks[5].files] == [
+        "zero_pp_rank_5_mp_rank_0_model_states.pt",
+        "zero_pp_rank_5_mp_rank_0_optim_states.pt",
+    ]
+    assert len({r.size for r in ranks}) == 1  # ZeRO-3: every rank the same share
+
+
+def test_dlio_zero_1_with_a_pipeline_writes_the_model_layer_by_layer_from_data_rank_0_alone():
+    cm, ranks = every_rank("llama3-405b", "dlio")
+    first = ranks[0]  # tensor 0, stage 0, data 0: the embedding and its layers
+    names = [f.name for f in first.files]
+    assert names[0] == "layer_0-model_0_model_states.pt" and names[-1] == "zero_pp_rank_0_mp_rank_0_optim_states.pt"
+    stage_1 = layer_span(1, cm)  # rank 9: stage 1, tensor rank 1, model rank 9
+    assert [f.name for f in ranks[9].files[:-1]] == [f"layer_{i}-model_9_model_states.pt" for i in stage_1]
+    last_stage = ranks[cm.parallelism.model_ranks - 1]
+    assert last_stage.files[-2].name == f"layer_{cm.model.layers + 2}-model_255_model_states.pt"  # the final norm
+    replica = ranks[cm.parallelism.model_ranks + 3]  # data rank 1: the optimizer's share alone
+    assert [f.name for f in replica.files] == ["zero_pp_rank_1_mp_rank_3_optim_states.pt"]
+
+
+def test_the_pipeline_stages_cover_every_layer_once():
+    cm = checkpoint_model("llama3-405b")
+    spans = [layer_span(s, cm) for s in range(cm.parallelism.pipeline)]
+    covered = [i for span in spans for i in span]
+    assert covered == list(range(cm.model.layers + 3))
+
+
+def test_dcp_writes_a_file_a_writer_thread_and_an_index():
+    cm = checkpoint_model("llama3-8b")
+    rank = rank_files(3, cm, "dcp", threads=2)
+    assert [f.name for f in rank.files] == ["__3_0.distcp", "__3_1.distcp"]
+    index = json.loads(dcp_metadata([rank]))
+    assert index["files"]["__3_1.distcp"] == {"rank": 3, "bytes": rank.files[1].size}
+
+
+def test_ranks_set_the_data_parallelism():
+    assert checkpoint_model("llama3-70b", ranks=16).parallelism.data == 2
+    with pytest.raises(SpecError, match="do not split into whole copies"):
+        checkpoint_model("llama3-70b", ranks=12)
+
+
+def test_a_scaled_subset_plan_is_this_hosts_eight_ranks(tmp_path):
+    plan = CheckpointSpec(checkpoint_model("llama3-70b"), subset=True, scale=0.001, directory=str(tmp_path)).plan()
+    assert [r.rank for r in plan.ranks] == list(range(8)) and plan.refusal is None
+    assert "scaled to 0.001" in "\n".join(plan.derivation())
+
+
+def test_checkpoints_that_do_not_fit_are_refused_with_the_scale_that_fits(tmp_path):
+    plan = CheckpointSpec(checkpoint_model("llama3-405b"), directory=str(tmp_path)).plan()
+    assert plan.refusal is not None and "does not fit the free space" in str(plan.refusal)
+    assert "--scale" in str(plan.refusal)
+
+
+def test_plan_prints_each_ranks_files_and_writes_nothing(cli, tmp_path):
+    out = tmp_path / "plan.json"
+    r = cli(
+        "workload", "checkpoint", "llama3-8b", "--plan", "--scale", "0.01", "--dir", str(tmp_path), "--json", str(out)
+    )
+    assert r.code == 0, r.err
+    assert "nothing is written" in r.out and "zero_pp_rank_0_mp_rank_0_optim_states.pt" in r.out
+    assert "104.7 GiB" in r.out and "scaled" in r.out
+    d = json.loads(out.read_text())
+    assert d["kind"] == "checkpoint_plan" and round(d["state_gib"], 1) == 104.7 and d["scaled"] is True
+    assert [x["rank"] for x in d["ranks_here"]] == list(range(8))
+    assert d["model"]["name"] == "llama3-8b" and d["parallelism"] == {
+        "tensor": 1,
+        "pipeline": 1,
+        "data": 8,
+        "zero_stage": 3,
+    }
+    assert sorted(os.listdir(tmp_path)) == ["plan.json"]
+
+
+def test_without_plan_it_says_what_is_not_built(cli, tmp_path):
+    r = cli("workload", "checkpoint", "llama3-8b", "--scale", "0.01", "--dir", str(tmp_path))
+    assert r.code == 2 and "not built yet" in r.err and "--plan" in r.err
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("llama3-9b",), "unknown model"),
+        (("llama3-8b", "--ranks", "0"), "ranks: must be at least 1"),
+        (("llama3-8b", "--scale", "0.00001"), "a rank writes at least 1 MiB"),
+        (("llama3-8b", "--scale", "2"), "at most 1"),
+        (("llama3-8b", "--layout", "zarr"), "choose dlio"),
+        (("llama3-8b", "--dir", "/nonexistent/ckpt"), "no such directory"),
+        (("custom", "--layers", "2"), "custom needs"),
+        (("llama3-8b", "--threads", "2"), "DCP's"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(cli, args, says):
+    r = cli("workload", "checkpoint", *args, "--plan")
+    assert r.code == 2 and says in r.err, r.err
+    assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory")
+def test_a_directory_that_cannot_be_written_is_refused(cli, tmp_path):
+    tmp_path.chmod(0o500)
+    try:
+        r = cli("workload", "checkpoint", "llama3-8b", "--plan", "--dir", str(tmp_path))
+    finally:
+        tmp_path.chmod(0o700)
+    assert r.code == 2 and "not writable" in r.err
