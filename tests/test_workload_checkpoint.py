@@ -9,6 +9,7 @@ import os
 import pytest
 
 from xferscope.errors import SpecError
+from xferscope.gpus import gpu_count
 from xferscope.workloads.checkpoint.layout import dcp_metadata, layer_span, rank_files
 from xferscope.workloads.checkpoint.model import MODELS, checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointSpec
@@ -84,14 +85,14 @@ def test_ranks_set_the_data_parallelism():
 
 def test_a_scaled_subset_plan_is_this_hosts_eight_ranks(tmp_path):
     plan = CheckpointSpec(checkpoint_model("llama3-70b"), subset=True, scale=0.001, directory=str(tmp_path)).plan()
-    assert [r.rank for r in plan.ranks] == list(range(8)) and plan.refusal is None
+    assert [r.rank for r in plan.ranks] == list(range(8)) and plan.refusals == []
     assert "scaled to 0.001" in "\n".join(plan.derivation())
 
 
 def test_checkpoints_that_do_not_fit_are_refused_with_the_scale_that_fits(tmp_path):
     plan = CheckpointSpec(checkpoint_model("llama3-405b"), directory=str(tmp_path)).plan()
-    assert plan.refusal is not None and "does not fit the free space" in str(plan.refusal)
-    assert "--scale" in str(plan.refusal)
+    disk = str(plan.refusals[0])
+    assert "does not fit the free space" in disk and "--scale" in disk
 
 
 def test_plan_prints_each_ranks_files_and_writes_nothing(cli, tmp_path):
@@ -147,3 +148,24 @@ def test_a_directory_that_cannot_be_written_is_refused(cli, tmp_path):
     finally:
         tmp_path.chmod(0o700)
     assert r.code == 2 and "not writable" in r.err
+
+
+def test_without_a_gpu_the_states_live_in_host_memory_and_must_fit_it(no_gpu, tmp_path):
+    small = CheckpointSpec(checkpoint_model("llama3-8b"), scale=0.001, directory=str(tmp_path)).plan()
+    assert small.state_in.startswith("host memory (no GPU here") and small.refusals == []
+    whole = CheckpointSpec(checkpoint_model("llama3-405b"), subset=True, directory=str(tmp_path)).plan()
+    memory = [str(r) for r in whole.refusals if "memory available" in str(r)]
+    assert memory and "--scale" in memory[0]
+
+
+_GPU_COUNT, _NO_GPU = gpu_count()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _GPU_COUNT, reason=f"no GPU here: {_NO_GPU}")
+def test_on_a_gpu_the_states_go_round_robin_and_must_fit_its_free_memory(tmp_path):
+    cm = checkpoint_model("llama3-8b")
+    plan = CheckpointSpec(cm, scale=0.01, directory=str(tmp_path), gpus=(0,)).plan()
+    assert plan.state_in.startswith("GPU memory: GPU 0 ") and plan.refusals == []
+    huge = CheckpointSpec(checkpoint_model("llama3-405b"), subset=True, directory=str(tmp_path), gpus=(0,)).plan()
+    assert any("GPU 0 would hold" in str(r) for r in huge.refusals)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from xferscope.commands.options import FormatOpt, JsonOpt, WorkloadDirOpt, check_format
+from xferscope.commands.options import FormatOpt, JsonOpt, WorkloadDirOpt, check_format, gpu_list
 from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 
@@ -34,6 +34,7 @@ def checkpoint_command(
     threads: Annotated[int, typer.Option("--threads", help="dcp: writer threads a rank, one file each")] = 1,
     checkpoints: Annotated[int, typer.Option("--checkpoints", help="checkpoints written, then read (MLPerf: 10)")] = 10,
     pinned: Annotated[bool, typer.Option("--async", help="each rank stages its state in pinned host memory")] = False,
+    gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks' states go round-robin over")] = None,
     layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", help="custom (or override): hidden size")] = None,
     ffn: Annotated[int | None, typer.Option("--ffn", help="custom (or override): MLP hidden size")] = None,
@@ -75,11 +76,12 @@ def checkpoint_command(
         checkpoints=checkpoints,
         directory=directory,
         pinned_copies=pinned,
+        gpus=tuple(gpu_list(gpu)),
     )
     checked = spec.plan()
     if not plan:
-        if checked.refusal is not None:
-            raise checked.refusal
+        if checked.refusals:
+            raise checked.refusals[0]
         raise SpecError(
             "plan", "writing and restoring checkpoints by a path is not built yet; --plan shows what each rank writes"
         )

@@ -46,8 +46,7 @@ def plan_lines(plan: CheckpointPlan) -> list:
             f"  rank 0 also writes .metadata ({format_bytes(plan.metadata_bytes)}), renamed from .metadata.tmp"
         )
     lines += [f"  warning: {w}" for w in plan.warnings]
-    if plan.refusal is not None:
-        lines.append(f"  a run would be refused: {plan.refusal}")
+    lines += [f"  a run would be refused: {r}" for r in plan.refusals]
     return lines
 
 

@@ -3,8 +3,9 @@ how they were derived, checked against this machine before anything is written.
 
 ``CheckpointSpec.plan()`` raises SpecError (one line naming the option) for bad input: an unknown model, no
 ranks, a layout other than dlio or dcp, a scale that leaves under 1 MiB a rank, a directory that does not exist
-or cannot be written. What this machine cannot hold (checkpoints over the free space, or with ``--async``
-pinned copies over the memory available) is the plan's ``refusal``: a run raises it before it writes anything.
+or cannot be written. What this machine cannot hold (checkpoints over the free space, the ranks' states over
+the GPUs' free memory (without a GPU, the host's), or with ``--async`` pinned copies over the memory available) is
+the plan's ``refusals``: a run raises it before it writes anything.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class CheckpointSpec:
     checkpoints: int = 10
     directory: str | None = None
     pinned_copies: bool = False  # --async: each rank holds a pinned copy of its state
+    gpus: tuple[int, ...] = (0,)  # the ranks' states go round-robin over these
 
     def plan(self) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold)."""
@@ -80,7 +82,11 @@ class CheckpointSpec:
             if self.pinned_copies:
                 plan.check_memory()
         except SpecError as exc:
-            plan.refusal = exc
+            plan.refusals.append(exc)
+        try:
+            plan.place_state()
+        except SpecError as exc:
+            plan.refusals.append(exc)
         plan.warnings = plan.memory_warnings()
         return plan
 
@@ -93,8 +99,11 @@ class CheckpointPlan:
     metadata_bytes: int = 0  # DCP's index, written once by rank 0
     directory: str = ""
     warnings: list[str] = field(default_factory=list)
-    #: why this machine cannot run it (the disk's free space, the memory for --async); a run raises it first
-    refusal: SpecError | None = None
+    #: why this machine cannot run it (the disk's free space, where the states live, the memory for --async); a run
+    #: raises the first
+    refusals: list[SpecError] = field(default_factory=list)
+    #: where the ranks' states live, and how much each place holds
+    state_in: str = ""
 
     @property
     def here_bytes(self) -> int:
@@ -105,6 +114,46 @@ class CheckpointPlan:
         """The whole model's weights and optimizer state (every rank's, unscaled)."""
         p = self.spec.model.model.parameters()
         return MODEL_BYTES * p, OPTIMIZER_BYTES * p
+
+    def place_state(self) -> None:
+        """Where the ranks' states live: in GPU memory, round-robin over the GPUs (each must hold its ranks' share
+        of its free memory), or without a GPU in host memory, as DLIO's CPU tensors (the memory available must hold
+        them). A SpecError says which does not, and the --scale that fits."""
+        from xferscope.gpus import gpu_count
+        from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
+
+        gpus = self.spec.gpus
+        n, why = gpu_count()
+        if not n:
+            import psutil
+
+            need, room = sum(r.size for r in self.ranks), int(psutil.virtual_memory().available * MEMORY_SHARE)
+            self.state_in = f"host memory (no GPU here: {why}), as DLIO's CPU tensors"
+            if need > room:
+                raise SpecError(
+                    "scale",
+                    f"the ranks' states ({format_bytes(need)}) do not fit this host's memory available "
+                    f"({format_bytes(room)} of it); --scale {room / need * self.spec.scale:.2g} fits",
+                )
+            return
+        missing = [g for g in gpus if g >= n]
+        if missing:
+            raise SpecError("gpu", f"no GPU {missing[0]} here: this machine has {n} (0-{n - 1})")
+        held = dict.fromkeys(gpus, 0)
+        for i, r in enumerate(self.ranks):
+            held[gpus[i % len(gpus)]] += r.size
+        free = measured_free(sorted(held), "the GPUs' free memory, for the ranks' states")
+        self.state_in = "GPU memory: " + ", ".join(
+            f"GPU {g} {format_bytes(b)} of {format_bytes(free[g])} free" for g, b in sorted(held.items())
+        )
+        for g, b in sorted(held.items()):
+            if b > free[g] * MEMORY_SHARE:
+                fits = free[g] * MEMORY_SHARE / b * self.spec.scale
+                raise SpecError(
+                    "scale",
+                    f"GPU {g} would hold {format_bytes(b)} of the ranks' states, over {MEMORY_SHARE:.0%} of its "
+                    f"{format_bytes(free[g])} free; --scale {fits:.2g} fits, or more --gpu",
+                )
 
     def check_memory(self) -> None:
         """``--async``: each rank's pinned copy of its state must fit the memory available."""
@@ -157,6 +206,8 @@ class CheckpointPlan:
             )
         if s.scale < 1:
             lines.append(f"scaled to {s.scale:g} of each file: every figure of this run is of a scaled checkpoint")
+        if self.state_in:
+            lines.append(f"the ranks' states live in {self.state_in}")
         lines.append(
             f"this host: {format_bytes(self.here_bytes)} a checkpoint x {s.checkpoints} = "
             f"{format_bytes(self.here_bytes * s.checkpoints)} under {self.directory}"
@@ -202,7 +253,8 @@ class CheckpointPlanRecord(msgspec.Struct, kw_only=True):
     bytes_a_checkpoint_here: int
     derivation: list[str]
     warnings: list[str]
-    refused: str | None = None
+    refused: list[str]
+    state_in: str = ""
 
 
 def plan_record(plan: CheckpointPlan) -> CheckpointPlanRecord:
@@ -239,5 +291,6 @@ def plan_record(plan: CheckpointPlan) -> CheckpointPlanRecord:
         bytes_a_checkpoint_here=plan.here_bytes,
         derivation=plan.derivation(),
         warnings=plan.warnings,
-        refused=None if plan.refusal is None else str(plan.refusal),
+        refused=[str(r) for r in plan.refusals],
+        state_in=plan.state_in,
     )
