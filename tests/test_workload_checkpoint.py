@@ -115,12 +115,6 @@ def test_plan_prints_each_ranks_files_and_writes_nothing(cli, tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["plan.json"]
 
 
-def test_without_plan_it_says_what_is_not_built(cli, tmp_path):
-    r = cli("workload", "checkpoint", "llama3-8b", "--scale", "0.01", "--dir", str(tmp_path))
-    assert r.code == 2 and "not built yet" in r.err and "--plan" in r.err
-    assert os.listdir(tmp_path) == []
-
-
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -152,7 +146,7 @@ def test_a_directory_that_cannot_be_written_is_refused(cli, tmp_path):
 
 def test_without_a_gpu_the_states_live_in_host_memory_and_must_fit_it(no_gpu, tmp_path):
     small = CheckpointSpec(checkpoint_model("llama3-8b"), scale=0.001, directory=str(tmp_path)).plan()
-    assert small.state_in.startswith("host memory (no GPU here") and small.refusals == []
+    assert small.state_in.startswith("host memory, as DLIO's CPU tensors (no GPU here") and small.refusals == []
     whole = CheckpointSpec(checkpoint_model("llama3-405b"), subset=True, directory=str(tmp_path)).plan()
     memory = [str(r) for r in whole.refusals if "memory available" in str(r)]
     assert memory and "--scale" in memory[0]
@@ -165,7 +159,124 @@ _GPU_COUNT, _NO_GPU = gpu_count()
 @pytest.mark.skipif(not _GPU_COUNT, reason=f"no GPU here: {_NO_GPU}")
 def test_on_a_gpu_the_states_go_round_robin_and_must_fit_its_free_memory(tmp_path):
     cm = checkpoint_model("llama3-8b")
-    plan = CheckpointSpec(cm, scale=0.01, directory=str(tmp_path), gpus=(0,)).plan()
+    plan = CheckpointSpec(cm, scale=0.01, directory=str(tmp_path), gpus=(0,), path="cufile").plan()
     assert plan.state_in.startswith("GPU memory: GPU 0 ") and plan.refusals == []
-    huge = CheckpointSpec(checkpoint_model("llama3-405b"), subset=True, directory=str(tmp_path), gpus=(0,)).plan()
+    huge = CheckpointSpec(
+        checkpoint_model("llama3-405b"), subset=True, directory=str(tmp_path), gpus=(0,), path="cufile"
+    ).plan()
     assert any("GPU 0 would hold" in str(r) for r in huge.refusals)
+
+
+# ------------------------------------------------------------------ checkpoints written and read back (host path)
+
+SMALL = ("custom", "--layers", "2", "--hidden", "256", "--ffn", "512", "--vocab", "1024", "--heads", "4")
+SMALL_MODEL = (*SMALL, "--kv-heads", "2", "--ranks", "4")
+
+
+def small_plan(tmp_path, layout="dlio", checkpoints=2):
+    cm = checkpoint_model("custom", 4, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
+    return CheckpointSpec(cm, layout=layout, checkpoints=checkpoints, directory=str(tmp_path)).plan()
+
+
+def test_a_run_writes_each_ranks_files_fsyncs_them_evicts_and_reads_them_back(cli, tmp_path):
+    out = tmp_path / "ckpt.json"
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--checkpoints", "2", "--dir", str(tmp_path), "--keep",
+            "--verify", "--json", str(out))  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads(out.read_text())
+    assert d["status"] == "ok" and d["verified"] is True and len(d["saves"]) == len(d["restores"]) == 2
+    kept = d["environment"]["kept_in"]
+    plan = d["plan"]
+    for k in (1, 2):
+        directory = os.path.join(kept, f"global_epoch1_step{k}")
+        for rank in plan["ranks_here"]:
+            for f in rank["files"]:
+                assert os.path.getsize(os.path.join(directory, f["name"])) == f["bytes"]
+    assert all(s["fsync_seconds"] > 0 for s in d["saves"])  # each file fsynced, its time counted apart
+    held = d["resident_share_at_restore"]
+    if held is not None:  # where the page cache can be read (mincore): evicted before the restore
+        assert held <= 0.01
+    assert "save (the slowest rank, MLPerf)" in r.out and "DLIO's figure" in r.out
+
+
+def test_without_fsync_none_is_counted_and_nothing_is_left(cli, tmp_path):
+    out = tmp_path / "ckpt.json"
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--checkpoints", "1", "--no-fsync", "--dir", str(tmp_path),
+            "--json", str(out))  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads(out.read_text())
+    assert [s["fsync_seconds"] for s in d["saves"]] == [0.0]
+    assert sorted(os.listdir(tmp_path)) == ["ckpt.json"]
+
+
+def test_dcp_commits_its_index_by_renaming_it(tmp_path):
+    from xferscope.workloads.checkpoint.session import RunOptions, run_checkpoints
+
+    plan = small_plan(tmp_path, layout="dcp", checkpoints=1)
+    record = run_checkpoints(plan, RunOptions(keep=True))
+    kept = record.environment["kept_in"]
+    names = sorted(os.listdir(os.path.join(str(kept), "global_epoch1_step1")))
+    assert names == [".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"]
+
+
+def test_verify_fails_on_a_flipped_byte(tmp_path, monkeypatch):
+    """A byte changed on disk between the save and the restore: --verify names the rank and the byte."""
+    import threading
+
+    from xferscope.engines import page_cache
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    plan = small_plan(tmp_path, checkpoints=1)
+    job = cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio", verify=True)
+    evict = page_cache.evict_files
+
+    def flip_then_evict(paths):
+        with open(paths[1], "r+b") as fh:  # rank 0's second file, 5 bytes in
+            fh.seek(5)
+            byte = fh.read(1)
+            fh.seek(5)
+            fh.write(bytes([byte[0] ^ 0xFF]))
+        return evict(paths)
+
+    monkeypatch.setattr(page_cache, "evict_files", flip_then_evict)
+    setup = cp.CheckpointSetup(job)
+    setup.build()
+    try:
+        _end, error = setup.run(threading.Event(), lambda tick: None)
+    finally:
+        setup.close()
+    first = plan.ranks[0].files[0].size
+    assert error is not None and f"rank 0 read rank 0's checkpoint back wrong at byte {first + 5}" in str(error)
+
+
+def test_a_path_not_built_yet_is_one_line(cli, tmp_path):
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "cufile", "--dir", str(tmp_path))
+    assert r.code == 2 and "not built yet" in r.err and len(r.err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_ctrl_c_keeps_the_checkpoints_measured_and_removes_the_files(tmp_path):
+    from conftest import interrupted_cli
+
+    process = "xferscope.workloads.checkpoint.checkpoint_process:serve"
+
+    def wrote_two_checkpoints(command) -> bool:
+        import contextlib
+
+        import psutil
+
+        for child in command.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if process in " ".join(child.cmdline()) and child.io_counters().write_bytes >= 2 * 4 * (1 << 20):
+                    return True
+        return False
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["workload", "checkpoint", *SMALL_MODEL, "--checkpoints", "400", "--dir", str(tmp_path), "--json",
+            str(out / "c.json")]  # fmt: skip
+    code, stdout, _err = interrupted_cli(args, tmp_path, until=wrote_two_checkpoints)
+    assert code == 130 and "[interrupted]" in stdout
+    d = json.loads((out / "c.json").read_text())
+    assert d["status"] == "interrupted" and 1 <= len(d["saves"]) < 400
+    assert sorted(os.listdir(tmp_path)) == ["out"]

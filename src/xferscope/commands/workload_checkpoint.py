@@ -1,14 +1,16 @@
 """`xferscope workload checkpoint`: a training job's checkpoints (MLPerf Storage's llama3 checkpointing), sized
-from the model and its parallelism, rank by rank. So far ``--plan``: what each rank would write, nothing written."""
+from the model and its parallelism, rank by rank: ``--plan`` says what each rank writes; without it they are
+written and read back (so far by the host path, the states in host memory)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
 from xferscope.commands.options import FormatOpt, JsonOpt, WorkloadDirOpt, check_format, gpu_list
-from xferscope.errors import SpecError
+from xferscope.errors import ExitCode
 from xferscope.output.files import check_outputs
 
 
@@ -44,12 +46,24 @@ def checkpoint_command(
     tp: Annotated[int | None, typer.Option("--tp", help="custom (or override): tensor parallelism")] = None,
     pp: Annotated[int | None, typer.Option("--pp", help="custom (or override): pipeline parallelism")] = None,
     zero_stage: Annotated[int | None, typer.Option("--zero-stage", help="custom (or override): ZeRO stage")] = None,
+    path: Annotated[
+        str,
+        typer.Option("--path", "-x", help="how the checkpoints are written and read: host (the states in host memory)"),
+    ] = "host",
+    fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True,
+    verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False,
+    rank_shift: Annotated[
+        int, typer.Option("--rank-shift", help="each rank restores the files of the rank this many after it")
+    ] = 0,
+    keep: Annotated[bool, typer.Option("--keep", help="leave the checkpoints written (named at the end)")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the states' bytes")] = 0,
     directory: WorkloadDirOpt = None,
     json_path: JsonOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes,
-    from the model's parameters and its tensor, pipeline and data parallelism with ZeRO."""
+    from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file),
+    evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's."""
     from xferscope.workloads.checkpoint.model import checkpoint_model
     from xferscope.workloads.checkpoint.plan import CheckpointSpec
 
@@ -77,17 +91,30 @@ def checkpoint_command(
         directory=directory,
         pinned_copies=pinned,
         gpus=tuple(gpu_list(gpu)),
+        path=path,
     )
     checked = spec.plan()
-    if not plan:
-        if checked.refusals:
-            raise checked.refusals[0]
-        raise SpecError(
-            "plan", "writing and restoring checkpoints by a path is not built yet; --plan shows what each rank writes"
-        )
-    from xferscope.output.workload_checkpoint import show_plan
+    if plan:
+        from xferscope.output.workload_checkpoint import show_plan
 
-    code = show_plan(checked, fmt=fmt, json_path=json_path)
+        code = show_plan(checked, fmt=fmt, json_path=json_path)
+    else:
+        from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
+        from xferscope.output.workload_checkpoint import show_run
+        from xferscope.workloads.checkpoint.session import RunOptions, run_checkpoints
+
+        install_hangup_handlers()
+        options = RunOptions(path=path, fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep)
+        live = sys.stderr.isatty() and fmt != "json"
+
+        def tick(t) -> None:
+            write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
+
+        record = run_checkpoints(checked, options, tick if live else None)
+        clear_line(live)
+        code = show_run(record, fmt=fmt, json_path=json_path)
+        if not code and record.status != "ok":
+            code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
     if code:
         raise typer.Exit(code)
 

@@ -1,4 +1,5 @@
-"""`workload checkpoint --plan`: what each rank of this host would write, and how the bytes were found."""
+"""`workload checkpoint`: what each rank of this host writes, and how the bytes were found (``--plan``); what was
+measured writing and reading them back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
+from xferscope.workloads.checkpoint.session import CheckpointRecord
 
 
 def _span(ranks: list[Rank]) -> str:
@@ -56,5 +58,95 @@ def show_plan(plan: CheckpointPlan, *, fmt: str, json_path: str | None) -> int:
         fmt,
         lambda: record,
         lambda: echo_lines(plan_lines(plan)),
+        [Output("JSON", "--json", json_path, lambda: json_text(record))],
+    )
+
+
+def _spread(values: list[float], unit: str, digits: int = 2) -> str:
+    """The median of ``values`` with their range."""
+    if not values:
+        return "-"
+    ordered = sorted(values)
+    mid = (
+        ordered[len(ordered) // 2]
+        if len(ordered) % 2
+        else (ordered[len(ordered) // 2 - 1] + ordered[len(ordered) // 2]) / 2
+    )
+    if len(ordered) == 1:
+        return f"{mid:.{digits}f} {unit}"
+    return f"{mid:.{digits}f} {unit} ({ordered[0]:.{digits}f}-{ordered[-1]:.{digits}f})"
+
+
+def run_lines(record: CheckpointRecord) -> list:
+    """What was measured: the medians over the checkpoints with their range, a row a checkpoint, a row a rank."""
+    p = record.plan
+    scaled = f", scaled to {p.scale:g}" if p.scaled else ""
+    lines: list = [
+        f"workload checkpoint {p.model.name} by {record.path}: {len(record.saves)} of {p.checkpoints} checkpoints of "
+        f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
+        + ("" if record.status == "ok" else f" [{record.status}]"),
+        f"  {', '.join(record.labels)}",
+    ]
+    saves, restores = record.saves, record.restores
+    if saves:
+        lines.append(
+            f"  save (the slowest rank, MLPerf): {_spread([s.seconds for s in saves], 's', 3)}, "
+            f"{_spread([s.gb_per_s for s in saves], 'GB/s')}; DLIO's figure (rank 0's time) "
+            f"{_spread([s.dlio_gb_per_s for s in saves], 'GB/s')}"
+        )
+    if restores:
+        held = record.resident_share_at_restore
+        lines.append(
+            f"  restore: {_spread([r.seconds for r in restores], 's', 3)}, {_spread([r.gb_per_s for r in restores], 'GB/s')}"
+            + (f"; {held:.1%} of the checkpoints' bytes were in the page cache as it began" if held is not None else "")
+        )
+    rows = []
+    for k, s in enumerate(saves):
+        r = restores[k] if k < len(restores) else None
+        rows.append(
+            (
+                s.checkpoint,
+                f"{s.seconds:.3f}",
+                f"{s.gb_per_s:.2f}",
+                f"{s.dlio_gb_per_s:.2f}",
+                f"{s.fsync_seconds or 0:.3f}",
+                f"{r.seconds:.3f}" if r else "-",
+                f"{r.gb_per_s:.2f}" if r else "-",
+            )
+        )
+    if rows:
+        headers = ("#", "save s", "GB/s", "DLIO GB/s", "fsync s", "restore s", "restore GB/s")
+        lines.append(text_table(headers, rows, left=()))
+    ranks = [
+        (
+            f.rank,
+            format_bytes(f.bytes),
+            f"{f.write_seconds:.3f}",
+            f"{f.fsync_seconds:.3f}",
+            "-" if f.restore_seconds is None else f"{f.restore_seconds:.3f}",
+            "-" if f.restored_from is None else str(f.restored_from),
+        )
+        for f in record.ranks
+    ]
+    if ranks:
+        headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
+        lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
+    cpu = record.cpu_seconds_per_gib
+    tail = [f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "", "every byte restored checked" if record.verified else ""]
+    if any(tail):
+        lines.append("  " + "; ".join(t for t in tail if t))
+    kept = record.environment.get("kept_in")
+    if kept:
+        lines.append(f"  the checkpoints are kept in {kept} (--keep)")
+    if record.error:
+        lines.append(f"  error: {record.error}")
+    return lines
+
+
+def show_run(record: CheckpointRecord, *, fmt: str, json_path: str | None) -> int:
+    return show_then_write(
+        fmt,
+        lambda: record,
+        lambda: echo_lines(run_lines(record)),
         [Output("JSON", "--json", json_path, lambda: json_text(record))],
     )

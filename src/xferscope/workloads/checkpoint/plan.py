@@ -40,6 +40,7 @@ class CheckpointSpec:
     directory: str | None = None
     pinned_copies: bool = False  # --async: each rank holds a pinned copy of its state
     gpus: tuple[int, ...] = (0,)  # the ranks' states go round-robin over these
+    path: str = "host"  # host: the states in host memory (as DLIO's CPU tensors); the GPU paths: in GPU memory
 
     def plan(self) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold)."""
@@ -116,24 +117,27 @@ class CheckpointPlan:
         return MODEL_BYTES * p, OPTIMIZER_BYTES * p
 
     def place_state(self) -> None:
-        """Where the ranks' states live: in GPU memory, round-robin over the GPUs (each must hold its ranks' share
-        of its free memory), or without a GPU in host memory, as DLIO's CPU tensors (the memory available must hold
-        them). A SpecError says which does not, and the --scale that fits."""
+        """Where the ranks' states live: for the host path (and on a machine without a GPU) in host memory, as
+        DLIO's CPU tensors, where the memory available must hold them and the buffers they are read back into;
+        for the GPU paths in GPU memory, round-robin over the GPUs, each holding its ranks' share of its free
+        memory. A SpecError says which does not, and the --scale that fits."""
         from xferscope.gpus import gpu_count
         from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 
         gpus = self.spec.gpus
         n, why = gpu_count()
-        if not n:
+        if self.spec.path == "host" or not n:
             import psutil
 
-            need, room = sum(r.size for r in self.ranks), int(psutil.virtual_memory().available * MEMORY_SHARE)
-            self.state_in = f"host memory (no GPU here: {why}), as DLIO's CPU tensors"
+            states = sum(r.size for r in self.ranks)
+            need, room = 2 * states, int(psutil.virtual_memory().available * MEMORY_SHARE)
+            self.state_in = "host memory, as DLIO's CPU tensors" + ("" if n else f" (no GPU here: {why})")
             if need > room:
                 raise SpecError(
                     "scale",
-                    f"the ranks' states ({format_bytes(need)}) do not fit this host's memory available "
-                    f"({format_bytes(room)} of it); --scale {room / need * self.spec.scale:.2g} fits",
+                    f"the ranks' states and the buffers they are read back into ({format_bytes(need)}) do not fit "
+                    f"this host's memory available ({format_bytes(room)} of it); --scale "
+                    f"{room / need * self.spec.scale:.2g} fits",
                 )
             return
         missing = [g for g in gpus if g >= n]

@@ -1,0 +1,276 @@
+"""Checkpoints written and read back in the engine's own process (``process_host``'s channel): the job a
+``CheckpointJob``, each tick a ``CheckpointTick``, the payload at the end a ``CheckpointEnd``.
+
+``host`` path, the ranks' states in host memory (as DLIO's CPU tensors): before "ready" every rank's state is made
+(its bytes, a pattern of its own) outside the timed region. Then, for each checkpoint, in a directory of its own,
+every rank at once (a thread each, started together) writes its files through the page cache, as ``torch.save``
+does, each file ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as
+``.metadata.tmp`` and renames it. After the last, every file's pages are evicted (and the share still resident
+measured), and checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it
+(DLIO's recovery rank shift) into a buffer of its own; ``verify`` compares each byte with the state written.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from types import SimpleNamespace
+from typing import Any
+
+from xferscope.errors import RunFailed
+from xferscope.isolation import Channel
+from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
+from xferscope.workloads.common.data_files import DataFile, SampleRef
+from xferscope.workloads.common.fetchers import HostFetcher, Slot, host_slot
+from xferscope.workloads.common.process_host import serve_with
+
+#: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
+REQUEST = 16 << 20
+#: a state's pattern repeats with this period (random bytes, its own for each rank)
+PATTERN = 1 << 20
+
+
+@dataclass(frozen=True)
+class CheckpointJob:
+    directory: str
+    ranks: list[Rank]
+    checkpoints: int
+    layout: str
+    fsync: bool = True
+    verify: bool = False
+    rank_shift: int = 0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class RankWrite:
+    rank: int
+    bytes: int
+    write_s: float
+    fsync_s: float
+
+
+@dataclass(frozen=True)
+class RankRead:
+    rank: int  # the rank that read
+    wrote: int  # the rank whose files it read
+    bytes: int
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CheckpointTick:
+    phase: str  # "writing", "evicting", "restoring"
+    checkpoint: int
+    bytes_done: int
+
+
+@dataclass
+class CheckpointEnd:
+    writes: list[list[RankWrite]] = field(default_factory=list)  # a list a checkpoint
+    metadata_s: list[float] = field(default_factory=list)
+    restores: list[list[RankRead]] = field(default_factory=list)  # a list a checkpoint
+    resident_share: float | None = None  # of the checkpoints' bytes, as the restore began
+
+
+def checkpoint_dir(directory: str, k: int) -> str:
+    """The ``k``-th checkpoint's directory, named as DLIO names it."""
+    return os.path.join(directory, f"global_epoch1_step{k + 1}")
+
+
+def fill_state(slot: Slot, seed: int) -> None:
+    """The state's bytes: a random block of ``PATTERN`` bytes (from ``seed``), over and over."""
+    view = slot.host
+    assert view is not None
+    block = random.Random(seed).randbytes(PATTERN)
+    for at in range(0, slot.capacity, PATTERN):
+        n = min(PATTERN, slot.capacity - at)
+        view[at : at + n] = block[:n]
+
+
+def write_rank(rank: Rank, directory: str, state: Slot, fsync: bool, stop: threading.Event) -> RankWrite:
+    """``rank``'s files of one checkpoint, each from its place in the state, each created here (never an existing
+    file), written whole, then fsynced."""
+    view = state.host
+    assert view is not None
+    written = at = 0
+    write_s = fsync_s = 0.0
+    for f in rank.files:
+        path = os.path.join(directory, f.name)
+        t0 = time.perf_counter()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        synced = 0.0
+        try:
+            pos = 0
+            while pos < f.size and not stop.is_set():
+                pos += os.write(fd, view[at + pos : at + min(f.size, pos + REQUEST)])
+            if fsync:
+                t1 = time.perf_counter()
+                os.fsync(fd)
+                synced = time.perf_counter() - t1
+        finally:
+            os.close(fd)
+        write_s += time.perf_counter() - t0 - synced
+        fsync_s += synced
+        written += pos
+        at += f.size
+        if stop.is_set():
+            break
+    return RankWrite(rank.rank, written, write_s, fsync_s)
+
+
+def read_rank(reader: int, writer: Rank, directory: str, into: Slot) -> RankRead:
+    """``writer``'s files of one checkpoint read back into ``into`` (by the host path's reader)."""
+    data = SimpleNamespace(
+        files=[DataFile(os.path.join(directory, f.name), f.size) for f in writer.files], direct=False
+    )
+    fetcher = HostFetcher(data, REQUEST)
+    t0 = time.perf_counter()
+    try:
+        at = 0
+        for i, f in enumerate(writer.files):
+            fetcher.read(SampleRef(i, 0, f.size), into, at)
+            at += f.size
+    finally:
+        fetcher.close()
+    return RankRead(reader, writer.rank, writer.size, time.perf_counter() - t0)
+
+
+def same_bytes(a: Slot, b: Slot, size: int) -> int | None:
+    """The first offset where ``a`` and ``b`` differ within ``size`` bytes; None where they agree."""
+    va, vb = a.host, b.host
+    assert va is not None and vb is not None
+    for at in range(0, size, REQUEST):
+        end = min(size, at + REQUEST)
+        if va[at:end] != vb[at:end]:
+            return at + next(i for i in range(end - at) if va[at + i] != vb[at + i])
+    return None
+
+
+def _together(work: list[Callable[[], Any]]) -> list[Any]:
+    """Each of ``work`` in a thread of its own, started together; their results in order (an error raised)."""
+    results: list[Any] = [None] * len(work)
+    errors: list[BaseException] = []
+    go = threading.Barrier(len(work))
+
+    def one(i: int) -> None:
+        try:
+            go.wait()
+            results[i] = work[i]()
+        except BaseException as exc:  # the run fails with it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(i,), name=f"xferscope-ckpt-{i}") for i in range(len(work))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
+class CheckpointSetup:
+    """Every rank's state, and the buffers the restore reads into; ``close()`` frees them."""
+
+    def __init__(self, job: CheckpointJob):
+        self.job = job
+        self.labels = ["host memory (as DLIO's CPU tensors)", "buffered writes, fsync per file"]
+        if not job.fsync:
+            self.labels[1] = "buffered writes, no fsync"
+        self.environment: dict[str, Any] = {"checkpoint_layout": job.layout, "request_bytes": REQUEST}
+        self.states: list[Slot] = []
+        self.restored: list[Slot] = []
+
+    def build(self) -> None:
+        for r in self.job.ranks:
+            slot = host_slot(max(1, r.size))
+            fill_state(slot, self.job.seed * 1_000_003 + r.rank)
+            self.states.append(slot)
+        size = max(max(1, r.size) for r in self.job.ranks)
+        self.restored = [host_slot(size) for _ in self.job.ranks]
+
+    def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
+        end = CheckpointEnd()
+        try:
+            self._run(stop, on_tick, end)
+        except (OSError, RunFailed) as exc:
+            return end, exc
+        return end, None
+
+    def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
+        job, ranks = self.job, self.job.ranks
+        done = 0
+        for k in range(job.checkpoints):
+            directory = checkpoint_dir(job.directory, k)
+            os.mkdir(directory)
+            writes = _together(
+                [partial(write_rank, r, directory, st, job.fsync, stop) for r, st in zip(ranks, self.states)]
+            )
+            if job.layout == "dcp" and not stop.is_set():
+                end.metadata_s.append(self._metadata(directory))
+            end.writes.append(writes)
+            done += sum(w.bytes for w in writes)
+            on_tick(CheckpointTick("writing", k + 1, done))
+            if stop.is_set():
+                return
+        on_tick(CheckpointTick("evicting", job.checkpoints, done))
+        from xferscope.engines import page_cache
+
+        dirs = [checkpoint_dir(job.directory, k) for k in range(job.checkpoints)]
+        end.resident_share = page_cache.evict_files(
+            [os.path.join(d, f.name) for d in dirs for r in ranks for f in r.files]
+        )
+        n = len(ranks)
+        shifted = [(i + job.rank_shift) % n for i in range(n)]
+        for k, directory in enumerate(dirs):
+            if stop.is_set():
+                return
+            end.restores.append(
+                _together(
+                    [
+                        partial(read_rank, ranks[i].rank, ranks[shifted[i]], directory, self.restored[i])
+                        for i in range(n)
+                    ]
+                )
+            )
+            on_tick(CheckpointTick("restoring", k + 1, done))
+            if job.verify:
+                self._verify(shifted)
+
+    def _verify(self, shifted: list[int]) -> None:
+        ranks = self.job.ranks
+        for i, w in enumerate(shifted):
+            bad = same_bytes(self.restored[i], self.states[w], ranks[w].size)
+            if bad is not None:
+                raise RunFailed(
+                    f"--verify: rank {ranks[i].rank} read rank {ranks[w].rank}'s checkpoint back wrong at byte {bad}"
+                )
+
+    def _metadata(self, directory: str) -> float:
+        """The coordinator's index: ``.metadata.tmp`` written and fsynced, then renamed (DCP's commit)."""
+        t0 = time.perf_counter()
+        tmp = os.path.join(directory, ".metadata.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.write(fd, dcp_metadata(self.job.ranks))
+            if self.job.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, os.path.join(directory, ".metadata"))
+        return time.perf_counter() - t0
+
+    def close(self) -> None:
+        for slot in self.states + self.restored:
+            slot.close()
+        self.states, self.restored = [], []
+
+
+def serve(channel: Channel) -> None:
+    serve_with(channel, CheckpointSetup)

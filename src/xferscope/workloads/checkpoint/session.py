@@ -1,0 +1,188 @@
+"""A checkpoint run: the plan's files written and read back in the engine's own process (``checkpoint_process``),
+in a directory of xferscope's own (removed at the end unless kept), and its figures as MLPerf Storage and DLIO
+give them.
+
+A checkpoint's save lasts from the ranks' common start to the last rank's last fsync: its duration is the slowest
+rank's (MLPerf's rule), and its GB/s all the ranks' bytes over that duration. DLIO's own figure is all the bytes
+over rank 0's time. A restore is timed the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from xferscope.errors import SpecError
+from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, CheckpointJob, RankRead, RankWrite
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, plan_record
+from xferscope.workloads.common.generated import GeneratedDir
+from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+
+#: the paths a checkpoint is written by, so far
+PATHS = ("host",)
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    path: str = "host"
+    fsync: bool = True
+    verify: bool = False
+    rank_shift: int = 0
+    seed: int = 0
+    keep: bool = False
+
+
+class Phase(msgspec.Struct, kw_only=True):
+    """One checkpoint's save or restore: its duration (the slowest rank's), GB/s over it, and DLIO's GB/s."""
+
+    checkpoint: int
+    bytes: int
+    seconds: float
+    gb_per_s: float
+    dlio_gb_per_s: float
+    fsync_seconds: float | None = None  # the slowest rank's fsyncs (saves)
+
+
+class RankFigures(msgspec.Struct, kw_only=True):
+    """One rank over the run: bytes a checkpoint, mean save and fsync seconds, mean restore seconds."""
+
+    rank: int
+    bytes: int
+    write_seconds: float
+    fsync_seconds: float
+    restore_seconds: float | None
+    restored_from: int | None
+
+
+class CheckpointRecord(msgspec.Struct, kw_only=True):
+    """``workload checkpoint --json``: the plan, and what was measured."""
+
+    kind: str = "checkpoint"
+    status: str
+    error: str | None = None
+    path: str
+    plan: CheckpointPlanRecord
+    saves: list[Phase]
+    restores: list[Phase]
+    ranks: list[RankFigures]
+    resident_share_at_restore: float | None
+    verified: bool
+    fsync: bool
+    rank_shift: int
+    cpu_seconds_per_gib: float | None
+    labels: list[str]
+    environment: dict[str, str | int | float | bool | None]
+
+
+def _phase(k: int, times: Sequence[tuple[int, float]], first: float, fsync: float | None = None) -> Phase:
+    """``times``: each rank's (bytes, seconds); ``first``: rank 0's seconds."""
+    total = sum(b for b, _ in times)
+    slowest = max((s for _, s in times), default=0.0)
+    return Phase(
+        checkpoint=k,
+        bytes=total,
+        seconds=slowest,
+        gb_per_s=total / slowest / 1e9 if slowest else 0.0,
+        dlio_gb_per_s=total / first / 1e9 if first else 0.0,
+        fsync_seconds=fsync,
+    )
+
+
+def saves_of(end: CheckpointEnd) -> list[Phase]:
+    out = []
+    for k, writes in enumerate(end.writes, 1):
+        times = [(w.bytes, w.write_s + w.fsync_s) for w in writes]
+        meta = end.metadata_s[k - 1] if len(end.metadata_s) >= k else 0.0
+        times[0] = (times[0][0], times[0][1] + meta)  # the coordinator commits DCP's index
+        out.append(_phase(k, times, times[0][1], max(w.fsync_s for w in writes)))
+    return out
+
+
+def restores_of(end: CheckpointEnd) -> list[Phase]:
+    return [
+        _phase(k, [(r.bytes, r.seconds) for r in reads], reads[0].seconds) for k, reads in enumerate(end.restores, 1)
+    ]
+
+
+def rank_figures(end: CheckpointEnd) -> list[RankFigures]:
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    out = []
+    for i, first in enumerate(end.writes[0] if end.writes else []):
+        writes: list[RankWrite] = [w[i] for w in end.writes if len(w) > i]
+        reads: list[RankRead] = [r[i] for r in end.restores if len(r) > i]
+        out.append(
+            RankFigures(
+                rank=first.rank,
+                bytes=first.bytes,
+                write_seconds=mean([w.write_s for w in writes]),
+                fsync_seconds=mean([w.fsync_s for w in writes]),
+                restore_seconds=mean([r.seconds for r in reads]) if reads else None,
+                restored_from=reads[0].wrote if reads else None,
+            )
+        )
+    return out
+
+
+def run_checkpoints(
+    plan: CheckpointPlan, options: RunOptions, on_tick: Callable[[object], None] | None = None
+) -> CheckpointRecord:
+    """Write the plan's checkpoints and read them back (SpecError first for what this machine cannot hold, or a path
+    not built yet); the record, also of a run interrupted or failed (what was measured kept)."""
+    if plan.refusals:
+        raise plan.refusals[0]
+    if options.path not in PATHS:
+        raise SpecError(
+            "path",
+            f"{options.path}: so far checkpoints are written by host alone (bounce, bounce-async and cufile, from GPU "
+            "memory, are not built yet)",
+        )
+    from xferscope.workloads.checkpoint.checkpoint_process import serve
+
+    s = plan.spec
+    where = GeneratedDir(plan.directory, "checkpoint", direct=False)
+    try:
+        job = CheckpointJob(
+            where.path,
+            plan.ranks,
+            s.checkpoints,
+            s.layout,
+            options.fsync,
+            options.verify,
+            options.rank_shift,
+            options.seed,
+        )
+        out = WorkloadChild(serve, "workload checkpoint", options.path).execute(job, on_tick)
+    finally:
+        where.close(keep=options.keep)
+    return _record(plan, options, out, where.path if options.keep else None)
+
+
+def _record(plan: CheckpointPlan, options: RunOptions, out: Outcome, kept: str | None) -> CheckpointRecord:
+    end: CheckpointEnd = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
+    saves, restores = saves_of(end), restores_of(end)
+    moved = sum(p.bytes for p in saves) + sum(p.bytes for p in restores)
+    cpu = out.process.cpu_seconds
+    environment = {k: v for k, v in out.environment.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    if kept:
+        environment["kept_in"] = kept
+    return CheckpointRecord(
+        status=out.status,
+        error=out.error,
+        path=options.path,
+        plan=plan_record(plan),
+        saves=saves,
+        restores=restores,
+        ranks=rank_figures(end),
+        resident_share_at_restore=end.resident_share,
+        verified=options.verify and out.status == "ok" and len(end.restores) == plan.spec.checkpoints,
+        fsync=options.fsync,
+        rank_shift=options.rank_shift,
+        cpu_seconds_per_gib=cpu / (moved / GIB) if cpu is not None and moved else None,
+        labels=list(out.labels),
+        environment=environment,
+    )
