@@ -280,3 +280,33 @@ def test_ctrl_c_keeps_the_checkpoints_measured_and_removes_the_files(tmp_path):
     d = json.loads((out / "c.json").read_text())
     assert d["status"] == "interrupted" and 1 <= len(d["saves"]) < 400
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_dcps_writer_threads_write_their_files_at_once(tmp_path, monkeypatch):
+    """Each of a rank's DCP files is written by a thread of its own, all started together (DCP's thread_count)."""
+    import threading
+
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    cm = checkpoint_model("custom", 2, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
+    plan = CheckpointSpec(cm, layout="dcp", threads=3, checkpoints=1, directory=str(tmp_path)).plan()
+    seen: list[tuple[int, int | None, str]] = []
+    write = cp.write_rank
+
+    def noted(rank, directory, state, fsync, stop, only=None):
+        seen.append((rank.rank, only, threading.current_thread().name))
+        return write(rank, directory, state, fsync, stop, only)
+
+    monkeypatch.setattr(cp, "write_rank", noted)
+    setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dcp"))
+    setup.build()
+    try:
+        end, error = setup.run(threading.Event(), lambda tick: None)
+    finally:
+        setup.close()
+    assert error is None
+    assert sorted((r, o) for r, o, _ in seen) == [(r, o) for r in (0, 1) for o in (0, 1, 2)]
+    assert len({name for _, _, name in seen}) == 6
+    assert [w.bytes for w in end.writes[0]] == [r.size for r in plan.ranks]
+    names = sorted(os.listdir(os.path.join(str(tmp_path), "global_epoch1_step1")))
+    assert names == [".metadata"] + [f"__{r}_{k}.distcp" for r in (0, 1) for k in (0, 1, 2)]

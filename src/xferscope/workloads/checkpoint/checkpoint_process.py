@@ -3,8 +3,8 @@
 
 ``host`` path, the ranks' states in host memory (as DLIO's CPU tensors): before "ready" every rank's state is made
 (its bytes, a pattern of its own) outside the timed region. Then, for each checkpoint, in a directory of its own,
-every rank at once (a thread each, started together) writes its files through the page cache, as ``torch.save``
-does, each file ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as
+every rank at once (a thread each, started together; in the DCP layout a thread a writer thread's file) writes its
+files through the page cache, as ``torch.save`` does, each file ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as
 ``.metadata.tmp`` and renames it. After the last, every file's pages are evicted (and the share still resident
 measured), and checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it
 (DLIO's recovery rank shift) into a buffer of its own; ``verify`` compares each byte with the state written.
@@ -93,14 +93,19 @@ def fill_state(slot: Slot, seed: int) -> None:
         view[at : at + n] = block[:n]
 
 
-def write_rank(rank: Rank, directory: str, state: Slot, fsync: bool, stop: threading.Event) -> RankWrite:
-    """``rank``'s files of one checkpoint, each from its place in the state, each created here (never an existing
-    file), written whole, then fsynced."""
+def write_rank(
+    rank: Rank, directory: str, state: Slot, fsync: bool, stop: threading.Event, only: int | None = None
+) -> RankWrite:
+    """``rank``'s files of one checkpoint (or its file ``only``: one DCP writer thread's), each from its place in
+    the state, each created here (never an existing file), written whole, then fsynced."""
     view = state.host
     assert view is not None
     written = at = 0
     write_s = fsync_s = 0.0
-    for f in rank.files:
+    for i, f in enumerate(rank.files):
+        if only is not None and i != only:
+            at += f.size
+            continue
         path = os.path.join(directory, f.name)
         t0 = time.perf_counter()
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -122,6 +127,12 @@ def write_rank(rank: Rank, directory: str, state: Slot, fsync: bool, stop: threa
         if stop.is_set():
             break
     return RankWrite(rank.rank, written, write_s, fsync_s)
+
+
+def joined(parts: list[RankWrite]) -> RankWrite:
+    """A rank's writer threads, started together, as the rank: its bytes, and the slowest thread's times."""
+    slowest = max(parts, key=lambda w: w.write_s + w.fsync_s)
+    return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s)
 
 
 def read_rank(reader: int, writer: Rank, directory: str, into: Slot) -> RankRead:
@@ -209,9 +220,14 @@ class CheckpointSetup:
         for k in range(job.checkpoints):
             directory = checkpoint_dir(job.directory, k)
             os.mkdir(directory)
-            writes = _together(
-                [partial(write_rank, r, directory, st, job.fsync, stop) for r, st in zip(ranks, self.states)]
-            )
+            # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
+            threads = [
+                (i, partial(write_rank, r, directory, st, job.fsync, stop, only))
+                for i, (r, st) in enumerate(zip(ranks, self.states))
+                for only in (range(len(r.files)) if job.layout == "dcp" else [None])
+            ]
+            parts = _together([work for _, work in threads])
+            writes = [joined([w for (i, _), w in zip(threads, parts) if i == k]) for k in range(len(ranks))]
             if job.layout == "dcp" and not stop.is_set():
                 end.metadata_s.append(self._metadata(directory))
             end.writes.append(writes)
