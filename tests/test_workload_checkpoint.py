@@ -210,31 +210,30 @@ def test_without_fsync_none_is_counted_and_nothing_is_left(cli, tmp_path):
 
 
 def test_dcp_commits_its_index_by_renaming_it(tmp_path):
-    from xferscope.workloads.checkpoint.session import RunOptions, run_checkpoints
+    from xferscope.workloads.checkpoint.session import CheckpointRunOptions, run_checkpoints
 
     plan = small_plan(tmp_path, layout="dcp", checkpoints=1)
-    record = run_checkpoints(plan, RunOptions(keep=True))
+    record = run_checkpoints(plan, CheckpointRunOptions(keep=True))
     kept = record.environment["kept_in"]
     names = sorted(os.listdir(os.path.join(str(kept), "global_epoch1_step1")))
     assert names == [".metadata", "__0_0.distcp", "__1_0.distcp", "__2_0.distcp", "__3_0.distcp"]
 
 
-def test_verify_fails_on_a_flipped_byte(tmp_path, monkeypatch):
-    """A byte changed on disk between the save and the restore: --verify names the rank and the byte."""
+def run_with_a_flipped_byte(monkeypatch, job, file: int, offset: int):
+    """``job`` run in this process, a byte of the ``file``-th file written (0: rank 0's first) flipped on disk
+    between the save and the restore; the run's error."""
     import threading
 
     from xferscope.engines import page_cache
     from xferscope.workloads.checkpoint import checkpoint_process as cp
 
-    plan = small_plan(tmp_path, checkpoints=1)
-    job = cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio", verify=True)
     evict = page_cache.evict_files
 
     def flip_then_evict(paths):
-        with open(paths[1], "r+b") as fh:  # rank 0's second file, 5 bytes in
-            fh.seek(5)
+        with open(paths[file], "r+b") as fh:
+            fh.seek(offset)
             byte = fh.read(1)
-            fh.seek(5)
+            fh.seek(offset)
             fh.write(bytes([byte[0] ^ 0xFF]))
         return evict(paths)
 
@@ -242,16 +241,33 @@ def test_verify_fails_on_a_flipped_byte(tmp_path, monkeypatch):
     setup = cp.CheckpointSetup(job)
     setup.build()
     try:
-        _end, error = setup.run(threading.Event(), lambda tick: None)
+        return setup.run(threading.Event(), lambda tick: None)[1]
     finally:
         setup.close()
-    first = plan.ranks[0].files[0].size
+
+
+def test_verify_fails_on_a_flipped_byte(tmp_path, monkeypatch):
+    """A byte changed on disk between the save and the restore: --verify names the rank and the byte."""
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    plan = small_plan(tmp_path, checkpoints=1)
+    error = run_with_a_flipped_byte(
+        monkeypatch, cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio", verify=True), 1, 5
+    )
+    first = plan.ranks[0].files[0].size  # rank 0's second file, 5 bytes in
     assert error is not None and f"rank 0 read rank 0's checkpoint back wrong at byte {first + 5}" in str(error)
 
 
-def test_a_path_not_built_yet_is_one_line(cli, tmp_path):
-    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "cufile", "--dir", str(tmp_path))
-    assert r.code == 2 and "not built yet" in r.err and len(r.err.strip().splitlines()) == 1
+def test_a_gpu_path_without_a_gpu_is_one_line_before_anything_is_written(cli, tmp_path):
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "cufile", "--dir", str(tmp_path),
+            env={"XFERSCOPE_NO_GPU": "1"})  # fmt: skip
+    assert r.code == 3 and "cufile: unavailable" in r.err and len(r.err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_unknown_path_is_one_line(cli, tmp_path):
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "nfs", "--dir", str(tmp_path))
+    assert r.code == 2 and "checkpoints are written by host, bounce" in r.err
     assert os.listdir(tmp_path) == []
 
 

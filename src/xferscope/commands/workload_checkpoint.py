@@ -48,7 +48,11 @@ def checkpoint_command(
     zero_stage: Annotated[int | None, typer.Option("--zero-stage", help="custom (or override): ZeRO stage")] = None,
     path: Annotated[
         str,
-        typer.Option("--path", "-x", help="how the checkpoints are written and read: host (the states in host memory)"),
+        typer.Option(
+            "--path",
+            "-x",
+            help="host (the states in host memory, as DLIO), or from GPU memory: bounce, bounce-async, cufile",
+        ),
     ] = "host",
     fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True,
     verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False,
@@ -101,10 +105,12 @@ def checkpoint_command(
     else:
         from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
         from xferscope.output.workload_checkpoint import show_run
-        from xferscope.workloads.checkpoint.session import RunOptions, run_checkpoints
+        from xferscope.workloads.checkpoint.session import CheckpointRunOptions, run_checkpoints
 
         install_hangup_handlers()
-        options = RunOptions(path=path, fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep)
+        options = CheckpointRunOptions(
+            path=path, fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep
+        )
         live = sys.stderr.isatty() and fmt != "json"
 
         def tick(t) -> None:

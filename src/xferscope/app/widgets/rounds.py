@@ -74,10 +74,15 @@ class RoundsTable(DataTable):
         self._shown = key
         row = self.cursor_row
         headers, rows = rounds_cells(comp, baseline, wide)
+        texts = [
+            [c if isinstance(c, Text) else Text(c, style="bold" if i == baseline else "") for c in cells]
+            for i, cells in enumerate(rows)
+        ]
         self.clear(columns=True)
-        self.add_columns(*headers)
-        for i, cells in enumerate(rows):
-            style = "bold" if i == baseline else ""
-            self.add_row(*(c if isinstance(c, Text) else Text(c, style=style) for c in cells), key=str(i))
+        # each column as wide as its widest cell, set here: a figure is never cut, however the table was laid out
+        for k, header in enumerate(headers):
+            self.add_column(header, width=max([len(header)] + [row[k].cell_len for row in texts]))
+        for i, cells in enumerate(texts):
+            self.add_row(*cells, key=str(i))
         if rows:
             self.move_cursor(row=min(row, len(rows) - 1))

@@ -27,6 +27,7 @@ from xferscope.isolation import Channel
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import HostFetcher, Slot, host_slot
+from xferscope.workloads.common.generated import ALIGN
 from xferscope.workloads.common.process_host import serve_with
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
@@ -45,6 +46,12 @@ class CheckpointJob:
     verify: bool = False
     rank_shift: int = 0
     seed: int = 0
+    path: str = "host"
+    gpus: tuple[int, ...] = (0,)
+
+    def gpu_of(self, i: int) -> int:
+        """The GPU the ``i``-th rank's state lives on (round-robin)."""
+        return self.gpus[i % len(self.gpus)]
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,7 @@ class CheckpointEnd:
     metadata_s: list[float] = field(default_factory=list)
     restores: list[list[RankRead]] = field(default_factory=list)  # a list a checkpoint
     resident_share: float | None = None  # of the checkpoints' bytes, as the restore began
+    verify_cpu_s: float = 0.0  # the process's CPU spent checking the bytes (not the path's cost)
 
 
 def checkpoint_dir(directory: str, k: int) -> str:
@@ -163,6 +171,69 @@ def same_bytes(a: Slot, b: Slot, size: int) -> int | None:
     return None
 
 
+def aligned(size: int) -> int:
+    return -(-size // ALIGN) * ALIGN
+
+
+def store_rank(
+    rank: Rank, directory: str, dev: int, storer: Any, fsync: bool, stop: threading.Event, only: int | None = None
+) -> RankWrite:
+    """``rank``'s files of one checkpoint (or its file ``only``) from its state in GPU memory at ``dev``, by the
+    path's storer (``storers``)."""
+    written = at = 0
+    write_s = fsync_s = 0.0
+    for i, f in enumerate(rank.files):
+        if (only is None or i == only) and not stop.is_set():
+            n, w, fs = storer.store(os.path.join(directory, f.name), dev + at, f.size, fsync, stop)
+            written, write_s, fsync_s = written + n, write_s + w, fsync_s + fs
+        at += f.size
+    return RankWrite(rank.rank, written, write_s, fsync_s)
+
+
+def fetch_rank(reader: int, writer: Rank, directory: str, fetcher: Any, into: Slot) -> RankRead:
+    """``writer``'s files of one checkpoint read into GPU memory (``into``), each at a 4 KiB boundary, by the
+    path's fetcher."""
+    fetcher.close_file()
+    fetcher.data.files[:] = [DataFile(os.path.join(directory, f.name), f.size) for f in writer.files]
+    t0 = time.perf_counter()
+    at = 0
+    for i, f in enumerate(writer.files):
+        fetcher.read(SampleRef(i, 0, f.size), into, at)
+        at += aligned(f.size)
+    fetcher.batch_done()
+    return RankRead(reader, writer.rank, writer.size, time.perf_counter() - t0)
+
+
+def gpu_mismatch(writer: Rank, restored: int, seed: int, gpu: int, resources: Any) -> int | None:
+    """Where ``writer``'s files, read back to GPU memory at ``restored``, differ from its state (the data pattern
+    of ``seed`` from state offset 0); None where every byte agrees."""
+    from xferscope import _iocore
+    from xferscope.engines import gpu_setup
+
+    cu = gpu_setup.driver()
+    resources.context(gpu)
+    got, want = bytearray(REQUEST), bytearray(REQUEST + 16)
+    state = at = 0
+    for f in writer.files:
+        for pos in range(0, f.size, REQUEST):
+            n = min(REQUEST, f.size - pos)
+            gpu_setup.check(cu.cuMemcpyDtoH(got, restored + at + pos, n), "cuMemcpyDtoH")
+            skew = (state + pos) % 8  # the pattern is made in whole 8-byte words
+            _iocore.fill_pattern(want, state + pos - skew, seed)
+            if got[:n] != want[skew : skew + n]:
+                return state + pos + next(i for i in range(n) if got[i] != want[skew + i])
+        state += f.size
+        at += aligned(f.size)
+    return None
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _together(work: list[Callable[[], Any]]) -> list[Any]:
     """Each of ``work`` in a thread of its own, started together; their results in order (an error raised)."""
     results: list[Any] = [None] * len(work)
@@ -187,24 +258,53 @@ def _together(work: list[Callable[[], Any]]) -> list[Any]:
 
 
 class CheckpointSetup:
-    """Every rank's state, and the buffers the restore reads into; ``close()`` frees them."""
+    """Every rank's state (in host memory for the host path, else in GPU memory), its writers and readers, and the
+    buffers the restore reads into; ``close()`` frees them."""
 
     def __init__(self, job: CheckpointJob):
         self.job = job
-        self.labels = ["host memory (as DLIO's CPU tensors)", "buffered writes, fsync per file"]
-        if not job.fsync:
-            self.labels[1] = "buffered writes, no fsync"
+        sync = "fsync per file" if job.fsync else "no fsync"
+        if job.path == "host":
+            self.labels = ["host memory (as DLIO's CPU tensors)", f"buffered writes, {sync}"]
+        else:
+            self.labels = [f"GPU memory, written by {job.path} with O_DIRECT", sync]
         self.environment: dict[str, Any] = {"checkpoint_layout": job.layout, "request_bytes": REQUEST}
         self.states: list[Slot] = []
         self.restored: list[Slot] = []
+        self.resources: Any = None
+        self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
+        self.fetchers: list[Any] = []
+
+    def seed_of(self, rank: Rank) -> int:
+        return self.job.seed * 1_000_003 + rank.rank
 
     def build(self) -> None:
+        if self.job.path != "host":
+            self._gpu_build()
+            return
         for r in self.job.ranks:
             slot = host_slot(max(1, r.size))
-            fill_state(slot, self.job.seed * 1_000_003 + r.rank)
+            fill_state(slot, self.seed_of(r))
             self.states.append(slot)
         size = max(max(1, r.size) for r in self.job.ranks)
         self.restored = [host_slot(size) for _ in self.job.ranks]
+
+    def _gpu_build(self) -> None:
+        from xferscope.engines import gpu_setup
+        from xferscope.workloads.common.fetchers import make_fetcher
+        from xferscope.workloads.common.storers import make_storer
+
+        job = self.job
+        res = self.resources = gpu_setup.GpuResources()
+        capacity = max(ALIGN, max(sum(aligned(f.size) for f in w.files) for w in job.ranks))
+        for i, r in enumerate(job.ranks):
+            gpu = job.gpu_of(i)
+            dev = res.device_memory(gpu, aligned(max(1, r.size)))
+            res.fill_device(gpu, dev, -(-r.size // 8) * 8, self.seed_of(r))  # the pattern comes in 8-byte words
+            self.states.append(Slot(r.size, dev=dev))
+            self.storers.append([make_storer(job.path, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])])
+            self.restored.append(Slot(capacity, dev=res.device_memory(gpu, capacity)))
+            self.fetchers.append(make_fetcher(job.path, SimpleNamespace(files=[], direct=True), REQUEST, gpu, res))
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         end = CheckpointEnd()
@@ -222,8 +322,8 @@ class CheckpointSetup:
             os.mkdir(directory)
             # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
             threads = [
-                (i, partial(write_rank, r, directory, st, job.fsync, stop, only))
-                for i, (r, st) in enumerate(zip(ranks, self.states))
+                (i, self._writer(i, r, directory, stop, only))
+                for i, r in enumerate(ranks)
                 for only in (range(len(r.files)) if job.layout == "dcp" else [None])
             ]
             parts = _together([work for _, work in threads])
@@ -247,22 +347,39 @@ class CheckpointSetup:
         for k, directory in enumerate(dirs):
             if stop.is_set():
                 return
-            end.restores.append(
-                _together(
-                    [
-                        partial(read_rank, ranks[i].rank, ranks[shifted[i]], directory, self.restored[i])
-                        for i in range(n)
-                    ]
-                )
-            )
+            end.restores.append(_together([self._reader(i, ranks[shifted[i]], directory) for i in range(n)]))
             on_tick(CheckpointTick("restoring", k + 1, done))
             if job.verify:
-                self._verify(shifted)
+                before = _cpu_seconds()
+                try:
+                    self._verify(shifted)
+                finally:
+                    end.verify_cpu_s += _cpu_seconds() - before
+
+    def _writer(self, i: int, rank: Rank, directory: str, stop: threading.Event, only: int | None) -> Callable[[], Any]:
+        job = self.job
+        if job.path == "host":
+            return partial(write_rank, rank, directory, self.states[i], job.fsync, stop, only)
+        dev = self.states[i].dev
+        assert dev is not None
+        return partial(store_rank, rank, directory, dev, self.storers[i][only or 0], job.fsync, stop, only)
+
+    def _reader(self, i: int, writer: Rank, directory: str) -> Callable[[], Any]:
+        reader = self.job.ranks[i].rank
+        if self.job.path == "host":
+            return partial(read_rank, reader, writer, directory, self.restored[i])
+        return partial(fetch_rank, reader, writer, directory, self.fetchers[i], self.restored[i])
 
     def _verify(self, shifted: list[int]) -> None:
         ranks = self.job.ranks
         for i, w in enumerate(shifted):
-            bad = same_bytes(self.restored[i], self.states[w], ranks[w].size)
+            if self.job.path != "host":
+                dev = self.restored[i].dev
+                assert dev is not None
+                bad = gpu_mismatch(ranks[w], dev, self.seed_of(ranks[w]), self.job.gpu_of(i), self.resources)
+            else:
+                bad = same_bytes(self.restored[i], self.states[w], ranks[w].size)
+
             if bad is not None:
                 raise RunFailed(
                     f"--verify: rank {ranks[i].rank} read rank {ranks[w].rank}'s checkpoint back wrong at byte {bad}"
@@ -283,9 +400,14 @@ class CheckpointSetup:
         return time.perf_counter() - t0
 
     def close(self) -> None:
+        for fetcher in self.fetchers:
+            fetcher.close()
         for slot in self.states + self.restored:
             slot.close()
-        self.states, self.restored = [], []
+        self.states, self.restored, self.fetchers, self.storers = [], [], [], []
+        if self.resources is not None:
+            self.resources.release()
+            self.resources = None
 
 
 def serve(channel: Channel) -> None:

@@ -22,6 +22,8 @@ from xferscope.workloads.common.generated import check_fits, parent_dir
 
 #: MLPerf Storage's subset mode: one host writes the share of this many accelerators
 SUBSET_RANKS = 8
+#: the paths a checkpoint is written by: host from host memory (as DLIO), the others from GPU memory
+PATHS = ("host", "bounce", "bounce-async", "cufile")
 #: the least a rank may write once scaled
 MIN_RANK_BYTES = 1 << 20
 #: DLIO warns when the checkpoints a host writes are under this many times its memory (the page cache holds them)
@@ -44,6 +46,8 @@ class CheckpointSpec:
 
     def plan(self) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold)."""
+        if self.path not in PATHS:
+            raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
         if self.layout not in LAYOUTS:
             raise SpecError("layout", f"{self.layout!r}: choose dlio (DLIO's torch.save files) or dcp (PyTorch DCP)")
         if self.threads < 1:
@@ -69,8 +73,10 @@ class CheckpointSpec:
                 f"1 MiB: --scale {least:.2g} or more",
             )
         plan = CheckpointPlan(self, ranks, world, metadata)
-        parent, _ = parent_dir(self.directory, buffered=False)
+        parent, direct = parent_dir(self.directory, buffered=False)
         plan.directory = parent
+        if self.path != "host" and not direct:
+            plan.refusals.append(SpecError("dir", f"{parent} does not take O_DIRECT, which {self.path} writes with"))
         total = plan.here_bytes * self.checkpoints
         try:
             check_fits(
@@ -144,8 +150,9 @@ class CheckpointPlan:
         if missing:
             raise SpecError("gpu", f"no GPU {missing[0]} here: this machine has {n} (0-{n - 1})")
         held = dict.fromkeys(gpus, 0)
-        for i, r in enumerate(self.ranks):
-            held[gpus[i % len(gpus)]] += r.size
+        restore = max(sum(-(-f.size // 4096) * 4096 for f in r.files) for r in self.ranks)
+        for i, r in enumerate(self.ranks):  # its state, and the buffer a restore reads into
+            held[gpus[i % len(gpus)]] += r.size + restore
         free = measured_free(sorted(held), "the GPUs' free memory, for the ranks' states")
         self.state_in = "GPU memory: " + ", ".join(
             f"GPU {g} {format_bytes(b)} of {format_bytes(free[g])} free" for g, b in sorted(held.items())
@@ -155,7 +162,8 @@ class CheckpointPlan:
                 fits = free[g] * MEMORY_SHARE / b * self.spec.scale
                 raise SpecError(
                     "scale",
-                    f"GPU {g} would hold {format_bytes(b)} of the ranks' states, over {MEMORY_SHARE:.0%} of its "
+                    f"GPU {g} would hold {format_bytes(b)} of the ranks' states and restore buffers, over "
+                    f"{MEMORY_SHARE:.0%} of its "
                     f"{format_bytes(free[g])} free; --scale {fits:.2g} fits, or more --gpu",
                 )
 

@@ -14,19 +14,17 @@ from dataclasses import dataclass
 
 import msgspec
 
-from xferscope.errors import SpecError
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, CheckpointJob, RankRead, RankWrite
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.common.run_options import check_paths
 
-#: the paths a checkpoint is written by, so far
-PATHS = ("host",)
 GIB = 1 << 30
 
 
 @dataclass(frozen=True)
-class RunOptions:
+class CheckpointRunOptions:
     path: str = "host"
     fsync: bool = True
     verify: bool = False
@@ -129,18 +127,13 @@ def rank_figures(end: CheckpointEnd) -> list[RankFigures]:
 
 
 def run_checkpoints(
-    plan: CheckpointPlan, options: RunOptions, on_tick: Callable[[object], None] | None = None
+    plan: CheckpointPlan, options: CheckpointRunOptions, on_tick: Callable[[object], None] | None = None
 ) -> CheckpointRecord:
-    """Write the plan's checkpoints and read them back (SpecError first for what this machine cannot hold, or a path
-    not built yet); the record, also of a run interrupted or failed (what was measured kept)."""
+    """Write the plan's checkpoints and read them back (SpecError first for what this machine cannot hold, or an
+    unknown path); the record, also of a run interrupted or failed (what was measured kept)."""
     if plan.refusals:
         raise plan.refusals[0]
-    if options.path not in PATHS:
-        raise SpecError(
-            "path",
-            f"{options.path}: so far checkpoints are written by host alone (bounce, bounce-async and cufile, from GPU "
-            "memory, are not built yet)",
-        )
+    check_paths([options.path])
     from xferscope.workloads.checkpoint.checkpoint_process import serve
 
     s = plan.spec
@@ -155,6 +148,8 @@ def run_checkpoints(
             options.verify,
             options.rank_shift,
             options.seed,
+            options.path,
+            s.gpus,
         )
         out = WorkloadChild(serve, "workload checkpoint", options.path).execute(job, on_tick)
     finally:
@@ -162,11 +157,13 @@ def run_checkpoints(
     return _record(plan, options, out, where.path if options.keep else None)
 
 
-def _record(plan: CheckpointPlan, options: RunOptions, out: Outcome, kept: str | None) -> CheckpointRecord:
+def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, kept: str | None) -> CheckpointRecord:
     end: CheckpointEnd = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
     saves, restores = saves_of(end), restores_of(end)
     moved = sum(p.bytes for p in saves) + sum(p.bytes for p in restores)
     cpu = out.process.cpu_seconds
+    if cpu is not None:  # the path's cost: checking the bytes is not part of it
+        cpu = max(0.0, cpu - end.verify_cpu_s)
     environment = {k: v for k, v in out.environment.items() if isinstance(v, (str, int, float, bool)) or v is None}
     if kept:
         environment["kept_in"] = kept

@@ -3,7 +3,10 @@ its seed, whether it stays, how often the run reports, and why defaults were cho
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from xferscope.errors import EnvironmentProblem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -16,3 +19,16 @@ class RunOptions:
     interval: float = 0.5
     #: why the defaults were chosen where the user gave none (e.g. "no GPU here: --path host --compute sleep")
     defaults_note: str = ""
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Every path asked for can run here (asked of a process of its own); else one line naming the first that
+    cannot."""
+    from xferscope.engines.registry import unavailable_reason
+
+    for p in dict.fromkeys(paths):
+        if p in ("host", "mmap"):
+            continue
+        reason = unavailable_reason(p)
+        if reason:
+            raise EnvironmentProblem(f"{p}: unavailable: {reason}")

@@ -7,23 +7,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xferscope.errors import EnvironmentProblem
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
 from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
-
-
-def check_paths(paths: Sequence[str]) -> None:
-    """Every path asked for can run here (asked of a process of its own); else one line naming the first that
-    cannot."""
-    from xferscope.engines.registry import unavailable_reason
-
-    for p in dict.fromkeys(paths):
-        if p in ("host", "mmap"):
-            continue
-        reason = unavailable_reason(p)
-        if reason:
-            raise EnvironmentProblem(f"{p}: unavailable: {reason}")
 
 
 def gpu_present() -> bool:

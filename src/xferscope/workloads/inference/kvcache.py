@@ -7,9 +7,10 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from xferscope.errors import SpecError
+from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
 from xferscope.workloads.inference import kvcache_data
-from xferscope.workloads.inference.inference import JobRunner, check_memory_before, check_paths, gpu_present
+from xferscope.workloads.inference.inference import JobRunner, check_memory_before, gpu_present
 from xferscope.workloads.inference.kvcache_data import KvCache, KvJobs
 from xferscope.workloads.inference.kvcache_record import KvResult
 from xferscope.workloads.inference.kvcache_spec import KvSpec

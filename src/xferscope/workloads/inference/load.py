@@ -8,9 +8,10 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from xferscope.engines import page_cache
+from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
 from xferscope.workloads.inference import load_data, load_shape
-from xferscope.workloads.inference.inference import JobRunner, check_memory_before, check_paths, gpu_present
+from xferscope.workloads.inference.inference import JobRunner, check_memory_before, gpu_present
 from xferscope.workloads.inference.load_data import LoadPieces, Shards
 from xferscope.workloads.inference.load_record import LoadResult
 from xferscope.workloads.inference.load_shape import LoadShape

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from xferscope.compare.rounds import path_labels
 from xferscope.errors import EnvironmentProblem
 from xferscope.workloads.common.fetchers import slot_capacity
+from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import rounds_of
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick, check_enough
@@ -25,10 +26,7 @@ def check_path(spec: TrainSpec) -> None:
     """The path (and a GPU for --compute gpu) can run here, asked of a process of its own."""
     from xferscope.engines.registry import unavailable_reason
 
-    if spec.path != "host":
-        reason = unavailable_reason(spec.path)
-        if reason:
-            raise EnvironmentProblem(f"{spec.path}: unavailable: {reason}")
+    check_paths([spec.path])
     if spec.compute == "gpu":
         reason = unavailable_reason("bounce")  # the same CUDA check
         if reason:

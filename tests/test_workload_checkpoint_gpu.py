@@ -1,0 +1,56 @@
+"""`workload checkpoint` on a real GPU: the ranks' states in GPU memory, written by bounce, bounce-async and cufile
+(O_DIRECT, fsync per file), evicted, read back into GPU memory by the same path, every byte checked. Skipped, with
+the reason, where there is no GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from xferscope.engines.registry import unavailable_reason
+from xferscope.workloads.checkpoint.model import checkpoint_model
+from xferscope.workloads.checkpoint.plan import CheckpointSpec
+
+GPU_REASON = unavailable_reason("bounce")
+CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
+needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
+PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
+MODEL = ("custom", "--layers", "2", "--hidden", "512", "--ffn", "1536", "--vocab", "4000", "--heads", "8",
+         "--kv-heads", "2", "--ranks", "4")  # fmt: skip
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("layout", ["dlio", "dcp"])
+def test_each_gpu_path_saves_from_gpu_memory_and_restores_every_byte(cli, direct_dir, path, layout):
+    out = direct_dir / f"{path}-{layout}.json"
+    args = ["workload", "checkpoint", *MODEL, "--path", path, "--layout", layout, "--checkpoints", "2", "--verify",
+            "--keep", "--dir", str(direct_dir), "--json", str(out)]  # fmt: skip
+    if layout == "dcp":
+        args += ["--threads", "2"]
+    r = cli(*args)
+    assert r.code == 0, r.err
+    d = json.loads(out.read_text())
+    assert d["status"] == "ok" and d["verified"] is True and d["path"] == path
+    assert d["labels"][0].startswith(f"GPU memory, written by {path}")
+    kept = d["environment"]["kept_in"]
+    for rank in d["plan"]["ranks_here"]:
+        for f in rank["files"]:  # whole, the unaligned tails too
+            assert os.path.getsize(os.path.join(kept, "global_epoch1_step2", f["name"])) == f["bytes"]
+    held = d["resident_share_at_restore"]
+    assert held is None or held <= 0.01
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_verify_fails_on_a_byte_flipped_on_disk(direct_dir, monkeypatch, path):
+    from test_workload_checkpoint import run_with_a_flipped_byte
+
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    cm = checkpoint_model("custom", 2, layers=2, hidden=512, ffn=1536, vocab=4000, heads=8, kv_heads=2)
+    plan = CheckpointSpec(cm, checkpoints=1, directory=str(direct_dir), path=path).plan()
+    job = cp.CheckpointJob(str(direct_dir), plan.ranks, 1, "dlio", verify=True, path=path)
+    error = run_with_a_flipped_byte(monkeypatch, job, 0, 9)  # rank 0's first file, 9 bytes in
+    assert error is not None and "rank 0 read rank 0's checkpoint back wrong at byte 9" in str(error)
