@@ -23,7 +23,7 @@ from xferscope.sweep.plan import plan_points
 from xferscope.sweep.record import ResultsFile
 
 OLD = Path(__file__).parent / "data" / "records"  # written by xferscope 0.1.0, before schema_version
-KINDS = ("run", "comparison", "sweep", "saturation", "mem", "train", "kvcache", "load")
+KINDS = ("run", "comparison", "sweep", "saturation", "mem", "train", "kvcache", "load", "checkpoint")
 #: the profile the sweep fixture was measured with
 PROFILE = """\
 name = "small-host"

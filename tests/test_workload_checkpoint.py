@@ -186,7 +186,7 @@ def test_a_run_writes_each_ranks_files_fsyncs_them_evicts_and_reads_them_back(cl
     d = json.loads(out.read_text())
     assert d["status"] == "ok" and d["verified"] is True and len(d["saves"]) == len(d["restores"]) == 2
     kept = d["environment"]["kept_in"]
-    plan = d["plan"]
+    plan = d["spec"]
     for k in (1, 2):
         directory = os.path.join(kept, f"global_epoch1_step{k}")
         for rank in plan["ranks_here"]:
@@ -326,3 +326,26 @@ def test_dcps_writer_threads_write_their_files_at_once(tmp_path, monkeypatch):
     assert [w.bytes for w in end.writes[0]] == [r.size for r in plan.ranks]
     names = sorted(os.listdir(os.path.join(str(tmp_path), "global_epoch1_step1")))
     assert names == [".metadata"] + [f"__{r}_{k}.distcp" for r in (0, 1) for k in (0, 1, 2)]
+
+
+def test_a_closed_stdout_loses_no_file(tmp_path):
+    """`| head -1`: the reader takes the first line and leaves while the tables are still coming (more than a pipe
+    holds: a row for each of 1000 checkpoints), so Rich meets the broken pipe and exits; the JSON is written all the
+    same."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    out.mkdir()
+    model = ("custom", "--layers", "1", "--hidden", "64", "--ffn", "128", "--vocab", "256", "--heads", "2",
+             "--kv-heads", "1", "--ranks", "2")  # fmt: skip
+    command = [sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", *model, "--checkpoints", "1000",
+               "--no-fsync", "--dir", str(tmp_path), "--json", str(out / "c.json")]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves
+    err = proc.stderr.read()
+    proc.wait(timeout=120)
+    assert first.startswith(b"workload checkpoint custom by host"), err
+    assert json.loads((out / "c.json").read_text())["status"] == "ok", err

@@ -33,10 +33,10 @@ def test_each_gpu_path_saves_from_gpu_memory_and_restores_every_byte(cli, direct
     r = cli(*args)
     assert r.code == 0, r.err
     d = json.loads(out.read_text())
-    assert d["status"] == "ok" and d["verified"] is True and d["path"] == path
+    assert d["status"] == "ok" and d["verified"] is True and d["spec"]["path"] == path
     assert d["labels"][0].startswith(f"GPU memory, written by {path}")
     kept = d["environment"]["kept_in"]
-    for rank in d["plan"]["ranks_here"]:
+    for rank in d["spec"]["ranks_here"]:
         for f in rank["files"]:  # whole, the unaligned tails too
             assert os.path.getsize(os.path.join(kept, "global_epoch1_step2", f["name"])) == f["bytes"]
     held = d["resident_share_at_restore"]

@@ -13,17 +13,23 @@ from xferscope.errors import SpecError
 
 def _kinds() -> dict[str, Callable[[], dict[str, Any]]]:
     from xferscope import records
+    from xferscope.workloads.checkpoint import session as checkpoint_record
     from xferscope.workloads.inference import kvcache_record, load_record
     from xferscope.workloads.train import train_record
 
     kinds: dict[str, Callable[[], dict[str, Any]]] = {
         kind: (lambda kind=kind: records.schema(kind)) for kind in records.KINDS
     }
-    kinds.update(train=train_record.schema, kvcache=kvcache_record.schema, load=load_record.schema)
+    kinds.update(
+        train=train_record.schema,
+        kvcache=kvcache_record.schema,
+        load=load_record.schema,
+        checkpoint=checkpoint_record.schema,
+    )
     return kinds
 
 
-KIND_NAMES = ("run", "comparison", "sweep", "saturation", "mem", "train", "kvcache", "load")
+KIND_NAMES = ("run", "comparison", "sweep", "saturation", "mem", "train", "kvcache", "load", "checkpoint")
 
 
 def schema_command(

@@ -161,6 +161,8 @@ def show_then_write(fmt: str, shown: Callable[[], Any], printer: Callable[[], No
                 printer()
     except OSError:  # a closed terminal: the files still get the result
         pass
+    except SystemExit:  # Rich's answer to a closed pipe (`| head`): stdout is /dev/null now; the files still come
+        pass
     return write_outputs(outputs)
 
 

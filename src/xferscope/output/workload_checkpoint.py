@@ -79,7 +79,7 @@ def _spread(values: list[float], unit: str, digits: int = 2) -> str:
 
 def run_lines(record: CheckpointRecord) -> list:
     """What was measured: the medians over the checkpoints with their range, a row a checkpoint, a row a rank."""
-    p = record.plan
+    p = record.spec
     scaled = f", scaled to {p.scale:g}" if p.scaled else ""
     lines: list = [
         f"workload checkpoint {p.model.name} by {record.path}: {len(record.saves)} of {p.checkpoints} checkpoints of "
@@ -131,7 +131,7 @@ def run_lines(record: CheckpointRecord) -> list:
     if ranks:
         headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
         lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
-    cpu = record.cpu_seconds_per_gib
+    cpu = record.cpu_s_per_gib
     tail = [f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "", "every byte restored checked" if record.verified else ""]
     if any(tail):
         lines.append("  " + "; ".join(t for t in tail if t))

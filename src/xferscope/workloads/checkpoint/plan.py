@@ -246,6 +246,7 @@ class CheckpointPlanRecord(msgspec.Struct, kw_only=True):
     """``workload checkpoint --plan --json``: what a run would write, and how its bytes were found."""
 
     kind: str = "checkpoint_plan"
+    path: str
     model: Transformer
     source: str
     parameters: int
@@ -274,6 +275,7 @@ def plan_record(plan: CheckpointPlan) -> CheckpointPlanRecord:
     t, p = m.model, m.parallelism
     weights, optimizer = plan.state_bytes()
     return CheckpointPlanRecord(
+        path=s.path,
         model=t,
         source=m.source,
         parameters=t.parameters(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import msgspec
 
@@ -18,6 +19,7 @@ from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, Che
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.common.records import WorkloadResult
 from xferscope.workloads.common.run_options import check_paths
 
 GIB = 1 << 30
@@ -55,14 +57,13 @@ class RankFigures(msgspec.Struct, kw_only=True):
     restored_from: int | None
 
 
-class CheckpointRecord(msgspec.Struct, kw_only=True):
-    """``workload checkpoint --json``: the plan, and what was measured."""
+class CheckpointRecord(WorkloadResult, kw_only=True):
+    """``workload checkpoint --json``: what every workload record carries (the spec is the plan, the bytes read
+    those restored, the CPU the path's: ``--verify``'s checks left out), then what was measured."""
 
     kind: str = "checkpoint"
-    status: str
-    error: str | None = None
-    path: str
-    plan: CheckpointPlanRecord
+    spec: CheckpointPlanRecord
+    bytes_written: int
     saves: list[Phase]
     restores: list[Phase]
     ranks: list[RankFigures]
@@ -70,9 +71,10 @@ class CheckpointRecord(msgspec.Struct, kw_only=True):
     verified: bool
     fsync: bool
     rank_shift: int
-    cpu_seconds_per_gib: float | None
-    labels: list[str]
-    environment: dict[str, str | int | float | bool | None]
+
+
+def schema() -> dict[str, Any]:
+    return msgspec.json.schema(CheckpointRecord)
 
 
 def _phase(k: int, times: Sequence[tuple[int, float]], first: float, fsync: float | None = None) -> Phase:
@@ -160,7 +162,7 @@ def run_checkpoints(
 def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, kept: str | None) -> CheckpointRecord:
     end: CheckpointEnd = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
     saves, restores = saves_of(end), restores_of(end)
-    moved = sum(p.bytes for p in saves) + sum(p.bytes for p in restores)
+    written, read = sum(p.bytes for p in saves), sum(p.bytes for p in restores)
     cpu = out.process.cpu_seconds
     if cpu is not None:  # the path's cost: checking the bytes is not part of it
         cpu = max(0.0, cpu - end.verify_cpu_s)
@@ -170,8 +172,12 @@ def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, k
     return CheckpointRecord(
         status=out.status,
         error=out.error,
-        path=options.path,
-        plan=plan_record(plan),
+        spec=plan_record(plan),
+        bytes_read=read,
+        bytes_written=written,
+        cpu_seconds=cpu,
+        cpu_s_per_gib=cpu / ((written + read) / GIB) if cpu is not None and written + read else None,
+        peak_rss_bytes=out.process.peak_rss_bytes,
         saves=saves,
         restores=restores,
         ranks=rank_figures(end),
@@ -179,7 +185,6 @@ def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, k
         verified=options.verify and out.status == "ok" and len(end.restores) == plan.spec.checkpoints,
         fsync=options.fsync,
         rank_shift=options.rank_shift,
-        cpu_seconds_per_gib=cpu / (moved / GIB) if cpu is not None and moved else None,
         labels=list(out.labels),
         environment=environment,
     )
