@@ -307,13 +307,13 @@ def test_dcps_writer_threads_write_their_files_at_once(tmp_path, monkeypatch):
     cm = checkpoint_model("custom", 2, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
     plan = CheckpointSpec(cm, layout="dcp", threads=3, checkpoints=1, directory=str(tmp_path)).plan()
     seen: list[tuple[int, int | None, str]] = []
-    write = cp.write_rank
+    store = cp.store_rank
 
-    def noted(rank, directory, state, fsync, stop, only=None):
+    def noted(rank, directory, storer, fsync, stop, only=None):
         seen.append((rank.rank, only, threading.current_thread().name))
-        return write(rank, directory, state, fsync, stop, only)
+        return store(rank, directory, storer, fsync, stop, only)
 
-    monkeypatch.setattr(cp, "write_rank", noted)
+    monkeypatch.setattr(cp, "store_rank", noted)
     setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dcp"))
     setup.build()
     try:

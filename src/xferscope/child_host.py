@@ -76,7 +76,8 @@ class Work:
         pass
 
     def ready(self) -> Any:
-        return msg.Ready([], {})
+        """The message that says the work is set up (``child_messages.Ready``, or the work's own)."""
+        raise NotImplementedError
 
     def run(self, stop: threading.Event, send: Callable[[Any], None]) -> Outcome:
         raise NotImplementedError

@@ -1,19 +1,19 @@
 """Checkpoints written and read back in the engine's own process (``process_host``'s channel): the job a
 ``CheckpointJob``, each tick a ``CheckpointTick``, the payload at the end a ``CheckpointEnd``.
 
-``host`` path, the ranks' states in host memory (as DLIO's CPU tensors): before "ready" every rank's state is made
-(its bytes, a pattern of its own) outside the timed region. Then, for each checkpoint, in a directory of its own,
-every rank at once (a thread each, started together; in the DCP layout a thread a writer thread's file) writes its
-files through the page cache, as ``torch.save`` does, each file ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as
-``.metadata.tmp`` and renames it. After the last, every file's pages are evicted (and the share still resident
-measured), and checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it
-(DLIO's recovery rank shift) into a buffer of its own; ``verify`` compares each byte with the state written.
+Before "ready", outside the timed region, every rank's state is made (the data pattern of a seed of its own) in host
+memory for the host path (as DLIO's CPU tensors), else in GPU memory, with the path's writers (``storers``) and
+readers (``fetchers``) and a buffer to restore into. Then, for each checkpoint, in a directory of its own, every
+rank at once (a thread each, started together; in the DCP layout a thread a writer thread's file) writes its files,
+each ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as ``.metadata.tmp``
+and renames it. After the last, every file's pages are evicted (and the share still resident measured), and
+checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it (DLIO's recovery
+rank shift); ``verify`` compares each byte with the pattern written.
 """
 
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,18 +22,17 @@ from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
+from xferscope import _iocore
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel
-from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
+from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, restore_capacity
 from xferscope.workloads.common.data_files import DataFile, SampleRef
-from xferscope.workloads.common.fetchers import HostFetcher, Slot, host_slot
-from xferscope.workloads.common.generated import ALIGN
+from xferscope.workloads.common.fetchers import Slot, host_slot, make_fetcher
 from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
 REQUEST = 16 << 20
-#: a state's pattern repeats with this period (random bytes, its own for each rank)
-PATTERN = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -91,49 +90,18 @@ def checkpoint_dir(directory: str, k: int) -> str:
     return os.path.join(directory, f"global_epoch1_step{k + 1}")
 
 
-def fill_state(slot: Slot, seed: int) -> None:
-    """The state's bytes: a random block of ``PATTERN`` bytes (from ``seed``), over and over."""
-    view = slot.host
-    assert view is not None
-    block = random.Random(seed).randbytes(PATTERN)
-    for at in range(0, slot.capacity, PATTERN):
-        n = min(PATTERN, slot.capacity - at)
-        view[at : at + n] = block[:n]
-
-
-def write_rank(
-    rank: Rank, directory: str, state: Slot, fsync: bool, stop: threading.Event, only: int | None = None
+def store_rank(
+    rank: Rank, directory: str, storer: Any, fsync: bool, stop: threading.Event, only: int | None = None
 ) -> RankWrite:
     """``rank``'s files of one checkpoint (or its file ``only``: one DCP writer thread's), each from its place in
-    the state, each created here (never an existing file), written whole, then fsynced."""
-    view = state.host
-    assert view is not None
+    the rank's state, by the path's storer (``storers``)."""
     written = at = 0
     write_s = fsync_s = 0.0
     for i, f in enumerate(rank.files):
-        if only is not None and i != only:
-            at += f.size
-            continue
-        path = os.path.join(directory, f.name)
-        t0 = time.perf_counter()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        synced = 0.0
-        try:
-            pos = 0
-            while pos < f.size and not stop.is_set():
-                pos += os.write(fd, view[at + pos : at + min(f.size, pos + REQUEST)])
-            if fsync:
-                t1 = time.perf_counter()
-                os.fsync(fd)
-                synced = time.perf_counter() - t1
-        finally:
-            os.close(fd)
-        write_s += time.perf_counter() - t0 - synced
-        fsync_s += synced
-        written += pos
+        if (only is None or i == only) and not stop.is_set():
+            n, w, fs = storer.store(os.path.join(directory, f.name), at, f.size, fsync, stop)
+            written, write_s, fsync_s = written + n, write_s + w, fsync_s + fs
         at += f.size
-        if stop.is_set():
-            break
     return RankWrite(rank.rank, written, write_s, fsync_s)
 
 
@@ -143,56 +111,8 @@ def joined(parts: list[RankWrite]) -> RankWrite:
     return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s)
 
 
-def read_rank(reader: int, writer: Rank, directory: str, into: Slot) -> RankRead:
-    """``writer``'s files of one checkpoint read back into ``into`` (by the host path's reader)."""
-    data = SimpleNamespace(
-        files=[DataFile(os.path.join(directory, f.name), f.size) for f in writer.files], direct=False
-    )
-    fetcher = HostFetcher(data, REQUEST)
-    t0 = time.perf_counter()
-    try:
-        at = 0
-        for i, f in enumerate(writer.files):
-            fetcher.read(SampleRef(i, 0, f.size), into, at)
-            at += f.size
-    finally:
-        fetcher.close()
-    return RankRead(reader, writer.rank, writer.size, time.perf_counter() - t0)
-
-
-def same_bytes(a: Slot, b: Slot, size: int) -> int | None:
-    """The first offset where ``a`` and ``b`` differ within ``size`` bytes; None where they agree."""
-    va, vb = a.host, b.host
-    assert va is not None and vb is not None
-    for at in range(0, size, REQUEST):
-        end = min(size, at + REQUEST)
-        if va[at:end] != vb[at:end]:
-            return at + next(i for i in range(end - at) if va[at + i] != vb[at + i])
-    return None
-
-
-def aligned(size: int) -> int:
-    return -(-size // ALIGN) * ALIGN
-
-
-def store_rank(
-    rank: Rank, directory: str, dev: int, storer: Any, fsync: bool, stop: threading.Event, only: int | None = None
-) -> RankWrite:
-    """``rank``'s files of one checkpoint (or its file ``only``) from its state in GPU memory at ``dev``, by the
-    path's storer (``storers``)."""
-    written = at = 0
-    write_s = fsync_s = 0.0
-    for i, f in enumerate(rank.files):
-        if (only is None or i == only) and not stop.is_set():
-            n, w, fs = storer.store(os.path.join(directory, f.name), dev + at, f.size, fsync, stop)
-            written, write_s, fsync_s = written + n, write_s + w, fsync_s + fs
-        at += f.size
-    return RankWrite(rank.rank, written, write_s, fsync_s)
-
-
 def fetch_rank(reader: int, writer: Rank, directory: str, fetcher: Any, into: Slot) -> RankRead:
-    """``writer``'s files of one checkpoint read into GPU memory (``into``), each at a 4 KiB boundary, by the
-    path's fetcher."""
+    """``writer``'s files of one checkpoint read into ``into``, each at a 4 KiB boundary, by the path's fetcher."""
     fetcher.close_file()
     fetcher.data.files[:] = [DataFile(os.path.join(directory, f.name), f.size) for f in writer.files]
     t0 = time.perf_counter()
@@ -204,23 +124,18 @@ def fetch_rank(reader: int, writer: Rank, directory: str, fetcher: Any, into: Sl
     return RankRead(reader, writer.rank, writer.size, time.perf_counter() - t0)
 
 
-def gpu_mismatch(writer: Rank, restored: int, seed: int, gpu: int, resources: Any) -> int | None:
-    """Where ``writer``'s files, read back to GPU memory at ``restored``, differ from its state (the data pattern
-    of ``seed`` from state offset 0); None where every byte agrees."""
-    from xferscope import _iocore
-    from xferscope.engines import gpu_setup
-
-    cu = gpu_setup.driver()
-    resources.context(gpu)
-    got, want = bytearray(REQUEST), bytearray(REQUEST + 16)
+def mismatch(writer: Rank, seed: int, restored: Callable[[int, int], Any]) -> int | None:
+    """Where ``writer``'s files as read back (``restored(at, n)``: the buffer's ``n`` bytes from ``at``) differ from
+    its state, the data pattern of ``seed`` from state offset 0; None where every byte agrees."""
+    want = bytearray(REQUEST + 16)
     state = at = 0
     for f in writer.files:
         for pos in range(0, f.size, REQUEST):
             n = min(REQUEST, f.size - pos)
-            gpu_setup.check(cu.cuMemcpyDtoH(got, restored + at + pos, n), "cuMemcpyDtoH")
+            got = restored(at + pos, n)
             skew = (state + pos) % 8  # the pattern is made in whole 8-byte words
             _iocore.fill_pattern(want, state + pos - skew, seed)
-            if got[:n] != want[skew : skew + n]:
+            if got != want[skew : skew + n]:
                 return state + pos + next(i for i in range(n) if got[i] != want[skew + i])
         state += f.size
         at += aligned(f.size)
@@ -279,32 +194,34 @@ class CheckpointSetup:
         return self.job.seed * 1_000_003 + rank.rank
 
     def build(self) -> None:
-        if self.job.path != "host":
-            self._gpu_build()
-            return
-        for r in self.job.ranks:
-            slot = host_slot(max(1, r.size))
-            fill_state(slot, self.seed_of(r))
-            self.states.append(slot)
-        size = max(max(1, r.size) for r in self.job.ranks)
-        self.restored = [host_slot(size) for _ in self.job.ranks]
-
-    def _gpu_build(self) -> None:
-        from xferscope.engines import gpu_setup
-        from xferscope.workloads.common.fetchers import make_fetcher
-        from xferscope.workloads.common.storers import make_storer
-
         job = self.job
-        res = self.resources = gpu_setup.GpuResources()
-        capacity = max(ALIGN, max(sum(aligned(f.size) for f in w.files) for w in job.ranks))
+        on_gpu = job.path != "host"
+        if on_gpu:
+            from xferscope.engines import gpu_setup
+
+            self.resources = gpu_setup.GpuResources()
+        res, capacity = self.resources, restore_capacity(job.ranks)
         for i, r in enumerate(job.ranks):
-            gpu = job.gpu_of(i)
-            dev = res.device_memory(gpu, aligned(max(1, r.size)))
-            res.fill_device(gpu, dev, -(-r.size // 8) * 8, self.seed_of(r))  # the pattern comes in 8-byte words
-            self.states.append(Slot(r.size, dev=dev))
-            self.storers.append([make_storer(job.path, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])])
-            self.restored.append(Slot(capacity, dev=res.device_memory(gpu, capacity)))
-            self.fetchers.append(make_fetcher(job.path, SimpleNamespace(files=[], direct=True), REQUEST, gpu, res))
+            gpu = job.gpu_of(i) if on_gpu else None
+            state = self._buffer(gpu, aligned(max(1, r.size)))
+            if gpu is None:
+                assert state.host is not None
+                _iocore.fill_pattern(state.host, 0, self.seed_of(r))
+            else:
+                assert state.dev is not None
+                res.fill_device(gpu, state.dev, -(-r.size // 8) * 8, self.seed_of(r))  # the pattern's 8-byte words
+            self.states.append(state)
+            self.storers.append(
+                [make_storer(job.path, state, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])]
+            )
+            self.restored.append(self._buffer(gpu, capacity))
+            self.fetchers.append(make_fetcher(job.path, SimpleNamespace(files=[], direct=on_gpu), REQUEST, gpu, res))
+
+    def _buffer(self, gpu: int | None, size: int) -> Slot:
+        """``size`` bytes of host memory (``gpu`` None) or of the GPU's."""
+        if gpu is None:
+            return host_slot(size)
+        return Slot(size, dev=self.resources.device_memory(gpu, size))
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         end = CheckpointEnd()
@@ -322,12 +239,12 @@ class CheckpointSetup:
             os.mkdir(directory)
             # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
             threads = [
-                (i, self._writer(i, r, directory, stop, only))
+                (i, partial(store_rank, r, directory, self.storers[i][only or 0], job.fsync, stop, only))
                 for i, r in enumerate(ranks)
                 for only in (range(len(r.files)) if job.layout == "dcp" else [None])
             ]
             parts = _together([work for _, work in threads])
-            writes = [joined([w for (i, _), w in zip(threads, parts) if i == k]) for k in range(len(ranks))]
+            writes = [joined([w for (i, _), w in zip(threads, parts) if i == j]) for j in range(len(ranks))]
             if job.layout == "dcp" and not stop.is_set():
                 end.metadata_s.append(self._metadata(directory))
             end.writes.append(writes)
@@ -347,7 +264,16 @@ class CheckpointSetup:
         for k, directory in enumerate(dirs):
             if stop.is_set():
                 return
-            end.restores.append(_together([self._reader(i, ranks[shifted[i]], directory) for i in range(n)]))
+            end.restores.append(
+                _together(
+                    [
+                        partial(
+                            fetch_rank, ranks[i].rank, ranks[shifted[i]], directory, self.fetchers[i], self.restored[i]
+                        )
+                        for i in range(n)
+                    ]
+                )
+            )
             on_tick(CheckpointTick("restoring", k + 1, done))
             if job.verify:
                 before = _cpu_seconds()
@@ -356,34 +282,32 @@ class CheckpointSetup:
                 finally:
                     end.verify_cpu_s += _cpu_seconds() - before
 
-    def _writer(self, i: int, rank: Rank, directory: str, stop: threading.Event, only: int | None) -> Callable[[], Any]:
-        job = self.job
-        if job.path == "host":
-            return partial(write_rank, rank, directory, self.states[i], job.fsync, stop, only)
-        dev = self.states[i].dev
-        assert dev is not None
-        return partial(store_rank, rank, directory, dev, self.storers[i][only or 0], job.fsync, stop, only)
-
-    def _reader(self, i: int, writer: Rank, directory: str) -> Callable[[], Any]:
-        reader = self.job.ranks[i].rank
-        if self.job.path == "host":
-            return partial(read_rank, reader, writer, directory, self.restored[i])
-        return partial(fetch_rank, reader, writer, directory, self.fetchers[i], self.restored[i])
-
     def _verify(self, shifted: list[int]) -> None:
         ranks = self.job.ranks
         for i, w in enumerate(shifted):
-            if self.job.path != "host":
-                dev = self.restored[i].dev
-                assert dev is not None
-                bad = gpu_mismatch(ranks[w], dev, self.seed_of(ranks[w]), self.job.gpu_of(i), self.resources)
-            else:
-                bad = same_bytes(self.restored[i], self.states[w], ranks[w].size)
-
+            bad = mismatch(ranks[w], self.seed_of(ranks[w]), self._restored_bytes(i))
             if bad is not None:
                 raise RunFailed(
                     f"--verify: rank {ranks[i].rank} read rank {ranks[w].rank}'s checkpoint back wrong at byte {bad}"
                 )
+
+    def _restored_bytes(self, i: int) -> Callable[[int, int], Any]:
+        """The bytes rank ``i`` read back, ``n`` from ``at`` (copied out of GPU memory where they landed there)."""
+        slot = self.restored[i]
+        if slot.host is not None:
+            view = slot.host
+            return lambda at, n: view[at : at + n]
+        from xferscope.engines import gpu_setup
+
+        cu, dev, gpu, got = gpu_setup.driver(), slot.dev, self.job.gpu_of(i), bytearray(REQUEST)
+        assert dev is not None
+
+        def copied(at: int, n: int) -> memoryview:
+            self.resources.context(gpu)
+            gpu_setup.check(cu.cuMemcpyDtoH(got, dev + at, n), "cuMemcpyDtoH")
+            return memoryview(got)[:n]
+
+        return copied
 
     def _metadata(self, directory: str) -> float:
         """The coordinator's index: ``.metadata.tmp`` written and fsynced, then renamed (DCP's commit)."""

@@ -31,6 +31,8 @@ from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, C
 
 LAYOUTS = ("dlio", "dcp")
 FP16, FP32 = 2, 4
+#: the O_DIRECT block: where each file restored starts in its buffer
+ALIGN = 4096
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,16 @@ def rank_files(rank: int, cm: CheckpointModel, layout: str, threads: int = 1) ->
     tp, pp, dp, _ = coordinates(rank, cm)
     files = _dlio_files(rank, cm) if layout == "dlio" else _dcp_files(rank, cm, threads)
     return Rank(rank, tp, pp, dp, files)
+
+
+def aligned(size: int) -> int:
+    """``size`` up to a whole number of 4 KiB blocks."""
+    return -(-size // ALIGN) * ALIGN
+
+
+def restore_capacity(ranks: list[Rank]) -> int:
+    """Bytes a rank's restore buffer needs for any rank's files, each read to a 4 KiB boundary of its own."""
+    return max(ALIGN, max(sum(aligned(f.size) for f in r.files) for r in ranks))
 
 
 def scaled(rank: Rank, scale: float) -> Rank:

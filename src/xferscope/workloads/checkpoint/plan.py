@@ -16,7 +16,7 @@ import msgspec
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, scaled
+from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, restore_capacity, scaled
 from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, CheckpointModel, Parallelism, Transformer
 from xferscope.workloads.common.generated import check_fits, parent_dir
 
@@ -136,7 +136,8 @@ class CheckpointPlan:
             import psutil
 
             states = sum(r.size for r in self.ranks)
-            need, room = 2 * states, int(psutil.virtual_memory().available * MEMORY_SHARE)
+            need = states + len(self.ranks) * restore_capacity(self.ranks)
+            room = int(psutil.virtual_memory().available * MEMORY_SHARE)
             self.state_in = "host memory, as DLIO's CPU tensors" + ("" if n else f" (no GPU here: {why})")
             if need > room:
                 raise SpecError(
@@ -150,7 +151,7 @@ class CheckpointPlan:
         if missing:
             raise SpecError("gpu", f"no GPU {missing[0]} here: this machine has {n} (0-{n - 1})")
         held = dict.fromkeys(gpus, 0)
-        restore = max(sum(-(-f.size // 4096) * 4096 for f in r.files) for r in self.ranks)
+        restore = restore_capacity(self.ranks)
         for i, r in enumerate(self.ranks):  # its state, and the buffer a restore reads into
             held[gpus[i % len(gpus)]] += r.size + restore
         free = measured_free(sorted(held), "the GPUs' free memory, for the ranks' states")

@@ -166,7 +166,7 @@ def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, k
     cpu = out.process.cpu_seconds
     if cpu is not None:  # the path's cost: checking the bytes is not part of it
         cpu = max(0.0, cpu - end.verify_cpu_s)
-    environment = {k: v for k, v in out.environment.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    environment = dict(out.environment)
     if kept:
         environment["kept_in"] = kept
     return CheckpointRecord(

@@ -1,14 +1,15 @@
-"""How one writer thread moves a state from GPU memory into a new file, by each path (the way back of
-``fetchers``).
+"""How one writer thread moves part of a state (a ``fetchers.Slot``, in host or GPU memory) into a new file, by each
+path (the way back of ``fetchers``).
 
+* ``host``: from host memory through the page cache, as ``torch.save`` writes (the state in host memory).
 * ``bounce``: each request copied into a pinned buffer (``cuMemcpyDtoH``, waited for), then written with O_DIRECT.
 * ``bounce-async``: the same through two pinned buffers taking turns, the next request's copy under way while the
   last one is written.
 * ``cufile``: ``cuFileWrite`` straight from GPU memory (cuFile's compat mode where nvidia-fs is absent).
 
-A file's last bytes beyond a 4 KiB boundary cannot go with O_DIRECT: they are copied to the pinned buffer and
-written with O_DIRECT cleared on the descriptor. Every file is created here (never an existing one) and, with
-``fsync``, synced (timed apart). Everything a storer allocates is freed by its ``GpuResources``.
+With O_DIRECT a file's last bytes beyond a 4 KiB boundary cannot go that way: they are copied to the pinned buffer
+and written with O_DIRECT cleared on the descriptor. Every file is created here (never an existing one) and, with
+``fsync``, synced (timed apart). What a GPU storer allocates is freed by its ``GpuResources``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import time
 from typing import Any
 
 from xferscope.errors import RunFailed
+from xferscope.workloads.common.fetchers import Slot
 from xferscope.workloads.common.generated import ALIGN
 
 #: one write call moves at most this
@@ -28,30 +30,27 @@ REQUEST = 16 << 20
 
 
 class Storer:
-    """One writer thread's path from GPU memory (``gpu``, in ``resources``) to files."""
+    """One writer thread's path from ``state`` to files."""
 
-    def __init__(self, gpu: int, resources: Any, request: int = REQUEST):
-        from xferscope.engines import gpu_setup
+    #: whether the path writes with O_DIRECT
+    direct = True
 
-        self.gpu, self.res, self.request = gpu, resources, request
-        self.cu, self.check = gpu_setup.driver(), gpu_setup.check
-        resources.context(gpu)
-        self.staging = [resources.pinned_memory(gpu, request) for _ in range(self.buffers)]
+    def __init__(self, state: Slot, request: int = REQUEST):
+        self.state, self.request = state, request
 
-    buffers = 1
-
-    def store(self, path: str, dev: int, size: int, fsync: bool, stop: threading.Event) -> tuple[int, float, float]:
-        """Write ``size`` bytes from GPU address ``dev`` into the new file ``path``: (bytes written, seconds
-        writing, seconds in fsync)."""
-        self.res.context(self.gpu)  # this thread's
+    def store(self, path: str, at: int, size: int, fsync: bool, stop: threading.Event) -> tuple[int, float, float]:
+        """Write the state's ``size`` bytes from ``at`` into the new file ``path``: (bytes written, seconds writing,
+        seconds in fsync)."""
+        self.begin()
         t0 = time.perf_counter()
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DIRECT, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | (os.O_DIRECT if self.direct else 0), 0o644)
         synced = 0.0
         try:
-            body = size - size % ALIGN
-            done = self.body(fd, dev, body, stop)
+            body = size - size % ALIGN if self.direct else size
+            done = self.body(fd, at, body, stop)
             if done == body and size > body and not stop.is_set():
-                done += self._tail(fd, dev + body, body, size - body)
+                fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+                done += self.tail(fd, at + body, body, size - body)
             if fsync:
                 t1 = time.perf_counter()
                 os.fsync(fd)
@@ -62,9 +61,52 @@ class Storer:
             os.close(fd)
         return done, time.perf_counter() - t0 - synced, synced
 
-    def body(self, fd: int, dev: int, size: int, stop: threading.Event) -> int:
-        """The file's whole 4 KiB blocks, from ``dev``; the bytes written."""
+    def begin(self) -> None:
+        """Before a file, in the writing thread."""
+
+    def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
+        """The state's ``size`` bytes from ``at`` to the file's start (whole 4 KiB blocks with O_DIRECT); the bytes
+        written."""
         raise NotImplementedError
+
+    def tail(self, fd: int, at: int, offset: int, n: int) -> int:
+        """The last ``n`` bytes (under a block), from the state's ``at`` to the file's ``offset``, O_DIRECT cleared."""
+        raise NotImplementedError
+
+
+class HostStorer(Storer):
+    direct = False
+
+    def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
+        view = self.state.host
+        assert view is not None
+        pos = 0
+        while pos < size and not stop.is_set():
+            pos += os.pwrite(fd, view[at + pos : at + min(size, pos + self.request)], pos)
+        return pos
+
+
+class GpuStorer(Storer):
+    """From GPU memory (``gpu``, in ``resources``), through pinned buffers of its own."""
+
+    buffers = 1
+
+    def __init__(self, state: Slot, gpu: int, resources: Any, request: int = REQUEST):
+        from xferscope.engines import gpu_setup
+
+        super().__init__(state, request)
+        self.gpu, self.res = gpu, resources
+        self.cu, self.check = gpu_setup.driver(), gpu_setup.check
+        resources.context(gpu)
+        self.staging = [resources.pinned_memory(gpu, request) for _ in range(self.buffers)]
+
+    @property
+    def dev(self) -> int:
+        assert self.state.dev is not None
+        return self.state.dev
+
+    def begin(self) -> None:
+        self.res.context(self.gpu)  # this thread's
 
     def _copy(self, host: int, dev: int, n: int) -> None:
         self.check(self.cu.cuMemcpyDtoH(host, dev, n), "cuMemcpyDtoH")
@@ -72,29 +114,28 @@ class Storer:
     def _pwrite(self, fd: int, host: int, n: int, offset: int) -> int:
         return os.pwrite(fd, memoryview((ctypes.c_char * n).from_address(host)).cast("B"), offset)
 
-    def _tail(self, fd: int, dev: int, offset: int, n: int) -> int:
-        self._copy(self.staging[0], dev, n)
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_DIRECT)
+    def tail(self, fd: int, at: int, offset: int, n: int) -> int:
+        self._copy(self.staging[0], self.dev + at, n)
         return self._pwrite(fd, self.staging[0], n, offset)
 
 
-class BounceStorer(Storer):
-    def body(self, fd: int, dev: int, size: int, stop: threading.Event) -> int:
+class BounceStorer(GpuStorer):
+    def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
         pos = 0
         while pos < size and not stop.is_set():
             n = min(self.request, size - pos)
-            self._copy(self.staging[0], dev + pos, n)
+            self._copy(self.staging[0], self.dev + at + pos, n)
             pos += self._pwrite(fd, self.staging[0], n, pos)
         return pos
 
 
-class BounceAsyncStorer(Storer):
+class BounceAsyncStorer(GpuStorer):
     """Two pinned buffers in turn: request ``i + 1`` is copied (on a stream of its own) while ``i`` is written."""
 
     buffers = 2
 
-    def __init__(self, gpu: int, resources: Any, request: int = REQUEST):
-        super().__init__(gpu, resources, request)
+    def __init__(self, state: Slot, gpu: int, resources: Any, request: int = REQUEST):
+        super().__init__(state, gpu, resources, request)
         self.stream = resources.stream(gpu)
         self.events = [resources.event(gpu) for _ in range(2)]
 
@@ -103,10 +144,11 @@ class BounceAsyncStorer(Storer):
         self.check(cu.cuMemcpyDtoHAsync(self.staging[which], dev, n, self.stream), "cuMemcpyDtoHAsync")
         self.check(cu.cuEventRecord(self.events[which], self.stream), "cuEventRecord")
 
-    def body(self, fd: int, dev: int, size: int, stop: threading.Event) -> int:
+    def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
         count = -(-size // self.request)
         if not count:
             return 0
+        dev = self.dev + at
         self._issue(0, dev, min(self.request, size))
         pos = 0
         for k in range(count):
@@ -122,15 +164,15 @@ class BounceAsyncStorer(Storer):
         return pos
 
 
-class CufileStorer(Storer):
-    def __init__(self, gpu: int, resources: Any, request: int = REQUEST):
-        super().__init__(gpu, resources, request)
+class CufileStorer(GpuStorer):
+    def __init__(self, state: Slot, gpu: int, resources: Any, request: int = REQUEST):
+        super().__init__(state, gpu, resources, request)
         from xferscope.engines import cufile_driver
 
         self.cf = cufile_driver.module()
         cufile_driver.open_driver(gpu)
 
-    def body(self, fd: int, dev: int, size: int, stop: threading.Event) -> int:
+    def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
         from xferscope.engines import cufile_driver, gpu_setup
         from xferscope.target import filesystem_of
 
@@ -154,7 +196,7 @@ class CufileStorer(Storer):
             pos = 0
             while pos < size and not stop.is_set():
                 n = min(self.request, size - pos)
-                wrote = int(cf.write(handle, dev, n, pos, pos))
+                wrote = int(cf.write(handle, self.dev + at, n, pos, pos))
                 if wrote < n:
                     raise RunFailed(f"cuFileWrite at offset {pos} wrote {wrote} of {n} bytes")
                 pos += wrote
@@ -163,8 +205,11 @@ class CufileStorer(Storer):
             cf.handle_deregister(handle)
 
 
-STORERS = {"bounce": BounceStorer, "bounce-async": BounceAsyncStorer, "cufile": CufileStorer}
+GPU_STORERS = {"bounce": BounceStorer, "bounce-async": BounceAsyncStorer, "cufile": CufileStorer}
 
 
-def make_storer(path: str, gpu: int, resources: Any) -> Storer:
-    return STORERS[path](gpu, resources)
+def make_storer(path: str, state: Slot, gpu: int | None, resources: Any) -> Storer:
+    if path == "host":
+        return HostStorer(state)
+    assert gpu is not None
+    return GPU_STORERS[path](state, gpu, resources)
