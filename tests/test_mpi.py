@@ -56,6 +56,9 @@ def _mpirun_flags() -> list[str]:
 
 # shared memory without cross-process single copy, which some containers forbid
 MPI_ENV = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
+# for the Ctrl-C tests: on a signal, mpirun sends the ranks SIGTERM a timeout later and SIGKILL a timeout
+# after that; the default 1 s is less than a loaded machine needs to save and remove the files
+MPI_CTRL_C_ENV = {**MPI_ENV, "OMPI_MCA_odls_base_sigkill_timeout": "3"}
 
 
 def mpirun_cmd(ranks: int, *args: str) -> list[str]:
@@ -185,7 +188,7 @@ def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
     cmd = mpirun_cmd(
         ranks, "run", "--mpi", "-T", "30", "-s", "8M", "--dir", rank_dirs(direct_dir, ranks), "--json", str(out_json)
     )
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_CTRL_C_ENV)
     try:
         deadline = time.monotonic() + 30
         while not all(any(p.suffix == ".xferscope" for p in (direct_dir / str(r)).iterdir()) for r in range(ranks)):

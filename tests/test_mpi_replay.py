@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import pytest
-from test_mpi import MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
 from test_replay import SMALL
 
 from xferscope.errors import FormatError
@@ -94,20 +94,20 @@ def test_a_rank_that_cannot_run_ends_the_sweep_with_its_error(tiny, tmp_path):
 @needs_mpi
 def test_ctrl_c_keeps_the_points_every_rank_finished(tiny):
     profile, results, dirs, base = tiny
-    profile.write_text(SMALL.format(duration=3))
+    # points longer than the time mpirun takes to pass the signal on (see MPI_CTRL_C_ENV), so it lands in the second
+    profile.write_text(SMALL.replace("repetitions = 2", "repetitions = 1").format(duration=6))
     proc = subprocess.Popen(
         mpirun_cmd(2, *_args(profile, results, dirs)),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=MPI_ENV,
+        env=MPI_CTRL_C_ENV,
     )
     try:
         deadline = time.monotonic() + 30
         while not (results.exists() and _points(results)[0]["status"] == "done"):
             assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
             time.sleep(0.05)
-        time.sleep(0.5)  # into the second point (3 s long)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     finally:
