@@ -556,6 +556,27 @@ def suite_goal(g: Goals, args) -> None:
     g.say(label, f"{wall:.0f} s, {last}", proc.returncode == 0 and wall <= SUITE_GOAL_S)
 
 
+def checkpoint_goals(g: Goals, args) -> None:
+    """#39's GPU goals (bench/checkpoint_goals.py): each path's save and restore GB/s at about 16 GiB, and with
+    --async the time the GPUs are blocked, every byte checked; the save rate against run --io write."""
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "checkpoint_goals.py")
+    proc = g.run("checkpoint-figures", [sys.executable, script, "--dir", args.dir, "--only", "figures"], 200)
+    if proc is not None:
+        print(proc.stdout + proc.stderr[-400:], flush=True)
+        for line in proc.stdout.splitlines()[1:]:
+            g.say("checkpoint llama3-8b --subset, 8 ranks: " + line.split(":")[0].strip(), line.split(": ", 1)[-1],
+                  "verified True" in line)  # fmt: skip
+        if proc.returncode:
+            g.say("checkpoint figures", proc.stderr.strip()[-200:], False)
+    cmd = [sys.executable, script, "--dir", args.dir, "--only", "against-run", "--rounds", str(args.rounds)]
+    proc = g.run("checkpoint-vs-run", cmd, 120)
+    if proc is not None:
+        print(proc.stdout + proc.stderr[-400:], flush=True)
+        ratio = [line.strip() for line in proc.stdout.splitlines() if "checkpoint / run" in line]
+        g.say("checkpoint save rate at least 0.95 x run --io write", ratio[0] if ratio else "no ratio",
+              proc.returncode == 0)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/xferscope-goals")
@@ -571,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="suite",
         help="which groups of goals to run: suite (the default), answers (verdicts and knee), shape (= storage, cache, buffers, traincost, "
-        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio",
+        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -595,6 +616,7 @@ def main(argv: list[str] | None = None) -> int:
         "answers": lambda g, args: (knee_goals(g, args), verdict_goals(g, args, spread=False)),
         "kvcache": kvcache_goals,
         "load": load_goals,
+        "checkpoint": checkpoint_goals,
     }
     for name in args.only.split(","):
         groups[name.strip()](g, args)

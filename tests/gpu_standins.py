@@ -59,6 +59,10 @@ class SimResources:
     def fill_device(self, gpu: int, ptr: int, size: int, seed: int) -> None:
         _iocore.fill_pattern(memoryview((ctypes.c_char * size).from_address(ptr)).cast("B"), 0, seed)
 
+    def copy(self, gpu: int, dst: int, src: int, n: int, kind: str) -> None:
+        assert kind in ("dtoh", "htod", "dtod")
+        ctypes.memmove(dst, src, n)
+
     @property
     def live(self) -> int:
         return len(self._maps)

@@ -126,6 +126,12 @@ def test_plan_prints_each_ranks_files_and_writes_nothing(cli, tmp_path):
         (("llama3-8b", "--dir", "/nonexistent/ckpt"), "no such directory"),
         (("custom", "--layers", "2"), "custom needs"),
         (("llama3-8b", "--threads", "2"), "DCP's"),
+        (("llama3-8b", "--state", "nvme"), "choose gpu"),
+        (("llama3-8b", "--state", "host", "--path", "bounce"), "host memory is the host path's"),
+        (("llama3-8b", "--path", "host,nfs"), "checkpoints are written by host, bounce"),
+        (("llama3-8b", "--path", "host,host"), "--plan is of one path"),
+        (("llama3-8b", "--every", "-1"), "seconds of 0 or more"),
+        (("llama3-8b", "--rounds", "0"), "rounds: must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(cli, args, says):
@@ -258,6 +264,31 @@ def test_verify_fails_on_a_flipped_byte(tmp_path, monkeypatch):
     assert error is not None and f"rank 0 read rank 0's checkpoint back wrong at byte {first + 5}" in str(error)
 
 
+def test_paths_side_by_side_are_ranked_by_the_time_until_durable_with_the_restore_beside(cli, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "host,host", "--rounds", "2", "--checkpoints", "2",
+            "--dir", str(tmp_path), "--json", str(out / "c.json"))  # fmt: skip
+    assert r.code == 0, r.err
+    d = json.loads((out / "c.json").read_text())
+    assert d["kind"] == "workload-checkpoint-compare" and d["rounds"] == 2 and len(d["results"]) == 4
+    assert sorted(e["label"] for e in d["entries"]) == ["host#1", "host#2"]
+    for e in d["entries"]:
+        assert e["runs"] == 2 and e["low"] <= e["value"] <= e["high"] and e["beside"] > 0
+    assert all(len(x["saves"]) == len(x["restores"]) == 2 and x["status"] == "ok" for x in d["results"])
+    # an A/A pair is level both ways, or apart both ways
+    a, b = d["entries"]
+    assert (b["label"] in a["level_with"]) == (a["label"] in b["level_with"])
+    assert "restore s" in r.out and "rotated rounds" in r.out
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_async_without_a_gpu_is_refused_before_anything_is_written(cli, tmp_path):
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--async", "--dir", str(tmp_path), env={"XFERSCOPE_NO_GPU": "1"})
+    assert r.code == 2 and "--async copies each state out of GPU memory" in r.err
+    assert len(r.err.strip().splitlines()) == 1 and os.listdir(tmp_path) == []
+
+
 def test_a_gpu_path_without_a_gpu_is_one_line_before_anything_is_written(cli, tmp_path):
     r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "cufile", "--dir", str(tmp_path),
             env={"XFERSCOPE_NO_GPU": "1"})  # fmt: skip
@@ -309,9 +340,9 @@ def test_dcps_writer_threads_write_their_files_at_once(tmp_path, monkeypatch):
     seen: list[tuple[int, int | None, str]] = []
     store = cp.store_rank
 
-    def noted(rank, directory, storer, fsync, stop, only=None):
+    def noted(rank, directory, storer, fsync, stop, only=None, spaced=False):
         seen.append((rank.rank, only, threading.current_thread().name))
-        return store(rank, directory, storer, fsync, stop, only)
+        return store(rank, directory, storer, fsync, stop, only, spaced)
 
     monkeypatch.setattr(cp, "store_rank", noted)
     setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dcp"))
@@ -349,3 +380,84 @@ def test_a_closed_stdout_loses_no_file(tmp_path):
     proc.wait(timeout=120)
     assert first.startswith(b"workload checkpoint custom by host"), err
     assert json.loads((out / "c.json").read_text())["status"] == "ok", err
+
+
+# ------------------------------------------------------------------ from GPU memory (CUDA's host stand-ins)
+
+
+def run_in_process(job):
+    """``job`` run in this process: (its end, its error)."""
+    import threading
+
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    setup = cp.CheckpointSetup(job)
+    setup.build()
+    try:
+        return setup.run(threading.Event(), lambda tick: None), setup.labels
+    finally:
+        setup.close()
+
+
+@pytest.mark.parametrize(("path", "staged"), [("host", False), ("bounce", False), ("host", True), ("bounce", True)])
+def test_states_in_gpu_memory_are_written_by_the_path_and_read_back_whole(sim_gpu, direct_dir, path, staged):
+    """The states in (stand-in) GPU memory: host copies each request to pageable memory and writes through the page
+    cache, bounce stages through pinned memory with O_DIRECT; --async copies the state first (timed: the GPUs
+    blocked), then writes from the copy. Every byte read back into GPU memory is the pattern written, and the files
+    hold each rank's bytes."""
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    cm = checkpoint_model("custom", 3, layers=2, hidden=256, ffn=512, vocab=1000, heads=4, kv_heads=2)
+    plan = CheckpointSpec(cm, checkpoints=2, directory=str(direct_dir)).plan()
+    assert any(f.size % 4096 for r in plan.ranks for f in r.files)  # tails written with O_DIRECT cleared
+    job = cp.CheckpointJob(
+        str(direct_dir), plan.ranks, 2, "dlio", verify=True, rank_shift=1, path=path, on_gpu=True, staged=staged
+    )
+    (end, error), labels = run_in_process(job)
+    assert error is None, error
+    assert [[w.bytes for w in ws] for ws in end.writes] == [[r.size for r in plan.ranks]] * 2
+    assert all((w.blocked_s > 0) == staged for ws in end.writes for w in ws)
+    assert [[r.wrote for r in rs] for rs in end.restores] == [[1, 2, 0]] * 2
+    assert labels[0].startswith("GPU memory") and any("--async" in lab for lab in labels) == staged
+    for k in (1, 2):
+        for r in plan.ranks:
+            for f in r.files:
+                assert os.path.getsize(os.path.join(str(direct_dir), f"global_epoch1_step{k}", f.name)) == f.size
+
+
+def test_an_async_save_writes_under_the_next_interval_and_the_next_save_waits_for_it(sim_gpu, direct_dir, monkeypatch):
+    """With --async and --every, a save's writes go on while training does; the next copy of the states starts
+    only once they are done (as DCP waits for the last async_save)."""
+    import threading
+
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    cm = checkpoint_model("custom", 2, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
+    plan = CheckpointSpec(cm, checkpoints=3, directory=str(direct_dir)).plan()
+    events: list[str] = []
+    stage, save = cp.CheckpointSetup._stage, cp.CheckpointSetup._save
+
+    def staged(self, i):
+        events.append(f"stage {i} {threading.current_thread().name != 'MainThread'}")
+        return stage(self, i)
+
+    def saved(self, k, stop, blocked):
+        events.append(f"save {k} begins")
+        out = save(self, k, stop, blocked)
+        events.append(f"save {k} ends")
+        return out
+
+    monkeypatch.setattr(cp.CheckpointSetup, "_stage", staged)
+    monkeypatch.setattr(cp.CheckpointSetup, "_save", saved)
+    job = cp.CheckpointJob(
+        str(direct_dir), plan.ranks, 3, "dlio", verify=True, path="bounce", on_gpu=True, staged=True, every=0.01
+    )
+    (end, error), _ = run_in_process(job)
+    assert error is None, error
+    assert len(end.writes) == 3 and len(end.restores) == 3
+    order = [e for e in events if not e.startswith("stage 1")]
+    assert order == [
+        "stage 0 True", "save 0 begins", "save 0 ends",
+        "stage 0 True", "save 1 begins", "save 1 ends",
+        "stage 0 True", "save 2 begins", "save 2 ends",
+    ]  # fmt: skip

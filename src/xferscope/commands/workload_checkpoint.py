@@ -1,16 +1,25 @@
 """`xferscope workload checkpoint`: a training job's checkpoints (MLPerf Storage's llama3 checkpointing), sized
 from the model and its parallelism, rank by rank: ``--plan`` says what each rank writes; without it they are
-written and read back (so far by the host path, the states in host memory)."""
+written from where the states live (GPU memory, or host memory as DLIO's) by a path and read back; several paths
+run in rotated rounds and are ranked."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Annotated
 
 import typer
 
-from xferscope.commands.options import FormatOpt, JsonOpt, WorkloadDirOpt, check_format, gpu_list
-from xferscope.errors import ExitCode
+from xferscope.commands.options import (
+    FormatOpt,
+    JsonOpt,
+    WorkloadDirOpt,
+    WorkloadRoundsOpt,
+    check_format,
+    gpu_list,
+)
+from xferscope.errors import ExitCode, SpecError
 from xferscope.output.files import check_outputs
 
 
@@ -35,7 +44,25 @@ def checkpoint_command(
     ] = "dlio",
     threads: Annotated[int, typer.Option("--threads", help="dcp: writer threads a rank, one file each")] = 1,
     checkpoints: Annotated[int, typer.Option("--checkpoints", help="checkpoints written, then read (MLPerf: 10)")] = 10,
-    pinned: Annotated[bool, typer.Option("--async", help="each rank stages its state in pinned host memory")] = False,
+    pinned: Annotated[
+        bool,
+        typer.Option(
+            "--async",
+            help="as DCP's async_save: each state copied to pinned host memory (cufile: within GPU memory), the time "
+            "the GPUs are blocked, then written from the copy",
+        ),
+    ] = False,
+    every: Annotated[
+        float, typer.Option("--every", help="seconds of training between checkpoints (--async writes under them)")
+    ] = 0.0,
+    state: Annotated[
+        str | None,
+        typer.Option(
+            "--state",
+            help="where the states live: gpu (as in training; the default where there is a GPU) or host (DLIO's "
+            "CPU tensors; the host path)",
+        ),
+    ] = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks' states go round-robin over")] = None,
     layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None,
     hidden: Annotated[int | None, typer.Option("--hidden", help="custom (or override): hidden size")] = None,
@@ -51,9 +78,12 @@ def checkpoint_command(
         typer.Option(
             "--path",
             "-x",
-            help="host (the states in host memory, as DLIO), or from GPU memory: bounce, bounce-async, cufile",
+            help="host (through the page cache, as torch.save), bounce, bounce-async, cufile; a comma list runs each "
+            "in rotated rounds over one checkpoint size and ranks them by the time until durable (a path twice: an "
+            "A/A pair)",
         ),
     ] = "host",
+    rounds: WorkloadRoundsOpt = 3,
     fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True,
     verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False,
     rank_shift: Annotated[
@@ -73,6 +103,13 @@ def checkpoint_command(
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path})
+    paths = [p.strip() for p in path.split(",") if p.strip()]
+    if not paths:
+        raise SpecError("path", "no path given")
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
+    if every < 0:
+        raise SpecError("every", f"seconds of 0 or more, got {every:g}")
     spec = CheckpointSpec(
         checkpoint_model(
             model,
@@ -95,8 +132,13 @@ def checkpoint_command(
         directory=directory,
         pinned_copies=pinned,
         gpus=tuple(gpu_list(gpu)),
-        path=path,
+        path=paths[0],
+        state=state,
     )
+    for other in paths[1:]:  # an unknown path, or a state it cannot write from: one line before anything runs
+        dataclasses.replace(spec, path=other).plan()
+    if plan and len(paths) > 1:
+        raise SpecError("plan", "--plan is of one path; several paths are for a run")
     checked = spec.plan()
     if plan:
         from xferscope.output.workload_checkpoint import show_plan
@@ -105,18 +147,21 @@ def checkpoint_command(
     else:
         from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
         from xferscope.output.workload_checkpoint import show_run
-        from xferscope.workloads.checkpoint.session import CheckpointRunOptions, run_checkpoints
+        from xferscope.workloads.checkpoint.session import CheckpointRunOptions, compare_paths, run_checkpoints
 
         install_hangup_handlers()
         options = CheckpointRunOptions(
-            path=path, fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep
+            fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every
         )
         live = sys.stderr.isatty() and fmt != "json"
 
         def tick(t) -> None:
             write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
 
-        record = run_checkpoints(checked, options, tick if live else None)
+        if len(paths) > 1:
+            record = compare_paths(spec, paths, rounds, options, tick if live else None)
+        else:
+            record = run_checkpoints(checked, options, tick if live else None)
         clear_line(live)
         code = show_run(record, fmt=fmt, json_path=json_path)
         if not code and record.status != "ok":

@@ -405,6 +405,14 @@ class GpuResources:
             check(cu.cuMemcpyHtoD(ptr + done, buf, n), "cuMemcpyHtoD")
             done += n
 
+    def copy(self, gpu: int, dst: int, src: int, n: int, kind: str) -> None:
+        """``n`` bytes from ``src`` to ``dst`` on ``gpu``'s context, waited for: ``kind`` "dtoh" (GPU memory to host
+        memory, pinned or pageable), "htod", or "dtod" (within GPU memory)."""
+        cu = driver()
+        self.context(gpu)
+        name = {"dtoh": "cuMemcpyDtoH", "htod": "cuMemcpyHtoD", "dtod": "cuMemcpyDtoD"}[kind]
+        check(getattr(cu, name)(dst, src, n), name)
+
     # -- teardown ----------------------------------------------------------------
     def release(self) -> None:
         """Free everything, newest first. Never raises; problems go to ``self.problems``."""

@@ -6,12 +6,13 @@ from __future__ import annotations
 from itertools import groupby
 
 from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.workload_inference import comparison_lines as ranked_lines
 from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
-from xferscope.workloads.checkpoint.session import CheckpointRecord
+from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
 
 
 def _span(ranks: list[Rank]) -> str:
@@ -89,11 +90,17 @@ def run_lines(record: CheckpointRecord) -> list:
     ]
     saves, restores = record.saves, record.restores
     if saves:
+        until = " until durable" if record.asynchronous else ""
         lines.append(
-            f"  save (the slowest rank, MLPerf): {_spread([s.seconds for s in saves], 's', 3)}, "
+            f"  save{until} (the slowest rank, MLPerf): {_spread([s.seconds for s in saves], 's', 3)}, "
             f"{_spread([s.gb_per_s for s in saves], 'GB/s')}; DLIO's figure (rank 0's time) "
             f"{_spread([s.dlio_gb_per_s for s in saves], 'GB/s')}"
         )
+        blocked = [s.blocked_seconds for s in saves if s.blocked_seconds is not None]
+        if blocked:
+            lines.append(f"  GPUs blocked (--async: the copy of the states): {_spread(blocked, 's', 3)}")
+        if record.every_seconds:
+            lines.append(f"  {record.every_seconds:g} s of training between checkpoints (--every)")
     if restores:
         held = record.resident_share_at_restore
         lines.append(
@@ -106,6 +113,7 @@ def run_lines(record: CheckpointRecord) -> list:
         rows.append(
             (
                 s.checkpoint,
+                *([f"{s.blocked_seconds or 0:.3f}"] if record.asynchronous else []),
                 f"{s.seconds:.3f}",
                 f"{s.gb_per_s:.2f}",
                 f"{s.dlio_gb_per_s:.2f}",
@@ -115,7 +123,16 @@ def run_lines(record: CheckpointRecord) -> list:
             )
         )
     if rows:
-        headers = ("#", "save s", "GB/s", "DLIO GB/s", "fsync s", "restore s", "restore GB/s")
+        headers = (
+            "#",
+            *(["blocked s"] if record.asynchronous else []),
+            "save s",
+            "GB/s",
+            "DLIO GB/s",
+            "fsync s",
+            "restore s",
+            "restore GB/s",
+        )
         lines.append(text_table(headers, rows, left=()))
     ranks = [
         (
@@ -131,6 +148,7 @@ def run_lines(record: CheckpointRecord) -> list:
     if ranks:
         headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
         lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
+    lines += gpu_lines(record)
     cpu = record.cpu_s_per_gib
     tail = [f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "", "every byte restored checked" if record.verified else ""]
     if any(tail):
@@ -143,10 +161,51 @@ def run_lines(record: CheckpointRecord) -> list:
     return lines
 
 
-def show_run(record: CheckpointRecord, *, fmt: str, json_path: str | None) -> int:
+def gpu_lines(record: CheckpointRecord) -> list:
+    """Where the ranks' states are on several GPUs: each GPU's ranks, its bytes a checkpoint, and its GB/s (its
+    ranks' bytes over the slowest one's mean save, and restore, seconds)."""
+    gpus = sorted({f.gpu for f in record.ranks if f.gpu is not None})
+    if len(gpus) < 2:
+        return []
+    rows = []
+    for g in gpus:
+        mine = [f for f in record.ranks if f.gpu == g]
+        total = sum(f.bytes for f in mine)
+        save = max((f.blocked_seconds or 0) + f.write_seconds + f.fsync_seconds for f in mine)
+        restore = max((f.restore_seconds or 0) for f in mine)
+        rows.append(
+            (
+                g,
+                ", ".join(str(f.rank) for f in mine),
+                format_bytes(total),
+                f"{total / save / 1e9:.2f}" if save else "-",
+                f"{total / restore / 1e9:.2f}" if restore else "-",
+            )
+        )
+    headers = ("GPU", "ranks", "bytes", "save GB/s", "restore GB/s")
+    return [text_table(headers, rows, left=("ranks",), title="each GPU, mean over the checkpoints")]
+
+
+def comparison_lines(c: CheckpointComparison) -> list:
+    """The paths ranked by the time until a save is durable (each run's median over its checkpoints), the restore
+    time beside it."""
+    p = c.spec
+    scaled = f", scaled to {p.scale:g}" if p.scaled else ""
+    title = (
+        f"workload checkpoint {p.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds, checkpoints of "
+        f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
+    )
+    return ranked_lines(
+        title, c.entries, "save s", lambda x: "-" if x is None else f"{x:.3f}", c.status, beside="restore s"
+    )
+
+
+def show_run(record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None) -> int:
+    """A run's record, or several paths' ranked."""
+    lines = comparison_lines(record) if isinstance(record, CheckpointComparison) else run_lines(record)
     return show_then_write(
         fmt,
         lambda: record,
-        lambda: echo_lines(run_lines(record)),
+        lambda: echo_lines(lines),
         [Output("JSON", "--json", json_path, lambda: json_text(record))],
     )

@@ -177,8 +177,14 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
 
 
 def comparison_lines(
-    title: str, entries: list[Entry], figure: str, fmt: Callable[[float | None], str], status: str
+    title: str,
+    entries: list[Entry],
+    figure: str,
+    fmt: Callable[[float | None], str],
+    status: str,
+    beside: str | None = None,
 ) -> list[Any]:
+    """The entries ranked, a row each; ``beside``: the name of their second figure (shown after GB/s)."""
     rows = [
         (
             i,
@@ -187,16 +193,16 @@ def comparison_lines(
             fmt(e.value),
             "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}",
             _f(e.gb_per_s),
+            *([fmt(e.beside)] if beside else []),
             _f(e.cpu_s_per_gib, "{:.3f}"),
             ", ".join(e.level_with) or "-",
         )
         for i, e in enumerate(entries, 1)
     ]
-    headers = ("#", "path", "runs", figure, "range", "GB/s", "CPU-s/GiB", "level with")
+    headers = ("#", "path", "runs", figure, "range", "GB/s", *([beside] if beside else []), "CPU-s/GiB", "level with")
     lines: list[Any] = [title, text_table(headers, rows, left=("path", "level with"))]
-    lines.append(
-        f"  ranked: the lowest median {figure} first (GB/s and CPU-s/GiB: the medians of the same runs); {LEVEL_RULE}"
-    )
+    also = f"GB/s, {beside} and CPU-s/GiB" if beside else "GB/s and CPU-s/GiB"
+    lines.append(f"  ranked: the lowest median {figure} first ({also}: the medians of the same runs); {LEVEL_RULE}")
     if status != "ok":
         lines.append(f"  {status.upper()}: the rounds measured until then")
     return lines

@@ -1,18 +1,23 @@
 """Checkpoints written and read back in the engine's own process (``process_host``'s channel): the job a
 ``CheckpointJob``, each tick a ``CheckpointTick``, the payload at the end a ``CheckpointEnd``.
 
-Before "ready", outside the timed region, every rank's state is made (the data pattern of a seed of its own) in host
-memory for the host path (as DLIO's CPU tensors), else in GPU memory, with the path's writers (``storers``) and
-readers (``fetchers``) and a buffer to restore into. Then, for each checkpoint, in a directory of its own, every
-rank at once (a thread each, started together; in the DCP layout a thread a writer thread's file) writes its files,
-each ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the ``.metadata`` index as ``.metadata.tmp``
-and renames it. After the last, every file's pages are evicted (and the share still resident measured), and
+Before "ready", outside the timed region, every rank's state is made (the data pattern of a seed of its own) in GPU
+memory (as in training), or in host memory (DLIO's CPU tensors: the host path where asked, or without a GPU), with
+the path's writers (``storers``) and readers (``fetchers``) and a buffer to restore into; an asynchronous save
+(``staged``) also gets a copy of each state: pinned host memory (in GPU memory for cufile, which writes from there).
+Then, for each checkpoint, in a directory of its own: an asynchronous save first copies every state at once (the
+time the GPUs are blocked); every rank at once (a thread each, started together; in the DCP layout a thread a
+writer thread's file) writes its files, each ``fsync``ed (timed apart); in the DCP layout rank 0 then writes the
+``.metadata`` index as ``.metadata.tmp`` and renames it. ``every`` seconds of training pass between checkpoints:
+an asynchronous save's writes go on under them, and the next checkpoint waits for them (as DCP waits for the last
+``async_save``). After the last, every file's pages are evicted (and the share still resident measured), and
 checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it (DLIO's recovery
 rank shift); ``verify`` compares each byte with the pattern written.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import threading
 import time
@@ -27,7 +32,7 @@ from xferscope.errors import RunFailed
 from xferscope.isolation import Channel
 from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, restore_capacity
 from xferscope.workloads.common.data_files import DataFile, SampleRef
-from xferscope.workloads.common.fetchers import Slot, host_slot, make_fetcher
+from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.process_host import serve_with
 from xferscope.workloads.common.storers import make_storer
 
@@ -47,6 +52,9 @@ class CheckpointJob:
     seed: int = 0
     path: str = "host"
     gpus: tuple[int, ...] = (0,)
+    on_gpu: bool = False  # the states in GPU memory (else in host memory)
+    staged: bool = False  # an asynchronous save: the states copied (the GPUs blocked), then written from the copy
+    every: float = 0.0  # seconds of training between two checkpoints
 
     def gpu_of(self, i: int) -> int:
         """The GPU the ``i``-th rank's state lives on (round-robin)."""
@@ -59,6 +67,12 @@ class RankWrite:
     bytes: int
     write_s: float
     fsync_s: float
+    blocked_s: float = 0.0  # an asynchronous save: the copy of the state
+
+    @property
+    def durable_s(self) -> float:
+        """From the save's start until the rank's last file is synced."""
+        return self.blocked_s + self.write_s + self.fsync_s
 
 
 @dataclass(frozen=True)
@@ -71,7 +85,7 @@ class RankRead:
 
 @dataclass(frozen=True)
 class CheckpointTick:
-    phase: str  # "writing", "evicting", "restoring"
+    phase: str  # "staging", "writing", "evicting", "restoring"
     checkpoint: int
     bytes_done: int
 
@@ -91,24 +105,31 @@ def checkpoint_dir(directory: str, k: int) -> str:
 
 
 def store_rank(
-    rank: Rank, directory: str, storer: Any, fsync: bool, stop: threading.Event, only: int | None = None
+    rank: Rank,
+    directory: str,
+    storer: Any,
+    fsync: bool,
+    stop: threading.Event,
+    only: int | None = None,
+    spaced: bool = False,
 ) -> RankWrite:
     """``rank``'s files of one checkpoint (or its file ``only``: one DCP writer thread's), each from its place in
-    the rank's state, by the path's storer (``storers``)."""
+    the rank's state (``spaced``: a copy with each file from a 4 KiB boundary), by the path's storer
+    (``storers``)."""
     written = at = 0
     write_s = fsync_s = 0.0
     for i, f in enumerate(rank.files):
         if (only is None or i == only) and not stop.is_set():
             n, w, fs = storer.store(os.path.join(directory, f.name), at, f.size, fsync, stop)
             written, write_s, fsync_s = written + n, write_s + w, fsync_s + fs
-        at += f.size
+        at += aligned(f.size) if spaced else f.size
     return RankWrite(rank.rank, written, write_s, fsync_s)
 
 
-def joined(parts: list[RankWrite]) -> RankWrite:
+def joined(parts: list[RankWrite], blocked_s: float = 0.0) -> RankWrite:
     """A rank's writer threads, started together, as the rank: its bytes, and the slowest thread's times."""
     slowest = max(parts, key=lambda w: w.write_s + w.fsync_s)
-    return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s)
+    return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s, blocked_s)
 
 
 def fetch_rank(reader: int, writer: Rank, directory: str, fetcher: Any, into: Slot) -> RankRead:
@@ -172,37 +193,71 @@ def _together(work: list[Callable[[], Any]]) -> list[Any]:
     return results
 
 
+class _Background:
+    """``work`` in a thread of its own, begun now; ``result()`` waits for it (its error raised)."""
+
+    def __init__(self, work: Callable[[], Any]):
+        self._out: list[Any] = []
+        self._thread = threading.Thread(target=self._run, args=(work,), name="xferscope-ckpt-save")
+        self._thread.start()
+
+    def _run(self, work: Callable[[], Any]) -> None:
+        try:
+            self._out.append(work())
+        except BaseException as exc:  # raised in the waiting thread
+            self._out.append(exc)
+
+    def result(self) -> Any:
+        self._thread.join()
+        if isinstance(self._out[0], BaseException):
+            raise self._out[0]
+        return self._out[0]
+
+
 class CheckpointSetup:
-    """Every rank's state (in host memory for the host path, else in GPU memory), its writers and readers, and the
-    buffers the restore reads into; ``close()`` frees them."""
+    """Every rank's state (in GPU memory, or in host memory), its copy for an asynchronous save, its writers and
+    readers, and the buffers the restore reads into; ``close()`` frees them."""
 
     def __init__(self, job: CheckpointJob):
         self.job = job
         sync = "fsync per file" if job.fsync else "no fsync"
-        if job.path == "host":
+        if not job.on_gpu:
             self.labels = ["host memory (as DLIO's CPU tensors)", f"buffered writes, {sync}"]
+        elif job.path == "host":
+            self.labels = [
+                "GPU memory, copied to pageable host memory and written through the page cache (as torch.save)",
+                sync,
+            ]
         else:
             self.labels = [f"GPU memory, written by {job.path} with O_DIRECT", sync]
+        if job.staged:
+            self.labels.append(
+                "--async: each state copied within GPU memory (the GPUs blocked), then written from the copy"
+                if job.path == "cufile"
+                else "--async: each state copied to pinned host memory (the GPUs blocked), then written from there"
+                + (" with O_DIRECT" if job.path != "host" else "")
+            )
         self.environment: dict[str, Any] = {"checkpoint_layout": job.layout, "request_bytes": REQUEST}
         self.states: list[Slot] = []
+        self.copies: list[tuple[Slot, int]] = []  # an asynchronous save's: the copy, and its address
         self.restored: list[Slot] = []
         self.resources: Any = None
         self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
         self.fetchers: list[Any] = []
+        self._metadata_s: list[float] = []  # DCP's index, a checkpoint
 
     def seed_of(self, rank: Rank) -> int:
         return self.job.seed * 1_000_003 + rank.rank
 
     def build(self) -> None:
         job = self.job
-        on_gpu = job.path != "host"
-        if on_gpu:
+        if job.on_gpu:
             from xferscope.engines import gpu_setup
 
             self.resources = gpu_setup.GpuResources()
         res, capacity = self.resources, restore_capacity(job.ranks)
         for i, r in enumerate(job.ranks):
-            gpu = job.gpu_of(i) if on_gpu else None
+            gpu = job.gpu_of(i) if job.on_gpu else None
             state = self._buffer(gpu, aligned(max(1, r.size)))
             if gpu is None:
                 assert state.host is not None
@@ -211,17 +266,34 @@ class CheckpointSetup:
                 assert state.dev is not None
                 res.fill_device(gpu, state.dev, -(-r.size // 8) * 8, self.seed_of(r))  # the pattern's 8-byte words
             self.states.append(state)
+            source = state
+            if job.staged:
+                assert gpu is not None
+                self.copies.append(self._copy_buffer(gpu, restore_capacity([r])))
+                source = self.copies[-1][0]
             self.storers.append(
-                [make_storer(job.path, state, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])]
+                [make_storer(job.path, source, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])]
             )
             self.restored.append(self._buffer(gpu, capacity))
-            self.fetchers.append(make_fetcher(job.path, SimpleNamespace(files=[], direct=on_gpu), REQUEST, gpu, res))
+            data = SimpleNamespace(files=[], direct=job.on_gpu and job.path != "host")
+            if gpu is not None and job.path == "host":
+                self.fetchers.append(PageableFetcher(data, REQUEST, gpu, res))
+            else:
+                self.fetchers.append(make_fetcher(job.path, data, REQUEST, gpu, res))
 
     def _buffer(self, gpu: int | None, size: int) -> Slot:
         """``size`` bytes of host memory (``gpu`` None) or of the GPU's."""
         if gpu is None:
             return host_slot(size)
         return Slot(size, dev=self.resources.device_memory(gpu, size))
+
+    def _copy_buffer(self, gpu: int, size: int) -> tuple[Slot, int]:
+        """An asynchronous save's copy of a state: in GPU memory for cufile, else in pinned host memory."""
+        if self.job.path == "cufile":
+            dev = self.resources.device_memory(gpu, size)
+            return Slot(size, dev=dev), dev
+        host = self.resources.pinned_memory(gpu, size)
+        return Slot(size, host=memoryview((ctypes.c_char * size).from_address(host)).cast("B")), host
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
         end = CheckpointEnd()
@@ -231,27 +303,66 @@ class CheckpointSetup:
             return end, exc
         return end, None
 
+    def _stage(self, i: int) -> float:
+        """An asynchronous save's copy of rank ``i``'s state, each file from a 4 KiB boundary: its seconds."""
+        r, state, (_, to) = self.job.ranks[i], self.states[i], self.copies[i]
+        gpu, kind = self.job.gpu_of(i), "dtod" if self.job.path == "cufile" else "dtoh"
+        assert state.dev is not None
+        t0 = time.perf_counter()
+        at = spaced = 0
+        for f in r.files:
+            self.resources.copy(gpu, to + spaced, state.dev + at, f.size, kind)
+            at, spaced = at + f.size, spaced + aligned(f.size)
+        return time.perf_counter() - t0
+
+    def _save(self, k: int, stop: threading.Event, blocked: list[float]) -> list[RankWrite]:
+        """Every rank's files of checkpoint ``k``, written at once (and DCP's index after them)."""
+        job, ranks = self.job, self.job.ranks
+        directory = checkpoint_dir(job.directory, k)
+        # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
+        threads = [
+            (i, partial(store_rank, r, directory, self.storers[i][only or 0], job.fsync, stop, only, job.staged))
+            for i, r in enumerate(ranks)
+            for only in (range(len(r.files)) if job.layout == "dcp" else [None])
+        ]
+        parts = _together([work for _, work in threads])
+        writes = [joined([w for (i, _), w in zip(threads, parts) if i == j], blocked[j]) for j in range(len(ranks))]
+        if job.layout == "dcp" and not stop.is_set():
+            self._metadata_s.append(self._metadata(directory))
+        return writes
+
     def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
         job, ranks = self.job, self.job.ranks
+        self._metadata_s = end.metadata_s
         done = 0
+        pending: _Background | None = None  # an asynchronous save's writes, under the next interval
         for k in range(job.checkpoints):
-            directory = checkpoint_dir(job.directory, k)
-            os.mkdir(directory)
-            # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
-            threads = [
-                (i, partial(store_rank, r, directory, self.storers[i][only or 0], job.fsync, stop, only))
-                for i, r in enumerate(ranks)
-                for only in (range(len(r.files)) if job.layout == "dcp" else [None])
-            ]
-            parts = _together([work for _, work in threads])
-            writes = [joined([w for (i, _), w in zip(threads, parts) if i == j]) for j in range(len(ranks))]
-            if job.layout == "dcp" and not stop.is_set():
-                end.metadata_s.append(self._metadata(directory))
+            if k and job.every and stop.wait(job.every):
+                break
+            if pending is not None:
+                writes = pending.result()
+                end.writes.append(writes)
+                done += sum(w.bytes for w in writes)
+                on_tick(CheckpointTick("writing", k, done))
+                pending = None
+            if stop.is_set():
+                break
+            os.mkdir(checkpoint_dir(job.directory, k))
+            blocked = [0.0] * len(ranks)
+            if job.staged:
+                on_tick(CheckpointTick("staging", k + 1, done))
+                blocked = _together([partial(self._stage, i) for i in range(len(ranks))])
+            if job.staged and job.every and k + 1 < job.checkpoints:
+                pending = _Background(partial(self._save, k, stop, blocked))
+                continue
+            writes = self._save(k, stop, blocked)
             end.writes.append(writes)
             done += sum(w.bytes for w in writes)
             on_tick(CheckpointTick("writing", k + 1, done))
-            if stop.is_set():
-                return
+        if pending is not None:
+            end.writes.append(pending.result())
+        if stop.is_set():
+            return
         on_tick(CheckpointTick("evicting", job.checkpoints, done))
         from xferscope.engines import page_cache
 
@@ -297,15 +408,12 @@ class CheckpointSetup:
         if slot.host is not None:
             view = slot.host
             return lambda at, n: view[at : at + n]
-        from xferscope.engines import gpu_setup
-
-        cu, dev, gpu, got = gpu_setup.driver(), slot.dev, self.job.gpu_of(i), bytearray(REQUEST)
+        dev, gpu, got = slot.dev, self.job.gpu_of(i), (ctypes.c_char * REQUEST)()
         assert dev is not None
 
         def copied(at: int, n: int) -> memoryview:
-            self.resources.context(gpu)
-            gpu_setup.check(cu.cuMemcpyDtoH(got, dev + at, n), "cuMemcpyDtoH")
-            return memoryview(got)[:n]
+            self.resources.copy(gpu, ctypes.addressof(got), dev + at, n, "dtoh")
+            return memoryview(got).cast("B")[:n]
 
         return copied
 
@@ -326,9 +434,9 @@ class CheckpointSetup:
     def close(self) -> None:
         for fetcher in self.fetchers:
             fetcher.close()
-        for slot in self.states + self.restored:
+        for slot in self.states + self.restored + [c for c, _ in self.copies]:
             slot.close()
-        self.states, self.restored, self.fetchers, self.storers = [], [], [], []
+        self.states, self.restored, self.fetchers, self.storers, self.copies = [], [], [], [], []
         if self.resources is not None:
             self.resources.release()
             self.resources = None

@@ -22,8 +22,10 @@ from xferscope.workloads.common.generated import check_fits, parent_dir
 
 #: MLPerf Storage's subset mode: one host writes the share of this many accelerators
 SUBSET_RANKS = 8
-#: the paths a checkpoint is written by: host from host memory (as DLIO), the others from GPU memory
+#: the paths a checkpoint is written by (from GPU memory; host also from host memory, as DLIO)
 PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: where the ranks' states live: GPU memory (as in training) or host memory (DLIO's CPU tensors)
+STATES = ("gpu", "host")
 #: the least a rank may write once scaled
 MIN_RANK_BYTES = 1 << 20
 #: DLIO warns when the checkpoints a host writes are under this many times its memory (the page cache holds them)
@@ -40,14 +42,23 @@ class CheckpointSpec:
     scale: float = 1.0
     checkpoints: int = 10
     directory: str | None = None
-    pinned_copies: bool = False  # --async: each rank holds a pinned copy of its state
+    pinned_copies: bool = False  # --async: each rank holds a copy of its state (pinned; cufile's in GPU memory)
     gpus: tuple[int, ...] = (0,)  # the ranks' states go round-robin over these
-    path: str = "host"  # host: the states in host memory (as DLIO's CPU tensors); the GPU paths: in GPU memory
+    path: str = "host"
+    #: where the states live: "gpu", "host" (DLIO's CPU tensors: the host path's only), None: GPU memory where this
+    #: machine has a GPU
+    state: str | None = None
 
     def plan(self) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold)."""
         if self.path not in PATHS:
             raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
+        if self.state is not None and self.state not in STATES:
+            raise SpecError("state", f"{self.state!r}: choose gpu (as in training) or host (DLIO's CPU tensors)")
+        if self.state == "host" and self.path != "host":
+            raise SpecError(
+                "state", f"host memory is the host path's (DLIO's CPU tensors); {self.path} writes from GPU memory"
+            )
         if self.layout not in LAYOUTS:
             raise SpecError("layout", f"{self.layout!r}: choose dlio (DLIO's torch.save files) or dcp (PyTorch DCP)")
         if self.threads < 1:
@@ -86,7 +97,7 @@ class CheckpointSpec:
                 "scale" if self.scale < 1 else "dir",
                 lambda room: f"--scale {room / total * self.scale:.2g} fits, or fewer --checkpoints, or another --dir",
             )
-            if self.pinned_copies:
+            if self.pinned_copies and self.path != "cufile":
                 plan.check_memory()
         except SpecError as exc:
             plan.refusals.append(exc)
@@ -111,6 +122,7 @@ class CheckpointPlan:
     refusals: list[SpecError] = field(default_factory=list)
     #: where the ranks' states live, and how much each place holds
     state_in: str = ""
+    state_on_gpu: bool = False
 
     @property
     def here_bytes(self) -> int:
@@ -123,17 +135,26 @@ class CheckpointPlan:
         return MODEL_BYTES * p, OPTIMIZER_BYTES * p
 
     def place_state(self) -> None:
-        """Where the ranks' states live: for the host path (and on a machine without a GPU) in host memory, as
-        DLIO's CPU tensors, where the memory available must hold them and the buffers they are read back into;
-        for the GPU paths in GPU memory, round-robin over the GPUs, each holding its ranks' share of its free
-        memory. A SpecError says which does not, and the --scale that fits."""
+        """Where the ranks' states live: in GPU memory (as in training), round-robin over the GPUs, each holding its
+        ranks' share of its free memory (cufile's copies for --async there too); in host memory (DLIO's CPU
+        tensors: ``--state host``, or on a machine without a GPU), where the memory available must hold them and
+        the buffers they are read back into. A SpecError says which does not, and the --scale that fits."""
         from xferscope.gpus import gpu_count
         from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 
-        gpus = self.spec.gpus
+        gpus, s = self.spec.gpus, self.spec
         n, why = gpu_count()
-        if self.spec.path == "host" or not n:
+        if s.state == "gpu" and not n:
+            raise SpecError("state", f"no GPU here ({why}): the states can live in host memory (--state host)")
+        if s.state == "host" or not n:
             import psutil
+
+            if s.pinned_copies:
+                raise SpecError(
+                    "async",
+                    "--async copies each state out of GPU memory, and the states here are in host memory"
+                    + ("" if n else f" (no GPU here: {why})"),
+                )
 
             states = sum(r.size for r in self.ranks)
             need = states + len(self.ranks) * restore_capacity(self.ranks)
@@ -150,10 +171,12 @@ class CheckpointPlan:
         missing = [g for g in gpus if g >= n]
         if missing:
             raise SpecError("gpu", f"no GPU {missing[0]} here: this machine has {n} (0-{n - 1})")
+        self.state_on_gpu = True
         held = dict.fromkeys(gpus, 0)
         restore = restore_capacity(self.ranks)
-        for i, r in enumerate(self.ranks):  # its state, and the buffer a restore reads into
-            held[gpus[i % len(gpus)]] += r.size + restore
+        for i, r in enumerate(self.ranks):  # its state, and the buffer a restore reads into (and cufile's copy)
+            copy = restore_capacity([r]) if s.pinned_copies and s.path == "cufile" else 0
+            held[gpus[i % len(gpus)]] += r.size + restore + copy
         free = measured_free(sorted(held), "the GPUs' free memory, for the ranks' states")
         self.state_in = "GPU memory: " + ", ".join(
             f"GPU {g} {format_bytes(b)} of {format_bytes(free[g])} free" for g, b in sorted(held.items())
@@ -173,7 +196,7 @@ class CheckpointPlan:
         import psutil
 
         available = int(psutil.virtual_memory().available)
-        need = sum(r.size for r in self.ranks)
+        need = sum(restore_capacity([r]) for r in self.ranks)
         if need > available:
             raise SpecError(
                 "async",

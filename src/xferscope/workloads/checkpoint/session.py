@@ -2,13 +2,15 @@
 in a directory of xferscope's own (removed at the end unless kept), and its figures as MLPerf Storage and DLIO
 give them.
 
-A checkpoint's save lasts from the ranks' common start to the last rank's last fsync: its duration is the slowest
-rank's (MLPerf's rule), and its GB/s all the ranks' bytes over that duration. DLIO's own figure is all the bytes
-over rank 0's time. A restore is timed the same way.
+A checkpoint's save lasts from the ranks' common start to the last rank's last fsync (with ``--async``, from the
+copy that blocks the GPUs): its duration is the slowest rank's (MLPerf's rule), and its GB/s all the ranks' bytes
+over that duration. DLIO's own figure is all the bytes over rank 0's time. A restore is timed the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,23 +18,24 @@ from typing import Any
 import msgspec
 
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, CheckpointJob, RankRead, RankWrite
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, plan_record
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, CheckpointSpec, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
 from xferscope.workloads.common.records import WorkloadResult
 from xferscope.workloads.common.run_options import check_paths
+from xferscope.workloads.common.side_by_side import Ranked, in_rounds
 
 GIB = 1 << 30
 
 
 @dataclass(frozen=True)
 class CheckpointRunOptions:
-    path: str = "host"
     fsync: bool = True
     verify: bool = False
     rank_shift: int = 0
     seed: int = 0
     keep: bool = False
+    every: float = 0.0  # seconds of training between two checkpoints
 
 
 class Phase(msgspec.Struct, kw_only=True):
@@ -44,6 +47,7 @@ class Phase(msgspec.Struct, kw_only=True):
     gb_per_s: float
     dlio_gb_per_s: float
     fsync_seconds: float | None = None  # the slowest rank's fsyncs (saves)
+    blocked_seconds: float | None = None  # --async: the slowest rank's copy, the time the GPUs are blocked (saves)
 
 
 class RankFigures(msgspec.Struct, kw_only=True):
@@ -55,6 +59,8 @@ class RankFigures(msgspec.Struct, kw_only=True):
     fsync_seconds: float
     restore_seconds: float | None
     restored_from: int | None
+    blocked_seconds: float | None = None  # --async
+    gpu: int | None = None  # where its state lives (None: host memory)
 
 
 class CheckpointRecord(WorkloadResult, kw_only=True):
@@ -71,13 +77,36 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
     verified: bool
     fsync: bool
     rank_shift: int
+    asynchronous: bool = False  # --async: the GPUs blocked only for the copy of the state
+    every_seconds: float = 0.0
+    state_on_gpu: bool = False
+
+    @property
+    def save_seconds(self) -> float | None:
+        """The median over the checkpoints of a save's time until durable (the slowest rank's)."""
+        return statistics.median(p.seconds for p in self.saves) if self.saves else None
+
+    @property
+    def restore_seconds(self) -> float | None:
+        return statistics.median(p.seconds for p in self.restores) if self.restores else None
+
+    @property
+    def gb_per_s(self) -> float | None:
+        """The median over the checkpoints of a save's GB/s."""
+        return statistics.median(p.gb_per_s for p in self.saves) if self.saves else None
 
 
 def schema() -> dict[str, Any]:
     return msgspec.json.schema(CheckpointRecord)
 
 
-def _phase(k: int, times: Sequence[tuple[int, float]], first: float, fsync: float | None = None) -> Phase:
+def _phase(
+    k: int,
+    times: Sequence[tuple[int, float]],
+    first: float,
+    fsync: float | None = None,
+    blocked: float | None = None,
+) -> Phase:
     """``times``: each rank's (bytes, seconds); ``first``: rank 0's seconds."""
     total = sum(b for b, _ in times)
     slowest = max((s for _, s in times), default=0.0)
@@ -88,16 +117,18 @@ def _phase(k: int, times: Sequence[tuple[int, float]], first: float, fsync: floa
         gb_per_s=total / slowest / 1e9 if slowest else 0.0,
         dlio_gb_per_s=total / first / 1e9 if first else 0.0,
         fsync_seconds=fsync,
+        blocked_seconds=blocked,
     )
 
 
-def saves_of(end: CheckpointEnd) -> list[Phase]:
+def saves_of(end: CheckpointEnd, staged: bool = False) -> list[Phase]:
     out = []
     for k, writes in enumerate(end.writes, 1):
-        times = [(w.bytes, w.write_s + w.fsync_s) for w in writes]
+        times = [(w.bytes, w.durable_s) for w in writes]
         meta = end.metadata_s[k - 1] if len(end.metadata_s) >= k else 0.0
         times[0] = (times[0][0], times[0][1] + meta)  # the coordinator commits DCP's index
-        out.append(_phase(k, times, times[0][1], max(w.fsync_s for w in writes)))
+        blocked = max(w.blocked_s for w in writes) if staged else None
+        out.append(_phase(k, times, times[0][1], max(w.fsync_s for w in writes), blocked))
     return out
 
 
@@ -107,7 +138,7 @@ def restores_of(end: CheckpointEnd) -> list[Phase]:
     ]
 
 
-def rank_figures(end: CheckpointEnd) -> list[RankFigures]:
+def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[RankFigures]:
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else 0.0
 
@@ -123,6 +154,8 @@ def rank_figures(end: CheckpointEnd) -> list[RankFigures]:
                 fsync_seconds=mean([w.fsync_s for w in writes]),
                 restore_seconds=mean([r.seconds for r in reads]) if reads else None,
                 restored_from=reads[0].wrote if reads else None,
+                blocked_seconds=mean([w.blocked_s for w in writes]) if job.staged else None,
+                gpu=job.gpu_of(i) if job.on_gpu else None,
             )
         )
     return out
@@ -133,12 +166,12 @@ def run_checkpoints(
 ) -> CheckpointRecord:
     """Write the plan's checkpoints and read them back (SpecError first for what this machine cannot hold, or an
     unknown path); the record, also of a run interrupted or failed (what was measured kept)."""
+    s = plan.spec
     if plan.refusals:
         raise plan.refusals[0]
-    check_paths([options.path])
+    check_paths([s.path])
     from xferscope.workloads.checkpoint.checkpoint_process import serve
 
-    s = plan.spec
     where = GeneratedDir(plan.directory, "checkpoint", direct=False)
     try:
         job = CheckpointJob(
@@ -150,18 +183,23 @@ def run_checkpoints(
             options.verify,
             options.rank_shift,
             options.seed,
-            options.path,
+            s.path,
             s.gpus,
+            on_gpu=plan.state_on_gpu,
+            staged=s.pinned_copies,
+            every=options.every,
         )
-        out = WorkloadChild(serve, "workload checkpoint", options.path).execute(job, on_tick)
+        out = WorkloadChild(serve, "workload checkpoint", s.path).execute(job, on_tick)
     finally:
         where.close(keep=options.keep)
-    return _record(plan, options, out, where.path if options.keep else None)
+    return _record(plan, options, job, out, where.path if options.keep else None)
 
 
-def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, kept: str | None) -> CheckpointRecord:
+def _record(
+    plan: CheckpointPlan, options: CheckpointRunOptions, job: CheckpointJob, out: Outcome, kept: str | None
+) -> CheckpointRecord:
     end: CheckpointEnd = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
-    saves, restores = saves_of(end), restores_of(end)
+    saves, restores = saves_of(end, job.staged), restores_of(end)
     written, read = sum(p.bytes for p in saves), sum(p.bytes for p in restores)
     cpu = out.process.cpu_seconds
     if cpu is not None:  # the path's cost: checking the bytes is not part of it
@@ -180,11 +218,48 @@ def _record(plan: CheckpointPlan, options: CheckpointRunOptions, out: Outcome, k
         peak_rss_bytes=out.process.peak_rss_bytes,
         saves=saves,
         restores=restores,
-        ranks=rank_figures(end),
+        ranks=rank_figures(end, job),
         resident_share_at_restore=end.resident_share,
         verified=options.verify and out.status == "ok" and len(end.restores) == plan.spec.checkpoints,
         fsync=options.fsync,
         rank_shift=options.rank_shift,
+        asynchronous=job.staged,
+        every_seconds=job.every,
+        state_on_gpu=job.on_gpu,
         labels=list(out.labels),
         environment=environment,
     )
+
+
+class CheckpointComparison(Ranked, kw_only=True):
+    """``workload checkpoint --path a,b,...``: the paths in rotated rounds over one checkpoint size, ranked by the
+    time until a save is durable (each run's median over its checkpoints), the restore time beside it."""
+
+    kind: str = "workload-checkpoint-compare"
+    results: list[CheckpointRecord]
+
+
+def compare_paths(
+    spec: CheckpointSpec,
+    paths: Sequence[str],
+    rounds: int,
+    options: CheckpointRunOptions,
+    on_tick: Callable[[object], None] | None = None,
+) -> CheckpointComparison:
+    """Each path's run once a round, the order rotated (a path twice: an A/A pair); every path's plan checked
+    first, so that what one path cannot run is said before anything is written."""
+    plans = {p: dataclasses.replace(spec, path=p).plan() for p in dict.fromkeys(paths)}
+    for plan in plans.values():
+        if plan.refusals:
+            raise plan.refusals[0]
+    check_paths(list(plans))
+    ranked, results, status = in_rounds(
+        spec,
+        paths,
+        rounds,
+        lambda s: run_checkpoints(plans[s.path], options, on_tick),
+        lambda: False,  # Ctrl-C ends a run (its record interrupted), and that ends the rounds
+        lambda r: r.save_seconds,
+        beside=lambda r: r.restore_seconds,
+    )
+    return CheckpointComparison(rounds=rounds, entries=ranked, results=results, status=status)

@@ -267,6 +267,39 @@ class CufileFetcher(GpuFetcher):
             raise self._short(sample, pos, length)
 
 
+class PageableFetcher(GpuFetcher):
+    """The host path into GPU memory, as ``torch.load`` and then ``.to(device)``: each request read through the
+    page cache into pageable host memory, then copied to the GPU (``cuMemcpyHtoD``, which the driver stages through
+    pinned buffers of its own)."""
+
+    uses_direct = False
+
+    def __init__(self, data: Any, block_size: int, gpu: int, resources):
+        super().__init__(data, block_size, gpu, resources)
+        self._pages = (ctypes.c_char * block_size)()
+        ctypes.memset(self._pages, 0xFF, block_size)  # faulted in now, outside the timed region
+        self._view = memoryview(self._pages).cast("B")
+
+    def read(self, sample: SampleRef, slot: Slot, at: int) -> None:
+        fd = self.fd_for(sample.file)
+        assert slot.dev is not None
+        pos = 0
+        while pos < sample.length:
+            n = min(self.bs, sample.length - pos)
+            got = _pread(fd, self._view[:n], sample.offset + pos)
+            if got:
+                self.res.copy(self.gpu, slot.dev + at + pos, ctypes.addressof(self._pages), got, "htod")
+            pos += got
+            if got < n:
+                break
+        if pos < sample.length:
+            raise self._short(sample, pos, sample.length)
+
+    def close(self) -> None:
+        super().close()
+        self._view.release()
+
+
 def make_fetcher(path: str, data: Any, block_size: int, gpu: int | None, resources: Any) -> Fetcher:
     if path == "host":
         return HostFetcher(data, block_size)

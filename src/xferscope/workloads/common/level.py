@@ -36,7 +36,12 @@ class Figures:
 
 def told_apart(a: Figures, b: Figures, *, paired: bool, higher_is_better: bool, margin: float = MARGIN) -> bool:
     """True when the verdict rule calls one of ``a`` and ``b`` faster than the other (for a figure where lower is
-    better, a time, on its reciprocal)."""
+    better, a time, on its reciprocal), asked both ways: the rule's bounds (1 + margin above, 1 - margin below) are
+    not each other's reciprocals, and level is a relation that must not depend on which entry asks."""
+    return any(_decided(x, y, paired, higher_is_better, margin) for x, y in ((a, b), (b, a)))
+
+
+def _decided(a: Figures, b: Figures, paired: bool, higher_is_better: bool, margin: float) -> bool:
 
     def oriented(values: Sequence[float]) -> list[float]:
         positive = [max(v, TINY) for v in values]  # an AU of 0 is a figure too

@@ -25,6 +25,7 @@ class Entry(msgspec.Struct, kw_only=True):
     high: float | None
     gb_per_s: float | None = None  # the median of the runs' rate
     cpu_s_per_gib: float | None = None  # the median of the runs' CPU cost
+    beside: float | None = None  # the median of the runs' second figure, shown beside (checkpoint: restore time)
     values: list[float] = []  # each run's figure, in the order measured
     level_with: list[str] = []
 
@@ -46,10 +47,15 @@ class Ranked(msgspec.Struct, kw_only=True):
 
 
 def entries(
-    runs: dict[str, tuple[str, list[Any]]], figure: Callable[[Any], float | None], *, paired: bool = False
+    runs: dict[str, tuple[str, list[Any]]],
+    figure: Callable[[Any], float | None],
+    *,
+    paired: bool = False,
+    beside: Callable[[Any], float | None] | None = None,
 ) -> list[Entry]:
     """``runs``: label -> (path, its results); ranked, the lowest median first. ``paired``: the runs were
-    measured in the same rounds (so the verdict rule compares them round by round)."""
+    measured in the same rounds (so the verdict rule compares them round by round); ``beside``: a second figure,
+    its median shown beside."""
     out = []
     for label, (path, results) in runs.items():
         values = [v for r in results if (v := figure(r)) is not None and r.status == "ok"]
@@ -64,6 +70,7 @@ def entries(
                 high=max(values) if values else None,
                 gb_per_s=_median([r.gb_per_s for r in ok]),
                 cpu_s_per_gib=_median([r.cpu_s_per_gib for r in ok]),
+                beside=_median([beside(r) for r in ok]) if beside else None,
                 values=values,
             )
         )
@@ -126,7 +133,8 @@ def in_rounds(
     run: Callable[[Any], Any],
     stopped: Callable[[], bool],
     figure: Callable[[Any], float | None],
+    beside: Callable[[Any], float | None] | None = None,
 ) -> tuple[list[Entry], list[Any], str]:
     """``rounds_of``, ranked: the entries, every result in the order measured, and the status."""
     runs, results, status = rounds_of(spec, paths, rounds, run, stopped)
-    return entries(runs, figure, paired=True), results, status
+    return entries(runs, figure, paired=True, beside=beside), results, status

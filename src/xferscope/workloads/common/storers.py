@@ -1,15 +1,20 @@
 """How one writer thread moves part of a state (a ``fetchers.Slot``, in host or GPU memory) into a new file, by each
 path (the way back of ``fetchers``).
 
-* ``host``: from host memory through the page cache, as ``torch.save`` writes (the state in host memory).
+* ``host``: through the page cache, as ``torch.save`` writes: from host memory (DLIO's CPU tensors), or from GPU
+  memory each request copied into pageable host memory first (``cuMemcpyDtoH``, which the driver stages through
+  pinned buffers of its own), as a GPU tensor's storage is copied to the CPU before it is written.
 * ``bounce``: each request copied into a pinned buffer (``cuMemcpyDtoH``, waited for), then written with O_DIRECT.
 * ``bounce-async``: the same through two pinned buffers taking turns, the next request's copy under way while the
   last one is written.
 * ``cufile``: ``cuFileWrite`` straight from GPU memory (cuFile's compat mode where nvidia-fs is absent).
+* A state already copied to pinned host memory (an asynchronous save's copy) is written from there: with O_DIRECT
+  by the GPU paths but cufile, through the page cache by host (``HostStorer``).
 
-With O_DIRECT a file's last bytes beyond a 4 KiB boundary cannot go that way: they are copied to the pinned buffer
-and written with O_DIRECT cleared on the descriptor. Every file is created here (never an existing one) and, with
-``fsync``, synced (timed apart). What a GPU storer allocates is freed by its ``GpuResources``.
+With O_DIRECT a file's last bytes beyond a 4 KiB boundary cannot go that way: they are written with O_DIRECT
+cleared on the descriptor (from the pinned buffer where the state is in GPU memory). Every file is created here
+(never an existing one) and, with ``fsync``, synced (timed apart). What a GPU storer allocates is freed by its
+``GpuResources``.
 """
 
 from __future__ import annotations
@@ -75,7 +80,12 @@ class Storer:
 
 
 class HostStorer(Storer):
-    direct = False
+    """From host memory: through the page cache, or with O_DIRECT (``direct``: the state is pinned, 4 KiB aligned
+    where each file begins)."""
+
+    def __init__(self, state: Slot, request: int = REQUEST, direct: bool = False):
+        super().__init__(state, request)
+        self.direct = direct
 
     def body(self, fd: int, at: int, size: int, stop: threading.Event) -> int:
         view = self.state.host
@@ -85,6 +95,11 @@ class HostStorer(Storer):
             pos += os.pwrite(fd, view[at + pos : at + min(size, pos + self.request)], pos)
         return pos
 
+    def tail(self, fd: int, at: int, offset: int, n: int) -> int:
+        view = self.state.host
+        assert view is not None
+        return os.pwrite(fd, view[at : at + n], offset)
+
 
 class GpuStorer(Storer):
     """From GPU memory (``gpu``, in ``resources``), through pinned buffers of its own."""
@@ -92,13 +107,13 @@ class GpuStorer(Storer):
     buffers = 1
 
     def __init__(self, state: Slot, gpu: int, resources: Any, request: int = REQUEST):
-        from xferscope.engines import gpu_setup
-
         super().__init__(state, request)
         self.gpu, self.res = gpu, resources
-        self.cu, self.check = gpu_setup.driver(), gpu_setup.check
         resources.context(gpu)
-        self.staging = [resources.pinned_memory(gpu, request) for _ in range(self.buffers)]
+        self.staging = self._staging()
+
+    def _staging(self) -> list[int]:
+        return [self.res.pinned_memory(self.gpu, self.request) for _ in range(self.buffers)]
 
     @property
     def dev(self) -> int:
@@ -109,7 +124,7 @@ class GpuStorer(Storer):
         self.res.context(self.gpu)  # this thread's
 
     def _copy(self, host: int, dev: int, n: int) -> None:
-        self.check(self.cu.cuMemcpyDtoH(host, dev, n), "cuMemcpyDtoH")
+        self.res.copy(self.gpu, host, dev, n, "dtoh")
 
     def _pwrite(self, fd: int, host: int, n: int, offset: int) -> int:
         return os.pwrite(fd, memoryview((ctypes.c_char * n).from_address(host)).cast("B"), offset)
@@ -129,13 +144,28 @@ class BounceStorer(GpuStorer):
         return pos
 
 
+class PageableStorer(BounceStorer):
+    """The host path from GPU memory: each request copied into pageable host memory, then written through the page
+    cache (as ``torch.save`` writes a GPU tensor: its storage copied to the CPU first)."""
+
+    direct = False
+
+    def _staging(self) -> list[int]:
+        self._pages = (ctypes.c_char * self.request)()
+        ctypes.memset(self._pages, 0xFF, self.request)  # faulted in now, outside the timed region
+        return [ctypes.addressof(self._pages)]
+
+
 class BounceAsyncStorer(GpuStorer):
     """Two pinned buffers in turn: request ``i + 1`` is copied (on a stream of its own) while ``i`` is written."""
 
     buffers = 2
 
     def __init__(self, state: Slot, gpu: int, resources: Any, request: int = REQUEST):
+        from xferscope.engines import gpu_setup
+
         super().__init__(state, gpu, resources, request)
+        self.cu, self.check = gpu_setup.driver(), gpu_setup.check
         self.stream = resources.stream(gpu)
         self.events = [resources.event(gpu) for _ in range(2)]
 
@@ -209,7 +239,9 @@ GPU_STORERS = {"bounce": BounceStorer, "bounce-async": BounceAsyncStorer, "cufil
 
 
 def make_storer(path: str, state: Slot, gpu: int | None, resources: Any) -> Storer:
-    if path == "host":
-        return HostStorer(state)
+    """``path``'s writer of ``state``: from host memory where the state is there (pinned, for an asynchronous
+    save's copy, and so written with O_DIRECT by the GPU paths), else from GPU memory on ``gpu``."""
+    if state.host is not None:
+        return HostStorer(state, direct=path != "host")
     assert gpu is not None
-    return GPU_STORERS[path](state, gpu, resources)
+    return PageableStorer(state, gpu, resources) if path == "host" else GPU_STORERS[path](state, gpu, resources)
