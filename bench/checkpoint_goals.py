@@ -6,7 +6,9 @@
 * ``against-run``: the workload's save rate against a plain ``xferscope run --io write`` of the same path, request
   size (16 MiB) and concurrency (a worker a rank), in interleaved rotated rounds, each round's ratio of the two,
   with an A/A (the workload against itself, run twice a round) beside it. "met" where the median ratio is at
-  least ``--goal`` (0.95).
+  least ``--goal`` (0.95). ``run`` writes over files it made and filled before its timed region; a checkpoint
+  writes new files, so a fourth arm does just that with no GPU and no xferscope (``new files``: a thread a rank,
+  each a new file of a rank's bytes in 16 MiB O_DIRECT writes, then fsync): what this storage gives new files.
 * ``gpus``: on a machine of several GPUs, 8 ranks round-robin over all of them, by each of ``--paths``: each GPU's
   ranks, save and restore GB/s (its ranks' bytes over the slowest one's mean time).
 
@@ -52,10 +54,10 @@ def spread(values: list[float], digits: int = 2) -> str:
 
 
 def figures(a) -> None:
-    print(f"llama3-8b --subset --scale {a.scale}, {a.checkpoints} checkpoints, 8 ranks over GPU 0, --verify")
+    print(f"llama3-8b --subset --scale {a.scale}, {a.checkpoints} checkpoints, 8 ranks over GPU 0, {a.verify}")
     for path in a.paths.split(","):
         for more in ((), ("--async",)):
-            d = checkpoint(a, path, "--verify", *more)
+            d = checkpoint(a, path, *a.verify, *more)
             saves, restores = d["saves"], d["restores"]
             gib = d["spec"]["bytes_a_checkpoint_here"] / (1 << 30)
             blocked = [s["blocked_seconds"] for s in saves if s.get("blocked_seconds") is not None]
@@ -64,38 +66,78 @@ def figures(a) -> None:
                 f"{spread([s['gb_per_s'] for s in saves])} GB/s in {spread([s['seconds'] for s in saves], 1)} s, "
                 f"restore {spread([r['gb_per_s'] for r in restores])} GB/s"
                 + (f", GPUs blocked {spread(blocked, 2)} s" if blocked else "")
-                + f", verified {d['verified']}, CPU-s/GiB {d['cpu_s_per_gib']:.3f}"
+                + f", status {d['status']}, verified {d['verified']}, CPU-s/GiB {d['cpu_s_per_gib']:.3f}"
             )
 
 
 def run_write(a, path: str, ranks: int) -> float:
     d = xferscope(
         "run", "--path", path, "--io", "write", "--bs", REQUEST, "--workers", str(ranks), "--qd", "1",
-        "-T", str(a.seconds), "-s", "4G", "--dir", a.dir,
+        "-T", str(a.seconds), "-s", "1G", "--dir", a.dir,
     )  # fmt: skip
     return d["bytes"] / d["seconds"] / 1e9
+
+
+def new_files(a, ranks: int, size: int) -> float:
+    """What this storage gives for what a checkpoint's ranks write: ``ranks`` threads, each a new file of ``size``
+    bytes from host memory in 16 MiB O_DIRECT writes, then fsync (no GPU, no xferscope); GB/s."""
+    import mmap
+    import os
+    import threading
+    import time
+
+    request = 16 << 20
+    buf = mmap.mmap(-1, request)
+    buf.write(b"\xa5" * request)
+    names = [os.path.join(a.dir, f"new-file-{i}") for i in range(ranks)]
+
+    def one(name: str) -> None:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DIRECT, 0o644)
+        try:
+            for at in range(0, size, request):
+                os.pwrite(fd, buf, at)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    threads = [threading.Thread(target=one, args=(n,)) for n in names]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    for n in names:
+        os.unlink(n)
+    return ranks * size / seconds / 1e9
 
 
 def against_run(a) -> bool:
     path = a.ratio_path
     print(f"{path}: workload checkpoint's save GB/s against run --io write (bs {REQUEST}, 8 workers, qd 1), "
           f"{a.rounds} rotated rounds, scale {a.ratio_scale}")  # fmt: skip
-    kinds = ("checkpoint", "checkpoint again", "run")
+    kinds = ("checkpoint", "checkpoint again", "run", "new files")
     got: dict[str, list[float]] = {k: [] for k in kinds}
+    rank_bytes = 0
     for order in round_orders(len(kinds), a.rounds):
         for i in order:
             if kinds[i] == "run":
                 got["run"].append(run_write(a, path, 8))
+            elif kinds[i] == "new files":
+                got["new files"].append(new_files(a, 8, rank_bytes or 640 << 20))
             else:
                 d = checkpoint(argparse.Namespace(**{**vars(a), "scale": a.ratio_scale, "checkpoints": 1}), path)
                 got[kinds[i]].append(statistics.median(s["gb_per_s"] for s in d["saves"]))
+                rank_bytes = -(-max(r["bytes"] for r in d["ranks"]) // (16 << 20)) * (16 << 20)
         print("  round: " + ", ".join(f"{k} {v[-1]:.2f} GB/s" for k, v in got.items()))
     ratio = paired_verdict(got["run"], got["checkpoint"])
+    fresh = paired_verdict(got["new files"], got["checkpoint"])
     same = paired_verdict(got["checkpoint again"], got["checkpoint"])
     met = ratio.ratio >= a.goal
     print(
         f"  checkpoint / run: {ratio.ratio:.3f} (rounds {ratio.range_low:.3f}-{ratio.range_high:.3f}, "
-        f"{ratio.word}); A/A checkpoint / checkpoint: {same.ratio:.3f} ({same.range_low:.3f}-{same.range_high:.3f})"
+        f"{ratio.word}); checkpoint / new files: {fresh.ratio:.3f} ({fresh.range_low:.3f}-{fresh.range_high:.3f}, "
+        f"{fresh.word}); A/A checkpoint / checkpoint: {same.ratio:.3f} ({same.range_low:.3f}-{same.range_high:.3f})"
     )
     print(f"  goal: at least {a.goal} of run --io write: {'met' if met else 'not met'}")
     return met
@@ -139,7 +181,9 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--seconds", type=float, default=3.0, help="each run --io write")
     p.add_argument("--goal", type=float, default=0.95)
+    p.add_argument("--no-verify", action="store_true", help="figures: without --verify (checking 16 GiB takes long)")
     a = p.parse_args()
+    a.verify = () if a.no_verify else ("--verify",)
     if a.only in (None, "figures"):
         figures(a)
     met = True

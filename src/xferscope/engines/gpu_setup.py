@@ -412,6 +412,8 @@ class GpuResources:
         self.context(gpu)
         name = {"dtoh": "cuMemcpyDtoH", "htod": "cuMemcpyHtoD", "dtod": "cuMemcpyDtoD"}[kind]
         check(getattr(cu, name)(dst, src, n), name)
+        if kind == "dtod":  # the one kind the call returns from before the copy is done
+            check(cu.cuCtxSynchronize(), "cuCtxSynchronize")
 
     # -- teardown ----------------------------------------------------------------
     def release(self) -> None:
