@@ -81,13 +81,21 @@ class Goals:
             return None
         print(f"# {name}: {' '.join(cmd)}", flush=True)
         t0 = time.monotonic()
-        proc = subprocess.run(
-            cmd,
-            capture_output=True,
-            text=True,
-            timeout=max(30.0, self.left()),
-            env={**os.environ, **env} if env else None,
-        )
+        try:
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=max(30.0, self.left()),
+                env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            )
+        except subprocess.TimeoutExpired as exc:  # what it printed until then is kept, and said
+
+            def text(b) -> str:
+                return b.decode(errors="replace") if isinstance(b, bytes) else (b or "")
+
+            out = text(exc.stdout) + f"\n[stopped at the time left: {exc.timeout:.0f} s]"
+            proc = subprocess.CompletedProcess(cmd, 124, out, text(exc.stderr))
         with open(os.path.join(self.out, f"{name}.log"), "w") as fh:
             fh.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
         print(f"#   {time.monotonic() - t0:.0f} s, exit {proc.returncode}", flush=True)
