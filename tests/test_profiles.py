@@ -46,7 +46,7 @@ def test_every_bundled_profile_loads_validates_saves_and_loads_again(name, tmp_p
 
 #: saturate plans bundled, and their knee searches (paths x GPU sets x block sizes)
 SATURATE_PLANS = {"saturate-host-4k-1m": 2, "saturate-gpu-paths": 12, "saturate-gds-gpu-sets": 16}
-WORKLOADS = {"train-cosmoflow-h100": 1}  # one path
+WORKLOADS = {"train-cosmoflow-h100": 1, "checkpoint-llama3-8b-subset": 1}  # one path each
 
 
 @pytest.mark.parametrize("name", sorted(SATURATE_PLANS))
@@ -216,4 +216,7 @@ def test_a_bad_profile_is_one_line_and_exit_2_on_the_command_line(cli, tmp_path)
         "bounce-async, cufile-async, cufile-batch"
     )
     r = cli("replay", "no-such-profile")
-    assert r.code == 2 and "no profile named 'no-such-profile'; available: gds-vs-bounce-random" in r.err
+    assert (
+        r.code == 2
+        and "no profile named 'no-such-profile'; available: checkpoint-llama3-8b-subset, gds-vs-bounce-random" in r.err
+    )

@@ -54,7 +54,7 @@ async def test_save_the_setup_as_a_profile_and_open_it_again(direct_dir, tmp_pat
         await retype(pilot, "#bs", "1M")
         await retype(pilot, "#workers", "1")
         await pilot.press("escape", "o")
-        await until_shown(pilot, "Open a profile", "mine-64k", "ssd-block-mix-qd16")
+        await until_shown(pilot, "Open a profile", "mine-64k", "gds-vs-bounce-random")
         await pilot.press("tab", *"mine-64k", "enter")
         await wait_for(pilot, lambda: bool(app.screen.query("#bs")) and app.screen.query_one("#bs").value == "64K")
         form = app.screen

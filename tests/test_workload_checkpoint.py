@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -461,3 +462,114 @@ def test_an_async_save_writes_under_the_next_interval_and_the_next_save_waits_fo
         "stage 0 True", "save 1 begins", "save 1 ends",
         "stage 0 True", "save 2 begins", "save 2 ends",
     ]  # fmt: skip
+
+
+DLIO_CHECKPOINT_SUMMARY = {
+    "num_accelerators": 8,
+    "metric": {
+        "save_checkpoint_io_mean_GB_per_second": 1.5,  # GiB/s: DLIO sums the checkpoint's size in GiB
+        "save_checkpoint_duration_mean_seconds": 0.04,
+        "load_checkpoint_io_mean_GB_per_second": 2.0,
+        "load_checkpoint_duration_mean_seconds": 0.03,
+        "checkpoint_size_GB": 0.06,
+    },
+}
+
+
+def test_saved_checkpoint_runs_and_dlios_summary_are_ranked_together(cli, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("a", "b"):
+        r = cli("workload", "checkpoint", *SMALL_MODEL, "--checkpoints", "2", "--dir", str(tmp_path),
+                "--json", str(out / f"{name}.json"))  # fmt: skip
+        assert r.code == 0, r.err
+    (out / "summary.json").write_text(json.dumps(DLIO_CHECKPOINT_SUMMARY))
+    files = [str(out / n) for n in ("a.json", "b.json", "summary.json")]
+    r = cli("workload", "compare", *files, "--json", str(out / "c.json"))
+    assert r.code == 0, r.err
+    d = json.loads((out / "c.json").read_text())
+    assert d["kind"] == "workload-checkpoint-compare" and len(d["results"]) == 2
+    by = {e["label"]: e for e in d["entries"]}
+    assert by["summary.json"]["path"] == "dlio" and by["summary.json"]["value"] == 0.04
+    assert by["summary.json"]["gb_per_s"] == pytest.approx(1.5 * (1 << 30) / 1e9)
+    assert by["summary.json"]["beside"] == 0.03
+    a = json.loads((out / "a.json").read_text())
+    median = sorted(s["seconds"] for s in a["saves"])
+    assert by["a.json"]["value"] == pytest.approx(sum(median) / 2)
+    values = [e["value"] for e in d["entries"]]
+    assert values == sorted(values) and "saved checkpoint runs" in r.out
+
+
+def test_a_checkpoint_run_beside_another_workload_is_one_line(cli, tmp_path):
+    out = tmp_path / "a.json"
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--checkpoints", "1", "--dir", str(tmp_path), "--json", str(out))
+    assert r.code == 0, r.err
+    training = os.path.join(os.path.dirname(__file__), "data", "dlio-summary.json")
+    r = cli("workload", "compare", str(out), training)
+    assert r.code == 2 and "compare with checkpoint runs only" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+CHECKPOINT_PROFILE = """\
+name = "checkpoint-small"
+description = "a small custom model's checkpoints"
+kind = "workload"
+
+[workload]
+workload = "checkpoint"
+model = "llama3-8b"
+ranks = 4
+scale = 0.0005
+checkpoints = 2
+layout = "dcp"
+path = "host"
+rank-shift = 1
+verify = true
+"""
+
+
+def test_a_checkpoint_profile_reads_writes_back_and_replays(cli, tmp_path):
+    from xferscope.profiles.toml_format import dump_profile, parse_profile
+
+    p = parse_profile(CHECKPOINT_PROFILE, "c.toml", "c")
+    assert p.workload["rank_shift"] == 1 and p.workload["scale"] == 0.0005 and p.paths() == ["host"]
+    assert parse_profile(dump_profile(p), "again.toml", "c").workload == p.workload
+    profile = tmp_path / "checkpoint-small.toml"
+    profile.write_text(CHECKPOINT_PROFILE)
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli("replay", str(profile), "--dir", str(tmp_path), "--results", str(out / "r.json"))
+    assert r.code == 0, r.err
+    d = json.loads((out / "r.json").read_text())
+    assert d["kind"] == "checkpoint" and d["verified"] is True and d["rank_shift"] == 1
+    assert d["spec"]["layout"] == "dcp" and len(d["saves"]) == 2 and len(d["spec"]["ranks_here"]) == 4
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint-small.toml", "out"]
+    refused = cli("replay", str(profile), "--duration", "5")
+    assert refused.code == 2 and "--duration is not for a checkpoint profile" in refused.err
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        (CHECKPOINT_PROFILE + "preset = 'unet3d'\n", "[workload] unknown field 'preset'"),
+        (CHECKPOINT_PROFILE.replace('model = "llama3-8b"\n', ""), "[workload] needs model"),
+        (CHECKPOINT_PROFILE.replace('"dcp"', '"zarr"'), "[workload] layout"),
+    ],
+)
+def test_a_bad_checkpoint_profile_is_one_line(text, says):
+    from xferscope.errors import FormatError
+    from xferscope.profiles.toml_format import parse_profile
+
+    with pytest.raises(FormatError, match=re.escape(says)):
+        parse_profile(text, "t.toml", "t")
+
+
+def test_the_bundled_checkpoint_profile_makes_a_valid_plan(tmp_path):
+    from xferscope.profiles import load_profile
+    from xferscope.workloads.checkpoint.session import from_profile
+
+    p = load_profile("checkpoint-llama3-8b-subset")
+    spec, paths, rounds, options = from_profile(p.workload, str(tmp_path))
+    plan = spec.plan()
+    assert spec.model.model.name == "llama3-8b" and spec.subset and len(plan.ranks) == 8 and paths == ["host"]
+    assert options.verify and options.rank_shift == 1 and spec.checkpoints == 4 and rounds == 3
+    assert round(plan.here_bytes / (1 << 30), 1) == 5.2

@@ -54,7 +54,10 @@ def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str,
         profile = profile.with_changes(duration=duration)
     if profile.kind == "workload":
         raise SpecError(
-            "profile", f"{profile.name} is a training workload: replay it with `xferscope replay {profile.name}`"
+            "profile",
+            f"{profile.name} is a {'checkpoint' if profile.workload.get('workload') == 'checkpoint' else 'training'} "
+            "workload: replay it with "
+            f"`xferscope replay {profile.name}`",
         )
     if profile.kind == "saturate":
         from xferscope.saturate.plan import plan_from

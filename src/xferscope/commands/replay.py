@@ -277,6 +277,14 @@ def replay_workload(profile, *, duration, directory, results, fmt: str, not_for:
         raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one training run)")
     check_format(fmt)
     check_outputs(fmt, {"--results": results})
+    if profile.workload.get("workload") == "checkpoint":
+        from xferscope.output.workload_checkpoint import checkpoint_and_report
+        from xferscope.workloads.checkpoint.session import from_profile
+
+        if duration is not None:
+            raise SpecError("duration", "--duration is not for a checkpoint profile (it writes its checkpoints)")
+        spec, paths, rounds, options = from_profile(profile.workload, directory)
+        return checkpoint_and_report(spec, paths, rounds, options, fmt=fmt, json_path=results)
     seconds = parse_duration(duration) if duration is not None else profile.point_duration()
     spec, choices = spec_from_profile(profile.workload, seconds, directory)
     install_hangup_handlers()

@@ -5,8 +5,6 @@ run in rotated rounds and are ranked."""
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from typing import Annotated
 
 import typer
@@ -19,7 +17,7 @@ from xferscope.commands.options import (
     check_format,
     gpu_list,
 )
-from xferscope.errors import ExitCode, SpecError
+from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 
 
@@ -98,18 +96,16 @@ def checkpoint_command(
     """MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes,
     from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file),
     evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's."""
+    from xferscope.output.workload_checkpoint import checkpoint_and_report
     from xferscope.workloads.checkpoint.model import checkpoint_model
     from xferscope.workloads.checkpoint.plan import CheckpointSpec
+    from xferscope.workloads.checkpoint.session import CheckpointRunOptions
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path})
     paths = [p.strip() for p in path.split(",") if p.strip()]
     if not paths:
         raise SpecError("path", "no path given")
-    if rounds < 1:
-        raise SpecError("rounds", f"must be at least 1, got {rounds}")
-    if every < 0:
-        raise SpecError("every", f"seconds of 0 or more, got {every:g}")
     spec = CheckpointSpec(
         checkpoint_model(
             model,
@@ -135,39 +131,8 @@ def checkpoint_command(
         path=paths[0],
         state=state,
     )
-    for other in paths[1:]:  # an unknown path, or a state it cannot write from: one line before anything runs
-        dataclasses.replace(spec, path=other).plan()
-    if plan and len(paths) > 1:
-        raise SpecError("plan", "--plan is of one path; several paths are for a run")
-    checked = spec.plan()
-    if plan:
-        from xferscope.output.workload_checkpoint import show_plan
-
-        code = show_plan(checked, fmt=fmt, json_path=json_path)
-    else:
-        from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
-        from xferscope.output.workload_checkpoint import show_run
-        from xferscope.workloads.checkpoint.session import CheckpointRunOptions, compare_paths, run_checkpoints
-
-        install_hangup_handlers()
-        options = CheckpointRunOptions(
-            fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every
-        )
-        live = sys.stderr.isatty() and fmt != "json"
-
-        def tick(t) -> None:
-            write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
-
-        if len(paths) > 1:
-            record = compare_paths(spec, paths, rounds, options, tick if live else None)
-        else:
-            record = run_checkpoints(checked, options, tick if live else None)
-        clear_line(live)
-        code = show_run(record, fmt=fmt, json_path=json_path)
-        if not code and record.status != "ok":
-            code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
-    if code:
-        raise typer.Exit(code)
+    options = CheckpointRunOptions(fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every)
+    checkpoint_and_report(spec, paths, rounds, options, plan_only=plan, fmt=fmt, json_path=json_path)
 
 
 def register(app: typer.Typer) -> None:

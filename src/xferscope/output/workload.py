@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from xferscope.errors import ExitCode
+from xferscope.errors import ExitCode, SpecError
 from xferscope.output.cells import ms, num, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
@@ -272,8 +272,20 @@ def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path
     """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
     summary.json, ranked; saved KV-cache restores or model loads likewise (of one kind); a file none reads is one
     line (exit 2)."""
+    from xferscope.workloads.checkpoint.saved import is_checkpoint
     from xferscope.workloads.inference.inference_compare import kind_of
     from xferscope.workloads.train.train_compare import TrainComparison, load_entries, rank
+
+    if any(is_checkpoint(f) for f in files):  # checkpoint runs, xferscope's or DLIO's
+        from xferscope.output.workload_checkpoint import show_run
+        from xferscope.workloads.checkpoint.saved import compare_saved as compare_checkpoints
+
+        if csv_path:
+            raise SpecError("csv", "saved checkpoint runs are written as JSON (--json)")
+        written = show_run(compare_checkpoints(files), fmt=fmt, json_path=json_path)
+        if written:
+            raise typer.Exit(written)
+        return
 
     if any(kind_of(f) for f in files):  # KV-cache restores or model loads
         from xferscope.output.workload_inference import compare_saved_inference

@@ -11,8 +11,8 @@ from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
-from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec, plan_record
+from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord, CheckpointRunOptions
 
 
 def _span(ranks: list[Rank]) -> str:
@@ -189,12 +189,15 @@ def gpu_lines(record: CheckpointRecord) -> list:
 def comparison_lines(c: CheckpointComparison) -> list:
     """The paths ranked by the time until a save is durable (each run's median over its checkpoints), the restore
     time beside it."""
-    p = c.spec
-    scaled = f", scaled to {p.scale:g}" if p.scaled else ""
-    title = (
-        f"workload checkpoint {p.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds, checkpoints of "
-        f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
-    )
+    if not c.rounds:  # saved runs (and DLIO's summaries, whose figures are means over their checkpoints)
+        title = f"{len(c.entries)} saved checkpoint runs (DLIO's: the means its summary.json gives)"
+    else:
+        p = c.spec
+        scaled = f", scaled to {p.scale:g}" if p.scaled else ""
+        title = (
+            f"workload checkpoint {p.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds, checkpoints of "
+            f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
+        )
     return ranked_lines(
         title, c.entries, "save s", lambda x: "-" if x is None else f"{x:.3f}", c.status, beside="restore s"
     )
@@ -209,3 +212,56 @@ def show_run(record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_
         lambda: echo_lines(lines),
         [Output("JSON", "--json", json_path, lambda: json_text(record))],
     )
+
+
+def checkpoint_and_report(
+    spec: CheckpointSpec,
+    paths: list[str],
+    rounds: int,
+    options: CheckpointRunOptions,
+    *,
+    plan_only: bool = False,
+    fmt: str,
+    json_path: str | None,
+) -> None:
+    """`workload checkpoint` (and a checkpoint profile's replay): every path's spec checked first (one line before
+    anything is written), then the plan printed, or the run (several paths: in rotated rounds) and its figures;
+    typer.Exit with the exit code where it is not 0."""
+    import dataclasses
+    import sys
+
+    import typer
+
+    from xferscope.errors import ExitCode, SpecError
+    from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
+    from xferscope.workloads.checkpoint.session import compare_paths, run_checkpoints
+
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
+    if options.every < 0:
+        raise SpecError("every", f"seconds of 0 or more, got {options.every:g}")
+    for other in paths[1:]:  # an unknown path, or a state it cannot write from: one line before anything runs
+        dataclasses.replace(spec, path=other).plan()
+    if plan_only and len(paths) > 1:
+        raise SpecError("plan", "--plan is of one path; several paths are for a run")
+    checked = spec.plan()
+    if plan_only:
+        code = show_plan(checked, fmt=fmt, json_path=json_path)
+    else:
+        install_hangup_handlers()
+        live = sys.stderr.isatty() and fmt != "json"
+
+        def tick(t) -> None:
+            write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
+
+        record: CheckpointRecord | CheckpointComparison
+        if len(paths) > 1:
+            record = compare_paths(spec, paths, rounds, options, tick if live else None)
+        else:
+            record = run_checkpoints(checked, options, tick if live else None)
+        clear_line(live)
+        code = show_run(record, fmt=fmt, json_path=json_path)
+        if not code and record.status != "ok":
+            code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
+    if code:
+        raise typer.Exit(code)

@@ -283,7 +283,7 @@ def _share(value: Any) -> float:
 
 #: The [workload] table of a workload profile: `workload train`'s options, by their spec names
 WORKLOAD_FIELDS: dict[str, Converter] = {
-    "workload": choice(("train",)),
+    "workload": choice(("train", "checkpoint")),
     "preset": to_str,
     "accelerator_type": choice(("h100", "a100", "b200")),
     "accelerators": to_positive,
@@ -309,13 +309,43 @@ WORKLOAD_FIELDS: dict[str, Converter] = {
     "rounds": to_positive,
 }
 WORKLOAD_ALIASES = {"bs": "block_size", "gpu": "gpus", "type": "accelerator_type", "a": "accelerators"}
+#: The [workload] table of a checkpoint profile (workload = "checkpoint"): `workload checkpoint`'s options
+CHECKPOINT_FIELDS: dict[str, Converter] = {
+    "workload": choice(("checkpoint",)),
+    "model": to_str,
+    "ranks": to_positive,
+    "subset": to_bool,
+    "scale": to_float,
+    "layout": choice(("dlio", "dcp")),
+    "threads": to_positive,
+    "checkpoints": to_positive,
+    "path": to_str,  # one path or a comma list (ranked side by side), checked with the spec
+    "rounds": to_positive,
+    "async": to_bool,
+    "every": to_seconds,
+    "state": choice(("gpu", "host")),
+    "gpus": to_int_list,
+    "fsync": to_bool,
+    "verify": to_bool,
+    "rank_shift": to_int,
+    "seed": to_int,
+}
+CHECKPOINT_ALIASES = {"gpu": "gpus"}
 
 
-def canonical_workload(key: str) -> str | None:
+def workload_fields(workload: str) -> tuple[dict[str, Converter], dict[str, str]]:
+    """The [workload] fields of a profile of this workload, and their aliases."""
+    if workload == "checkpoint":
+        return CHECKPOINT_FIELDS, CHECKPOINT_ALIASES
+    return WORKLOAD_FIELDS, WORKLOAD_ALIASES
+
+
+def canonical_workload(key: str, workload: str = "train") -> str | None:
     """The [workload] field a key names (dashes as underscores, aliases resolved), or None."""
+    fields, aliases = workload_fields(workload)
     key = key.replace("-", "_")
-    key = WORKLOAD_ALIASES.get(key, key)
-    return key if key in WORKLOAD_FIELDS else None
+    key = aliases.get(key, key)
+    return key if key in fields else None
 
 
 def workload_toml_value(key: str, value: Any) -> Any:

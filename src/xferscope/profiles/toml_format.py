@@ -179,17 +179,20 @@ class _Reader:
         if not isinstance(raw, dict):
             raise self.fail("", "workload", "workload must be a table: write [workload] on a line of its own")
         out: dict[str, Any] = {}
+        which = raw.get("workload", "train")
+        fields, _ = F.workload_fields(which if isinstance(which, str) else "train")
         for key, value in raw.items():
-            name = F.canonical_workload(key)
+            name = F.canonical_workload(key, which if isinstance(which, str) else "train")
             if name is None:
-                raise self.fail(
-                    "workload", key, f"[workload] unknown field {key!r}; valid fields: {', '.join(F.WORKLOAD_FIELDS)}"
-                )
+                raise self.fail("workload", key, f"[workload] unknown field {key!r}; valid fields: {', '.join(fields)}")
             try:
-                out[name] = F.WORKLOAD_FIELDS[name](value)
+                out[name] = fields[name](value)
             except ValueError as exc:
                 raise self.fail("workload", key, f"[workload] {key}: {exc}") from None
-        if "preset" not in out:
+        if out.get("workload") == "checkpoint":
+            if "model" not in out:
+                raise self.fail("workload", None, "[workload] needs model (llama3-8b, llama3-70b, llama3-405b, ...)")
+        elif "preset" not in out:
             raise self.fail("workload", None, "[workload] needs preset (unet3d, cosmoflow, resnet50)")
         return out
 

@@ -1,0 +1,103 @@
+"""Saved checkpoint runs side by side (`workload compare`, `compare --workload`): xferscope's checkpoint records (a
+run, or every path of a side-by-side) and DLIO's checkpointing ``summary.json``, ranked by the time until a save is
+durable with the restore time beside it, as the live side-by-side ranks them.
+
+DLIO's summary holds means over its checkpoints (``save_checkpoint_duration_mean_seconds``, ``load_...``); its
+``..._GB_per_second`` is GiB/s (its checkpoint size is summed in GiB), turned into GB/s here as xferscope gives it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.errors import FormatError, SpecError
+from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
+from xferscope.workloads.common.records import decode_as
+from xferscope.workloads.common.side_by_side import entries
+
+#: the kinds of xferscope's checkpoint files: a run, several paths side by side
+KINDS = ("checkpoint", "workload-checkpoint-compare")
+#: what makes DLIO's summary.json one of a checkpointing run
+DLIO_SAVE = "save_checkpoint_duration_mean_seconds"
+GIB_IN_GB = (1 << 30) / 1e9
+
+
+def _json(path: str) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            return json.loads(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
+def is_checkpoint(path: str) -> bool:
+    """Whether ``path`` is a saved checkpoint run: xferscope's, or DLIO's checkpointing summary.json."""
+    data = _json(path)
+    if not isinstance(data, dict):
+        return False
+    metric = data.get("metric")
+    return data.get("kind") in KINDS or (isinstance(metric, dict) and DLIO_SAVE in metric)
+
+
+@dataclass(frozen=True)
+class _DlioPath:
+    path: str = "dlio"
+
+
+@dataclass(frozen=True)
+class DlioCheckpoints:
+    """DLIO's checkpointing summary as a run to rank: its means over its checkpoints."""
+
+    save_seconds: float
+    restore_seconds: float | None
+    gb_per_s: float | None
+    status: str = "ok"
+    cpu_s_per_gib: float | None = None
+    spec: _DlioPath = field(default_factory=_DlioPath)
+
+
+def dlio_checkpoints(path: str, data: dict) -> DlioCheckpoints:
+    metric = data["metric"]
+    try:
+        save = float(metric[DLIO_SAVE])
+        load = metric.get("load_checkpoint_duration_mean_seconds")
+        rate = metric.get("save_checkpoint_io_mean_GB_per_second")
+        return DlioCheckpoints(
+            save_seconds=save,
+            restore_seconds=None if load is None else float(load),
+            gb_per_s=None if rate is None else float(rate) * GIB_IN_GB,
+        )
+    except (TypeError, ValueError) as exc:
+        raise FormatError(path, None, f"not a DLIO checkpointing summary.json: {exc}") from None
+
+
+def _runs_of(path: str) -> list[Any]:
+    data = _json(path)
+    if isinstance(data, dict) and data.get("kind") == KINDS[0]:
+        with open(path, "rb") as fh:
+            return [decode_as(CheckpointRecord, fh.read(), path, "a checkpoint run")]
+    if isinstance(data, dict) and data.get("kind") == KINDS[1]:
+        with open(path, "rb") as fh:
+            return list(decode_as(CheckpointComparison, fh.read(), path, "a checkpoint comparison").results)
+    return [dlio_checkpoints(path, data)]
+
+
+def compare_saved(files: list[str]) -> CheckpointComparison:
+    """The saved runs ranked (SpecError for a file of another kind among them: runs of one workload compare)."""
+    odd = [f for f in files if not is_checkpoint(f)]
+    if odd:
+        raise SpecError("workload", f"saved checkpoint runs compare with checkpoint runs only: {odd[0]} is not one")
+    runs: dict[str, tuple[str, list[Any]]] = {}
+    for f in files:
+        name = os.path.basename(f)
+        results = _runs_of(f)
+        paths = {r.spec.path for r in results}
+        for r in results:
+            label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
+            runs.setdefault(label, (r.spec.path, []))[1].append(r)
+    ranked = entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
+    records = [r for _, rs in runs.values() for r in rs if isinstance(r, CheckpointRecord)]
+    return CheckpointComparison(rounds=0, entries=ranked, results=records)
