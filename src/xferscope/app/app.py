@@ -29,6 +29,7 @@ from xferscope.app.messages import (
     SamplesArrived,
     SnapshotExported,
 )
+from xferscope.app.screens.checkpoint import CheckpointScreen
 from xferscope.app.screens.compare import CompareScreen
 from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
 from xferscope.app.screens.grid import GridScreen
@@ -128,6 +129,7 @@ class XferscopeApp(App):
         "saturation": SaturationScreen,
         "workload": WorkloadScreen,
         "inference": InferenceScreen,
+        "checkpoint": CheckpointScreen,
     }
     DEFAULT_MODE = "setup"
     BINDINGS = [
@@ -140,6 +142,7 @@ class XferscopeApp(App):
         Binding("t", "show('saturation')", "Saturation", id="show-saturation"),
         Binding("w", "show('workload')", "Workload", id="show-workload"),
         Binding("i", "show('inference')", "Inference", id="show-inference"),
+        Binding("k", "show('checkpoint')", "Checkpoint", id="show-checkpoint"),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
     ]
@@ -169,6 +172,7 @@ class XferscopeApp(App):
         self.saturation_screen: SaturationScreen | None = None  # likewise
         self.workload_screen: WorkloadScreen | None = None  # likewise
         self.inference_screen: InferenceScreen | None = None  # likewise
+        self.checkpoint_screen: CheckpointScreen | None = None  # likewise
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
@@ -259,6 +263,12 @@ class XferscopeApp(App):
 
             self.notify("stopping the inference run and removing what it generated…")
             await asyncio.to_thread(serving.stop_and_wait)
+        saving = self.checkpoint_screen
+        if saving is not None and saving.session is not None:
+            import asyncio
+
+            self.notify("stopping the checkpoint run and removing its checkpoints…")
+            await asyncio.to_thread(saving.stop_and_wait)
         self.exit()
 
     def wait_for_runs(self, timeout: float = 30.0) -> None:
@@ -272,6 +282,8 @@ class XferscopeApp(App):
             self.workload_screen.stop_and_wait(timeout)
         if self.inference_screen is not None:
             self.inference_screen.stop_and_wait(timeout)
+        if self.checkpoint_screen is not None:
+            self.checkpoint_screen.stop_and_wait(timeout)
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:

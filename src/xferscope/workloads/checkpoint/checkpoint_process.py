@@ -88,6 +88,7 @@ class CheckpointTick:
     phase: str  # "staging", "writing", "evicting", "restoring"
     checkpoint: int
     bytes_done: int
+    per_rank: tuple[int, ...] = ()  # each rank's bytes written so far (its checkpoints saved)
 
 
 @dataclass
@@ -334,36 +335,40 @@ class CheckpointSetup:
     def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
         job, ranks = self.job, self.job.ranks
         self._metadata_s = end.metadata_s
-        done = 0
+        per_rank = [0] * len(ranks)
+
+        def tick(phase: str, k: int) -> None:
+            on_tick(CheckpointTick(phase, k, sum(per_rank), tuple(per_rank)))
+
+        def saved(writes: list[RankWrite]) -> None:
+            end.writes.append(writes)
+            for i, w in enumerate(writes):
+                per_rank[i] += w.bytes
+
         pending: _Background | None = None  # an asynchronous save's writes, under the next interval
         for k in range(job.checkpoints):
             if k and job.every and stop.wait(job.every):
                 break
             if pending is not None:
-                writes = pending.result()
-                end.writes.append(writes)
-                done += sum(w.bytes for w in writes)
-                on_tick(CheckpointTick("writing", k, done))
+                saved(pending.result())
                 pending = None
             if stop.is_set():
                 break
             os.mkdir(checkpoint_dir(job.directory, k))
             blocked = [0.0] * len(ranks)
             if job.staged:
-                on_tick(CheckpointTick("staging", k + 1, done))
+                tick("staging", k + 1)
                 blocked = _together([partial(self._stage, i) for i in range(len(ranks))])
+            tick("writing", k + 1)
             if job.staged and job.every and k + 1 < job.checkpoints:
                 pending = _Background(partial(self._save, k, stop, blocked))
                 continue
-            writes = self._save(k, stop, blocked)
-            end.writes.append(writes)
-            done += sum(w.bytes for w in writes)
-            on_tick(CheckpointTick("writing", k + 1, done))
+            saved(self._save(k, stop, blocked))
         if pending is not None:
-            end.writes.append(pending.result())
+            saved(pending.result())
         if stop.is_set():
             return
-        on_tick(CheckpointTick("evicting", job.checkpoints, done))
+        tick("evicting", job.checkpoints)
         from xferscope.engines import page_cache
 
         dirs = [checkpoint_dir(job.directory, k) for k in range(job.checkpoints)]
@@ -375,6 +380,7 @@ class CheckpointSetup:
         for k, directory in enumerate(dirs):
             if stop.is_set():
                 return
+            tick("restoring", k + 1)
             end.restores.append(
                 _together(
                     [
@@ -385,7 +391,6 @@ class CheckpointSetup:
                     ]
                 )
             )
-            on_tick(CheckpointTick("restoring", k + 1, done))
             if job.verify:
                 before = _cpu_seconds()
                 try:

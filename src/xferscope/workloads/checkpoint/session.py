@@ -161,38 +161,68 @@ def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[RankFigures]:
     return out
 
 
+class CheckpointSession:
+    """One checkpoint run that can be stopped from another thread (the console's x): ``run`` writes the plan's
+    checkpoints and reads them back in the engine's own process; ``stop`` ends it early, what was measured kept."""
+
+    def __init__(self, plan: CheckpointPlan, options: CheckpointRunOptions):
+        self.plan, self.options = plan, options
+        self._child: WorkloadChild | None = None
+        self.stopped = False
+
+    def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """What this machine cannot hold, or a path it cannot run, raised before anything is written (the states
+        are made in the run's own process)."""
+        if self.plan.refusals:
+            raise self.plan.refusals[0]
+        check_paths([self.plan.spec.path])
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self._child is not None:
+            self._child.stop()
+
+    def run(self, on_tick: Callable[[object], None] | None = None) -> CheckpointRecord:
+        """The record, also of a run interrupted or failed (what was measured kept)."""
+        from xferscope.workloads.checkpoint.checkpoint_process import serve
+
+        self.prepare()
+        plan, options, s = self.plan, self.options, self.plan.spec
+        where = GeneratedDir(plan.directory, "checkpoint", direct=False)
+        try:
+            job = CheckpointJob(
+                where.path,
+                plan.ranks,
+                s.checkpoints,
+                s.layout,
+                options.fsync,
+                options.verify,
+                options.rank_shift,
+                options.seed,
+                s.path,
+                s.gpus,
+                on_gpu=plan.state_on_gpu,
+                staged=s.pinned_copies,
+                every=options.every,
+            )
+            self._child = WorkloadChild(serve, "workload checkpoint", s.path)
+            if self.stopped:  # stopped before its process started: it starts and ends at once
+                self._child.stop()
+            out = self._child.execute(job, on_tick)
+        finally:
+            where.close(keep=options.keep)
+        return _record(plan, options, job, out, where.path if options.keep else None)
+
+    def close(self) -> None:
+        """Nothing is left to free: the run's process removed its files, and its directory went with the run."""
+
+
 def run_checkpoints(
     plan: CheckpointPlan, options: CheckpointRunOptions, on_tick: Callable[[object], None] | None = None
 ) -> CheckpointRecord:
     """Write the plan's checkpoints and read them back (SpecError first for what this machine cannot hold, or an
     unknown path); the record, also of a run interrupted or failed (what was measured kept)."""
-    s = plan.spec
-    if plan.refusals:
-        raise plan.refusals[0]
-    check_paths([s.path])
-    from xferscope.workloads.checkpoint.checkpoint_process import serve
-
-    where = GeneratedDir(plan.directory, "checkpoint", direct=False)
-    try:
-        job = CheckpointJob(
-            where.path,
-            plan.ranks,
-            s.checkpoints,
-            s.layout,
-            options.fsync,
-            options.verify,
-            options.rank_shift,
-            options.seed,
-            s.path,
-            s.gpus,
-            on_gpu=plan.state_on_gpu,
-            staged=s.pinned_copies,
-            every=options.every,
-        )
-        out = WorkloadChild(serve, "workload checkpoint", s.path).execute(job, on_tick)
-    finally:
-        where.close(keep=options.keep)
-    return _record(plan, options, job, out, where.path if options.keep else None)
+    return CheckpointSession(plan, options).run(on_tick)
 
 
 def _record(

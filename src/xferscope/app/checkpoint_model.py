@@ -1,0 +1,142 @@
+"""What the Checkpoint view holds and draws: its form (a model's checkpoints, this host's share of 8 ranks, by a
+path), the run it asks for, and the run's ticks (the phase, each rank's bytes written) and record as they arrive.
+No Textual here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from xferscope.app.form_text import whole_number
+from xferscope.errors import SpecError
+from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
+from xferscope.workloads.checkpoint.model import checkpoint_model
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
+from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
+from xferscope.workloads.common.side_by_side import Entry, entries
+
+#: SpecError field -> the form control that explains it
+FIELD_CONTROL = {
+    "model": "ck-model",
+    "ranks": "ck-model",
+    "path": "ck-path",
+    "state": "ck-path",
+    "scale": "ck-scale",
+    "checkpoints": "ck-checkpoints",
+    "save": "ck-save",
+    "async": "ck-save",
+    "dir": "ck-target",
+    "gpu": "ck-model",
+}
+SAVES = ("sync", "async")
+
+
+@dataclass
+class CheckpointFormValues:
+    """The form as typed. Path left empty: bounce-async where there is a GPU, else host."""
+
+    model: str = "llama3-8b"
+    path: str = ""
+    scale: str = "0.01"  # each file's share: llama3-8b's 8 ranks write 1.05 GiB a checkpoint
+    checkpoints: str = "4"
+    save: str = "sync"  # or async: the GPUs blocked only for the copy to pinned memory
+    target: str = ""  # where the checkpoints go; empty: a temporary directory
+
+
+@dataclass(frozen=True)
+class CheckpointAsk:
+    """What the form asks for: the plan (checked against this machine) and the run's options."""
+
+    plan: CheckpointPlan
+    options: CheckpointRunOptions
+
+    @property
+    def path(self) -> str:
+        return self.plan.spec.path
+
+
+def build_spec(values: CheckpointFormValues, has_gpu: bool) -> CheckpointAsk:
+    """The form's run, planned (SpecError names the field; what this machine cannot hold too)."""
+    save = values.save.strip()
+    if save not in SAVES:
+        raise SpecError("save", f"sync, or async (the GPUs blocked only for the copy), got {save!r}")
+    try:
+        scale = float(values.scale)
+    except ValueError:
+        raise SpecError("scale", f"a share above 0 and at most 1, got {values.scale!r}") from None
+    spec = CheckpointSpec(
+        checkpoint_model(values.model.strip(), None),
+        subset=True,
+        scale=scale,
+        checkpoints=whole_number(values.checkpoints, "checkpoints"),
+        directory=values.target.strip() or None,
+        pinned_copies=save == "async",
+        path=values.path.strip() or ("bounce-async" if has_gpu else "host"),
+    )
+    plan = spec.plan()
+    if plan.refusals:
+        raise plan.refusals[0]
+    return CheckpointAsk(plan, CheckpointRunOptions(verify=True, rank_shift=1))
+
+
+def describe(ask: CheckpointAsk) -> str:
+    from xferscope.units import format_bytes
+
+    s = ask.plan.spec
+    scaled = f" (scaled {s.scale:g})" if s.scale < 1 else ""
+    mode = ", --async" if s.pinned_copies else ""
+    return (
+        f"{s.model.model.name} x{len(ask.plan.ranks)} ranks, {s.checkpoints} of {format_bytes(ask.plan.here_bytes)}"
+        f"{scaled} through {s.path}{mode}"
+    )
+
+
+@dataclass
+class RankRow:
+    rank: int
+    gpu: int | None = None
+    bytes: int = 0  # written so far (all its checkpoints)
+    write_s: float | None = None
+    restore_s: float | None = None
+
+
+@dataclass
+class CheckpointState:
+    """A run as it goes: its phase and checkpoint, each rank's bytes written, then the record."""
+
+    spec: CheckpointAsk | None = None
+    made: tuple[int, int] | None = None
+    phase: str = ""
+    checkpoint: int = 0
+    bytes: int = 0
+    rows: list[RankRow] = field(default_factory=list)
+    result: Any = None
+
+    def start(self, ask: CheckpointAsk) -> None:
+        self.spec = ask
+        self.rows = [RankRow(r.rank) for r in ask.plan.ranks]
+
+    def take(self, tick: CheckpointTick) -> None:
+        self.phase, self.checkpoint, self.bytes = tick.phase, tick.checkpoint, tick.bytes_done
+        for row, written in zip(self.rows, tick.per_rank):
+            row.bytes = written
+
+    def finish(self, result: CheckpointRecord) -> None:
+        self.result = result
+        self.phase = ""
+        done = len(result.saves)
+        self.rows = [
+            RankRow(f.rank, f.gpu, f.bytes * done, f.write_seconds + f.fsync_seconds, f.restore_seconds)
+            for f in result.ranks
+        ]
+
+
+def session_entries(results: list, saved: list | None = None) -> list[Entry]:
+    """The session's finished runs and saved ones opened, ranked as `workload compare` ranks them: by the time
+    until a save is durable."""
+    runs: dict[str, tuple[str, list]] = {}
+    for i, r in enumerate(results, 1):
+        runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
+    for label, r in saved or []:
+        runs.setdefault(label, (r.spec.path, []))[1].append(r)
+    return entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
