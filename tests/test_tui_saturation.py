@@ -129,7 +129,11 @@ async def test_a_saturate_profile_opens_on_the_view_with_its_plan(tmp_path, monk
     async with app.run_test(size=(100, 32)) as pilot:
         await wait_for(
             pilot,
-            lambda: isinstance(app.screen, SaturationScreen) and app.screen.query_one("#sat-bs").value == "64K,1M",
+            # query, not query_one: the screen is current a moment before its form is mounted
+            lambda: (
+                isinstance(app.screen, SaturationScreen)
+                and any(w.value == "64K,1M" for w in app.screen.query("#sat-bs"))
+            ),
         )
         screen = app.screen
         assert screen.query_one("#sat-workers").value == "8"
