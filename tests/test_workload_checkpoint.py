@@ -573,3 +573,17 @@ def test_the_bundled_checkpoint_profile_makes_a_valid_plan(tmp_path):
     assert spec.model.model.name == "llama3-8b" and spec.subset and len(plan.ranks) == 8 and paths == ["host"]
     assert options.verify and options.rank_shift == 1 and spec.checkpoints == 4 and rounds == 3
     assert round(plan.here_bytes / (1 << 30), 1) == 5.2
+
+
+def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path):
+    """The console checks its form without measuring the GPUs (a process of its own, too slow for each key); the
+    run's session decides where the states live before anything is written."""
+    from xferscope.workloads.checkpoint.session import CheckpointRunOptions, CheckpointSession
+
+    cm = checkpoint_model("custom", 2, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
+    typed = CheckpointSpec(cm, checkpoints=1, directory=str(tmp_path)).plan(place=False)
+    assert not typed.placed and typed.state_in == ""
+    session = CheckpointSession(typed, CheckpointRunOptions())
+    session.prepare()
+    assert session.plan.placed and session.plan.state_in.startswith("host memory")
+    assert os.listdir(tmp_path) == []

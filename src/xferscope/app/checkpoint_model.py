@@ -73,7 +73,7 @@ def build_spec(values: CheckpointFormValues, has_gpu: bool) -> CheckpointAsk:
         pinned_copies=save == "async",
         path=values.path.strip() or ("bounce-async" if has_gpu else "host"),
     )
-    plan = spec.plan()
+    plan = spec.plan(place=False)  # where the states live is measured when the run starts, not as it is typed
     if plan.refusals:
         raise plan.refusals[0]
     return CheckpointAsk(plan, CheckpointRunOptions(verify=True, rank_shift=1))

@@ -49,8 +49,10 @@ class CheckpointSpec:
     #: machine has a GPU
     state: str | None = None
 
-    def plan(self) -> CheckpointPlan:
-        """The plan, with this machine's checks (SpecError names what does not hold)."""
+    def plan(self, place: bool = True) -> CheckpointPlan:
+        """The plan, with this machine's checks (SpecError names what does not hold); ``place`` False leaves out
+        where the states live (it measures the GPUs' free memory in a process of its own: too slow for a form
+        checked as it is typed), and the plan says so (``placed``)."""
         if self.path not in PATHS:
             raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
         if self.state is not None and self.state not in STATES:
@@ -102,9 +104,11 @@ class CheckpointSpec:
         except SpecError as exc:
             plan.refusals.append(exc)
         try:
-            plan.place_state()
+            if place:
+                plan.place_state()
         except SpecError as exc:
             plan.refusals.append(exc)
+        plan.placed = place
         plan.warnings = plan.memory_warnings()
         return plan
 
@@ -123,6 +127,7 @@ class CheckpointPlan:
     #: where the ranks' states live, and how much each place holds
     state_in: str = ""
     state_on_gpu: bool = False
+    placed: bool = True  # where the states live was decided (and checked)
 
     @property
     def here_bytes(self) -> int:

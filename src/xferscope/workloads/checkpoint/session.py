@@ -173,6 +173,8 @@ class CheckpointSession:
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
         """What this machine cannot hold, or a path it cannot run, raised before anything is written (the states
         are made in the run's own process)."""
+        if not self.plan.placed:
+            self.plan = self.plan.spec.plan()
         if self.plan.refusals:
             raise self.plan.refusals[0]
         check_paths([self.plan.spec.path])
