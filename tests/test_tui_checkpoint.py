@@ -30,7 +30,10 @@ async def test_a_checkpoint_run_shows_each_ranks_bytes_then_its_figures(tmp_path
     async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
         await _start(pilot, app, target, "2")
         await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=120)
-        await wait_for(pilot, lambda: "workload checkpoint · finished" in screen_text(app))
+        await wait_for(
+            pilot,
+            lambda: "workload checkpoint · finished" in (t := screen_text(app)) and "save (the slowest rank" in t,
+        )
         text = screen_text(app)
         rows = app.screen.query_one("#ck-table").row_count
         session_rows = app.screen.query_one("#ck-session").row_count

@@ -587,3 +587,37 @@ def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path):
     session.prepare()
     assert session.plan.placed and session.plan.state_in.startswith("host memory")
     assert os.listdir(tmp_path) == []
+
+
+def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, monkeypatch):
+    """Ticks come while a checkpoint is being written, not only once it is saved: a rank part way through its
+    files shows the bytes written so far."""
+    import threading
+    import time
+
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+    from xferscope.workloads.common import storers
+
+    body = storers.HostStorer.body
+
+    def slow(self, fd, at, size, stop):
+        n = body(self, fd, at, size, stop)
+        time.sleep(0.2)  # a slow disk: the ticker runs in between
+        return n
+
+    monkeypatch.setattr(storers.HostStorer, "body", slow)
+    monkeypatch.setattr(cp, "TICK_S", 0.005)
+    plan = small_plan(tmp_path, checkpoints=1)
+    setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio"))
+    ticks: list = []
+    setup.build()
+    try:
+        _, error = setup.run(threading.Event(), ticks.append)
+    finally:
+        setup.close()
+    assert error is None
+    first = plan.ranks[0]
+    during = [t.per_rank[0] for t in ticks if t.phase == "writing"]
+    assert first.files[0].size in during, "rank 0's first file written, its second not yet"
+    assert during == sorted(during) and during[-1] <= first.size
+    assert next(t for t in ticks if t.phase == "evicting").per_rank[0] == first.size

@@ -38,6 +38,8 @@ from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
 REQUEST = 16 << 20
+#: seconds between live ticks while the checkpoints are written
+TICK_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -332,19 +334,20 @@ class CheckpointSetup:
             self._metadata_s.append(self._metadata(directory))
         return writes
 
-    def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
+    def _tick_while(self, done: threading.Event, tick: Callable[[], None]) -> None:
+        """A tick every ``TICK_S`` until ``done``: each rank's bytes written, live."""
+        while not done.wait(TICK_S):
+            try:
+                tick()
+            except OSError:  # the parent is gone: the run's own end deals with that
+                return
+
+    def _write_all(
+        self, stop: threading.Event, tick: Callable[[str, int], None], saved: Callable[[list[RankWrite]], None]
+    ) -> None:
+        """Every checkpoint written (an asynchronous save's writes under the next interval), each one's ranks'
+        figures given to ``saved``."""
         job, ranks = self.job, self.job.ranks
-        self._metadata_s = end.metadata_s
-        per_rank = [0] * len(ranks)
-
-        def tick(phase: str, k: int) -> None:
-            on_tick(CheckpointTick(phase, k, sum(per_rank), tuple(per_rank)))
-
-        def saved(writes: list[RankWrite]) -> None:
-            end.writes.append(writes)
-            for i, w in enumerate(writes):
-                per_rank[i] += w.bytes
-
         pending: _Background | None = None  # an asynchronous save's writes, under the next interval
         for k in range(job.checkpoints):
             if k and job.every and stop.wait(job.every):
@@ -366,6 +369,29 @@ class CheckpointSetup:
             saved(self._save(k, stop, blocked))
         if pending is not None:
             saved(pending.result())
+
+    def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
+        job, ranks = self.job, self.job.ranks
+        self._metadata_s = end.metadata_s
+        now: list[tuple[str, int]] = []  # the phase and the checkpoint, for the ticks while they are written
+
+        def tick(phase: str, k: int) -> None:
+            now[:] = [(phase, k)]
+            per_rank = tuple(sum(st.written for st in self.storers[i]) for i in range(len(ranks)))
+            on_tick(CheckpointTick(phase, k, sum(per_rank), per_rank))
+
+        def again() -> None:
+            if now:  # once the first checkpoint has begun
+                tick(*now[0])
+
+        writing = threading.Event()
+        ticker = threading.Thread(target=self._tick_while, args=(writing, again), name="xferscope-ticks")
+        ticker.start()
+        try:
+            self._write_all(stop, tick, end.writes.append)
+        finally:
+            writing.set()
+            ticker.join()
         if stop.is_set():
             return
         tick("evicting", job.checkpoints)

@@ -42,6 +42,12 @@ class Storer:
 
     def __init__(self, state: Slot, request: int = REQUEST):
         self.state, self.request = state, request
+        #: bytes written so far, over every file (read by another thread for live figures)
+        self.written = 0
+
+    def _count(self, n: int) -> int:
+        self.written += n
+        return n
 
     def store(self, path: str, at: int, size: int, fsync: bool, stop: threading.Event) -> tuple[int, float, float]:
         """Write the state's ``size`` bytes from ``at`` into the new file ``path``: (bytes written, seconds writing,
@@ -92,13 +98,13 @@ class HostStorer(Storer):
         assert view is not None
         pos = 0
         while pos < size and not stop.is_set():
-            pos += os.pwrite(fd, view[at + pos : at + min(size, pos + self.request)], pos)
+            pos += self._count(os.pwrite(fd, view[at + pos : at + min(size, pos + self.request)], pos))
         return pos
 
     def tail(self, fd: int, at: int, offset: int, n: int) -> int:
         view = self.state.host
         assert view is not None
-        return os.pwrite(fd, view[at : at + n], offset)
+        return self._count(os.pwrite(fd, view[at : at + n], offset))
 
 
 class GpuStorer(Storer):
@@ -127,7 +133,7 @@ class GpuStorer(Storer):
         self.res.copy(self.gpu, host, dev, n, "dtoh")
 
     def _pwrite(self, fd: int, host: int, n: int, offset: int) -> int:
-        return os.pwrite(fd, memoryview((ctypes.c_char * n).from_address(host)).cast("B"), offset)
+        return self._count(os.pwrite(fd, memoryview((ctypes.c_char * n).from_address(host)).cast("B"), offset))
 
     def tail(self, fd: int, at: int, offset: int, n: int) -> int:
         self._copy(self.staging[0], self.dev + at, n)
@@ -229,7 +235,7 @@ class CufileStorer(GpuStorer):
                 wrote = int(cf.write(handle, self.dev + at, n, pos, pos))
                 if wrote < n:
                     raise RunFailed(f"cuFileWrite at offset {pos} wrote {wrote} of {n} bytes")
-                pos += wrote
+                pos += self._count(wrote)
             return pos
         finally:
             cf.handle_deregister(handle)
