@@ -591,7 +591,7 @@ def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path):
 
 def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, monkeypatch):
     """Ticks come while a checkpoint is being written, not only once it is saved: a rank part way through its
-    files shows the bytes written so far."""
+    files shows the bytes written so far, and the phase says when a file is being synced."""
     import threading
     import time
 
@@ -605,7 +605,14 @@ def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, mon
         time.sleep(0.2)  # a slow disk: the ticker runs in between
         return n
 
+    sync = os.fsync
+
+    def slow_sync(fd):
+        sync(fd)
+        time.sleep(0.2)  # so is its fsync: the ticks say so
+
     monkeypatch.setattr(storers.HostStorer, "body", slow)
+    monkeypatch.setattr(storers.os, "fsync", slow_sync)
     monkeypatch.setattr(cp, "TICK_S", 0.005)
     plan = small_plan(tmp_path, checkpoints=1)
     setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio"))
@@ -617,7 +624,8 @@ def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, mon
         setup.close()
     assert error is None
     first = plan.ranks[0]
-    during = [t.per_rank[0] for t in ticks if t.phase == "writing"]
+    during = [t.per_rank[0] for t in ticks if t.phase in ("writing", "fsync")]
+    assert {"writing", "fsync"} <= {t.phase for t in ticks}
     assert first.files[0].size in during, "rank 0's first file written, its second not yet"
     assert during == sorted(during) and during[-1] <= first.size
     assert next(t for t in ticks if t.phase == "evicting").per_rank[0] == first.size

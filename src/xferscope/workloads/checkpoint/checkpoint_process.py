@@ -87,7 +87,7 @@ class RankRead:
 
 @dataclass(frozen=True)
 class CheckpointTick:
-    phase: str  # "staging", "writing", "evicting", "restoring"
+    phase: str  # "staging", "writing", "fsync" (a file being synced), "evicting", "restoring"
     checkpoint: int
     bytes_done: int
     per_rank: tuple[int, ...] = ()  # each rank's bytes written so far (its checkpoints saved)
@@ -382,7 +382,11 @@ class CheckpointSetup:
 
         def again() -> None:
             if now:  # once the first checkpoint has begun
-                tick(*now[0])
+                phase, k = now[0]
+                every = [st for rank in self.storers for st in rank]
+                if phase in ("writing", "fsync"):  # "fsync" while a storer syncs its file
+                    phase = "fsync" if any(st.syncing for st in every) else "writing"
+                tick(phase, k)
 
         writing = threading.Event()
         ticker = threading.Thread(target=self._tick_while, args=(writing, again), name="xferscope-ticks")

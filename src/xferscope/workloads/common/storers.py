@@ -42,8 +42,10 @@ class Storer:
 
     def __init__(self, state: Slot, request: int = REQUEST):
         self.state, self.request = state, request
-        #: bytes written so far, over every file (read by another thread for live figures)
+        #: bytes written so far, over every file, and whether it is in an fsync now (read by another thread for
+        #: live figures)
         self.written = 0
+        self.syncing = False
 
     def _count(self, n: int) -> int:
         self.written += n
@@ -64,7 +66,11 @@ class Storer:
                 done += self.tail(fd, at + body, body, size - body)
             if fsync:
                 t1 = time.perf_counter()
-                os.fsync(fd)
+                self.syncing = True
+                try:
+                    os.fsync(fd)
+                finally:
+                    self.syncing = False
                 synced = time.perf_counter() - t1
         except OSError as exc:
             raise RunFailed(f"writing {path}: {exc.strerror}") from None
