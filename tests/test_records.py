@@ -277,9 +277,13 @@ def _strategy(hint, ancestors: tuple = ()):
         if "schema_version" in fields:  # a valid record is of this version or an earlier one
             fields["schema_version"] = st.integers(0, records.SCHEMA_VERSION)
         return st.builds(hint, **fields)
-    if typing.is_typeddict(hint):  # every key optional (total=False)
+    if typing.is_typeddict(hint):  # its required keys always, the others (total=False) at times
         hints = typing.get_type_hints(hint)
-        return st.fixed_dictionaries({}, optional={name: _strategy(t, ancestors) for name, t in hints.items()})
+        required = hint.__required_keys__
+        return st.fixed_dictionaries(
+            {name: _strategy(t, ancestors) for name, t in hints.items() if name in required},
+            optional={name: _strategy(t, ancestors) for name, t in hints.items() if name not in required},
+        )
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is typing.Annotated:
         return _strategy(args[0], ancestors)

@@ -262,7 +262,11 @@ def write_json(path: str, payload: Any) -> None:
     write_output(path, records.json_text(payload))
 
 
-def cluster_columns(r: RunResult) -> dict[str, Any]:
+#: one cell of a CSV row
+Cell = str | int | float | None
+
+
+def cluster_columns(r: RunResult) -> dict[str, Cell]:
     """``host`` and ``ranks`` of a row: "all" for the aggregate of a run over several hosts, the host name
     for one of its hosts, empty for a run on one host."""
     cluster = r.environment.get("cluster")
@@ -279,7 +283,7 @@ def with_hosts(results: Iterable[RunResult]) -> Iterable[RunResult]:
         yield from r.hosts
 
 
-def summary_row(r: RunResult) -> dict[str, Any]:
+def summary_row(r: RunResult) -> dict[str, Cell]:
     lat = r.latency_us
     spec = r.spec
     return {
@@ -322,7 +326,7 @@ def summary_row(r: RunResult) -> dict[str, Any]:
     }
 
 
-def _fmt(v: Any) -> Any:
+def _fmt(v: Cell) -> str | int:
     if v is None:
         return ""
     if isinstance(v, float):
@@ -330,7 +334,7 @@ def _fmt(v: Any) -> Any:
     return v
 
 
-def _csv_text(columns: list[str], rows: Iterable[dict[str, Any]]) -> str:
+def _csv_text(columns: list[str], rows: Iterable[dict[str, Cell]]) -> str:
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=columns)
     w.writeheader()
@@ -347,7 +351,7 @@ def write_summary_csv(path: str, results: Iterable[RunResult]) -> None:
     write_output(path, summary_csv_text(results))
 
 
-def series_rows(r: RunResult) -> Iterable[dict[str, Any]]:
+def series_rows(r: RunResult) -> Iterable[dict[str, Cell]]:
     spec = r.spec
     where = cluster_columns(r)
     for s in r.samples:

@@ -445,6 +445,27 @@ class MemPoint(msgspec.Struct, kw_only=True):
     mem_node: int | None = None
 
 
+class CacheSize(TypedDict):
+    """A cache level as sysfs gives it (a memory sweep's ``environment["caches"]``)."""
+
+    name: str
+    size: int
+
+
+class Plateau(TypedDict):
+    """A plateau of the cache-level curve, found in the measurements: the cache level that holds its largest
+    working set (or ``memory``), its working sets, their median latency, whether it rises above the plateau below
+    (None for the first) and whether it ends well before its level's size."""
+
+    level: str
+    from_bytes: int
+    to_bytes: int
+    points: int
+    latency_ns: float
+    rises: bool | None
+    ends_early: bool
+
+
 class MemSweep(Record, kw_only=True):
     """`mem --json` (and `import mlc --json`): latency against bandwidth per delay, or a mode's table."""
 
@@ -460,7 +481,7 @@ class MemSweep(Record, kw_only=True):
     pages_obtained: dict[str, float] = {}
     thp_coverage: Number = None
     matrix: dict[str, Any] | None = None
-    cache_levels: list[dict[str, Any]] | None = None
+    cache_levels: list[Plateau] | None = None
     notes: list[str] = []
     warnings: list[str] = []
     source: str | None = None

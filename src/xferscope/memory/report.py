@@ -8,7 +8,7 @@ side by side with ``format_side_by_side``.
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from xferscope.memory.result import (
     IDLE,
@@ -20,6 +20,7 @@ from xferscope.memory.result import (
     rising_plateaus,
 )
 from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
+from xferscope.records import CacheSize
 from xferscope.units import format_size
 
 TRAFFIC_LABELS = {
@@ -109,7 +110,7 @@ def _peak_lines(peak: list[MemPoint]) -> list[str]:
     return out
 
 
-def _level_of(size: int, caches: list[dict[str, Any]]) -> str:
+def _level_of(size: int, caches: list[CacheSize]) -> str:
     for c in caches:
         if size <= c["size"]:
             return str(c["name"])

@@ -290,7 +290,7 @@ PLATEAU_BAND = 1.25
 PLATEAU_RISE = 1.2
 
 
-def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[records.CacheSize]) -> list[records.Plateau]:
     """The curve's plateaus, found in the measurements (not assumed from the cache sizes): runs of consecutive
     working sets whose latencies stay within PLATEAU_BAND of the run's median, at least three sets over at
     least a doubling of the working set, the transitions between them left out; runs that differ less than PLATEAU_RISE are one plateau. Each is named
@@ -315,7 +315,7 @@ def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]])
             merged.append(run)
     merged = [r for r in merged if len(r) >= 3 and r[-1][0] >= 2 * r[0][0]]
     levels = sorted((int(c["size"]), str(c["name"])) for c in caches if c.get("size"))
-    out: list[dict[str, Any]] = []
+    out: list[records.Plateau] = []
     for run in merged:
         last = run[-1][0]
         level = next(((size, name) for size, name in levels if last <= size), None)
@@ -334,7 +334,7 @@ def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[dict[str, Any]])
     return out
 
 
-def rising_plateaus(plateaus: list[dict[str, Any]]) -> int:
+def rising_plateaus(plateaus: list[records.Plateau]) -> int:
     """How many plateaus rise in order from the first (the first counts as one)."""
     count = 1 if plateaus else 0
     for p in plateaus[1:]:
