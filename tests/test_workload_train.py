@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 
+import msgspec
 import pytest
 from conftest import TRAIN_PROCESS, child_has_read, children_running, interrupted_cli
 
@@ -26,7 +27,7 @@ from xferscope.workloads.train.accelerators import Accelerator, check_enough, ru
 from xferscope.workloads.train.compute import SleepCompute
 from xferscope.workloads.train.find_max import find_max
 from xferscope.workloads.train.train_data import TrainData
-from xferscope.workloads.train.train_record import TrainResult, decode, schema
+from xferscope.workloads.train.train_record import TrainResult, decode
 from xferscope.workloads.train.train_spec import train_spec
 
 # ------------------------------------------------------------------ AU, as DLIO defines it
@@ -273,6 +274,10 @@ def sample_result() -> TrainResult:
         cpu_seconds=0.01,
         labels=["O_DIRECT"],
     )
+
+
+def schema() -> dict:
+    return msgspec.json.schema(TrainResult)
 
 
 def test_the_record_round_trips_with_its_schema_version():

@@ -4,28 +4,30 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from xferscope.errors import SpecError
 
 
-def _kinds() -> dict[str, Callable[[], dict[str, Any]]]:
-    from xferscope import records
-    from xferscope.workloads.checkpoint import session as checkpoint_record
-    from xferscope.workloads.inference import kvcache_record, load_record
-    from xferscope.workloads.train import train_record
+def _kinds() -> dict[str, Callable[[], object]]:
+    import msgspec
 
-    kinds: dict[str, Callable[[], dict[str, Any]]] = {
-        kind: (lambda kind=kind: records.schema(kind)) for kind in records.KINDS
-    }
-    kinds.update(
-        train=train_record.schema,
-        kvcache=kvcache_record.schema,
-        load=load_record.schema,
-        checkpoint=checkpoint_record.schema,
-    )
+    from xferscope import records
+    from xferscope.workloads.checkpoint.session import CheckpointRecord
+    from xferscope.workloads.inference.kvcache_record import KvResult
+    from xferscope.workloads.inference.load_record import LoadResult
+    from xferscope.workloads.train.train_record import TrainResult
+
+    kinds: dict[str, Callable[[], object]] = {kind: (lambda kind=kind: records.schema(kind)) for kind in records.KINDS}
+    for name, record in (
+        ("train", TrainResult),
+        ("kvcache", KvResult),
+        ("load", LoadResult),
+        ("checkpoint", CheckpointRecord),
+    ):
+        kinds[name] = lambda record=record: msgspec.json.schema(record)
     return kinds
 
 

@@ -96,10 +96,6 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
         return statistics.median(p.gb_per_s for p in self.saves) if self.saves else None
 
 
-def schema() -> dict[str, Any]:
-    return msgspec.json.schema(CheckpointRecord)
-
-
 def _phase(
     k: int,
     times: Sequence[tuple[int, float]],

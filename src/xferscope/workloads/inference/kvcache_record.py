@@ -188,7 +188,3 @@ def median_break_even(evens: Sequence[BreakEven]) -> BreakEven:
 
 def decode(text: bytes | str, path: str = "<result>") -> KvResult:
     return decode_as(KvResult, text, path, "a kvcache result")
-
-
-def schema() -> dict[str, Any]:
-    return msgspec.json.schema(KvResult)

@@ -131,7 +131,3 @@ def _shards(names: Sequence[str], done: Sequence[JobDone]) -> list[ShardLoad]:
 
 def decode(text: bytes | str, path: str = "<result>") -> LoadResult:
     return decode_as(LoadResult, text, path, "a load result")
-
-
-def schema() -> dict[str, Any]:
-    return msgspec.json.schema(LoadResult)

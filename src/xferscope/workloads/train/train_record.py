@@ -1,7 +1,7 @@
 """The record of a training-input run: typed (msgspec), with a schema version, written and read as JSON.
 
 ``TrainResult.from_steps`` turns the accelerators' steps into the figures; ``encode``/``decode`` write and
-read the file (a damaged or foreign one is one line naming the field); ``schema()`` is its JSON Schema.
+read the file (a damaged or foreign one is one line naming the field) (``xferscope schema train`` prints its JSON Schema).
 """
 
 from __future__ import annotations
@@ -177,7 +177,3 @@ class FindMaxResult(msgspec.Struct, kw_only=True):
 def decode(text: bytes | str, path: str = "<result>") -> TrainResult:
     """A result file read back; a damaged or foreign one raises FormatError naming the field."""
     return decode_as(TrainResult, text, path, "a training result")
-
-
-def schema() -> dict[str, Any]:
-    return msgspec.json.schema(TrainResult)
