@@ -629,3 +629,25 @@ def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, mon
     assert first.files[0].size in during, "rank 0's first file written, its second not yet"
     assert during == sorted(during) and during[-1] <= first.size
     assert next(t for t in ticks if t.phase == "evicting").per_rank[0] == first.size
+
+
+def test_the_host_path_sums_what_it_writes_as_torch_save_does(tmp_path):
+    """DLIO's files are torch.save's: a zip whose records carry the CRC-32 of their bytes. The host path spends that
+    CPU too (the DLIO layout), over exactly the bytes it writes; the other paths do not."""
+    import threading
+    import zlib
+
+    from xferscope.workloads.common.fetchers import host_slot
+    from xferscope.workloads.common.storers import make_storer
+
+    slot = host_slot(3 << 20)
+    try:
+        assert slot.host is not None
+        slot.host[:] = bytes(range(256)) * (len(slot.host) // 256)
+        storer = make_storer("host", slot, None, None, checksum=True)
+        n, _, _ = storer.store(str(tmp_path / "f.pt"), 100, (2 << 20) + 7, True, threading.Event())
+        assert n == (2 << 20) + 7 and storer.crc == zlib.crc32((tmp_path / "f.pt").read_bytes())
+        plain = make_storer("bounce", slot, None, None, checksum=True)  # a pinned copy, written with O_DIRECT
+        assert not plain.checksum
+    finally:
+        slot.close()

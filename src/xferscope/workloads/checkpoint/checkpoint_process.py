@@ -224,11 +224,13 @@ class CheckpointSetup:
     def __init__(self, job: CheckpointJob):
         self.job = job
         sync = "fsync per file" if job.fsync else "no fsync"
+        summed = ", each byte's CRC-32 summed (torch.save's zip records)" if job.layout == "dlio" else ""
         if not job.on_gpu:
-            self.labels = ["host memory (as DLIO's CPU tensors)", f"buffered writes, {sync}"]
+            self.labels = ["host memory (as DLIO's CPU tensors)", f"buffered writes{summed}, {sync}"]
         elif job.path == "host":
             self.labels = [
-                "GPU memory, copied to pageable host memory and written through the page cache (as torch.save)",
+                "GPU memory, copied to pageable host memory and written through the page cache (as torch.save)"
+                + summed,
                 sync,
             ]
         else:
@@ -275,7 +277,10 @@ class CheckpointSetup:
                 self.copies.append(self._copy_buffer(gpu, restore_capacity([r])))
                 source = self.copies[-1][0]
             self.storers.append(
-                [make_storer(job.path, source, gpu, res) for _ in (r.files if job.layout == "dcp" else [0])]
+                [
+                    make_storer(job.path, source, gpu, res, checksum=job.layout == "dlio")
+                    for _ in (r.files if job.layout == "dcp" else [0])
+                ]
             )
             self.restored.append(self._buffer(gpu, capacity))
             data = SimpleNamespace(files=[], direct=job.on_gpu and job.path != "host")

@@ -3,7 +3,8 @@ path (the way back of ``fetchers``).
 
 * ``host``: through the page cache, as ``torch.save`` writes: from host memory (DLIO's CPU tensors), or from GPU
   memory each request copied into pageable host memory first (``cuMemcpyDtoH``, which the driver stages through
-  pinned buffers of its own), as a GPU tensor's storage is copied to the CPU before it is written.
+  pinned buffers of its own), as a GPU tensor's storage is copied to the CPU before it is written; with
+  ``checksum``, every byte summed (CRC-32) as ``torch.save``'s zip records are.
 * ``bounce``: each request copied into a pinned buffer (``cuMemcpyDtoH``, waited for), then written with O_DIRECT.
 * ``bounce-async``: the same through two pinned buffers taking turns, the next request's copy under way while the
   last one is written.
@@ -24,6 +25,7 @@ import fcntl
 import os
 import threading
 import time
+import zlib
 from typing import Any
 
 from xferscope.errors import RunFailed
@@ -46,6 +48,14 @@ class Storer:
         #: live figures)
         self.written = 0
         self.syncing = False
+        #: torch.save's way: the CRC-32 of every byte written, as its zip records carry one (the CPU it costs)
+        self.checksum = False
+        self.crc = 0
+
+    def _sum(self, data: memoryview) -> memoryview:
+        if self.checksum:
+            self.crc = zlib.crc32(data, self.crc)
+        return data
 
     def _count(self, n: int) -> int:
         self.written += n
@@ -104,13 +114,13 @@ class HostStorer(Storer):
         assert view is not None
         pos = 0
         while pos < size and not stop.is_set():
-            pos += self._count(os.pwrite(fd, view[at + pos : at + min(size, pos + self.request)], pos))
+            pos += self._count(os.pwrite(fd, self._sum(view[at + pos : at + min(size, pos + self.request)]), pos))
         return pos
 
     def tail(self, fd: int, at: int, offset: int, n: int) -> int:
         view = self.state.host
         assert view is not None
-        return self._count(os.pwrite(fd, view[at : at + n], offset))
+        return self._count(os.pwrite(fd, self._sum(view[at : at + n]), offset))
 
 
 class GpuStorer(Storer):
@@ -139,7 +149,8 @@ class GpuStorer(Storer):
         self.res.copy(self.gpu, host, dev, n, "dtoh")
 
     def _pwrite(self, fd: int, host: int, n: int, offset: int) -> int:
-        return self._count(os.pwrite(fd, memoryview((ctypes.c_char * n).from_address(host)).cast("B"), offset))
+        data = self._sum(memoryview((ctypes.c_char * n).from_address(host)).cast("B"))
+        return self._count(os.pwrite(fd, data, offset))
 
     def tail(self, fd: int, at: int, offset: int, n: int) -> int:
         self._copy(self.staging[0], self.dev + at, n)
@@ -250,10 +261,18 @@ class CufileStorer(GpuStorer):
 GPU_STORERS = {"bounce": BounceStorer, "bounce-async": BounceAsyncStorer, "cufile": CufileStorer}
 
 
-def make_storer(path: str, state: Slot, gpu: int | None, resources: Any) -> Storer:
+def make_storer(path: str, state: Slot, gpu: int | None, resources: Any, checksum: bool = False) -> Storer:
     """``path``'s writer of ``state``: from host memory where the state is there (pinned, for an asynchronous
-    save's copy, and so written with O_DIRECT by the GPU paths), else from GPU memory on ``gpu``."""
+    save's copy, and so written with O_DIRECT by the GPU paths), else from GPU memory on ``gpu``. ``checksum``:
+    the host path sums every byte as ``torch.save`` does (CRC-32)."""
+    storer: Storer
     if state.host is not None:
-        return HostStorer(state, direct=path != "host")
-    assert gpu is not None
-    return PageableStorer(state, gpu, resources) if path == "host" else GPU_STORERS[path](state, gpu, resources)
+        storer = HostStorer(state, direct=path != "host")
+    elif path == "host":
+        assert gpu is not None
+        storer = PageableStorer(state, gpu, resources)
+    else:
+        assert gpu is not None
+        storer = GPU_STORERS[path](state, gpu, resources)
+    storer.checksum = checksum and path == "host"
+    return storer
