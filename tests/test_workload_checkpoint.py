@@ -204,6 +204,7 @@ def test_a_run_writes_each_ranks_files_fsyncs_them_evicts_and_reads_them_back(cl
     if held is not None:  # where the page cache can be read (mincore): evicted before the restore
         assert held <= 0.01
     assert "save (the slowest rank, MLPerf)" in r.out and "DLIO's figure" in r.out
+    assert d["peak_rss_bytes"] > 0 and "peak host memory" in r.out
 
 
 def test_without_fsync_none_is_counted_and_nothing_is_left(cli, tmp_path):

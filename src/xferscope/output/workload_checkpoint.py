@@ -149,8 +149,14 @@ def run_lines(record: CheckpointRecord) -> list:
         headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
         lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
     lines += gpu_lines(record)
-    cpu = record.cpu_s_per_gib
-    tail = [f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "", "every byte restored checked" if record.verified else ""]
+    cpu, peak = record.cpu_s_per_gib, record.peak_rss_bytes
+    tail = [
+        f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "",
+        f"peak host memory {format_bytes(peak)}" + (" (with the pinned copies)" if record.asynchronous else "")
+        if peak
+        else "",
+        "every byte restored checked" if record.verified else "",
+    ]
     if any(tail):
         lines.append("  " + "; ".join(t for t in tail if t))
     kept = record.environment.get("kept_in")
