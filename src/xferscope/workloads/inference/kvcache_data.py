@@ -14,6 +14,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
@@ -23,6 +24,23 @@ from xferscope.workloads.inference import kv_layout
 from xferscope.workloads.inference.kv_layout import HEADER, ChunkShape
 from xferscope.workloads.inference.kvcache_spec import DEFAULT_CACHE_BYTES, KvSpec, Request, request
 from xferscope.workloads.inference.transfer import Files, Job, Piece, place
+
+
+class KvCacheFiles(TypedDict, total=False):
+    """A KV cache on storage as a restore's record gives it (``describe()``; every key optional, as older files may
+    lack one)."""
+
+    where: str
+    chunk_files: int
+    chunks_per_rank: int
+    ranks: int
+    chunk_payload_bytes: int
+    chunk_shape: list[int]
+    dtype: str
+    bytes: int
+    generated: bool
+    direct_io: bool
+    kept: bool
 
 
 @dataclass
@@ -70,7 +88,7 @@ class KvCache:
     def largest_read(self, layout: str) -> int:
         return self.shape.payload if layout == "block" else self.shape.plane
 
-    def describe(self) -> dict:
+    def describe(self) -> KvCacheFiles:
         return {
             "where": self.root,
             "chunk_files": len(self.files),

@@ -11,13 +11,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from xferscope.workloads.common.au import percentile
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
+from xferscope.workloads.inference.kvcache_data import KvCacheFiles
 from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.transfer import JobDone
 
@@ -53,7 +54,7 @@ class KvResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
     spec: KvSpec
-    cache: dict[str, Any]
+    cache: KvCacheFiles
     bytes_per_token: int
     formula: str
     requests: int  # restored (every rank's part landed)
@@ -71,7 +72,7 @@ class KvResult(WorkloadResult, kw_only=True):
     def from_jobs(
         cls,
         spec: KvSpec,
-        cache: dict[str, Any],
+        cache: KvCacheFiles,
         done: Sequence[JobDone],
         **end: Unpack[RunEnd],
     ) -> KvResult:
@@ -111,7 +112,7 @@ class KvResult(WorkloadResult, kw_only=True):
         )
 
 
-def _request_log(spec: KvSpec, cache: dict[str, Any], done: Sequence[JobDone], chunk_tokens: int) -> list[KvRequest]:
+def _request_log(spec: KvSpec, cache: KvCacheFiles, done: Sequence[JobDone], chunk_tokens: int) -> list[KvRequest]:
     """Each request with the chunks it found and, where every rank's part landed, its restore time (first read
     to last piece)."""
     by_request: dict[int, list[JobDone]] = {}
@@ -128,7 +129,7 @@ def _request_log(spec: KvSpec, cache: dict[str, Any], done: Sequence[JobDone], c
     return log
 
 
-def _per_token(spec: KvSpec, cache: dict[str, Any]) -> tuple[int, str]:
+def _per_token(spec: KvSpec, cache: KvCacheFiles) -> tuple[int, str]:
     """Bytes per token and how they come: the model's formula for a generated cache, the chunk headers for a cache
     that was read (whatever model wrote it)."""
     if cache.get("generated", True):

@@ -19,6 +19,7 @@ import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
@@ -28,6 +29,19 @@ from xferscope.workloads.inference import safetensors_format as st
 from xferscope.workloads.inference.load_spec import DEFAULT_SPLIT, LoadSpec
 from xferscope.workloads.inference.models import DTYPES, SAFETENSORS_DTYPES
 from xferscope.workloads.inference.transfer import Job, Piece, place
+
+
+class LoadShards(TypedDict, total=False):
+    """A model's shards as a load's record gives them (``describe()``; every key optional, as older files may lack
+    one)."""
+
+    where: str
+    shards: int
+    names: list[str]
+    tensors: int
+    bytes: int
+    generated: bool
+    kept: bool
 
 
 @dataclass
@@ -48,7 +62,7 @@ class Shards:
     def tensor_bytes(self) -> int:
         return sum(t.nbytes for p in self.parsed for t in p.tensors)
 
-    def describe(self) -> dict:
+    def describe(self) -> LoadShards:
         return {
             "where": self.root,
             "shards": len(self.files),

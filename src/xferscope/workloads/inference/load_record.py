@@ -6,11 +6,12 @@ piece landed; a shard's time from its first read to its last piece landed."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
+from xferscope.workloads.inference.load_data import LoadShards
 from xferscope.workloads.inference.load_shape import LoadShape
 from xferscope.workloads.inference.load_spec import LoadSpec
 from xferscope.workloads.inference.transfer import JobDone
@@ -46,7 +47,7 @@ class LoadResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
     spec: LoadSpec
-    data: dict[str, Any]
+    data: LoadShards
     cache_state: str  # cold or warm, as measured before the run
     resident_before: float | None  # share of the shards' bytes in the page cache as the run began
     load_s: float | None
@@ -65,7 +66,7 @@ class LoadResult(WorkloadResult, kw_only=True):
     def from_jobs(
         cls,
         spec: LoadSpec,
-        data: dict[str, Any],
+        data: LoadShards,
         done: Sequence[JobDone],
         pieces: int,
         *,

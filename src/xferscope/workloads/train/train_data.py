@@ -18,6 +18,7 @@ import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
@@ -26,6 +27,18 @@ from xferscope.workloads.common.generated import GeneratedDir, check_fits, direc
 from xferscope.workloads.train.train_spec import TrainSpec
 
 __all__ = ["TrainData", "generate", "page_cache_warning", "plan_generated", "scan"]
+
+
+class TrainDataSet(TypedDict, total=False):
+    """A training data set as a record gives it (``describe()``; every key optional, as older files may lack one)."""
+
+    where: str
+    files: int
+    samples: int
+    bytes: int
+    generated: bool
+    direct_io: bool
+    kept: bool
 
 
 @dataclass
@@ -48,7 +61,7 @@ class TrainData:
     def bytes(self) -> int:
         return sum(s.length for s in self.samples)
 
-    def describe(self) -> dict:
+    def describe(self) -> TrainDataSet:
         return {
             "where": self.root,
             "files": len(self.files),

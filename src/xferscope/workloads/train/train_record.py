@@ -15,6 +15,7 @@ import msgspec
 from xferscope.workloads.common.au import Step, mean_au, percentile, utilisation
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
+from xferscope.workloads.train.train_data import TrainDataSet
 from xferscope.workloads.train.train_spec import TrainSpec
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class TrainResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
     spec: TrainSpec
-    data: dict[str, Any]
+    data: TrainDataSet
     accelerators: list[AcceleratorFigures]
     au: float | None
     au_threshold: float
@@ -89,7 +90,7 @@ class TrainResult(WorkloadResult, kw_only=True):
     def from_steps(
         cls,
         spec: TrainSpec,
-        data: dict[str, Any],
+        data: TrainDataSet,
         runs: Sequence[AcceleratorRun | tuple],
         **end: Unpack[RunEnd],
     ) -> TrainResult:
