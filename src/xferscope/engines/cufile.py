@@ -34,7 +34,7 @@ from typing import Any
 
 from xferscope import _iocore
 from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, page_cache
-from xferscope.engines.base import Engine, Snapshot
+from xferscope.engines.base import Engine, EngineEnvironment, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
 from xferscope.engines.native import GpuWorker, open_worker_files
 from xferscope.engines.recorder import Recorder
@@ -132,8 +132,8 @@ class _CufileMixin:
                 "O_DIRECT (seen by a probe), so the figures include cache hits",
             )
 
-    def cufile_environment(self) -> dict[str, Any]:
-        env: dict[str, Any] = {
+    def cufile_environment(self) -> EngineEnvironment:
+        env: EngineEnvironment = {
             "cufile_version": cufile_driver.library_version(),
             "cufile_library": cufile_driver.library_path(),
         }
@@ -143,7 +143,7 @@ class _CufileMixin:
         if self.page_cache_seen is not None:
             env["page_cache_probe"] = dict(self.page_cache_seen)
             if any(self.page_cache_seen.values()):
-                env.update(io_mode="buffered", direct_io=False)
+                env["io_mode"], env["direct_io"] = "buffered", False
         return env
 
 
@@ -349,8 +349,8 @@ class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every 
                 with contextlib.suppress(OSError):
                     os.close(self._fds.pop())
 
-    def environment(self) -> dict[str, Any]:
-        env = {"io_engine": self.name, "direct_io": True, "queue_depth": self.depth}
+    def environment(self) -> EngineEnvironment:
+        env: EngineEnvironment = {"io_engine": self.name, "direct_io": True, "queue_depth": self.depth}
         env.update(gpu_environment(self.worker_gpus))
         env.update(self.cufile_environment())
         return env

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
-from typing import Any
 
 from xferscope.engines import gpu_setup, host
+from xferscope.engines.base import EngineEnvironment, GpuEntry
 from xferscope.engines.native import GpuJob, GpuWorker, NativeEngine, numa_cpus
 from xferscope.errors import EnvironmentProblem
 
@@ -146,7 +146,7 @@ class GpuNativeEngine(NativeEngine):
         self.gpu_workers = []
         self.resources.release()
 
-    def environment(self) -> dict[str, Any]:
+    def environment(self) -> EngineEnvironment:
         env = super().environment()
         env.update(gpu_environment(self.worker_gpus))
         if self.host_buffers():
@@ -164,13 +164,14 @@ class GpuNativeEngine(NativeEngine):
         return env
 
 
-def gpu_environment(worker_gpus: Sequence[int | None]) -> dict[str, Any]:
+def gpu_environment(worker_gpus: Sequence[int | None]) -> EngineEnvironment:
     """GPUs, CUDA and cuda-python versions, and the measured link ceilings where known."""
     gpus = sorted({g for g in worker_gpus if g is not None})
-    env: dict[str, Any] = {
+    entries: list[GpuEntry] = []
+    env: EngineEnvironment = {
         "cuda_driver": gpu_setup.cuda_driver_version(),
         "cuda_python": gpu_setup.cuda_python_version(),
-        "gpus": [],
+        "gpus": entries,
     }
     ceilings = {}
     with contextlib.suppress(Exception):
@@ -178,11 +179,13 @@ def gpu_environment(worker_gpus: Sequence[int | None]) -> dict[str, Any]:
 
         ceilings = {g: cached_link_ceiling(g) for g in gpus}
     for g in gpus:
-        entry: dict[str, Any] = {"index": g}
+        entry: GpuEntry = {"index": g}
         with contextlib.suppress(Exception):
             entry["name"] = gpu_setup.device_name(g)
         ceiling = ceilings.get(g)
-        if ceiling:
-            entry.update(ceiling)
-        env["gpus"].append(entry)
+        if ceiling and "link_ceiling_h2d_gb_s" in ceiling:
+            entry["link_ceiling_h2d_gb_s"] = ceiling["link_ceiling_h2d_gb_s"]
+        if ceiling and "link_ceiling_d2h_gb_s" in ceiling:
+            entry["link_ceiling_d2h_gb_s"] = ceiling["link_ceiling_d2h_gb_s"]
+        entries.append(entry)
     return env

@@ -8,6 +8,7 @@ the output says which.
 from __future__ import annotations
 
 from xferscope import _iocore
+from xferscope.engines.base import EngineEnvironment
 from xferscope.engines.native import NativeEngine, uring_status
 from xferscope.errors import EnvironmentProblem
 
@@ -16,7 +17,7 @@ THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
 HUGE_PAGE_BUFFERS, SMALL_PAGE_BUFFERS = "2 MiB transparent huge pages", "4 KiB pages"
 
 
-def set_buffer_pages(env: dict, huge: bool, *, default: bool) -> None:
+def set_buffer_pages(env: EngineEnvironment, huge: bool, *, default: bool) -> None:
     """The pages a run's host buffers were on, in an engine's environment: ``host_buffers_huge`` to act on,
     ``host_buffers`` in words (with "(default)" when nobody asked)."""
     env["host_buffers"] = (HUGE_PAGE_BUFFERS if huge else SMALL_PAGE_BUFFERS) + (" (default)" if default else "")

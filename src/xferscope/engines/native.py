@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from xferscope.engines.base import Engine, Snapshot
+from xferscope.engines.base import Engine, EngineEnvironment, Snapshot
 from xferscope.engines.split import lanes, split_label
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.spec import RunSpec
@@ -216,8 +216,8 @@ class NativeEngine(Engine):
                     pass
             self._fds.clear()
 
-    def environment(self) -> dict[str, Any]:
-        env: dict[str, Any] = {"io_engine": self.io_engine, "direct_io": self.target.direct}
+    def environment(self) -> EngineEnvironment:
+        env: EngineEnvironment = {"io_engine": self.io_engine, "direct_io": self.target.direct}
         if self.spec.split:
             env["split"] = self.spec.split
             env["sub_requests_in_flight_per_worker"] = lanes(self.spec.block_size, self.spec.split)

@@ -33,7 +33,7 @@ import msgspec
 from xferscope import target as targets
 from xferscope.child_host import Outcome, Talk, Work, serve_with
 from xferscope.child_messages import Progress
-from xferscope.engines.base import Sample, Snapshot
+from xferscope.engines.base import EngineEnvironment, Sample, Snapshot
 from xferscope.isolation import Channel
 from xferscope.run.local_run import STOP_GRACE_S, LocalRun
 from xferscope.spec import RunSpec
@@ -72,7 +72,7 @@ class Started(msgspec.Struct, frozen=True):
 
     labels: list[str]
     worker_gpus: list[int | None]
-    environment: dict[str, Any]
+    environment: EngineEnvironment
     snapshot: Snapshot
     cufile_probes: dict[int, str | None] = {}
 

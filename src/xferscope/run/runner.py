@@ -31,7 +31,7 @@ from xferscope import janitor
 from xferscope import target as targets
 from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Ended, Start
-from xferscope.engines.base import RunResult, Sample, Snapshot
+from xferscope.engines.base import EngineEnvironment, RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, error_from_wire
 from xferscope.run import engine_pool
@@ -66,8 +66,8 @@ class EngineView:
     def snapshot(self) -> Snapshot:
         return self._run.snapshot()
 
-    def environment(self) -> dict[str, Any]:
-        return dict(self._run.engine_environment)
+    def environment(self) -> EngineEnvironment:
+        return self._run.engine_environment.copy()
 
 
 class Run(SampleFeed):
@@ -86,7 +86,7 @@ class Run(SampleFeed):
         self.state = "new"  # new, preparing, running, finished, closed
         self.labels: list[str] = []
         self.worker_gpus: list[int | None] = []
-        self.engine_environment: dict[str, Any] = {}
+        self.engine_environment: EngineEnvironment = {}
         #: the engine's workers did not stop when asked; its process was killed (nothing is left here)
         self.stuck = False
         self._gpu_telemetry = gpu_telemetry
