@@ -34,6 +34,7 @@ from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, r
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
@@ -242,7 +243,7 @@ class CheckpointSetup:
                 else "--async: each state copied to pinned host memory (the GPUs blocked), then written from there"
                 + (" with O_DIRECT" if job.path != "host" else "")
             )
-        self.environment: dict[str, Any] = {"checkpoint_layout": job.layout, "request_bytes": REQUEST}
+        self.environment: WorkloadEnvironment = {"checkpoint_layout": job.layout, "request_bytes": REQUEST}
         self.states: list[Slot] = []
         self.copies: list[tuple[Slot, int]] = []  # an asynchronous save's: the copy, and its address
         self.restored: list[Slot] = []

@@ -232,7 +232,7 @@ def _record(
     cpu = out.process.cpu_seconds
     if cpu is not None:  # the path's cost: checking the bytes is not part of it
         cpu = max(0.0, cpu - end.verify_cpu_s)
-    environment = dict(out.environment)
+    environment = out.environment.copy()
     if kept:
         environment["kept_in"] = kept
     return CheckpointRecord(

@@ -14,11 +14,12 @@ from typing import Any, Protocol
 from xferscope import child_host
 from xferscope.child_messages import Ready, Tick
 from xferscope.isolation import Channel
+from xferscope.workloads.common.records import WorkloadEnvironment
 
 
 class Setup(Protocol):
     labels: list[str]
-    environment: dict[str, Any]
+    environment: WorkloadEnvironment
 
     def build(self) -> None: ...
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from xferscope.child_driver import ChildDriver
 from xferscope.child_messages import Ended, ProcessFigures, Ready, Start, Tick, unexpected
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel, Child, error_from_wire
+from xferscope.workloads.common.records import WorkloadEnvironment
 
 #: how long a stopped run gets to end what is in flight before its process is killed
 STOP_GRACE_S = 20.0
@@ -30,7 +31,7 @@ class Outcome:
     payload: Any = None
     process: ProcessFigures = field(default_factory=ProcessFigures)
     labels: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: WorkloadEnvironment = field(default_factory=lambda: WorkloadEnvironment())
 
 
 class WorkloadChild:
@@ -71,7 +72,7 @@ class WorkloadChild:
     def _drive(self, d: ChildDriver, job: Any) -> Outcome:
         d.send_job(job)
         ready = d.answer(Ready)
-        out = Outcome(labels=list(ready.labels), environment=dict(ready.environment))
+        out = Outcome(labels=list(ready.labels), environment=cast(WorkloadEnvironment, dict(ready.environment)))
         self._phase = "while running"
         d.send(Start())
         killed = False

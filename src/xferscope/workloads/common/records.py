@@ -9,6 +9,7 @@ from typing import Any, TypedDict, TypeVar
 
 import msgspec
 
+from xferscope.engines.base import EngineEnvironment
 from xferscope.errors import FormatError
 
 T = TypeVar("T")
@@ -34,6 +35,19 @@ def decode_as(kind: type[T], text: bytes | str, path: str, what: str) -> T:
         raise FormatError(path, None, f"not JSON: {exc}") from None
 
 
+class WorkloadEnvironment(EngineEnvironment, total=False):
+    """What a workload's engine process knows about its run: the engine's keys (the GPUs, CUDA's versions), the
+    workload's own (its batch buffers, a checkpoint's layout and request size, where checkpoints were kept) and,
+    where the process died, its last lines."""
+
+    batch_buffer_bytes: int
+    batch_buffers_per_accelerator: int
+    checkpoint_layout: str
+    request_bytes: int
+    kept_in: str
+    engine_last_words: list[str]
+
+
 class WorkloadResult(msgspec.Struct, kw_only=True):
     """What every workload record carries: its version, kind, how it ended and its spec (each kind's own), then
     what it read, its process's CPU (per GiB too) and peak memory, its labels, environment and error."""
@@ -47,7 +61,7 @@ class WorkloadResult(msgspec.Struct, kw_only=True):
     cpu_s_per_gib: float | None
     peak_rss_bytes: int | None
     labels: list[str] = []
-    environment: dict[str, Any] = {}
+    environment: WorkloadEnvironment = {}
     error: str | None = None
 
     @property
@@ -67,7 +81,7 @@ class RunEnd(TypedDict, total=False):
     cpu_seconds: float | None
     peak_rss_bytes: int | None
     labels: Sequence[str]
-    environment: dict[str, Any] | None
+    environment: WorkloadEnvironment | None
     error: str | None
 
 

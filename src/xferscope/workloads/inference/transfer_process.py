@@ -23,6 +23,7 @@ from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import Fetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.inference.transfer import Files, Job, JobSource, TransferEnd, TransferRun, Window, Worker
 
 #: share of a GPU's free memory the buffers may take
@@ -102,7 +103,7 @@ class TransferSetup:
     def __init__(self, job: TransferJob):
         self.job = job
         self.labels: list[str] = []
-        self.environment: dict[str, Any] = {}
+        self.environment: WorkloadEnvironment = {}
         self.resources: Any = None
         self.workers: list[Worker] = []
         self.slots: list[Slot] = []

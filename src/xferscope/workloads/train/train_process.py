@@ -19,6 +19,7 @@ from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import host_slot, make_fetcher, slot_capacity
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.train.compute import SleepCompute
 from xferscope.workloads.train.train_data import TrainData
@@ -35,7 +36,7 @@ class TrainSetup:
         self.spec, self.data = spec, data
         self.accelerators: list[Accelerator] = []
         self.labels: list[str] = []
-        self.environment: dict[str, Any] = {}
+        self.environment: WorkloadEnvironment = {}
         self.resources: Any = None  # GpuResources where a GPU is used
         self._host_slots: list = []
 
