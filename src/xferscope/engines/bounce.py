@@ -51,6 +51,7 @@ from __future__ import annotations
 
 from xferscope import _iocore
 from xferscope.engines.gpu_native import PINNED_ALIGN, GpuNativeEngine
+from xferscope.engines.native import NativeOptions
 from xferscope.units import format_size
 
 MAX_PIPELINE = 64  # the native core's limit of buffers per worker
@@ -137,7 +138,7 @@ class BounceAsyncEngine(BounceEngine):
             return pipeline_depth(self.spec.iodepth)
         return min(MAX_PIPELINE, (self.groups or max_groups(group * self.spec.block_size)) * group)
 
-    def native_options(self) -> dict:
+    def native_options(self) -> NativeOptions:
         return {"turns": self.turns}
 
     def path_labels(self) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from xferscope import _iocore
 from xferscope.engines.base import EngineEnvironment
-from xferscope.engines.native import NativeEngine, uring_status
+from xferscope.engines.native import NativeEngine, NativeOptions, uring_status
 from xferscope.errors import EnvironmentProblem
 
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
@@ -74,7 +74,7 @@ class HostEngine(NativeEngine):
     #: psync: buffers each worker reads into in turn (doctor's buffer-set probe; runs read into one)
     buffers_in_turn = 1
 
-    def native_options(self) -> dict:
+    def native_options(self) -> NativeOptions:
         return {"host_buffers": self.buffers_in_turn} if self.buffers_in_turn > 1 else {}
 
     def huge_pages(self) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from xferscope.engines.base import Engine, EngineEnvironment, Snapshot
 from xferscope.engines.split import lanes, split_label
@@ -64,6 +64,21 @@ class GpuJob(NamedTuple):
     workers: list[GpuWorker]
 
 
+class NativeOptions(TypedDict, total=False):
+    """The native Job's keyword arguments a path sets beside the common ones."""
+
+    turns: int  # bounce-async: how a worker's reads use the buffers (_iocore.TURNS_*)
+    host_buffers: int  # host: buffers a worker reads into in turn
+
+
+class WorkerTimeline(TypedDict):
+    """One worker's recorded intervals: (kind, lane, buffer, t0_ns, t1_ns, offset, bytes) each, kinds as
+    ``_iocore.TL_*``, and how many did not fit."""
+
+    records: list[tuple[int, int, int, int, int, int, int]]
+    dropped: int
+
+
 class NativeEngine(Engine):
     """Shared plumbing for engines driven by ``_iocore.Job``."""
 
@@ -99,7 +114,7 @@ class NativeEngine(Engine):
         """Blocks per copy of bounce-async's reads (small blocks go in groups); 0: no groups (every other path)."""
         return 0
 
-    def native_options(self) -> dict[str, Any]:
+    def native_options(self) -> NativeOptions:
         """Further keyword arguments of the native Job that a path sets (bounce-async's ``turns``, say)."""
         return {}
 
@@ -181,7 +196,7 @@ class NativeEngine(Engine):
     def snapshot(self) -> Snapshot:
         return Snapshot.from_native(self._job.snapshot())
 
-    def timeline(self) -> list[dict[str, Any]]:
+    def timeline(self) -> list[WorkerTimeline]:
         """Per worker, the intervals it recorded (``timeline_records`` > 0), after ``wait()`` and before
         ``close()``: ``{"records": [(kind, lane, buffer, t0_ns, t1_ns, offset, bytes)], "dropped": n}``,
         kinds as ``_iocore.TL_*``, times from ``time.monotonic_ns()``'s clock."""
