@@ -466,6 +466,16 @@ class Plateau(TypedDict):
     ends_early: bool
 
 
+class NumaMatrix(TypedDict, total=False):
+    """A memory sweep's NUMA matrix: its nodes, and latency and bandwidth [CPU node][memory node] (None where a
+    cell was not measured; each table only where any cell was)."""
+
+    cpu_nodes: list[int]
+    mem_nodes: list[int]
+    latency_ns: list[list[float | None]]
+    bandwidth_mb_s: list[list[float | None]]
+
+
 class MemSweep(Record, kw_only=True):
     """`mem --json` (and `import mlc --json`): latency against bandwidth per delay, or a mode's table."""
 
@@ -480,7 +490,7 @@ class MemSweep(Record, kw_only=True):
     pages: str | None = None
     pages_obtained: dict[str, float] = {}
     thp_coverage: Number = None
-    matrix: dict[str, Any] | None = None
+    matrix: NumaMatrix | None = None
     cache_levels: list[Plateau] | None = None
     notes: list[str] = []
     warnings: list[str] = []

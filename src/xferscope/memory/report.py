@@ -20,7 +20,7 @@ from xferscope.memory.result import (
     rising_plateaus,
 )
 from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
-from xferscope.records import CacheSize
+from xferscope.records import CacheSize, NumaMatrix
 from xferscope.units import format_size
 
 TRAFFIC_LABELS = {
@@ -302,13 +302,13 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
         {t for p in peaks for t in p if t not in PEAK_ORDER}
     ):
         add(f"{TRAFFIC_LABELS.get(traffic, traffic)} (MB/s)", [_f(p.get(traffic)) for p in peaks])
-    matrices = [r.matrix() or {} for r in results]
+    matrices: list[NumaMatrix] = [r.matrix() or {} for r in results]
     cells = sorted({(i, j) for m in matrices for i in m.get("cpu_nodes", []) for j in m.get("mem_nodes", [])})
-    for name, key, fmt in (("latency", "latency_ns", "{:.1f}"), ("read MB/s", "bandwidth_mb_s", "{:.1f}")):
+    for name, fmt in (("latency", "{:.1f}"), ("read MB/s", "{:.1f}")):
         for i, j in cells:
             values = []
             for m in matrices:
-                grid = m.get(key)
+                grid = m.get("latency_ns") if name == "latency" else m.get("bandwidth_mb_s")
                 if grid and i in m["cpu_nodes"] and j in m["mem_nodes"]:
                     values.append(_f(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt))
                 else:

@@ -164,7 +164,7 @@ class MemResult:
     def matrix_points(self) -> list[MemPoint]:
         return [p for p in self.points if p.in_matrix]
 
-    def matrix(self) -> dict[str, Any] | None:
+    def matrix(self) -> records.NumaMatrix | None:
         """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
         not measured); None when the result has no matrix cells."""
         cells = [
@@ -182,7 +182,7 @@ class MemResult:
                 latency[i][j] = p.latency_ns
             elif p.bandwidth_mb_s is not None:
                 bandwidth[i][j] = p.bandwidth_mb_s
-        out: dict[str, Any] = {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes}
+        out: records.NumaMatrix = {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes}
         if any(v is not None for row in latency for v in row):
             out["latency_ns"] = latency
         if any(v is not None for row in bandwidth for v in row):
