@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
+from typing import Any, TypedDict
 
 from xferscope.doctor.checks import CHECKS, FAIL, NATIVE_CHECKS, OK, PROBES, SCHEMA, WARN, Check, Facts
 
@@ -76,7 +75,27 @@ class _NativeSide:
             janitor.discard(self.log)
 
 
-def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: bool = True) -> dict[str, Any]:
+class CheckRow(TypedDict):
+    """One check in the report: its name, ok, warn or fail, what it found, and the fix (empty where none)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str
+
+
+class DoctorReport(TypedDict):
+    """`xferscope doctor --json`: the directory checked, whether there is a GPU, every check, and how many of each
+    status."""
+
+    schema: str
+    directory: str
+    gpu: bool
+    checks: list[CheckRow]
+    summary: dict[str, int]
+
+
+def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: bool = True) -> DoctorReport:
     """Every check, for ``directory`` (default: where xferscope puts scratch files); with ``ceilings``, each
     path's own ceiling measured too (``check_ceilings``); without ``probes``, none of the checks that measure
     (``PROBES``).
@@ -115,7 +134,7 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: 
         "schema": SCHEMA,
         "directory": directory,
         "gpu": bool(facts.gpus),
-        "checks": [asdict(c) for c in checks],
+        "checks": [CheckRow(name=c.name, status=c.status, detail=c.detail, fix=c.fix) for c in checks],
         "summary": summary,
     }
 
@@ -175,7 +194,7 @@ def check_ceilings(directory: str) -> list[Check]:
     return checks
 
 
-def format_report(report: dict[str, Any]) -> str:
+def format_report(report: DoctorReport) -> str:
     """The report as text: one line a check, the fix indented under it."""
     checks = report["checks"]
     width = max((len(c["name"]) for c in checks), default=10)
