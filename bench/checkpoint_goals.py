@@ -118,17 +118,20 @@ def against_run(a) -> bool:
           f"{a.rounds} rotated rounds, scale {a.ratio_scale}")  # fmt: skip
     kinds = ("checkpoint", "checkpoint again", "run", "new files")
     got: dict[str, list[float]] = {k: [] for k in kinds}
-    rank_bytes = 0
+    planned = xferscope(
+        "workload", "checkpoint", "llama3-8b", "--subset", "--scale", str(a.ratio_scale), "--plan", "--dir", a.dir
+    )
+    # the new files are as large as the largest rank's share, in whole requests
+    rank_bytes = -(-max(r["bytes"] for r in planned["ranks_here"]) // (16 << 20)) * (16 << 20)
     for order in round_orders(len(kinds), a.rounds):
         for i in order:
             if kinds[i] == "run":
                 got["run"].append(run_write(a, path, 8))
             elif kinds[i] == "new files":
-                got["new files"].append(new_files(a, 8, rank_bytes or 640 << 20))
+                got["new files"].append(new_files(a, 8, rank_bytes))
             else:
                 d = checkpoint(argparse.Namespace(**{**vars(a), "scale": a.ratio_scale, "checkpoints": 1}), path)
                 got[kinds[i]].append(statistics.median(s["gb_per_s"] for s in d["saves"]))
-                rank_bytes = -(-max(r["bytes"] for r in d["ranks"]) // (16 << 20)) * (16 << 20)
         print("  round: " + ", ".join(f"{k} {v[-1]:.2f} GB/s" for k, v in got.items()))
     ratio = paired_verdict(got["run"], got["checkpoint"])
     fresh = paired_verdict(got["new files"], got["checkpoint"])

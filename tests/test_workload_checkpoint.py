@@ -419,6 +419,8 @@ def test_states_in_gpu_memory_are_written_by_the_path_and_read_back_whole(sim_gp
     assert error is None, error
     assert [[w.bytes for w in ws] for ws in end.writes] == [[r.size for r in plan.ranks]] * 2
     assert all((w.blocked_s > 0) == staged for ws in end.writes for w in ws)
+    # the writes begin once every rank's copy is made: a save is durable no sooner than the slowest copy
+    assert all(w.staged_s >= max(x.blocked_s for x in ws) for ws in end.writes for w in ws)
     assert [[r.wrote for r in rs] for rs in end.restores] == [[1, 2, 0]] * 2
     assert labels[0].startswith("GPU memory") and any("--async" in lab for lab in labels) == staged
     for k in (1, 2):
@@ -443,9 +445,9 @@ def test_an_async_save_writes_under_the_next_interval_and_the_next_save_waits_fo
         events.append(f"stage {i} {threading.current_thread().name != 'MainThread'}")
         return stage(self, i)
 
-    def saved(self, k, stop, blocked):
+    def saved(self, k, stop, *rest):
         events.append(f"save {k} begins")
-        out = save(self, k, stop, blocked)
+        out = save(self, k, stop, *rest)
         events.append(f"save {k} ends")
         return out
 

@@ -126,7 +126,9 @@ class CheckpointState:
         self.phase = ""
         done = len(result.saves)
         self.rows = [
-            RankRow(f.rank, f.gpu, f.bytes * done, f.write_seconds + f.fsync_seconds, f.restore_seconds)
+            RankRow(
+                f.rank, f.gpu, f.bytes * done, f.durable_seconds or f.write_seconds + f.fsync_seconds, f.restore_seconds
+            )
             for f in result.ranks
         ]
 

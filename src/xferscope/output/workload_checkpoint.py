@@ -177,7 +177,7 @@ def gpu_lines(record: CheckpointRecord) -> list:
     for g in gpus:
         mine = [f for f in record.ranks if f.gpu == g]
         total = sum(f.bytes for f in mine)
-        save = max((f.blocked_seconds or 0) + f.write_seconds + f.fsync_seconds for f in mine)
+        save = max(f.durable_seconds or f.write_seconds + f.fsync_seconds for f in mine)
         restore = max((f.restore_seconds or 0) for f in mine)
         rows.append(
             (
@@ -246,11 +246,11 @@ def checkpoint_and_report(
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
     if options.every < 0:
         raise SpecError("every", f"seconds of 0 or more, got {options.every:g}")
-    for other in paths[1:]:  # an unknown path, or a state it cannot write from: one line before anything runs
-        dataclasses.replace(spec, path=other).plan()
+    # each path planned once: an unknown path, or a state it cannot write from, is one line before anything runs
+    plans = {p: dataclasses.replace(spec, path=p).plan() for p in dict.fromkeys(paths)}
     if plan_only and len(paths) > 1:
         raise SpecError("plan", "--plan is of one path; several paths are for a run")
-    checked = spec.plan()
+    checked = plans[paths[0]]
     if plan_only:
         code = show_plan(checked, fmt=fmt, json_path=json_path)
     else:
@@ -262,7 +262,7 @@ def checkpoint_and_report(
 
         record: CheckpointRecord | CheckpointComparison
         if len(paths) > 1:
-            record = compare_paths(spec, paths, rounds, options, tick if live else None)
+            record = compare_paths(plans, paths, rounds, options, tick if live else None)
         else:
             record = run_checkpoints(checked, options, tick if live else None)
         clear_line(live)

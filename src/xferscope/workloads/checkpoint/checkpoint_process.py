@@ -70,12 +70,13 @@ class RankWrite:
     bytes: int
     write_s: float
     fsync_s: float
-    blocked_s: float = 0.0  # an asynchronous save: the copy of the state
+    blocked_s: float = 0.0  # an asynchronous save: the copy of this rank's state
+    staged_s: float = 0.0  # an asynchronous save: every rank's copy, from the save's start until the writes began
 
     @property
     def durable_s(self) -> float:
         """From the save's start until the rank's last file is synced."""
-        return self.blocked_s + self.write_s + self.fsync_s
+        return self.staged_s + self.write_s + self.fsync_s
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,12 @@ class CheckpointEnd:
     restores: list[list[RankRead]] = field(default_factory=list)  # a list a checkpoint
     resident_share: float | None = None  # of the checkpoints' bytes, as the restore began
     verify_cpu_s: float = 0.0  # the process's CPU spent checking the bytes (not the path's cost)
+
+    def add_save(self, writes: list[RankWrite], metadata_s: float | None) -> None:
+        """A checkpoint saved: its ranks' figures, and DCP's index's seconds (None in DLIO's layout)."""
+        self.writes.append(writes)
+        if metadata_s is not None:
+            self.metadata_s.append(metadata_s)
 
 
 def checkpoint_dir(directory: str, k: int) -> str:
@@ -130,10 +137,10 @@ def store_rank(
     return RankWrite(rank.rank, written, write_s, fsync_s)
 
 
-def joined(parts: list[RankWrite], blocked_s: float = 0.0) -> RankWrite:
+def joined(parts: list[RankWrite], blocked_s: float = 0.0, staged_s: float = 0.0) -> RankWrite:
     """A rank's writer threads, started together, as the rank: its bytes, and the slowest thread's times."""
     slowest = max(parts, key=lambda w: w.write_s + w.fsync_s)
-    return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s, blocked_s)
+    return RankWrite(parts[0].rank, sum(w.bytes for w in parts), slowest.write_s, slowest.fsync_s, blocked_s, staged_s)
 
 
 def fetch_rank(reader: int, writer: Rank, directory: str, fetcher: Any, into: Slot) -> RankRead:
@@ -250,7 +257,6 @@ class CheckpointSetup:
         self.resources: Any = None
         self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
         self.fetchers: list[Any] = []
-        self._metadata_s: list[float] = []  # DCP's index, a checkpoint
 
     def seed_of(self, rank: Rank) -> int:
         return self.job.seed * 1_000_003 + rank.rank
@@ -324,8 +330,12 @@ class CheckpointSetup:
             at, spaced = at + f.size, spaced + aligned(f.size)
         return time.perf_counter() - t0
 
-    def _save(self, k: int, stop: threading.Event, blocked: list[float]) -> list[RankWrite]:
-        """Every rank's files of checkpoint ``k``, written at once (and DCP's index after them)."""
+    def _save(
+        self, k: int, stop: threading.Event, blocked: list[float], staged_s: float
+    ) -> tuple[list[RankWrite], float | None]:
+        """Every rank's files of checkpoint ``k``, written at once, and DCP's index after them: each rank's figures
+        (``blocked``: each rank's copy of an asynchronous save, ``staged_s``: all of them), and the index's
+        seconds (None in DLIO's layout)."""
         job, ranks = self.job, self.job.ranks
         directory = checkpoint_dir(job.directory, k)
         # a rank writes its files in turn; DCP's writer threads (a file each) write theirs at once
@@ -335,10 +345,11 @@ class CheckpointSetup:
             for only in (range(len(r.files)) if job.layout == "dcp" else [None])
         ]
         parts = _together([work for _, work in threads])
-        writes = [joined([w for (i, _), w in zip(threads, parts) if i == j], blocked[j]) for j in range(len(ranks))]
-        if job.layout == "dcp" and not stop.is_set():
-            self._metadata_s.append(self._metadata(directory))
-        return writes
+        writes = [
+            joined([w for (i, _), w in zip(threads, parts) if i == j], blocked[j], staged_s) for j in range(len(ranks))
+        ]
+        metadata = self._metadata(directory) if job.layout == "dcp" and not stop.is_set() else None
+        return writes, metadata
 
     def _tick_while(self, done: threading.Event, tick: Callable[[], None]) -> None:
         """A tick every ``TICK_S`` until ``done``: each rank's bytes written, live."""
@@ -349,7 +360,10 @@ class CheckpointSetup:
                 return
 
     def _write_all(
-        self, stop: threading.Event, tick: Callable[[str, int], None], saved: Callable[[list[RankWrite]], None]
+        self,
+        stop: threading.Event,
+        tick: Callable[[str, int], None],
+        saved: Callable[[tuple[list[RankWrite], float | None]], None],
     ) -> None:
         """Every checkpoint written (an asynchronous save's writes under the next interval), each one's ranks'
         figures given to ``saved``."""
@@ -364,21 +378,22 @@ class CheckpointSetup:
             if stop.is_set():
                 break
             os.mkdir(checkpoint_dir(job.directory, k))
-            blocked = [0.0] * len(ranks)
+            blocked, staged_s = [0.0] * len(ranks), 0.0
             if job.staged:
                 tick("staging", k + 1)
+                t0 = time.perf_counter()
                 blocked = _together([partial(self._stage, i) for i in range(len(ranks))])
+                staged_s = time.perf_counter() - t0  # the writes begin once every copy is made
             tick("writing", k + 1)
             if job.staged and job.every and k + 1 < job.checkpoints:
-                pending = _Background(partial(self._save, k, stop, blocked))
+                pending = _Background(partial(self._save, k, stop, blocked, staged_s))
                 continue
-            saved(self._save(k, stop, blocked))
+            saved(self._save(k, stop, blocked, staged_s))
         if pending is not None:
             saved(pending.result())
 
     def _run(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
         job, ranks = self.job, self.job.ranks
-        self._metadata_s = end.metadata_s
         now: list[tuple[str, int]] = []  # the phase and the checkpoint, for the ticks while they are written
 
         def tick(phase: str, k: int) -> None:
@@ -398,7 +413,7 @@ class CheckpointSetup:
         ticker = threading.Thread(target=self._tick_while, args=(writing, again), name="xferscope-ticks")
         ticker.start()
         try:
-            self._write_all(stop, tick, end.writes.append)
+            self._write_all(stop, tick, lambda saved: end.add_save(*saved))
         finally:
             writing.set()
             ticker.join()

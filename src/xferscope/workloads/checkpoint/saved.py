@@ -75,13 +75,13 @@ def dlio_checkpoints(path: str, data: dict) -> DlioCheckpoints:
 
 
 def _runs_of(path: str) -> list[Any]:
-    data = _json(path)
-    if isinstance(data, dict) and data.get("kind") == KINDS[0]:
-        with open(path, "rb") as fh:
-            return [decode_as(CheckpointRecord, fh.read(), path, "a checkpoint run")]
-    if isinstance(data, dict) and data.get("kind") == KINDS[1]:
-        with open(path, "rb") as fh:
-            return list(decode_as(CheckpointComparison, fh.read(), path, "a checkpoint comparison").results)
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    data = json.loads(raw)  # is_checkpoint read it as JSON already
+    if data.get("kind") == KINDS[0]:
+        return [decode_as(CheckpointRecord, raw, path, "a checkpoint run")]
+    if data.get("kind") == KINDS[1]:
+        return list(decode_as(CheckpointComparison, raw, path, "a checkpoint comparison").results)
     return [dlio_checkpoints(path, data)]
 
 

@@ -9,7 +9,6 @@ over that duration. DLIO's own figure is all the bytes over rank 0's time. A res
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,8 +58,9 @@ class RankFigures(msgspec.Struct, kw_only=True):
     fsync_seconds: float
     restore_seconds: float | None
     restored_from: int | None
-    blocked_seconds: float | None = None  # --async
+    blocked_seconds: float | None = None  # --async: the copy of this rank's state
     gpu: int | None = None  # where its state lives (None: host memory)
+    durable_seconds: float | None = None  # mean, from the save's start to its last fsync (every rank's copies first)
 
 
 class CheckpointRecord(WorkloadResult, kw_only=True):
@@ -151,6 +151,7 @@ def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[RankFigures]:
                 restore_seconds=mean([r.seconds for r in reads]) if reads else None,
                 restored_from=reads[0].wrote if reads else None,
                 blocked_seconds=mean([w.blocked_s for w in writes]) if job.staged else None,
+                durable_seconds=mean([w.durable_s for w in writes]),
                 gpu=job.gpu_of(i) if job.on_gpu else None,
             )
         )
@@ -268,21 +269,20 @@ class CheckpointComparison(Ranked, kw_only=True):
 
 
 def compare_paths(
-    spec: CheckpointSpec,
+    plans: dict[str, CheckpointPlan],
     paths: Sequence[str],
     rounds: int,
     options: CheckpointRunOptions,
     on_tick: Callable[[object], None] | None = None,
 ) -> CheckpointComparison:
-    """Each path's run once a round, the order rotated (a path twice: an A/A pair); every path's plan checked
-    first, so that what one path cannot run is said before anything is written."""
-    plans = {p: dataclasses.replace(spec, path=p).plan() for p in dict.fromkeys(paths)}
+    """Each path's run (``plans``: each path's, of one spec) once a round, the order rotated (a path twice: an
+    A/A pair); every plan checked first, so that what one path cannot run is said before anything is written."""
     for plan in plans.values():
         if plan.refusals:
             raise plan.refusals[0]
     check_paths(list(plans))
     ranked, results, status = in_rounds(
-        spec,
+        plans[paths[0]].spec,
         paths,
         rounds,
         lambda s: run_checkpoints(plans[s.path], options, on_tick),
