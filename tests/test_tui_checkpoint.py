@@ -16,7 +16,7 @@ async def _start(pilot, app, target, checkpoints: str) -> None:
     """The view opened, the form filled (a small scale, ``checkpoints``, the directory), the run started."""
     await pilot.press("k")
     await wait_for(pilot, lambda: "workload checkpoint · idle" in screen_text(app))
-    await retype(pilot, "#ck-scale", "0.0005")
+    await retype(pilot, "#ck-scale", "0.0002")
     await retype(pilot, "#ck-checkpoints", checkpoints)
     await paste(pilot, "#ck-target", str(target))
     await pilot.press("escape", "r")
