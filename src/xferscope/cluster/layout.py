@@ -100,7 +100,8 @@ def share(items: list[int], index: int, parts: int) -> list[int]:
 
 
 def expand(template: str | None, field: str, place: RankPlace) -> str | None:
-    """``template`` with ``{rank}`` and ``{host}`` filled in; SpecError for any other placeholder."""
+    """``template`` with ``{rank}``, ``{host}`` and ``{local_rank}`` (the rank's number on its host) filled in;
+    SpecError for any other placeholder."""
     if template is None:
         return None
 
@@ -110,7 +111,11 @@ def expand(template: str | None, field: str, place: RankPlace) -> str | None:
             return str(place.rank)
         if name == "host":
             return place.host
-        raise SpecError(field, f"unknown placeholder {{{name}}} in {template!r}; use {{rank}} or {{host}}")
+        if name == "local_rank":
+            return str(place.local_rank)
+        raise SpecError(
+            field, f"unknown placeholder {{{name}}} in {template!r}; use {{rank}}, {{host}} or {{local_rank}}"
+        )
 
     return PLACEHOLDER.sub(fill, template)
 

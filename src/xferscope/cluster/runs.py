@@ -8,8 +8,6 @@ may kill the ranks soon after), then again once every rank has stopped.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import secrets
 import shutil
@@ -21,10 +19,10 @@ import typer
 
 from xferscope.cluster.layout import RankPlace, rank_files
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
-from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, failure_vote, run_spec_mpi
+from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, build_on_rank, run_spec_mpi
 from xferscope.cluster.world import World, open_world
 from xferscope.compare.verdict import MARGIN
-from xferscope.errors import ExitCode, RunFailed, XferscopeError
+from xferscope.errors import ExitCode, RunFailed
 from xferscope.output.files import result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
@@ -47,17 +45,6 @@ def print_cluster_run(results) -> None:
             typer.echo(line)
 
 
-def _build(make: Callable, world: World):
-    """Build on this rank; a failure becomes this rank's vote, so that rank 0 reports it for everyone.
-    Notes printed while building (a skipped path) come from rank 0 only."""
-    quiet = contextlib.nullcontext() if world.is_root else contextlib.redirect_stderr(io.StringIO())
-    try:
-        with quiet:
-            return make(), None
-    except (XferscopeError, ValueError) as exc:
-        return None, failure_vote(exc)
-
-
 def _note_single_rank(world: World) -> None:
     if world.size == 1 and world.launcher == "none":
         typer.echo(
@@ -70,7 +57,7 @@ def run_mpi(
 ) -> None:
     world = open_world()
     root = world.is_root
-    spec, vote = _build(make_spec, world)
+    spec, vote = build_on_rank(make_spec, world)
     install_hangup_handlers()
     progress = ClusterProgress(root and sys.stderr.isatty() and fmt != "json", spec.duration if spec else None)
     if root:
@@ -146,7 +133,7 @@ def compare_mpi(
 
     world = open_world()
     root = world.is_root
-    specs, vote = _build(make_specs, world)
+    specs, vote = build_on_rank(make_specs, world)
     install_hangup_handlers()
     if root:
         _note_single_rank(world)

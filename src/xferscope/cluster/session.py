@@ -14,8 +14,11 @@ The steps, on every rank:
 
 from __future__ import annotations
 
+import contextlib
+import io
 import socket
 from collections.abc import Callable
+from typing import TypeVar
 
 from xferscope.cluster.exchange import Follower, Leader
 from xferscope.cluster.layout import Layout, describe_me, layout_from, prepare_waves, rank_spec
@@ -27,6 +30,8 @@ from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeE
 from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
+
+T = TypeVar("T")
 
 
 class RankFailed(XferscopeError):
@@ -89,6 +94,17 @@ def agree_or_raise(
     rank, (message, code, host, _) = real[0]
     more = f" (and {len(real) - 1} more rank{'s' if len(real) > 2 else ''})" if len(real) > 1 else ""
     raise RankFailed(f"rank {rank} on {host}: {message}{more}", code, cannot_run_there=all(v[3] for _, v in real))
+
+
+def build_on_rank(make: Callable[[], T], world: World) -> tuple[T | None, tuple[str, int, str, bool] | None]:
+    """Build on this rank; a failure becomes this rank's vote, so that rank 0 reports it for everyone.
+    Notes printed while building (a skipped path) come from rank 0 only."""
+    quiet = contextlib.nullcontext() if world.is_root else contextlib.redirect_stderr(io.StringIO())
+    try:
+        with quiet:
+            return make(), None
+    except (XferscopeError, ValueError) as exc:
+        return None, failure_vote(exc)
 
 
 class ClusterRun:

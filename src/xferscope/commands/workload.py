@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -23,6 +23,9 @@ from xferscope.errors import SpecError
 from xferscope.output.files import check_outputs
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.units import parse_duration
+
+if TYPE_CHECKING:
+    from xferscope.workloads.train.train_spec import TrainSpec
 
 workload_app = typer.Typer(
     name="workload",
@@ -144,32 +147,61 @@ def train_command(
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
     max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
+    mpi: Annotated[
+        bool,
+        typer.Option(
+            "--mpi",
+            help="across every rank of an MPI job (mpirun -n N xferscope workload train ... --mpi): -a accelerators "
+            "a rank, the data sharded over all of them; --dir may hold {rank} and {host}, --gpu {local_rank}",
+        ),
+    ] = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
     report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
     from xferscope.workloads.train.train_spec import train_spec
 
-    run.check()
-    if max_accelerators < 1:
-        raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
-    paths, compute, note = _defaults(path, compute)
-    for p in paths[1:]:
-        train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
-    spec = train_spec(
-        preset,
-        accelerator_type,
-        accelerators=accelerators,
-        gpus=tuple(gpu_list(gpu)) if gpu is not None else None,
-        path=paths[0],
-        compute=compute,
-        **shape.spec_fields(),
-        seed=run.seed,
-        keep=run.keep,
-        interval=run.interval,
-        defaults_note=note,
-    )
+    def make_spec() -> tuple[TrainSpec, list[str]]:
+        run.check()
+        if max_accelerators < 1:
+            raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
+        paths, chosen_compute, note = _defaults(path, compute)
+        if mpi and len(paths) > 1:
+            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        for p in paths[1:]:
+            train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
+        per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
+        spec = train_spec(
+            preset,
+            accelerator_type,
+            accelerators=accelerators,
+            gpus=tuple(gpu_list(gpu)) if gpu is not None and not per_rank else None,
+            path=paths[0],
+            compute=chosen_compute,
+            **shape.spec_fields(),
+            seed=run.seed,
+            keep=run.keep,
+            interval=run.interval,
+            defaults_note=note,
+        )
+        return spec, paths
+
     install_hangup_handlers()
+    if mpi:
+        from xferscope.cluster.workload_train import check_launcher, train_mpi
+
+        check_launcher()
+        train_mpi(
+            lambda: make_spec()[0],
+            gpu_text=gpu,
+            find_max=find_max,
+            upper=max_accelerators,
+            fmt=run.fmt,
+            json_path=run.json_path,
+            csv_path=run.csv_path,
+        )
+        return
+    spec, paths = make_spec()
     from xferscope.output.workload import train_and_report
 
     train_and_report(spec, paths, run.rounds, find_max, max_accelerators, **run.outputs)

@@ -68,6 +68,8 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
             for a in r.accelerators
         ]
         lines.append(text_table(headers, rows))
+    if r.cluster is not None:
+        lines += cluster_lines(r)
     d = r.data
     where = "generated" if d.get("generated") else "read as they are"
     lines.append(
@@ -76,6 +78,81 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
     )
     if r.labels:
         lines.append("  " + "; ".join(r.labels))
+    return lines
+
+
+def cluster_lines(r: TrainResult) -> list[Any]:
+    """An MPI job's hosts and ranks, each as it measured itself, the slowest host named, and MLPerf's memory
+    rule where it is not met."""
+    from xferscope.workloads.train.train_cluster import memory_rule_note
+
+    c = r.cluster
+    assert c is not None
+    hosts = len(c.hosts)
+    lines: list[Any] = [
+        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}); "
+        f"the data set {'once per host' if c.data_per_host else 'once for all'}"
+        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
+    ]
+    headers = ("host", "ranks", "acc", "AU", "pass", "samples/s", "MB/s", "wait p99", "RAM", "CPUs")
+    rows = [
+        (
+            h.host,
+            ",".join(map(str, h.ranks)),
+            h.accelerators,
+            pct(h.au),
+            {True: "pass", False: "fail", None: "-"}[h.passed],
+            _f(h.samples_per_s),
+            _f(h.mb_per_s, "{:.0f}"),
+            ms(h.io_wait_p99_s),
+            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
+            h.cpus,
+        )
+        for h in c.hosts
+    ]
+    lines.append(text_table(headers, rows, left=("host", "ranks")))
+    headers = ("rank", "host", "accelerators", "GPUs", "AU", "samples/s", "MB/s", "seconds", "status")
+    rows = [
+        (
+            k.rank,
+            k.host,
+            f"{k.first_accelerator}-{k.first_accelerator + k.accelerators - 1}",
+            ",".join(map(str, k.gpus)) or "-",
+            pct(k.au),
+            _f(k.samples_per_s),
+            _f(k.mb_per_s, "{:.0f}"),
+            f"{k.seconds:.1f}",
+            k.status if k.error is None else f"{k.status}: {k.error}",
+        )
+        for k in c.per_rank
+    ]
+    lines.append(text_table(headers, rows, left=("host", "status")))
+    note = memory_rule_note(r)
+    if note:
+        lines.append(f"  {note}")
+    return lines
+
+
+def find_max_mpi_lines(f: FindMaxResult, ranks: int) -> list[Any]:
+    """``--find-max --mpi``: the most a rank keeps on every host, the job's record at that count below."""
+    s = f.spec
+    lines: list[Any] = [
+        f"This storage keeps {f.best} {s.accelerator_type.upper()}-class accelerator{'s' * (f.best != 1)} a rank "
+        f"({f.best * ranks} over {ranks} ranks) training {s.preset} at AU >= {pct(f.au_threshold)} on every host "
+        f"through {s.path} (compute {s.compute}; {f.runs} runs, counts up to {f.upper} a rank tried by doubling "
+        "then bisecting)"
+    ]
+    if f.status != "ok":
+        lines.append(f"  {f.status.upper()}: the counts measured until then (the answer is at least {f.best})")
+    for p in f.points:
+        verdict_word = "pass" if p.passed else "fail"
+        lines.append(
+            f"  {p.accelerators:>4} a rank ({p.accelerators * ranks} in all): AU of the slowest host {pct(p.au)} "
+            f"{verdict_word}"
+        )
+    best = [r for r in f.results if r.spec.accelerators == f.best * ranks]
+    if best:
+        lines += table_lines(best[-1], per_accelerator=False)
     return lines
 
 

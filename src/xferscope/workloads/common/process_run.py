@@ -55,7 +55,11 @@ class WorkloadChild:
         if self._on_tick is not None:
             self._on_tick(message.progress)
 
-    def execute(self, job: Any, on_tick: Callable[[Any], None] | None = None) -> Outcome:
+    def execute(
+        self, job: Any, on_tick: Callable[[Any], None] | None = None, on_ready: Callable[[], None] | None = None
+    ) -> Outcome:
+        """``on_ready``: called once the process is set up, before it starts (ranks of an MPI job meet there, so
+        that their timed regions start together); what it raises ends the run before it starts."""
         d, self._on_tick = self._driver, on_tick
         closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
         try:
@@ -63,16 +67,18 @@ class WorkloadChild:
 
             env, log = cufile_driver.child_env(self.path)
             d.launch(self.target, env=env, log=log)
-            out = self._drive(d, job)
+            out = self._drive(d, job, on_ready)
             closing_s = STOP_GRACE_S
             return out
         finally:
             d.close(closing_s, end_grace_s=10.0)
 
-    def _drive(self, d: ChildDriver, job: Any) -> Outcome:
+    def _drive(self, d: ChildDriver, job: Any, on_ready: Callable[[], None] | None) -> Outcome:
         d.send_job(job)
         ready = d.answer(Ready)
         out = Outcome(labels=list(ready.labels), environment=cast(WorkloadEnvironment, dict(ready.environment)))
+        if on_ready is not None:
+            on_ready()
         self._phase = "while running"
         d.send(Start())
         killed = False

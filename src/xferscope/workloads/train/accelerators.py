@@ -5,7 +5,8 @@ Per accelerator: ``read_threads`` readers share ``slots`` batch buffers (``--pre
 computed on included). A reader takes a free buffer first and then the next batch number, so the batch the step
 loop waits for always has a buffer and a reader. Batches follow DLIO's sharding: each epoch the samples are
 shuffled with the seed (and the epoch), accelerator ``a`` of ``N`` takes every N-th from the a-th, and its
-batches are consecutive runs of ``batch`` samples (the last, partial one dropped).
+batches are consecutive runs of ``batch`` samples (the last, partial one dropped). Under MPI, ``a`` and ``N`` count
+the accelerators of every rank (``TrainSpec.first_accelerator``, ``world_accelerators``).
 
 A run ends after ``--steps`` steps per accelerator, ``--epochs`` epochs, or ``--duration`` seconds, whichever
 comes first (``--epochs 1`` when none is given); ``stop`` ends it early, with every finished step kept.
@@ -31,17 +32,17 @@ from xferscope.workloads.train.train_spec import TrainSpec
 
 
 def steps_per_epoch(spec: TrainSpec, data: TrainData) -> int:
-    return len(data.samples) // spec.accelerators // spec.batch
+    return len(data.samples) // spec.sharded_over // spec.batch
 
 
 def check_enough(spec: TrainSpec, samples: int) -> None:
     """One batch per accelerator per epoch at least, or the run cannot take a step."""
-    if samples // spec.accelerators // spec.batch < 1:
-        need = spec.accelerators * spec.batch
+    n = spec.sharded_over
+    if samples // n // spec.batch < 1:
         raise SpecError(
             "files",
-            f"the data set has {samples} samples; {spec.accelerators} accelerator{'s' * (spec.accelerators != 1)} "
-            f"with batches of {spec.batch} need{'s' * (spec.accelerators == 1)} at least {need}: raise --files (or lower --batch, --accelerators)",
+            f"the data set has {samples} samples; {n} accelerator{'s' * (n != 1)} "
+            f"with batches of {spec.batch} need{'s' * (n == 1)} at least {n * spec.batch}: raise --files (or lower --batch, --accelerators)",
         )
 
 
@@ -78,7 +79,7 @@ class BatchPlan:
         spec = self.spec
         order = list(range(len(self.data.samples)))
         random.Random(spec.seed * 1_000_003 + epoch).shuffle(order)
-        mine = order[self.index :: spec.accelerators]
+        mine = order[spec.first_accelerator + self.index :: spec.sharded_over]
         b = spec.batch
         return [mine[i * b : (i + 1) * b] for i in range(len(mine) // b)]
 

@@ -17,7 +17,7 @@ from xferscope.workloads.train.accelerators import TrainTick, check_enough
 from xferscope.workloads.train.find_max import Search, find_max
 from xferscope.workloads.train.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
 from xferscope.workloads.train.train_data import TrainData
-from xferscope.workloads.train.train_record import FindMaxPoint, FindMaxResult, TrainResult
+from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxPoint, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_run import TrainRun
 from xferscope.workloads.train.train_spec import TrainSpec
 
@@ -84,24 +84,42 @@ class TrainSession:
     def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> TrainData:
         """The data set, after checking that every path asked for (``paths``, else the spec's) can run here and
         that the batch buffers fit."""
+        self.check(paths)
+        if self.data is None:
+            self.data = train_data.generate(self.spec, progress, cancel=lambda: self.stopped)
+        return self.data
+
+    def check(self, paths: Sequence[str] = ()) -> None:
+        """Every path asked for can run here, the set has a batch for every accelerator and the batch buffers
+        fit (nothing is written); the user's own set (``--data``) is scanned into ``data``."""
         spec = self.spec
         specs = [dataclasses.replace(spec, path=p) for p in paths] or [spec]
         for s in specs:
             check_path(s)
         if spec.data is not None:
-            data = train_data.scan(spec)
-            lengths = [s.length for s in data.samples]
+            self.data = train_data.scan(spec)
+            lengths = [s.length for s in self.data.samples]
         else:
-            data = None
             lengths = train_data.plan_generated(spec)[2]
         check_enough(spec, len(lengths))
         check_memory_before(specs, lengths)
-        if data is None:
-            data = train_data.generate(spec, progress, cancel=lambda: self.stopped)
-        self.data = data
-        return data
 
-    def run(self, spec: TrainSpec | None = None, on_tick: Callable[[TrainTick], None] | None = None) -> TrainResult:
+    def run(
+        self,
+        spec: TrainSpec | None = None,
+        on_tick: Callable[[TrainTick], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> TrainResult:
+        """One run over the set; ``on_ready``: called when its process is set up, before the timed region."""
+        return self.run_with_steps(spec, on_tick, on_ready)[0]
+
+    def run_with_steps(
+        self,
+        spec: TrainSpec | None = None,
+        on_tick: Callable[[TrainTick], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> tuple[TrainResult, list[AcceleratorRun]]:
+        """``run``, with each accelerator's steps the result was made from."""
         assert self.data is not None
         spec = spec or self.spec
         check_enough(spec, len(self.data.samples))
@@ -109,7 +127,7 @@ class TrainSession:
         if self.stopped:
             run.stop()
         try:
-            return run.execute(on_tick)
+            return run.execute(on_tick, on_ready), run.runs
         finally:
             self._run = None
 

@@ -67,9 +67,10 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
     first = results[0]
     aus = [r.au for r in results if r.au is not None]
     au = _median(aus)
+    ranks = first.cluster.ranks if first.cluster is not None else 1
     return Entry(
         label=label,
-        source="xferscope",
+        source="xferscope" if ranks == 1 else f"xferscope, {ranks} ranks",
         workload=first.spec.preset,
         path=first.spec.path,
         accelerators=first.spec.accelerators,
@@ -83,6 +84,32 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
         mb_per_s=_median([r.mb_per_s for r in results]),
         aus=aus,
     )
+
+
+def host_entries(label: str, result: TrainResult) -> list[Entry]:
+    """An MPI job's hosts, each as one more entry beside the job's (``label@host``)."""
+    c = result.cluster
+    if c is None:
+        return []
+    return [
+        Entry(
+            label=f"{label}@{h.host}",
+            source=f"xferscope, {len(h.ranks)} of {c.ranks} ranks",
+            workload=result.spec.preset,
+            path=result.spec.path,
+            accelerators=h.accelerators,
+            runs=1,
+            au=h.au,
+            au_min=h.au,
+            au_max=h.au,
+            au_threshold=result.au_threshold,
+            passed=h.passed,
+            samples_per_s=h.samples_per_s,
+            mb_per_s=h.mb_per_s,
+            aus=[] if h.au is None else [h.au],
+        )
+        for h in c.hosts
+    ]
 
 
 def entry_of_search(label: str, search: FindMaxResult) -> Entry:
@@ -155,7 +182,8 @@ def load_entries(path: str) -> list[Entry]:
         raise FormatError(path, None, f"not JSON: {exc}") from None
     label = path.rsplit("/", 1)[-1]
     if isinstance(data, dict) and data.get("kind") == KIND:
-        return [entry_of_runs(label, [decode(raw, path)])]
+        result = decode(raw, path)
+        return [entry_of_runs(label, [result]), *host_entries(label, result)]
     if isinstance(data, dict) and data.get("kind") == KIND + "-comparison":
         try:
             compared = msgspec.json.decode(raw, type=TrainComparison)

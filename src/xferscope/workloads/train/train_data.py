@@ -26,7 +26,7 @@ from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.generated import GeneratedDir, check_fits, direct_works, parent_dir
 from xferscope.workloads.train.train_spec import TrainSpec
 
-__all__ = ["TrainData", "generate", "page_cache_warning", "plan_generated", "scan"]
+__all__ = ["TrainData", "adopt", "generate", "page_cache_warning", "plan_generated", "scan"]
 
 
 class TrainDataSet(TypedDict, total=False):
@@ -124,27 +124,46 @@ def generate(
     parent, direct, sizes = plan_generated(spec)
     made = GeneratedDir(parent, f"train-{spec.preset}", direct)
     made.on_full = "lower --files"
-    data = TrainData(root=os.path.join(made.path, "train"), files=[], samples=[], generated=True, direct=direct)
+    data = _laid_out(spec, os.path.join(made.path, "train"), sizes, direct)
     data.created = made
     try:
         total, done = sum(sizes), 0
-        per = spec.samples_per_file
-        for i in range(spec.files):
-            mine = sizes[i * per : (i + 1) * per]
-            path = os.path.join(data.root, f"img_{i + 1}_of_{spec.files}.dat")
-            offset = 0
-            for n in mine:
-                data.samples.append(SampleRef(i, offset, n))
-                offset += n
-            data.files.append(DataFile(path, offset))
-            made.write(path, offset, spec.seed + i, cancel=cancel)
-            done += offset
+        for i, f in enumerate(data.files):
+            made.write(f.path, f.size, spec.seed + i, cancel=cancel)
+            done += f.size
             if progress is not None:
                 progress(done, total)
         made.done_writing()
     except BaseException:
         data.close(keep=False)
         raise
+    return data
+
+
+def _laid_out(spec: TrainSpec, root: str, sizes: list[int], direct: bool) -> TrainData:
+    """The files and samples of a generated set under ``root`` (DLIO's names), from its samples' sizes."""
+    data = TrainData(root=root, files=[], samples=[], generated=True, direct=direct)
+    per = spec.samples_per_file
+    for i in range(spec.files):
+        offset = 0
+        for n in sizes[i * per : (i + 1) * per]:
+            data.samples.append(SampleRef(i, offset, n))
+            offset += n
+        data.files.append(DataFile(os.path.join(root, f"img_{i + 1}_of_{spec.files}.dat"), offset))
+    return data
+
+
+def adopt(spec: TrainSpec, root: str, direct: bool) -> TrainData | None:
+    """The set another rank of an MPI job generated for this spec at ``root``, where this host sees it whole
+    (a shared filesystem, or a rank of this host); None where it does not. This rank reads it and never
+    removes it: its maker does."""
+    data = _laid_out(spec, root, sample_sizes(spec, spec.files * spec.samples_per_file), direct)
+    for f in data.files:
+        try:
+            if os.path.getsize(f.path) != f.size:
+                return None
+        except OSError:
+            return None
     return data
 
 

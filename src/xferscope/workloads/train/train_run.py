@@ -26,6 +26,9 @@ class TrainRun:
         self.data = data
         self._steps: dict[int, list[Step]] = {}
         self._read: dict[int, int] = {}
+        #: each accelerator's run, as the result was made from (its steps kept: a cluster's figures are made
+        #: from every rank's)
+        self.runs: list[AcceleratorRun] = []
         from xferscope.workloads.train.train_process import serve
 
         self._child = WorkloadChild(serve, f"the {spec.path} training run", spec.path)
@@ -34,13 +37,15 @@ class TrainRun:
         """End the run early (from any thread): the steps taken so far are its result, marked interrupted."""
         self._child.stop()
 
-    def execute(self, on_tick: Callable[[TrainTick], None] | None = None) -> TrainResult:
+    def execute(
+        self, on_tick: Callable[[TrainTick], None] | None = None, on_ready: Callable[[], None] | None = None
+    ) -> TrainResult:
         def tick(progress: TrainTick) -> None:
             self._take(progress)
             if on_tick is not None:
                 on_tick(progress)
 
-        out = self._child.execute(TrainJob(self.spec, self.data), tick)
+        out = self._child.execute(TrainJob(self.spec, self.data), tick, on_ready)
         spec = self.spec
         seconds, runs = out.payload if out.payload is not None else TrainEnd(0.0, [])
         if not runs:  # the process died before its end: the steps its ticks carried
@@ -48,6 +53,7 @@ class TrainRun:
                 AcceleratorRun(i, spec.gpu_of(i), self._steps.get(i, []), self._read.get(i, 0))
                 for i in range(spec.accelerators)
             ]
+        self.runs = [AcceleratorRun(*r) for r in runs]
         return TrainResult.from_steps(
             spec,
             self.data.describe(),

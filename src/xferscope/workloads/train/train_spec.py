@@ -38,6 +38,15 @@ class TrainSpec(RunOptions):
     data: str | None = None  # the user's own files, read as they are
     block_size: int = DEFAULT_BLOCK
     buffered: bool = False
+    #: across the ranks of an MPI job (``--mpi``): the accelerators of all ranks, and this rank's first one's
+    #: number among them; the data set is sharded over all of them, as DLIO shards by global rank (0: this run's)
+    world_accelerators: int = 0
+    first_accelerator: int = 0
+
+    @property
+    def sharded_over(self) -> int:
+        """How many accelerators share each epoch's samples: this run's, or every rank's under MPI."""
+        return self.world_accelerators or self.accelerators
 
     @property
     def slots(self) -> int:
@@ -103,6 +112,8 @@ class TrainSpec(RunOptions):
             )
         if not self.gpus:
             raise SpecError("gpu", "no GPU given")
+        if self.world_accelerators and not 0 <= self.first_accelerator <= self.world_accelerators - self.accelerators:
+            raise SpecError("accelerators", "this rank's accelerators are not within the job's")
         return self
 
 
