@@ -120,6 +120,21 @@ def test_four_ranks_add_up_to_the_job(tmp_path, cli):
 
 
 @needs_mpi
+def test_a_directory_of_each_rank_gets_a_set_of_its_own(tmp_path):
+    out = tmp_path / "job.json"
+    for r in range(2):
+        (tmp_path / str(r)).mkdir()
+    proc = mpirun(2, *train_args(tmp_path / "{rank}", "--steps", "4", "--keep", "--json", str(out)))
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(out.read_text())
+    assert r["cluster"]["data_per_host"] is True
+    # --keep: each rank's set stays in its own directory, made there by that rank
+    made = [[p.name for p in (tmp_path / str(k)).iterdir()] for k in range(2)]
+    assert all(len(m) == 1 and m[0].startswith("xferscope-train-unet3d-") for m in made), made
+    assert r["data"]["where"].startswith(str(tmp_path / "0"))
+
+
+@needs_mpi
 def test_a_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(3, *train_args(tmp_path, "-T", "6", "--json", str(out)))
@@ -171,7 +186,7 @@ def test_ranks_that_disagree_on_the_preset_get_one_line(tmp_path):
     )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
-    assert len(lines) == 1 and "rank 1 on " in lines[0] and "preset resnet50 but rank 0 runs unet3d" in lines[0]
+    assert len(lines) == 1 and "rank 1 on " in lines[0] and "preset resnet50 but rank 0 runs preset unet3d" in lines[0]
     assert "Traceback" not in proc.stderr
     assert list(tmp_path.iterdir()) == []
 

@@ -24,38 +24,22 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from collections.abc import Callable
 
 import msgspec
 import typer
 
-from xferscope.cluster.layout import Layout, describe_me, expand, layout_from
-from xferscope.cluster.session import (
-    AgreedInterrupt,
-    FollowerExit,
-    RankFailed,
-    agree_or_raise,
-    build_on_rank,
-    failure_vote,
-)
-from xferscope.cluster.world import World, launcher, open_world
-from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
+from xferscope.cluster.layout import Layout, expand
+from xferscope.cluster.session import FollowerExit
+from xferscope.cluster.workload_ranks import WorkloadRanks, exit_code, rank_gpus
+from xferscope.errors import ExitCode
 from xferscope.workloads.train import train_data
+from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
 from xferscope.workloads.train.train import TrainSession, find_max_record, most_that_fit
 from xferscope.workloads.train.train_cluster import JobFacts, RankRun, cluster_result, lowest_host_au
-from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
+from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
-
-
-def check_launcher() -> None:
-    """``--mpi`` needs ranks: one line (exit 3) when no MPI launcher started this process."""
-    if launcher() == "none":
-        raise EnvironmentProblem(
-            "--mpi: no MPI launcher started this process; start it as mpirun -n N xferscope workload ... --mpi "
-            "(or with srun)"
-        )
 
 
 def _host_memory() -> int | None:
@@ -65,130 +49,78 @@ def _host_memory() -> int | None:
         return None
 
 
-def _comparable(spec: TrainSpec) -> bytes:
+def _comparable(spec: TrainSpec) -> tuple[str, bytes]:
     """What every rank must agree on: the spec less what is each rank's own (directory, GPUs)."""
-    return msgspec.json.encode(dataclasses.replace(spec, directory=None, gpus=(0,)))
-
-
-def _same_spec(world: World, spec: TrainSpec) -> None:
-    """Every rank runs the same preset and options; else one line from rank 0 naming the first that does not."""
-    rows = world.comm.allgather((spec.preset, _comparable(spec), socket.gethostname()))
-    for rank, (preset, comparable, host) in enumerate(rows):
-        if comparable == rows[0][1]:
-            continue
-        what = f"preset {preset} but rank 0 runs {rows[0][0]}" if preset != rows[0][0] else "other options than rank 0"
-        if world.is_root:
-            raise RankFailed(f"rank {rank} on {host} runs {what}: every rank must run the same command", 2)
-        raise FollowerExit(2, started=False)
+    return f"preset {spec.preset}", msgspec.json.encode(dataclasses.replace(spec, directory=None, gpus=(0,)))
 
 
 def rank_spec(spec: TrainSpec, layout: Layout, gpu_text: str | None, accelerators: int) -> TrainSpec:
     """This rank's spec for ``accelerators`` a rank: its directory, GPUs and accelerator numbers in the job."""
-    from xferscope.gpus import gpu_count
-    from xferscope.spec import parse_int_list
-
-    me = layout.mine
-    if gpu_text is not None:
-        gpus = tuple(parse_int_list(str(expand(gpu_text, "gpu", me)), "gpu"))
-    elif spec.uses_gpu:
-        n = gpu_count()[0]
-        gpus = (me.local_rank % n,) if n else spec.gpus
-    else:
-        gpus = spec.gpus
     return dataclasses.replace(
         spec,
-        directory=expand(spec.directory, "dir", me),
-        gpus=gpus,
+        directory=expand(spec.directory, "dir", layout.mine),
+        gpus=rank_gpus(gpu_text, spec.uses_gpu, spec.gpus, layout),
         accelerators=accelerators,
         world_accelerators=accelerators * layout.size,
-        first_accelerator=me.rank * accelerators,
+        first_accelerator=layout.mine.rank * accelerators,
     ).validate()
 
 
 class TrainJob:
     """The steps of ``workload train --mpi`` on one rank."""
 
-    def __init__(self, world: World, layout: Layout, session: TrainSession, gpu_text: str | None):
-        self.world, self.layout, self.session, self.gpu_text = world, layout, session, gpu_text
-        self.facts = JobFacts(world.launcher, world.library, data_per_host=False)
+    def __init__(
+        self,
+        ranks: WorkloadRanks,
+        session: TrainSession,
+        gpu_text: str | None,
+        on_tick: Callable[[TrainTick], None] | None = None,
+    ):
+        self.ranks, self.session, self.gpu_text, self.on_tick = ranks, session, gpu_text, on_tick
+        ranks.cleanup = session.close
 
-    def _agree(self, vote, what: str) -> None:
-        agree_or_raise(self.world, vote, what, cleanup=self.session.close)
-
-    # ---------------------------------------------------------------- the data set
     def prepare(self, progress: Callable[[int, int], None] | None) -> None:
         """Check on every rank; rank 0 makes the set, then the first rank of each host that cannot see it."""
-        world, session = self.world, self.session
-        vote = None
-        try:
+        session = self.session
+        session.spec = rank_spec(session.spec, self.ranks.layout, self.gpu_text, session.spec.accelerators)
+
+        def check_and_make() -> None:
             session.check()
-            if world.is_root and session.data is None:
+            if self.ranks.is_root and session.data is None:
                 session.data = train_data.generate(session.spec, progress, cancel=lambda: session.stopped)
-        except (Exception, KeyboardInterrupt) as exc:
-            vote = failure_vote(exc)
-        self._agree(vote, "the data set")
-        if session.spec.data is not None:  # the user's own files, read where they are on each host
-            return
-        made = world.comm.bcast(self._made() if world.is_root else None, root=0)
-        mine = session.spec.directory
-        adopted = world.is_root or (mine == made[2] and self._adopt(made[0], made[1]))
-        rows = world.comm.allgather((adopted, self.layout.mine.host, mine))
-        makers = {}  # (host, directory) -> the first rank there that could not see rank 0's set
-        for rank, (ok, host, directory) in enumerate(rows):
-            if not ok:
-                makers.setdefault((host, directory), rank)
-        self.facts = self.facts._replace(data_per_host=bool(makers))
-        key = (self.layout.mine.host, mine)
-        vote = None
-        if not adopted and makers[key] == world.rank:
-            try:
-                session.data = train_data.generate(session.spec, None, cancel=lambda: session.stopped)
-            except (Exception, KeyboardInterrupt) as exc:
-                vote = failure_vote(exc)
-        self._agree(vote, "the data sets of the hosts")
-        sets = world.comm.allgather(self._made() if session.data is not None and not adopted else None)
-        vote = None
-        if not adopted and makers[key] != world.rank:
-            root, direct, _ = sets[makers[key]]
-            if not self._adopt(root, direct):
-                vote = failure_vote(SpecError("dir", f"cannot read the data set rank {makers[key]} made in {root}"))
-        self._agree(vote, "the data set")
 
-    def _made(self) -> tuple[str, bool, str | None]:
-        data = self.session.data
-        assert data is not None
-        return data.root, data.direct, self.session.spec.directory
+        self.ranks.step("the data set", check_and_make)
+        if session.spec.data is None:  # a generated set (the user's own files are read where they are)
+            session.data = self.ranks.place_data(
+                session.spec.directory,
+                lambda: train_data.generate(session.spec, None, cancel=lambda: session.stopped),
+                lambda root, direct: train_data.adopt(session.spec, root, direct),
+                session.data if self.ranks.is_root else None,
+            )
 
-    def _adopt(self, root: str, direct: bool) -> bool:
-        data = train_data.adopt(self.session.spec, root, direct)
-        if data is not None:
-            self.session.data = data
-        return data is not None
-
-    # ---------------------------------------------------------------- runs
     def run(self, accelerators: int) -> TrainResult:
         """One run of ``accelerators`` a rank, every rank's timed region started together; the job's record
         (the same on every rank)."""
-        world = self.world
-        spec = rank_spec(self.session.spec, self.layout, self.gpu_text, accelerators)
-        try:
-            result, runs = self.session.run_with_steps(spec, on_ready=lambda: self._agree(None, "the start of the run"))
-        except (RankFailed, FollowerExit, AgreedInterrupt):
-            raise
-        except (Exception, KeyboardInterrupt) as exc:  # this rank could not start: the others wait at the start
-            self._agree(failure_vote(exc), "the start of the run")
-            raise
-        me = RankRun(world.rank, self.layout.mine.host, result, runs, _host_memory(), os.cpu_count() or 1)
-        everyone = world.agree(me, "the end of the run")
-        return cluster_result(self.session.spec, everyone, self.facts)
+        ranks = self.ranks
+        spec = rank_spec(self.session.spec, ranks.layout, self.gpu_text, accelerators)
+
+        def mine(got: tuple[TrainResult, list[AcceleratorRun]]) -> RankRun:
+            memory, cpus = _host_memory(), os.cpu_count() or 1
+            return RankRun(ranks.world.rank, ranks.layout.mine.host, *got, memory, cpus)
+
+        everyone = ranks.together(
+            lambda on_ready: self.session.run_with_steps(spec, self.on_tick, on_ready=on_ready), mine
+        )
+        facts = JobFacts(ranks.world.launcher, ranks.world.library, ranks.data_per_host)
+        return cluster_result(self.session.spec, everyone, facts)
 
     def find_max(self, upper: int) -> FindMaxResult:
         """The most accelerators a rank that keep the AU threshold on every host: the same search on every
         rank, each step decided from the job's record, which every rank has."""
         spec, data = self.session.spec, self.session.data
         assert data is not None
-        fit = min(self.world.comm.allgather(most_that_fit(spec, data)))
-        upper = min(upper, len(data.samples) // spec.batch // self.layout.size, fit)
+        fit = min(self.ranks.world.comm.allgather(most_that_fit(spec, data)))
+        upper = min(upper, len(data.samples) // spec.batch // self.ranks.layout.size, fit)
 
         stopped_runs: list[TrainResult] = []  # a run cut short: kept in the record, judged nothing
 
@@ -200,13 +132,6 @@ class TrainJob:
             return lowest_host_au(result), result
 
         return find_max_record(find_max(measure, spec.au_threshold, max(1, upper)), stopped_runs)
-
-    def close(self) -> None:
-        """Every rank done reading, then each maker removes its set."""
-        try:
-            self.world.agree(None, "the end")
-        finally:
-            self.session.close()
 
 
 def train_mpi(
@@ -221,43 +146,30 @@ def train_mpi(
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
     from xferscope.output.terminal import clear_line, fill_line
-    from xferscope.output.workload import emit_train, find_max_mpi_lines
+    from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line
 
-    world = open_world()
-    root = world.is_root
-    spec, vote = build_on_rank(make_spec, world)
-    live = root and fmt != "json" and os.isatty(2)
     try:
-        agree_or_raise(world, vote, "the spec check")
-        assert spec is not None
-        _same_spec(world, spec)
-        layout = layout_from(world.agree(describe_me(), "the start"), world.rank)
-        session = TrainSession(spec)
-        job = TrainJob(world, layout, session, gpu_text)
+        ranks, spec = WorkloadRanks.open(make_spec, _comparable)
+        live = ranks.is_root and fmt != "json" and os.isatty(2)
+        job = TrainJob(
+            ranks, TrainSession(spec), gpu_text, tick_line(f"rank 0 of {ranks.layout.size}") if live else None
+        )
         try:
             job.prepare(fill_line if live else None)
             clear_line(live)
             result: TrainResult | FindMaxResult = job.find_max(upper) if find_max else job.run(spec.accelerators)
         finally:
-            job.close()
+            ranks.close()
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
-    code = _exit_code(result)
-    if not root:
+    failed = isinstance(result, FindMaxResult) and any(r.status == "failed" for r in result.results)
+    code = exit_code("failed" if failed else result.status)
+    if not ranks.is_root:
         raise typer.Exit(code)
-    lines = find_max_mpi_lines(result, layout.size) if isinstance(result, FindMaxResult) else None
+    lines = find_max_mpi_lines(result, ranks.layout.size) if isinstance(result, FindMaxResult) else None
     written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
     if code == ExitCode.RUN_FAILED:
         typer.echo(f"xferscope: {getattr(result, 'error', None) or 'a rank failed'}", err=True)
     elif code == ExitCode.INTERRUPTED:
         typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
     raise typer.Exit(code or written)
-
-
-def _exit_code(result: TrainResult | FindMaxResult) -> int:
-    if isinstance(result, FindMaxResult):
-        failed = any(r.status == "failed" for r in result.results)
-        return int(ExitCode.RUN_FAILED) if failed else int(ExitCode.INTERRUPTED) if result.status != "ok" else 0
-    if result.status == "failed":
-        return int(ExitCode.RUN_FAILED)
-    return int(ExitCode.INTERRUPTED) if result.status == "interrupted" else 0

@@ -188,7 +188,8 @@ def train_command(
 
     install_hangup_handlers()
     if mpi:
-        from xferscope.cluster.workload_train import check_launcher, train_mpi
+        from xferscope.cluster.workload_ranks import check_launcher
+        from xferscope.cluster.workload_train import train_mpi
 
         check_launcher()
         train_mpi(

@@ -4,6 +4,7 @@ then ``--json`` (the record, ``xferscope.workloads.train.train_record``) and ``-
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import typer
@@ -336,13 +337,18 @@ def train_and_report(
         raise typer.Exit(written)
 
 
-def _tick_line(tick: TrainTick) -> None:
+def _tick_line(tick: TrainTick, who: str = "") -> None:
     rows = tick.accelerators
     aus = [r.au for r in rows if r.au == r.au]
     au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
     steps = sum(r.steps for r in rows)
     rate = tick.bytes_read / tick.t / 1e6 if tick.t > 0 else 0.0
-    write_status(f"\r\033[K{tick.t:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
+    write_status(f"\r\033[K{tick.t:6.1f} s  {who}{len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
+
+
+def tick_line(who: str) -> Callable[[TrainTick], None]:
+    """The live line of one part of a run (``who``: "rank 0 of 4", say)."""
+    return lambda tick: _tick_line(tick, f"{who}: ")
 
 
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:

@@ -1,0 +1,174 @@
+"""What every workload across the ranks of an MPI job shares (``workload train --mpi``; the next kinds build on it):
+the same spec on every rank, a data set made once per host or once in all, timed regions started together, and
+every rank's outcome handed to all.
+
+Each step is an agreement (``session.agree_or_raise``): one rank's failure is every rank's, said once by rank 0
+with the rank and host, and the rank's files are removed first (``cleanup``).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from xferscope.cluster.layout import Layout, describe_me, expand, layout_from
+from xferscope.cluster.session import (
+    AgreedInterrupt,
+    FollowerExit,
+    RankFailed,
+    agree_or_raise,
+    build_on_rank,
+    failure_vote,
+)
+from xferscope.cluster.world import World, launcher, open_world
+from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
+
+S = TypeVar("S")
+T = TypeVar("T")
+
+
+class DataSet(Protocol):
+    """A data set a rank made or reads: where it is, and whether it is read with O_DIRECT."""
+
+    root: str
+    direct: bool
+
+
+D = TypeVar("D", bound=DataSet)
+
+
+def check_launcher() -> None:
+    """``--mpi`` needs ranks: one line (exit 3) when no MPI launcher started this process."""
+    if launcher() == "none":
+        raise EnvironmentProblem(
+            "--mpi: no MPI launcher started this process; start it as mpirun -n N xferscope workload ... --mpi "
+            "(or with srun)"
+        )
+
+
+def rank_gpus(gpu_text: str | None, uses_gpu: bool, given: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
+    """This rank's GPUs: ``-d`` with ``{local_rank}`` filled in; without ``-d``, local rank *i* takes GPU *i* of its
+    host (modulo the host's GPUs); ``given`` where the run uses no GPU."""
+    from xferscope.gpus import gpu_count
+    from xferscope.spec import parse_int_list
+
+    if gpu_text is not None:
+        return tuple(parse_int_list(str(expand(gpu_text, "gpu", layout.mine)), "gpu"))
+    if uses_gpu:
+        n = gpu_count()[0]
+        return (layout.mine.local_rank % n,) if n else given
+    return given
+
+
+def exit_code(status: str) -> int:
+    if status == "failed":
+        return int(ExitCode.RUN_FAILED)
+    return int(ExitCode.INTERRUPTED) if status == "interrupted" else 0
+
+
+class WorkloadRanks:
+    """This rank's place in the job and the steps every workload kind takes across the ranks."""
+
+    def __init__(self, world: World, layout: Layout, cleanup: Callable[[], None]):
+        self.world, self.layout, self.cleanup = world, layout, cleanup
+        self.data_per_host = False  # set by place_data: each host (or directory) made a set of its own
+
+    @classmethod
+    def open(cls, make_spec: Callable[[], S], comparable: Callable[[S], tuple[str, bytes]]) -> tuple[WorkloadRanks, S]:
+        """The ranks of this job and the spec, built on every rank (a failure is reported by rank 0) and the
+        same on every rank: ``comparable(spec)`` is (what to name, what must match); the first rank that differs
+        stops every rank with one line from rank 0."""
+        world = open_world()
+        spec, vote = build_on_rank(make_spec, world)
+        agree_or_raise(world, vote, "the spec check")
+        assert spec is not None
+        name, fields = comparable(spec)
+        rows = world.comm.allgather((name, fields, socket.gethostname()))
+        for rank, (other, other_fields, host) in enumerate(rows):
+            if other_fields == rows[0][1]:
+                continue
+            what = f"{other} but rank 0 runs {rows[0][0]}" if other != rows[0][0] else "other options than rank 0"
+            if world.is_root:
+                raise RankFailed(f"rank {rank} on {host} runs {what}: every rank must run the same command", 2)
+            raise FollowerExit(2, started=False)
+        layout = layout_from(world.agree(describe_me(), "the start"), world.rank)
+        return cls(world, layout, cleanup=lambda: None), spec
+
+    @property
+    def is_root(self) -> bool:
+        return self.world.is_root
+
+    def agree(self, vote, what: str) -> None:
+        agree_or_raise(self.world, vote, what, cleanup=self.cleanup)
+
+    def step(self, what: str, work: Callable[[], None], *, here: bool = True) -> None:
+        """``work`` on this rank (where ``here``), then every rank agrees that it went well."""
+        vote = None
+        if here:
+            try:
+                work()
+            except (Exception, KeyboardInterrupt) as exc:
+                vote = failure_vote(exc)
+        self.agree(vote, what)
+
+    def place_data(
+        self,
+        directory: str | None,
+        make: Callable[[], D],
+        adopt: Callable[[str, bool], D | None],
+        made_here: D | None,
+    ) -> D:
+        """The data set this rank reads, made once: ``made_here`` is rank 0's (made in the step before); a rank
+        with the same ``directory`` that sees it whole (``adopt``) reads it; of the others, the first rank of each
+        host and directory makes one (``make``) and the rest of them read that."""
+        world = self.world
+        made = world.comm.bcast((made_here.root, made_here.direct, directory) if made_here else None, root=0)
+        mine: D | None = made_here
+        if not world.is_root and directory == made[2]:
+            mine = adopt(made[0], made[1])
+        rows = world.comm.allgather((mine is not None, self.layout.mine.host, directory))
+        makers: dict[tuple[str, str | None], int] = {}  # the first rank of a host and directory without a set
+        for rank, (has, host, where) in enumerate(rows):
+            if not has:
+                makers.setdefault((host, where), rank)
+        self.data_per_host = bool(makers)
+        maker = makers.get((self.layout.mine.host, directory))
+
+        def make_mine() -> None:
+            nonlocal mine
+            mine = make()
+
+        self.step("the data sets of the hosts", make_mine, here=maker == world.rank)
+        sets = world.comm.allgather((mine.root, mine.direct) if mine is not None and maker == world.rank else None)
+
+        def read_makers() -> None:
+            nonlocal mine
+            assert maker is not None
+            root, direct = sets[maker]
+            mine = adopt(root, direct)
+            if mine is None:
+                raise SpecError("dir", f"cannot read the data set rank {maker} made in {root}")
+
+        self.step("the data set", read_makers, here=mine is None)
+        assert mine is not None
+        return mine
+
+    def together(self, run: Callable[[Callable[[], None]], T], outcome: Callable[[T], S]) -> list[S]:
+        """``run(on_ready)`` on this rank, every rank's timed region started when all are ready (``on_ready`` is
+        where the run's process is set up); then every rank's ``outcome`` of it, in rank order, on every rank."""
+        try:
+            got = run(lambda: self.agree(None, "the start of the run"))
+        except (RankFailed, FollowerExit, AgreedInterrupt):
+            raise
+        except (Exception, KeyboardInterrupt) as exc:  # this rank could not start: the others wait at the start
+            self.agree(failure_vote(exc), "the start of the run")
+            raise
+        return self.world.agree(outcome(got), "the end of the run")
+
+    def close(self) -> None:
+        """Every rank done reading, then this rank removes what it made."""
+        try:
+            self.world.agree(None, "the end")
+        finally:
+            self.cleanup()
