@@ -20,6 +20,9 @@ Training input into the GPU (group "train"):
   * the bundled workload profile replays (train-cosmoflow-h100);
   * the workload layer's cost (bench/train_layer_cost.py, bounce-async): data rate >= 0.95 x a plain run.
 
+Workloads across the ranks of an MPI job (group "mpi", issue 40): `workload train --mpi` with a GPU a rank, and the
+MPI layer's own cost against one process (bench/train_mpi_cost.py).
+
 Every path and workload at its best (group "shape", issue 36: bench/shape_goals.py, with "storage" and "cache").
 
 The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
@@ -587,6 +590,27 @@ def checkpoint_goals(g: Goals, args) -> None:
               proc.returncode == 0)  # fmt: skip
 
 
+def mpi_goals(g: Goals, args) -> None:
+    """#40's goals on the GPU machine: two ranks training into GPU memory, one GPU each (tests/test_mpi_workload_gpu.py,
+    with the CPU tests of `workload train --mpi` beside it), and the MPI layer's own cost: 4 ranks against 4
+    accelerators in one process, at most 5% below (bench/train_mpi_cost.py, rotated rounds with an A/A)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    tests = [os.path.join(here, "..", "tests", f) for f in ("test_mpi_workload_gpu.py", "test_mpi_workload.py")]
+    proc = g.run("mpi-tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfs", *tests], 120)
+    if proc is not None:
+        last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
+        g.say("workload train --mpi: 2 ranks, a GPU each, bounce-async and cufile; the CPU tests", last,
+              proc.returncode == 0)  # fmt: skip
+    cmd = [sys.executable, os.path.join(here, "train_mpi_cost.py"), "--dir", args.dir, "--ranks", "4",
+           "--rounds", str(max(args.rounds, 8)), "--seconds", "5"]  # fmt: skip
+    proc = g.run("mpi-cost", cmd, 260)
+    if proc is not None:
+        print(proc.stdout + proc.stderr[-400:], flush=True)
+        ratio = [line.strip() for line in proc.stdout.splitlines() if "under mpirun" in line]
+        g.say("4 ranks at most 5% below 4 accelerators in one process", ratio[0] if ratio else proc.stderr[-200:],
+              proc.returncode == 0)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/xferscope-goals")
@@ -602,7 +626,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="suite",
         help="which groups of goals to run: suite (the default), answers (verdicts and knee), shape (= storage, cache, buffers, traincost, "
-        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint",
+        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint, mpi",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -627,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
         "kvcache": kvcache_goals,
         "load": load_goals,
         "checkpoint": checkpoint_goals,
+        "mpi": mpi_goals,
     }
     for name in args.only.split(","):
         groups[name.strip()](g, args)
