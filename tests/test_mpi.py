@@ -24,6 +24,7 @@ import pytest
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import expand, layout_from, prepare_waves, rank_spec, share
 from xferscope.cluster.merge import cluster_result
+from xferscope.cluster.records import RankRecord
 from xferscope.compare.verdict import RULE, WORDS
 from xferscope.errors import SpecError
 from xferscope.export import load_results
@@ -283,29 +284,29 @@ def test_placeholders_and_prepare_waves():
 
 def _record(rank, t, nbytes, lat_ns, first=None, status="running", workers=1):
     h = Histogram.from_values([lat_ns] * (nbytes // 4096))
-    return {
-        "rank": rank,
-        "seq": 0,
-        "t": t,
-        "rb": nbytes,
-        "wb": 0,
-        "ro": nbytes // 4096,
-        "wo": 0,
-        "rl": lat_ns * (nbytes // 4096),
-        "wl": 0,
-        "hr": h.to_sparse(),
-        "hw": {},
-        "lat_min": lat_ns,
-        "lat_max": lat_ns,
-        "first": first,
-        "done": 0,
-        "wbytes": (0,) * workers,
-        "error": None,
-        "cpu": (10.0, 5.0, 20.0, 10.0),
-        "cores": (),
-        "gpu": (),
-        "status": status,
-    }
+    return RankRecord(
+        rank=rank,
+        seq=0,
+        t=t,
+        read_bytes=nbytes,
+        write_bytes=0,
+        read_ops=nbytes // 4096,
+        write_ops=0,
+        read_lat_ns=lat_ns * (nbytes // 4096),
+        write_lat_ns=0,
+        hist_read=h.to_sparse(),
+        hist_write={},
+        lat_min_ns=lat_ns,
+        lat_max_ns=lat_ns,
+        first=first,
+        done=0,
+        worker_bytes=(0,) * workers,
+        error=None,
+        cpu=(10.0, 5.0, 20.0, 10.0),
+        cores=(),
+        gpu=(),
+        status=status,
+    )
 
 
 def test_aggregation_merges_ranks_and_hosts():

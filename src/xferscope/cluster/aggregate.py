@@ -17,9 +17,9 @@ import math
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from xferscope.cluster.layout import Layout, RankPlace
+from xferscope.cluster.records import RankRecord
 from xferscope.engines.base import Sample
 from xferscope.run.local_run import _latency
 from xferscope.stats import Histogram
@@ -83,30 +83,30 @@ class RankState:
     def first_t(self) -> float | None:
         return self.first[0] / 1e9 if self.first else None
 
-    def absorb(self, rec: dict[str, Any], now: float) -> None:
-        self.read_bytes += rec["rb"]
-        self.write_bytes += rec["wb"]
-        self.read_ops += rec["ro"]
-        self.write_ops += rec["wo"]
-        self.read_lat_ns += rec["rl"]
-        self.write_lat_ns += rec["wl"]
-        add_sparse(self.hist_read, rec["hr"])
-        add_sparse(self.hist_write, rec["hw"])
-        if rec["ro"] or rec["wo"]:
-            self.lat_min_ns, self.lat_max_ns = rec["lat_min"], rec["lat_max"]
-        self.t = max(self.t, rec["t"])
-        self.first = tuple(rec["first"]) if rec["first"] else self.first
-        self.workers_done = rec["done"]
-        self.worker_bytes = tuple(rec["wbytes"]) or self.worker_bytes
-        self.error = rec["error"] or self.error
-        self.status = rec["status"]
-        self.cpu = rec["cpu"] or self.cpu
-        self.cores = tuple(rec["cores"]) or self.cores
-        self.gpu = tuple(rec["gpu"]) or self.gpu
+    def absorb(self, rec: RankRecord, now: float) -> None:
+        self.read_bytes += rec.read_bytes
+        self.write_bytes += rec.write_bytes
+        self.read_ops += rec.read_ops
+        self.write_ops += rec.write_ops
+        self.read_lat_ns += rec.read_lat_ns
+        self.write_lat_ns += rec.write_lat_ns
+        add_sparse(self.hist_read, rec.hist_read)
+        add_sparse(self.hist_write, rec.hist_write)
+        if rec.read_ops or rec.write_ops:
+            self.lat_min_ns, self.lat_max_ns = rec.lat_min_ns, rec.lat_max_ns
+        self.t = max(self.t, rec.t)
+        self.first = tuple(rec.first) if rec.first else self.first
+        self.workers_done = rec.done
+        self.worker_bytes = tuple(rec.worker_bytes) or self.worker_bytes
+        self.error = rec.error or self.error
+        self.status = rec.status
+        self.cpu = rec.cpu or self.cpu
+        self.cores = tuple(rec.cores) or self.cores
+        self.gpu = tuple(rec.gpu) or self.gpu
         self.last_seen = now
-        if rec["status"] != "running":
+        if rec.status != "running":
             self.final = True
-            self.summary = rec.get("summary")
+            self.summary = rec.summary
             if self.cpu:  # a finished rank uses no CPU any more
                 self.cpu = (0.0, 0.0, self.cpu[2], self.cpu[3])
         self.recent.append((self.t, self.bytes, self.ops))
@@ -149,13 +149,13 @@ class IntervalSums:
         self.read_bytes = self.write_bytes = self.ops = self.lat_ns = 0
         self.hist = Histogram()
 
-    def add(self, rec: dict[str, Any]) -> None:
-        self.read_bytes += rec["rb"]
-        self.write_bytes += rec["wb"]
-        self.ops += rec["ro"] + rec["wo"]
-        self.lat_ns += rec["rl"] + rec["wl"]
-        add_sparse(self.hist, rec["hr"])
-        add_sparse(self.hist, rec["hw"])
+    def add(self, rec: RankRecord) -> None:
+        self.read_bytes += rec.read_bytes
+        self.write_bytes += rec.write_bytes
+        self.ops += rec.read_ops + rec.write_ops
+        self.lat_ns += rec.read_lat_ns + rec.write_lat_ns
+        add_sparse(self.hist, rec.hist_read)
+        add_sparse(self.hist, rec.hist_write)
 
 
 def host_system_cpu(states: Iterable[RankState]) -> tuple[float, float]:
@@ -218,8 +218,8 @@ class LiveAggregate:
     def states_on(self, host: str) -> list[RankState]:
         return self._by_host[host]
 
-    def add(self, rec: dict[str, Any], now: float) -> None:
-        st = self.states[rec["rank"]]
+    def add(self, rec: RankRecord, now: float) -> None:
+        st = self.states[rec.rank]
         if st.final or st.lost:
             return
         had_first = st.first is not None

@@ -20,11 +20,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import Layout
-from xferscope.cluster.records import RecordMaker, failure_record
+from xferscope.cluster.records import RankRecord, RecordMaker, failure_record
 from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World
 from xferscope.export import result_to_dict
 from xferscope.run.runner import Run
@@ -42,7 +41,7 @@ def rank_summary(run: Run) -> tuple[str, dict | None]:
     return result.status, result_to_dict(result)
 
 
-def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | None) -> dict[str, Any]:
+def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | None) -> RankRecord:
     """This rank's record now: final (with its result) once its run has ended."""
     if start_error:
         return failure_record(maker.rank, start_error)
@@ -56,7 +55,7 @@ def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | 
     status, summary = rank_summary(run)
     if summary is not None and "spec" not in summary:  # finish() failed
         rec = maker.make(snap, status="failed")
-        rec["error"] = rec["error"] or summary["error"]
+        rec.error = rec.error or summary["error"]
         return rec
     return maker.make(snap, status=status, summary=summary)
 
@@ -122,7 +121,7 @@ class Follower:
             while comm.iprobe(source=0, tag=TAG_STOP):
                 comm.recv(source=0, tag=TAG_STOP)
                 self.run.stop()
-            if rec["status"] != "running":
+            if rec.status != "running":
                 break
         self.world.MPI.Request.Waitall(self._sends)
 
@@ -181,7 +180,7 @@ class Leader:
             if not own_done:
                 rec = own_record(self.run, self.maker, finished, self.start_error)
                 self.live.add(rec, now)
-                own_done = rec["status"] != "running"
+                own_done = rec.status != "running"
             self._receive(now)
             sample, per_host = self.live.emit(now - started)
             if self.on_sample is not None:

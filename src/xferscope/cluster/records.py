@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
+
 from xferscope.engines.base import Sample, Snapshot
 from xferscope.stats import Histogram
 
@@ -36,6 +38,33 @@ def _sparse_delta(now: Histogram, before: Histogram | None) -> dict[int, int]:
     return {i: c - b for i, (c, b) in enumerate(zip(now.counts, before.counts)) if c != b}
 
 
+class RankRecord(msgspec.Struct, kw_only=True):
+    """One rank's interval: counter deltas since its last record, cumulative facts, its latest readings."""
+
+    rank: int
+    seq: int  # -1: the final record of a rank whose engine broke
+    t: float  # seconds into its run
+    read_bytes: int
+    write_bytes: int
+    read_ops: int
+    write_ops: int
+    read_lat_ns: int  # latency sums
+    write_lat_ns: int
+    hist_read: dict[int, int]  # sparse bucket deltas
+    hist_write: dict[int, int]
+    lat_min_ns: int
+    lat_max_ns: int
+    first: tuple[int, int, int] | None  # the first worker done: (ns, bytes, ops) of the rank then
+    done: int  # workers done
+    worker_bytes: tuple[int, ...]
+    error: str | None
+    cpu: tuple[float, float, float, float] | None  # process user, system; host user, system (percent)
+    cores: tuple[float, ...]  # the host's per-core percent (one rank per host sends them)
+    gpu: tuple[Any, ...]
+    status: str  # running, ok, interrupted, failed
+    summary: dict[str, Any] | None = None  # the final record's: the rank's own result
+
+
 class RecordMaker:
     """Turns successive engine snapshots of one rank into interval records."""
 
@@ -51,63 +80,62 @@ class RecordMaker:
         if sample is not None:
             self.latest = sample
 
-    def make(self, snap: Snapshot, *, status: str = "running", summary: dict | None = None) -> dict[str, Any]:
+    def make(self, snap: Snapshot, *, status: str = "running", summary: dict | None = None) -> RankRecord:
         prev = self._prev
         now_sums, before = _sums(snap), _sums(prev)
         d = [a - b for a, b in zip(now_sums, before)]
         s = self.latest
-        rec: dict[str, Any] = {
-            "rank": self.rank,
-            "seq": self._seq,
-            "t": snap.t_ns / 1e9,
-            "rb": d[0],
-            "wb": d[1],
-            "ro": d[2],
-            "wo": d[3],
-            "rl": d[4],
-            "wl": d[5],
-            "hr": _sparse_delta(snap.hist_read, prev.hist_read if prev else None),
-            "hw": _sparse_delta(snap.hist_write, prev.hist_write if prev else None),
-            "lat_min": snap.lat_min_ns,
-            "lat_max": snap.lat_max_ns,
-            "first": snap.first_done,
-            "done": snap.done,
-            "wbytes": tuple(w.bytes for w in snap.workers),
-            "error": snap.error[0] if snap.error else None,
-            "cpu": (s.cpu_usr_pct, s.cpu_sys_pct, s.sys_usr_pct, s.sys_sys_pct) if s else None,
-            "cores": tuple(s.per_core_pct) if s and self.with_cores else (),
-            "gpu": tuple(s.gpu) if s else (),
-            "status": status,
-        }
-        if summary is not None:
-            rec["summary"] = summary
+        rec = RankRecord(
+            rank=self.rank,
+            seq=self._seq,
+            t=snap.t_ns / 1e9,
+            read_bytes=d[0],
+            write_bytes=d[1],
+            read_ops=d[2],
+            write_ops=d[3],
+            read_lat_ns=d[4],
+            write_lat_ns=d[5],
+            hist_read=_sparse_delta(snap.hist_read, prev.hist_read if prev else None),
+            hist_write=_sparse_delta(snap.hist_write, prev.hist_write if prev else None),
+            lat_min_ns=snap.lat_min_ns,
+            lat_max_ns=snap.lat_max_ns,
+            first=snap.first_done,
+            done=snap.done,
+            worker_bytes=tuple(w.bytes for w in snap.workers),
+            error=snap.error[0] if snap.error else None,
+            cpu=(s.cpu_usr_pct, s.cpu_sys_pct, s.sys_usr_pct, s.sys_sys_pct) if s else None,
+            cores=tuple(s.per_core_pct) if s and self.with_cores else (),
+            gpu=tuple(s.gpu) if s else (),
+            status=status,
+            summary=summary,
+        )
         self._prev = snap
         self._seq += 1
         return rec
 
 
-def failure_record(rank: int, message: str, t: float = 0.0) -> dict[str, Any]:
+def failure_record(rank: int, message: str, t: float = 0.0) -> RankRecord:
     """The final record of a rank that could not produce a snapshot (its engine broke)."""
-    return {
-        "rank": rank,
-        "seq": -1,
-        "t": t,
-        "rb": 0,
-        "wb": 0,
-        "ro": 0,
-        "wo": 0,
-        "rl": 0,
-        "wl": 0,
-        "hr": {},
-        "hw": {},
-        "lat_min": 0,
-        "lat_max": 0,
-        "first": None,
-        "done": 0,
-        "wbytes": (),
-        "error": message,
-        "cpu": None,
-        "cores": (),
-        "gpu": (),
-        "status": "failed",
-    }
+    return RankRecord(
+        rank=rank,
+        seq=-1,
+        t=t,
+        read_bytes=0,
+        write_bytes=0,
+        read_ops=0,
+        write_ops=0,
+        read_lat_ns=0,
+        write_lat_ns=0,
+        hist_read={},
+        hist_write={},
+        lat_min_ns=0,
+        lat_max_ns=0,
+        first=None,
+        done=0,
+        worker_bytes=(),
+        error=message,
+        cpu=None,
+        cores=(),
+        gpu=(),
+        status="failed",
+    )

@@ -8,7 +8,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Sequence
+from typing import Any
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
@@ -65,6 +68,20 @@ TABLE_WIDTH = {"loaded": 52, "peak": 40, "curve": 36, "matrix": 40, "side": "2fr
 #: the engine's last words shown under a failed sweep: their heading, then the fault handler's first line and
 #: the innermost frames (``isolation.fault_summary``), or the start of its stderr's tail
 FAILURE_LINES = 5
+
+
+def _fill(table: DataTable, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """The table's columns, each as wide as its widest cell, set here rather than measured by the table after
+    it is drawn (a table refilled before that measure could keep a column at its heading's width), then its
+    rows."""
+
+    def width(cell: Any) -> int:
+        return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
+
+    for i, h in enumerate(headers):
+        table.add_column(h, width=max([cell_len(h), *(width(r[i]) for r in rows if i < len(r))]))
+    for row in rows:
+        table.add_row(*row)
 
 
 def _size_of_log2(x: float) -> str:
@@ -275,9 +292,8 @@ class MemoryScreen(ConsoleScreen):
             panel.border_title = "Curve" + (f", {curve[0].locality} locality" if curve[0].locality else "")
             return
         if peak:
-            table.add_columns("Traffic", "Bandwidth (MB/sec)")
-            for row in peak_rows(peak):
-                table.add_row(*row)
+            # sized here: measured by the table after drawing, the labels were once left at the heading's width
+            _fill(table, ["Traffic", "Bandwidth (MB/sec)"], peak_rows(peak))
             panel.border_title = "Maximum bandwidth"
             return
         several = len(self._series_seen) > 1
