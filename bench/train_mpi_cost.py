@@ -13,7 +13,7 @@ the A/A beside it, and "met" where the median ratio is at least 1 - ``--within``
 from __future__ import annotations
 
 import argparse
-import glob
+import contextlib
 import json
 import os
 import shutil
@@ -93,8 +93,8 @@ def main() -> int:
             print("  round: " + ", ".join(f"{k} {v[-1]:.1f} samples/s" for k, v in got.items()), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-        for f in glob.glob(os.path.join(a.dir, "out.json")):
-            os.remove(f)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(a.dir, "out.json"))
     v = paired_verdict(got["one process"], got["mpi"])
     same = paired_verdict(got["one process"], got["one process again"])
     print(

@@ -294,6 +294,14 @@ def memory_available() -> int | None:
     return None
 
 
+def memory_total() -> int | None:
+    """Bytes of this host's memory (its RAM); None where unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return None
+
+
 def _check_fits_in_memory(size: int) -> None:
     """--source cache: a file that cannot stay in memory is refused before anything runs."""
     available = memory_available()

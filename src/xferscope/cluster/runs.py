@@ -19,7 +19,13 @@ import typer
 
 from xferscope.cluster.layout import RankPlace, rank_files
 from xferscope.cluster.report import cluster_lines, cluster_progress_text
-from xferscope.cluster.session import FollowerExit, RankFailed, agree_or_raise, build_on_rank, run_spec_mpi
+from xferscope.cluster.session import (
+    FollowerExit,
+    agree_or_raise,
+    build_on_rank,
+    run_spec_mpi,
+    same_on_every_rank,
+)
 from xferscope.cluster.world import World, open_world
 from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, RunFailed
@@ -86,17 +92,14 @@ def run_mpi(
 
 def _same_paths(world: World, specs: list[RunSpec]) -> None:
     """Every rank must run the same paths in the same order (a path may be unavailable on one host)."""
-    mine = [s.path for s in specs]
-    lists = world.comm.allgather((mine, socket.gethostname()))
-    for rank, (paths, host) in enumerate(lists):
-        if paths != lists[0][0]:
-            message = (
-                f"rank {rank} on {host} would run {','.join(paths) or 'no path'} but rank 0 would run "
-                f"{','.join(lists[0][0])}: every host needs the same paths (see `xferscope doctor` there)"
-            )
-            if world.is_root:
-                raise RankFailed(message, ExitCode.ENVIRONMENT)
-            raise FollowerExit(ExitCode.ENVIRONMENT, started=False)
+
+    def differs(rank: int, host: str, paths: list[str], first: list[str]) -> str:
+        return (
+            f"rank {rank} on {host} would run {','.join(paths) or 'no path'} but rank 0 would run "
+            f"{','.join(first)}: every host needs the same paths (see `xferscope doctor` there)"
+        )
+
+    same_on_every_rank(world, [s.path for s in specs], differs, ExitCode.ENVIRONMENT, key=tuple)
 
 
 def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec], str | None]:

@@ -107,6 +107,19 @@ def build_on_rank(make: Callable[[], T], world: World) -> tuple[T | None, tuple[
         return None, failure_vote(exc)
 
 
+def same_on_every_rank(
+    world: World, value: T, differs: Callable[[int, str, T, T], str], code: int, *, key: Callable[[T], object]
+) -> None:
+    """Every rank holds the same ``key(value)``, else every rank stops: rank 0 with ``differs(rank, host, theirs,
+    rank 0's)`` naming the first that does not (exit ``code``), the others quietly."""
+    rows = world.comm.allgather((value, key(value), socket.gethostname()))
+    for rank, (theirs, their_key, host) in enumerate(rows):
+        if their_key != rows[0][1]:
+            if world.is_root:
+                raise RankFailed(differs(rank, host, theirs, rows[0][0]), code)
+            raise FollowerExit(code, started=False)
+
+
 class ClusterRun:
     """The steps of ``run_spec_mpi`` on one rank."""
 

@@ -8,7 +8,6 @@ with the rank and host, and the rank's files are removed first (``cleanup``).
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
@@ -20,6 +19,7 @@ from xferscope.cluster.session import (
     agree_or_raise,
     build_on_rank,
     failure_vote,
+    same_on_every_rank,
 )
 from xferscope.cluster.world import World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
@@ -83,15 +83,12 @@ class WorkloadRanks:
         spec, vote = build_on_rank(make_spec, world)
         agree_or_raise(world, vote, "the spec check")
         assert spec is not None
-        name, fields = comparable(spec)
-        rows = world.comm.allgather((name, fields, socket.gethostname()))
-        for rank, (other, other_fields, host) in enumerate(rows):
-            if other_fields == rows[0][1]:
-                continue
-            what = f"{other} but rank 0 runs {rows[0][0]}" if other != rows[0][0] else "other options than rank 0"
-            if world.is_root:
-                raise RankFailed(f"rank {rank} on {host} runs {what}: every rank must run the same command", 2)
-            raise FollowerExit(2, started=False)
+
+        def differs(rank: int, host: str, theirs: tuple[str, bytes], first: tuple[str, bytes]) -> str:
+            what = f"{theirs[0]} but rank 0 runs {first[0]}" if theirs[0] != first[0] else "other options than rank 0"
+            return f"rank {rank} on {host} runs {what}: every rank must run the same command"
+
+        same_on_every_rank(world, comparable(spec), differs, ExitCode.USAGE, key=lambda named: named[1])
         layout = layout_from(world.agree(describe_me(), "the start"), world.rank)
         return cls(world, layout, cleanup=lambda: None), spec
 

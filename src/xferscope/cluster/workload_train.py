@@ -33,6 +33,7 @@ from xferscope.cluster.layout import Layout, expand
 from xferscope.cluster.session import FollowerExit
 from xferscope.cluster.workload_ranks import WorkloadRanks, exit_code, rank_gpus
 from xferscope.errors import ExitCode
+from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
@@ -40,13 +41,6 @@ from xferscope.workloads.train.train import TrainSession, find_max_record, most_
 from xferscope.workloads.train.train_cluster import JobFacts, RankRun, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
-
-
-def _host_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
-        return None
 
 
 def _comparable(spec: TrainSpec) -> tuple[str, bytes]:
@@ -77,12 +71,13 @@ class TrainJob:
         on_tick: Callable[[TrainTick], None] | None = None,
     ):
         self.ranks, self.session, self.gpu_text, self.on_tick = ranks, session, gpu_text, on_tick
+        self.template = session.spec  # the command's spec: each run's is this rank's share of it (rank_spec)
         ranks.cleanup = session.close
 
     def prepare(self, progress: Callable[[int, int], None] | None) -> None:
         """Check on every rank; rank 0 makes the set, then the first rank of each host that cannot see it."""
         session = self.session
-        session.spec = rank_spec(session.spec, self.ranks.layout, self.gpu_text, session.spec.accelerators)
+        session.spec = rank_spec(self.template, self.ranks.layout, self.gpu_text, self.template.accelerators)
 
         def check_and_make() -> None:
             session.check()
@@ -102,10 +97,10 @@ class TrainJob:
         """One run of ``accelerators`` a rank, every rank's timed region started together; the job's record
         (the same on every rank)."""
         ranks = self.ranks
-        spec = rank_spec(self.session.spec, ranks.layout, self.gpu_text, accelerators)
+        spec = rank_spec(self.template, ranks.layout, self.gpu_text, accelerators)
 
         def mine(got: tuple[TrainResult, list[AcceleratorRun]]) -> RankRun:
-            memory, cpus = _host_memory(), os.cpu_count() or 1
+            memory, cpus = memory_total(), os.cpu_count() or 1
             return RankRun(ranks.world.rank, ranks.layout.mine.host, *got, memory, cpus)
 
         everyone = ranks.together(

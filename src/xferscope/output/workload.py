@@ -18,6 +18,7 @@ from xferscope.report import say, text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.accelerators import TrainTick
+from xferscope.workloads.train.train_cluster import memory_rule_note
 from xferscope.workloads.train.train_compare import TrainComparison
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
@@ -85,8 +86,6 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
 def cluster_lines(r: TrainResult) -> list[Any]:
     """An MPI job's hosts and ranks, each as it measured itself, the slowest host named, and MLPerf's memory
     rule where it is not met."""
-    from xferscope.workloads.train.train_cluster import memory_rule_note
-
     c = r.cluster
     assert c is not None
     hosts = len(c.hosts)

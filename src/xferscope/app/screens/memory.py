@@ -71,9 +71,9 @@ FAILURE_LINES = 5
 
 
 def _fill(table: DataTable, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    """The table's columns, each as wide as its widest cell, set here rather than measured by the table after
-    it is drawn (a table refilled before that measure could keep a column at its heading's width), then its
-    rows."""
+    """The table's columns, each as wide as its widest cell, then its rows. The widths are set here: left to the
+    table, they are measured after it is first drawn, and a heading drawn before could stay out of line with its
+    column, or a column at its heading's width (the max-bandwidth labels, cut to "ALL Rea" under load)."""
 
     def width(cell: Any) -> int:
         return cell.cell_len if isinstance(cell, Text) else cell_len(str(cell))
@@ -268,9 +268,7 @@ class MemoryScreen(ConsoleScreen):
             from xferscope.memory.report import side_by_side
 
             headers, rows = side_by_side(self.results)
-            table.add_columns("", *(f"{i + 1} {h}" for i, h in enumerate(headers[1:])))
-            for row in rows:
-                table.add_row(*row)
+            _fill(table, ["", *(f"{i + 1} {h}" for i, h in enumerate(headers[1:]))], rows)
             panel.border_title = f"{len(self.results)} results side by side (v: this sweep)"
             return
         shown = [p for p in self.points if not (p.traffic == IDLE and p.cpu_node is None)]
@@ -279,29 +277,29 @@ class MemoryScreen(ConsoleScreen):
         peak = [p for p in shown if p.latency_ns is None and p.cpu_node is None]
         if matrix:
             headers, rows = matrix_rows(matrix)
-            table.add_columns(*headers)
-            for row in rows:
-                table.add_row(*row)
+            _fill(table, headers, rows)
             panel.border_title = "NUMA matrix: latency (ns), read bandwidth (MB/s)"
             return
         if curve:
-            table.add_columns("Size", "Latency (ns)", "Level")
-            for row in curve_rows(curve, self._caches()):
-                table.add_row(*(Text(c, style="dim") if row[0].startswith("──") else c for c in row))
+            rows = [
+                [Text(c, style="dim") if row[0].startswith("──") else c for c in row]
+                for row in curve_rows(curve, self._caches())
+            ]
+            _fill(table, ["Size", "Latency (ns)", "Level"], rows)
             table.scroll_end(animate=False)
             panel.border_title = "Curve" + (f", {curve[0].locality} locality" if curve[0].locality else "")
             return
         if peak:
-            # sized here: measured by the table after drawing, the labels were once left at the heading's width
             _fill(table, ["Traffic", "Bandwidth (MB/sec)"], peak_rows(peak))
             panel.border_title = "Maximum bandwidth"
             return
         several = len(self._series_seen) > 1
-        table.add_columns(*(("Series",) if several else ()), *TABLE_HEADERS)
+        loaded = []
         for p in shown:
             key = series_key(p)
             color = PALETTE[self._series_seen.index(key) % len(PALETTE)]
-            table.add_row(*((Text(key, style=color),) if several else ()), *mlc_row(p))
+            loaded.append([*((Text(key, style=color),) if several else ()), *mlc_row(p)])
+        _fill(table, [*(("Series",) if several else ()), *TABLE_HEADERS], loaded)
         table.scroll_end(animate=False)
         locality = next((f", {p.locality} locality" for p in shown if p.locality), "")
         panel.border_title = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import msgspec
 
 from xferscope.errors import SpecError
+from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, restore_capacity, scaled
 from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, CheckpointModel, Parallelism, Transformer
@@ -210,11 +211,9 @@ class CheckpointPlan:
             )
 
     def memory_warnings(self) -> list[str]:
-        import psutil
-
-        memory = int(psutil.virtual_memory().total)
+        memory = memory_total()
         written = self.here_bytes * self.spec.checkpoints
-        if written < MEMORY_FACTOR * memory:
+        if memory is not None and written < MEMORY_FACTOR * memory:
             return [
                 f"{format_bytes(written)} of checkpoints on this host is under {MEMORY_FACTOR} times its memory "
                 f"({format_bytes(memory)}): the page cache can hold much of it (DLIO warns the same)"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from xferscope.errors import SpecError
+from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.generated import GeneratedDir, check_fits, direct_works, parent_dir
@@ -206,9 +207,8 @@ def page_cache_warning(data: TrainData) -> str | None:
     come from memory. None when the reads are O_DIRECT or the set is large enough."""
     if data.direct:
         return None
-    try:
-        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError):
+    ram = memory_total()
+    if ram is None:
         return None
     total = sum(f.size for f in data.files)
     if total >= 5 * ram:
