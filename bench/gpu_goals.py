@@ -595,11 +595,14 @@ def mpi_goals(g: Goals, args) -> None:
     with the CPU tests of `workload train --mpi` beside it), and the MPI layer's own cost: 4 ranks against 4
     accelerators in one process, at most 5% below (bench/train_mpi_cost.py, rotated rounds with an A/A)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    tests = [os.path.join(here, "..", "tests", f) for f in ("test_mpi_workload_gpu.py", "test_mpi_workload.py")]
+    tests = [
+        os.path.join(here, "..", "tests", f)
+        for f in ("test_mpi_workload_gpu.py", "test_mpi_workload.py", "test_mpi_checkpoint.py")
+    ]
     proc = g.run("mpi-tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfs", *tests], 120)
     if proc is not None:
         last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-        g.say("workload train --mpi: 2 ranks, a GPU each, bounce-async and cufile; the CPU tests", last,
+        g.say("workload train and checkpoint --mpi: 2 ranks, a GPU each, bounce-async and cufile; the CPU tests", last,
               proc.returncode == 0)  # fmt: skip
     cmd = [sys.executable, os.path.join(here, "train_mpi_cost.py"), "--dir", args.dir, "--ranks", "4",
            "--rounds", str(max(args.rounds, 8)), "--seconds", "5"]  # fmt: skip

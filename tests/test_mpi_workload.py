@@ -13,6 +13,7 @@ import math
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -50,12 +51,12 @@ def train_args(directory, *more: str) -> list[str]:
     return ["workload", "train", "unet3d", "--mpi", *SMALL, "--dir", str(directory), *more]
 
 
-def engines(proc: subprocess.Popen) -> dict[int, psutil.Process]:
-    """Each rank's training engine process, by the rank's number."""
+def engines(proc: subprocess.Popen, serving: str = "train_process:serve") -> dict[int, psutil.Process]:
+    """Each rank's engine process (its command line names ``serving``), by the rank's number."""
     found = {}
     for child in psutil.Process(proc.pid).children(recursive=True):
         try:
-            if "train_process:serve" not in " ".join(child.cmdline()):
+            if serving not in " ".join(child.cmdline()):
                 continue
             rank = int(child.parent().environ()["OMPI_COMM_WORLD_RANK"])
         except (psutil.Error, KeyError, ValueError):
@@ -64,19 +65,60 @@ def engines(proc: subprocess.Popen) -> dict[int, psutil.Process]:
     return found
 
 
-def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:
-    """Every rank's engine has read ``nbytes`` of the data set from storage (its timed region is under way)."""
+def wait_for_engines(
+    proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str = "train_process:serve"
+) -> dict[int, psutil.Process]:
+    """Every rank's engine is under way: ``done(its process)`` holds for each of the ``ranks``."""
     deadline = time.monotonic() + 60
     while True:
         assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the ranks' engines did not start reading"
-        found = engines(proc)
+        assert time.monotonic() < deadline, "the ranks' engines did not get under way"
+        found = engines(proc, serving)
         try:
-            if len(found) == ranks and all(p.io_counters().read_bytes >= nbytes for p in found.values()):
+            if len(found) == ranks and all(done(p) for p in found.values()):
                 return found
         except psutil.Error:
             pass
         time.sleep(0.05)
+
+
+def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:
+    """Every rank's engine has read ``nbytes`` of the data set from storage (its timed region is under way)."""
+    return wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= nbytes)
+
+
+def one_line_from_two_commands(one: list[str], other: list[str]) -> str:
+    """Rank 0 started with ``one``, rank 1 with ``other``: the one line the job says, having exited 2."""
+    cmd = mpirun_cmd(1, *one)
+    python_and_cli = cmd[cmd.index("-np") + 2 : cmd.index("workload")]
+    proc = subprocess.run(
+        [*cmd, ":", "-np", "1", *python_and_cli, *other], capture_output=True, text=True, timeout=90, env=MPI_ENV
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
+    assert len(lines) == 1, proc.stderr
+    return lines[0]
+
+
+def ctrl_c(proc: subprocess.Popen, under_way: Callable[[subprocess.Popen, int], object], ranks: int = 2) -> None:
+    """Ctrl-C on the launcher once both ranks' engines are ``under_way``."""
+    under_way(proc, ranks)
+    proc.send_signal(signal.SIGINT)
+
+
+def while_running(
+    cmd: list[str], env: dict[str, str], act: Callable[[subprocess.Popen], object], timeout: float = 90
+) -> tuple[int, str]:
+    """``cmd`` started, ``act(its process)`` while it runs, then its exit code and stderr (killed if it is left)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        act(proc)
+        _, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err
 
 
 # ------------------------------------------------------------------ through mpirun
@@ -138,14 +180,8 @@ def test_a_directory_of_each_rank_gets_a_set_of_its_own(tmp_path):
 def test_a_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(3, *train_args(tmp_path, "-T", "6", "--json", str(out)))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_ENV)
-    try:
-        wait_for_reads(proc, 3)[1].kill()
-        _, err = proc.communicate(timeout=90)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+    code, err = while_running(cmd, MPI_ENV, lambda proc: wait_for_reads(proc, 3)[1].kill())
+    assert code == 1, err
     lines = [line for line in err.splitlines() if line.startswith("xferscope:")]
     assert len(lines) == 1 and lines[0].startswith("xferscope: rank 1 on "), err
     r = json.loads(out.read_text())
@@ -160,14 +196,7 @@ def test_a_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path):
 def test_ctrl_c_keeps_what_every_rank_measured(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *train_args(tmp_path, "-T", "60", "--json", str(out)))
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_CTRL_C_ENV)
-    try:
-        wait_for_reads(proc, 2)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    _, err = while_running(cmd, MPI_CTRL_C_ENV, lambda proc: ctrl_c(proc, wait_for_reads))
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" and k["bytes_read"] > 0 for k in r["cluster"]["per_rank"])
@@ -178,16 +207,8 @@ def test_ctrl_c_keeps_what_every_rank_measured(tmp_path):
 @needs_mpi
 def test_ranks_that_disagree_on_the_preset_get_one_line(tmp_path):
     one = [*train_args(tmp_path, "--steps", "2")]
-    other = [a if a != "unet3d" else "resnet50" for a in one]
-    cmd = mpirun_cmd(1, *one)
-    python_and_cli = cmd[cmd.index("-np") + 2 : cmd.index("workload")]
-    proc = subprocess.run(
-        [*cmd, ":", "-np", "1", *python_and_cli, *other], capture_output=True, text=True, timeout=90, env=MPI_ENV
-    )
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
-    assert len(lines) == 1 and "rank 1 on " in lines[0] and "preset resnet50 but rank 0 runs preset unet3d" in lines[0]
-    assert "Traceback" not in proc.stderr
+    line = one_line_from_two_commands(one, [a if a != "unet3d" else "resnet50" for a in one])
+    assert "rank 1 on " in line and "preset resnet50 but rank 0 runs preset unet3d" in line
     assert list(tmp_path.iterdir()) == []
 
 

@@ -1,5 +1,6 @@
-"""`workload train --mpi` into GPU memory: two ranks, each on a GPU of its own where the host has two
-(`-d {local_rank}`), else both on GPU 0, by bounce-async and cufile, every rank's and GPU's figures in the record.
+"""`workload train --mpi` into GPU memory, and `workload checkpoint --mpi` from it: two ranks, each on a GPU of its
+own where the host has two (`-d {local_rank}`), else both on GPU 0, by bounce-async and cufile, every rank's and
+GPU's figures in the record.
 
 Needs `mpirun`, mpi4py and a GPU; skipped with the reason elsewhere."""
 
@@ -15,44 +16,25 @@ pytestmark = [pytest.mark.gpu, needs_mpi, pytest.mark.skipif(GPU_REASON is not N
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 
+def two_ranks(kind: str, path: str, args: list[str], directory, out) -> tuple[dict, bool]:
+    """``workload KIND ... --mpi`` by ``path`` over two ranks, a GPU each where there are two: its record, and
+    whether there were."""
+    two = _gpus() >= 2
+    gpu = "{local_rank}" if two else "0"
+    proc = mpirun(
+        2, "workload", kind, *args, "--mpi", "--path", path, "-d", gpu, "--dir", str(directory), "--json", str(out),
+        timeout=240,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(out.read_text()), two
+
+
 @pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
 def test_two_ranks_train_into_their_gpus(path, direct_dir, tmp_path):
     out = tmp_path / "job.json"
-    two = _gpus() >= 2
-    proc = mpirun(
-        2,
-        "workload",
-        "train",
-        "unet3d",
-        "--mpi",
-        "--path",
-        path,
-        "--compute",
-        "gpu",
-        "-a",
-        "2",
-        "-d",
-        "{local_rank}" if two else "0",
-        "--files",
-        "32",
-        "--sample-size",
-        "8M",
-        "--sample-sd",
-        "0",
-        "--batch",
-        "2",
-        "--computation-time",
-        "0.02",
-        "--steps",
-        "6",
-        "--dir",
-        str(direct_dir),
-        "--json",
-        str(out),
-        timeout=240,
-    )
-    assert proc.returncode == 0, proc.stderr
-    r = json.loads(out.read_text())
+    args = ["unet3d", "--compute", "gpu", "-a", "2", "--files", "32", "--sample-size", "8M", "--sample-sd", "0",
+            "--batch", "2", "--computation-time", "0.02", "--steps", "6"]  # fmt: skip
+    r, two = two_ranks("train", path, args, direct_dir, out)
     ranks = r["cluster"]["per_rank"]
     assert [k["gpus"] for k in ranks] == ([[0], [1]] if two else [[0], [0]])
     assert all(k["status"] == "ok" and k["au"] is not None and k["bytes_read"] > 0 for k in ranks)
@@ -62,4 +44,21 @@ def test_two_ranks_train_into_their_gpus(path, direct_dir, tmp_path):
     for a in r["accelerators"]:
         by_gpu[a["gpu"]] = by_gpu.get(a["gpu"], 0) + a["bytes_read"]
     assert set(by_gpu) == ({0, 1} if two else {0}) and sum(by_gpu.values()) == r["bytes_read"]
+    assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
+
+
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
+def test_two_ranks_checkpoint_from_their_gpus(path, direct_dir, tmp_path):
+    out = tmp_path / "job.json"
+    args = ["llama3-8b", "--scale", "0.01", "--checkpoints", "2", "--rank-shift", "4", "--verify"]
+    r, two = two_ranks("checkpoint", path, args, direct_dir, out)
+    ranks = r["cluster"]["per_rank"]
+    assert [k["gpus"] for k in ranks] == ([[0], [1]] if two else [[0], [0]])
+    assert all(k["status"] == "ok" and k["save_gb_per_s"] and k["restore_gb_per_s"] for k in ranks)
+    assert r["verified"] is True and r["state_on_gpu"] is True
+    # each checkpoint rank read back the one 4 after it: the other rank of the job wrote it, from its GPU
+    assert [k["restored_from"] for k in r["ranks"]] == [4, 5, 6, 7, 0, 1, 2, 3]
+    assert [k["gpu"] for k in r["ranks"]] == ([0] * 4 + [1] * 4 if two else [0] * 8)
+    for save in r["saves"]:
+        assert save["bytes"] == sum(k["bytes"] for k in ranks)
     assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]

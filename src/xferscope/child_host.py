@@ -55,15 +55,16 @@ class Talk:
     def send(self, message: Any) -> None:
         self._host.send(message)
 
-    def ask(self, message: Any, kind: type) -> Any:
-        """Send ``message`` and wait for the parent's ``kind``; None when the parent closes the run first."""
+    def ask(self, message: Any, kind: type, stop: threading.Event | None = None) -> Any:
+        """Send ``message`` and wait for the parent's ``kind``; None when the parent closes the run first (or,
+        given ``stop``, stops it)."""
         host = self._host
         host.send(message)
         while True:
             try:
-                answer = host.answers.get(timeout=0.5)
+                answer = host.answers.get(timeout=0.1 if stop is not None else 0.5)
             except queue.Empty:
-                if host.closing.is_set():
+                if host.closing.is_set() or (stop is not None and stop.is_set()):
                     return None
                 continue
             return msg.expect(answer, kind)

@@ -2,7 +2,8 @@
 
 Parent -> child, after the job: ``Start``, ``Stop`` (any time), ``Close`` (any time).
 Child -> parent: ``Ready`` (set up, with its labels and environment) or ``Failed``, with ``Progress`` while it
-sets up; then ``Tick``s as the run reports them; ``Ended`` (what it measured, the process's own figures, its
+sets up; then ``Tick``s as the run reports them (and, for a run that meets other ranks mid-run, ``Meet``, which
+the parent answers with ``Go`` once every rank is there, or with ``Stop``); ``Ended`` (what it measured, the process's own figures, its
 error); ``Closed`` last. A run kind adds the messages of its own steps (an engine's: ``engine_process``).
 
 They travel pickled over ``isolation.Channel``. ``expect`` turns anything else into one clear error, so a side
@@ -56,6 +57,16 @@ class Tick(msgspec.Struct, frozen=True):
     """What the run reported while running (its own type: a workload's progress)."""
 
     progress: Any
+
+
+class Meet(msgspec.Struct, frozen=True):
+    """Mid-run: the run waits at ``what`` until the parent says ``Go`` (ranks of an MPI job meet there)."""
+
+    what: str
+
+
+class Go(msgspec.Struct, frozen=True):
+    """Every rank is at the meeting: go on."""
 
 
 class ProcessFigures(msgspec.Struct, frozen=True):

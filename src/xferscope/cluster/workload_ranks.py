@@ -9,7 +9,7 @@ with the rank and host, and the rank's files are removed first (``cleanup``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from xferscope.cluster.layout import Layout, describe_me, expand, layout_from
 from xferscope.cluster.session import (
@@ -36,6 +36,17 @@ class DataSet(Protocol):
 
 
 D = TypeVar("D", bound=DataSet)
+
+
+class _Ended(NamedTuple):
+    """What a rank whose run has ended says at each meeting of the ranks still running, and at the last."""
+
+    failed: bool
+    outcome: Any
+
+
+#: what a running rank interrupted (Ctrl-C, the launcher's SIGTERM) says at a meeting; a running rank says None
+_INTERRUPTED = "interrupted"
 
 
 def check_launcher() -> None:
@@ -99,7 +110,7 @@ class WorkloadRanks:
     def agree(self, vote, what: str) -> None:
         agree_or_raise(self.world, vote, what, cleanup=self.cleanup)
 
-    def step(self, what: str, work: Callable[[], None], *, here: bool = True) -> None:
+    def step(self, what: str, work: Callable[[], object], *, here: bool = True) -> None:
         """``work`` on this rank (where ``here``), then every rank agrees that it went well."""
         vote = None
         if here:
@@ -151,17 +162,36 @@ class WorkloadRanks:
         assert mine is not None
         return mine
 
-    def together(self, run: Callable[[Callable[[], None]], T], outcome: Callable[[T], S]) -> list[S]:
-        """``run(on_ready)`` on this rank, every rank's timed region started when all are ready (``on_ready`` is
-        where the run's process is set up); then every rank's ``outcome`` of it, in rank order, on every rank."""
+    def together(
+        self,
+        run: Callable[[Callable[[], None], Callable[[str], bool]], T],
+        outcome: Callable[[T], S],
+        failed: Callable[[T], bool] = lambda _: False,
+    ) -> list[S]:
+        """``run(on_ready, meet)`` on this rank, every rank's timed region started when all are ready (``on_ready``
+        is where the run's process is set up); then every rank's ``outcome`` of it, in rank order, on every rank.
+
+        ``meet(what)`` is a meeting mid-run (a checkpoint's start): this rank waits there for every rank still
+        running; False (stop the run) once a rank's run has failed or a rank was interrupted. A rank whose run
+        has ended answers the meetings of the others until every run has ended, so a rank that fails early does
+        not leave the others waiting."""
+
+        def meet(what: str) -> bool:
+            said = self.world.agree(None, what, if_interrupted=_INTERRUPTED)
+            return not any(s == _INTERRUPTED or (isinstance(s, _Ended) and s.failed) for s in said)
+
         try:
-            got = run(lambda: self.agree(None, "the start of the run"))
+            got = run(lambda: self.agree(None, "the start of the run"), meet)
         except (RankFailed, FollowerExit, AgreedInterrupt):
             raise
         except (Exception, KeyboardInterrupt) as exc:  # this rank could not start: the others wait at the start
             self.agree(failure_vote(exc), "the start of the run")
             raise
-        return self.world.agree(outcome(got), "the end of the run")
+        mine = _Ended(failed(got), outcome(got))
+        while True:  # the others' meetings answered until every run has ended
+            said = self.world.agree(mine, "the end of the run")
+            if all(isinstance(s, _Ended) for s in said):
+                return [s.outcome for s in said]
 
     def close(self) -> None:
         """Every rank done reading, then this rank removes what it made."""

@@ -104,7 +104,9 @@ class TrainJob:
             return RankRun(ranks.world.rank, ranks.layout.mine.host, *got, memory, cpus)
 
         everyone = ranks.together(
-            lambda on_ready: self.session.run_with_steps(spec, self.on_tick, on_ready=on_ready), mine
+            lambda on_ready, _meet: self.session.run_with_steps(spec, self.on_tick, on_ready=on_ready),
+            mine,
+            lambda got: got[0].status == "failed",
         )
         facts = JobFacts(ranks.world.launcher, ranks.world.library, ranks.data_per_host)
         return cluster_result(self.session.spec, everyone, facts)

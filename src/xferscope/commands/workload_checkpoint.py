@@ -92,6 +92,15 @@ def checkpoint_command(
     directory: WorkloadDirOpt = None,
     json_path: JsonOpt = None,
     fmt: FormatOpt = "table",
+    mpi: Annotated[
+        bool,
+        typer.Option(
+            "--mpi",
+            help="across every rank of an MPI job (mpirun -n N xferscope workload checkpoint ... --mpi): the "
+            "checkpoint's ranks split over the job's, each save and restore begun together; --dir may hold {rank} "
+            "and {host}, --gpu {local_rank}",
+        ),
+    ] = False,
 ) -> None:
     """MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes,
     from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file),
@@ -104,34 +113,57 @@ def checkpoint_command(
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path})
     paths = [p.strip() for p in path.split(",") if p.strip()]
-    if not paths:
-        raise SpecError("path", "no path given")
-    spec = CheckpointSpec(
-        checkpoint_model(
-            model,
-            ranks,
-            layers=layers,
-            hidden=hidden,
-            ffn=ffn,
-            vocab=vocab,
-            heads=heads,
-            kv_heads=kv_heads,
-            tp=tp,
-            pp=pp,
-            zero_stage=zero_stage,
-        ),
-        layout=layout,
-        threads=threads,
-        subset=subset,
-        scale=scale,
-        checkpoints=checkpoints,
-        directory=directory,
-        pinned_copies=pinned,
-        gpus=tuple(gpu_list(gpu)),
-        path=paths[0],
-        state=state,
-    )
-    options = CheckpointRunOptions(fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every)
+    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
+
+    def make() -> tuple[CheckpointSpec, CheckpointRunOptions]:
+        if not paths:
+            raise SpecError("path", "no path given")
+        if mpi and len(paths) > 1:
+            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        if mpi and plan:
+            raise SpecError("plan", "--plan is of one host: run it without --mpi")
+        spec = CheckpointSpec(
+            checkpoint_model(
+                model,
+                ranks,
+                layers=layers,
+                hidden=hidden,
+                ffn=ffn,
+                vocab=vocab,
+                heads=heads,
+                kv_heads=kv_heads,
+                tp=tp,
+                pp=pp,
+                zero_stage=zero_stage,
+            ),
+            layout=layout,
+            threads=threads,
+            subset=subset,
+            scale=scale,
+            checkpoints=checkpoints,
+            directory=directory,
+            pinned_copies=pinned,
+            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            path=paths[0],
+            state=state,
+        )
+        if every < 0:
+            raise SpecError("every", f"seconds of 0 or more, got {every:g}")
+        options = CheckpointRunOptions(
+            fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every
+        )
+        return spec, options
+
+    if mpi:
+        from xferscope.cluster.workload_checkpoint import checkpoint_mpi
+        from xferscope.cluster.workload_ranks import check_launcher
+        from xferscope.output.terminal import install_hangup_handlers
+
+        check_launcher()
+        install_hangup_handlers()
+        checkpoint_mpi(make, gpu_text=gpu, fmt=fmt, json_path=json_path)
+        return
+    spec, options = make()
     checkpoint_and_report(spec, paths, rounds, options, plan_only=plan, fmt=fmt, json_path=json_path)
 
 

@@ -149,6 +149,9 @@ def run_lines(record: CheckpointRecord) -> list:
         headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
         lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
     lines += gpu_lines(record)
+    if record.cluster is not None:
+        lines += cluster_lines(record)
+    lines += [f"  warning: {w}" for w in p.warnings if record.cluster is not None]
     cpu, peak = record.cpu_s_per_gib, record.peak_rss_bytes
     tail = [
         f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "",
@@ -164,6 +167,52 @@ def run_lines(record: CheckpointRecord) -> list:
         lines.append(f"  the checkpoints are kept in {kept} (--keep)")
     if record.error:
         lines.append(f"  error: {record.error}")
+    return lines
+
+
+def _seconds_rate(seconds: float | None, rate: float | None) -> tuple[str, str]:
+    return ("-" if seconds is None else f"{seconds:.3f}", "-" if rate is None else f"{rate:.2f}")
+
+
+def cluster_lines(record: CheckpointRecord) -> list:
+    """An MPI job's hosts and ranks (the medians over the checkpoints), each as it measured itself, the slowest
+    host named."""
+    c = record.cluster
+    assert c is not None
+    hosts = len(c.hosts)
+    lines: list = [
+        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), "
+        "each save and restore begun together"
+        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
+    ]
+    rows = [
+        (
+            h.host,
+            ",".join(map(str, h.ranks)),
+            format_bytes(h.bytes),
+            *_seconds_rate(h.save_seconds, h.save_gb_per_s),
+            *_seconds_rate(h.restore_seconds, h.restore_gb_per_s),
+            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
+            h.cpus,
+        )
+        for h in c.hosts
+    ]
+    headers = ("host", "ranks", "bytes", "save s", "GB/s", "restore s", "GB/s", "RAM", "CPUs")
+    lines.append(text_table(headers, rows, left=("host", "ranks"), title="each host, median over the checkpoints"))
+    rows = [
+        (
+            k.rank,
+            k.host,
+            f"{k.ranks[0]}-{k.ranks[-1]}" if len(k.ranks) > 1 else ",".join(map(str, k.ranks)),
+            ",".join(map(str, k.gpus)) or "-",
+            *_seconds_rate(k.save_seconds, k.save_gb_per_s),
+            *_seconds_rate(k.restore_seconds, k.restore_gb_per_s),
+            k.status if k.error is None else f"{k.status}: {k.error}",
+        )
+        for k in c.per_rank
+    ]
+    headers = ("rank", "host", "ckpt ranks", "GPUs", "save s", "GB/s", "restore s", "GB/s", "status")
+    lines.append(text_table(headers, rows, left=("host", "status"), title="each rank of the job"))
     return lines
 
 

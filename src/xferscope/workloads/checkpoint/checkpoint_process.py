@@ -13,6 +13,11 @@ an asynchronous save's writes go on under them, and the next checkpoint waits fo
 ``async_save``). After the last, every file's pages are evicted (and the share still resident measured), and
 checkpoint after checkpoint every rank reads back the files of the rank ``rank_shift`` after it (DLIO's recovery
 rank shift); ``verify`` compares each byte with the pattern written.
+
+Under MPI (``meets``) the process holds its part of the world's ranks: every checkpoint's save, the restore, and
+every checkpoint's restore begin at a meeting of the ranks (``process_host.MeetsMidRun``); a rank may read back
+the files another process wrote (``sources``: each rank's writer and the directory it wrote in), and only the
+process of rank 0 writes DCP's index (``index``: the world's).
 """
 
 from __future__ import annotations
@@ -58,6 +63,14 @@ class CheckpointJob:
     on_gpu: bool = False  # the states in GPU memory (else in host memory)
     staged: bool = False  # an asynchronous save: the states copied (the GPUs blocked), then written from the copy
     every: float = 0.0  # seconds of training between two checkpoints
+    #: bytes a restore buffer holds: any file set this process reads back (the world's largest rank, under MPI)
+    restore_bytes: int = 0
+    meets: bool = False  # under MPI: each save and restore begins at a meeting of every rank
+    #: each rank's writer and the directory it wrote in (under MPI); empty: the rank ``rank_shift`` after it here
+    sources: tuple[tuple[Rank, str], ...] = ()
+    #: DCP's index this process writes (the world's, under MPI: by the process of rank 0); None: of its ranks
+    index: bytes | None = None
+    writes_index: bool = True
 
     def gpu_of(self, i: int) -> int:
         """The GPU the ``i``-th rank's state lives on (round-robin)."""
@@ -257,6 +270,12 @@ class CheckpointSetup:
         self.resources: Any = None
         self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
         self.fetchers: list[Any] = []
+        self.meet: Callable[[str], bool] = lambda what: True
+
+    def meet_with(self, meet: Callable[[str], bool]) -> None:
+        """Under MPI: ``meet(what)`` waits for every rank at ``what`` (False: stop, another rank failed)."""
+        if self.job.meets:
+            self.meet = meet
 
     def seed_of(self, rank: Rank) -> int:
         return self.job.seed * 1_000_003 + rank.rank
@@ -267,7 +286,8 @@ class CheckpointSetup:
             from xferscope.engines import gpu_setup
 
             self.resources = gpu_setup.GpuResources()
-        res, capacity = self.resources, restore_capacity(job.ranks)
+        res = self.resources
+        capacity = max(job.restore_bytes, restore_capacity(job.ranks + [w for w, _ in job.sources]))
         for i, r in enumerate(job.ranks):
             gpu = job.gpu_of(i) if job.on_gpu else None
             state = self._buffer(gpu, aligned(max(1, r.size)))
@@ -348,7 +368,7 @@ class CheckpointSetup:
         writes = [
             joined([w for (i, _), w in zip(threads, parts) if i == j], blocked[j], staged_s) for j in range(len(ranks))
         ]
-        metadata = self._metadata(directory) if job.layout == "dcp" and not stop.is_set() else None
+        metadata = self._metadata(directory) if job.layout == "dcp" and job.writes_index and not stop.is_set() else None
         return writes, metadata
 
     def _tick_while(self, done: threading.Event, tick: Callable[[], None]) -> None:
@@ -375,7 +395,7 @@ class CheckpointSetup:
             if pending is not None:
                 saved(pending.result())
                 pending = None
-            if stop.is_set():
+            if stop.is_set() or not self.meet(f"checkpoint {k + 1}"):
                 break
             os.mkdir(checkpoint_dir(job.directory, k))
             blocked, staged_s = [0.0] * len(ranks), 0.0
@@ -426,36 +446,49 @@ class CheckpointSetup:
         end.resident_share = page_cache.evict_files(
             [os.path.join(d, f.name) for d in dirs for r in ranks for f in r.files]
         )
-        n = len(ranks)
-        shifted = [(i + job.rank_shift) % n for i in range(n)]
-        for k, directory in enumerate(dirs):
-            if stop.is_set():
+        sources = self.sources()
+        for k in range(job.checkpoints):  # under MPI, the first meeting is once every rank's files are evicted
+            if stop.is_set() or not self.meet(f"restore {k + 1}"):
                 return
             tick("restoring", k + 1)
             end.restores.append(
                 _together(
                     [
                         partial(
-                            fetch_rank, ranks[i].rank, ranks[shifted[i]], directory, self.fetchers[i], self.restored[i]
+                            fetch_rank,
+                            ranks[i].rank,
+                            writer,
+                            checkpoint_dir(where, k),
+                            self.fetchers[i],
+                            self.restored[i],
                         )
-                        for i in range(n)
+                        for i, (writer, where) in enumerate(sources)
                     ]
                 )
             )
             if job.verify:
                 before = _cpu_seconds()
                 try:
-                    self._verify(shifted)
+                    self._verify([writer for writer, _ in sources])
                 finally:
                     end.verify_cpu_s += _cpu_seconds() - before
 
-    def _verify(self, shifted: list[int]) -> None:
+    def sources(self) -> list[tuple[Rank, str]]:
+        """What each rank reads back: its writer and the directory it wrote in (the job's, under MPI; else the
+        rank ``rank_shift`` after it, here)."""
+        job, ranks = self.job, self.job.ranks
+        if job.sources:
+            return list(job.sources)
+        n = len(ranks)
+        return [(ranks[(i + job.rank_shift) % n], job.directory) for i in range(n)]
+
+    def _verify(self, writers: list[Rank]) -> None:
         ranks = self.job.ranks
-        for i, w in enumerate(shifted):
-            bad = mismatch(ranks[w], self.seed_of(ranks[w]), self._restored_bytes(i))
+        for i, w in enumerate(writers):
+            bad = mismatch(w, self.seed_of(w), self._restored_bytes(i))
             if bad is not None:
                 raise RunFailed(
-                    f"--verify: rank {ranks[i].rank} read rank {ranks[w].rank}'s checkpoint back wrong at byte {bad}"
+                    f"--verify: rank {ranks[i].rank} read rank {w.rank}'s checkpoint back wrong at byte {bad}"
                 )
 
     def _restored_bytes(self, i: int) -> Callable[[int, int], Any]:
@@ -479,7 +512,7 @@ class CheckpointSetup:
         tmp = os.path.join(directory, ".metadata.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            os.write(fd, dcp_metadata(self.job.ranks))
+            os.write(fd, dcp_metadata(self.job.ranks) if self.job.index is None else self.job.index)
             if self.job.fsync:
                 os.fsync(fd)
         finally:

@@ -49,6 +49,8 @@ class CheckpointSpec:
     #: where the states live: "gpu", "host" (DLIO's CPU tensors: the host path's only), None: GPU memory where this
     #: machine has a GPU
     state: str | None = None
+    #: under MPI: this process's part of the ranks (its number, and how many parts), a run of ranks in turn
+    part: tuple[int, int] = (0, 1)
 
     def plan(self, place: bool = True) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold); ``place`` False leaves out
@@ -74,10 +76,19 @@ class CheckpointSpec:
             raise SpecError("checkpoints", f"must be at least 1, got {self.checkpoints}")
         world = self.model.parallelism.ranks
         here = range(min(SUBSET_RANKS, world)) if self.subset else range(world)
+        index, parts = self.part
+        if parts > len(here):
+            raise SpecError(
+                "mpi",
+                f"{parts} ranks in the MPI job for a checkpoint of {len(here)} ranks"
+                + (" (--subset)" if self.subset else "")
+                + f": run at most {len(here)}",
+            )
         full = [rank_files(r, self.model, self.layout, self.threads) for r in here]
-        ranks = [scaled(r, self.scale) for r in full]
-        metadata = len(dcp_metadata(ranks)) if self.layout == "dcp" else 0
-        writing = [r for r in ranks if r.size]
+        every = [scaled(r, self.scale) for r in full]
+        ranks = every[index * len(every) // parts : (index + 1) * len(every) // parts]
+        metadata = len(dcp_metadata(every)) if self.layout == "dcp" and ranks[0].rank == 0 else 0
+        writing = [r for r in every if r.size]
         smallest = min(writing, key=lambda r: r.size)
         if self.scale < 1 and smallest.size < MIN_RANK_BYTES:
             least = MIN_RANK_BYTES / min(r.size for r in full if r.size)
@@ -86,7 +97,7 @@ class CheckpointSpec:
                 f"{self.scale:g} leaves rank {smallest.rank} {format_bytes(smallest.size)}; a rank writes at least "
                 f"1 MiB: --scale {least:.2g} or more",
             )
-        plan = CheckpointPlan(self, ranks, world, metadata)
+        plan = CheckpointPlan(self, ranks, world, metadata, restore_bytes=restore_capacity(every))
         parent, direct = parent_dir(self.directory, buffered=False)
         plan.directory = parent
         if self.path != "host" and not direct:
@@ -120,6 +131,7 @@ class CheckpointPlan:
     ranks: list[Rank]  # the ranks of this host, with their files (scaled)
     world: int
     metadata_bytes: int = 0  # DCP's index, written once by rank 0
+    restore_bytes: int = 0  # a restore buffer: any rank's files (a rank may read another's back)
     directory: str = ""
     warnings: list[str] = field(default_factory=list)
     #: why this machine cannot run it (the disk's free space, where the states live, the memory for --async); a run
@@ -163,7 +175,7 @@ class CheckpointPlan:
                 )
 
             states = sum(r.size for r in self.ranks)
-            need = states + len(self.ranks) * restore_capacity(self.ranks)
+            need = states + len(self.ranks) * self.restore_bytes
             room = int(psutil.virtual_memory().available * MEMORY_SHARE)
             self.state_in = "host memory, as DLIO's CPU tensors" + ("" if n else f" (no GPU here: {why})")
             if need > room:
@@ -179,7 +191,7 @@ class CheckpointPlan:
             raise SpecError("gpu", f"no GPU {missing[0]} here: this machine has {n} (0-{n - 1})")
         self.state_on_gpu = True
         held = dict.fromkeys(gpus, 0)
-        restore = restore_capacity(self.ranks)
+        restore = self.restore_bytes
         for i, r in enumerate(self.ranks):  # its state, and the buffer a restore reads into (and cufile's copy)
             copy = restore_capacity([r]) if s.pinned_copies and s.path == "cufile" else 0
             held[gpus[i % len(gpus)]] += r.size + restore + copy
@@ -220,6 +232,16 @@ class CheckpointPlan:
             ]
         return []
 
+    def _whose(self) -> str:
+        """Which ranks this process writes."""
+        first, last = self.ranks[0].rank, self.ranks[-1].rank
+        if self.spec.part[1] > 1:
+            index, parts = self.spec.part
+            return f"this rank of the MPI job writes ranks {first}-{last} (part {index + 1} of {parts})"
+        return "this host writes " + (
+            f"ranks 0-{last} (--subset, MLPerf's subset mode)" if self.spec.subset else "every rank"
+        )
+
     def derivation(self) -> list[str]:
         """How the bytes were found, a line each."""
         s, m = self.spec, self.spec.model
@@ -231,8 +253,7 @@ class CheckpointPlan:
             f"(hidden {t.hidden}, ffn {t.ffn}, {t.heads} heads, {t.kv_heads} KV heads), final norm {t.hidden}",
             f"state: weights fp16 {format_bytes(weights)} (2 B a parameter) + optimizer fp32 "
             f"{format_bytes(optimizer)} (12 B: weights, momentum, variance) = {(weights + optimizer) / GIB:.1f} GiB",
-            f"ranks: {p.text()} = {p.ranks}; this host writes "
-            + (f"ranks 0-{len(self.ranks) - 1} (--subset, MLPerf's subset mode)" if s.subset else "every rank"),
+            f"ranks: {p.text()} = {p.ranks}; " + self._whose(),
         ]
         all_ranks = sum(rank_files(r, m, s.layout, s.threads).size for r in range(p.ranks)) if p.ranks <= 4096 else 0
         if all_ranks:

@@ -17,6 +17,8 @@ from typing import Any
 import msgspec
 
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, CheckpointJob, RankRead, RankWrite
+from xferscope.workloads.checkpoint.cluster_figures import CheckpointCluster
+from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, CheckpointSpec, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
@@ -80,6 +82,7 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
     asynchronous: bool = False  # --async: the GPUs blocked only for the copy of the state
     every_seconds: float = 0.0
     state_on_gpu: bool = False
+    cluster: CheckpointCluster | None = None  # --mpi: the job's ranks and hosts (the figures above: all of them)
 
     @property
     def save_seconds(self) -> float | None:
@@ -166,6 +169,14 @@ class CheckpointSession:
         self.plan, self.options = plan, options
         self._child: WorkloadChild | None = None
         self.stopped = False
+        self.where: GeneratedDir | None = None  # the run's directory (made by ``open_dir``, or by the run)
+        self.end: CheckpointEnd | None = None  # what the run's process measured, as it sent it
+
+    def open_dir(self) -> str:
+        """The run's directory, made now (under MPI each rank's is known to the others before the run)."""
+        if self.where is None:
+            self.where = GeneratedDir(self.plan.directory, "checkpoint", direct=False)
+        return self.where.path
 
     def prepare(self, progress: Callable[[int, int], None] | None = None) -> None:
         """What this machine cannot hold, or a path it cannot run, raised before anything is written (the states
@@ -181,13 +192,25 @@ class CheckpointSession:
         if self._child is not None:
             self._child.stop()
 
-    def run(self, on_tick: Callable[[object], None] | None = None) -> CheckpointRecord:
-        """The record, also of a run interrupted or failed (what was measured kept)."""
+    def run(
+        self,
+        on_tick: Callable[[object], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+        on_meet: Callable[[str], bool] | None = None,
+        sources: tuple[tuple[Rank, str], ...] = (),
+        index: bytes | None = None,
+    ) -> CheckpointRecord:
+        """The record, also of a run interrupted or failed (what was measured kept). Under MPI: ``on_ready`` and
+        ``on_meet`` are where the ranks meet (``WorkloadChild.execute``), ``sources`` what each rank reads back
+        and where, ``index`` DCP's index of the world."""
         from xferscope.workloads.checkpoint.checkpoint_process import serve
 
         self.prepare()
         plan, options, s = self.plan, self.options, self.plan.spec
-        where = GeneratedDir(plan.directory, "checkpoint", direct=False)
+        owned = self.where is None  # a directory made by the caller (open_dir) is the caller's to remove (close)
+        self.open_dir()
+        where = self.where
+        assert where is not None
         try:
             job = CheckpointJob(
                 where.path,
@@ -203,17 +226,27 @@ class CheckpointSession:
                 on_gpu=plan.state_on_gpu,
                 staged=s.pinned_copies,
                 every=options.every,
+                restore_bytes=plan.restore_bytes,
+                meets=on_meet is not None,
+                sources=sources,
+                index=index,
+                writes_index=plan.ranks[0].rank == 0,
             )
             self._child = WorkloadChild(serve, "workload checkpoint", s.path)
             if self.stopped:  # stopped before its process started: it starts and ends at once
                 self._child.stop()
-            out = self._child.execute(job, on_tick)
+            out = self._child.execute(job, on_tick, on_ready, on_meet)
         finally:
-            where.close(keep=options.keep)
+            if owned:
+                self.close()
+        self.end = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
         return _record(plan, options, job, out, where.path if options.keep else None)
 
     def close(self) -> None:
-        """Nothing is left to free: the run's process removed its files, and its directory went with the run."""
+        """The run's directory removed (unless kept); the run's process freed everything else."""
+        if self.where is not None:
+            self.where.close(keep=self.options.keep)
+            self.where = None
 
 
 def run_checkpoints(

@@ -2,17 +2,18 @@
 
 ``make_setup(job)`` gives an object with ``build()`` (everything allocated before "ready", outside the timed
 region), ``labels``, ``environment``, ``run(stop, on_tick) -> (payload, error or None)`` and ``close()``; it says
-it is set up with ``Ready(labels, environment)``.
+it is set up with ``Ready(labels, environment)``. A set-up that meets other ranks mid-run (``MeetsMidRun``) is
+given ``meet(what)``, which waits at ``what`` until the parent says ``Go`` (True), or stops the run (False).
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from xferscope import child_host
-from xferscope.child_messages import Ready, Tick
+from xferscope.child_messages import Go, Meet, Ready, Tick
 from xferscope.isolation import Channel
 from xferscope.workloads.common.records import WorkloadEnvironment
 
@@ -28,13 +29,20 @@ class Setup(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class MeetsMidRun(Protocol):
+    def meet_with(self, meet: Callable[[str], bool]) -> None: ...
+
+
 class WorkloadWork(child_host.Work):
     """A workload's set-up as the child host's work."""
 
     def __init__(self, setup: Setup):
         self.setup = setup
+        self.talk: child_host.Talk | None = None
 
     def build(self, talk: child_host.Talk) -> None:
+        self.talk = talk
         self.setup.build()
 
     def ready(self) -> Ready:
@@ -43,6 +51,9 @@ class WorkloadWork(child_host.Work):
     def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
         if stop.is_set():
             return child_host.Outcome(None)
+        talk = self.talk
+        if isinstance(self.setup, MeetsMidRun) and talk is not None:
+            self.setup.meet_with(lambda what: talk.ask(Meet(what), Go, stop) is not None)
         return child_host.Outcome(*self.setup.run(stop, lambda progress: send(Tick(progress))))
 
     def close(self) -> list[str]:
@@ -51,4 +62,4 @@ class WorkloadWork(child_host.Work):
 
 
 def serve_with(channel: Channel, make_setup: Callable[[Any], Setup]) -> None:
-    child_host.serve_with(channel, lambda job: WorkloadWork(make_setup(job)))
+    child_host.serve_with(channel, lambda job: WorkloadWork(make_setup(job)), commands=(Go,))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from xferscope.child_driver import ChildDriver
-from xferscope.child_messages import Ended, ProcessFigures, Ready, Start, Tick, unexpected
+from xferscope.child_messages import Ended, Go, Meet, ProcessFigures, Ready, Start, Tick, unexpected
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel, Child, error_from_wire
 from xferscope.workloads.common.records import WorkloadEnvironment
@@ -56,10 +56,16 @@ class WorkloadChild:
             self._on_tick(message.progress)
 
     def execute(
-        self, job: Any, on_tick: Callable[[Any], None] | None = None, on_ready: Callable[[], None] | None = None
+        self,
+        job: Any,
+        on_tick: Callable[[Any], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+        on_meet: Callable[[str], bool] | None = None,
     ) -> Outcome:
         """``on_ready``: called once the process is set up, before it starts (ranks of an MPI job meet there, so
-        that their timed regions start together); what it raises ends the run before it starts."""
+        that their timed regions start together); what it raises ends the run before it starts. ``on_meet(what)``:
+        the run waits at ``what`` mid-run (a checkpoint's start) until it returns: True goes on, False stops the
+        run (another rank failed); without it, a run that meets goes on at once."""
         d, self._on_tick = self._driver, on_tick
         closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
         try:
@@ -67,13 +73,15 @@ class WorkloadChild:
 
             env, log = cufile_driver.child_env(self.path)
             d.launch(self.target, env=env, log=log)
-            out = self._drive(d, job, on_ready)
+            out = self._drive(d, job, on_ready, on_meet)
             closing_s = STOP_GRACE_S
             return out
         finally:
             d.close(closing_s, end_grace_s=10.0)
 
-    def _drive(self, d: ChildDriver, job: Any, on_ready: Callable[[], None] | None) -> Outcome:
+    def _drive(
+        self, d: ChildDriver, job: Any, on_ready: Callable[[], None] | None, on_meet: Callable[[str], bool] | None
+    ) -> Outcome:
         d.send_job(job)
         ready = d.answer(Ready)
         out = Outcome(labels=list(ready.labels), environment=cast(WorkloadEnvironment, dict(ready.environment)))
@@ -93,6 +101,12 @@ class WorkloadChild:
                 continue
             except RunFailed:  # gone: the death is read below
                 break
+            if isinstance(other, Meet):
+                if on_meet is None or on_meet(other.what):
+                    d.send(Go())
+                else:
+                    self.stop()
+                continue
             if other is not None:  # a message a running workload does not send: the run cannot be read further
                 out.status, out.error = "failed", str(unexpected(other, Tick, Ended))
                 self.stop()

@@ -1,0 +1,197 @@
+"""``workload checkpoint --mpi``: a training job's checkpoints written and read back by the ranks of an MPI job,
+as MLPerf Storage runs its checkpointing workload.
+
+Started as ``mpirun -n N xferscope workload checkpoint MODEL --mpi ...``. The checkpoint's ranks (the model's
+world, or MLPerf's subset of 8) are split over the job's ranks, a run of them each in turn (with as many ranks as
+the model's world, each rank writes its own, as DLIO's). The steps, on every rank (each an agreement: one
+rank's failure is every rank's, said once by rank 0):
+
+1. the spec: the same on every rank (another model, or other options, stops them all); each rank's directory
+   (``--dir`` may hold ``{rank}``, ``{host}``) and GPU (``-d`` may hold ``{local_rank}``; without ``-d`` local
+   rank *i* takes GPU *i* of its host);
+2. each rank's plan, checked where it runs, and the checkpoints of a host's ranks against its disk's free space
+   together;
+3. each rank's directory made, and what each rank reads back: the files of the rank ``--rank-shift`` after it in
+   the world, wherever they were written (a rank that cannot see them: ``--dir`` must be shared);
+4. the states made in each rank's process, then every checkpoint's save and every restore begun together
+   (``WorkloadRanks.together``'s meetings), so that a checkpoint's duration is the slowest rank's, as MLPerf
+   times it;
+5. every rank's figures to all; rank 0 prints and writes the job's record (``checkpoint_cluster``); the
+   directories are removed once every rank is done reading.
+
+A rank whose process dies is marked failed; the others stop at their next checkpoint, their figures kept, and the
+exit is non-zero. Ctrl-C on the launcher (its SIGTERM to the ranks) ends every rank's run with what it measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from collections.abc import Callable
+
+import msgspec
+import typer
+
+from xferscope.cluster.layout import expand
+from xferscope.cluster.session import FollowerExit
+from xferscope.cluster.workload_ranks import WorkloadRanks, exit_code, rank_gpus
+from xferscope.errors import ExitCode, SpecError
+from xferscope.target import memory_total
+from xferscope.units import format_bytes
+from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
+from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
+from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
+from xferscope.workloads.common.generated import DISK_MARGIN
+
+
+def _comparable(asked: tuple[CheckpointSpec, CheckpointRunOptions]) -> tuple[str, bytes]:
+    """What every rank must agree on: the spec and options less what is each rank's own (directory, GPUs)."""
+    spec, options = asked
+    return f"model {spec.model.model.name}", msgspec.json.encode(
+        (dataclasses.replace(spec, directory=None, gpus=(0,)), options)
+    )
+
+
+class CheckpointJobRanks:
+    """The steps of ``workload checkpoint --mpi`` on one rank."""
+
+    def __init__(self, ranks: WorkloadRanks, spec: CheckpointSpec, options: CheckpointRunOptions, gpu_text: str | None):
+        me = ranks.layout.mine
+        self.ranks = ranks
+        self.spec = dataclasses.replace(
+            spec,
+            directory=expand(spec.directory, "dir", me),
+            gpus=rank_gpus(gpu_text, spec.state != "host", spec.gpus, ranks.layout),
+            part=(ranks.world.rank, ranks.world.size),
+        )
+        self.options = options
+        self.session: CheckpointSession | None = None
+        self.sources: tuple[tuple[Rank, str], ...] = ()
+        self.index: bytes | None = None
+        ranks.cleanup = self.close
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    def prepare(self) -> None:
+        """Each rank's plan, checked where it runs; a host's ranks' checkpoints against its disk together; each
+        rank's directory; what each rank reads back, and where."""
+        plan: CheckpointPlan | None = None
+
+        def planned() -> None:
+            nonlocal plan
+            plan = self.spec.plan()
+            if plan.refusals:
+                raise plan.refusals[0]
+            self.session = CheckpointSession(plan, self.options)
+
+        self.ranks.step("the plan", planned)
+        assert plan is not None and self.session is not None
+        self.ranks.step("the free space", lambda: self._check_space(plan))
+        session = self.session
+        self.ranks.step("the directories", session.open_dir)
+        assert session.where is not None
+        world = self.ranks.world.comm.allgather((self.ranks.layout.mine.host, plan.ranks, session.where.path))
+        self.ranks.step("what each rank reads back", lambda: self._find_sources(world))
+
+    def _check_space(self, plan: CheckpointPlan) -> None:
+        """The checkpoints of every rank on this host that writes to this filesystem, against its free space."""
+        st = os.stat(plan.directory)
+        mine = (self.ranks.layout.mine.host, st.st_dev)
+        need = plan.here_bytes * plan.spec.checkpoints
+        rows = self.ranks.world.comm.allgather((mine, need))
+        together = sum(n for where, n in rows if where == mine)
+        free = shutil.disk_usage(plan.directory).free
+        if together + DISK_MARGIN > free:
+            sharing = sum(1 for where, _ in rows if where == mine)
+            raise SpecError(
+                "scale" if plan.spec.scale < 1 else "dir",
+                f"the checkpoints of the {sharing} ranks writing to {plan.directory} on {mine[0]} "
+                f"({format_bytes(together)}) do not fit its free space ({format_bytes(free)}); "
+                f"--scale {max(0, free - DISK_MARGIN) / together * plan.spec.scale:.2g} fits, or fewer --checkpoints, "
+                "or a --dir of each rank's own ({rank})",
+            )
+
+    def _find_sources(self, world: list[tuple[str, list[Rank], str]]) -> None:
+        """Each of this rank's checkpoint ranks reads back the files of the rank ``--rank-shift`` after it in the
+        world, in the directory the rank that wrote them made; they must be there to see."""
+        every = [(r, host, path) for host, ranks, path in world for r in ranks]
+        at = {r.rank: i for i, (r, _, _) in enumerate(every)}
+        me = self.ranks.layout.mine.host
+        sources = []
+        assert self.session is not None
+        for r in self.session.plan.ranks:
+            writer, host, path = every[(at[r.rank] + self.options.rank_shift) % len(every)]
+            if not os.path.isdir(path):
+                raise SpecError(
+                    "rank-shift",
+                    f"rank {r.rank} on {me} would read back rank {writer.rank}'s files, written in {path} on {host}, "
+                    "which this host cannot see: give a --dir every host shares, or a --rank-shift within a host",
+                )
+            sources.append((writer, path))
+        self.sources = tuple(sources)
+        if self.session.plan.ranks[0].rank == 0 and self.spec.layout == "dcp":
+            self.index = dcp_metadata([r for r, _, _ in every])
+
+    def run(self, on_tick: Callable[[object], None] | None) -> CheckpointRecord:
+        """The checkpoints, every save and restore begun together; the job's record (the same on every rank)."""
+        ranks, session = self.ranks, self.session
+        assert session is not None
+
+        def mine(record: CheckpointRecord) -> RankPart:
+            assert session.end is not None
+            host = ranks.layout.mine.host
+            return RankPart(ranks.world.rank, host, record, session.end, memory_total(), os.cpu_count() or 1)
+
+        parts = ranks.together(
+            lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index),
+            mine,
+            lambda record: record.status == "failed",
+        )
+        return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library))
+
+
+def checkpoint_mpi(
+    make: Callable[[], tuple[CheckpointSpec, CheckpointRunOptions]],
+    *,
+    gpu_text: str | None,
+    fmt: str,
+    json_path: str | None,
+) -> None:
+    """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
+    import sys
+
+    from xferscope.output.terminal import clear_line, write_status
+    from xferscope.output.workload_checkpoint import show_run
+
+    try:
+        ranks, (spec, options) = WorkloadRanks.open(make, _comparable)
+        live = ranks.is_root and fmt != "json" and sys.stderr.isatty()
+
+        def tick(t) -> None:
+            write_status(
+                f"\r\033[K{t.phase} checkpoint {t.checkpoint}: rank 0 of {ranks.layout.size} "
+                f"{t.bytes_done / 1e9:.2f} GB written"
+            )
+
+        job = CheckpointJobRanks(ranks, spec, options, gpu_text)
+        try:
+            job.prepare()
+            record = job.run(tick if live else None)
+            clear_line(live)
+        finally:
+            ranks.close()
+    except FollowerExit as exc:
+        raise typer.Exit(exc.code) from None
+    code = exit_code(record.status)
+    if not ranks.is_root:
+        raise typer.Exit(code)
+    written = show_run(record, fmt=fmt, json_path=json_path)
+    if code == ExitCode.RUN_FAILED:
+        typer.echo(f"xferscope: {record.error or 'a rank failed'}", err=True)
+    elif code == ExitCode.INTERRUPTED:
+        typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
+    raise typer.Exit(code or written)

@@ -1,0 +1,201 @@
+"""The figures of checkpoints across the ranks of an MPI job (``workload checkpoint --mpi``), from every rank's own.
+
+Each rank of the job holds a run of the checkpoint's ranks and hands over its record and what its process
+measured (``RankPart``). The job's figures are made from every checkpoint rank's times together, exactly as one
+process with all of them would make them: a checkpoint's duration is the slowest rank's and its GB/s every
+rank's bytes over that (MLPerf's rule), DLIO's figure every byte over rank 0's time. Beside them: each rank of
+the job, and each host (its ranks' bytes over its slowest rank's time), the slowest host named, and the bytes a
+host writes against its memory (DLIO warns under 3 times).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import msgspec
+
+from xferscope.units import format_bytes
+from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd
+from xferscope.workloads.checkpoint.cluster_figures import (
+    CheckpointCluster,
+    CheckpointHostFigures,
+    CheckpointRankFigures,
+)
+from xferscope.workloads.checkpoint.plan import MEMORY_FACTOR, CheckpointPlanRecord
+from xferscope.workloads.checkpoint.session import GIB, CheckpointRecord, Phase, restores_of, saves_of
+
+
+class RankPart(NamedTuple):
+    """What a rank of the job hands to the others when its run has ended."""
+
+    rank: int
+    host: str
+    record: CheckpointRecord
+    end: CheckpointEnd
+    memory_bytes: int | None  # its host's RAM
+    cpus: int  # its host's CPUs
+
+
+class JobFacts(NamedTuple):
+    launcher: str
+    mpi: str
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _rates(phases: list[Phase]) -> tuple[float | None, float | None]:
+    """The median seconds and GB/s over ``phases``."""
+    return _median([p.seconds for p in phases]), _median([p.gb_per_s for p in phases])
+
+
+def merged_end(ends: Sequence[CheckpointEnd]) -> CheckpointEnd:
+    """Every rank's figures of each checkpoint that every rank saved (and restored), in rank order; a rank that
+    measured nothing (its process died before its first save ended) is left out, its status says why."""
+    ends = [e for e in ends if e.writes] or list(ends[:1])
+    saved = min(len(e.writes) for e in ends)
+    restored = min(len(e.restores) for e in ends)
+    shares = [(e.resident_share, sum(w.bytes for ws in e.writes for w in ws)) for e in ends]
+    weight = sum(b for s, b in shares if s is not None)
+    return CheckpointEnd(
+        writes=[[w for e in ends for w in e.writes[k]] for k in range(saved)],
+        metadata_s=list(ends[0].metadata_s[:saved]),  # DCP's index: written by rank 0's process
+        restores=[[r for e in ends for r in e.restores[k]] for k in range(restored)],
+        resident_share=sum(s * b for s, b in shares if s is not None) / weight if weight else None,
+        verify_cpu_s=sum(e.verify_cpu_s for e in ends),
+    )
+
+
+def _status(parts: Sequence[RankPart]) -> tuple[str, str | None]:
+    failed = [p for p in parts if p.record.status == "failed"]
+    if failed:
+        p = failed[0]
+        more = f" (and {len(failed) - 1} more rank{'s' * (len(failed) > 2)})" if len(failed) > 1 else ""
+        stopped = [q.rank for q in parts if q.record.status == "interrupted"]
+        after = f"; rank{'s' * (len(stopped) > 1)} {', '.join(map(str, stopped))} stopped with it" if stopped else ""
+        return "failed", f"rank {p.rank} on {p.host}: {p.record.error or 'failed'}{more}{after}"
+    if any(p.record.status == "interrupted" for p in parts):
+        return "interrupted", None
+    return "ok", None
+
+
+def _job_plan(parts: Sequence[RankPart], warnings: list[str]) -> CheckpointPlanRecord:
+    """The plan of the whole job: every rank's checkpoint ranks, as one host with all of them would plan them."""
+    first = parts[0].record.spec
+    ranks_here = [r for p in parts for r in p.record.spec.ranks_here]
+    held = f"ranks {ranks_here[0].rank}-{ranks_here[-1].rank}" if ranks_here else "no rank"
+    hosts = len({p.host for p in parts})
+    derivation = [
+        line
+        if "this rank of the MPI job writes" not in line
+        else line.split("; ")[0]
+        + f"; {len(parts)} ranks of an MPI job on {hosts} host{'s' * (hosts != 1)} write {held}"
+        for line in first.derivation
+        if not line.startswith("this host:") and not line.startswith("the ranks' states live")
+    ]
+    return msgspec.structs.replace(
+        first,
+        ranks_here=ranks_here,
+        bytes_a_checkpoint_here=sum(p.record.spec.bytes_a_checkpoint_here for p in parts),
+        derivation=derivation,
+        warnings=warnings,
+        refused=list(dict.fromkeys(r for p in parts for r in p.record.spec.refused)),
+    )
+
+
+def _rank_figures(p: RankPart) -> CheckpointRankFigures:
+    r = p.record
+    save_s, save_rate = _rates(r.saves)
+    restore_s, restore_rate = _rates(r.restores)
+    return CheckpointRankFigures(
+        rank=p.rank,
+        host=p.host,
+        ranks=[k.rank for k in r.spec.ranks_here],
+        gpus=sorted({k.gpu for k in r.ranks if k.gpu is not None}),
+        status=r.status,
+        error=r.error,
+        bytes=r.spec.bytes_a_checkpoint_here,
+        save_seconds=save_s,
+        save_gb_per_s=save_rate,
+        restore_seconds=restore_s,
+        restore_gb_per_s=restore_rate,
+    )
+
+
+def _host_figures(host: str, parts: Sequence[RankPart], staged: bool) -> CheckpointHostFigures:
+    end = merged_end([p.end for p in parts])
+    save_s, save_rate = _rates(saves_of(end, staged))
+    restore_s, restore_rate = _rates(restores_of(end))
+    written = sum(p.record.spec.bytes_a_checkpoint_here for p in parts) * parts[0].record.spec.checkpoints
+    memory = parts[0].memory_bytes
+    return CheckpointHostFigures(
+        host=host,
+        ranks=[p.rank for p in parts],
+        bytes=sum(p.record.spec.bytes_a_checkpoint_here for p in parts),
+        save_seconds=save_s,
+        save_gb_per_s=save_rate,
+        restore_seconds=restore_s,
+        restore_gb_per_s=restore_rate,
+        memory_bytes=memory,
+        cpus=parts[0].cpus,
+        written_to_memory=written / memory if memory else None,
+    )
+
+
+def _memory_warnings(hosts: list[CheckpointHostFigures]) -> list[str]:
+    """DLIO's warning, a host at a time: the checkpoints it writes under 3 times its memory."""
+    return [
+        f"{h.host}: its checkpoints are {h.written_to_memory:.2g} times its memory ({format_bytes(h.memory_bytes or 0)}), "
+        f"under {MEMORY_FACTOR} times: the page cache can hold much of them (DLIO warns the same)"
+        for h in hosts
+        if h.written_to_memory is not None and h.written_to_memory < MEMORY_FACTOR
+    ]
+
+
+def cluster_record(parts: Sequence[RankPart], facts: JobFacts) -> CheckpointRecord:
+    """The job's record from every rank's (any order): every checkpoint rank's figures together, with each rank's
+    and each host's beside them."""
+    parts = sorted(parts, key=lambda p: p.rank)
+    first = parts[0].record
+    status, error = _status(parts)
+    end = merged_end([p.end for p in parts])
+    saves, restores = saves_of(end, first.asynchronous), restores_of(end)
+    written, read = sum(s.bytes for s in saves), sum(r.bytes for r in restores)
+    cpu_each = [p.record.cpu_seconds for p in parts]
+    cpu = None if any(c is None for c in cpu_each) else sum(c for c in cpu_each if c is not None)
+    rss = [p.record.peak_rss_bytes for p in parts if p.record.peak_rss_bytes is not None]
+    by_host: dict[str, list[RankPart]] = {}
+    for p in parts:
+        by_host.setdefault(p.host, []).append(p)
+    hosts = [_host_figures(h, ps, first.asynchronous) for h, ps in by_host.items()]
+    timed = [h for h in hosts if h.save_seconds is not None]
+    cluster = CheckpointCluster(
+        ranks=len(parts),
+        launcher=facts.launcher,
+        mpi=facts.mpi,
+        per_rank=[_rank_figures(p) for p in parts],
+        hosts=hosts,
+        slowest_host=max(timed, key=lambda h: h.save_seconds or math.inf).host if timed else None,
+    )
+    return msgspec.structs.replace(
+        first,
+        status=status,
+        error=error,
+        spec=_job_plan(parts, _memory_warnings(hosts)),
+        bytes_read=read,
+        bytes_written=written,
+        cpu_seconds=cpu,
+        cpu_s_per_gib=cpu / ((written + read) / GIB) if cpu is not None and written + read else None,
+        peak_rss_bytes=max(rss) if rss else None,
+        saves=saves,
+        restores=restores,
+        ranks=[k for p in parts for k in p.record.ranks],
+        resident_share_at_restore=end.resident_share,
+        verified=all(p.record.verified for p in parts),
+        labels=list(dict.fromkeys(label for p in parts for label in p.record.labels)),
+        cluster=cluster,
+    )
