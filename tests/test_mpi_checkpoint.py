@@ -70,9 +70,11 @@ def test_four_ranks_save_and_restore_as_one_job(tmp_path, cli):
     assert host["save_seconds"] == pytest.approx(save["seconds"]) and host["memory_bytes"] > 0
     assert all(k["status"] == "ok" and k["gpus"] == [] for k in ranks)
     assert no_files_left(data)
-    # saved, the job compares as its figures
+    # saved, the job compares as its figures, a row a host beside them
     shown = cli("workload", "compare", str(out), "--format", "json")
     assert shown.code == 0, shown.err
+    labels = [e["label"] for e in json.loads(shown.out)["entries"]]
+    assert sorted(labels) == ["job.json", f"job.json@{host['host']}"]
 
 
 @needs_mpi

@@ -7,7 +7,9 @@ and the job's figures are also checked without MPI.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import math
 import signal
@@ -129,7 +131,8 @@ def test_four_ranks_add_up_to_the_job(tmp_path, cli):
     out = tmp_path / "job.json"
     data = tmp_path / "data"
     data.mkdir()
-    proc = mpirun(4, *train_args(data, "-a", "2", "--steps", "12", "--json", str(out)))
+    table = tmp_path / "job.csv"
+    proc = mpirun(4, *train_args(data, "-a", "2", "--steps", "12", "--json", str(out), "--csv", str(table)))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("workload train unet3d") == 1  # only rank 0 prints
     r = json.loads(out.read_text())
@@ -153,6 +156,10 @@ def test_four_ranks_add_up_to_the_job(tmp_path, cli):
     assert c["data_per_host"] is False  # one set, made by rank 0, read by all
     assert all(k["gpus"] == [] for k in ranks)  # host path, compute sleep: no GPU
     assert list(data.iterdir()) == []  # the set is gone
+    # the CSV: a row an accelerator (its host named), the job's ("all"), then a row a host
+    rows = list(csv.DictReader(io.StringIO(table.read_text())))
+    assert [row["host"] for row in rows] == [host["host"]] * 8 + ["all", host["host"]]
+    assert rows[-1]["accelerators"] == "8" and float(rows[-1]["au"]) == pytest.approx(host["au"])
     # saved, the job compares as its aggregate plus one row per host
     shown = cli("workload", "compare", str(out), "--format", "json")
     assert shown.code == 0, shown.err

@@ -104,22 +104,24 @@ def test_the_form_defaults_follow_the_machine():
     assert build_spec(InferenceFormValues(kind="load"), has_gpu=True).model.name == "llama3.1-8b"
 
 
-async def test_a_saved_load_opens_beside_the_sessions_runs(tmp_path, no_gpu):
-    from xferscope.workloads.common.records import encode
+def _a_load(tmp_path):
+    """A real load of one small shard (host path, no GPU): its record."""
     from xferscope.workloads.inference.load import LoadSession
     from xferscope.workloads.inference.load_spec import LoadSpec
 
     shards = tmp_path / "shards"
     shards.mkdir()
     _shards(shards, 1)
-    saved = tmp_path / "l.json"
     session = LoadSession(LoadSpec(files=str(shards)).validate())
     try:
         session.prepare()
-        saved.write_bytes(encode(session.run()))
+        return session.run()
     finally:
         session.close()
-    load_s = json.loads(saved.read_text())["load_s"]
+
+
+async def _open_saved(tmp_path, saved) -> tuple[int, str]:
+    """The load view, ``saved`` opened (after a path that is not there): its rows and its text."""
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await _open(pilot, app)
@@ -131,7 +133,28 @@ async def test_a_saved_load_opens_beside_the_sessions_runs(tmp_path, no_gpu):
         await wait_for(pilot, lambda: "No such file" in " ".join(screen_text(app).split()))
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "l.json" in screen_text(app))
-        rows = app.screen.query_one("#inf-session").row_count
-        text = screen_text(app)
+        await wait_for(pilot, lambda: saved.name in screen_text(app))
+        return app.screen.query_one("#inf-session").row_count, screen_text(app)
+
+
+async def test_a_saved_load_opens_beside_the_sessions_runs(tmp_path, no_gpu):
+    from xferscope.workloads.common.records import encode
+
+    saved = tmp_path / "l.json"
+    saved.write_bytes(encode(_a_load(tmp_path)))
+    load_s = json.loads(saved.read_text())["load_s"]
+    rows, text = await _open_saved(tmp_path, saved)
     assert rows == 1 and f"{load_s:.2f} s" in text
+
+
+async def test_a_saved_mpi_load_opens_as_its_job_and_a_row_a_host(tmp_path, no_gpu):
+    from xferscope.workloads.common.job_ranks import RankResult
+    from xferscope.workloads.common.records import encode
+    from xferscope.workloads.inference.load_cluster import LoadJobFacts, cluster_result
+
+    one = _a_load(tmp_path)
+    ranks = [RankResult(i, host, one, 1 << 30, 2) for i, host in enumerate(["node-a", "node-b"])]
+    saved = tmp_path / "job.json"
+    saved.write_bytes(encode(cluster_result(ranks, LoadJobFacts("mpirun", "Open MPI", "copy", True))))
+    rows, text = await _open_saved(tmp_path, saved)
+    assert rows == 3 and "job.json@node-a" in text and "job.json@node-b" in text

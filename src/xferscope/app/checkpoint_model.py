@@ -13,7 +13,7 @@ from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
 from xferscope.workloads.checkpoint.model import checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
-from xferscope.workloads.common.side_by_side import Entry, entries
+from xferscope.workloads.common.side_by_side import Entry, add_hosts, entries
 
 #: SpecError field -> the form control that explains it
 FIELD_CONTROL = {
@@ -141,4 +141,6 @@ def session_entries(results: list, saved: list | None = None) -> list[Entry]:
         runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
     for label, r in saved or []:
         runs.setdefault(label, (r.spec.path, []))[1].append(r)
+        if hasattr(r, "host_rows"):  # an MPI job's hosts beside it (DLIO's summaries have none)
+            add_hosts(runs, label, r.spec.path, r.host_rows())
     return entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)

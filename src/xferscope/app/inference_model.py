@@ -9,7 +9,7 @@ from typing import Any
 from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
-from xferscope.workloads.common.side_by_side import Entry, entries
+from xferscope.workloads.common.side_by_side import Entry, add_hosts, entries
 from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 from xferscope.workloads.inference.load_spec import LoadSpec
 from xferscope.workloads.inference.models import model
@@ -149,4 +149,5 @@ def session_entries(results: list, kind: str, saved: list | None = None) -> list
     for label, r in saved or []:
         if r.kind.startswith(f"workload-{kind}"):
             runs.setdefault(label, (r.spec.path, []))[1].append(r)
+            add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
     return entries(runs, figure_of)

@@ -31,12 +31,10 @@ import shutil
 from collections.abc import Callable
 
 import msgspec
-import typer
 
 from xferscope.cluster.layout import expand
-from xferscope.cluster.session import FollowerExit
-from xferscope.cluster.workload_ranks import WorkloadRanks, exit_code, rank_gpus
-from xferscope.errors import ExitCode, SpecError
+from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.errors import SpecError
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
@@ -57,9 +55,16 @@ def _comparable(asked: tuple[CheckpointSpec, CheckpointRunOptions]) -> tuple[str
 class CheckpointJobRanks:
     """The steps of ``workload checkpoint --mpi`` on one rank."""
 
-    def __init__(self, ranks: WorkloadRanks, spec: CheckpointSpec, options: CheckpointRunOptions, gpu_text: str | None):
+    def __init__(
+        self,
+        ranks: WorkloadRanks,
+        spec: CheckpointSpec,
+        options: CheckpointRunOptions,
+        gpu_text: str | None,
+        live: bool = False,
+    ):
         me = ranks.layout.mine
-        self.ranks = ranks
+        self.ranks, self.live = ranks, live
         self.spec = dataclasses.replace(
             spec,
             directory=expand(spec.directory, "dir", me),
@@ -136,10 +141,21 @@ class CheckpointJobRanks:
         if self.session.plan.ranks[0].rank == 0 and self.spec.layout == "dcp":
             self.index = dcp_metadata([r for r, _, _ in every])
 
-    def run(self, on_tick: Callable[[object], None] | None) -> CheckpointRecord:
+    def run(self) -> CheckpointRecord:
         """The checkpoints, every save and restore begun together; the job's record (the same on every rank)."""
+        from xferscope.output.terminal import clear_line, write_status
+
+        self.prepare()
         ranks, session = self.ranks, self.session
         assert session is not None
+
+        def tick(t) -> None:
+            write_status(
+                f"\r\033[K{t.phase} checkpoint {t.checkpoint}: rank 0 of {ranks.layout.size} "
+                f"{t.bytes_done / 1e9:.2f} GB written"
+            )
+
+        on_tick = tick if self.live else None
 
         def mine(record: CheckpointRecord) -> RankPart:
             assert session.end is not None
@@ -151,6 +167,7 @@ class CheckpointJobRanks:
             mine,
             lambda record: record.status == "failed",
         )
+        clear_line(self.live)
         return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library))
 
 
@@ -162,36 +179,9 @@ def checkpoint_mpi(
     json_path: str | None,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-    import sys
-
-    from xferscope.output.terminal import clear_line, write_status
     from xferscope.output.workload_checkpoint import show_run
 
-    try:
-        ranks, (spec, options) = WorkloadRanks.open(make, _comparable)
-        live = ranks.is_root and fmt != "json" and sys.stderr.isatty()
+    def job_of(ranks: WorkloadRanks, asked: tuple[CheckpointSpec, CheckpointRunOptions], live: bool):
+        return CheckpointJobRanks(ranks, *asked, gpu_text, live)
 
-        def tick(t) -> None:
-            write_status(
-                f"\r\033[K{t.phase} checkpoint {t.checkpoint}: rank 0 of {ranks.layout.size} "
-                f"{t.bytes_done / 1e9:.2f} GB written"
-            )
-
-        job = CheckpointJobRanks(ranks, spec, options, gpu_text)
-        try:
-            job.prepare()
-            record = job.run(tick if live else None)
-            clear_line(live)
-        finally:
-            ranks.close()
-    except FollowerExit as exc:
-        raise typer.Exit(exc.code) from None
-    code = exit_code(record.status)
-    if not ranks.is_root:
-        raise typer.Exit(code)
-    written = show_run(record, fmt=fmt, json_path=json_path)
-    if code == ExitCode.RUN_FAILED:
-        typer.echo(f"xferscope: {record.error or 'a rank failed'}", err=True)
-    elif code == ExitCode.INTERRUPTED:
-        typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
-    raise typer.Exit(code or written)
+    run_on_every_rank(make, _comparable, job_of, lambda r: show_run(r, fmt=fmt, json_path=json_path), fmt=fmt)

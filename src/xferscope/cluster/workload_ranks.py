@@ -8,8 +8,11 @@ with the rank and host, and the rank's files are removed first (``cleanup``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol, TypeVar
+from typing import Any, NamedTuple, NoReturn, Protocol, TypeVar
+
+import typer
 
 from xferscope.cluster.layout import Layout, describe_me, expand, layout_from
 from xferscope.cluster.session import (
@@ -26,6 +29,14 @@ from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
 
 S = TypeVar("S")
 T = TypeVar("T")
+R = TypeVar("R")
+
+
+class RankJob(Protocol[R]):
+    """A workload's steps on one rank: ``run`` makes its data (once per host or in all) and measures; the job's
+    record, the same on every rank."""
+
+    def run(self) -> R: ...
 
 
 class DataSet(Protocol):
@@ -199,3 +210,35 @@ class WorkloadRanks:
             self.world.agree(None, "the end")
         finally:
             self.cleanup()
+
+
+def run_on_every_rank(
+    make_spec: Callable[[], S],
+    comparable: Callable[[S], tuple[str, bytes]],
+    job_of: Callable[[WorkloadRanks, S, bool], RankJob[R]],
+    emit: Callable[[R], int],
+    *,
+    fmt: str,
+    status_of: Callable[[R], str] = lambda r: getattr(r, "status", "ok"),
+) -> NoReturn:
+    """A workload across the ranks: every rank opens the job (``make_spec``, the same everywhere), runs its part
+    (``job_of(ranks, spec, live)``: live is where rank 0 shows progress) and exits with rank 0's code; rank 0 alone
+    prints and writes the job's record (``emit``, its code where it could not write) and says how it ended."""
+    try:
+        ranks, spec = WorkloadRanks.open(make_spec, comparable)
+        live = ranks.is_root and fmt != "json" and os.isatty(2)
+        try:
+            result = job_of(ranks, spec, live).run()
+        finally:
+            ranks.close()
+    except FollowerExit as exc:
+        raise typer.Exit(exc.code) from None
+    code = exit_code(status_of(result))
+    if not ranks.is_root:
+        raise typer.Exit(code)
+    written = emit(result)
+    if code == ExitCode.RUN_FAILED:
+        typer.echo(f"xferscope: {getattr(result, 'error', None) or 'a rank failed'}", err=True)
+    elif code == ExitCode.INTERRUPTED:
+        typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
+    raise typer.Exit(code or written)

@@ -27,12 +27,9 @@ import os
 from collections.abc import Callable
 
 import msgspec
-import typer
 
 from xferscope.cluster.layout import Layout, expand
-from xferscope.cluster.session import FollowerExit
-from xferscope.cluster.workload_ranks import WorkloadRanks, exit_code, rank_gpus
-from xferscope.errors import ExitCode
+from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
@@ -131,6 +128,26 @@ class TrainJob:
         return find_max_record(find_max(measure, spec.au_threshold, max(1, upper)), stopped_runs)
 
 
+class _Search:
+    """``--find-max`` (or one run) after the data set is placed: what ``run_on_every_rank`` runs."""
+
+    def __init__(self, job: TrainJob, find_max: bool, upper: int, live: bool):
+        self.job, self.find_max, self.upper, self.live = job, find_max, upper, live
+
+    def run(self) -> TrainResult | FindMaxResult:
+        from xferscope.output.terminal import clear_line, fill_line
+
+        self.job.prepare(fill_line if self.live else None)
+        clear_line(self.live)
+        return self.job.find_max(self.upper) if self.find_max else self.job.run(self.job.template.accelerators)
+
+
+def _status(result: TrainResult | FindMaxResult) -> str:
+    if isinstance(result, FindMaxResult) and any(r.status == "failed" for r in result.results):
+        return "failed"
+    return result.status
+
+
 def train_mpi(
     make_spec: Callable[[], TrainSpec],
     *,
@@ -142,31 +159,17 @@ def train_mpi(
     csv_path: str | None,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-    from xferscope.output.terminal import clear_line, fill_line
     from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line
 
-    try:
-        ranks, spec = WorkloadRanks.open(make_spec, _comparable)
-        live = ranks.is_root and fmt != "json" and os.isatty(2)
-        job = TrainJob(
-            ranks, TrainSession(spec), gpu_text, tick_line(f"rank 0 of {ranks.layout.size}") if live else None
-        )
-        try:
-            job.prepare(fill_line if live else None)
-            clear_line(live)
-            result: TrainResult | FindMaxResult = job.find_max(upper) if find_max else job.run(spec.accelerators)
-        finally:
-            ranks.close()
-    except FollowerExit as exc:
-        raise typer.Exit(exc.code) from None
-    failed = isinstance(result, FindMaxResult) and any(r.status == "failed" for r in result.results)
-    code = exit_code("failed" if failed else result.status)
-    if not ranks.is_root:
-        raise typer.Exit(code)
-    lines = find_max_mpi_lines(result, ranks.layout.size) if isinstance(result, FindMaxResult) else None
-    written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
-    if code == ExitCode.RUN_FAILED:
-        typer.echo(f"xferscope: {getattr(result, 'error', None) or 'a rank failed'}", err=True)
-    elif code == ExitCode.INTERRUPTED:
-        typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
-    raise typer.Exit(code or written)
+    size = [1]  # the job's ranks, once known
+
+    def job_of(ranks: WorkloadRanks, spec: TrainSpec, live: bool) -> _Search:
+        size[0] = ranks.layout.size
+        ticks = tick_line(f"rank 0 of {ranks.layout.size}") if live else None
+        return _Search(TrainJob(ranks, TrainSession(spec), gpu_text, ticks), find_max, upper, live)
+
+    def emit(result: TrainResult | FindMaxResult) -> int:
+        lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None
+        return emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
+
+    run_on_every_rank(make_spec, _comparable, job_of, emit, fmt=fmt, status_of=_status)

@@ -114,6 +114,14 @@ def kvcache_command(
         float | None, typer.Option("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
     ] = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
+    mpi: Annotated[
+        bool,
+        typer.Option(
+            "--mpi",
+            help="across every rank of an MPI job (mpirun -n N xferscope workload kvcache ... --mpi): the requests "
+            "spread over the ranks, their runs begun together; --dir may hold {rank} and {host}, --gpu {local_rank}",
+        ),
+    ] = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
@@ -121,33 +129,54 @@ def kvcache_command(
     length above which restoring beats recomputing."""
     from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 
-    run.check()
-    paths, note = _paths(path)
-    spec = KvSpec(
-        **cache_shape.spec_fields(),
-        prompt=parse_prompt(prompt_tokens),
-        concurrency=concurrency,
-        hit_ratio=hit_ratio,
-        requests=requests,
-        duration=parse_duration(duration) if duration is not None else None,
-        path=paths[0],
-        gpus=tuple(gpu_list(gpu)),
-        cache=cache,
-        directory=directory,
-        cache_chunks=cache_chunks,
-        block_size=optional_size(bs, "bs"),
-        prefill_rate=prefill_rate,
-        seed=run.seed,
-        keep=run.keep,
-        buffered=buffered,
-        interval=run.interval,
-        defaults_note=note,
-    )
-    if spec.requests is None and spec.duration is None:
-        spec = dataclasses.replace(spec, requests=32)
-    spec.validate()
-    _check_other_paths(spec, paths)
+    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
+
+    def make_spec() -> tuple[KvSpec, list[str]]:
+        run.check()
+        paths, note = _paths(path)
+        if mpi and len(paths) > 1:
+            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        spec = KvSpec(
+            **cache_shape.spec_fields(),
+            prompt=parse_prompt(prompt_tokens),
+            concurrency=concurrency,
+            hit_ratio=hit_ratio,
+            requests=requests,
+            duration=parse_duration(duration) if duration is not None else None,
+            path=paths[0],
+            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            cache=cache,
+            directory=directory,
+            cache_chunks=cache_chunks,
+            block_size=optional_size(bs, "bs"),
+            prefill_rate=prefill_rate,
+            seed=run.seed,
+            keep=run.keep,
+            buffered=buffered,
+            interval=run.interval,
+            defaults_note=note,
+        )
+        if spec.requests is None and spec.duration is None:
+            spec = dataclasses.replace(spec, requests=32)
+        spec.validate()
+        _check_other_paths(spec, paths)
+        return spec, paths
+
     install_hangup_handlers()
+    if mpi:
+        from xferscope.cluster.workload_inference import inference_mpi, kvcache_job
+        from xferscope.cluster.workload_ranks import check_launcher
+        from xferscope.output.workload_inference import emit_kv
+
+        check_launcher()
+        inference_mpi(
+            lambda: make_spec()[0],
+            lambda ranks, spec, live: kvcache_job(ranks, spec, gpu, live),
+            lambda result: emit_kv(result, **run.outputs),
+            fmt=run.fmt,
+        )
+        return
+    spec, paths = make_spec()
     from xferscope.output.workload_inference import kvcache_and_report
 
     kvcache_and_report(spec, paths, run.rounds, **run.outputs)
@@ -190,6 +219,18 @@ def load_command(
     verify: Annotated[
         bool, typer.Option("--verify", "-V", help="after the load, check every tensor's bytes landed")
     ] = False,
+    mpi: Annotated[
+        bool,
+        typer.Option(
+            "--mpi",
+            help="every rank of an MPI job loads the model (mpirun -n N xferscope workload load ... --mpi), the loads "
+            "begun together: the time to load is the slowest rank's; --dir may hold {rank} and {host}, --gpu "
+            "{local_rank}",
+        ),
+    ] = False,
+    share: Annotated[
+        str, typer.Option("--share", help="--mpi: copy (each rank its own copy) or tp (its tensor-parallel share)")
+    ] = "copy",
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first
@@ -197,28 +238,53 @@ def load_command(
     from xferscope.workloads.inference.load_spec import LoadSpec
     from xferscope.workloads.inference.models import model as model_shape
 
-    run.check()
-    paths, note = _paths(path)
-    size = optional_size(shard_size, "shard-size")
-    assert size is not None
-    spec = LoadSpec(
-        files=files,
-        model=model_shape(model, layers=layers, dtype=dtype) if model is not None else None,
-        shard_size=size,
-        path=paths[0],
-        gpus=tuple(gpu_list(gpu)),
-        threads=_auto_count(threads, "threads"),
-        split=None if split.strip().lower() == "auto" else optional_size(split, "split") or 0,
-        cache=cache,
-        directory=directory,
-        verify=verify,
-        seed=run.seed,
-        keep=run.keep,
-        interval=run.interval,
-        defaults_note=note,
-    ).validate()
-    _check_other_paths(spec, paths)
+    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
+
+    def make_spec() -> tuple[LoadSpec, list[str]]:
+        run.check()
+        paths, note = _paths(path)
+        if share not in ("copy", "tp"):
+            raise SpecError("share", f"copy (each rank its own copy) or tp (its tensor-parallel share), got {share!r}")
+        if share != "copy" and not mpi:
+            raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
+        if mpi and len(paths) > 1:
+            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        size = optional_size(shard_size, "shard-size")
+        assert size is not None
+        spec = LoadSpec(
+            files=files,
+            model=model_shape(model, layers=layers, dtype=dtype) if model is not None else None,
+            shard_size=size,
+            path=paths[0],
+            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            threads=_auto_count(threads, "threads"),
+            split=None if split.strip().lower() == "auto" else optional_size(split, "split") or 0,
+            cache=cache,
+            directory=directory,
+            verify=verify,
+            seed=run.seed,
+            keep=run.keep,
+            interval=run.interval,
+            defaults_note=note,
+        ).validate()
+        _check_other_paths(spec, paths)
+        return spec, paths
+
     install_hangup_handlers()
+    if mpi:
+        from xferscope.cluster.workload_inference import inference_mpi, load_job
+        from xferscope.cluster.workload_ranks import check_launcher
+        from xferscope.output.workload_inference import emit_load
+
+        check_launcher()
+        inference_mpi(
+            lambda: make_spec()[0],
+            lambda ranks, spec, live: load_job(ranks, spec, gpu, share, live),
+            lambda result: emit_load(result, **run.outputs),
+            fmt=run.fmt,
+        )
+        return
+    spec, paths = make_spec()
     from xferscope.output.workload_inference import load_and_report
 
     load_and_report(spec, paths, run.rounds, **run.outputs)

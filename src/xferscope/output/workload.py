@@ -257,20 +257,35 @@ FIGURE_COLUMNS = (
 )
 
 
+def _host_of(run: TrainResult) -> Callable[[int], str]:
+    """Under MPI, the host of the accelerator numbered ``i`` in the job ("" on one host)."""
+    c = run.cluster
+    if c is None:
+        return lambda i: ""
+    ranges = [(k.first_accelerator, k.first_accelerator + k.accelerators, k.host) for k in c.per_rank]
+    return lambda i: next((host for lo, hi, host in ranges if lo <= i < hi), "")
+
+
 def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
     """A comparison: one row per entry, by rank. A run (or each run of a search): one row per accelerator, then
-    the run's own row (accelerator "all")."""
+    the run's own row (accelerator "all"); under MPI each row names its host ("all" for the job's), and a row a
+    host follows the job's."""
     if isinstance(r, TrainComparison):
         entries = ([i, *(getattr(e, c) for c in COMPARISON_COLUMNS)] for i, e in enumerate(r.entries, 1))
         return table_csv(["rank", *COMPARISON_COLUMNS], entries)
     rows: list[list[Any]] = []
     for run in r.results if isinstance(r, FindMaxResult) else [r]:
-        n, path = run.spec.accelerators, run.spec.path
+        n, path, host_of = run.spec.accelerators, run.spec.path, _host_of(run)
         for a in run.accelerators:
-            rows.append([n, path, a.index, a.gpu, a.steps, *(getattr(a, c) for c in FIGURE_COLUMNS), run.status])
+            figures = (getattr(a, c) for c in FIGURE_COLUMNS)
+            rows.append([n, path, a.index, a.gpu, a.steps, *figures, run.status, host_of(a.index)])
         steps = sum(a.steps for a in run.accelerators)
-        rows.append([n, path, "all", "", steps, *(getattr(run, c) for c in FIGURE_COLUMNS), run.status])
-    return table_csv(["accelerators", "path", "accelerator", "gpu", "steps", *FIGURE_COLUMNS, "status"], rows)
+        job = "all" if run.cluster is not None else ""
+        rows.append([n, path, "all", "", steps, *(getattr(run, c) for c in FIGURE_COLUMNS), run.status, job])
+        for h in run.cluster.hosts if run.cluster is not None else []:
+            figures = (h.au, h.passed, h.samples_per_s, h.mb_per_s, "", h.io_wait_p99_s, "", "")
+            rows.append([h.accelerators, path, "all", "", "", *figures, run.status, h.host])
+    return table_csv(["accelerators", "path", "accelerator", "gpu", "steps", *FIGURE_COLUMNS, "status", "host"], rows)
 
 
 def emit_train(

@@ -37,9 +37,9 @@ def _gpu(g: int | None) -> str:
 # ------------------------------------------------------------------ kvcache
 
 
-def kv_lines(r: KvResult) -> list[str]:
+def kv_lines(r: KvResult) -> list[Any]:
     s = r.spec
-    lines = [
+    lines: list[Any] = [
         f"workload kvcache {s.model.name}: {r.formula}",
         f"  chunks of {s.chunk_tokens} tokens ({format_bytes(r.cache.get('chunk_payload_bytes', 0))} per rank), "
         f"--tp {s.tp}, layout {s.layout}, prompts {s.prompt.text} tokens, hit ratio {s.hit_ratio:g}, "
@@ -62,12 +62,57 @@ def kv_lines(r: KvResult) -> list[str]:
         f"({'generated' if c.get('generated') else 'read as it is'}) in {c.get('where')}"
         + (" (kept)" if c.get("kept") else "")
     )
+    if r.cluster is not None:
+        lines += kv_cluster_lines(r)
     if r.labels:
         lines.append("  " + "; ".join(r.labels))
     return lines
 
 
-#: a KV-cache run's CSV: its own row (gpu "all"), then one per GPU with what a GPU has
+def kv_cluster_lines(r: KvResult) -> list[Any]:
+    """An MPI job's hosts and ranks, each as it measured itself, the host of the highest p99 named."""
+    c = r.cluster
+    assert c is not None
+    hosts = len(c.hosts)
+    lines: list[Any] = [
+        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), the "
+        f"requests spread over them, the runs begun together; the cache {'once per host' if c.data_per_host else 'once for all'}"
+        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
+    ]
+    rows = [
+        (
+            h.host,
+            ",".join(map(str, h.ranks)),
+            h.requests,
+            ms(h.restore_p50_s),
+            ms(h.restore_p99_s),
+            _f(h.gb_per_s),
+            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
+            h.cpus,
+        )
+        for h in c.hosts
+    ]
+    headers = ("host", "ranks", "requests", "p50", "p99", "GB/s", "RAM", "CPUs")
+    lines.append(text_table(headers, rows, left=("host", "ranks")))
+    rows = [
+        (
+            k.rank,
+            k.host,
+            ",".join(map(str, k.gpus)) or "host",
+            k.requests,
+            ms(k.restore_p50_s),
+            ms(k.restore_p99_s),
+            _f(k.gb_per_s),
+            k.status if k.error is None else f"{k.status}: {k.error}",
+        )
+        for k in c.per_rank
+    ]
+    headers = ("rank", "host", "GPUs", "requests", "p50", "p99", "GB/s", "status")
+    lines.append(text_table(headers, rows, left=("host", "status")))
+    return lines
+
+
+#: a KV-cache run's CSV: its own row (gpu "all"; under MPI host "all", then a row a host), then one per GPU
 KV_COLUMNS = (
     "path",
     "gpu",
@@ -79,16 +124,20 @@ KV_COLUMNS = (
     "tokens_per_s",
     "cpu_s_per_gib",
     "status",
+    "host",
 )
 
 
 def kv_csv(r: KvResult | KvComparison) -> str:
     rows: list[list[Any]] = []
     for run in r.results if isinstance(r, KvComparison) else [r]:
-        figures = [getattr(run, c) for c in KV_COLUMNS[2:-1]]  # requests .. cpu_s_per_gib
-        rows.append([run.path, "all", *figures, run.status])
+        figures = [getattr(run, c) for c in KV_COLUMNS[2:-2]]  # requests .. cpu_s_per_gib
+        rows.append([run.path, "all", *figures, run.status, "all" if run.cluster is not None else ""])
+        for h in run.cluster.hosts if run.cluster is not None else []:
+            cells = [h.requests, h.restore_p50_s, h.restore_p99_s, h.gb_per_s, "", "", ""]
+            rows.append([run.path, "all", *cells, run.status, h.host])
         for g in run.per_gpu:
-            rows.append([run.path, _gpu_cell(g.gpu), "", "", "", g.gb_per_s, "", "", "", run.status])
+            rows.append([run.path, _gpu_cell(g.gpu), "", "", "", g.gb_per_s, "", "", "", run.status, ""])
     return table_csv(KV_COLUMNS, rows)
 
 
@@ -99,11 +148,11 @@ def _gpu_cell(gpu: int | None) -> int | str:
 # ------------------------------------------------------------------ load
 
 
-def load_lines(r: LoadResult) -> list[str]:
+def load_lines(r: LoadResult) -> list[Any]:
     s = r.spec
     d = r.data
     what = s.model.name if s.model is not None else s.files
-    lines = [
+    lines: list[Any] = [
         f"workload load {what}: {d.get('shards')} shards, {d.get('tensors')} tensors, {format_bytes(d.get('bytes', 0))}, "
         f"{r.cache_state}, through {s.path}"
     ]
@@ -129,8 +178,53 @@ def load_lines(r: LoadResult) -> list[str]:
             if not v.differ
             else f"  VERIFY FAILED: {v.differ} of {v.pieces} pieces differ from the files (first: {v.first})"
         )
+    if r.cluster is not None:
+        lines += load_cluster_lines(r)
     if r.labels:
         lines.append("  " + "; ".join(r.labels))
+    return lines
+
+
+def load_cluster_lines(r: LoadResult) -> list[Any]:
+    """An MPI job's hosts and ranks, each as it measured itself, the slowest host named."""
+    c = r.cluster
+    assert c is not None
+    hosts = len(c.hosts)
+    share = "each rank its own copy" if c.share == "copy" else "each rank its tensor-parallel share"
+    lines: list[Any] = [
+        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), "
+        f"{share}, the loads begun together; the shards {'once per host' if c.data_per_host else 'once for all'}"
+        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
+    ]
+    rows = [
+        (
+            h.host,
+            ",".join(map(str, h.ranks)),
+            format_bytes(h.bytes),
+            secs(h.load_s),
+            _f(h.gb_per_s),
+            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
+            h.cpus,
+        )
+        for h in c.hosts
+    ]
+    headers = ("host", "ranks", "bytes", "load", "GB/s", "RAM", "CPUs")
+    lines.append(text_table(headers, rows, left=("host", "ranks")))
+    rows = [
+        (
+            k.rank,
+            k.host,
+            ",".join(map(str, k.gpus)) or "host",
+            format_bytes(k.bytes),
+            secs(k.load_s),
+            ms(k.first_byte_s),
+            _f(k.gb_per_s),
+            k.status if k.error is None else f"{k.status}: {k.error}",
+        )
+        for k in c.per_rank
+    ]
+    headers = ("rank", "host", "GPUs", "bytes", "load", "first byte", "GB/s", "status")
+    lines.append(text_table(headers, rows, left=("host", "status")))
     return lines
 
 
@@ -146,12 +240,15 @@ LOAD_COLUMNS = (
     "slowest_shard",
     "cpu_s_per_gib",
     "status",
+    "host",
 )
 
 
 def load_csv(r: LoadResult | LoadComparison) -> str:
+    """A row a run (gpu "all"; under MPI host "all", then a row a host), then one a GPU."""
     rows: list[list[Any]] = []
     for run in r.results if isinstance(r, LoadComparison) else [r]:
+        hosts = run.cluster.hosts if run.cluster is not None else []
         rows.append(
             [
                 run.path,
@@ -164,11 +261,28 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
                 run.slowest_shard,
                 run.cpu_s_per_gib,
                 run.status,
+                "all" if run.cluster is not None else "",
             ]
         )
+        for h in hosts:
+            rows.append(
+                [run.path, run.cache_state, "all", h.load_s, "", h.gb_per_s, h.bytes, "", "", run.status, h.host]
+            )
         for g in run.per_gpu:
             rows.append(
-                [run.path, run.cache_state, _gpu_cell(g.gpu), g.seconds, "", g.gb_per_s, g.bytes, "", "", run.status]
+                [
+                    run.path,
+                    run.cache_state,
+                    _gpu_cell(g.gpu),
+                    g.seconds,
+                    "",
+                    g.gb_per_s,
+                    g.bytes,
+                    "",
+                    "",
+                    run.status,
+                    "",
+                ]
             )
     return table_csv(LOAD_COLUMNS, rows)
 
@@ -316,6 +430,14 @@ def _report(
 
 def kvcache_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
     _report(KvSession(spec), paths, rounds, kv_lines, kv_comparison_lines, kv_csv, **out)
+
+
+def emit_load(result: LoadResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+    return emit(result, load_lines(result), load_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
+
+
+def emit_kv(result: KvResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
+    return emit(result, kv_lines(result), kv_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:

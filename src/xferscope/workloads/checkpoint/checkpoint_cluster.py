@@ -25,7 +25,8 @@ from xferscope.workloads.checkpoint.cluster_figures import (
     CheckpointRankFigures,
 )
 from xferscope.workloads.checkpoint.plan import MEMORY_FACTOR, CheckpointPlanRecord
-from xferscope.workloads.checkpoint.session import GIB, CheckpointRecord, Phase, restores_of, saves_of
+from xferscope.workloads.checkpoint.session import CheckpointRecord, Phase, restores_of, saves_of
+from xferscope.workloads.common.job_ranks import by_host, job_status, process_totals
 
 
 class RankPart(NamedTuple):
@@ -71,16 +72,7 @@ def merged_end(ends: Sequence[CheckpointEnd]) -> CheckpointEnd:
 
 
 def _status(parts: Sequence[RankPart]) -> tuple[str, str | None]:
-    failed = [p for p in parts if p.record.status == "failed"]
-    if failed:
-        p = failed[0]
-        more = f" (and {len(failed) - 1} more rank{'s' * (len(failed) > 2)})" if len(failed) > 1 else ""
-        stopped = [q.rank for q in parts if q.record.status == "interrupted"]
-        after = f"; rank{'s' * (len(stopped) > 1)} {', '.join(map(str, stopped))} stopped with it" if stopped else ""
-        return "failed", f"rank {p.rank} on {p.host}: {p.record.error or 'failed'}{more}{after}"
-    if any(p.record.status == "interrupted" for p in parts):
-        return "interrupted", None
-    return "ok", None
+    return job_status([(p.rank, p.host, p.record.status, p.record.error) for p in parts])
 
 
 def _job_plan(parts: Sequence[RankPart], warnings: list[str]) -> CheckpointPlanRecord:
@@ -165,13 +157,7 @@ def cluster_record(parts: Sequence[RankPart], facts: JobFacts) -> CheckpointReco
     end = merged_end([p.end for p in parts])
     saves, restores = saves_of(end, first.asynchronous), restores_of(end)
     written, read = sum(s.bytes for s in saves), sum(r.bytes for r in restores)
-    cpu_each = [p.record.cpu_seconds for p in parts]
-    cpu = None if any(c is None for c in cpu_each) else sum(c for c in cpu_each if c is not None)
-    rss = [p.record.peak_rss_bytes for p in parts if p.record.peak_rss_bytes is not None]
-    by_host: dict[str, list[RankPart]] = {}
-    for p in parts:
-        by_host.setdefault(p.host, []).append(p)
-    hosts = [_host_figures(h, ps, first.asynchronous) for h, ps in by_host.items()]
+    hosts = [_host_figures(h, ps, first.asynchronous) for h, ps in by_host(parts, lambda p: p.host).items()]
     timed = [h for h in hosts if h.save_seconds is not None]
     cluster = CheckpointCluster(
         ranks=len(parts),
@@ -188,14 +174,11 @@ def cluster_record(parts: Sequence[RankPart], facts: JobFacts) -> CheckpointReco
         spec=_job_plan(parts, _memory_warnings(hosts)),
         bytes_read=read,
         bytes_written=written,
-        cpu_seconds=cpu,
-        cpu_s_per_gib=cpu / ((written + read) / GIB) if cpu is not None and written + read else None,
-        peak_rss_bytes=max(rss) if rss else None,
         saves=saves,
         restores=restores,
         ranks=[k for p in parts for k in p.record.ranks],
         resident_share_at_restore=end.resident_share,
         verified=all(p.record.verified for p in parts),
-        labels=list(dict.fromkeys(label for p in parts for label in p.record.labels)),
         cluster=cluster,
+        **process_totals([p.record for p in parts], written + read),
     )

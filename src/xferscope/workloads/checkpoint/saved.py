@@ -16,7 +16,7 @@ from typing import Any
 from xferscope.errors import FormatError, SpecError
 from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
 from xferscope.workloads.common.records import decode_as
-from xferscope.workloads.common.side_by_side import entries
+from xferscope.workloads.common.side_by_side import add_hosts, entries
 
 #: the kinds of xferscope's checkpoint files: a run, several paths side by side
 KINDS = ("checkpoint", "workload-checkpoint-compare")
@@ -98,6 +98,8 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
         for r in results:
             label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
             runs.setdefault(label, (r.spec.path, []))[1].append(r)
+            if isinstance(r, CheckpointRecord):
+                add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
     ranked = entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
     records = [r for _, rs in runs.values() for r in rs if isinstance(r, CheckpointRecord)]
     return CheckpointComparison(rounds=0, entries=ranked, results=records)

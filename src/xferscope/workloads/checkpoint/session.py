@@ -93,6 +93,11 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
     def restore_seconds(self) -> float | None:
         return statistics.median(p.seconds for p in self.restores) if self.restores else None
 
+    def host_rows(self) -> list[tuple[str, float | None, float | None, float | None]]:
+        """An MPI job's hosts, to rank beside the job: each one's save and restore seconds, save GB/s."""
+        hosts = self.cluster.hosts if self.cluster is not None else []
+        return [(h.host, h.save_seconds, h.restore_seconds, h.save_gb_per_s) for h in hosts]
+
     @property
     def gb_per_s(self) -> float | None:
         """The median over the checkpoints of a save's GB/s."""

@@ -46,6 +46,28 @@ class Ranked(msgspec.Struct, kw_only=True):
         return self.results[0].spec
 
 
+@dataclasses.dataclass(frozen=True)
+class HostRun:
+    """A host of a saved MPI job, ranked beside the job (``label@host``): its own figure, the one beside, GB/s."""
+
+    figure: float | None
+    beside: float | None = None
+    gb_per_s: float | None = None
+    status: str = "ok"
+    cpu_s_per_gib: float | None = None
+
+
+def add_hosts(
+    runs: dict[str, tuple[str, list[Any]]],
+    label: str,
+    path: str,
+    hosts: Sequence[tuple[str, float | None, float | None, float | None]],
+) -> None:
+    """Each host of a saved MPI job (its name, figure, figure beside, GB/s) as one more entry, ``label@host``."""
+    for host, figure, beside, rate in hosts:
+        runs[f"{label}@{host}"] = (path, [HostRun(figure, beside, rate)])
+
+
 def entries(
     runs: dict[str, tuple[str, list[Any]]],
     figure: Callable[[Any], float | None],
@@ -57,8 +79,15 @@ def entries(
     measured in the same rounds (so the verdict rule compares them round by round); ``beside``: a second figure,
     its median shown beside."""
     out = []
+
+    def figure_of(r: Any) -> float | None:
+        return r.figure if isinstance(r, HostRun) else figure(r)
+
+    def beside_of(r: Any) -> float | None:
+        return r.beside if isinstance(r, HostRun) else beside(r) if beside else None
+
     for label, (path, results) in runs.items():
-        values = [v for r in results if (v := figure(r)) is not None and r.status == "ok"]
+        values = [v for r in results if (v := figure_of(r)) is not None and r.status == "ok"]
         ok = [r for r in results if r.status == "ok"]
         out.append(
             Entry(
@@ -70,7 +99,7 @@ def entries(
                 high=max(values) if values else None,
                 gb_per_s=_median([r.gb_per_s for r in ok]),
                 cpu_s_per_gib=_median([r.cpu_s_per_gib for r in ok]),
-                beside=_median([beside(r) for r in ok]) if beside else None,
+                beside=_median([beside_of(r) for r in ok]) if beside else None,
                 values=values,
             )
         )

@@ -44,8 +44,15 @@ class JobRunner:
         if child is not None:
             child.stop()
 
-    def run(self, job: TransferJob, what: str, on_tick: Callable[[Any], None] | None = None) -> tuple[Outcome, list]:
-        """The outcome and every job done (those the ticks carried, where the process died before its end)."""
+    def run(
+        self,
+        job: TransferJob,
+        what: str,
+        on_tick: Callable[[Any], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> tuple[Outcome, list]:
+        """The outcome and every job done (those the ticks carried, where the process died before its end);
+        ``on_ready`` as ``WorkloadChild.execute``'s (the ranks of an MPI job start together there)."""
         from xferscope.workloads.inference.transfer_process import serve
 
         child = self._child = WorkloadChild(serve, what, job.path)
@@ -59,7 +66,7 @@ class JobRunner:
                 on_tick(progress)
 
         try:
-            out = child.execute(job, tick)
+            out = child.execute(job, tick, on_ready)
         finally:
             self._child = None
         done = out.payload.done if out.payload is not None else seen

@@ -10,7 +10,7 @@ from typing import Any
 
 from xferscope.errors import FormatError, SpecError
 from xferscope.workloads.common.records import decode_as
-from xferscope.workloads.common.side_by_side import entries
+from xferscope.workloads.common.side_by_side import HostRun, add_hosts, entries
 from xferscope.workloads.inference.kvcache import KvComparison
 from xferscope.workloads.inference.kvcache_record import KIND as KV_KIND
 from xferscope.workloads.inference.kvcache_record import KvResult
@@ -75,7 +75,8 @@ def compare_saved(files: list[str]) -> KvComparison | LoadComparison:
         for r in results:
             label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
             runs.setdefault(label, (r.spec.path, []))[1].append(r)
-    every = [r for _, rs in runs.values() for r in rs]
+            add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
+    every = [r for _, rs in runs.values() for r in rs if not isinstance(r, HostRun)]
     if workload == "kvcache":
         return KvComparison(rounds=0, entries=entries(runs, lambda r: r.restore_p50_s), results=every)
     return LoadComparison(rounds=0, entries=entries(runs, lambda r: r.load_s), results=every)

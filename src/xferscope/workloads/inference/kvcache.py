@@ -59,7 +59,9 @@ class KvSession:
     def stopped(self) -> bool:
         return self.runner.stopped
 
-    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> KvCache:
+    def check(self, paths: Sequence[str] = ()) -> KvCache:
+        """The paths, an existing cache (``--cache``), and every path's buffers against the GPUs' free memory,
+        checked before anything is written; the cache, or a generated one as it will lie."""
         spec = self.spec
         paths = list(paths) or [spec.path]
         check_paths(paths)
@@ -74,20 +76,32 @@ class KvSession:
                     "cache",
                     f"{spec.cache} holds {cache.positions} chunks per rank; the longest prompt restores {spec.max_hits}",
                 )
+            self.cache = cache
         else:
             chunks = kvcache_data.plan(spec)[2]
             cache = KvCache("", [], False, spec.shape, chunks, spec.tp, True)  # as it will be: for the memory check
         check_memory_before([transfer_job(dataclasses.replace(spec, path=p), cache, self.host_gpu) for p in paths])
-        if spec.cache is None:
-            cache = kvcache_data.generate(spec, progress, cancel=lambda: self.stopped)
-        self.cache = cache
         return cache
 
-    def run(self, spec: KvSpec | None = None, on_tick: Callable[[TransferTick], None] | None = None) -> KvResult:
+    def generate(self, progress: Callable[[int, int], None] | None = None) -> KvCache:
+        self.cache = kvcache_data.generate(self.spec, progress, cancel=lambda: self.stopped)
+        return self.cache
+
+    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> KvCache:
+        cache = self.check(paths)
+        return cache if self.spec.cache is not None else self.generate(progress)
+
+    def run(
+        self,
+        spec: KvSpec | None = None,
+        on_tick: Callable[[TransferTick], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> KvResult:
+        """A run over the cache; ``on_ready``: the ranks of an MPI job start their runs together there."""
         assert self.cache is not None
         spec = spec or self.spec
         job = transfer_job(spec, self.cache, self.host_gpu)
-        out, done = self.runner.run(job, f"the {spec.path} kvcache run", on_tick)
+        out, done = self.runner.run(job, f"the {spec.path} kvcache run", on_tick, on_ready)
         labels = list(out.labels)
         labels.append(
             f"{spec.concurrency} concurrent request{'s' * (spec.concurrency != 1)} x {spec.tp} rank{'s' * (spec.tp != 1)}, "

@@ -109,7 +109,8 @@ class KvCache:
 
 
 class KvJobs:
-    """Worker (client c, rank r) restores rank r's part of requests c, c + C, c + 2C, … (C: --concurrency)."""
+    """Worker (client c, rank r) restores rank r's part of requests c, c + C, c + 2C, … (C: --concurrency); under
+    MPI, of this rank's requests among the job's (``KvSpec.part``)."""
 
     shared = False
 
@@ -120,7 +121,8 @@ class KvJobs:
     def job(self, worker: int, k: int) -> Job | None:
         spec = self.spec
         client, rank = divmod(worker, spec.tp)
-        n = k * spec.concurrency + client
+        index, parts = spec.part
+        n = (k * spec.concurrency + client) * parts + index
         if spec.requests is not None and n >= spec.requests:
             return None
         req = request(spec, n, self.cache.positions)
@@ -180,6 +182,18 @@ def generate(
         raise
     made.done_writing()
     return cache
+
+
+def adopt(spec: KvSpec, root: str, direct: bool) -> KvCache | None:
+    """The cache another process generated in ``root`` for ``spec``, read where it is (never removed from here);
+    None when it cannot be seen whole from here."""
+    try:
+        found = scan(dataclasses.replace(spec, cache=root, directory=None))
+    except (OSError, SpecError):
+        return None
+    if found.positions < plan(spec)[2] or found.shape != spec.shape:
+        return None
+    return dataclasses.replace(found, direct=direct, generated=True, notes=[])
 
 
 def scan(spec: KvSpec) -> KvCache:

@@ -50,6 +50,46 @@ class BreakEven(msgspec.Struct, kw_only=True):
     fit: str  # "least squares over N points" or "proportional (one prompt length)"
 
 
+class KvRankFigures(msgspec.Struct, kw_only=True):
+    """One rank of an MPI job's restores (``workload kvcache --mpi``), as it measured itself."""
+
+    rank: int
+    host: str
+    gpus: list[int]  # where its chunks landed (none: host memory)
+    status: str
+    error: str | None = None
+    requests: int
+    restore_p50_s: float | None
+    restore_p99_s: float | None
+    gb_per_s: float | None
+    seconds: float
+
+
+class KvHostFigures(msgspec.Struct, kw_only=True):
+    """One host of the job: its ranks' requests together."""
+
+    host: str
+    ranks: list[int]
+    requests: int
+    restore_p50_s: float | None
+    restore_p99_s: float | None
+    gb_per_s: float | None  # its ranks' bytes over the longest of their runs
+    memory_bytes: int | None  # the host's RAM
+    cpus: int
+
+
+class KvCluster(msgspec.Struct, kw_only=True):
+    """An MPI job's ranks and hosts; the run's own figures are every rank's requests together."""
+
+    ranks: int
+    launcher: str
+    mpi: str
+    per_rank: list[KvRankFigures]
+    hosts: list[KvHostFigures]
+    slowest_host: str | None  # the host of the highest p99
+    data_per_host: bool  # each host read a cache of its own (else one on a shared filesystem)
+
+
 class KvResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
@@ -67,6 +107,12 @@ class KvResult(WorkloadResult, kw_only=True):
     seconds: float
     break_even: BreakEven | None = None
     request_log: list[KvRequest] = msgspec.field(default_factory=list)
+    cluster: KvCluster | None = None  # --mpi: the job's ranks and hosts (the figures above: all of them)
+
+    def host_rows(self) -> list[tuple[str, float | None, float | None, float | None]]:
+        """An MPI job's hosts, to rank beside the job: each one's restore p50 and GB/s."""
+        hosts = self.cluster.hosts if self.cluster is not None else []
+        return [(h.host, h.restore_p50_s, None, h.gb_per_s) for h in hosts]
 
     @classmethod
     def from_jobs(

@@ -80,6 +80,9 @@ class KvSpec(RunOptions):
     block_size: int | None = None  # bounce staging per read; None: the largest read
     prefill_rate: float | None = None  # tokens/s the user measured for recomputing
     buffered: bool = False
+    #: under MPI: this rank's part of the requests (its number, and the job's ranks): it makes requests
+    #: i, i + N, i + 2N, ... of the job's (``--requests`` is the job's)
+    part: tuple[int, int] = (0, 1)
 
     @property
     def shape(self) -> ChunkShape:

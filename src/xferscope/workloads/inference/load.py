@@ -69,7 +69,9 @@ class LoadSession:
     def stopped(self) -> bool:
         return self.runner.stopped
 
-    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> Shards:
+    def check(self, paths: Sequence[str] = ()) -> Shards:
+        """The paths, and every path's buffers against the GPUs' free memory, checked before anything is written:
+        the user's shards (``--files``), or the generated ones as they will lie."""
         spec = self.spec = dataclasses.replace(self.spec, host_to_gpu=gpu_present())
         paths = list(paths) or [spec.path]
         check_paths(paths)
@@ -77,10 +79,17 @@ class LoadSession:
         check_memory_before(
             [transfer_job(load_shape.widest(dataclasses.replace(spec, path=p)), shards)[0] for p in paths]
         )
-        if spec.files is None:
-            shards = load_data.generate(spec, progress, cancel=lambda: self.stopped)
-        self.shards = shards
+        if spec.files is not None:
+            self.shards = shards
         return shards
+
+    def generate(self, progress: Callable[[int, int], None] | None = None) -> Shards:
+        self.shards = load_data.generate(self.spec, progress, cancel=lambda: self.stopped)
+        return self.shards
+
+    def prepare(self, progress: Callable[[int, int], None] | None = None, paths: Sequence[str] = ()) -> Shards:
+        shards = self.check(paths)
+        return shards if self.spec.files is not None else self.generate(progress)
 
     def _set_cache(self, spec: LoadSpec) -> float | None:
         """Empty the page cache of the shards (cold) or read them into it (warm); the share resident now."""
@@ -108,14 +117,21 @@ class LoadSession:
             shape = self.shapes[spec.path] = load_shape.choose(spec, self.shards, direct, base, probe)
         return shape
 
-    def run(self, spec: LoadSpec | None = None, on_tick: Callable[[TransferTick], None] | None = None) -> LoadResult:
+    def run(
+        self,
+        spec: LoadSpec | None = None,
+        on_tick: Callable[[TransferTick], None] | None = None,
+        on_ready: Callable[[], None] | None = None,
+    ) -> LoadResult:
+        """A load (its shape measured first, where the probe chooses it); ``on_ready``: the ranks of an MPI job
+        start their loads together there."""
         assert self.shards is not None
         shape = self.shape_for(spec or self.spec)
         spec = load_shape.resolved(spec or self.spec, shape)
         assert spec.split is not None and spec.threads is not None
         job, pieces = transfer_job(spec, self.shards)
         resident = self._set_cache(spec)
-        out, done = self.runner.run(job, f"the {spec.path} load", on_tick)
+        out, done = self.runner.run(job, f"the {spec.path} load", on_tick, on_ready)
         labels = list(out.labels)
         gpus = ", ".join(str(g) for g in spec.gpus)
         if spec.lands_in_gpu:

@@ -5,8 +5,8 @@ Generated (``--model``): the model's tensors, in Hugging Face's order, packed in
 directory of its own (``generated``); the tensors hold xferscope's data pattern. Or the user's shards
 (``--files PATTERN``), read as they are and never written.
 
-Sharding over ``--gpu`` as tensor parallelism puts it: a tensor of two or more dimensions is split by rows into
-one contiguous range per GPU (a column-parallel layer's share; a row-parallel layer such as o_proj or
+Sharding over ``--gpu`` (under MPI with ``--share tp``, over every rank's GPUs) as tensor parallelism puts it: a
+tensor of two or more dimensions is split by rows into one contiguous range per GPU (a column-parallel layer's share; a row-parallel layer such as o_proj or
 down_proj holds the same bytes per GPU, there split by columns), a one-dimensional tensor (a norm) goes to
 every GPU. Each GPU's share is cut into pieces of at most ``--split`` and placed in that GPU's buffer.
 """
@@ -88,9 +88,11 @@ class LoadPieces:
         split = DEFAULT_SPLIT if spec.split is None else spec.split
         gpus = list(spec.gpus)
         cursors = [0] * len(gpus)
+        index, parts = spec.part  # this rank's GPUs' shares of the world's
         for s, parsed in enumerate(shards.parsed):
             for t in parsed.tensors:
-                for g, (start, end) in enumerate(_shares(t, len(gpus))):
+                shares = _shares(t, len(gpus) * parts)[index * len(gpus) : (index + 1) * len(gpus)]
+                for g, (start, end) in enumerate(shares):
                     off = start
                     while off < end:
                         n = min(split, end - off)
@@ -160,6 +162,20 @@ def planned(spec: LoadSpec) -> Shards:
             offset += n
         parsed.append(st.SafetensorsFile(f"planned-{i}", offset, start, tuple(ts)))
     return Shards("", [], parsed, True, True)
+
+
+def adopt(spec: LoadSpec, root: str, direct: bool) -> Shards | None:
+    """The shards another process generated in ``root`` for ``spec``, read where they are (never removed from
+    here); None when they cannot be seen whole from here."""
+    plan = plan_shards(spec)
+    names = [f"model-{i + 1:05d}-of-{len(plan):05d}.safetensors" for i in range(len(plan))]
+    try:
+        parsed = [st.parse(os.path.join(root, name)) for name in names]
+    except (OSError, SpecError):
+        return None
+    if [[t.name for t in p.tensors] for p in parsed] != [[t[0] for t in tensors] for tensors in plan]:
+        return None
+    return Shards(root, [DataFile(p.path, p.size) for p in parsed], parsed, True, direct)
 
 
 def generate(

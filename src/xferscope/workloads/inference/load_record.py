@@ -43,6 +43,45 @@ class Verified(msgspec.Struct, kw_only=True):
     first: str | None = None
 
 
+class LoadRankFigures(msgspec.Struct, kw_only=True):
+    """One rank of an MPI job's load (``workload load --mpi``), as it measured itself."""
+
+    rank: int
+    host: str
+    gpus: list[int]  # where its tensors landed (none: host memory)
+    status: str
+    error: str | None = None
+    bytes: int
+    load_s: float | None
+    first_byte_s: float | None
+    gb_per_s: float | None
+
+
+class LoadHostFigures(msgspec.Struct, kw_only=True):
+    """One host of the job: its ranks' loads together (the time: its slowest rank's)."""
+
+    host: str
+    ranks: list[int]
+    bytes: int
+    load_s: float | None
+    gb_per_s: float | None
+    memory_bytes: int | None  # the host's RAM
+    cpus: int
+
+
+class LoadCluster(msgspec.Struct, kw_only=True):
+    """An MPI job's ranks and hosts; the run's own figures are every rank's together."""
+
+    ranks: int
+    launcher: str
+    mpi: str
+    share: str  # copy (each rank its own copy of the model) or tp (each rank its tensor-parallel share)
+    per_rank: list[LoadRankFigures]
+    hosts: list[LoadHostFigures]
+    slowest_host: str | None  # the host of the longest load
+    data_per_host: bool  # each host read shards of its own (else one set on a shared filesystem)
+
+
 class LoadResult(WorkloadResult, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND
@@ -61,6 +100,12 @@ class LoadResult(WorkloadResult, kw_only=True):
     verified: Verified | None = None
     #: the request shape it ran with, and how it was chosen (older records: absent)
     shape: LoadShape | None = None
+    cluster: LoadCluster | None = None  # --mpi: the job's ranks and hosts (the figures above: all of them)
+
+    def host_rows(self) -> list[tuple[str, float | None, float | None, float | None]]:
+        """An MPI job's hosts, to rank beside the job: each one's time to load and GB/s."""
+        hosts = self.cluster.hosts if self.cluster is not None else []
+        return [(h.host, h.load_s, None, h.gb_per_s) for h in hosts]
 
     @classmethod
     def from_jobs(

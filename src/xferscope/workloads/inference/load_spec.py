@@ -28,6 +28,8 @@ class LoadSpec(RunOptions):
 
     #: set by the session: whether the host path's copies go to a GPU (one is present)
     host_to_gpu: bool = False
+    #: under MPI (``--share tp``): this rank's tensor-parallel share (its number, and the job's ranks); (0, 1): all
+    part: tuple[int, int] = (0, 1)
 
     @property
     def lands_in_gpu(self) -> bool:

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import msgspec
 
+from xferscope.workloads.common.job_ranks import by_host, job_status
 from xferscope.workloads.train.train_record import (
     AcceleratorRun,
     ClusterFigures,
@@ -58,14 +59,7 @@ def _numbered(r: RankRun) -> list[AcceleratorRun]:
 
 
 def _status(ranks: Sequence[RankRun]) -> tuple[str, str | None]:
-    failed = [r for r in ranks if r.result.status == "failed"]
-    if failed:
-        r = failed[0]
-        more = f" (and {len(failed) - 1} more rank{'s' * (len(failed) > 2)})" if len(failed) > 1 else ""
-        return "failed", f"rank {r.rank} on {r.host}: {r.result.error or 'failed'}{more}"
-    if any(r.result.status == "interrupted" for r in ranks):
-        return "interrupted", None
-    return "ok", None
+    return job_status([(r.rank, r.host, r.result.status, r.result.error) for r in ranks])
 
 
 def _together(spec: TrainSpec, ranks: Sequence[RankRun], status: str, error: str | None) -> TrainResult:
@@ -128,10 +122,7 @@ def cluster_result(spec: TrainSpec, ranks: Sequence[RankRun], facts: JobFacts) -
     ranks = sorted(ranks, key=lambda r: r.rank)
     status, error = _status(ranks)
     result = _together(spec, ranks, status, error)
-    by_host: dict[str, list[RankRun]] = {}
-    for r in ranks:
-        by_host.setdefault(r.host, []).append(r)
-    hosts = [_host_figures(spec, host, rs) for host, rs in by_host.items()]
+    hosts = [_host_figures(spec, host, rs) for host, rs in by_host(ranks, lambda r: r.host).items()]
     known = [h for h in hosts if h.au is not None]
     memory = [h.memory_bytes for h in hosts]
     clients_memory = sum(m for m in memory if m is not None)
