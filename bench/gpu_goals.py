@@ -597,12 +597,12 @@ def mpi_goals(g: Goals, args) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     tests = [
         os.path.join(here, "..", "tests", f)
-        for f in ("test_mpi_workload_gpu.py", "test_mpi_workload.py", "test_mpi_checkpoint.py")
+        for f in ("test_mpi_workload_gpu.py", "test_mpi_workload.py", "test_mpi_checkpoint.py", "test_mpi_inference.py")
     ]
-    proc = g.run("mpi-tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfs", *tests], 120)
+    proc = g.run("mpi-tests", [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfs", *tests], 240)
     if proc is not None:
         last = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-        g.say("workload train and checkpoint --mpi: 2 ranks, a GPU each, bounce-async and cufile; the CPU tests", last,
+        g.say("workload train, checkpoint, load, kvcache --mpi: 2 ranks, a GPU each, bounce-async and cufile; the CPU tests", last,
               proc.returncode == 0)  # fmt: skip
     cmd = [sys.executable, os.path.join(here, "train_mpi_cost.py"), "--dir", args.dir, "--ranks", "4",
            "--rounds", str(max(args.rounds, 8)), "--seconds", "5"]  # fmt: skip

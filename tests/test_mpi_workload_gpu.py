@@ -1,4 +1,4 @@
-"""`workload train --mpi` into GPU memory, and `workload checkpoint --mpi` from it: two ranks, each on a GPU of its
+"""`workload train`, `load` and `kvcache --mpi` into GPU memory, and `workload checkpoint --mpi` from it: two ranks, each on a GPU of its
 own where the host has two (`-d {local_rank}`), else both on GPU 0, by bounce-async and cufile, every rank's and
 GPU's figures in the record.
 
@@ -61,4 +61,28 @@ def test_two_ranks_checkpoint_from_their_gpus(path, direct_dir, tmp_path):
     assert [k["gpu"] for k in r["ranks"]] == ([0] * 4 + [1] * 4 if two else [0] * 8)
     for save in r["saves"]:
         assert save["bytes"] == sum(k["bytes"] for k in ranks)
+    assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
+
+
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
+def test_two_ranks_load_their_tensor_parallel_shares(path, direct_dir, tmp_path):
+    out = tmp_path / "job.json"
+    args = ["--model", "llama3.2-1b", "--layers", "4", "--share", "tp", "--verify"]
+    r, two = two_ranks("load", path, args, direct_dir, out)
+    ranks = r["cluster"]["per_rank"]
+    assert [k["gpus"] for k in ranks] == ([[0], [1]] if two else [[0], [0]])
+    assert r["verified"]["differ"] == 0 and all(k["status"] == "ok" and k["gb_per_s"] for k in ranks)
+    assert r["load_s"] == pytest.approx(max(k["load_s"] for k in ranks))
+    assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
+
+
+@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
+def test_two_ranks_restore_the_jobs_requests_into_their_gpus(path, direct_dir, tmp_path):
+    out = tmp_path / "job.json"
+    args = ["--model", "llama3.1-8b", "--requests", "16", "--prompt-tokens", "2048-8192", "--cache-chunks", "64"]
+    r, two = two_ranks("kvcache", path, args, direct_dir, out)
+    ranks = r["cluster"]["per_rank"]
+    assert [k["gpus"] for k in ranks] == ([[0], [1]] if two else [[0], [0]])
+    assert [k["requests"] for k in ranks] == [8, 8] and r["requests"] == 16
+    assert r["bytes_read"] == sum(g["bytes"] for g in r["per_gpu"])
     assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
