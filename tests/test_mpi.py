@@ -60,6 +60,8 @@ MPI_ENV = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 # for the Ctrl-C tests: on a signal, mpirun sends the ranks SIGTERM a timeout later and SIGKILL a timeout
 # after that; the default 1 s is less than a loaded machine needs to save and remove the files
 MPI_CTRL_C_ENV = {**MPI_ENV, "OMPI_MCA_odls_base_sigkill_timeout": "3"}
+# the CPU machine's tests, the same on a GPU machine: every rank sees no GPU (the workloads' data in host memory)
+NO_GPU = {"XFERSCOPE_NO_GPU": "1"}
 
 
 def mpirun_cmd(ranks: int, *args: str) -> list[str]:
@@ -67,8 +69,12 @@ def mpirun_cmd(ranks: int, *args: str) -> list[str]:
     return [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
 
 
-def mpirun(ranks: int, *args: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run(mpirun_cmd(ranks, *args), capture_output=True, text=True, timeout=timeout, env=MPI_ENV)
+def mpirun(
+    ranks: int, *args: str, timeout: float = 90, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        mpirun_cmd(ranks, *args), capture_output=True, text=True, timeout=timeout, env={**MPI_ENV, **(env or {})}
+    )
 
 
 def rank_dirs(base, ranks: int, skip: int | None = None) -> str:

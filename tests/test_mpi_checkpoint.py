@@ -1,8 +1,8 @@
 """Checkpoints across the ranks of an MPI job (`workload checkpoint --mpi`).
 
 The tests that launch ranks need `mpirun` and mpi4py and are skipped, with the reason, where either is missing;
-they run up to 4 ranks on this one machine (oversubscribed), the states in host memory (DLIO's CPU tensors) and
-the host path, a small share of llama3-8b (its 8 ranks split over the job's). The job's figures are also checked
+they run up to 4 ranks on this one machine (oversubscribed), seeing no GPU (``XFERSCOPE_NO_GPU``, also on a GPU
+machine): the states in host memory (DLIO's CPU tensors) and the host path, a small share of llama3-8b (its 8 ranks split over the job's). The job's figures are also checked
 without MPI.
 """
 
@@ -13,7 +13,7 @@ import subprocess
 
 import psutil
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, one_line_from_two_commands, wait_for_engines, while_running
 
 from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
@@ -46,7 +46,8 @@ def test_four_ranks_save_and_restore_as_one_job(tmp_path, cli):
     out = tmp_path / "job.json"
     data = tmp_path / "ckpt"
     data.mkdir()
-    proc = mpirun(4, *checkpoint_args(data, "--checkpoints", "1", "--rank-shift", "1", "--verify", "--json", str(out)))
+    args = checkpoint_args(data, "--checkpoints", "1", "--rank-shift", "1", "--verify", "--json", str(out))
+    proc = mpirun(4, *args, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("workload checkpoint llama3-8b") == 1  # only rank 0 prints
     r = json.loads(out.read_text())
@@ -80,7 +81,8 @@ def test_four_ranks_save_and_restore_as_one_job(tmp_path, cli):
 @needs_mpi
 def test_dcp_index_is_the_worlds_written_once(tmp_path):
     out = tmp_path / "job.json"
-    proc = mpirun(2, *checkpoint_args(tmp_path, "--checkpoints", "1", "--layout", "dcp", "--keep", "--json", str(out)))
+    args = checkpoint_args(tmp_path, "--checkpoints", "1", "--layout", "dcp", "--keep", "--json", str(out))
+    proc = mpirun(2, *args, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(out.read_text())
     kept = sorted(p for p in tmp_path.iterdir() if p.name.startswith("xferscope-checkpoint-"))
@@ -96,7 +98,7 @@ def test_dcp_index_is_the_worlds_written_once(tmp_path):
 def test_a_rank_whose_engine_dies_stops_the_others_and_is_marked(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *checkpoint_args(tmp_path, "--checkpoints", "40", "--every", "0.2", "--json", str(out)))
-    code, err = while_running(cmd, MPI_ENV, lambda proc: wait_for_writes(proc, 2)[1].kill())
+    code, err = while_running(cmd, {**MPI_ENV, **NO_GPU}, lambda proc: wait_for_writes(proc, 2)[1].kill())
     assert code == 1, err
     lines = [line for line in err.splitlines() if line.startswith("xferscope:")]
     assert len(lines) == 1 and lines[0].startswith("xferscope: rank 1 on "), err
@@ -113,7 +115,7 @@ def test_a_rank_whose_engine_dies_stops_the_others_and_is_marked(tmp_path):
 def test_ctrl_c_keeps_what_every_rank_saved(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *checkpoint_args(tmp_path, "--checkpoints", "40", "--every", "0.2", "--json", str(out)))
-    _, err = while_running(cmd, MPI_CTRL_C_ENV, lambda proc: ctrl_c(proc, wait_for_writes))
+    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, wait_for_writes))
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])
@@ -131,7 +133,7 @@ def test_ranks_that_disagree_on_the_model_get_one_line(tmp_path):
 
 @needs_mpi
 def test_more_ranks_than_the_checkpoint_has_is_one_line(tmp_path):
-    proc = mpirun(3, *checkpoint_args(tmp_path, "--ranks", "2"))
+    proc = mpirun(3, *checkpoint_args(tmp_path, "--ranks", "2"), env=NO_GPU)
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.startswith("xferscope:")]
     assert len(lines) == 1 and "3 ranks in the MPI job for a checkpoint of 2 ranks" in lines[0], proc.stderr

@@ -2,7 +2,8 @@
 --mpi`).
 
 The tests that launch ranks need `mpirun` and mpi4py and are skipped, with the reason, where either is missing;
-they run up to 4 ranks on this one machine (oversubscribed), the host path into host memory.
+they run up to 4 ranks on this one machine (oversubscribed), seeing no GPU (``XFERSCOPE_NO_GPU``, also on a GPU
+machine): the host path into host memory.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 import statistics
 
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, wait_for_engines, while_running
 
 SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--path", "host"]  # one shard of 733 MiB
@@ -32,7 +33,7 @@ def test_every_rank_loads_its_copy_and_the_job_takes_the_slowest(tmp_path, cli):
     out, table = tmp_path / "job.json", tmp_path / "job.csv"
     proc = mpirun(
         3, "workload", "load", *SMALL_MODEL, "--mpi", "--verify", "--dir", str(tmp_path), "--json", str(out),
-        "--csv", str(table),
+        "--csv", str(table), env=NO_GPU,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.count("workload load llama3.2-1b") == 1  # only rank 0 prints
@@ -63,7 +64,7 @@ def test_tensor_parallel_ranks_each_load_their_share(tmp_path):
     for rank in range(2):
         (tmp_path / str(rank)).mkdir()
     args = [*SMALL_MODEL, "--mpi", "--share", "tp", "--verify", "--dir", str(tmp_path / "{rank}"), "--json", str(out)]
-    proc = mpirun(2, "workload", "load", *args)
+    proc = mpirun(2, "workload", "load", *args, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(out.read_text())
     c = r["cluster"]
@@ -87,7 +88,7 @@ def test_share_without_mpi_is_one_line(cli):
 def test_the_requests_spread_over_the_ranks_and_their_times_pool(tmp_path):
     out, table = tmp_path / "job.json", tmp_path / "job.csv"
     args = [*KV, "--mpi", "--requests", "30", "--dir", str(tmp_path), "--json", str(out), "--csv", str(table)]
-    proc = mpirun(3, "workload", "kvcache", *args)
+    proc = mpirun(3, "workload", "kvcache", *args, env=NO_GPU)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(out.read_text())
     c = r["cluster"]
@@ -116,7 +117,7 @@ def _kv_engines_reading(proc, ranks: int):
 def test_a_kvcache_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, "workload", "kvcache", *KV, "--mpi", "-T", "4", "--dir", str(tmp_path), "--json", str(out))
-    code, err = while_running(cmd, MPI_ENV, lambda proc: _kv_engines_reading(proc, 2)[1].kill())
+    code, err = while_running(cmd, {**MPI_ENV, **NO_GPU}, lambda proc: _kv_engines_reading(proc, 2)[1].kill())
     assert code == 1, err
     r = json.loads(out.read_text())
     assert r["status"] == "failed" and r["error"].startswith("rank 1 on ")
@@ -129,7 +130,7 @@ def test_a_kvcache_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path
 def test_ctrl_c_keeps_what_every_kvcache_rank_restored(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, "workload", "kvcache", *KV, "--mpi", "-T", "60", "--dir", str(tmp_path), "--json", str(out))
-    _, err = while_running(cmd, MPI_CTRL_C_ENV, lambda proc: ctrl_c(proc, _kv_engines_reading))
+    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, _kv_engines_reading))
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])
