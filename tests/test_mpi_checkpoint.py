@@ -13,7 +13,7 @@ import subprocess
 
 import psutil
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_ENV, MPI_WORKLOAD_CTRL_C_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, one_line_from_two_commands, wait_for_engines, while_running
 
 from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
@@ -115,7 +115,8 @@ def test_a_rank_whose_engine_dies_stops_the_others_and_is_marked(tmp_path):
 def test_ctrl_c_keeps_what_every_rank_saved(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *checkpoint_args(tmp_path, "--checkpoints", "40", "--every", "0.2", "--json", str(out)))
-    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, wait_for_writes))
+    _, err = while_running(cmd, {**MPI_WORKLOAD_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, wait_for_writes))
+    assert out.exists(), err
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])

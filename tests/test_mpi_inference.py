@@ -14,7 +14,7 @@ import json
 import statistics
 
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_ENV, MPI_WORKLOAD_CTRL_C_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, wait_for_engines, while_running
 
 SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--path", "host"]  # one shard of 733 MiB
@@ -130,7 +130,8 @@ def test_a_kvcache_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path
 def test_ctrl_c_keeps_what_every_kvcache_rank_restored(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, "workload", "kvcache", *KV, "--mpi", "-T", "60", "--dir", str(tmp_path), "--json", str(out))
-    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, _kv_engines_reading))
+    _, err = while_running(cmd, {**MPI_WORKLOAD_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, _kv_engines_reading))
+    assert out.exists(), err
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_WORKLOAD_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_gpu import CUFILE_REASON, GPU_REASON, _gpus
 from test_mpi_workload import ctrl_c, wait_for_engines, while_running
 
@@ -92,7 +92,7 @@ def test_two_ranks_restore_the_jobs_requests_into_their_gpus(path, direct_dir, t
 def test_ctrl_c_keeps_the_checkpoints_saved_from_the_gpus_and_frees_them(direct_dir, tmp_path):
     """Ctrl-C on mpirun while the states are on the GPUs: the ranks end their runs, their engine processes (and
     with them the GPUs' memory) are gone, and the record is written within the time the launcher gives (Open
-    MPI's odls_base_sigkill_timeout, raised to 10 s here)."""
+    MPI's odls_base_sigkill_timeout, raised for the tests)."""
     out = tmp_path / "job.json"
     two = _gpus() >= 2
     args = ["llama3-8b", "--scale", "0.01", "--checkpoints", "40", "--every", "0.2", "--path", "bounce-async"]
@@ -107,8 +107,8 @@ def test_ctrl_c_keeps_the_checkpoints_saved_from_the_gpus_and_frees_them(direct_
         engines.extend(found.values())
         return found
 
-    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, "OMPI_MCA_odls_base_sigkill_timeout": "10"},
-                           lambda proc: ctrl_c(proc, saving))  # fmt: skip
+    _, err = while_running(cmd, MPI_WORKLOAD_CTRL_C_ENV, lambda proc: ctrl_c(proc, saving))
+    assert out.exists(), err
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert r["saves"] and all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])
