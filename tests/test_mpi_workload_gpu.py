@@ -87,30 +87,3 @@ def test_two_ranks_restore_the_jobs_requests_into_their_gpus(path, direct_dir, t
     assert [k["requests"] for k in ranks] == [8, 8] and r["requests"] == 16
     assert r["bytes_read"] == sum(g["bytes"] for g in r["per_gpu"])
     assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
-
-
-def test_ctrl_c_keeps_the_checkpoints_saved_from_the_gpus_and_frees_them(direct_dir, tmp_path):
-    """Ctrl-C on mpirun while the states are on the GPUs: the ranks end their runs, their engine processes (and
-    with them the GPUs' memory) are gone, and the record is written within the time the launcher gives (Open
-    MPI's odls_base_sigkill_timeout, raised for the tests)."""
-    out = tmp_path / "job.json"
-    two = _gpus() >= 2
-    args = ["llama3-8b", "--scale", "0.01", "--checkpoints", "40", "--every", "0.2", "--path", "bounce-async"]
-    cmd = mpirun_cmd(2, "workload", "checkpoint", *args, "--mpi", "-d", "{local_rank}" if two else "0",
-                     "--dir", str(direct_dir), "--json", str(out))  # fmt: skip
-
-    engines: list = []
-
-    def saving(proc, ranks: int):
-        serving = "checkpoint_process:serve"
-        found = wait_for_engines(proc, ranks, lambda p: p.io_counters().write_bytes >= 64 << 20, serving)
-        engines.extend(found.values())
-        return found
-
-    _, err = while_running(cmd, MPI_WORKLOAD_CTRL_C_ENV, lambda proc: ctrl_c(proc, saving))
-    assert out.exists(), err
-    r = json.loads(out.read_text())
-    assert r["status"] == "interrupted", err
-    assert r["saves"] and all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])
-    assert len(engines) == 2 and not [p for p in engines if p.is_running() and p.status() != "zombie"]
-    assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
