@@ -9,9 +9,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_mpi import MPI_WORKLOAD_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import mpirun, needs_mpi
 from test_mpi_gpu import CUFILE_REASON, GPU_REASON, _gpus
-from test_mpi_workload import ctrl_c, wait_for_engines, while_running
 
 pytestmark = [pytest.mark.gpu, needs_mpi, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU: {GPU_REASON}")]
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
