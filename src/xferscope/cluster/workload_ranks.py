@@ -26,6 +26,7 @@ from xferscope.cluster.session import (
 )
 from xferscope.cluster.world import World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
+from xferscope.workloads.common.process_run import close_interrupted_later, join_closing
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -224,19 +225,23 @@ def run_on_every_rank(
     """A workload across the ranks: every rank opens the job (``make_spec``, the same everywhere), runs its part
     (``job_of(ranks, spec, live)``: live is where rank 0 shows progress) and exits with rank 0's code; rank 0 alone
     prints and writes the job's record (``emit``, its code where it could not write) and says how it ended."""
+    written = 0
     try:
         ranks, spec = WorkloadRanks.open(make_spec, comparable)
+        close_interrupted_later()  # after Ctrl-C, the record before the engine processes' close
         live = ranks.is_root and fmt != "json" and os.isatty(2)
         try:
             result = job_of(ranks, spec, live).run()
+            if ranks.is_root:  # the record first: after Ctrl-C the launcher gives the ranks little time
+                written = emit(result)
         finally:
             ranks.close()
+            join_closing()
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
     code = exit_code(status_of(result))
     if not ranks.is_root:
         raise typer.Exit(code)
-    written = emit(result)
     if code == ExitCode.RUN_FAILED:
         typer.echo(f"xferscope: {getattr(result, 'error', None) or 'a rank failed'}", err=True)
     elif code == ExitCode.INTERRUPTED:

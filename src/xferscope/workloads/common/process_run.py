@@ -8,6 +8,7 @@ A set-up error is raised as the error it was.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -22,6 +23,25 @@ from xferscope.workloads.common.records import WorkloadEnvironment
 STOP_GRACE_S = 20.0
 #: how often a run that sends nothing is looked at (a stopped one may have run out of its grace)
 QUIET_S = 0.5
+
+
+#: the processes of interrupted runs still closing (``close_interrupted_later``), each in a thread of its own
+_closing: list[threading.Thread] = []
+_defer_interrupted = [False]
+
+
+def close_interrupted_later() -> None:
+    """From now on, an interrupted run hands its outcome on at once and its process closes in the background
+    (``join_closing`` waits for it): under MPI, Ctrl-C leaves the ranks only as long as the launcher gives them
+    (Open MPI kills them a second later by default), and a process freeing GPU memory can take longer than that.
+    A process whose parent is killed first closes by itself (``child_host``)."""
+    _defer_interrupted[0] = True
+
+
+def join_closing(timeout_s: float = STOP_GRACE_S + 15.0) -> None:
+    """Wait for the processes of interrupted runs to close."""
+    while _closing:
+        _closing.pop().join(timeout_s)
 
 
 @dataclass
@@ -68,6 +88,7 @@ class WorkloadChild:
         run (another rank failed); without it, a run that meets goes on at once."""
         d, self._on_tick = self._driver, on_tick
         closing_s = 0.0  # a set-up that failed or was interrupted: asked to close, not waited for
+        later = False
         try:
             from xferscope.engines import cufile_driver  # imported here: at the top it would slow every command's start
 
@@ -75,9 +96,17 @@ class WorkloadChild:
             d.launch(self.target, env=env, log=log)
             out = self._drive(d, job, on_ready, on_meet)
             closing_s = STOP_GRACE_S
+            later = _defer_interrupted[0] and out.status == "interrupted"
             return out
         finally:
-            d.close(closing_s, end_grace_s=10.0)
+            if later:
+                closer = threading.Thread(
+                    target=d.close, args=(closing_s,), kwargs={"end_grace_s": 10.0}, name="xferscope-closing"
+                )
+                closer.start()
+                _closing.append(closer)
+            else:
+                d.close(closing_s, end_grace_s=10.0)
 
     def _drive(
         self, d: ChildDriver, job: Any, on_ready: Callable[[], None] | None, on_meet: Callable[[str], bool] | None
