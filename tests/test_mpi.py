@@ -60,9 +60,6 @@ MPI_ENV = {**os.environ, "OMPI_MCA_btl_vader_single_copy_mechanism": "none"}
 # for the Ctrl-C tests: on a signal, mpirun sends the ranks SIGTERM a timeout later and SIGKILL a timeout
 # after that; the default 1 s is less than a loaded machine needs to save and remove the files
 MPI_CTRL_C_ENV = {**MPI_ENV, "OMPI_MCA_odls_base_sigkill_timeout": "3"}
-# the same for a workload's job, whose ranks end engine processes (states on GPUs, pinned buffers) before the
-# record is made: on a machine loaded with 32 test workers 3 s is not always enough
-MPI_WORKLOAD_CTRL_C_ENV = {**MPI_ENV, "OMPI_MCA_odls_base_sigkill_timeout": "8"}
 # the CPU machine's tests, the same on a GPU machine: every rank sees no GPU (the workloads' data in host memory)
 NO_GPU = {"XFERSCOPE_NO_GPU": "1"}
 

@@ -13,8 +13,8 @@ import subprocess
 
 import psutil
 import pytest
-from test_mpi import MPI_ENV, MPI_WORKLOAD_CTRL_C_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
-from test_mpi_workload import ctrl_c, one_line_from_two_commands, wait_for_engines, while_running
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
+from test_mpi_workload import ctrl_c, no_files_left, one_line_from_two_commands, wait_for_engines, while_running
 
 from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, RankRead, RankWrite
@@ -27,10 +27,6 @@ SCALE = "0.002"  # 26.8 MiB a rank of llama3-8b
 
 def checkpoint_args(directory, *more: str) -> list[str]:
     return ["workload", "checkpoint", "llama3-8b", "--mpi", "--scale", SCALE, "--dir", str(directory), *more]
-
-
-def no_files_left(directory) -> bool:
-    return not [p for p in directory.iterdir() if p.name.startswith("xferscope-")]
 
 
 def wait_for_writes(proc: subprocess.Popen, ranks: int, nbytes: int = 8 << 20) -> dict[int, psutil.Process]:
@@ -115,7 +111,7 @@ def test_a_rank_whose_engine_dies_stops_the_others_and_is_marked(tmp_path):
 def test_ctrl_c_keeps_what_every_rank_saved(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *checkpoint_args(tmp_path, "--checkpoints", "40", "--every", "0.2", "--json", str(out)))
-    _, err = while_running(cmd, {**MPI_WORKLOAD_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, wait_for_writes))
+    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, wait_for_writes))
     assert out.exists(), err
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err

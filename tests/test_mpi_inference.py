@@ -14,15 +14,11 @@ import json
 import statistics
 
 import pytest
-from test_mpi import MPI_ENV, MPI_WORKLOAD_CTRL_C_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
-from test_mpi_workload import ctrl_c, wait_for_engines, while_running
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
+from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
 
 SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--path", "host"]  # one shard of 733 MiB
 KV = ["--model", "llama3.2-1b", "--path", "host", "--prompt-tokens", "1024-4096", "--cache-chunks", "64"]
-
-
-def no_files_left(directory) -> bool:
-    return not list(directory.rglob("xferscope-*"))
 
 
 # ------------------------------------------------------------------ load
@@ -130,7 +126,7 @@ def test_a_kvcache_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path
 def test_ctrl_c_keeps_what_every_kvcache_rank_restored(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, "workload", "kvcache", *KV, "--mpi", "-T", "60", "--dir", str(tmp_path), "--json", str(out))
-    _, err = while_running(cmd, {**MPI_WORKLOAD_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, _kv_engines_reading))
+    _, err = while_running(cmd, {**MPI_CTRL_C_ENV, **NO_GPU}, lambda proc: ctrl_c(proc, _kv_engines_reading))
     assert out.exists(), err
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err

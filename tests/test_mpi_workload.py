@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import psutil
 import pytest
-from test_mpi import MPI_ENV, MPI_WORKLOAD_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
 
 from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.data_files import SampleRef
@@ -87,6 +87,17 @@ def wait_for_engines(
 def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:
     """Every rank's engine has read ``nbytes`` of the data set from storage (its timed region is under way)."""
     return wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= nbytes)
+
+
+def no_files_left(directory, within_s: float = 30.0) -> bool:
+    """No file of xferscope's is left in ``directory``: removed by the ranks, or, where the launcher killed a rank
+    first, by its janitor (a moment after the job ends)."""
+    deadline = time.monotonic() + within_s
+    while list(directory.rglob("xferscope-*")):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def one_line_from_two_commands(one: list[str], other: list[str]) -> str:
@@ -203,7 +214,7 @@ def test_a_rank_whose_engine_dies_is_marked_and_the_others_kept(tmp_path):
 def test_ctrl_c_keeps_what_every_rank_measured(tmp_path):
     out = tmp_path / "job.json"
     cmd = mpirun_cmd(2, *train_args(tmp_path, "-T", "60", "--json", str(out)))
-    _, err = while_running(cmd, MPI_WORKLOAD_CTRL_C_ENV, lambda proc: ctrl_c(proc, wait_for_reads))
+    _, err = while_running(cmd, MPI_CTRL_C_ENV, lambda proc: ctrl_c(proc, wait_for_reads))
     r = json.loads(out.read_text())
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" and k["bytes_read"] > 0 for k in r["cluster"]["per_rank"])

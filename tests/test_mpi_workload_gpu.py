@@ -7,10 +7,12 @@ Needs `mpirun`, mpi4py and a GPU; skipped with the reason elsewhere."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
-from test_mpi import mpirun, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_gpu import CUFILE_REASON, GPU_REASON, _gpus
+from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
 
 pytestmark = [pytest.mark.gpu, needs_mpi, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU: {GPU_REASON}")]
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
@@ -86,3 +88,33 @@ def test_two_ranks_restore_the_jobs_requests_into_their_gpus(path, direct_dir, t
     assert [k["requests"] for k in ranks] == [8, 8] and r["requests"] == 16
     assert r["bytes_read"] == sum(g["bytes"] for g in r["per_gpu"])
     assert not [p for p in direct_dir.iterdir() if p.name.startswith("xferscope-")]
+
+
+def test_ctrl_c_keeps_the_checkpoints_saved_from_the_gpus(direct_dir, tmp_path):
+    """Ctrl-C on mpirun while the states are on the GPUs: the record is written before the launcher's kill timer
+    runs out (the engine processes close after it), every rank's engine process is gone, no file is left."""
+    out = tmp_path / "job.json"
+    two = _gpus() >= 2
+    args = ["llama3-8b", "--scale", "0.01", "--checkpoints", "40", "--every", "0.2", "--path", "bounce-async"]
+    cmd = mpirun_cmd(2, "workload", "checkpoint", *args, "--mpi", "-d", "{local_rank}" if two else "0",
+                     "--dir", str(direct_dir), "--json", str(out))  # fmt: skip
+    engines: list = []
+
+    def saving(proc, ranks: int):
+        serving = "checkpoint_process:serve"
+        found = wait_for_engines(proc, ranks, lambda p: p.io_counters().write_bytes >= 64 << 20, serving)
+        engines.extend(found.values())
+        return found
+
+    _, err = while_running(cmd, MPI_CTRL_C_ENV, lambda proc: ctrl_c(proc, saving))
+    assert out.exists(), err
+    r = json.loads(out.read_text())
+    assert r["status"] == "interrupted", err
+    assert r["saves"] and all(k["status"] == "interrupted" for k in r["cluster"]["per_rank"])
+    assert no_files_left(direct_dir)
+    # each engine process ends (with its GPU memory): closed by its rank, or by itself where its rank was killed
+    deadline = time.monotonic() + 30
+    while [p for p in engines if p.is_running() and p.status() != "zombie"]:
+        assert time.monotonic() < deadline, "an engine process of the job outlived it"
+        time.sleep(0.05)
+    assert len(engines) == 2
