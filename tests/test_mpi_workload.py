@@ -71,7 +71,7 @@ def wait_for_engines(
     proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str = "train_process:serve"
 ) -> dict[int, psutil.Process]:
     """Every rank's engine is under way: ``done(its process)`` holds for each of the ``ranks``."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120  # a safety net: a loaded machine starts the ranks slowly
     while True:
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the ranks' engines did not get under way"
