@@ -165,7 +165,7 @@ class CheckpointJobRanks:
         parts = ranks.together(
             lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index),
             mine,
-            lambda record: record.status == "failed",
+            lambda record: record.status != "ok",
         )
         clear_line(self.live)
         return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library))

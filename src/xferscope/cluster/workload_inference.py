@@ -119,7 +119,7 @@ class InferenceJob(Generic[R]):
         everyone = ranks.together(
             lambda on_ready, _meet: session.run(None, None, on_ready),
             mine,
-            lambda result: getattr(result, "status", "ok") == "failed",
+            lambda result: getattr(result, "status", "ok") != "ok",
         )
         return self.merge(everyone)
 

@@ -53,7 +53,7 @@ D = TypeVar("D", bound=DataSet)
 class _Ended(NamedTuple):
     """What a rank whose run has ended says at each meeting of the ranks still running, and at the last."""
 
-    failed: bool
+    cut_short: bool  # failed or interrupted: the ranks still running stop at their next meeting
     outcome: Any
 
 
@@ -178,19 +178,21 @@ class WorkloadRanks:
         self,
         run: Callable[[Callable[[], None], Callable[[str], bool]], T],
         outcome: Callable[[T], S],
-        failed: Callable[[T], bool] = lambda _: False,
+        cut_short: Callable[[T], bool] = lambda _: False,
     ) -> list[S]:
         """``run(on_ready, meet)`` on this rank, every rank's timed region started when all are ready (``on_ready``
         is where the run's process is set up); then every rank's ``outcome`` of it, in rank order, on every rank.
 
         ``meet(what)`` is a meeting mid-run (a checkpoint's start): this rank waits there for every rank still
-        running; False (stop the run) once a rank's run has failed or a rank was interrupted. A rank whose run
-        has ended answers the meetings of the others until every run has ended, so a rank that fails early does
-        not leave the others waiting."""
+        running; False (stop the run) once a rank's run was ``cut_short`` (failed, or interrupted) or a rank was
+        interrupted at the meeting. A rank whose run has ended answers the meetings of the others until every run
+        has ended, so a rank that fails early does not leave the others waiting."""
 
         def meet(what: str) -> bool:
             said = self.world.agree(None, what, if_interrupted=_INTERRUPTED)
-            return not any(s == _INTERRUPTED or (isinstance(s, _Ended) and s.failed) for s in said)
+            if self.world.interrupt_pending:  # Ctrl-C during the exchange: this rank stops here
+                return False
+            return not any(s == _INTERRUPTED or (isinstance(s, _Ended) and s.cut_short) for s in said)
 
         try:
             got = run(lambda: self.agree(None, "the start of the run"), meet)
@@ -199,7 +201,7 @@ class WorkloadRanks:
         except (Exception, KeyboardInterrupt) as exc:  # this rank could not start: the others wait at the start
             self.agree(failure_vote(exc), "the start of the run")
             raise
-        mine = _Ended(failed(got), outcome(got))
+        mine = _Ended(cut_short(got), outcome(got))
         while True:  # the others' meetings answered until every run has ended
             said = self.world.agree(mine, "the end of the run")
             if all(isinstance(s, _Ended) for s in said):

@@ -103,7 +103,7 @@ class TrainJob:
         everyone = ranks.together(
             lambda on_ready, _meet: self.session.run_with_steps(spec, self.on_tick, on_ready=on_ready),
             mine,
-            lambda got: got[0].status == "failed",
+            lambda got: got[0].status != "ok",
         )
         facts = JobFacts(ranks.world.launcher, ranks.world.library, ranks.data_per_host)
         return cluster_result(self.session.spec, everyone, facts)

@@ -15,10 +15,13 @@ aborted with a message.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
+import signal
 import sys
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import EnvironmentProblem
@@ -76,6 +79,33 @@ class SyncTimeout(Exception):
     """Not every rank reached an agreement in time."""
 
 
+#: the signals that stop a run (Ctrl-C, the launcher's SIGTERM, a closed session)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[list[int]]:
+    """The stop signals noted, not raised, while a collective call runs: raised in the middle of it (as
+    KeyboardInterrupt, by the handler) they would lose its result on this rank and leave it out of step with the
+    others. Yields the signals that came."""
+    came: list[int] = []
+
+    def note(signum, frame) -> None:
+        came.append(signum)
+
+    held = {}
+    for sig in STOP_SIGNALS:
+        try:
+            held[sig] = signal.signal(sig, note)
+        except (ValueError, OSError):  # not the main thread, or not a signal here
+            pass
+    try:
+        yield came
+    finally:
+        for sig, handler in held.items():
+            signal.signal(sig, handler)
+
+
 @dataclass
 class World:
     """This process's place in the job, and the few collective steps a cluster run needs."""
@@ -86,6 +116,8 @@ class World:
     size: int
     launcher: str
     library: str
+    #: a stop signal came during the last collective call: the next agreement counts as interrupted
+    interrupt_pending: bool = field(default=False)
 
     @property
     def is_root(self) -> bool:
@@ -95,14 +127,16 @@ class World:
         """Every rank's ``status`` (in rank order), once all ranks got here.
 
         Ctrl-C while waiting is not lost: a rank that had nothing to report (None) reports
-        ``if_interrupted`` instead. Raises SyncTimeout when the others do not come.
+        ``if_interrupted`` instead. Ctrl-C during the exchange itself is held until it is over, then marks
+        ``interrupt_pending`` (the next agreement counts as interrupted). Raises SyncTimeout when the others do not
+        come.
         """
         limit = sync_timeout() if timeout is None else timeout
         if not self.is_root:
             limit += 5.0  # rank 0 gives up first, so it is the one that says what happened
+        interrupted, self.interrupt_pending = self.interrupt_pending, False
         req = self.comm.Ibarrier()
         deadline = time.monotonic() + limit
-        interrupted = False
         while True:
             try:
                 if req.Test():
@@ -117,7 +151,10 @@ class World:
                 interrupted = True
         if interrupted and status is None:
             status = if_interrupted
-        return self.comm.allgather(status)
+        with signals_held() as came:
+            said = self.comm.allgather(status)
+        self.interrupt_pending = bool(came)
+        return said
 
     def barrier(self) -> None:
         """A plain barrier: call only when every rank is known to be on its way (right after ``agree``)."""
