@@ -15,16 +15,14 @@ thread never touch MPI and never wait for it.
 
 from __future__ import annotations
 
-import contextlib
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import Layout
 from xferscope.cluster.records import RankRecord, RecordMaker, failure_record
-from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World
+from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World, interrupts_as_flag
 from xferscope.export import result_to_dict
 from xferscope.run.runner import Run
 
@@ -58,24 +56,6 @@ def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | 
         rec.error = rec.error or summary["error"]
         return rec
     return maker.make(snap, status=status, summary=summary)
-
-
-@contextlib.contextmanager
-def interrupts_as_flag() -> Iterator[threading.Event]:
-    """Ctrl-C, SIGTERM and SIGHUP set a flag instead of raising, so that no record is lost half-handled;
-    the loops look at the flag every tick."""
-    flag = threading.Event()
-    previous = {}
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: flag.set())
-        except (ValueError, OSError):  # not the main thread, or not settable here
-            pass
-    try:
-        yield flag
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 class Ticker:

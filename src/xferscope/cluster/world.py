@@ -19,6 +19,7 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -79,30 +80,22 @@ class SyncTimeout(Exception):
     """Not every rank reached an agreement in time."""
 
 
-#: the signals that stop a run (Ctrl-C, the launcher's SIGTERM, a closed session)
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 @contextlib.contextmanager
-def signals_held() -> Iterator[list[int]]:
-    """The stop signals noted, not raised, while a collective call runs: raised in the middle of it (as
-    KeyboardInterrupt, by the handler) they would lose its result on this rank and leave it out of step with the
-    others. Yields the signals that came."""
-    came: list[int] = []
-
-    def note(signum, frame) -> None:
-        came.append(signum)
-
-    held = {}
-    for sig in STOP_SIGNALS:
+def interrupts_as_flag() -> Iterator[threading.Event]:
+    """Ctrl-C, SIGTERM and SIGHUP set a flag instead of raising, so that nothing is lost half-handled: a record
+    in the timed region's loops (which look at the flag every tick), or the result of a collective call (raised in
+    the middle of it, KeyboardInterrupt would lose it on this rank and leave the rank out of step)."""
+    flag = threading.Event()
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         try:
-            held[sig] = signal.signal(sig, note)
-        except (ValueError, OSError):  # not the main thread, or not a signal here
+            previous[sig] = signal.signal(sig, lambda signum, frame: flag.set())
+        except (ValueError, OSError):  # not the main thread, or not settable here
             pass
     try:
-        yield came
+        yield flag
     finally:
-        for sig, handler in held.items():
+        for sig, handler in previous.items():
             signal.signal(sig, handler)
 
 
@@ -151,9 +144,9 @@ class World:
                 interrupted = True
         if interrupted and status is None:
             status = if_interrupted
-        with signals_held() as came:
+        with interrupts_as_flag() as came:
             said = self.comm.allgather(status)
-        self.interrupt_pending = bool(came)
+        self.interrupt_pending = came.is_set()
         return said
 
     def barrier(self) -> None:
