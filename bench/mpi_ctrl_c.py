@@ -56,12 +56,14 @@ def one_job(i: int, a: argparse.Namespace, rows: list) -> None:
         "--scale", a.scale, "--checkpoints", "100", "--every", "0.2", "--path", a.path, "--dir", where, "--json", out,
     ]  # fmt: skip
     env = {**os.environ, "OMPI_MCA_odls_base_sigkill_timeout": str(a.kill_timeout)}
+    env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")  # some containers forbid cross-memory copies
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 180
         while not engines_written(proc, 2, a.after):
             if proc.poll() is not None or time.monotonic() > deadline:
-                rows.append((i, "the job ended or never wrote before the signal", None, None, None))
+                said = proc.communicate()[1] if proc.poll() is not None else ""
+                rows.append((i, f"ended before the signal: {said.strip()[-300:]}", None, None, None))
                 return
             time.sleep(0.05)
         t0 = time.monotonic()
