@@ -53,7 +53,7 @@ def one_job(i: int, a: argparse.Namespace, rows: list) -> None:
     out = os.path.join(where, "job.json")
     cmd = [
         *mpirun(2), sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", "llama3-8b", "--mpi",
-        "--scale", a.scale, "--checkpoints", "100", "--every", "0.2", "--path", a.path, "--dir", where, "--json", out,
+        "--scale", a.scale, "--checkpoints", str(a.checkpoints), "--every", "0.2", "--path", a.path, "--dir", where, "--json", out,
     ]  # fmt: skip
     env = {**os.environ, "OMPI_MCA_odls_base_sigkill_timeout": str(a.kill_timeout)}
     env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")  # some containers forbid cross-memory copies
@@ -63,7 +63,8 @@ def one_job(i: int, a: argparse.Namespace, rows: list) -> None:
         while not engines_written(proc, 2, a.after):
             if proc.poll() is not None or time.monotonic() > deadline:
                 said = proc.communicate()[1] if proc.poll() is not None else ""
-                rows.append((i, f"ended before the signal: {said.strip()[-300:]}", None, None, None))
+                line = next((x for x in said.splitlines() if x.startswith("xferscope:")), said.strip()[-300:])
+                rows.append((i, f"ended before the signal: {line}", None, None, None))
                 return
             time.sleep(0.05)
         t0 = time.monotonic()
@@ -95,6 +96,7 @@ def main() -> int:
     p.add_argument("--kill-timeout", type=float, default=1.0, help="Open MPI's odls_base_sigkill_timeout, seconds")
     p.add_argument("--path", default="bounce-async")
     p.add_argument("--scale", default="0.01")
+    p.add_argument("--checkpoints", type=int, default=40, help="more than are written before the signal")
     p.add_argument("--after", type=int, default=64 << 20, help="bytes each engine has written before Ctrl-C")
     a = p.parse_args()
     os.makedirs(a.dir, exist_ok=True)
