@@ -52,6 +52,7 @@ def test_four_ranks_save_and_restore_as_one_job(tmp_path, cli):
     # llama3-8b's 8 ranks, 2 a rank of the job, in turn
     assert [k["ranks"] for k in c["per_rank"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert [k["rank"] for k in r["ranks"]] == list(range(8)) and len(r["spec"]["ranks_here"]) == 8
+    assert "4 ranks of an MPI job on 1 host write ranks 0-7" in r["spec"]["derivation"][2]
     # each rank reads back the next one's files, across the job's ranks (7 reads 0's, written by rank 0 of the job)
     assert [k["restored_from"] for k in r["ranks"]] == [1, 2, 3, 4, 5, 6, 7, 0]
     [save], [restore] = r["saves"], r["restores"]
@@ -188,7 +189,7 @@ def _part(rank: int, host: str, seconds: list[float], status: str = "ok", error:
 
 def test_the_job_is_every_checkpoint_rank_together_with_hosts_and_the_slowest_named():
     parts = [_part(0, "a", [1.0, 2.0]), _part(1, "a", [1.5, 1.0]), _part(2, "b", [3.0, 1.0]), _part(3, "b", [1.0, 1.0])]
-    r = cluster_record(parts, JobFacts("mpirun (Open MPI)", "Open MPI v4"))
+    r = cluster_record(parts, JobFacts("mpirun (Open MPI)", "Open MPI v4"), ["how the bytes were found"])
     c = r.cluster
     assert r.status == "ok" and len(r.spec.ranks_here) == 8
     # each checkpoint's duration is the slowest checkpoint rank's, over every rank of the job
@@ -206,7 +207,7 @@ def test_the_job_is_every_checkpoint_rank_together_with_hosts_and_the_slowest_na
 def test_a_rank_that_measured_nothing_fails_the_job_and_the_others_are_kept():
     dead = _part(1, "a", [], "failed", "workload checkpoint's process died while running")
     parts = [_part(0, "a", [1.0, 2.0], "interrupted"), dead, _part(2, "b", [2.0], "interrupted")]
-    r = cluster_record(parts, JobFacts("srun", "MPICH"))
+    r = cluster_record(parts, JobFacts("srun", "MPICH"), [])
     assert r.status == "failed"
     assert r.error == "rank 1 on a: workload checkpoint's process died while running; ranks 0, 2 stopped with it"
     assert [k.status for k in r.cluster.per_rank] == ["interrupted", "failed", "interrupted"]

@@ -141,6 +141,5 @@ def session_entries(results: list, saved: list | None = None) -> list[Entry]:
         runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
     for label, r in saved or []:
         runs.setdefault(label, (r.spec.path, []))[1].append(r)
-        if hasattr(r, "host_rows"):  # an MPI job's hosts beside it (DLIO's summaries have none)
-            add_hosts(runs, label, r.spec.path, r.host_rows())
+        add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
     return entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)

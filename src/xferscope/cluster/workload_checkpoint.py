@@ -168,7 +168,9 @@ class CheckpointJobRanks:
             lambda record: record.status != "ok",
         )
         clear_line(self.live)
-        return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library))
+        hosts = len({place.host for place in ranks.layout.places})
+        derivation = session.plan.derivation(job=(ranks.layout.size, hosts))
+        return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library), derivation)
 
 
 def checkpoint_mpi(

@@ -75,23 +75,12 @@ def _status(parts: Sequence[RankPart]) -> tuple[str, str | None]:
     return job_status([(p.rank, p.host, p.record.status, p.record.error) for p in parts])
 
 
-def _job_plan(parts: Sequence[RankPart], warnings: list[str]) -> CheckpointPlanRecord:
+def _job_plan(parts: Sequence[RankPart], warnings: list[str], derivation: list[str]) -> CheckpointPlanRecord:
     """The plan of the whole job: every rank's checkpoint ranks, as one host with all of them would plan them."""
     first = parts[0].record.spec
-    ranks_here = [r for p in parts for r in p.record.spec.ranks_here]
-    held = f"ranks {ranks_here[0].rank}-{ranks_here[-1].rank}" if ranks_here else "no rank"
-    hosts = len({p.host for p in parts})
-    derivation = [
-        line
-        if "this rank of the MPI job writes" not in line
-        else line.split("; ")[0]
-        + f"; {len(parts)} ranks of an MPI job on {hosts} host{'s' * (hosts != 1)} write {held}"
-        for line in first.derivation
-        if not line.startswith("this host:") and not line.startswith("the ranks' states live")
-    ]
     return msgspec.structs.replace(
         first,
-        ranks_here=ranks_here,
+        ranks_here=[r for p in parts for r in p.record.spec.ranks_here],
         bytes_a_checkpoint_here=sum(p.record.spec.bytes_a_checkpoint_here for p in parts),
         derivation=derivation,
         warnings=warnings,
@@ -148,9 +137,9 @@ def _memory_warnings(hosts: list[CheckpointHostFigures]) -> list[str]:
     ]
 
 
-def cluster_record(parts: Sequence[RankPart], facts: JobFacts) -> CheckpointRecord:
+def cluster_record(parts: Sequence[RankPart], facts: JobFacts, derivation: list[str]) -> CheckpointRecord:
     """The job's record from every rank's (any order): every checkpoint rank's figures together, with each rank's
-    and each host's beside them."""
+    and each host's beside them; ``derivation``: how the job's bytes were found (``CheckpointPlan.derivation``)."""
     parts = sorted(parts, key=lambda p: p.rank)
     first = parts[0].record
     status, error = _status(parts)
@@ -171,7 +160,7 @@ def cluster_record(parts: Sequence[RankPart], facts: JobFacts) -> CheckpointReco
         first,
         status=status,
         error=error,
-        spec=_job_plan(parts, _memory_warnings(hosts)),
+        spec=_job_plan(parts, _memory_warnings(hosts), derivation),
         bytes_read=read,
         bytes_written=written,
         saves=saves,

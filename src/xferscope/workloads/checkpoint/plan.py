@@ -232,9 +232,13 @@ class CheckpointPlan:
             ]
         return []
 
-    def _whose(self) -> str:
-        """Which ranks this process writes."""
+    def _whose(self, job: tuple[int, int] | None) -> str:
+        """Which ranks this process writes (``job``: the MPI job's ranks and hosts, which write them all)."""
         first, last = self.ranks[0].rank, self.ranks[-1].rank
+        if job is not None:
+            ranks, hosts = job
+            world = min(SUBSET_RANKS, self.world) if self.spec.subset else self.world
+            return f"{ranks} ranks of an MPI job on {hosts} host{'s' * (hosts != 1)} write ranks 0-{world - 1}"
         if self.spec.part[1] > 1:
             index, parts = self.spec.part
             return f"this rank of the MPI job writes ranks {first}-{last} (part {index + 1} of {parts})"
@@ -242,8 +246,9 @@ class CheckpointPlan:
             f"ranks 0-{last} (--subset, MLPerf's subset mode)" if self.spec.subset else "every rank"
         )
 
-    def derivation(self) -> list[str]:
-        """How the bytes were found, a line each."""
+    def derivation(self, job: tuple[int, int] | None = None) -> list[str]:
+        """How the bytes were found, a line each; ``job`` (the ranks and hosts of an MPI job): the whole job's,
+        without what is this process's own (where its states live, its bytes and directory)."""
         s, m = self.spec, self.spec.model
         t, p = m.model, m.parallelism
         weights, optimizer = self.state_bytes()
@@ -253,7 +258,7 @@ class CheckpointPlan:
             f"(hidden {t.hidden}, ffn {t.ffn}, {t.heads} heads, {t.kv_heads} KV heads), final norm {t.hidden}",
             f"state: weights fp16 {format_bytes(weights)} (2 B a parameter) + optimizer fp32 "
             f"{format_bytes(optimizer)} (12 B: weights, momentum, variance) = {(weights + optimizer) / GIB:.1f} GiB",
-            f"ranks: {p.text()} = {p.ranks}; " + self._whose(),
+            f"ranks: {p.text()} = {p.ranks}; " + self._whose(job),
         ]
         all_ranks = sum(rank_files(r, m, s.layout, s.threads).size for r in range(p.ranks)) if p.ranks <= 4096 else 0
         if all_ranks:
@@ -267,6 +272,8 @@ class CheckpointPlan:
             )
         if s.scale < 1:
             lines.append(f"scaled to {s.scale:g} of each file: every figure of this run is of a scaled checkpoint")
+        if job is not None:
+            return lines
         if self.state_in:
             lines.append(f"the ranks' states live in {self.state_in}")
         lines.append(

@@ -58,6 +58,10 @@ class DlioCheckpoints:
     cpu_s_per_gib: float | None = None
     spec: _DlioPath = field(default_factory=_DlioPath)
 
+    def host_rows(self) -> list[tuple[str, float | None, float | None, float | None]]:
+        """DLIO's summary has no host's figures."""
+        return []
+
 
 def dlio_checkpoints(path: str, data: dict) -> DlioCheckpoints:
     metric = data["metric"]
@@ -98,8 +102,7 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
         for r in results:
             label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
             runs.setdefault(label, (r.spec.path, []))[1].append(r)
-            if isinstance(r, CheckpointRecord):
-                add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
+            add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
     ranked = entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
     records = [r for _, rs in runs.values() for r in rs if isinstance(r, CheckpointRecord)]
     return CheckpointComparison(rounds=0, entries=ranked, results=records)

@@ -27,7 +27,7 @@ QUIET_S = 0.5
 
 #: the processes of interrupted runs still closing (``close_interrupted_later``), each in a thread of its own
 _closing: list[threading.Thread] = []
-_defer_interrupted = [False]
+_defer_interrupted = False
 
 
 def close_interrupted_later() -> None:
@@ -35,7 +35,8 @@ def close_interrupted_later() -> None:
     (``join_closing`` waits for it): under MPI, Ctrl-C leaves the ranks only as long as the launcher gives them
     (Open MPI kills them a second later by default), and a process freeing GPU memory can take longer than that.
     A process whose parent is killed first closes by itself (``child_host``)."""
-    _defer_interrupted[0] = True
+    global _defer_interrupted
+    _defer_interrupted = True
 
 
 def join_closing(timeout_s: float = STOP_GRACE_S + 15.0) -> None:
@@ -96,7 +97,7 @@ class WorkloadChild:
             d.launch(self.target, env=env, log=log)
             out = self._drive(d, job, on_ready, on_meet)
             closing_s = STOP_GRACE_S
-            later = _defer_interrupted[0] and out.status == "interrupted"
+            later = _defer_interrupted and out.status == "interrupted"
             return out
         finally:
             if later:
