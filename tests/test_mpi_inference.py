@@ -17,7 +17,7 @@ import pytest
 from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
 
-SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--path", "host"]  # one shard of 733 MiB
+SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--dtype", "fp8", "--path", "host"]  # one shard of 367 MiB
 KV = ["--model", "llama3.2-1b", "--path", "host", "--prompt-tokens", "1024-4096", "--cache-chunks", "64"]
 
 
