@@ -50,3 +50,10 @@ def test_held_interrupts_set_a_flag_and_the_handlers_come_back():
         os.kill(os.getpid(), signal.SIGTERM)
     assert came.is_set()
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_ctrl_c_during_a_plain_exchange_counts_at_the_next_agreement():
+    world = _world(_SignalledComm(signal_during=True))
+    assert world.allgather("this rank's rows") == ["this rank's rows", "other rank"]
+    assert world.interrupt_pending
+    assert world.agree(None, "the next step", if_interrupted="interrupted") == ["interrupted", "other rank"]

@@ -112,7 +112,7 @@ def same_on_every_rank(
 ) -> None:
     """Every rank holds the same ``key(value)``, else every rank stops: rank 0 with ``differs(rank, host, theirs,
     rank 0's)`` naming the first that does not (exit ``code``), the others quietly."""
-    rows = world.comm.allgather((value, key(value), socket.gethostname()))
+    rows = world.allgather((value, key(value), socket.gethostname()))
     for rank, (theirs, their_key, host) in enumerate(rows):
         if their_key != rows[0][1]:
             if world.is_root:

@@ -95,29 +95,35 @@ class CheckpointJobRanks:
 
         self.ranks.step("the plan", planned)
         assert plan is not None and self.session is not None
-        self.ranks.step("the free space", lambda: self._check_space(plan))
+        try:
+            where: tuple[str, int] | None = (self.ranks.layout.mine.host, os.stat(plan.directory).st_dev)
+        except OSError:  # gone since the plan: said by the check below
+            where = None
+        rows = self.ranks.world.allgather((where, plan.here_bytes * plan.spec.checkpoints))
+        self.ranks.step("the free space", lambda: self._check_space(plan, where, rows))
         session = self.session
         self.ranks.step("the directories", session.open_dir)
         assert session.where is not None
-        world = self.ranks.world.comm.allgather((self.ranks.layout.mine.host, plan.ranks, session.where.path))
+        world = self.ranks.world.allgather((self.ranks.layout.mine.host, plan.ranks, session.where.path))
         self.ranks.step("what each rank reads back", lambda: self._find_sources(world))
 
-    def _check_space(self, plan: CheckpointPlan) -> None:
-        """The checkpoints of every rank on this host that writes to this filesystem, against its free space."""
-        st = os.stat(plan.directory)
-        mine = (self.ranks.layout.mine.host, st.st_dev)
-        need = plan.here_bytes * plan.spec.checkpoints
-        rows = self.ranks.world.comm.allgather((mine, need))
+    @staticmethod
+    def _check_space(
+        plan: CheckpointPlan, mine: tuple[str, int] | None, rows: list[tuple[tuple[str, int] | None, int]]
+    ) -> None:
+        """The checkpoints of every rank on this host that writes to this filesystem (``rows``: every rank's
+        host and filesystem, and its bytes), against its free space."""
+        free = shutil.disk_usage(plan.directory).free  # OSError for a directory gone since the plan
         together = sum(n for where, n in rows if where == mine)
-        free = shutil.disk_usage(plan.directory).free
         if together + DISK_MARGIN > free:
             sharing = sum(1 for where, _ in rows if where == mine)
+            host = mine[0] if mine else "this host"
             raise SpecError(
                 "scale" if plan.spec.scale < 1 else "dir",
-                f"the checkpoints of the {sharing} ranks writing to {plan.directory} on {mine[0]} "
+                f"the checkpoints of the {sharing} ranks writing to {plan.directory}'s filesystem on {host} "
                 f"({format_bytes(together)}) do not fit its free space ({format_bytes(free)}); "
                 f"--scale {max(0, free - DISK_MARGIN) / together * plan.spec.scale:.2g} fits, or fewer --checkpoints, "
-                "or a --dir of each rank's own ({rank})",
+                "or fewer ranks on the host",
             )
 
     def _find_sources(self, world: list[tuple[str, list[Rank], str]]) -> None:

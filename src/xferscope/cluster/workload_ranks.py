@@ -143,11 +143,11 @@ class WorkloadRanks:
         with the same ``directory`` that sees it whole (``adopt``) reads it; of the others, the first rank of each
         host and directory makes one (``make``) and the rest of them read that."""
         world = self.world
-        made = world.comm.bcast((made_here.root, made_here.direct, directory) if made_here else None, root=0)
+        made = world.bcast((made_here.root, made_here.direct, directory) if made_here else None)
         mine: D | None = made_here
         if not world.is_root and directory == made[2]:
             mine = adopt(made[0], made[1])
-        rows = world.comm.allgather((mine is not None, self.layout.mine.host, directory))
+        rows = world.allgather((mine is not None, self.layout.mine.host, directory))
         makers: dict[tuple[str, str | None], int] = {}  # the first rank of a host and directory without a set
         for rank, (has, host, where) in enumerate(rows):
             if not has:
@@ -160,7 +160,7 @@ class WorkloadRanks:
             mine = make()
 
         self.step("the data sets of the hosts", make_mine, here=maker == world.rank)
-        sets = world.comm.allgather((mine.root, mine.direct) if mine is not None and maker == world.rank else None)
+        sets = world.allgather((mine.root, mine.direct) if mine is not None and maker == world.rank else None)
 
         def read_makers() -> None:
             nonlocal mine

@@ -113,7 +113,7 @@ class TrainJob:
         rank, each step decided from the job's record, which every rank has."""
         spec, data = self.session.spec, self.session.data
         assert data is not None
-        fit = min(self.ranks.world.comm.allgather(most_that_fit(spec, data)))
+        fit = min(self.ranks.world.allgather(most_that_fit(spec, data)))
         upper = min(upper, len(data.samples) // spec.batch // self.ranks.layout.size, fit)
 
         stopped_runs: list[TrainResult] = []  # a run cut short: kept in the record, judged nothing

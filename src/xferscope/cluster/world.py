@@ -144,10 +144,22 @@ class World:
                 interrupted = True
         if interrupted and status is None:
             status = if_interrupted
+        return self.allgather(status)
+
+    def allgather(self, value: Any) -> list[Any]:
+        """Every rank's ``value``, in rank order (a collective call: every rank makes it), Ctrl-C held until it is
+        over and then pending (``interrupt_pending``: the next agreement counts as interrupted)."""
         with interrupts_as_flag() as came:
-            said = self.comm.allgather(status)
-        self.interrupt_pending = came.is_set()
+            said = self.comm.allgather(value)
+        self.interrupt_pending = self.interrupt_pending or came.is_set()
         return said
+
+    def bcast(self, value: Any) -> Any:
+        """Rank 0's ``value`` on every rank (a collective call), Ctrl-C held as by ``allgather``."""
+        with interrupts_as_flag() as came:
+            got = self.comm.bcast(value, root=0)
+        self.interrupt_pending = self.interrupt_pending or came.is_set()
+        return got
 
     def barrier(self) -> None:
         """A plain barrier: call only when every rank is known to be on its way (right after ``agree``)."""
