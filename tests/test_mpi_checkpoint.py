@@ -16,11 +16,12 @@ import pytest
 from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, no_files_left, one_line_from_two_commands, wait_for_engines, while_running
 
-from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
+from xferscope.workloads.checkpoint.checkpoint_cluster import RankPart, cluster_record
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, RankRead, RankWrite
 from xferscope.workloads.checkpoint.model import checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointSpec, plan_record
 from xferscope.workloads.checkpoint.session import CheckpointRecord, restores_of, saves_of
+from xferscope.workloads.common.job_ranks import JobFacts
 
 SCALE = "0.002"  # 26.8 MiB a rank of llama3-8b
 

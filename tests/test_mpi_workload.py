@@ -23,8 +23,9 @@ from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
 
 from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.data_files import SampleRef
+from xferscope.workloads.common.job_ranks import JobFacts
 from xferscope.workloads.train.accelerators import BatchPlan
-from xferscope.workloads.train.train_cluster import JobFacts, RankRun, cluster_result, lowest_host_au
+from xferscope.workloads.train.train_cluster import RankRun, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_record import AcceleratorRun, TrainResult
 from xferscope.workloads.train.train_spec import train_spec

@@ -148,13 +148,13 @@ async def test_a_saved_load_opens_beside_the_sessions_runs(tmp_path, no_gpu):
 
 
 async def test_a_saved_mpi_load_opens_as_its_job_and_a_row_a_host(tmp_path, no_gpu):
-    from xferscope.workloads.common.job_ranks import RankResult
+    from xferscope.workloads.common.job_ranks import JobFacts, RankResult
     from xferscope.workloads.common.records import encode
-    from xferscope.workloads.inference.load_cluster import LoadJobFacts, cluster_result
+    from xferscope.workloads.inference.load_cluster import cluster_result
 
     one = _a_load(tmp_path)
     ranks = [RankResult(i, host, one, 1 << 30, 2) for i, host in enumerate(["node-a", "node-b"])]
     saved = tmp_path / "job.json"
-    saved.write_bytes(encode(cluster_result(ranks, LoadJobFacts("mpirun", "Open MPI", "copy", True))))
+    saved.write_bytes(encode(cluster_result(ranks, JobFacts("mpirun", "Open MPI", True), "copy")))
     rows, text = await _open_saved(tmp_path, saved)
     assert rows == 3 and "job.json@node-a" in text and "job.json@node-b" in text

@@ -37,7 +37,7 @@ from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_ev
 from xferscope.errors import SpecError
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
-from xferscope.workloads.checkpoint.checkpoint_cluster import JobFacts, RankPart, cluster_record
+from xferscope.workloads.checkpoint.checkpoint_cluster import RankPart, cluster_record
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
@@ -174,9 +174,8 @@ class CheckpointJobRanks:
             lambda record: record.status != "ok",
         )
         clear_line(self.live)
-        hosts = len({place.host for place in ranks.layout.places})
-        derivation = session.plan.derivation(job=(ranks.layout.size, hosts))
-        return cluster_record(parts, JobFacts(ranks.world.launcher, ranks.world.library), derivation)
+        derivation = session.plan.derivation(job=(ranks.layout.size, len(ranks.layout.hosts)))
+        return cluster_record(parts, ranks.facts(), derivation)
 
 
 def checkpoint_mpi(

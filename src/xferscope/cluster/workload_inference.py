@@ -34,14 +34,10 @@ from xferscope.target import memory_total
 from xferscope.workloads.common.job_ranks import RankResult
 from xferscope.workloads.inference import kvcache_data, load_data
 from xferscope.workloads.inference.kvcache import KvSession
-from xferscope.workloads.inference.kvcache_cluster import KvJobFacts
 from xferscope.workloads.inference.kvcache_cluster import cluster_result as kv_cluster
-from xferscope.workloads.inference.kvcache_record import KvResult
 from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.load import LoadSession
-from xferscope.workloads.inference.load_cluster import LoadJobFacts
 from xferscope.workloads.inference.load_cluster import cluster_result as load_cluster
-from xferscope.workloads.inference.load_record import LoadResult
 from xferscope.workloads.inference.load_spec import LoadSpec
 
 R = TypeVar("R")
@@ -138,17 +134,13 @@ def load_job(ranks: WorkloadRanks, spec: LoadSpec, gpu_text: str | None, share: 
     me = (ranks.layout.mine.rank, ranks.layout.size)
     session = LoadSession(_rank_spec(spec, ranks, gpu_text, me if share == "tp" else (0, 1)))
 
-    def merge(everyone: list[RankResult[LoadResult]]) -> LoadResult:
-        world = ranks.world
-        return load_cluster(everyone, LoadJobFacts(world.launcher, world.library, share, ranks.data_per_host))
-
     return InferenceJob(
         ranks,
         session,
         given=spec.files is not None,
         placed=lambda data: setattr(session, "shards", data),
         adopt=lambda root, direct: load_data.adopt(session.spec, root, direct),
-        merge=merge,
+        merge=lambda everyone: load_cluster(everyone, ranks.facts(), share),
         live=live,
     )
 
@@ -156,17 +148,13 @@ def load_job(ranks: WorkloadRanks, spec: LoadSpec, gpu_text: str | None, share: 
 def kvcache_job(ranks: WorkloadRanks, spec: KvSpec, gpu_text: str | None, live: bool) -> InferenceJob:
     session = KvSession(_rank_spec(spec, ranks, gpu_text, (ranks.layout.mine.rank, ranks.layout.size)))
 
-    def merge(everyone: list[RankResult[KvResult]]) -> KvResult:
-        world = ranks.world
-        return kv_cluster(everyone, KvJobFacts(world.launcher, world.library, ranks.data_per_host))
-
     return InferenceJob(
         ranks,
         session,
         given=spec.cache is not None,
         placed=lambda data: setattr(session, "cache", data),
         adopt=lambda root, direct: kvcache_data.adopt(session.spec, root, direct),
-        merge=merge,
+        merge=lambda everyone: kv_cluster(everyone, ranks.facts()),
         live=live,
     )
 

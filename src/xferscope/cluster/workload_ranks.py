@@ -26,6 +26,7 @@ from xferscope.cluster.session import (
 )
 from xferscope.cluster.world import World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
+from xferscope.workloads.common.job_ranks import JobFacts
 from xferscope.workloads.common.process_run import close_interrupted_later, join_closing
 
 S = TypeVar("S")
@@ -118,6 +119,10 @@ class WorkloadRanks:
     @property
     def is_root(self) -> bool:
         return self.world.is_root
+
+    def facts(self) -> JobFacts:
+        """How this job runs, for its record."""
+        return JobFacts(self.world.launcher, self.world.library, self.data_per_host)
 
     def agree(self, vote, what: str) -> None:
         agree_or_raise(self.world, vote, what, cleanup=self.cleanup)

@@ -35,7 +35,7 @@ from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
 from xferscope.workloads.train.train import TrainSession, find_max_record, most_that_fit
-from xferscope.workloads.train.train_cluster import JobFacts, RankRun, cluster_result, lowest_host_au
+from xferscope.workloads.train.train_cluster import RankRun, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
 
@@ -105,8 +105,7 @@ class TrainJob:
             mine,
             lambda got: got[0].status != "ok",
         )
-        facts = JobFacts(ranks.world.launcher, ranks.world.library, ranks.data_per_host)
-        return cluster_result(self.session.spec, everyone, facts)
+        return cluster_result(self.session.spec, everyone, ranks.facts())
 
     def find_max(self, upper: int) -> FindMaxResult:
         """The most accelerators a rank that keep the AU threshold on every host: the same search on every

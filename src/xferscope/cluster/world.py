@@ -119,32 +119,31 @@ class World:
     def agree(self, status: Any, what: str, *, if_interrupted: Any = None, timeout: float | None = None) -> list[Any]:
         """Every rank's ``status`` (in rank order), once all ranks got here.
 
-        Ctrl-C while waiting is not lost: a rank that had nothing to report (None) reports
-        ``if_interrupted`` instead. Ctrl-C during the exchange itself is held until it is over, then marks
-        ``interrupt_pending`` (the next agreement counts as interrupted). Raises SyncTimeout when the others do not
-        come.
+        Ctrl-C is never raised here, where it could leave this rank out of step with the others: while waiting
+        it is noted, and a rank that had nothing to report (None) reports ``if_interrupted`` instead; during the
+        exchange itself it marks ``interrupt_pending`` (the next agreement counts as interrupted). Raises
+        SyncTimeout when the others do not come.
         """
         limit = sync_timeout() if timeout is None else timeout
         if not self.is_root:
             limit += 5.0  # rank 0 gives up first, so it is the one that says what happened
-        interrupted, self.interrupt_pending = self.interrupt_pending, False
-        req = self.comm.Ibarrier()
-        deadline = time.monotonic() + limit
-        while True:
-            try:
-                if req.Test():
-                    break
+        pending, self.interrupt_pending = self.interrupt_pending, False
+        with interrupts_as_flag() as came:
+            req = self.comm.Ibarrier()
+            deadline = time.monotonic() + limit
+            while not req.Test():
                 if time.monotonic() > deadline:
                     raise SyncTimeout(
                         f"not every rank reached {what} within {limit:.0f} s "
                         "(a rank is stuck, or XFERSCOPE_MPI_TIMEOUT is too short)"
                     )
                 time.sleep(POLL_S)
-            except KeyboardInterrupt:
-                interrupted = True
-        if interrupted and status is None:
-            status = if_interrupted
-        return self.allgather(status)
+            if (pending or came.is_set()) and status is None:
+                status = if_interrupted
+            came.clear()
+            said = self.comm.allgather(status)
+        self.interrupt_pending = came.is_set()
+        return said
 
     def allgather(self, value: Any) -> list[Any]:
         """Every rank's ``value``, in rank order (a collective call: every rank makes it), Ctrl-C held until it is

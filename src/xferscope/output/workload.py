@@ -10,7 +10,7 @@ from typing import Any
 import typer
 
 from xferscope.errors import ExitCode, SpecError
-from xferscope.output.cells import ms, num, pct, table_csv
+from xferscope.output.cells import job_line, ms, num, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
@@ -88,12 +88,8 @@ def cluster_lines(r: TrainResult) -> list[Any]:
     rule where it is not met."""
     c = r.cluster
     assert c is not None
-    hosts = len(c.hosts)
-    lines: list[Any] = [
-        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}); "
-        f"the data set {'once per host' if c.data_per_host else 'once for all'}"
-        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
-    ]
+    how = f"; the data set {'once per host' if c.data_per_host else 'once for all'}"
+    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
     headers = ("host", "ranks", "acc", "AU", "pass", "samples/s", "MB/s", "wait p99", "RAM", "CPUs")
     rows = [
         (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from xferscope.output.cells import job_line
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.workload_inference import comparison_lines as ranked_lines
 from xferscope.records import json_text
@@ -179,12 +180,8 @@ def cluster_lines(record: CheckpointRecord) -> list:
     host named."""
     c = record.cluster
     assert c is not None
-    hosts = len(c.hosts)
-    lines: list = [
-        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), "
-        "each save and restore begun together"
-        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
-    ]
+    how = ", each save and restore begun together"
+    lines: list = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
     rows = [
         (
             h.host,

@@ -11,7 +11,7 @@ import msgspec
 import typer
 
 from xferscope.errors import ExitCode
-from xferscope.output.cells import ms, num, secs, table_csv
+from xferscope.output.cells import job_line, ms, num, secs, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
@@ -73,12 +73,9 @@ def kv_cluster_lines(r: KvResult) -> list[Any]:
     """An MPI job's hosts and ranks, each as it measured itself, the host of the highest p99 named."""
     c = r.cluster
     assert c is not None
-    hosts = len(c.hosts)
-    lines: list[Any] = [
-        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), the "
-        f"requests spread over them, the runs begun together; the cache {'once per host' if c.data_per_host else 'once for all'}"
-        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
-    ]
+    made = "once per host" if c.data_per_host else "once for all"
+    how = f", the requests spread over them, the runs begun together; the cache {made}"
+    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
     rows = [
         (
             h.host,
@@ -189,13 +186,10 @@ def load_cluster_lines(r: LoadResult) -> list[Any]:
     """An MPI job's hosts and ranks, each as it measured itself, the slowest host named."""
     c = r.cluster
     assert c is not None
-    hosts = len(c.hosts)
     share = "each rank its own copy" if c.share == "copy" else "each rank its tensor-parallel share"
-    lines: list[Any] = [
-        f"  {c.ranks} rank{'s' * (c.ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({c.launcher}, {c.mpi}), "
-        f"{share}, the loads begun together; the shards {'once per host' if c.data_per_host else 'once for all'}"
-        + (f"; slowest host {c.slowest_host}" if c.slowest_host and hosts > 1 else "")
-    ]
+    made = "once per host" if c.data_per_host else "once for all"
+    how = f", {share}, the loads begun together; the shards {made}"
+    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
     rows = [
         (
             h.host,

@@ -26,7 +26,7 @@ from xferscope.workloads.checkpoint.cluster_figures import (
 )
 from xferscope.workloads.checkpoint.plan import MEMORY_FACTOR, CheckpointPlanRecord
 from xferscope.workloads.checkpoint.session import CheckpointRecord, Phase, restores_of, saves_of
-from xferscope.workloads.common.job_ranks import by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, by_host, job_status, process_totals
 
 
 class RankPart(NamedTuple):
@@ -38,11 +38,6 @@ class RankPart(NamedTuple):
     end: CheckpointEnd
     memory_bytes: int | None  # its host's RAM
     cpus: int  # its host's CPUs
-
-
-class JobFacts(NamedTuple):
-    launcher: str
-    mpi: str
 
 
 def _median(values: list[float]) -> float | None:

@@ -63,14 +63,11 @@ class CheckpointJob:
     on_gpu: bool = False  # the states in GPU memory (else in host memory)
     staged: bool = False  # an asynchronous save: the states copied (the GPUs blocked), then written from the copy
     every: float = 0.0  # seconds of training between two checkpoints
-    #: bytes a restore buffer holds: any file set this process reads back (the world's largest rank, under MPI)
-    restore_bytes: int = 0
     meets: bool = False  # under MPI: each save and restore begins at a meeting of every rank
     #: each rank's writer and the directory it wrote in (under MPI); empty: the rank ``rank_shift`` after it here
     sources: tuple[tuple[Rank, str], ...] = ()
-    #: DCP's index this process writes (the world's, under MPI: by the process of rank 0); None: of its ranks
+    #: DCP's index, written by the process that holds rank 0: the world's under MPI; None: of this process's ranks
     index: bytes | None = None
-    writes_index: bool = True
 
     def gpu_of(self, i: int) -> int:
         """The GPU the ``i``-th rank's state lives on (round-robin)."""
@@ -287,7 +284,7 @@ class CheckpointSetup:
 
             self.resources = gpu_setup.GpuResources()
         res = self.resources
-        capacity = max(job.restore_bytes, restore_capacity(job.ranks + [w for w, _ in job.sources]))
+        capacity = restore_capacity(job.ranks + [w for w, _ in job.sources])  # any file set it reads back
         for i, r in enumerate(job.ranks):
             gpu = job.gpu_of(i) if job.on_gpu else None
             state = self._buffer(gpu, aligned(max(1, r.size)))
@@ -368,7 +365,9 @@ class CheckpointSetup:
         writes = [
             joined([w for (i, _), w in zip(threads, parts) if i == j], blocked[j], staged_s) for j in range(len(ranks))
         ]
-        metadata = self._metadata(directory) if job.layout == "dcp" and job.writes_index and not stop.is_set() else None
+        metadata = (
+            self._metadata(directory) if job.layout == "dcp" and job.ranks[0].rank == 0 and not stop.is_set() else None
+        )
         return writes, metadata
 
     def _tick_while(self, done: threading.Event, tick: Callable[[], None]) -> None:

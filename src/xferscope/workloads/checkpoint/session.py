@@ -231,11 +231,9 @@ class CheckpointSession:
                 on_gpu=plan.state_on_gpu,
                 staged=s.pinned_copies,
                 every=options.every,
-                restore_bytes=plan.restore_bytes,
                 meets=on_meet is not None,
                 sources=sources,
                 index=index,
-                writes_index=plan.ranks[0].rank == 0,
             )
             self._child = WorkloadChild(serve, "workload checkpoint", s.path)
             if self.stopped:  # stopped before its process started: it starts and ends at once

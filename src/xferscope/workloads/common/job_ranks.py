@@ -5,12 +5,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from xferscope.workloads.common.records import WorkloadResult
 
 P = TypeVar("P")
 R = TypeVar("R")
+
+
+class JobFacts(NamedTuple):
+    """How an MPI job ran: its launcher, its MPI library, and whether each host made a data set of its own."""
+
+    launcher: str
+    mpi: str
+    data_per_host: bool = False
 
 
 @dataclass(frozen=True)

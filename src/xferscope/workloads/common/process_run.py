@@ -132,9 +132,13 @@ class WorkloadChild:
             except RunFailed:  # gone: the death is read below
                 break
             if isinstance(other, Meet):
-                if on_meet is None or on_meet(other.what):
-                    d.send(Go())
-                else:
+                try:
+                    if on_meet is None or on_meet(other.what):
+                        d.send(Go())
+                    else:
+                        self.stop()
+                except KeyboardInterrupt:  # this rank stops; its next agreement tells the others
+                    out.status = "interrupted"
                     self.stop()
                 continue
             if other is not None:  # a message a running workload does not send: the run cannot be read further

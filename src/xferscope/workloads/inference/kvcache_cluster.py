@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import msgspec
 
 from xferscope.workloads.common.au import percentile
-from xferscope.workloads.common.job_ranks import RankResult, by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, by_host, job_status, process_totals
 from xferscope.workloads.common.records import num
 from xferscope.workloads.inference.kvcache_record import (
     GpuFigures,
@@ -25,12 +24,6 @@ from xferscope.workloads.inference.kvcache_record import (
     KvResult,
     median_break_even,
 )
-
-
-class KvJobFacts(NamedTuple):
-    launcher: str
-    mpi: str
-    data_per_host: bool
 
 
 def _times(results: Sequence[KvResult]) -> list[float]:
@@ -82,7 +75,7 @@ def _host_figures(host: str, ranks: Sequence[RankResult[KvResult]]) -> KvHostFig
     )
 
 
-def cluster_result(ranks: Sequence[RankResult[KvResult]], facts: KvJobFacts) -> KvResult:
+def cluster_result(ranks: Sequence[RankResult[KvResult]], facts: JobFacts) -> KvResult:
     """The job's record from every rank's (any order): every request together, each rank and host beside it."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     results = [r.result for r in ranks]

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import RankResult, by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, by_host, job_status, process_totals
 from xferscope.workloads.inference.load_record import (
     GpuLoad,
     LoadCluster,
@@ -25,13 +24,6 @@ from xferscope.workloads.inference.load_record import (
     ShardLoad,
     Verified,
 )
-
-
-class LoadJobFacts(NamedTuple):
-    launcher: str
-    mpi: str
-    share: str  # copy or tp
-    data_per_host: bool
 
 
 def _slowest(results: Sequence[LoadResult]) -> float | None:
@@ -114,7 +106,7 @@ def _host_figures(host: str, ranks: Sequence[RankResult[LoadResult]]) -> LoadHos
     )
 
 
-def cluster_result(ranks: Sequence[RankResult[LoadResult]], facts: LoadJobFacts) -> LoadResult:
+def cluster_result(ranks: Sequence[RankResult[LoadResult]], facts: JobFacts, share: str) -> LoadResult:
     """The job's record from every rank's (any order): the loads together, each rank and host beside them."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     results = [r.result for r in ranks]
@@ -133,7 +125,7 @@ def cluster_result(ranks: Sequence[RankResult[LoadResult]], facts: LoadJobFacts)
         ranks=len(ranks),
         launcher=facts.launcher,
         mpi=facts.mpi,
-        share=facts.share,
+        share=share,
         per_rank=[_rank_figures(r) for r in ranks],
         hosts=hosts,
         slowest_host=max(known, key=lambda h: h.load_s or math.inf).host if known else None,

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import by_host, job_status
+from xferscope.workloads.common.job_ranks import JobFacts, by_host, job_status
 from xferscope.workloads.train.train_record import (
     AcceleratorRun,
     ClusterFigures,
@@ -39,12 +39,6 @@ class RankRun(NamedTuple):
     runs: list[AcceleratorRun]
     memory_bytes: int | None  # its host's RAM
     cpus: int  # its host's CPUs
-
-
-class JobFacts(NamedTuple):
-    launcher: str
-    mpi: str
-    data_per_host: bool
 
 
 def job_spec(spec: TrainSpec, accelerators: int) -> TrainSpec:
