@@ -69,3 +69,19 @@ def test_the_io_core_stub_names_exactly_what_the_extension_exports():
     stubbed |= {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
     exported = {name for name in dir(_iocore) if not name.startswith("_")}
     assert stubbed == exported, (sorted(stubbed - exported), sorted(exported - stubbed))
+
+
+#: the most string-keyed dicts of anything the package may hold (what a record, message or call carries is typed)
+MOST_UNTYPED_DICTS = 60
+
+
+def test_string_keyed_dicts_of_anything_stay_few():
+    if not (ROOT / "src" / "xferscope").is_dir():
+        pytest.skip(f"the sources are not at {ROOT / 'src'}")
+    found = [
+        f"{path.relative_to(ROOT)}:{n}"
+        for path in sorted((ROOT / "src").rglob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), start=1)
+        if "dict[str, Any]" in line
+    ]
+    assert len(found) <= MOST_UNTYPED_DICTS, f"{len(found)} dict[str, Any]:\n" + "\n".join(found)

@@ -19,6 +19,7 @@ import msgspec
 
 from xferscope.errors import RunFailed
 from xferscope.isolation import WireError, error_to_wire
+from xferscope.records import WorkloadEnvironment
 
 
 class Start(msgspec.Struct, frozen=True):
@@ -37,7 +38,7 @@ class Ready(msgspec.Struct, frozen=True):
     """Set up, outside the timed region: what the run is (labels) and where it runs (environment)."""
 
     labels: list[str]
-    environment: dict[str, Any]
+    environment: WorkloadEnvironment
 
 
 class Failed(msgspec.Struct, frozen=True):

@@ -69,6 +69,127 @@ class Record(msgspec.Struct, kw_only=True):
     ] = 0
 
 
+class GpuEntry(TypedDict, total=False):
+    """A GPU a run used: its index, name, and the host<->GPU link ceiling measured this boot."""
+
+    index: int
+    name: str
+    link_ceiling_h2d_gb_s: float
+    link_ceiling_d2h_gb_s: float
+
+
+class EngineEnvironment(TypedDict, total=False):
+    """What an engine knows about the path it measured: its I/O engine and request shape, where its buffers
+    were, CUDA's and cuFile's versions and modes, the GPUs, and the choices the bounce paths made."""
+
+    io_engine: str
+    direct_io: bool
+    io_mode: str
+    queue_depth: int
+    split: int
+    sub_requests_in_flight_per_worker: int
+    host_buffers: str
+    host_buffers_huge: bool
+    cuda_driver: str | None
+    cuda_python: str | None
+    gpus: list[GpuEntry]
+    pinned_buffers_placed_on: str
+    pinned_buffers: str
+    pinned_buffers_fallback: str
+    pinned_buffers_per_worker: int
+    blocks_per_copy: int
+    read_buffers_per_worker: list[int]
+    reads_on_one_buffer: list[bool]
+    trial_us_a_block: list[dict[str, float | None]]
+    cufile_version: str | None
+    cufile_library: str | None
+    cufile_mode: str
+    cufile_mode_reason: str
+    page_cache_probe: dict[str, bool | None]
+
+
+class RankRow(TypedDict, total=False):
+    """One rank of a run over several hosts, as it measured itself (``RunEnvironment["cluster"]["per_rank"]``)."""
+
+    rank: int
+    host: str
+    local_rank: int
+    status: str
+    error: str | None
+    bytes: int
+    ops: int
+    seconds: float
+    throughput_mib_s: float
+    first_done_s: float | None
+    workers: int | None
+    gpus: list[int] | None
+    cpus: list[int] | None
+    target: str | None
+    latency_histogram_ns: dict[str, int]
+
+
+class ClusterFacts(TypedDict, total=False):
+    """What a run over several hosts (``--mpi``) adds to its environment: its scope ("all", or one "host"), the
+    launcher and MPI library, its ranks and hosts, workers, the slowest host and a row per rank."""
+
+    scope: str
+    launcher: str | None
+    mpi: str | None
+    ranks: int
+    hosts: list[str]
+    workers_per_rank: int
+    workers_total: int
+    slowest_host: str | None
+    per_rank: list[RankRow]
+
+
+class RunEnvironment(EngineEnvironment, total=False):
+    """Where a run ran: the host and its software, the target's filesystem, what the engine knows of its path, a
+    run over several hosts' cluster, and for an imported run the tool, its command and its own words."""
+
+    host: str
+    kernel: str
+    os: str
+    python: str
+    cpu_count: int | None
+    cpu_model: str | None
+    xferscope: str
+    target: str
+    filesystem: str
+    mountpoint: str
+    device: str
+    logical_block_size: int
+    dataset_bytes: int
+    source: str
+    resident_before: float | None
+    resident_after: float | None
+    cluster: ClusterFacts
+    imported_from: str
+    command: str
+    fio_version: str | None
+    jobname: str | None
+    fio_options: dict[str, str]
+    time: str | None
+    elbencho_version: str
+    iso_date: str
+    path_type: str
+    gdsio_line: str
+    gdsio_throughput_gib_s: float
+
+
+class WorkloadEnvironment(EngineEnvironment, total=False):
+    """What a workload's engine process knows about its run: the engine's keys (the GPUs, CUDA's versions), the
+    workload's own (its batch buffers, a checkpoint's layout and request size, where checkpoints were kept) and,
+    where the process died, its last lines."""
+
+    batch_buffer_bytes: int
+    batch_buffers_per_accelerator: int
+    checkpoint_layout: str
+    request_bytes: int
+    kept_in: str
+    engine_last_words: list[str]
+
+
 # ------------------------------------------------------------------------- run
 
 
@@ -171,9 +292,9 @@ class Run(Record, kw_only=True):
     first_done: DonePoint | None = None
     last_done: DonePoint | None = None
     per_worker: list[Worker] = []
-    per_gpu: dict[str, dict[str, Any]] = {}
+    per_gpu: dict[str, dict[str, float]] = {}
     labels: list[str] = []
-    environment: dict[str, Any] = {}
+    environment: RunEnvironment = {}
     spec: dict[str, Any] = {}
     fixed_cost_s: dict[str, float] | None = None
     latency_histogram_ns: dict[str, int] | None = None
@@ -269,6 +390,49 @@ class Comparison(Record, kw_only=True):
 # ------------------------------------------------------------------------ sweep
 
 
+class MemRow(TypedDict, total=False):
+    """A memory sweep point's row: one traffic, stride and delay (and where it measured: the chase's locality, the
+    curve's working set, the matrix cell) with statistics of each figure over the repetitions."""
+
+    traffic: str | None
+    stride: int | None
+    delay: int | None
+    backend: str | None
+    locality: str | None
+    size_bytes: int | None
+    cpu_node: int | None
+    mem_node: int | None
+    latency_ns: dict[str, float]
+    bandwidth_mb_s: dict[str, float]
+    read_mb_s: dict[str, float]
+    write_mb_s: dict[str, float]
+
+
+class PointIdentity(TypedDict, total=False):
+    """What a sweep's point measures, the key of its resume and of ``--against``: an I/O point's path, pattern,
+    request shape, GPUs and buffers (in the order of ``profiles.fields.IO_IDENTITY``); a memory point's mode,
+    traffic, strides, backend, locality and pages."""
+
+    path: str
+    io: str
+    block_size: int
+    workers: int
+    iodepth: int
+    rwmix: int
+    gpus: list[int]
+    buffered: bool
+    source: str
+    register_buffers: bool
+    huge_pages: bool
+    split: int | None
+    mode: str
+    traffic: list[str]
+    stride: list[int]
+    backend: str
+    locality: str | None
+    pages: str | None
+
+
 class SweepPoint(msgspec.Struct, kw_only=True):
     """One point of a profile's grid: its parameters, every repetition, and their statistics."""
 
@@ -278,12 +442,12 @@ class SweepPoint(msgspec.Struct, kw_only=True):
     status: str = ""
     reason: str | None = None
     params: dict[str, Any] = {}
-    identity: dict[str, Any] = {}
+    identity: PointIdentity = {}
     repetitions_done: int = 0
     #: an I/O sweep's statistics over the repetitions
     stats: dict[str, Any] | UnsetType = UNSET
     #: a memory sweep's rows
-    rows: list[dict[str, Any]] | UnsetType = UNSET
+    rows: list[MemRow] | UnsetType = UNSET
     repetitions: list[dict[str, Any]] = []
 
 
@@ -295,7 +459,7 @@ class Sweep(Record, kw_only=True):
     kind: str = "io"
     created: str | None = None
     updated: str | None = None
-    environment: dict[str, Any] = {}
+    environment: SweepEnvironment = {}
     points: list[SweepPoint]
     #: an I/O sweep's median repetition of each point
     results: list[Run] | UnsetType = UNSET
@@ -414,7 +578,7 @@ class Saturation(Record, kw_only=True):
     stopped: str | None = None
     storage_source: str | None = None
     storage: dict[str, list[Any]] | None = None
-    environment: dict[str, Any] = {}
+    environment: RunEnvironment = {}
     series: list[SaturationSeries]
     results: list[Run] = []
 
@@ -476,6 +640,52 @@ class NumaMatrix(TypedDict, total=False):
     bandwidth_mb_s: list[list[float | None]]
 
 
+class NumaNodeFacts(TypedDict):
+    """A NUMA node as a memory sweep found it: its number, its CPUs (a list as ``0-3,8``) and whether it holds
+    memory."""
+
+    node: int
+    cpus: str
+    memory: bool
+
+
+class MemEnvironment(TypedDict, total=False):
+    """Where a memory sweep ran: the CPU and its caches, the pages, CPUs and buffers the plan chose, its timing
+    windows and delay calibration; for Intel MLC, mlc's path, commands, version and buffer line."""
+
+    cpu_model: str | None
+    cpus_allowed: str
+    kernel: str
+    llc_bytes: int | None
+    caches: list[CacheSize]
+    thp_mode: str | None
+    pages: str | None
+    locality: str | None
+    latency_cpu: int | None
+    load_cpus: str
+    load_threads: int
+    chase_bytes: int
+    load_bytes_per_buffer: int
+    buffers_per_load_thread: int
+    warmup_s: float
+    window_s: float
+    windows: int
+    ns_per_delay_iter: float
+    numa_nodes: list[NumaNodeFacts]
+    sysfs: str
+    curve_sizes: list[int]
+    source: str
+    mlc_path: str
+    mlc_commands: list[str]
+    mlc_command_line: str
+    mlc_version: str
+    mlc_buffer: str
+
+
+class SweepEnvironment(RunEnvironment, MemEnvironment, total=False):
+    """A sweep's environment: an I/O sweep's is its runs', a memory sweep's is its sweep's."""
+
+
 class MemSweep(Record, kw_only=True):
     """`mem --json` (and `import mlc --json`): latency against bandwidth per delay, or a mode's table."""
 
@@ -496,7 +706,7 @@ class MemSweep(Record, kw_only=True):
     warnings: list[str] = []
     source: str | None = None
     spec: dict[str, Any] | None = None
-    environment: dict[str, Any] = {}
+    environment: MemEnvironment = {}
     points: list[MemPoint]
 
 

@@ -9,7 +9,7 @@ size when it varies (else the numeric field with the most values, else the first
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
-def _identity(spec: RunSpec) -> dict[str, Any]:
+def _identity(spec: RunSpec) -> dict[str, object]:
     return {k: _hashable(v) for k, v in point_identity(spec).items()}
 
 
@@ -55,7 +55,7 @@ class PointStats:
     """One grid point: its varying values, how many repetitions ran, and their statistics."""
 
     index: int  # 1-based, in run order
-    values: dict[str, Any]  # the varying fields' values
+    values: dict[str, object]  # the varying fields' values
     label: str
     planned: int  # repetitions asked for
     done: int  # repetitions that finished ("ok")
@@ -107,7 +107,7 @@ class GridRun:
         """Two varying numeric fields read best as a heatmap; anything else as lines."""
         return len(self.axes) == 2 and all(a in NUMERIC_AXES or a == "rwmix" for a in self.axes)
 
-    def _series_key(self, identity: dict[str, Any]) -> tuple:
+    def _series_key(self, identity: Mapping[str, object]) -> tuple:
         return tuple(identity[a] for a in self.series_axes)
 
     def series_label(self, key: tuple) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from xferscope.cluster.layout import Layout, RankPlace
 from xferscope.cluster.records import RankRecord
 from xferscope.engines.base import Sample
+from xferscope.records import Run as RunRecord
 from xferscope.run.local_run import _latency
 from xferscope.stats import Histogram
 
@@ -56,7 +57,7 @@ class RankState:
     cpu: tuple[float, float, float, float] | None = None
     cores: tuple[float, ...] = ()
     gpu: tuple[dict, ...] = ()
-    summary: dict | None = None  # the rank's own result, from its final record
+    summary: RunRecord | None = None  # the rank's own result, from its final record
     final: bool = False
     lost: bool = False
     last_seen: float = 0.0

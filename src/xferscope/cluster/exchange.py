@@ -23,20 +23,21 @@ from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import Layout
 from xferscope.cluster.records import RankRecord, RecordMaker, failure_record
 from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World, interrupts_as_flag
-from xferscope.export import result_to_dict
+from xferscope.export import result_to_record
+from xferscope.records import Run as RunRecord
 from xferscope.run.runner import Run
 
 #: after a stop was requested, how long rank 0 still waits for the ranks' final records
 STOP_WAIT_S = 15.0
 
 
-def rank_summary(run: Run) -> tuple[str, dict | None]:
-    """(status, result summary) of a rank whose run has ended: its own figures, sent once."""
+def rank_summary(run: Run) -> tuple[str, RunRecord | None, str | None]:
+    """(status, its own result's record, why it could not be finished) of a rank whose run has ended: sent once."""
     try:
         result = run.finish()
     except Exception as exc:
-        return "failed", {"error": str(exc)}
-    return result.status, result_to_dict(result)
+        return "failed", None, str(exc)
+    return result.status, result_to_record(result), None
 
 
 def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | None) -> RankRecord:
@@ -50,10 +51,10 @@ def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | 
         return failure_record(maker.rank, f"cannot read the engine's counters: {exc}")
     if not finished:
         return maker.make(snap)
-    status, summary = rank_summary(run)
-    if summary is not None and "spec" not in summary:  # finish() failed
+    status, summary, error = rank_summary(run)
+    if summary is None:
         rec = maker.make(snap, status="failed")
-        rec.error = rec.error or summary["error"]
+        rec.error = rec.error or error
         return rec
     return maker.make(snap, status=status, summary=summary)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from xferscope.cluster.aggregate import LiveAggregate, RankState, first_done_time, host_system_cpu
 from xferscope.engines.base import DonePoint, RunResult, Sample, WorkerResult
-from xferscope.export import result_from_dict
+from xferscope.export import result_from_record
+from xferscope.records import ClusterFacts, RankRow, RunEnvironment
 from xferscope.run.local_run import _latency
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
@@ -26,14 +27,14 @@ from xferscope.stats import Histogram
 
 def rank_result(st: RankState) -> RunResult | None:
     """The rank's own result from its final record, when it sent one."""
-    return result_from_dict(st.summary, f"rank {st.rank}") if st.summary else None
+    return result_from_record(st.summary, f"rank {st.rank}") if st.summary else None
 
 
-def rank_row(st: RankState, own: RunResult | None) -> dict[str, Any]:
+def rank_row(st: RankState, own: RunResult | None) -> RankRow:
     """One rank as it measured itself (its own result, when its final record came), for per-rank tables."""
     seconds = own.seconds if own else st.t
     nbytes, ops = (own.bytes, own.ops) if own else (st.bytes, st.ops)
-    spec = (st.summary or {}).get("spec") or {}
+    spec = st.summary.spec if st.summary else {}
     hist = own.histogram if own and own.histogram is not None else st.hist_read + st.hist_write
     return {
         "rank": st.rank,
@@ -113,7 +114,7 @@ def _status(states: list[RankState]) -> tuple[str, str | None]:
 
 
 def merged_result(
-    template: RunSpec, states: list[RankState], samples: list[Sample], environment: dict[str, Any]
+    template: RunSpec, states: list[RankState], samples: list[Sample], environment: RunEnvironment
 ) -> RunResult:
     """One RunResult for a group of ranks (every rank, or one host's)."""
     owns = {st.rank: rank_result(st) for st in states}
@@ -208,7 +209,7 @@ def _host_list(hosts: list[str]) -> str:
     return ",".join(hosts) if len(hosts) <= 4 else f"{','.join(hosts[:3])},... ({len(hosts)} hosts)"
 
 
-def cluster_result(template: RunSpec, live: LiveAggregate, meta: dict[str, Any]) -> RunResult:
+def cluster_result(template: RunSpec, live: LiveAggregate, meta: ClusterFacts) -> RunResult:
     """The aggregate over every rank, with per-host results in ``hosts`` and the slowest host named."""
     owns = {st.rank: rank_result(st) for st in live.states}
     rows = [rank_row(st, owns[st.rank]) for st in live.states]

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from xferscope.engines.base import Sample, Snapshot
+from xferscope.records import Run as RunRecord
 from xferscope.stats import Histogram
 
 
@@ -62,7 +63,7 @@ class RankRecord(msgspec.Struct, kw_only=True):
     cores: tuple[float, ...]  # the host's per-core percent (one rank per host sends them)
     gpu: tuple[Any, ...]
     status: str  # running, ok, interrupted, failed
-    summary: dict[str, Any] | None = None  # the final record's: the rank's own result
+    summary: RunRecord | None = None  # the final record's: the rank's own result
 
 
 class RecordMaker:
@@ -80,7 +81,7 @@ class RecordMaker:
         if sample is not None:
             self.latest = sample
 
-    def make(self, snap: Snapshot, *, status: str = "running", summary: dict | None = None) -> RankRecord:
+    def make(self, snap: Snapshot, *, status: str = "running", summary: RunRecord | None = None) -> RankRecord:
         prev = self._prev
         now_sums, before = _sums(snap), _sums(prev)
         d = [a - b for a, b in zip(now_sums, before)]

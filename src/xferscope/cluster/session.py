@@ -27,6 +27,7 @@ from xferscope.cluster.records import RecordMaker
 from xferscope.cluster.world import SyncTimeout, World, open_world
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
+from xferscope.records import ClusterFacts
 from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
@@ -206,7 +207,8 @@ class ClusterRun:
         side.loop()
         return side
 
-    def meta(self) -> dict:
+    def meta(self) -> ClusterFacts:
+        """The job's launcher and MPI library, for the record's cluster facts."""
         return {"launcher": self.world.launcher, "mpi": self.world.library}
 
 

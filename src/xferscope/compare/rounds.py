@@ -11,7 +11,6 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from xferscope import records
 from xferscope.compare.verdict import (
@@ -27,6 +26,7 @@ from xferscope.compare.verdict import (
 from xferscope.engines.base import RunResult
 from xferscope.engines.host import SMALL_PAGE_BUFFERS
 from xferscope.errors import SpecError
+from xferscope.export import Cell
 from xferscope.spec import RunSpec
 
 #: the share of the files' pages that may stay cached after an eviction (pages another process holds mapped)
@@ -339,7 +339,7 @@ def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> floa
 ROUNDS_CSV_COLUMNS = ["round", "position", "compared_as", "ratio_to_baseline", "verdict"]
 
 
-def csv_rows(comp: Comparison) -> list[dict[str, Any]]:
+def csv_rows(comp: Comparison) -> list[dict[str, Cell]]:
     """One row per run that has a result, in the order they ran: where it ran (round, place), its paired
     ratio to the baseline in that round, its path's verdict, then the columns of ``export.SUMMARY_COLUMNS``."""
     from xferscope.export import summary_row

@@ -20,9 +20,9 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar
 
-from xferscope.records import GpuReading
+from xferscope.records import EngineEnvironment, GpuReading, RunEnvironment
 from xferscope.spec import RunSpec
 from xferscope.stats import Histogram
 
@@ -86,45 +86,6 @@ class Snapshot:
             done=raw["done"],
             error=raw["error"],
         )
-
-
-class GpuEntry(TypedDict, total=False):
-    """A GPU a run used: its index, name, and the host<->GPU link ceiling measured this boot."""
-
-    index: int
-    name: str
-    link_ceiling_h2d_gb_s: float
-    link_ceiling_d2h_gb_s: float
-
-
-class EngineEnvironment(TypedDict, total=False):
-    """What an engine knows about the path it measured: its I/O engine and request shape, where its buffers
-    were, CUDA's and cuFile's versions and modes, the GPUs, and the choices the bounce paths made."""
-
-    io_engine: str
-    direct_io: bool
-    io_mode: str
-    queue_depth: int
-    split: int
-    sub_requests_in_flight_per_worker: int
-    host_buffers: str
-    host_buffers_huge: bool
-    cuda_driver: str | None
-    cuda_python: str | None
-    gpus: list[GpuEntry]
-    pinned_buffers_placed_on: str
-    pinned_buffers: str
-    pinned_buffers_fallback: str
-    pinned_buffers_per_worker: int
-    blocks_per_copy: int
-    read_buffers_per_worker: list[int]
-    reads_on_one_buffer: list[bool]
-    trial_us_a_block: list[dict[str, float | None]]
-    cufile_version: str | None
-    cufile_library: str | None
-    cufile_mode: str
-    cufile_mode_reason: str
-    page_cache_probe: dict[str, bool | None]
 
 
 class Engine(ABC):
@@ -264,7 +225,7 @@ class RunResult:
     workers: list[WorkerResult]
     first_done: DonePoint | None
     last_done: DonePoint | None
-    environment: dict[str, Any]
+    environment: RunEnvironment
     labels: list[str]
     samples: list[Sample] = field(default_factory=list)
     error: str | None = None

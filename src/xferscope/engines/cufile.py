@@ -34,11 +34,12 @@ from typing import Any
 
 from xferscope import _iocore
 from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, page_cache
-from xferscope.engines.base import Engine, EngineEnvironment, Snapshot
+from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
 from xferscope.engines.native import GpuWorker, open_worker_files
 from xferscope.engines.recorder import Recorder
 from xferscope.errors import RunFailed, SpecError
+from xferscope.records import EngineEnvironment
 
 # cuFileStreamRegister flags: the size, file offset and buffer offset of each
 # operation are fixed once submitted, and page aligned.

@@ -18,9 +18,9 @@ import contextlib
 from collections.abc import Sequence
 
 from xferscope.engines import gpu_setup, host
-from xferscope.engines.base import EngineEnvironment, GpuEntry
 from xferscope.engines.native import GpuJob, GpuWorker, NativeEngine, numa_cpus
 from xferscope.errors import EnvironmentProblem
+from xferscope.records import EngineEnvironment, GpuEntry
 
 #: pinned buffers of a worker start at multiples of this within their allocation (O_DIRECT alignment)
 PINNED_ALIGN = 4096

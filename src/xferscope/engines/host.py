@@ -8,9 +8,9 @@ the output says which.
 from __future__ import annotations
 
 from xferscope import _iocore
-from xferscope.engines.base import EngineEnvironment
 from xferscope.engines.native import NativeEngine, NativeOptions, uring_status
 from xferscope.errors import EnvironmentProblem
+from xferscope.records import EngineEnvironment
 
 THP_SETTING = "/sys/kernel/mm/transparent_hugepage/enabled"
 #: the result's ``host_buffers``: which pages the buffers were on (" (default)" appended when not asked for)

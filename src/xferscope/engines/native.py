@@ -12,9 +12,10 @@ import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
-from xferscope.engines.base import Engine, EngineEnvironment, Snapshot
+from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.split import lanes, split_label
 from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.records import EngineEnvironment
 from xferscope.spec import RunSpec
 
 if TYPE_CHECKING:

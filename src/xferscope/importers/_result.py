@@ -7,6 +7,7 @@ from typing import Any
 
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult, WorkerResult
 from xferscope.errors import FormatError, SpecError
+from xferscope.records import RunEnvironment
 from xferscope.spec import RunSpec
 
 NAN = math.nan
@@ -50,7 +51,7 @@ def imported_result(
     workers: list[WorkerResult] | None = None,
     first_done: DonePoint | None = None,
     last_done: DonePoint | None = None,
-    environment: dict[str, Any] | None = None,
+    environment: RunEnvironment | None = None,
     labels: list[str] | None = None,
     error: str | None = None,
 ) -> RunResult:

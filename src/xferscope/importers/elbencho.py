@@ -27,6 +27,7 @@ from collections.abc import Callable
 from xferscope.engines.base import DonePoint, LatencySummary, RunResult
 from xferscope.errors import FormatError
 from xferscope.importers._result import checked_spec, imported_result, latency, read_text
+from xferscope.records import RunEnvironment
 from xferscope.spec import RunSpec
 
 SOURCE = "elbencho"
@@ -207,17 +208,18 @@ def _row_latencies(
     return overall, read_lat, io_lat
 
 
-def _row_environment(row: dict[str, str]) -> dict[str, str]:
-    return {
-        k: row[c].strip()
-        for k, c in (
-            ("elbencho_version", "version"),
-            ("command", "command"),
-            ("iso_date", "ISO date"),
-            ("path_type", "path type"),
-        )
-        if row.get(c, "").strip()
-    }
+def _row_environment(row: dict[str, str]) -> RunEnvironment:
+    """elbencho's version, command, date and path type, where the row has them."""
+    env: RunEnvironment = {}
+    if version := row.get("version", "").strip():
+        env["elbencho_version"] = version
+    if command := row.get("command", "").strip():
+        env["command"] = command
+    if date := row.get("ISO date", "").strip():
+        env["iso_date"] = date
+    if path_type := row.get("path type", "").strip():
+        env["path_type"] = path_type
+    return env
 
 
 def parse_text(text: str, where: str) -> list[RunResult]:

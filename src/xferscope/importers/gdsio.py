@@ -16,6 +16,7 @@ import re
 from xferscope.engines.base import RunResult
 from xferscope.errors import FormatError
 from xferscope.importers._result import checked_spec, imported_result, latency, read_text
+from xferscope.records import RunEnvironment
 from xferscope.spec import GDSIO_IO_NAME, PATHS
 
 SOURCE = "gdsio"
@@ -82,7 +83,7 @@ def parse_line(text: str, where: str, line: int, command: str | None = None, not
         gpus=[int(gpu)] if gpu and gpu.isdigit() else [0],
     )
     writes = spec.writes
-    environment = {"gdsio_line": match.group(0), "gdsio_throughput_gib_s": float(g["gib_s"])}
+    environment: RunEnvironment = {"gdsio_line": match.group(0), "gdsio_throughput_gib_s": float(g["gib_s"])}
     if command:
         environment["command"] = command
     return imported_result(

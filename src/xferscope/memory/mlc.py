@@ -24,6 +24,7 @@ from xferscope.memory.mlc_text import MlcParser
 from xferscope.memory.plan import curve_sizes_for
 from xferscope.memory.result import CURVE, IDLE, MemPoint
 from xferscope.memory.spec import DEFAULT_DELAYS, WHOLE, MemSpec
+from xferscope.records import MemEnvironment
 
 MLC_URL = "https://www.intel.com/content/www/us/en/developer/articles/tool/intelr-memory-latency-checker.html"
 
@@ -114,7 +115,7 @@ class MlcRunner:
         self.spec = spec
         self.mlc = mlc
         self.warnings: list[str] = []
-        self.environment: dict = {"mlc_path": mlc, "mlc_commands": []}
+        self.environment: MemEnvironment = {"mlc_path": mlc, "mlc_commands": []}
         self.pages: str | None = None  # mlc's page option when one was given (2m, 1g)
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
@@ -209,7 +210,9 @@ class MlcRunner:
                 proc.terminate()
             proc.wait()
         self.warnings.extend(w for w in parser.warnings if w not in self.warnings)
-        self.environment.update({k: v for k, v in parser.environment.items() if k != "mlc_command_line"})
+        found = parser.environment.copy()
+        found.pop("mlc_command_line", None)
+        self.environment.update(found)
         self.pages = parser.pages or self.pages
         if proc.returncode != 0 and not cancel.is_set() and not self._stopped:
             raise RunFailed(f"mlc exited with status {proc.returncode}: {' / '.join(tail) or 'no output'}")

@@ -22,6 +22,7 @@ import re
 
 from xferscope.errors import FormatError
 from xferscope.memory.result import IDLE, MemPoint, MemResult, sanity_warnings
+from xferscope.records import MemEnvironment
 
 # MLC's peak-injection labels and the traffic types they are.
 PEAK_LABELS = {
@@ -61,7 +62,7 @@ class MlcParser:
         self.lineno = 0
         self.points: list[MemPoint] = []
         self.warnings: list[str] = []
-        self.environment: dict = {}
+        self.environment: MemEnvironment = {}
         self._matrix_nodes: list[int] | None = None
         self._cmd_traffic: str | None = None
         self._cmd_stride: int | None = None

@@ -17,6 +17,7 @@ import msgspec
 from xferscope import records
 from xferscope.errors import FormatError
 from xferscope.memory.spec import MemSpec
+from xferscope.records import MemEnvironment
 from xferscope.units import format_size
 
 CSV_COLUMNS = (
@@ -94,7 +95,7 @@ class MemResult:
     backend: str = "builtin"
     thp_coverage: float | None = None  # fraction of the buffers backed by huge pages (of any kind)
     warnings: list[str] = field(default_factory=list)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: MemEnvironment = field(default_factory=lambda: MemEnvironment())
     cancelled: bool = False
     spec: MemSpec | None = None
     pages: str | None = None  # the page size asked for: 4k, thp, 2m, 1g (None: not known)

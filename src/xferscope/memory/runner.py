@@ -36,6 +36,7 @@ from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Start
 from xferscope.isolation import Channel, error_from_wire
 from xferscope.memory.sweep import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
+from xferscope.records import MemEnvironment
 
 
 class SweepReady(msgspec.Struct, frozen=True):
@@ -49,7 +50,7 @@ class PointMeasured(msgspec.Struct, frozen=True):
     """One point, and the sweep's environment as it stands."""
 
     point: MemPoint
-    environment: dict[str, Any]
+    environment: MemEnvironment
 
 
 #: after a cancel, how long the engine's process gets to hand over what it measured before it is killed
@@ -202,7 +203,7 @@ class SweepWork(child_host.Work):
             return child_host.Outcome(None)
         try:
             for point in sweep:
-                send(PointMeasured(point, dict(sweep.result.environment)))
+                send(PointMeasured(point, sweep.result.environment.copy()))
             return child_host.Outcome(sweep.result)
         except Exception as exc:  # the sweep's failure, with what it measured
             return child_host.Outcome(sweep.result, exc)

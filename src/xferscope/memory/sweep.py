@@ -73,6 +73,7 @@ from xferscope.memory.spec import (
     locality_label,
     parse_int_list,
 )
+from xferscope.records import MemEnvironment
 
 # ------------------------------------------------------- from windows to points
 
@@ -641,7 +642,7 @@ def _load_memcore():
     return _memcore
 
 
-def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> dict[str, Any]:
+def builtin_environment(spec: MemSpec, plan: MemPlan, ns_per_iter: float) -> MemEnvironment:
     return {
         "cpu_model": cpu_model(),
         "cpus_allowed": format_cpu_list(allowed_cpus()),

@@ -18,6 +18,7 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.profiles import fields as F
+from xferscope.records import PointIdentity
 from xferscope.spec import RunSpec
 
 ORIGINS = ("bundled", "user", "file")
@@ -164,16 +165,25 @@ class Profile:
         return cls(name=name, description=description, kind="io", duration=spec.duration, base=base)
 
 
-def point_identity(spec) -> dict[str, Any]:
+def point_identity(spec) -> PointIdentity:
     """What a RunSpec or MemSpec measures, as plain values: the key for resume and ``--against``."""
     if isinstance(spec, RunSpec):
         from xferscope.engines.host import host_buffers_on_huge_pages
 
-        out = {k: getattr(spec, k) for k in F.IO_IDENTITY}
-        out["huge_pages"] = host_buffers_on_huge_pages(spec)  # the pages measured, asked for or by default
-        out["rwmix"] = spec.read_pct
-        out["gpus"] = list(spec.gpus) if spec.uses_gpu else []
-        return out
+        return {  # in the order of F.IO_IDENTITY: the key's order
+            "path": spec.path,
+            "io": spec.io,
+            "block_size": spec.block_size,
+            "workers": spec.workers,
+            "iodepth": spec.iodepth,
+            "rwmix": spec.read_pct,
+            "gpus": list(spec.gpus) if spec.uses_gpu else [],
+            "buffered": spec.buffered,
+            "source": spec.source,
+            "register_buffers": spec.register_buffers,
+            "huge_pages": host_buffers_on_huge_pages(spec),  # the pages measured, asked for or by default
+            "split": spec.split,
+        }
     return {
         "mode": spec.mode,
         "traffic": list(spec.traffic),

@@ -33,8 +33,9 @@ import msgspec
 from xferscope import target as targets
 from xferscope.child_host import Outcome, Talk, Work, serve_with
 from xferscope.child_messages import Progress
-from xferscope.engines.base import EngineEnvironment, Sample, Snapshot
+from xferscope.engines.base import Sample, Snapshot
 from xferscope.isolation import Channel
+from xferscope.records import EngineEnvironment
 from xferscope.run.local_run import STOP_GRACE_S, LocalRun
 from xferscope.spec import RunSpec
 

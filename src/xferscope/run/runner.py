@@ -31,9 +31,10 @@ from xferscope import janitor
 from xferscope import target as targets
 from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Ended, Start
-from xferscope.engines.base import EngineEnvironment, RunResult, Sample, Snapshot
+from xferscope.engines.base import RunResult, Sample, Snapshot
 from xferscope.errors import RunFailed
 from xferscope.isolation import Child, error_from_wire
+from xferscope.records import EngineEnvironment
 from xferscope.run import engine_pool
 from xferscope.run.engine_process import Available, EngineJob, Plan, Prepared, Sampled, Started, serve
 from xferscope.run.local_run import STOP_GRACE_S, SampleFeed, build_result, cpu_from_samples, run_to_end

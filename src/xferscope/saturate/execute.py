@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import XferscopeError
+from xferscope.records import RunEnvironment
 from xferscope.saturate.ceilings import Bottleneck, Evidence
 from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
 from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
@@ -96,7 +97,7 @@ class SaturationOutcome:
     failed: bool = False
     storage_source: str | None = None  # where the storage ceilings came from, when not from this run
     storage: dict[int, tuple[float, str | None]] | None = None  # those ceilings: block size -> (GiB/s, note)
-    environment: dict[str, Any] = field(default_factory=dict)
+    environment: RunEnvironment = field(default_factory=lambda: RunEnvironment())
 
     def of(self, series: Series) -> SeriesOutcome | None:
         return next((o for o in self.series if o.series == series), None)

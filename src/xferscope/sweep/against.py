@@ -23,7 +23,8 @@ from xferscope import records
 from xferscope.compare.verdict import MARGIN, SLOWER, Verdict, repeated_verdict
 from xferscope.errors import FormatError
 from xferscope.export import read_json
-from xferscope.sweep.plan import key_of, plain
+from xferscope.records import PointIdentity
+from xferscope.sweep.plan import key_of
 from xferscope.sweep.record import SCHEMA, ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where, ok_repetitions
 
@@ -65,7 +66,7 @@ def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def mem_key(identity: dict[str, Any], traffic: str, stride: Any, delay: Any, **where: Any) -> str:
+def mem_key(identity: PointIdentity, traffic: str, stride: Any, delay: Any, **where: Any) -> str:
     """A memory point's key: mode, backend, traffic, stride, delay, and where it measured (``mem_where``)."""
     return key_of(
         {
@@ -122,7 +123,7 @@ class OldResults:
                 self.path, None, "not a memory sweep result (mem --json, import mlc --json, or a replay results file)"
             )
         mode = (data.get("spec") or {}).get("mode", "loaded")
-        identity = {"mode": mode, "backend": data.get("backend", "builtin")}
+        identity: PointIdentity = {"mode": mode, "backend": data.get("backend", "builtin")}
         for p in data["points"]:
             key = mem_key(identity, p.get("traffic"), p.get("stride"), p.get("delay"), **mem_where(p))
             self.figures[key] = (p.get("bandwidth_mb_s"), p.get("latency_ns"))
@@ -135,7 +136,7 @@ class OldResults:
         groups: dict[str, list] = {}
         for r in load_results(path):
             if r.status == "ok":
-                key = key_of({k: plain(v) for k, v in point_identity(r.spec).items()})
+                key = key_of(point_identity(r.spec))
                 groups.setdefault(key, []).append(r)
         for key, results in groups.items():
             self.figures[key] = (
@@ -214,7 +215,7 @@ def io_values(reps: list[dict]) -> tuple[float, ...]:
     return _positive(r.get("throughput_mib_s") for r in ok_repetitions(reps))
 
 
-def mem_values(identity: dict[str, Any], reps: list[dict]) -> dict[str, tuple[float, ...]]:
+def mem_values(identity: PointIdentity, reps: list[dict]) -> dict[str, tuple[float, ...]]:
     """The bandwidth (MB/s) of each finished repetition, per (traffic, stride, delay) of a memory point."""
     groups: dict[str, list] = {}
     for rep in ok_repetitions(reps):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.gpus import gpu_text
 from xferscope.profiles.model import Profile, point_identity
+from xferscope.records import PointIdentity
 from xferscope.units import format_size
 
 
@@ -19,7 +20,7 @@ class SweepPoint:
     key: str  # what it measures, e.g. "path=host io=randread block_size=4096 ..."
     label: str  # short, for tables
     skip: str | None = None  # why it does not run on this machine
-    identity: dict[str, Any] = field(default_factory=dict)
+    identity: PointIdentity = field(default_factory=lambda: PointIdentity())
 
 
 def plain(value: Any) -> Any:
@@ -31,7 +32,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def key_of(identity: dict[str, Any]) -> str:
+def key_of(identity: Mapping[str, object]) -> str:
     def text(v: Any) -> str:
         if isinstance(v, (list, tuple)):
             return ",".join(str(x) for x in v)
@@ -106,7 +107,7 @@ def plan_points(profile: Profile, availability: Availability | None = None) -> l
     seen: dict[str, int] = {}
     for index, combo in enumerate(profile.combos(), start=1):
         spec = profile.spec_for(combo)
-        identity = {k: plain(v) for k, v in point_identity(spec).items()}
+        identity = point_identity(spec)
         key = key_of(identity)
         point = SweepPoint(index, combo, spec, key, label_of(spec), identity=identity)
         if key in seen:

@@ -26,6 +26,7 @@ from xferscope.errors import FormatError, NotWritten, SpecError
 from xferscope.export import write_json
 from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import profile_to_dict
+from xferscope.records import PointIdentity, SweepEnvironment
 from xferscope.safe_write import reason_of, write_output
 from xferscope.sweep.plan import SweepPoint, plain
 from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition, mem_rows
@@ -50,7 +51,7 @@ class PointRecord:
     label: str
     index: int
     params: dict[str, Any]
-    identity: dict[str, Any]
+    identity: PointIdentity
     repetitions: list[dict] = field(default_factory=list)
     status: str = "pending"  # pending, done, partial (some repetitions), skipped, failed
     reason: str | None = None
@@ -93,7 +94,7 @@ class ResultsFile:
         self.profile = profile
         self.kind = profile.kind
         self.created = _now()
-        self.environment: dict[str, Any] = {}
+        self.environment: SweepEnvironment = {}
         self.last_save_s = 0.0
         self.records: dict[str, PointRecord] = {}
         self._load_existing()
@@ -225,7 +226,7 @@ def csv_columns(kind: str) -> list[str]:
     ]
 
 
-def csv_rows(results: ResultsFile) -> list[dict[str, Any]]:
+def csv_rows(results: ResultsFile) -> list[dict[str, object]]:
     """One row per io point, or per delay of a memory point (with one row for a point with no rows yet)."""
     rows = []
     for key in results.order:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from xferscope.records import MemRow
 from xferscope.stats import summarize
 from xferscope.telemetry.gpu import summed_over_gpus
 
@@ -46,7 +47,7 @@ MEM_METRICS = ("latency_ns", "bandwidth_mb_s", "read_mb_s", "write_mb_s")
 MEM_WHERE = ("locality", "size_bytes", "cpu_node", "mem_node")
 
 
-def mem_where(d: dict) -> dict[str, Any]:
+def mem_where(d: dict) -> dict[str, str | int]:
     """The MEM_WHERE fields of a point or row that are set."""
     return {k: d[k] for k in MEM_WHERE if d.get(k) is not None}
 
@@ -70,7 +71,7 @@ def median_repetition(reps: list[dict]) -> dict | None:
     return done[(len(done) - 1) // 2] if done else None
 
 
-def mem_rows(reps: list[dict]) -> list[dict[str, Any]]:
+def mem_rows(reps: list[dict]) -> list[MemRow]:
     """One row per (traffic, stride, delay, and MEM_WHERE) with statistics of latency and bandwidth over the
     repetitions."""
     groups: dict[tuple, list[dict]] = {}
@@ -78,16 +79,20 @@ def mem_rows(reps: list[dict]) -> list[dict[str, Any]]:
         for p in rep.get("points", []):
             key = (p.get("traffic"), p.get("stride"), p.get("delay"), *(p.get(k) for k in MEM_WHERE))
             groups.setdefault(key, []).append(p)
-    rows = []
-    for (traffic, stride, delay, *where), points in groups.items():
-        row: dict[str, Any] = {
+    return [
+        {
             "traffic": traffic,
             "stride": stride,
             "delay": delay,
             "backend": points[0].get("backend"),
-            **dict(zip(MEM_WHERE, where)),
+            "locality": locality,
+            "size_bytes": size_bytes,
+            "cpu_node": cpu_node,
+            "mem_node": mem_node,
+            "latency_ns": summarize(p.get("latency_ns") for p in points),
+            "bandwidth_mb_s": summarize(p.get("bandwidth_mb_s") for p in points),
+            "read_mb_s": summarize(p.get("read_mb_s") for p in points),
+            "write_mb_s": summarize(p.get("write_mb_s") for p in points),
         }
-        for metric in MEM_METRICS:
-            row[metric] = summarize(p.get(metric) for p in points)
-        rows.append(row)
-    return rows
+        for (traffic, stride, delay, locality, size_bytes, cpu_node, mem_node), points in groups.items()
+    ]

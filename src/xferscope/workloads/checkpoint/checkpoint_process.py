@@ -35,11 +35,11 @@ from typing import Any
 from xferscope import _iocore
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel
+from xferscope.records import WorkloadEnvironment
 from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, restore_capacity
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)

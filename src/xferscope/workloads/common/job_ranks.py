@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
-from xferscope.workloads.common.records import WorkloadResult
+from xferscope.workloads.common.records import ProcessFigures, WorkloadResult
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -55,7 +55,7 @@ def by_host(parts: Sequence[P], host: Callable[[P], str]) -> dict[str, list[P]]:
     return out
 
 
-def process_totals(results: Sequence[WorkloadResult], moved_bytes: int) -> dict[str, Any]:
+def process_totals(results: Sequence[WorkloadResult], moved_bytes: int) -> ProcessFigures:
     """The job's process figures from its ranks': CPU seconds summed (None where a rank has none) and per GiB of
     ``moved_bytes``, the largest peak RSS, and every label once."""
     each = [r.cpu_seconds for r in results]

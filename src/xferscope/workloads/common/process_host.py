@@ -15,7 +15,7 @@ from typing import Any, Protocol, runtime_checkable
 from xferscope import child_host
 from xferscope.child_messages import Go, Meet, Ready, Tick
 from xferscope.isolation import Channel
-from xferscope.workloads.common.records import WorkloadEnvironment
+from xferscope.records import WorkloadEnvironment
 
 
 class Setup(Protocol):
@@ -46,7 +46,7 @@ class WorkloadWork(child_host.Work):
         self.setup.build()
 
     def ready(self) -> Ready:
-        return Ready(list(self.setup.labels), dict(self.setup.environment))
+        return Ready(list(self.setup.labels), self.setup.environment.copy())
 
     def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
         if stop.is_set():

@@ -17,7 +17,7 @@ from xferscope.child_driver import ChildDriver
 from xferscope.child_messages import Ended, Go, Meet, ProcessFigures, Ready, Start, Tick, unexpected
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel, Child, error_from_wire
-from xferscope.workloads.common.records import WorkloadEnvironment
+from xferscope.records import WorkloadEnvironment
 
 #: how long a stopped run gets to end what is in flight before its process is killed
 STOP_GRACE_S = 20.0

@@ -9,8 +9,8 @@ from typing import Any, TypedDict, TypeVar
 
 import msgspec
 
-from xferscope.engines.base import EngineEnvironment
 from xferscope.errors import FormatError
+from xferscope.records import WorkloadEnvironment
 
 T = TypeVar("T")
 
@@ -33,19 +33,6 @@ def decode_as(kind: type[T], text: bytes | str, path: str, what: str) -> T:
         raise FormatError(path, None, f"not {what} xferscope can read: {exc}") from None
     except msgspec.DecodeError as exc:
         raise FormatError(path, None, f"not JSON: {exc}") from None
-
-
-class WorkloadEnvironment(EngineEnvironment, total=False):
-    """What a workload's engine process knows about its run: the engine's keys (the GPUs, CUDA's versions), the
-    workload's own (its batch buffers, a checkpoint's layout and request size, where checkpoints were kept) and,
-    where the process died, its last lines."""
-
-    batch_buffer_bytes: int
-    batch_buffers_per_accelerator: int
-    checkpoint_layout: str
-    request_bytes: int
-    kept_in: str
-    engine_last_words: list[str]
 
 
 class WorkloadResult(msgspec.Struct, kw_only=True):
@@ -85,21 +72,35 @@ class RunEnd(TypedDict, total=False):
     error: str | None
 
 
-def run_end(bytes_read: int, end: RunEnd) -> dict[str, Any]:
-    """The ``WorkloadResult`` fields of a run that read ``bytes_read`` and ended as ``end`` says (with its
-    ``seconds`` where it gave them)."""
+class ProcessFigures(TypedDict):
+    """What a workload record says of its engine processes: CPU seconds, per GiB, the peak RSS and the labels."""
+
+    cpu_seconds: float | None
+    cpu_s_per_gib: float | None
+    peak_rss_bytes: int | None
+    labels: list[str]
+
+
+class EndFields(ProcessFigures):
+    """The ``WorkloadResult`` fields of how a run ended."""
+
+    status: str
+    bytes_read: int
+    environment: WorkloadEnvironment
+    error: str | None
+
+
+def run_end(bytes_read: int, end: RunEnd) -> EndFields:
+    """The ``WorkloadResult`` fields of a run that read ``bytes_read`` and ended as ``end`` says."""
     cpu_seconds = end.get("cpu_seconds")
     gib = bytes_read / (1 << 30)
-    fields: dict[str, Any] = {
+    return {
         "status": end["status"],
         "bytes_read": bytes_read,
         "cpu_seconds": cpu_seconds,
         "cpu_s_per_gib": cpu_seconds / gib if cpu_seconds is not None and gib > 0 else None,
         "peak_rss_bytes": end.get("peak_rss_bytes"),
         "labels": list(end.get("labels") or ()),
-        "environment": dict(end.get("environment") or {}),
+        "environment": (end.get("environment") or WorkloadEnvironment()).copy(),
         "error": end.get("error"),
     }
-    if "seconds" in end:
-        fields["seconds"] = end["seconds"]
-    return fields

@@ -154,6 +154,7 @@ class KvResult(WorkloadResult, kw_only=True):
             tokens_per_s=rate(chunks * chunk_tokens),
             break_even=break_even(spec, done, log, chunk_tokens) if spec.prefill_rate else None,
             request_log=log,
+            seconds=end["seconds"],
             **run_end(restored_bytes, end),
         )
 

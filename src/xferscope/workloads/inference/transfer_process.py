@@ -19,11 +19,11 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
+from xferscope.records import WorkloadEnvironment
 from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import Fetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.inference.transfer import Files, Job, JobSource, TransferEnd, TransferRun, Window, Worker
 
 #: share of a GPU's free memory the buffers may take

@@ -15,11 +15,11 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
+from xferscope.records import WorkloadEnvironment
 from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import host_slot, make_fetcher, slot_capacity
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.common.records import WorkloadEnvironment
 from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.train.compute import SleepCompute
 from xferscope.workloads.train.train_data import TrainData

@@ -171,6 +171,7 @@ class TrainResult(WorkloadResult, kw_only=True):
             io_wait_p50_s=_num(percentile(waits, 50)),
             io_wait_p99_s=_num(percentile(waits, 99)),
             first_batch_s=max(firsts) if firsts else None,
+            seconds=end["seconds"],
             **run_end(sum(r.bytes_read for r in accelerator_runs), end),
         )
 
