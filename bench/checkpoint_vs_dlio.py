@@ -11,7 +11,12 @@ with its range over the rounds, and "met" where the median ratio is within ``--w
 DLIO does not drop the page cache between its writes and reads in one run, and xferscope does: the restores are
 printed, not compared.
 
-    python bench/checkpoint_vs_dlio.py --dlio /path/to/venv/bin/dlio_benchmark --dir /var/tmp/ck --rounds 3
+DLIO's llama configs say ``fsync: True``, but DLIO 2.0 (argonne-lcf/dlio_benchmark e1919d7) reads that key into
+``args.checkpoint_sync`` while its checkpointing reads ``args.checkpoint_fsync`` (default False): it never calls
+fsync, and its save time is the time to write into the page cache. ``--no-fsync`` runs xferscope the same way (like
+for like with that DLIO); without it, compare with a DLIO whose fsync works (that one line corrected).
+
+    python bench/checkpoint_vs_dlio.py --dlio /path/to/venv/bin/dlio_benchmark --dir /var/tmp/ck --rounds 3 --no-fsync
 """
 
 from __future__ import annotations
@@ -76,7 +81,7 @@ def xferscope(a) -> tuple[int, float, float]:
     proc = subprocess.run(
         [sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", "custom", *model, "--ranks", str(a.np),
          "--zero-stage", "3", "--checkpoints", str(a.checkpoints), "--path", "host", "--state", "host",
-         "--dir", a.dir, "--format", "json"],
+         "--dir", a.dir, "--format", "json", *(["--no-fsync"] if a.no_fsync else [])],
         capture_output=True,
         text=True,
     )  # fmt: skip
@@ -100,7 +105,9 @@ def main() -> int:
     p.add_argument("--checkpoints", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--within", type=float, default=0.10)
+    p.add_argument("--no-fsync", action="store_true", help="xferscope without fsync, as DLIO 2.0 writes (see above)")
     a = p.parse_args()
+    print(f"{a.np} ranks, {a.checkpoints} checkpoints a run, xferscope {'without' if a.no_fsync else 'with'} fsync")
     kinds = ("dlio", "xferscope", "xferscope again")
     got: dict[str, list[tuple[int, float, float]]] = {k: [] for k in kinds}
     for order in round_orders(len(kinds), a.rounds):
