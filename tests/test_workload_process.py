@@ -1,5 +1,6 @@
 """A workload's engine process seen from the parent (``workloads.process_run``): a process that stops answering
-is ended after the stop grace, and what it sent is kept."""
+is ended after the stop grace, and what it sent is kept; a run stopped from outside (another rank's word) says
+why."""
 
 from __future__ import annotations
 
@@ -23,6 +24,26 @@ def ignores_stop(channel):
     channel.send(Tick({"steps": 1}))
     while True:
         time.sleep(60)
+
+
+def runs_until_stopped(channel):
+    """A workload's process that, once started, ticks until it is told to stop, then ends with its ticks."""
+    from xferscope.child_messages import Ended, Stop
+
+    channel.recv()  # the job
+    channel.send(Ready(["stand-in"], {}))
+    channel.recv()  # Start
+    steps = 0
+    while True:
+        try:
+            if isinstance(channel.recv(timeout=0.05), Stop):
+                break
+        except TimeoutError:
+            pass
+        steps += 1
+        channel.send(Tick({"steps": steps}))
+    channel.send(Ended(payload=steps))
+    channel.recv()  # Close
 
 
 def speaks_another_tongue(channel):
@@ -93,3 +114,20 @@ def test_the_workload_host_answers_a_command_of_no_known_kind_with_a_failure():
     assert isinstance(failed, Failed)
     assert "unexpected message str 'start'; expected one of: Start, Stop, Close" in str(error_from_wire(failed.error))
     assert not host._start.is_set()
+
+
+def test_a_run_stops_at_a_word_from_outside_and_says_why(tmp_path, monkeypatch):
+    """Under MPI another rank's run ending early stops this one (``stop_when``): the run ends interrupted, with the
+    reason as its error and what it measured kept; without a word it would run until stopped."""
+    from xferscope.workloads.common.process_run import stop_when
+
+    child = WorkloadChild(stand_ins(tmp_path, monkeypatch).runs_until_stopped, "a stand-in", "host")
+    ticks: list = []
+
+    def word() -> str | None:  # the word comes once the run has ticked
+        return "stopped: rank 1 on b ended early" if ticks else None
+
+    with stop_when(word):
+        out = child.execute({}, ticks.append)
+    assert out.status == "interrupted" and out.error == "stopped: rank 1 on b ended early", out
+    assert out.payload >= 1 and ticks

@@ -172,6 +172,7 @@ class CheckpointJobRanks:
             lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index),
             mine,
             lambda record: record.status != "ok",
+            stop_at_word=False,  # a save under way ends, and is measured; the next meeting stops the rank
         )
         clear_line(self.live)
         derivation = session.plan.derivation(job=(ranks.layout.size, len(ranks.layout.hosts)))

@@ -24,10 +24,10 @@ from xferscope.cluster.session import (
     failure_vote,
     same_on_every_rank,
 )
-from xferscope.cluster.world import World, launcher, open_world
+from xferscope.cluster.world import TAG_HALT, World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
 from xferscope.workloads.common.job_ranks import JobFacts
-from xferscope.workloads.common.process_run import close_interrupted_later, join_closing
+from xferscope.workloads.common.process_run import close_interrupted_later, join_closing, stop_when
 
 S = TypeVar("S")
 T = TypeVar("T")
@@ -184,6 +184,8 @@ class WorkloadRanks:
         run: Callable[[Callable[[], None], Callable[[str], bool]], T],
         outcome: Callable[[T], S],
         cut_short: Callable[[T], bool] = lambda _: False,
+        *,
+        stop_at_word: bool = True,
     ) -> list[S]:
         """``run(on_ready, meet)`` on this rank, every rank's timed region started when all are ready (``on_ready``
         is where the run's process is set up); then every rank's ``outcome`` of it, in rank order, on every rank.
@@ -191,7 +193,19 @@ class WorkloadRanks:
         ``meet(what)`` is a meeting mid-run (a checkpoint's start): this rank waits there for every rank still
         running; False (stop the run) once a rank's run was ``cut_short`` (failed, or interrupted) or a rank was
         interrupted at the meeting. A rank whose run has ended answers the meetings of the others until every run
-        has ended, so a rank that fails early does not leave the others waiting."""
+        has ended, so a rank that fails early does not leave the others waiting.
+
+        A rank whose run was cut short tells every other rank at once; a rank still running stops at the word
+        (within ``process_run.QUIET_S``), what it measured kept, instead of running to its end; without
+        ``stop_at_word`` (a run that meets: it stops at its next meeting) the words are only collected."""
+        heard: list[int] = []  # the ranks whose word that their run was cut short came while this one ran
+
+        def halted() -> str | None:
+            word = self.world.heard(TAG_HALT)
+            if word is None:
+                return None
+            heard.append(word[0])
+            return f"stopped: rank {word[0]} on {word[1]} ended early"
 
         def meet(what: str) -> bool:
             said = self.world.agree(None, what, if_interrupted=_INTERRUPTED)
@@ -200,16 +214,21 @@ class WorkloadRanks:
             return not any(s == _INTERRUPTED or (isinstance(s, _Ended) and s.cut_short) for s in said)
 
         try:
-            got = run(lambda: self.agree(None, "the start of the run"), meet)
+            with stop_when(halted if stop_at_word else lambda: None):
+                got = run(lambda: self.agree(None, "the start of the run"), meet)
         except (RankFailed, FollowerExit, AgreedInterrupt):
             raise
         except (Exception, KeyboardInterrupt) as exc:  # this rank could not start: the others wait at the start
             self.agree(failure_vote(exc), "the start of the run")
             raise
         mine = _Ended(cut_short(got), outcome(got))
+        me = self.world.rank
+        sent = self.world.tell_others(TAG_HALT, (me, self.layout.mine.host)) if mine.cut_short else []
         while True:  # the others' meetings answered until every run has ended
             said = self.world.agree(mine, "the end of the run")
             if all(isinstance(s, _Ended) for s in said):
+                due = [r for r, s in enumerate(said) if s.cut_short and r != me and r not in heard]
+                self.world.settle(TAG_HALT, due, sent)
                 return [s.outcome for s in said]
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from xferscope.errors import EnvironmentProblem
 #: tags of the point-to-point messages of the timed region
 TAG_RECORD = 71  # rank -> rank 0: one interval record
 TAG_STOP = 72  # rank 0 -> rank: stop now (another rank failed, or the user interrupted)
+TAG_HALT = 73  # a workload's rank -> every other rank: my run ended early (failed or interrupted), stop yours
 
 DEFAULT_SYNC_TIMEOUT_S = 600.0
 POLL_S = 0.002
@@ -159,6 +160,26 @@ class World:
             got = self.comm.bcast(value, root=0)
         self.interrupt_pending = self.interrupt_pending or came.is_set()
         return got
+
+    def tell_others(self, tag: int, value: Any) -> list[Any]:
+        """``value`` sent to every other rank without waiting for it to arrive; the sends, for ``settle``."""
+        return [self.comm.isend(value, dest=r, tag=tag) for r in range(self.size) if r != self.rank]
+
+    def heard(self, tag: int) -> Any:
+        """The first message with ``tag`` that has come from any rank, taken; None where none has. Never waits."""
+        status = self.MPI.Status()
+        if not self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=tag, status=status):
+            return None
+        return self.comm.recv(source=status.Get_source(), tag=tag)
+
+    def settle(self, tag: int, sources: list[int], sent: list[Any]) -> None:
+        """The messages with ``tag`` still due from ``sources`` (one each) taken, and this rank's ``sent`` arrived,
+        so that none is left over; Ctrl-C held as by ``allgather``."""
+        with interrupts_as_flag() as came:
+            for source in sources:
+                self.comm.recv(source=source, tag=tag)
+            self.MPI.Request.waitall(sent)
+        self.interrupt_pending = self.interrupt_pending or came.is_set()
 
     def barrier(self) -> None:
         """A plain barrier: call only when every rank is known to be on its way (right after ``agree``)."""

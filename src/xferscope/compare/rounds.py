@@ -138,14 +138,6 @@ class Comparison:
         self.cache_note: str | None = None
         self.cache_dropped: bool | None = None
 
-    @classmethod
-    def single_pass(cls, results: Sequence[RunResult]) -> Comparison:
-        """A comparison of results measured once each, in the order given (``compare --mpi``, old files)."""
-        comp = cls([r.spec for r in results], 1)
-        for run, r in zip(comp.runs, results):
-            run.result = r
-        return comp
-
     # ------------------------------------------------------------ progress
     @property
     def paths(self) -> int:

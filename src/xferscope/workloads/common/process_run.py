@@ -8,8 +8,9 @@ A set-up error is raised as the error it was.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -28,6 +29,23 @@ QUIET_S = 0.5
 #: the processes of interrupted runs still closing (``close_interrupted_later``), each in a thread of its own
 _closing: list[threading.Thread] = []
 _defer_interrupted = False
+
+
+#: what may stop a run from outside this process (``stop_when``)
+_stop_source: Callable[[], str | None] | None = None
+
+
+@contextlib.contextmanager
+def stop_when(why: Callable[[], str | None]) -> Iterator[None]:
+    """While inside, a running workload asks ``why()`` every ``QUIET_S``, from the thread that drives it (under MPI:
+    whether another rank's run ended early), and stops at the first reason it gives: its status interrupted, the
+    reason its error, what it measured kept."""
+    global _stop_source
+    before, _stop_source = _stop_source, why
+    try:
+        yield
+    finally:
+        _stop_source = before
 
 
 def close_interrupted_later() -> None:
@@ -124,6 +142,9 @@ class WorkloadChild:
             try:
                 if d.over.wait(QUIET_S):
                     break
+                if _stop_source is not None and not d.stop_asked and (why := _stop_source()):
+                    out.error = why
+                    self.stop()
                 other = d.next_answer(timeout=0)
             except KeyboardInterrupt:
                 out.status = "interrupted"
