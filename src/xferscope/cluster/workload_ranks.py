@@ -198,14 +198,10 @@ class WorkloadRanks:
         A rank whose run was cut short tells every other rank at once; a rank still running stops at the word
         (within ``process_run.QUIET_S``), what it measured kept, instead of running to its end; without
         ``stop_at_word`` (a run that meets: it stops at its next meeting) the words are only collected."""
-        heard: list[int] = []  # the ranks whose word that their run was cut short came while this one ran
 
         def halted() -> str | None:
             word = self.world.heard(TAG_HALT)
-            if word is None:
-                return None
-            heard.append(word[0])
-            return f"stopped: rank {word[0]} on {word[1]} ended early"
+            return None if word is None else f"stopped: rank {word[0]} on {word[1]} ended early"
 
         def meet(what: str) -> bool:
             said = self.world.agree(None, what, if_interrupted=_INTERRUPTED)
@@ -227,8 +223,7 @@ class WorkloadRanks:
         while True:  # the others' meetings answered until every run has ended
             said = self.world.agree(mine, "the end of the run")
             if all(isinstance(s, _Ended) for s in said):
-                due = [r for r, s in enumerate(said) if s.cut_short and r != me and r not in heard]
-                self.world.settle(TAG_HALT, due, sent)
+                self.world.settle(TAG_HALT, [r for r, s in enumerate(said) if s.cut_short and r != me], sent)
                 return [s.outcome for s in said]
 
     def close(self) -> None:

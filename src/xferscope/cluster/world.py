@@ -112,6 +112,8 @@ class World:
     library: str
     #: a stop signal came during the last collective call: the next agreement counts as interrupted
     interrupt_pending: bool = field(default=False)
+    #: messages ``heard`` took, by (tag, source), that ``settle`` is not to wait for
+    taken: dict[tuple[int, int], int] = field(default_factory=dict)
 
     @property
     def is_root(self) -> bool:
@@ -162,22 +164,36 @@ class World:
         return got
 
     def tell_others(self, tag: int, value: Any) -> list[Any]:
-        """``value`` sent to every other rank without waiting for it to arrive; the sends, for ``settle``."""
-        return [self.comm.isend(value, dest=r, tag=tag) for r in range(self.size) if r != self.rank]
+        """``value`` sent to every other rank without waiting for it to arrive (Ctrl-C held until every send is
+        made, as by ``allgather``); the sends, for ``settle``."""
+        with interrupts_as_flag() as came:
+            sent = [self.comm.isend(value, dest=r, tag=tag) for r in range(self.size) if r != self.rank]
+        self.interrupt_pending = self.interrupt_pending or came.is_set()
+        return sent
 
     def heard(self, tag: int) -> Any:
-        """The first message with ``tag`` that has come from any rank, taken; None where none has. Never waits."""
-        status = self.MPI.Status()
-        if not self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=tag, status=status):
-            return None
-        return self.comm.recv(source=status.Get_source(), tag=tag)
+        """The first message with ``tag`` that has come from any rank, taken (and counted, for ``settle``); None
+        where none has. Never waits. Ctrl-C is held while a message is taken, then raised."""
+        got = None
+        with interrupts_as_flag() as came:
+            status = self.MPI.Status()
+            if self.comm.iprobe(source=self.MPI.ANY_SOURCE, tag=tag, status=status):
+                source = status.Get_source()
+                got = self.comm.recv(source=source, tag=tag)
+                self.taken[(tag, source)] = self.taken.get((tag, source), 0) + 1
+        if came.is_set():
+            raise KeyboardInterrupt
+        return got
 
     def settle(self, tag: int, sources: list[int], sent: list[Any]) -> None:
-        """The messages with ``tag`` still due from ``sources`` (one each) taken, and this rank's ``sent`` arrived,
-        so that none is left over; Ctrl-C held as by ``allgather``."""
+        """One message with ``tag`` from each of ``sources`` taken, less those ``heard`` took, and this rank's
+        ``sent`` arrived, so that none is left over; Ctrl-C held as by ``allgather``."""
         with interrupts_as_flag() as came:
             for source in sources:
-                self.comm.recv(source=source, tag=tag)
+                if self.taken.get((tag, source), 0):
+                    self.taken[(tag, source)] -= 1
+                else:
+                    self.comm.recv(source=source, tag=tag)
             self.MPI.Request.waitall(sent)
         self.interrupt_pending = self.interrupt_pending or came.is_set()
 
