@@ -380,3 +380,36 @@ def test_sanity_warnings():
     assert sanity_warnings(clean) == []
     far = [clean[0], point(0, 200, 9000), point(20000, 99, 100)]
     assert "more than 5% away from idle" in sanity_warnings(far)[0]
+
+
+class _Starved:
+    """A sweep's session whose latency thread gets no CPU in its first ``starved`` measurements, then runs."""
+
+    def __init__(self, starved: int):
+        self.starved, self.calls = starved, 0
+
+    def measure(self, *args, **kwargs) -> dict:
+        self.calls += 1
+        progress = 0 if self.calls <= self.starved else 1000
+        return {"cancelled": False, "windows": [(0.02, progress, 0)] * 3}
+
+
+def _short_point_sweep() -> MemSweep:
+    return MemSweep(MemSpec(traffic=("R",), delays=(0,), point_seconds=0.05, buffer_bytes=2 << 20, threads=1))
+
+
+def test_a_short_points_thread_that_misses_its_windows_for_a_moment_is_waited_for():
+    """A 0.05 s point is 0.0625 s a try: on a busy machine its latency thread may not run for ten of them (0.6 s);
+    the point is measured once it does, not the sweep failed."""
+    assert _short_point_sweep()._measure(_Starved(10), "R", 0, loads=False, chase=True) == [(0.02, 1000, 0)] * 3
+
+
+def test_a_thread_that_never_runs_fails_the_sweep_saying_why():
+    from xferscope.errors import RunFailed
+    from xferscope.memory.sweep import PATIENCE_S
+
+    sweep, session = _short_point_sweep(), _Starved(10**6)
+    with pytest.raises(RunFailed, match=r"the latency thread made no progress in \d+ tries of .* too busy to measure"):
+        sweep._measure(session, "R", 0, loads=False, chase=True)
+    plan = sweep._plan
+    assert session.calls * (plan.warmup_s + plan.window_s * plan.windows) >= PATIENCE_S

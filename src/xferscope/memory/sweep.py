@@ -18,6 +18,7 @@ Nothing here knows about terminals or the console.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import platform
 import queue
@@ -386,9 +387,12 @@ class MemSweep(PointStream):
     def _measure(self, session, traffic: str, delay: int | None, *, loads: bool, chase: bool, whole: bool = False):
         """The sub-windows of one point, or None when it was cut short (a point cut short is not a point). A
         measurement in which the threads made no progress at all (a machine busy enough that they never ran) is
-        taken again, and after a few tries fails saying so."""
+        taken again, ``TRIES`` times and for ``PATIENCE_S`` at least (a short point's thread may miss a few of
+        its windows on a busy machine), then fails saying so."""
         plan = self._plan
-        for _ in range(TRIES):
+        per_try = plan.warmup_s + plan.window_s * plan.windows
+        tries = max(TRIES, math.ceil(PATIENCE_S / per_try)) if per_try > 0 else TRIES
+        for _ in range(tries):
             out = session.measure(
                 traffic if loads else "R",
                 delay or 0,
@@ -406,9 +410,8 @@ class MemSweep(PointStream):
                 return windows
         who = "latency thread" if chase else "load threads"
         raise RunFailed(
-            f"the {who} made no progress in {TRIES} tries of {plan.warmup_s + plan.window_s * plan.windows:g}"
-            " s each: this machine is too busy to measure; retry when it is quieter or with a longer "
-            "--point-seconds"
+            f"the {who} made no progress in {tries} tries of {per_try:g} s each: this machine is too busy to "
+            "measure; retry when it is quieter or with a longer --point-seconds"
         )
 
     def _latency_point(
@@ -619,7 +622,8 @@ def busy_warning(points: list[MemPoint]) -> str | None:
 
 
 _DONE = object()
-TRIES = 4  # measurements of a point before a thread that never ran fails the sweep
+TRIES = 4  # measurements of a point before a thread that never ran fails the sweep ...
+PATIENCE_S = 2.0  # ... and at least this long in all
 ONE_NODE_NOTE = "one NUMA node: the matrix is 1x1 (local memory only)"
 
 
