@@ -18,10 +18,8 @@ import sys
 import textwrap
 
 import pytest
+from gpu_reasons import CUFILE_REASON
 
-from xferscope.engines.registry import unavailable_reason
-
-CUFILE_REASON = unavailable_reason("cufile")
 needs_cufile = [
     pytest.mark.gpu,
     pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile cannot run here: {CUFILE_REASON}"),

@@ -11,17 +11,14 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_reasons import GPU_REASON, needs_cufile
 
-from xferscope.engines.registry import unavailable_reason
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.run.local_run import LocalRun
 from xferscope.run.runner import Run
 from xferscope.spec import RunSpec
 
-GPU_REASON = unavailable_reason("bounce")
-CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
-needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 ALL_PATHS = [
     "bounce",

@@ -8,12 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from gpu_reasons import GPU_REASON, needs_cufile
 from test_mpi import MPI_ENV, mpirun, mpirun_cmd, needs_mpi, rank_dirs
-
-from xferscope.engines.registry import unavailable_reason
-
-GPU_REASON = unavailable_reason("bounce")
-CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
 
 
 def _gpus() -> int:
@@ -29,7 +25,6 @@ pytestmark = [
     needs_mpi,
     pytest.mark.skipif(_gpus() < 2, reason=f"needs two GPUs (here: {GPU_REASON or _gpus()})"),
 ]
-needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 
 @pytest.mark.parametrize("path", ["bounce", pytest.param("cufile", marks=needs_cufile)])

@@ -10,12 +10,12 @@ import json
 import time
 
 import pytest
+from gpu_reasons import GPU_REASON, needs_cufile
 from test_mpi import MPI_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
-from test_mpi_gpu import CUFILE_REASON, GPU_REASON, _gpus
+from test_mpi_gpu import _gpus
 from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
 
 pytestmark = [pytest.mark.gpu, needs_mpi, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU: {GPU_REASON}")]
-needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 
 def two_ranks(kind: str, path: str, args: list[str], directory, out) -> tuple[dict, bool]:

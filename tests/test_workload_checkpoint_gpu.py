@@ -8,17 +8,14 @@ import json
 import os
 
 import pytest
+from gpu_reasons import GPU_REASON, needs_cufile
 
-from xferscope.engines.registry import unavailable_reason
 from xferscope.gpus import gpu_count
 from xferscope.workloads.checkpoint.model import checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointSpec
 
-GPU_REASON = unavailable_reason("bounce")
-CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
 GPUS = 0 if GPU_REASON else gpu_count()[0]
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
-needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
 MODEL = ("custom", "--layers", "2", "--hidden", "512", "--ffn", "1536", "--vocab", "4000", "--heads", "8",
          "--kv-heads", "2", "--ranks", "4")  # fmt: skip

@@ -8,13 +8,9 @@ import json
 import os
 
 import pytest
+from gpu_reasons import GPU_REASON, needs_cufile
 
-from xferscope.engines.registry import unavailable_reason
-
-GPU_REASON = unavailable_reason("bounce")
-CUFILE_REASON = None if GPU_REASON else unavailable_reason("cufile")
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
-needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
 
 
 @pytest.mark.parametrize("path", ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)])
