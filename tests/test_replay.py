@@ -356,3 +356,28 @@ def test_ctrl_c_as_a_repetition_ends_keeps_it_and_stops_the_sweep(tmp_path, monk
     points = _load(results)["points"]
     assert [p["repetitions_done"] for p in points] == [1, 0, 0, 0]
     assert points[0]["repetitions"][0]["status"] == "ok", "the repetition that ran its course is kept"
+
+
+def test_a_points_key_is_what_results_files_hold():
+    """Resume and --against find a point in a results file by this key: its fields, their order and their words
+    are part of the file format (written by earlier versions too)."""
+    from xferscope.profiles.fields import IO_IDENTITY
+    from xferscope.profiles.model import point_identity
+    from xferscope.spec import RunSpec
+    from xferscope.sweep.plan import key_of
+
+    spec = RunSpec(
+        path="bounce",
+        io="randread",
+        block_size=1 << 20,
+        workers=4,
+        iodepth=8,
+        gpus=[0, 1],
+        split=262144,
+        huge_pages=True,
+    )
+    assert list(point_identity(spec)) == list(IO_IDENTITY)
+    assert key_of(point_identity(spec)) == (
+        "path=bounce io=randread block_size=1048576 workers=4 iodepth=8 rwmix=100 gpus=0,1 buffered=false "
+        "source=storage register_buffers=true huge_pages=true split=262144"
+    )
