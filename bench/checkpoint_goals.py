@@ -7,8 +7,9 @@
   size (16 MiB) and concurrency (a worker a rank), in interleaved rotated rounds, each round's ratio of the two,
   with an A/A (the workload against itself, run twice a round) beside it. "met" where the median ratio is at
   least ``--goal`` (0.95). ``run`` writes over files it made and filled before its timed region; a checkpoint
-  writes new files, so a fourth arm does just that with no GPU and no xferscope (``new files``: a thread a rank,
-  each a new file of a rank's bytes in 16 MiB O_DIRECT writes, then fsync): what this storage gives new files.
+  writes new files, so a fourth arm does just that with no GPU (``new files``: a thread a rank, each a new file
+  of a rank's bytes in 16 MiB O_DIRECT writes from 2 MiB huge pages, as run's bounce paths and the checkpoint's
+  staging write from, then fsync): what this storage gives new files.
 * ``gpus``: on a machine of several GPUs, 8 ranks round-robin over all of them, by each of ``--paths``: each GPU's
   ranks, save and restore GB/s (its ranks' bytes over the slowest one's mean time).
 
@@ -80,15 +81,19 @@ def run_write(a, path: str, ranks: int) -> float:
 
 def new_files(a, ranks: int, size: int) -> float:
     """What this storage gives for what a checkpoint's ranks write: ``ranks`` threads, each a new file of ``size``
-    bytes from host memory in 16 MiB O_DIRECT writes, then fsync (no GPU, no xferscope); GB/s."""
-    import mmap
+    bytes from host memory on 2 MiB huge pages (as run's bounce paths and the checkpoint's staging write from) in
+    16 MiB O_DIRECT writes, then fsync (no GPU); GB/s."""
+    import ctypes
     import os
     import threading
     import time
 
+    from xferscope.engines.gpu_setup import map_huge_pages, unmap
+
     request = 16 << 20
-    buf = mmap.mmap(-1, request)
-    buf.write(b"\xa5" * request)
+    raw, length, base = map_huge_pages(request)
+    ctypes.memset(base, 0xA5, request)
+    buf = memoryview((ctypes.c_char * request).from_address(base)).cast("B")
     names = [os.path.join(a.dir, f"new-file-{i}") for i in range(ranks)]
 
     def one(name: str) -> None:
@@ -109,6 +114,8 @@ def new_files(a, ranks: int, size: int) -> float:
     seconds = time.perf_counter() - t0
     for n in names:
         os.unlink(n)
+    buf.release()
+    unmap(raw, length)
     return ranks * size / seconds / 1e9
 
 

@@ -429,6 +429,31 @@ def test_states_in_gpu_memory_are_written_by_the_path_and_read_back_whole(sim_gp
                 assert os.path.getsize(os.path.join(str(direct_dir), f"global_epoch1_step{k}", f.name)) == f.size
 
 
+@pytest.mark.parametrize("offered", [True, False])
+@pytest.mark.parametrize("staged", [False, True])
+def test_the_gpu_paths_write_from_pinned_huge_pages_where_the_kernel_offers_them(
+    sim_gpu, direct_dir, monkeypatch, staged, offered
+):
+    """As run's bounce paths pin theirs: a 16 MiB write from 4 KiB pages is split into many requests on disks that
+    take few segments a request. Staging buffers and an --async copy alike; the record says which memory it was."""
+    from xferscope.engines import host
+    from xferscope.engines.gpu_native import PINNED_HUGE, PINNED_SMALL
+    from xferscope.workloads.checkpoint import checkpoint_process as cp
+
+    if not offered:
+        monkeypatch.setattr(host, "huge_pages_offered", lambda: False)
+    cm = checkpoint_model("custom", 2, layers=1, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
+    plan = CheckpointSpec(cm, checkpoints=1, directory=str(direct_dir)).plan()
+    job = cp.CheckpointJob(str(direct_dir), plan.ranks, 1, "dlio", path="bounce", on_gpu=True, staged=staged)
+    setup = cp.CheckpointSetup(job)
+    try:
+        setup.build()
+        huge = offered and host.huge_pages_offered()
+        assert setup.environment["pinned_buffers"] == (PINNED_HUGE if huge else PINNED_SMALL)
+    finally:
+        setup.close()
+
+
 def test_an_async_save_writes_under_the_next_interval_and_the_next_save_waits_for_it(sim_gpu, direct_dir, monkeypatch):
     """With --async and --every, a save's writes go on while training does; the next copy of the states starts
     only once they are done (as DCP waits for the last async_save)."""

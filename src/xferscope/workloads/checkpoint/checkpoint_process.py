@@ -40,7 +40,7 @@ from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, r
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.common.storers import make_storer
+from xferscope.workloads.common.storers import make_storer, pinned
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
 REQUEST = 16 << 20
@@ -268,6 +268,7 @@ class CheckpointSetup:
         self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
         self.fetchers: list[Any] = []
         self.meet: Callable[[str], bool] = lambda what: True
+        self.pinned_kinds: list[str] = []  # which memory the pinned buffers written from are (``storers.pinned``)
 
     def meet_with(self, meet: Callable[[str], bool]) -> None:
         """Under MPI: ``meet(what)`` waits for every rank at ``what`` (False: stop, another rank failed)."""
@@ -312,6 +313,9 @@ class CheckpointSetup:
                 self.fetchers.append(PageableFetcher(data, REQUEST, gpu, res))
             else:
                 self.fetchers.append(make_fetcher(job.path, data, REQUEST, gpu, res))
+        kinds = self.pinned_kinds + [k for rank in self.storers for st in rank for k in st.pinned_kinds]
+        if kinds:  # the memory the GPU paths write from, as run's bounce paths say it
+            self.environment["pinned_buffers"] = " and ".join(sorted(set(kinds)))
 
     def _buffer(self, gpu: int | None, size: int) -> Slot:
         """``size`` bytes of host memory (``gpu`` None) or of the GPU's."""
@@ -320,11 +324,13 @@ class CheckpointSetup:
         return Slot(size, dev=self.resources.device_memory(gpu, size))
 
     def _copy_buffer(self, gpu: int, size: int) -> tuple[Slot, int]:
-        """An asynchronous save's copy of a state: in GPU memory for cufile, else in pinned host memory."""
+        """An asynchronous save's copy of a state: in GPU memory for cufile, else in pinned host memory
+        (``storers.pinned``)."""
         if self.job.path == "cufile":
             dev = self.resources.device_memory(gpu, size)
             return Slot(size, dev=dev), dev
-        host = self.resources.pinned_memory(gpu, size)
+        host, kind = pinned(self.resources, gpu, size)
+        self.pinned_kinds.append(kind)
         return Slot(size, host=memoryview((ctypes.c_char * size).from_address(host)).cast("B")), host
 
     def run(self, stop: threading.Event, on_tick: Callable[[Any], None]) -> tuple[Any, BaseException | None]:
