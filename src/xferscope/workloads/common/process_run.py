@@ -1,8 +1,9 @@
 """The parent's side of a workload's engine process (``process_host``): set-up, start, ticks, Ctrl-C, the end.
 
 ``WorkloadChild(target, what).execute(job, on_tick)`` returns an ``Outcome``: status ok, interrupted (Ctrl-C,
-``stop()`` from another thread, or a reason from outside: ``stop_when``) or failed (the run's error, or the process died: its last words kept),
-the run's payload (None where it never ended), the process's CPU seconds and peak RSS, labels, environment.
+``stop()`` from another thread, or a reason from outside: ``stop_when``) or failed (the run's error, or the
+process died: its last words kept), the run's payload (None where it never ended), the process's CPU seconds and
+peak RSS, labels, environment.
 A set-up error is raised as the error it was.
 """
 
