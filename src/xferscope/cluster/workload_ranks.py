@@ -8,6 +8,7 @@ with the rank and host, and the rank's files are removed first (``cleanup``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable
 from typing import Any, NamedTuple, NoReturn, Protocol, TypeVar
@@ -210,7 +211,7 @@ class WorkloadRanks:
             return not any(s == _INTERRUPTED or (isinstance(s, _Ended) and s.cut_short) for s in said)
 
         try:
-            with stop_when(halted if stop_at_word else lambda: None):
+            with stop_when(halted) if stop_at_word else contextlib.nullcontext():
                 got = run(lambda: self.agree(None, "the start of the run"), meet)
         except (RankFailed, FollowerExit, AgreedInterrupt):
             raise

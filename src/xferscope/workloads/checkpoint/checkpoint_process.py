@@ -39,8 +39,9 @@ from xferscope.records import WorkloadEnvironment
 from xferscope.workloads.checkpoint.layout import Rank, aligned, dcp_metadata, restore_capacity
 from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
+from xferscope.workloads.common.gpu_memory import pinned
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.common.storers import make_storer, pinned
+from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
 REQUEST = 16 << 20
@@ -268,7 +269,7 @@ class CheckpointSetup:
         self.storers: list[list[Any]] = []  # a rank's: one, or one a DCP writer thread
         self.fetchers: list[Any] = []
         self.meet: Callable[[str], bool] = lambda what: True
-        self.pinned_kinds: list[str] = []  # which memory the pinned buffers written from are (``storers.pinned``)
+        self.pinned_kinds: list[str] = []  # which memory the pinned buffers written from are (``gpu_memory.pinned``)
 
     def meet_with(self, meet: Callable[[str], bool]) -> None:
         """Under MPI: ``meet(what)`` waits for every rank at ``what`` (False: stop, another rank failed)."""
@@ -325,7 +326,7 @@ class CheckpointSetup:
 
     def _copy_buffer(self, gpu: int, size: int) -> tuple[Slot, int]:
         """An asynchronous save's copy of a state: in GPU memory for cufile, else in pinned host memory
-        (``storers.pinned``)."""
+        (``gpu_memory.pinned``)."""
         if self.job.path == "cufile":
             dev = self.resources.device_memory(gpu, size)
             return Slot(size, dev=dev), dev

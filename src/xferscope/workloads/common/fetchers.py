@@ -155,13 +155,14 @@ class BounceFetcher(GpuFetcher):
     (``_iocore.Stager``): ``bounce`` reads into one pinned buffer of ``--bs`` and waits for each copy (asking at
     once, as bounce does); ``bounce-async`` reads as ``run``'s bounce-async does (groups taking turns, or one
     buffer with each copy waited for, whichever its trial measures faster), with fewer groups: two, four for
-    blocks under 1 MiB. The pinned buffers are on 2 MiB huge pages pinned with cuMemHostRegister where the kernel
-    offers them, else CUDA's own."""
+    blocks under 1 MiB. The pinned buffers are ``gpu_memory.pinned``'s: on 2 MiB huge pages pinned with
+    cuMemHostRegister where the kernel offers them, else CUDA's own."""
 
     def __init__(self, data: Any, block_size: int, gpu: int, resources, asynchronous: bool):
         super().__init__(data, block_size, gpu, resources)
         from xferscope import _iocore
-        from xferscope.engines import bounce, host
+        from xferscope.engines import bounce
+        from xferscope.workloads.common.gpu_memory import pinned
 
         if asynchronous:  # a reader's staging stays lean: two groups (four for blocks under 1 MiB)
             group = bounce.copy_group(block_size)
@@ -169,8 +170,7 @@ class BounceFetcher(GpuFetcher):
         else:
             group, count = 1, 1
         stride = -(-block_size // ALIGN) * ALIGN
-        pinned = resources.pinned_huge_memory if host.huge_pages_offered() else resources.pinned_memory
-        base = pinned(gpu, count * stride)
+        base, _ = pinned(resources, gpu, count * stride)
         self.stager = _iocore.Stager(
             resources.functions(),
             resources.context_handle(gpu),

@@ -1,9 +1,11 @@
 """GPU memory for a workload's buffers: each GPU's free memory, measured in a process of its own (CUDA is never
-loaded into the command's), and the share of it a workload may take."""
+loaded into the command's), the share of it a workload may take, and the pinned host memory its I/O goes through."""
 
 from __future__ import annotations
 
-from xferscope.errors import SpecError
+from typing import Any
+
+from xferscope.errors import EnvironmentProblem, SpecError
 
 #: the share of free memory (a GPU's, or the host's available) a workload's buffers may take
 MEMORY_SHARE = 0.9
@@ -29,3 +31,19 @@ def measured_free(gpus: list[int], what: str = "the GPUs' free memory") -> dict[
     from xferscope.isolation import call
 
     return call(free_gpu_memory, gpus, what=what)
+
+
+def pinned(resources: Any, gpu: int, size: int) -> tuple[int, str]:
+    """``size`` bytes of pinned host memory to read into or write from with O_DIRECT, as ``run``'s bounce paths pin
+    theirs: on 2 MiB huge pages where the kernel offers them (a 16 MiB request into 4 KiB pages is split into many
+    on disks that take few segments a request: doctor's buffer check), else, or where pinning those is refused,
+    CUDA's own; the address, and which memory it is (in ``gpu_native``'s words)."""
+    from xferscope.engines import host
+    from xferscope.engines.gpu_native import PINNED_HUGE, PINNED_SMALL
+
+    if host.huge_pages_offered():
+        try:
+            return resources.pinned_huge_memory(gpu, size), PINNED_HUGE
+        except EnvironmentProblem:
+            pass
+    return resources.pinned_memory(gpu, size), PINNED_SMALL

@@ -28,9 +28,10 @@ import time
 import zlib
 from typing import Any
 
-from xferscope.errors import EnvironmentProblem, RunFailed
+from xferscope.errors import RunFailed
 from xferscope.workloads.common.fetchers import Slot
 from xferscope.workloads.common.generated import ALIGN
+from xferscope.workloads.common.gpu_memory import pinned
 
 #: one write call moves at most this
 REQUEST = 16 << 20
@@ -41,7 +42,7 @@ class Storer:
 
     #: whether the path writes with O_DIRECT
     direct = True
-    #: which memory each pinned staging buffer of its own is (``pinned``); none where it has none
+    #: which memory each pinned staging buffer of its own is (``gpu_memory.pinned``); none where it has none
     pinned_kinds: tuple[str, ...] = ()
 
     def __init__(self, state: Slot, request: int = REQUEST):
@@ -123,22 +124,6 @@ class HostStorer(Storer):
         view = self.state.host
         assert view is not None
         return self._count(os.pwrite(fd, self._sum(view[at : at + n]), offset))
-
-
-def pinned(resources: Any, gpu: int, size: int) -> tuple[int, str]:
-    """``size`` bytes of pinned host memory to write from with O_DIRECT, as ``run``'s bounce paths pin theirs: on
-    2 MiB huge pages where the kernel offers them (a 16 MiB write from 4 KiB pages is split into many requests
-    on disks that take few segments a request: doctor's buffer check), else, or where pinning those is refused,
-    CUDA's own; the address, and which memory it is (in ``gpu_native``'s words)."""
-    from xferscope.engines import host
-    from xferscope.engines.gpu_native import PINNED_HUGE, PINNED_SMALL
-
-    if host.huge_pages_offered():
-        try:
-            return resources.pinned_huge_memory(gpu, size), PINNED_HUGE
-        except EnvironmentProblem:
-            pass
-    return resources.pinned_memory(gpu, size), PINNED_SMALL
 
 
 class GpuStorer(Storer):
