@@ -603,10 +603,14 @@ def test_the_bundled_checkpoint_profile_makes_a_valid_plan(tmp_path):
     assert round(plan.here_bytes / (1 << 30), 1) == 5.2
 
 
-def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path):
+def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path, monkeypatch):
     """The console checks its form without measuring the GPUs (a process of its own, too slow for each key); the
-    run's session decides where the states live before anything is written."""
+    run's session decides where the states live before anything is written (here in host memory: a machine with a
+    GPU would put them there, so its GPUs are hidden)."""
+    from xferscope.gpus import NO_GPU_ENV
     from xferscope.workloads.checkpoint.session import CheckpointRunOptions, CheckpointSession
+
+    monkeypatch.setenv(NO_GPU_ENV, "1")
 
     cm = checkpoint_model("custom", 2, layers=2, hidden=256, ffn=512, vocab=1024, heads=4, kv_heads=2)
     typed = CheckpointSpec(cm, checkpoints=1, directory=str(tmp_path)).plan(place=False)
