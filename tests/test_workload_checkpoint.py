@@ -362,9 +362,10 @@ def test_dcps_writer_threads_write_their_files_at_once(tmp_path, monkeypatch):
 
 
 def test_a_closed_stdout_loses_no_file(tmp_path):
-    """`| head -1`: the reader takes the first line and leaves while the tables are still coming (more than a pipe
-    holds: a row for each of 800 checkpoints, about 74 KB against the pipe's 64 KiB), so Rich meets the broken pipe
-    and exits; the JSON is written all the same."""
+    """`| head -1`: the reader takes the first line and leaves while the tables are still coming (more than the pipe
+    holds: a row for each of 100 checkpoints, about 9 KB, against a pipe shrunk to one page), so Rich meets the
+    broken pipe and exits; the JSON is written all the same."""
+    import fcntl
     import subprocess
     import sys
 
@@ -372,12 +373,15 @@ def test_a_closed_stdout_loses_no_file(tmp_path):
     out.mkdir()
     model = ("custom", "--layers", "1", "--hidden", "64", "--ffn", "128", "--vocab", "256", "--heads", "2",
              "--kv-heads", "1", "--ranks", "2")  # fmt: skip
-    command = [sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", *model, "--checkpoints", "800",
+    command = [sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", *model, "--checkpoints", "100",
                "--no-fsync", "--dir", str(tmp_path), "--json", str(out / "c.json")]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stderr is not None
-    first = proc.stdout.readline()
-    proc.stdout.close()  # the reader leaves
+    read_end, write_end = os.pipe()
+    assert fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096) == 4096
+    proc = subprocess.Popen(command, stdout=write_end, stderr=subprocess.PIPE)
+    os.close(write_end)
+    assert proc.stderr is not None
+    with os.fdopen(read_end, "rb") as reader:
+        first = reader.readline()  # the reader leaves as the file closes
     err = proc.stderr.read()
     proc.wait(timeout=120)
     assert first.startswith(b"workload checkpoint custom by host"), err
