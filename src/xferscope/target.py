@@ -294,6 +294,21 @@ def memory_available() -> int | None:
     return None
 
 
+def cpu_model() -> str | None:
+    """This host's CPU model (``/proc/cpuinfo``'s first model name, else ``platform.processor()``); None where
+    neither says."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or None
+
+
 def memory_total() -> int | None:
     """Bytes of this host's memory (its RAM); None where unknown."""
     try:

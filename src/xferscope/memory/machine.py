@@ -7,7 +7,6 @@ module of the mem family above it knows where they live.
 from __future__ import annotations
 
 import os
-import platform
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -177,17 +176,6 @@ def available_memory() -> int | None:
         return int(psutil.virtual_memory().available)
     except Exception:  # psutil missing or unreadable /proc: no check, not a failure
         return None
-
-
-def cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
 
 
 def _overlapping_vmas(regions: Iterable[tuple[int, int]], path: str):

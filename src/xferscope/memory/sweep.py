@@ -34,7 +34,6 @@ from xferscope.memory.machine import (
     BASE_PAGE,
     allowed_cpus,
     cache_levels,
-    cpu_model,
     format_cpu_list,
     llc_bytes,
     nodes_obtained,
@@ -75,6 +74,7 @@ from xferscope.memory.spec import (
     parse_int_list,
 )
 from xferscope.records import MemEnvironment
+from xferscope.target import cpu_model
 
 # ------------------------------------------------------- from windows to points
 

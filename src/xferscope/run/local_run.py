@@ -407,7 +407,7 @@ class LocalRun(SampleFeed):
             "os": platform.platform(terse=True),
             "python": platform.python_version(),
             "cpu_count": os.cpu_count(),
-            "cpu_model": _cpu_model(),
+            "cpu_model": targets.cpu_model(),
         }
         from xferscope import __version__
 
@@ -610,17 +610,6 @@ def cpu_from_samples(samples: list[Sample]) -> dict:
         "cpu_seconds": (usr + sys_) / 100.0 * total,
         "per_core_pct": cores,
     }
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def _gpu_meter(spec: RunSpec, engine):
