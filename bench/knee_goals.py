@@ -1,4 +1,4 @@
-"""The knee search's goals on a stand-in storage with a known curve (``xferscope.compare.standin.ConcurrencyCurve``):
+"""The knee search's goals on a stand-in storage with a known curve (``ConcurrencyCurve`` of tests/standin_runs.py):
 throughput in proportion to the I/Os in flight up to the knee, then flat, each run off by a uniform ±15%.
 
     python bench/knee_goals.py [--noise 0.15] [--searches 20]
@@ -12,10 +12,14 @@ and a curve like the 2-CPU machine's (flat from 32 in flight, 16 workers x qd 64
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import sys
 
-from xferscope.compare.standin import ConcurrencyCurve
 from xferscope.saturate.search import KneeSearch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from standin_runs import ConcurrencyCurve
 
 #: (name, knee in flight, the search's limits)
 CURVES = [

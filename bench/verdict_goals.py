@@ -1,5 +1,5 @@
 """The verdict rule's goals on the CPU machine: `compare --rounds auto` (its own loop, `run_comparison`) with a
-stand-in engine whose throughput follows a known distribution (`xferscope.compare.standin`), many invocations per case.
+stand-in engine whose throughput follows a known distribution (tests/standin_runs.py), many invocations per case.
 
     python bench/verdict_goals.py [--spreads 0.03,0.065] [--triples 100] [--margin 0.05] [--dir /var/tmp]
 
@@ -17,15 +17,19 @@ import collections
 import contextlib
 import io
 import math
+import os
 import statistics
+import sys
 import tempfile
 
 from xferscope.commands.compare import run_comparison
-from xferscope.compare import standin as _standin
 from xferscope.compare.rounds import Comparison
 from xferscope.compare.verdict import FASTER, MARGIN, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS
 from xferscope.run import runner
 from xferscope.spec import RunSpec
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import standin_runs as _standin
 
 
 def invocations(

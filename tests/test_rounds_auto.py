@@ -1,12 +1,12 @@
 """--rounds auto: rounds added while a verdict is undecided, up to --max-rounds, on a stand-in engine whose
-throughput follows a known distribution (xferscope.compare.standin), and once with the real host engine."""
+throughput follows a known distribution (tests/standin_runs.py), and once with the real host engine."""
 
 import json
 
 import pytest
+import standin_runs as _standin
 
 from xferscope import records
-from xferscope.compare import standin as _standin
 from xferscope.compare.rounds import Comparison
 from xferscope.compare.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
 from xferscope.output.compare import comparison_payload

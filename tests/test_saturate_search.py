@@ -199,7 +199,7 @@ def test_the_time_left_comes_from_each_paths_runs_so_far():
     [(4, {"max_workers": 16, "max_qd": 64}), (32, {"max_workers": 16, "max_qd": 64}), (8, {"max_workers": 64})],
 )
 def test_with_15_percent_noise_a_run_the_knee_is_within_one_doubling_in_18_of_20_searches(knee, limits):
-    from xferscope.compare.standin import ConcurrencyCurve
+    from standin_runs import ConcurrencyCurve
 
     hits, knees = 0, []
     for seed in range(20):
@@ -214,7 +214,7 @@ def test_with_15_percent_noise_a_run_the_knee_is_within_one_doubling_in_18_of_20
 
 @pytest.mark.parametrize("limits", [{"max_workers": 16, "max_qd": 64}, {"max_workers": 16}])
 def test_with_15_percent_noise_a_flat_curve_is_called_flat_in_18_of_20_searches(limits):
-    from xferscope.compare.standin import ConcurrencyCurve
+    from standin_runs import ConcurrencyCurve
 
     flat = 0
     for seed in range(20):
@@ -225,7 +225,7 @@ def test_with_15_percent_noise_a_flat_curve_is_called_flat_in_18_of_20_searches(
 
 def test_one_noisy_step_does_not_end_the_climb_and_workers_at_qd_1_are_climbed_too():
     # the GPU machine's case: the step from qd 2 to qd 4 shows no gain by noise, yet 4 workers read faster
-    from xferscope.compare.standin import Reading
+    from standin_runs import Reading
 
     def measure(shape):
         if shape == Shape(1, 4):
@@ -240,7 +240,8 @@ def test_one_noisy_step_does_not_end_the_climb_and_workers_at_qd_1_are_climbed_t
 
 
 def test_the_plateau_is_not_the_luckiest_point():
-    from xferscope.compare.standin import Reading
+    from standin_runs import Reading
+
     from xferscope.saturate.search import Point, plateau_of
 
     points = [

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 import re
 
+import standin_runs as _standin
 from tui_helpers import Messages, make_app, retype, screen_text, until_shown, wait_for
 
 from xferscope.app import session
 from xferscope.app.messages import BatchFinished, RoundAdded, RunFinished, RunStarted, SetupRefused
 from xferscope.app.widgets.rounds import whisker_bar
-from xferscope.compare import standin as _standin
 from xferscope.compare.verdict import RULE, WORDS
 from xferscope.spec import RunSpec
 

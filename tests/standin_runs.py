@@ -1,6 +1,6 @@
 """A stand-in for ``runner.Run`` whose throughput follows a known distribution: a seam for the tests and for
-``bench/verdict_goals.py`` that check the comparison's rule of rounds, not a product feature (nothing in
-xferscope reaches it).
+``bench/verdict_goals.py`` that check the comparison's rule of rounds (and a storage of a known concurrency curve,
+for the knee search's); not part of xferscope.
 
 Each ``execute()`` returns an ok ``RunResult`` with ``bytes`` for one second at a throughput of
 ``base x speed of the round x factor of the path x exp(N(0, sd))``: the machine's speed moves from round to
@@ -69,7 +69,7 @@ class StandInRun:
     def execute(self, on_sample=None) -> RunResult:
         d = _state
         if d is None:
-            raise RuntimeError("xferscope.compare.standin.configure() first")
+            raise RuntimeError("standin_runs.configure() first")
         if d.calls % d.paths == 0:
             d.speed = d.rng.uniform(0.6, 1.4)
         d.calls += 1
