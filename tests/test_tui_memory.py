@@ -24,7 +24,8 @@ async def sweep(pilot, msgs, mode: str, **fields) -> None:
 async def test_idle_names_the_locality_and_the_whole_buffer_figure(direct_dir):
     async with memory_view(direct_dir) as (app, pilot, msgs):
         await sweep(pilot, msgs, "idle", seconds="0.1", buffer="16M", pages="4k")
-        await wait_for(pilot, lambda: "pages: asked" in screen_text(app))
+        # the notes' second line is laid out a refresh after their text changes: wait for all of it
+        await wait_for(pilot, lambda: "got 100% 4K" in " ".join(screen_text(app).split()))
         text = " ".join(screen_text(app).split())
     result = msgs.of(MemSweepFinished)[-1].result
     assert result.idle_locality == "64-page" and result.whole_idle_latency_ns > 0
