@@ -34,10 +34,6 @@ def spec_for(path: str, directory, bs: int, blocks: int = 8, **kw) -> RunSpec:
     return RunSpec(**base)
 
 
-def in_flight_at(copies, t: int) -> int:
-    return sum(1 for c in copies if c.issued <= t < c.landed)
-
-
 def group_of(bs: int) -> int:
     from xferscope.engines.bounce import copy_group
 
