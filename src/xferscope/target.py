@@ -16,6 +16,7 @@ import fcntl
 import json
 import mmap
 import os
+import platform
 import shutil
 import tempfile
 import threading
@@ -304,8 +305,6 @@ def cpu_model() -> str | None:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
-
     return platform.processor() or None
 
 
