@@ -316,3 +316,15 @@ def test_random_valid_records_of_every_kind_round_trip(kind):
         records.check(kind, json.loads(text), "<random>")  # the file it makes opens as its kind
 
     round_trip()
+
+
+def test_a_memory_rows_keys_are_the_ones_its_type_names():
+    """A replay's memory rows are built from ``MEM_WHERE`` and ``MEM_METRICS``: each row holds every key of
+    ``records.MemRow`` and no other."""
+    from xferscope.sweep.stats import mem_rows
+
+    point = {"traffic": "R", "stride": 64, "delay": 0, "backend": "builtin", "locality": "64-page"}
+    point |= {"latency_ns": 90.0, "bandwidth_mb_s": 1000.0, "read_mb_s": 1000.0, "write_mb_s": 0.0}
+    rows = mem_rows([{"status": "ok", "points": [point]}])
+    assert len(rows) == 1 and set(rows[0]) == set(records.MemRow.__annotations__)
+    assert rows[0]["locality"] == "64-page" and rows[0]["latency_ns"]["median"] == 90.0

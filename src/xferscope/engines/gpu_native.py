@@ -28,6 +28,22 @@ PINNED_ALIGN = 4096
 PINNED_HUGE, PINNED_SMALL = "2 MiB transparent huge pages, cuMemHostRegister", "cuMemHostAlloc (4 KiB pages)"
 
 
+def pin_host_memory(resources, gpu: int, size: int, *, huge: bool, forced: bool = False) -> tuple[int, str, str | None]:
+    """``size`` bytes of pinned host memory for ``gpu``: on 2 MiB transparent huge pages registered with CUDA
+    (``huge``), else CUDA's own allocation, which also stands in where registering the huge pages is refused (a
+    low ``ulimit -l``, say) unless they were ``forced`` (then the refusal is raised). The address, which memory it
+    is (``PINNED_HUGE`` or ``PINNED_SMALL``), and why the huge pages were refused (None where they were not)."""
+    refused = None
+    if huge:
+        try:
+            return resources.pinned_huge_memory(gpu, size), PINNED_HUGE, None
+        except EnvironmentProblem as exc:
+            if forced:
+                raise
+            refused = str(exc)
+    return resources.pinned_memory(gpu, size), PINNED_SMALL, refused
+
+
 class GpuNativeEngine(NativeEngine):
     """Shared set-up of the GPU paths that run on ``_iocore``."""
 
@@ -96,17 +112,16 @@ class GpuNativeEngine(NativeEngine):
         """One worker's pinned buffers: a mapping on 2 MiB transparent huge pages pinned with cuMemHostRegister
         (``huge``), else CUDA's own pinned allocation (cuMemHostAlloc, 4 KiB pages). By default a refused
         registration (a low ``ulimit -l``, say) falls back to the latter, and the label says why."""
-        if huge and self.pinned_fallback is None:
-            try:
-                base = self.resources.pinned_huge_memory(gpu, size)
-                self.pinned_kinds.append(PINNED_HUGE)
-                return base
-            except EnvironmentProblem as exc:
-                if self.spec.huge_pages:  # asked for: no quiet fallback
-                    raise
-                self.pinned_fallback = str(exc)
-        self.pinned_kinds.append(PINNED_SMALL)
-        return self.resources.pinned_memory(gpu, size)
+        base, kind, refused = pin_host_memory(
+            self.resources,
+            gpu,
+            size,
+            huge=huge and self.pinned_fallback is None,
+            forced=bool(self.spec.huge_pages),  # asked for: no quiet fallback
+        )
+        self.pinned_kinds.append(kind)
+        self.pinned_fallback = self.pinned_fallback or refused
+        return base
 
     def pinned_label(self) -> str:
         """Which memory the workers' pinned buffers are, in the words of the labels."""

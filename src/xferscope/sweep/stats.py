@@ -8,7 +8,7 @@ fresh one compute the same way. Only repetitions that finished ("ok") count.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from xferscope.records import MemRow
 from xferscope.stats import summarize
@@ -79,20 +79,10 @@ def mem_rows(reps: list[dict]) -> list[MemRow]:
         for p in rep.get("points", []):
             key = (p.get("traffic"), p.get("stride"), p.get("delay"), *(p.get(k) for k in MEM_WHERE))
             groups.setdefault(key, []).append(p)
-    return [
-        {
-            "traffic": traffic,
-            "stride": stride,
-            "delay": delay,
-            "backend": points[0].get("backend"),
-            "locality": locality,
-            "size_bytes": size_bytes,
-            "cpu_node": cpu_node,
-            "mem_node": mem_node,
-            "latency_ns": summarize(p.get("latency_ns") for p in points),
-            "bandwidth_mb_s": summarize(p.get("bandwidth_mb_s") for p in points),
-            "read_mb_s": summarize(p.get("read_mb_s") for p in points),
-            "write_mb_s": summarize(p.get("write_mb_s") for p in points),
-        }
-        for (traffic, stride, delay, locality, size_bytes, cpu_node, mem_node), points in groups.items()
-    ]
+    rows = []
+    for (traffic, stride, delay, *where), points in groups.items():
+        row = {"traffic": traffic, "stride": stride, "delay": delay, "backend": points[0].get("backend")}
+        row.update(zip(MEM_WHERE, where))
+        row.update({metric: summarize(p.get(metric) for p in points) for metric in MEM_METRICS})
+        rows.append(cast(MemRow, row))  # MEM_WHERE and MEM_METRICS name MemRow's other keys
+    return rows

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.errors import SpecError
 
 #: the share of free memory (a GPU's, or the host's available) a workload's buffers may take
 MEMORY_SHARE = 0.9
@@ -35,15 +35,11 @@ def measured_free(gpus: list[int], what: str = "the GPUs' free memory") -> dict[
 
 def pinned(resources: Any, gpu: int, size: int) -> tuple[int, str]:
     """``size`` bytes of pinned host memory to read into or write from with O_DIRECT, as ``run``'s bounce paths pin
-    theirs: on 2 MiB huge pages where the kernel offers them (a 16 MiB request into 4 KiB pages is split into many
-    on disks that take few segments a request: doctor's buffer check), else, or where pinning those is refused,
-    CUDA's own; the address, and which memory it is (in ``gpu_native``'s words)."""
+    theirs by default (``gpu_native.pin_host_memory``): on 2 MiB huge pages where the kernel offers them (a 16 MiB
+    request into 4 KiB pages is split into many on disks that take few segments a request: doctor's buffer
+    check), else, or where pinning those is refused, CUDA's own; the address, and which memory it is."""
     from xferscope.engines import host
-    from xferscope.engines.gpu_native import PINNED_HUGE, PINNED_SMALL
+    from xferscope.engines.gpu_native import pin_host_memory
 
-    if host.huge_pages_offered():
-        try:
-            return resources.pinned_huge_memory(gpu, size), PINNED_HUGE
-        except EnvironmentProblem:
-            pass
-    return resources.pinned_memory(gpu, size), PINNED_SMALL
+    base, kind, _ = pin_host_memory(resources, gpu, size, huge=host.huge_pages_offered())
+    return base, kind
