@@ -71,6 +71,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("suite_against: --rounds must be at least 1")
+    known = ["git", "rev-parse", "--quiet", "--verify", f"{args.rev}^{{commit}}"]
+    if subprocess.run(known, cwd=HERE, capture_output=True, check=False).returncode != 0:
+        raise SystemExit(f"suite_against: {args.rev!r} is not a commit of this repository")
     with tempfile.TemporaryDirectory(prefix="xs-suite-") as tmp:
         earlier = Path(tmp) / "earlier"
         subprocess.run(["git", "worktree", "add", "-q", "--detach", str(earlier), args.rev], cwd=HERE, check=True)
