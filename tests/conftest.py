@@ -25,6 +25,10 @@ class CliResult:
     err: str
 
 
+#: where a test's files go when the temporary directory refuses O_DIRECT, in this order
+DIRECT_IO_FALLBACKS = ("/var/tmp", os.getcwd())
+
+
 @contextlib.contextmanager
 def direct_dir_in(tmp: Path):
     """``tmp``, or a directory made for the test elsewhere, on a filesystem that accepts O_DIRECT (skips where
@@ -33,7 +37,7 @@ def direct_dir_in(tmp: Path):
     if ok:
         yield tmp
         return
-    for parent in ("/var/tmp", os.getcwd()):
+    for parent in DIRECT_IO_FALLBACKS:
         if probe_direct_io(parent)[0]:
             d = Path(tempfile.mkdtemp(prefix="xs-test-", dir=parent))
             try:

@@ -3,10 +3,10 @@ and driver, then the udev record of the disk the tests write to, without which c
 
 from __future__ import annotations
 
-import os
 import tempfile
 
 import pytest
+from conftest import DIRECT_IO_FALLBACKS
 
 from xferscope.engines.registry import unavailable_reason
 from xferscope.target import probe_direct_io
@@ -17,7 +17,7 @@ GPU_REASON = unavailable_reason("bounce")
 def _tests_disk() -> str:
     """Where the tests' files go (``conftest.direct_dir_in``'s choice): the temporary directory, else the first
     that accepts O_DIRECT."""
-    for directory in (tempfile.gettempdir(), "/var/tmp", os.getcwd()):
+    for directory in (tempfile.gettempdir(), *DIRECT_IO_FALLBACKS):
         if probe_direct_io(directory)[0]:
             return directory
     return tempfile.gettempdir()

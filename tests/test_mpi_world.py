@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import signal
 
+import pytest
+
 from xferscope.cluster.world import World, interrupts_as_flag
 
 
@@ -113,8 +115,6 @@ def test_a_word_heard_while_running_is_not_waited_for_again():
 def test_ctrl_c_while_a_word_is_taken_is_raised_after_it_is_counted():
     """Ctrl-C lands as the word is taken: the run still stops (KeyboardInterrupt), and the word taken is not
     waited for at the end (the ranks would wait for it for ever)."""
-    import pytest
-
     words = _Words([(1, (1, "b"))], signal_on_take=True)
     world = _words_world(words)
     with pytest.raises(KeyboardInterrupt):

@@ -19,6 +19,7 @@ from typing import Any
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.workloads.common.data_files import SampleRef
 from xferscope.workloads.common.generated import ALIGN
+from xferscope.workloads.common.gpu_memory import pinned
 
 
 class Slot:
@@ -162,7 +163,6 @@ class BounceFetcher(GpuFetcher):
         super().__init__(data, block_size, gpu, resources)
         from xferscope import _iocore
         from xferscope.engines import bounce
-        from xferscope.workloads.common.gpu_memory import pinned
 
         if asynchronous:  # a reader's staging stays lean: two groups (four for blocks under 1 MiB)
             group = bounce.copy_group(block_size)
