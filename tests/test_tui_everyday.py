@@ -8,13 +8,14 @@ from pathlib import Path
 
 from tui_helpers import (
     Messages,
+    held_text,
     make_app,
     memory_view,
+    notified,
     on_screen,
     paste,
     retype,
     screen_text,
-    toast_text,
     until_shown,
     wait_for,
 )
@@ -37,18 +38,19 @@ from xferscope.spec import RunSpec
 async def test_save_the_setup_as_a_profile_and_open_it_again(direct_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     app = make_app(direct_dir)
-    async with app.run_test(notifications=True) as pilot:
+    msgs = Messages()
+    async with app.run_test(notifications=True, message_hook=msgs) as pilot:
         await retype(pilot, "#bs", "64K")
         await retype(pilot, "#workers", "3")
         await pilot.press("escape", "p")
         await wait_for(pilot, lambda: bool(app.screen.query("#prompt-input")))
         await paste(pilot, "#prompt-input", "bad name!")
         await pilot.press("enter")  # refused in place: the dialog stays
-        await until_shown(pilot, "must be letters, digits", flat=True)
+        await wait_for(pilot, lambda: "must be letters, digits" in held_text(app, "#prompt-error"))
         await paste(pilot, "#prompt-input", "mine-64k")
         await pilot.press("enter")
         saved = tmp_path / "data" / "xferscope" / "profiles" / "mine-64k.toml"
-        await wait_for(pilot, lambda: "profile mine-64k saved" in toast_text(screen_text(app)))
+        await wait_for(pilot, lambda: any(n.startswith("profile mine-64k saved: ") for n in notified(msgs)))
         assert saved.exists()
         await wait_for(pilot, lambda: not app.screen.query("#prompt-input"))
         await retype(pilot, "#bs", "1M")
@@ -112,12 +114,12 @@ async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
 
 
 async def test_memory_sweep_draws_points_as_they_come(direct_dir):
-    async with memory_view(direct_dir) as (_app, pilot, msgs):
+    async with memory_view(direct_dir) as (app, pilot, msgs):
         await retype(pilot, "#mem-delays", "0,5000")
         await retype(pilot, "#mem-seconds", "0.1")
         await retype(pilot, "#mem-buffer", "16M")
         await retype(pilot, "#mem-stride", "65")
-        await until_shown(pilot, "not a stride we measure", flat=True)
+        await wait_for(pilot, lambda: "not a stride we measure" in held_text(app, "#mem-error"))
         await retype(pilot, "#mem-stride", "64")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(MemSweepFinished), timeout=30)

@@ -8,7 +8,7 @@ import json
 import os
 
 from test_workload_inference import _shards
-from tui_helpers import Messages, make_app, paste, retype, screen_text, wait_for
+from tui_helpers import Messages, held_text, make_app, paste, retype, screen_text, wait_for
 
 from xferscope.app.inference_model import InferenceFormValues, build_spec
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
@@ -130,7 +130,7 @@ async def _open_saved(tmp_path, saved) -> tuple[int, str]:
         await wait_for(pilot, lambda: "Open a saved run" in screen_text(app))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "No such file" in " ".join(screen_text(app).split()))
+        await wait_for(pilot, lambda: "No such file" in held_text(app, "#prompt-error"))
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
         await wait_for(pilot, lambda: saved.name in screen_text(app))

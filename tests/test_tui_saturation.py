@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from tui_helpers import Messages, make_app, paste, retype, screen_text, toast_text, wait_for
+from tui_helpers import Messages, held_text, make_app, notified, paste, retype, screen_text, toast_text, wait_for
 
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import SaturationEnded, SaturationProgressed
@@ -100,7 +100,7 @@ async def test_a_saved_saturation_opens_in_the_view(cli, direct_dir, tmp_path):
         await wait_for(pilot, lambda: "Open a saved saturation" in screen_text(app))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "no such file" in " ".join(screen_text(app).split()))
+        await wait_for(pilot, lambda: "no such file" in held_text(app, "#prompt-error"))
         await paste(pilot, "#prompt-input", str(saved))
         await pilot.press("enter")
         await wait_for(pilot, lambda: "saturation · saved" in screen_text(app) and "→" in screen_text(app))
@@ -148,9 +148,11 @@ def test_knee_marks_sit_under_their_column():
 
 async def test_the_view_fits_80x24(tmp_path):
     app = make_app(tmp_path)
-    async with app.run_test() as pilot:
+    msgs = Messages()
+    # notifications on: a toast the view raised would be drawn, and the last check would fail
+    async with app.run_test(notifications=True, message_hook=msgs) as pilot:
         await pilot.press("t")
         await wait_for(pilot, lambda: "Rounds" in screen_text(app))
         text = screen_text(app)
     assert "saturation" in text and "Paths" in text and "Rounds" in text and "Start" in text
-    assert toast_text(text) == ""
+    assert notified(msgs) == [] and toast_text(text) == ""

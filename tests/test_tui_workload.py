@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from tui_helpers import Messages, make_app, paste, retype, screen_text, wait_for
+from tui_helpers import Messages, held_text, make_app, paste, retype, screen_text, wait_for
 
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
 from xferscope.app.screens.workload import WorkloadScreen
@@ -104,7 +104,7 @@ async def test_a_dlio_summary_opens_beside_the_sessions_runs(tmp_path):
         await wait_for(pilot, lambda: "Open a saved training run" in screen_text(app))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))
         await pilot.press("enter")
-        await wait_for(pilot, lambda: "No such file" in " ".join(screen_text(app).split()))
+        await wait_for(pilot, lambda: "No such file" in held_text(app, "#prompt-error"))
         await paste(pilot, "#prompt-input", dlio)
         await pilot.press("enter")
         await wait_for(pilot, lambda: "dlio-summary.json" in screen_text(app))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -141,14 +143,40 @@ def test_bad_input_is_one_line_and_exit_2(cli, args, says):
     assert len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any directory")
-def test_a_directory_that_cannot_be_written_is_refused(cli, tmp_path):
+def _bound_by_mode_bits() -> None:
+    """In a child, before it runs the command: root gives up CAP_DAC_OVERRIDE, so that a directory's mode bits bind
+    it as they bind any user. Dropped from the bounding set (prctl PR_CAPBSET_DROP): the capabilities root holds
+    after exec are that set's."""
+    import ctypes
+
+    pr_capbset_drop, cap_dac_override = 24, 1
+    if os.geteuid() == 0 and ctypes.CDLL(None, use_errno=True).prctl(pr_capbset_drop, cap_dac_override, 0, 0, 0):
+        raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP, CAP_DAC_OVERRIDE)")
+
+
+def test_a_directory_that_cannot_be_written_is_refused(tmp_path):
     tmp_path.chmod(0o500)
     try:
-        r = cli("workload", "checkpoint", "llama3-8b", "--plan", "--dir", str(tmp_path))
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "xferscope.cli",
+                "workload",
+                "checkpoint",
+                "llama3-8b",
+                "--plan",
+                "--dir",
+                str(tmp_path),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            preexec_fn=_bound_by_mode_bits,
+        )
     finally:
         tmp_path.chmod(0o700)
-    assert r.code == 2 and "not writable" in r.err
+    assert r.returncode == 2 and f"{tmp_path}: not writable" in r.stderr, r.stderr
 
 
 def test_without_a_gpu_the_states_live_in_host_memory_and_must_fit_it(no_gpu, tmp_path):

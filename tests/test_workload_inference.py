@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import TRANSFER_PROCESS, child_has_read, children_running, interrupted_cli
+from conftest import TRANSFER_PROCESS, child_has_read, children_running, interrupted_cli, sends_from_now
 
 from xferscope.workloads.inference import kv_layout
 from xferscope.workloads.inference.models import model
@@ -535,9 +535,12 @@ def test_a_killed_transfer_process_fails_the_run_and_leaves_nothing(set_dir, tmp
     while not child_has_read(TRANSFER_PROCESS, 32 << 20)(me):  # requests restored: there are figures to keep
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
-    time.sleep(1.0)  # five of its 0.2 s ticks: the requests restored are sent
     ours = me.children(recursive=True)
     [worker] = [c for c in ours if TRANSFER_PROCESS in " ".join(c.cmdline())]
+    sent = sends_from_now(worker)
+    while not sent():  # a tick since: the requests restored are sent
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.05)
     worker.kill()
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 1, err

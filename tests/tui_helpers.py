@@ -11,6 +11,7 @@ from contextlib import asynccontextmanager
 
 from rich.console import Console
 from textual import events
+from textual.notifications import Notify
 
 from xferscope.app.app import ConsoleOptions, Machine, XferscopeApp
 from xferscope.app.setup_model import FormValues
@@ -68,15 +69,27 @@ async def wait_for(pilot, condition, timeout: float = 60.0, step: float = 0.1):
     raise AssertionError("timed out; the screen shows:\n" + screen_text(pilot.app))
 
 
-async def until_shown(pilot, *texts: str, timeout: float = 60.0, flat: bool = False) -> str:
-    """Let the app run until the screen shows every one of ``texts`` (``flat``: with its lines joined, for text
-    that wraps); the screen's text then."""
+def held_text(app, selector: str) -> str:
+    """The text a Static or Label on the top screen holds, whole: what the app put there, wherever the terminal's
+    width and a dialog's border would break its lines (a message naming a long path wraps)."""
+    content = app.screen.query_one(selector).content
+    return getattr(content, "plain", str(content))
+
+
+def notified(messages: Messages) -> list[str]:
+    """Every notification the app raised, in order, as "title: message" (or the message alone): what a toast
+    says, not where the terminal wraps or shortens it."""
+    return [f"{n.title}: {n.message}" if n.title else n.message for n in (m.notification for m in messages.of(Notify))]
+
+
+async def until_shown(pilot, *texts: str, timeout: float = 60.0) -> str:
+    """Let the app run until the screen shows every one of ``texts`` (each on one line of the screen: a text that
+    can wrap is read whole with ``held_text``); the screen's text then."""
     seen: list[str] = []
 
     def showing() -> bool:
         text = screen_text(pilot.app)
-        probe = " ".join(text.split()) if flat else text
-        if all(t in probe for t in texts):
+        if all(t in text for t in texts):
             seen.append(text)
         return bool(seen)
 

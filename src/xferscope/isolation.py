@@ -2,7 +2,7 @@
 
 cuFile, the CUDA driver, NVML and xferscope's own C cores can take a process down
 with a signal. Whatever calls them for a run, a ``doctor`` check or a probe runs
-in a child started here (``python -m xferscope.isolation MODULE:FUNCTION``): a
+in a child started here (``python -c CHILD_MAIN MODULE:FUNCTION``): a
 fresh interpreter, never a fork of this one (no threads, CUDA contexts or locks
 carried over), in a session of its own (a Ctrl-C or a hang-up at the terminal
 reaches only this process, which then tells the child what to do).
@@ -261,6 +261,10 @@ def target_name(target: Callable[..., Any]) -> str:
     return f"{module}:{name}"
 
 
+#: what a child runs: this module's ``child_main``, imported once (``-m`` would run a second copy of it as __main__)
+CHILD_MAIN = "import sys; from xferscope.isolation import child_main; child_main(sys.argv[1:])"
+
+
 class Child:
     """One child process running ``target`` (a module's top-level function, called there with a ``Channel``)."""
 
@@ -287,8 +291,8 @@ class Child:
             self.proc = subprocess.Popen(
                 [
                     sys.executable,
-                    "-m",
-                    "xferscope.isolation",
+                    "-c",
+                    CHILD_MAIN,
                     self.target,
                     str(os.getpid()),
                     str(cmd_r),
@@ -520,10 +524,3 @@ def _serve_calls(channel: Channel) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-if __name__ == "__main__":
-    # through the package's module, not this copy run as __main__: one ParentGone class for all
-    from xferscope.isolation import child_main as _main
-
-    _main(sys.argv[1:])

@@ -202,7 +202,8 @@ def text_table(
     return table
 
 
-#: set by an MPI launcher in every rank: a rank's output goes through the launcher's, at a width it cannot know
+#: set by an MPI launcher in every rank: a rank's output goes through the launcher's, at a width it cannot know, to
+#: wherever the launcher's own output goes (Open MPI gives each rank a pseudo-terminal even when that is a pipe)
 MPI_RANK_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK")
 
 
@@ -213,11 +214,20 @@ def _terminal(console) -> bool:
     return console.is_terminal and not any(k in os.environ for k in MPI_RANK_ENV)
 
 
-def terminal_width() -> int | None:
-    """The width of the terminal tables print to; None into a pipe, a file or an MPI rank's output."""
+def stdout_console(width: int | None = None):
+    """A Rich console on stdout: a terminal's own (its colours, and its width unless ``width``) for a person at a
+    terminal; plain text without one escape code into a pipe, a file or an MPI rank's output."""
     from rich.console import Console
 
-    screen = Console()
+    screen = Console(width=width)
+    if _terminal(screen):
+        return screen
+    return Console(width=width, force_terminal=False, color_system=None)
+
+
+def terminal_width() -> int | None:
+    """The width of the terminal tables print to; None into a pipe, a file or an MPI rank's output."""
+    screen = stdout_console()
     return screen.width if _terminal(screen) else None
 
 
@@ -234,10 +244,10 @@ def print_table(table, first: Sequence[str] = FIRST_COLUMNS) -> None:
     words wrap at their ends."""
     from rich.console import Console
 
-    screen = Console()
+    screen = stdout_console()
     if not _terminal(screen):
         width = Console(width=4000).measure(table).maximum
-        Console(width=max(80, width)).print(table)
+        stdout_console(width=max(80, width)).print(table)
         return
     if _every_column:
         screen.print(table)
@@ -257,9 +267,7 @@ def say(line: str) -> None:
     mid-word); into a file or pipe as it is."""
     import sys
 
-    from rich.console import Console
-
-    screen = Console()
+    screen = stdout_console()
     if _terminal(screen):
         screen.print(line, highlight=False, markup=False)
     else:

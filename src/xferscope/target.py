@@ -295,6 +295,19 @@ def memory_available() -> int | None:
     return None
 
 
+def os_name() -> str:
+    """'Linux-6.8.0-45-generic-x86_64-with-glibc2.39', as ``platform.platform()`` spells it, but without the
+    `uname -p` process that call starts (a fork of the engine's process while its workers read)."""
+    u = os.uname()
+    try:
+        libc = os.confstr("CS_GNU_LIBC_VERSION") or ""
+    except (ValueError, OSError):
+        libc = ""
+    return "-".join(p for p in (u.sysname, u.release, u.machine) if p) + (
+        f"-with-{libc.replace(' ', '')}" if libc else ""
+    )
+
+
 def cpu_model() -> str | None:
     """This host's CPU model (``/proc/cpuinfo``'s first model name, else ``platform.processor()``); None where
     neither says."""

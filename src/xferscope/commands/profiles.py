@@ -20,9 +20,10 @@ def list_command(as_json: bool) -> None:
 
         typer.echo(json_text(infos), nl=False)
         return
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from xferscope.report import stdout_console
 
     table = Table(header_style="bold", title="profiles (replay with: xferscope replay NAME)")
     for h in ("name", "kind", "paths", "points", "reps", "from", "description"):
@@ -35,7 +36,7 @@ def list_command(as_json: bool) -> None:
                 for c in (i.name, i.kind, ", ".join(i.paths), str(i.points), str(i.repetitions), i.origin, description)
             )
         )
-    Console(width=max(140, Console().width)).print(table)
+    stdout_console(width=max(140, stdout_console().width)).print(table)
     typer.echo(f"user profiles: {user_dir()}")
 
 

@@ -404,7 +404,7 @@ class LocalRun(SampleFeed):
         env = {
             "host": socket.gethostname(),
             "kernel": platform.release(),
-            "os": platform.platform(terse=True),
+            "os": targets.os_name(),
             "python": platform.python_version(),
             "cpu_count": os.cpu_count(),
             "cpu_model": targets.cpu_model(),
