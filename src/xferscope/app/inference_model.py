@@ -88,7 +88,8 @@ def describe(spec: KvSpec | LoadSpec) -> str:
             f"kvcache {spec.model.name}, prompts of {spec.prompt.text} tokens x{spec.concurrency} through {spec.path}"
         )
     what = spec.files if spec.files else spec.model.name if spec.model else "?"
-    return f"load {what}, {spec.cache}, {spec.threads} threads through {spec.path}"
+    threads = "" if spec.by_library else f", {spec.threads} threads"  # a library runs with its own
+    return f"load {what}, {spec.cache}{threads} through {spec.path}"
 
 
 @dataclass

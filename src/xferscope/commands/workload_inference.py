@@ -16,14 +16,16 @@ from xferscope.commands.options import (
 from xferscope.errors import SpecError
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.units import parse_duration
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES
 
 PathOpt = Annotated[
     str | None,
     typer.Option(
         "--path",
         "-x",
-        help="host, bounce, bounce-async, cufile; a comma list runs each over one data set in rotated rounds and "
-        "ranks them (a path twice: an A/A pair)",
+        help="host, bounce, bounce-async, cufile; load also: the libraries safetensors, fastsafetensors, "
+        "fastsafetensors-gds, runai-streamer (where installed, with torch); a comma list runs each over one data "
+        "set in rotated rounds and ranks them (a path twice: an A/A pair)",
     ),
 ]
 
@@ -249,6 +251,11 @@ def load_command(
             raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
         if mpi and len(paths) > 1:
             raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        if share == "tp" and paths[0] in LOAD_LIBRARIES:
+            raise SpecError(
+                "share",
+                f"{paths[0]} loads the whole model in each process here: --share copy, or one of xferscope's paths",
+            )
         size = optional_size(shard_size, "shard-size")
         assert size is not None
         spec = LoadSpec(

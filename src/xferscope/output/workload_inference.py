@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -149,18 +149,27 @@ def load_lines(r: LoadResult) -> list[Any]:
     s = r.spec
     d = r.data
     what = s.model.name if s.model is not None else s.files
+    lib = r.library
     lines: list[Any] = [
         f"workload load {what}: {d.get('shards')} shards, {d.get('tensors')} tensors, {format_bytes(d.get('bytes', 0))}, "
-        f"{r.cache_state}, through {s.path}"
+        f"{r.cache_state}, through {s.path}" + (f" (the library {lib.package} {lib.version} itself)" if lib else "")
     ]
+    # a library's jobs are its shards, its checks its tensors; xferscope's paths read pieces
+    unit, checked = ("shards", "tensors") if lib else ("pieces", "pieces")
     if r.incomplete:
         lines.append(
-            f"  {r.status.upper()}: {r.error or 'stopped before its end'} ({r.pieces_done} of {r.pieces} pieces landed)"
+            f"  {r.status.upper()}: {r.error or 'stopped before its end'} ({r.pieces_done} of {r.pieces} {unit} landed)"
         )
+    first = "first shard" if lib else "first byte"
     lines.append(
-        f"  loaded in {secs(r.load_s)} | first byte {'on the GPU' if s.lands_in_gpu else 'landed'} {ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
+        f"  loaded in {secs(r.load_s)} | {first} {'on the GPU' if s.lands_in_gpu else 'landed'} {ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
         f"slowest shard {r.slowest_shard or '-'} | {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
+    if lib is not None:
+        settings = ", ".join(f"{k}={v}" for k, v in lib.settings.items())
+        lines.append(
+            f"  {lib.package} {lib.version}, torch {lib.torch}: {lib.io_mode}" + (f" ({settings})" * bool(settings))
+        )
     for g in r.per_gpu:
         lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {secs(g.seconds)}, {_f(g.gb_per_s)} GB/s")
     if r.shape is not None:
@@ -171,9 +180,9 @@ def load_lines(r: LoadResult) -> list[Any]:
     if r.verified is not None:
         v = r.verified
         lines.append(
-            f"  verified: {v.pieces} pieces, every byte as in the files"
+            f"  verified: {v.pieces} {checked}, every byte as in the files"
             if not v.differ
-            else f"  VERIFY FAILED: {v.differ} of {v.pieces} pieces differ from the files (first: {v.first})"
+            else f"  VERIFY FAILED: {v.differ} of {v.pieces} {checked} differ from the files (first: {v.first})"
         )
     if r.cluster is not None:
         lines += load_cluster_lines(r)
@@ -357,15 +366,31 @@ def kv_comparison_lines(c: KvComparison) -> list[Any]:
     return [*table, *path_break_evens(c)]
 
 
+def library_lines(results: Sequence[LoadResult]) -> list[str]:
+    """Which rows are the libraries themselves, and which is xferscope's imitation of one."""
+    libs = {r.path: r.library for r in results if r.library is not None}
+    if not libs:
+        return []
+    said = ", ".join(f"{p} ({lib.package} {lib.version})" for p, lib in libs.items())
+    torch = next(iter(libs.values())).torch
+    lines = [f"  the libraries themselves, on torch {torch}: {said}"]
+    if "host" in {r.path for r in results}:
+        lines.append(
+            "  host: xferscope's own reading of the shards as safetensors does (mapped, copied from pageable memory)"
+        )
+    return lines
+
+
 def load_comparison_lines(c: LoadComparison) -> list[Any]:
     s = c.spec
-    return comparison_lines(
+    table = comparison_lines(
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
         c.entries,
         "load time",
         secs,
         c.status,
     )
+    return [*table, *library_lines(c.results)]
 
 
 # ------------------------------------------------------------------ the run and its outputs

@@ -18,12 +18,16 @@ from xferscope.app.inference_model import (
 )
 from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
 from xferscope.app.widgets.title import title_text
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES, installed
+
+#: xferscope's paths, and for a load the libraries installed here (a path typed that is not: one line under it)
+PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(LOAD_LIBRARIES))
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
     ("inf-kind", "Kind", "kvcache, load", "kind"),
     ("inf-model", "Model", "llama3.1-8b, llama3.1-70b, deepseek-v3", "model"),
-    ("inf-path", "Path", "host, bounce, bounce-async, cufile", "path"),
+    ("inf-path", "Path", PATH_HINT, "path"),
     ("inf-prompt", "Prompt", "tokens: 8192, 1024-8192", "prompt"),
     ("inf-concurrency", "At once", "requests (kvcache), threads (load)", "concurrency"),
     ("inf-seconds", "Run s", "10", "seconds"),

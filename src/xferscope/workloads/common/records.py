@@ -60,6 +60,21 @@ class WorkloadResult(msgspec.Struct, kw_only=True):
         return self.spec.path
 
 
+class LibraryFacts(msgspec.Struct, kw_only=True):
+    """A library path's own facts (``libraries``): its package and version, torch's, what it called, the settings it
+    ran with, the I/O it actually did (as it ran, fallbacks included) and its set-up's seconds, kept out of the
+    timer (import, CUDA context, cuFile's driver, its loader)."""
+
+    path: str
+    package: str
+    version: str
+    torch: str
+    call: str
+    settings: dict[str, str] = {}
+    io_mode: str = ""
+    setup_s: dict[str, float] = {}
+
+
 class RunEnd(TypedDict, total=False):
     """How a workload run ended, as its engine process reported it (the keywords of the records' constructors)."""
 

@@ -1,12 +1,13 @@
 """What ``workload kvcache`` and ``workload load`` share: the paths checked before anything is written, the
-GPUs' free memory asked of a process of its own, a ``TransferJob`` run in the engine's process, and the paths
-run side by side in rotated rounds."""
+GPUs' free memory asked of a process of its own, a ``TransferJob`` (or a library's load) run in a process of its
+own, and the paths run side by side in rotated rounds."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xferscope.isolation import Channel
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
 from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
@@ -46,16 +47,18 @@ class JobRunner:
 
     def run(
         self,
-        job: TransferJob,
+        job: Any,
         what: str,
         on_tick: Callable[[Any], None] | None = None,
         on_ready: Callable[[], None] | None = None,
+        serve: Callable[[Channel], None] | None = None,
     ) -> tuple[Outcome, list]:
         """The outcome and every job done (those the ticks carried, where the process died before its end);
-        ``on_ready`` as ``WorkloadChild.execute``'s (the ranks of an MPI job start together there)."""
-        from xferscope.workloads.inference.transfer_process import serve
+        ``on_ready`` as ``WorkloadChild.execute``'s (the ranks of an MPI job start together there). ``serve``: the
+        process's side, a ``TransferJob``'s where not given (a library's load: ``library_load.serve``)."""
+        from xferscope.workloads.inference import transfer_process
 
-        child = self._child = WorkloadChild(serve, what, job.path)
+        child = self._child = WorkloadChild(serve or transfer_process.serve, what, job.path)
         if self.stopped:
             child.stop()
         seen: list = []

@@ -1,6 +1,8 @@
 """``workload load`` from start to end: the paths checked, the shards generated (or the user's parsed), the
 page cache emptied of them (cold) or filled with them (warm) before each run, one run or the paths side by
-side, and generated shards removed at the end."""
+side, and generated shards removed at the end. xferscope's paths run a ``TransferJob``; a library's path
+(safetensors, fastsafetensors, the Run:ai streamer) runs the library itself (``library_load``), by the same
+rules and clock."""
 
 from __future__ import annotations
 
@@ -8,9 +10,12 @@ import dataclasses
 from collections.abc import Callable, Sequence
 
 from xferscope.engines import page_cache
+from xferscope.errors import EnvironmentProblem, SpecError
+from xferscope.units import format_bytes
+from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
-from xferscope.workloads.inference import load_data, load_shape
+from xferscope.workloads.inference import library_load, load_data, load_shape
 from xferscope.workloads.inference.inference import JobRunner, check_memory_before, gpu_present
 from xferscope.workloads.inference.load_data import LoadPieces, Shards
 from xferscope.workloads.inference.load_record import LoadResult
@@ -29,6 +34,35 @@ def direct_for(spec: LoadSpec, shards: Shards) -> bool:
     """O_DIRECT for a cold load by the paths that read into buffers of their own; the host path maps the file
     (the page cache, emptied first), and a warm load reads what the page cache holds."""
     return shards.direct and spec.cache == "cold" and spec.path != "host"
+
+
+def library_job(spec: LoadSpec, shards: Shards) -> library_load.LibraryLoadJob:
+    """The load as the library of ``spec``'s path makes it: every shard, in order, into the first GPU."""
+    return library_load.LibraryLoadJob(
+        spec.path,
+        [f.path for f in shards.files],
+        [[(t.name, t.start, t.end) for t in parsed.tensors] for parsed in shards.parsed],
+        spec.gpus[0] if spec.lands_in_gpu else None,
+        spec.verify,
+    )
+
+
+def check_library_memory(specs: Sequence[LoadSpec], shards: Shards) -> None:
+    """A library holds the whole model on its one GPU: it must fit that GPU's free memory."""
+    from xferscope.workloads.common.gpu_memory import measured_free
+
+    gpus = sorted({s.gpus[0] for s in specs if s.lands_in_gpu})
+    if not gpus:
+        return
+    free = measured_free(gpus)
+    for s in specs:
+        have = free.get(s.gpus[0]) if s.lands_in_gpu else None
+        if have is not None and shards.tensor_bytes > have * MEMORY_SHARE:
+            raise SpecError(
+                "gpu",
+                f"{s.path} holds the whole model on GPU {s.gpus[0]}: {format_bytes(shards.tensor_bytes)}, more than "
+                f"its free memory allows ({format_bytes(have)} free)",
+            )
 
 
 def transfer_job(spec: LoadSpec, shards: Shards) -> tuple[TransferJob, int]:
@@ -74,11 +108,13 @@ class LoadSession:
         the user's shards (``--files``), or the generated ones as they will lie."""
         spec = self.spec = dataclasses.replace(self.spec, host_to_gpu=gpu_present())
         paths = list(paths) or [spec.path]
-        check_paths(paths)
+        specs = [dataclasses.replace(spec, path=p) for p in paths]
+        check_paths([s.path for s in specs if not s.by_library])
+        if "fastsafetensors-gds" in paths and not spec.host_to_gpu:
+            raise EnvironmentProblem("fastsafetensors-gds: unavailable: it reads with cuFile into a GPU; no GPU here")
         shards = load_data.scan(spec) if spec.files is not None else load_data.planned(spec)
-        check_memory_before(
-            [transfer_job(load_shape.widest(dataclasses.replace(spec, path=p)), shards)[0] for p in paths]
-        )
+        check_memory_before([transfer_job(load_shape.widest(s), shards)[0] for s in specs if not s.by_library])
+        check_library_memory([s for s in specs if s.by_library], shards)
         if spec.files is not None:
             self.shards = shards
         return shards
@@ -126,6 +162,8 @@ class LoadSession:
         """A load (its shape measured first, where the probe chooses it); ``on_ready``: the ranks of an MPI job
         start their loads together there."""
         assert self.shards is not None
+        if (spec or self.spec).by_library:
+            return self._run_library(spec or self.spec, on_tick, on_ready)
         shape = self.shape_for(spec or self.spec)
         spec = load_shape.resolved(spec or self.spec, shape)
         assert spec.split is not None and spec.threads is not None
@@ -152,6 +190,39 @@ class LoadSession:
             peak_rss_bytes=out.process.peak_rss_bytes,
             verified=out.payload.verified if out.payload is not None else None,
             shape=shape,
+            labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
+            environment=out.environment,
+            error=out.error,
+        )
+
+    def _run_library(
+        self,
+        spec: LoadSpec,
+        on_tick: Callable[[TransferTick], None] | None,
+        on_ready: Callable[[], None] | None,
+    ) -> LoadResult:
+        """A load by the library itself, in a process of its own: a job a shard."""
+        assert self.shards is not None
+        job = library_job(spec, self.shards)
+        resident = self._set_cache(spec)
+        out, done = self.runner.run(job, f"the {spec.path} load", on_tick, on_ready, serve=library_load.serve)
+        payload = out.payload
+        labels = list(out.labels)
+        if resident is not None:
+            labels.append(f"{spec.cache}: {100 * resident:.0f}% of the shards in the page cache as it began")
+        if spec.threads is not None or spec.split is not None:
+            labels.append(f"--threads and --split shape xferscope's paths: {spec.path} runs with its own settings")
+        return LoadResult.from_jobs(
+            spec,
+            self.shards.describe(),
+            done,
+            len(self.shards.files),
+            status=out.status,
+            resident_before=resident,
+            cpu_seconds=out.process.cpu_seconds,
+            peak_rss_bytes=out.process.peak_rss_bytes,
+            verified=payload.verified if payload is not None else None,
+            library=payload.facts if payload is not None else None,
             labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
             environment=out.environment,
             error=out.error,

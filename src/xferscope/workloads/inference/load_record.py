@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
+from xferscope.workloads.common.records import LibraryFacts, RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.inference.load_data import LoadShards
 from xferscope.workloads.inference.load_shape import LoadShape
 from xferscope.workloads.inference.load_spec import LoadSpec
@@ -101,6 +101,8 @@ class LoadResult(WorkloadResult, kw_only=True):
     #: the request shape it ran with, and how it was chosen (older records: absent)
     shape: LoadShape | None = None
     cluster: LoadCluster | None = None  # --mpi: the job's ranks and hosts (the figures above: all of them)
+    #: a library's path (safetensors, fastsafetensors, the Run:ai streamer): what it is and how it ran
+    library: LibraryFacts | None = None
 
     def host_rows(self) -> list[tuple[str, float | None, float | None, float | None]]:
         """An MPI job's hosts, to rank beside the job: each one's time to load and GB/s."""
@@ -118,6 +120,7 @@ class LoadResult(WorkloadResult, kw_only=True):
         resident_before: float | None,
         verified: tuple[int, int, str | None] | None = None,
         shape: LoadShape | None = None,
+        library: LibraryFacts | None = None,
         **end: Unpack[RunEnd],
     ) -> LoadResult:
         ends = [d.start_s + d.seconds for d in done]
@@ -142,6 +145,7 @@ class LoadResult(WorkloadResult, kw_only=True):
             pieces_done=len(done),
             verified=None if verified is None else Verified(pieces=verified[0], differ=verified[1], first=verified[2]),
             shape=shape,
+            library=library,
             **run_end(total, end),
         )
 

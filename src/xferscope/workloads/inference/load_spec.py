@@ -5,11 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES, check_installed
 from xferscope.workloads.common.run_options import RunOptions
 from xferscope.workloads.inference.models import ModelShape
 
-#: host: mapped and copied from pageable memory, as ``safetensors`` does; the others as everywhere
-LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: xferscope's own: host mapped and copied from pageable memory, as ``safetensors`` does; the others as everywhere
+ENGINE_LOAD_PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: the libraries users load with, run as they run (``library_load``), where their package is installed
+LOAD_PATHS = ENGINE_LOAD_PATHS + tuple(LOAD_LIBRARIES)
 CACHE_STATES = ("cold", "warm")
 DEFAULT_SHARD = 5_000_000_000  # Hugging Face's max_shard_size="5GB"
 #: the request shape where the user gave none and the probe cannot run (load_shape)
@@ -32,8 +35,12 @@ class LoadSpec(RunOptions):
     part: tuple[int, int] = (0, 1)
 
     @property
+    def by_library(self) -> bool:
+        return self.path in LOAD_LIBRARIES
+
+    @property
     def lands_in_gpu(self) -> bool:
-        return self.path != "host" or self.host_to_gpu
+        return (self.path != "host" and not self.by_library) or self.host_to_gpu
 
     @property
     def engine_path(self) -> str:
@@ -63,4 +70,12 @@ class LoadSpec(RunOptions):
             raise SpecError("shard-size", f"at least 1 MiB, got {self.shard_size} bytes")
         if not self.gpus:
             raise SpecError("gpu", "no GPU given")
+        if self.by_library:
+            check_installed(self.path, LOAD_LIBRARIES)
+            if len(self.gpus) > 1 or self.part[1] > 1:
+                raise SpecError(
+                    "gpu",
+                    f"{self.path} loads a model into one GPU per process here: its tensor-parallel split needs a "
+                    "process group (torch.distributed), which xferscope does not start; give it one GPU",
+                )
         return self

@@ -1,0 +1,103 @@
+"""The libraries users load models and save checkpoints with today, run as paths beside xferscope's own: which
+package each path needs, the call it makes, and the one line that refuses a path whose package is missing or too
+old, asked of the package index's metadata (nothing imported: torch alone takes seconds)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from dataclasses import dataclass
+
+from xferscope.errors import SpecError
+
+
+@dataclass(frozen=True)
+class Library:
+    path: str  # the path's name on the command line
+    module: str  # what it imports
+    package: str  # what pip installs
+    minimum: str  # the oldest version with the call below (as measured here)
+    call: str  # what the path calls, in words
+
+
+#: torch, which every library path runs on
+TORCH = Library("torch", "torch", "torch", "2.0", "")
+
+LOAD_LIBRARIES = {
+    lib.path: lib
+    for lib in (
+        Library(
+            "safetensors",
+            "safetensors",
+            "safetensors",
+            "0.4",
+            "safetensors.torch.load_file(shard, device=...) shard after shard, as transformers does",
+        ),
+        Library(
+            "fastsafetensors",
+            "fastsafetensors",
+            "fastsafetensors",
+            "0.5",
+            "fastsafetensors SafeTensorsFileLoader(nogds=True): buffered pread into pinned bounce buffers, then "
+            "copies; every shard in one copy_files_to_device",
+        ),
+        Library(
+            "fastsafetensors-gds",
+            "fastsafetensors",
+            "fastsafetensors",
+            "0.5",
+            "fastsafetensors SafeTensorsFileLoader(nogds=False): cuFile reads into GPU memory; every shard in one "
+            "copy_files_to_device",
+        ),
+        Library(
+            "runai-streamer",
+            "runai_model_streamer",
+            "runai-model-streamer",
+            "0.16",
+            "the Run:ai streamer's SafetensorsStreamer().stream_files(shards, device=...), each tensor cloned out "
+            "of its reused buffer",
+        ),
+    )
+}
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+def installed_version(package: str) -> str | None:
+    from importlib import metadata  # here: it costs a command's start 10 ms
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def package_refusal(need: Library, path: str) -> str | None:
+    """Why ``path`` cannot run for want of ``need``'s package (missing, or older than its call), in one line that
+    names what to install; None where it is there."""
+    version = installed_version(need.package) if importlib.util.find_spec(need.module) is not None else None
+    if version is None:
+        return f"{path} needs {need.package}, which is not installed: pip install {need.package}"
+    if _version_tuple(version) < _version_tuple(need.minimum):
+        return f"{path} needs {need.package} {need.minimum} or newer, here {version}: pip install -U {need.package}"
+    return None
+
+
+def refusal(lib: Library) -> str | None:
+    """Why the path of ``lib`` cannot run here (torch or its package missing or too old); None where it can."""
+    return package_refusal(TORCH, lib.path) or package_refusal(lib, lib.path)
+
+
+def check_installed(path: str, libraries: dict[str, Library]) -> None:
+    """A SpecError naming the package to install where ``path`` is a library path that cannot run here."""
+    lib = libraries.get(path)
+    why = refusal(lib) if lib is not None else None
+    if why:
+        raise SpecError("path", why)
+
+
+def installed(libraries: dict[str, Library]) -> list[str]:
+    """The library paths that can run here (the console offers these)."""
+    return [p for p, lib in libraries.items() if refusal(lib) is None]
