@@ -32,14 +32,7 @@ def library(path: str):
 
 @pytest.mark.parametrize("path", [library(p) for p in LOAD_LIBRARIES])
 def test_each_library_lands_every_tensor_exactly_in_gpu_memory(cli, direct_dir, path):
-    from test_workload_inference import _shards
-
-    _shards(direct_dir)
-    r = cli(
-        "workload", "load", "--files", str(direct_dir / "*.safetensors"), "--path", path, "--verify", "--format", "json"
-    )
-    assert r.code == 0, r.err
-    d = json.loads(r.out)
+    d = load(cli, direct_dir, "--path", path, "--verify")
     assert d["status"] == "ok" and d["verified"]["differ"] == 0 and d["verified"]["pieces"] == d["data"]["tensors"]
     assert [g["gpu"] for g in d["per_gpu"]] == [0] and d["bytes_read"] == d["data"]["bytes"]
     lib = d["library"]
@@ -49,27 +42,11 @@ def test_each_library_lands_every_tensor_exactly_in_gpu_memory(cli, direct_dir, 
 
 
 def test_libraries_rank_beside_our_paths_in_one_command(cli, direct_dir):
-    from test_workload_inference import _shards
-
     libraries = [p for p, lib in LOAD_LIBRARIES.items() if refusal(lib) is None]
     if not libraries:
         pytest.skip("no load library installed here (pip install safetensors torch)")
-    _shards(direct_dir)
     paths = ["host", "bounce-async", *libraries]
-    r = cli(
-        "workload",
-        "load",
-        "--files",
-        str(direct_dir / "*.safetensors"),
-        "--path",
-        ",".join(paths),
-        "--rounds",
-        "2",
-        "--format",
-        "json",
-    )
-    assert r.code == 0, r.err
-    d = json.loads(r.out)
+    d = load(cli, direct_dir, "--path", ",".join(paths), "--rounds", "2")
     assert sorted(res["spec"]["path"] for res in d["results"]) == sorted(paths * 2)
     assert {e["label"] for e in d["entries"]} >= set(paths)
     assert all(res["status"] == "ok" for res in d["results"])
