@@ -1,0 +1,136 @@
+"""xferscope's paths against the libraries users load models with, in one `workload load` command: every path and
+library over the same shards, cold, in rotated rounds, bounce-async twice for an A/A pair. Prints each path's
+median load time with its range, then each goal of the libraries' issue with its paired ratio (the median of the
+per-round ratios, with their range) and "met" or "not met":
+
+* xferscope's fastest path at least 1.1 x the fastest library (fastsafetensors either way, the streamer,
+  safetensors), and at least 1.3 x safetensors;
+* host, xferscope's imitation of safetensors, within 10% of safetensors itself.
+
+A library that is not installed is left out, and said so. With --make DIR the model is first written there by the
+safetensors library (``load_vs_safetensors.make_model``: bf16, --model-gib in --shards shards), removed at the end.
+
+    python bench/libraries_goals.py --make /var/tmp/model --rounds 3 [--json out.json]
+    python bench/libraries_goals.py --files 'DIR/*.safetensors'
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from load_vs_safetensors import make_model
+
+from xferscope.compare.rounds import path_labels, round_orders
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES, refusal
+
+OURS = ("host", "bounce", "bounce-async", "cufile")
+
+
+def per_round(paths: list[str], rounds: int, results: list[dict]) -> dict[str, list[float | None]]:
+    """Each label's load time in each round (None where it did not finish), from the results in the order run."""
+    labels = path_labels(paths)
+    times: dict[str, list[float | None]] = {lab: [None] * rounds for lab in labels}
+    it = iter(results)
+    for r, order in enumerate(round_orders(len(labels), rounds)):
+        for i in order:
+            res = next(it, None)
+            if res is not None:
+                times[labels[i]][r] = res["load_s"] if res["status"] == "ok" else None
+    return times
+
+
+def ratio(times: dict[str, list[float | None]], slow: str, fast: str) -> tuple[float, float, float] | None:
+    """The median of the per-round ratios ``slow`` / ``fast``, with their range; None without a paired round."""
+    pairs = [a / b for a, b in zip(times[slow], times[fast]) if a and b]
+    return (statistics.median(pairs), min(pairs), max(pairs)) if pairs else None
+
+
+def goal(name: str, r: tuple[float, float, float] | None, ok) -> None:
+    if r is None:
+        print(f"not met  {name}: no round paired them")
+        return
+    print(f"{'met' if ok(r[0]) else 'not met':<8} {name}: {r[0]:.2f} ({r[1]:.2f}-{r[2]:.2f})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--files", help="the shards (a pattern); or --make")
+    ap.add_argument("--make", help="write the model here first (safetensors.torch.save_file), removed at the end")
+    ap.add_argument("--model-gib", type=float, default=8.0)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--ours", default="host,bounce-async,cufile", help="xferscope's paths (bounce-async runs twice)")
+    ap.add_argument("--json", help="the comparison's record")
+    a = ap.parse_args()
+    pattern = make_model(a.make, a.model_gib, a.shards) if a.make else a.files
+    try:
+        return compare(a, pattern)
+    finally:
+        if a.make:
+            shutil.rmtree(a.make, ignore_errors=True)
+
+
+def compare(a, pattern: str) -> int:
+    from xferscope.engines.registry import unavailable_reason
+
+    ours = [p for p in a.ours.split(",") if p in ("host", "mmap") or not unavailable_reason(p)]
+    libraries = []
+    no_gpu = unavailable_reason("bounce")
+    for p, lib in LOAD_LIBRARIES.items():
+        why = refusal(lib) or (f"no GPU here ({no_gpu})" if no_gpu and p == "fastsafetensors-gds" else None)
+        if why:
+            print(f"# {p} left out: {why}")
+        else:
+            libraries.append(p)
+    paths = [*ours, *libraries, *(["bounce-async"] if "bounce-async" in ours else [])]
+    out = a.json or "/tmp/xferscope-libraries-goals.json"
+    cmd = [sys.executable, "-m", "xferscope.cli", "workload", "load", "--files", pattern, "--path", ",".join(paths)]
+    proc = subprocess.run([*cmd, "--rounds", str(a.rounds), "--json", out], capture_output=True, text=True)
+    print(proc.stdout.rstrip())
+    if proc.returncode != 0:
+        print(proc.stderr.strip()[-2000:])
+        return proc.returncode
+    with open(out) as fh:
+        d = json.load(fh)
+    times = per_round(paths, a.rounds, d["results"])
+    med = {lab: statistics.median([t for t in v if t]) for lab, v in times.items() if any(v)}
+    said = {r["library"]["path"]: r["library"] for r in d["results"] if r.get("library")}
+    for p, lib in said.items():
+        print(f"# {p}: {lib['package']} {lib['version']}, torch {lib['torch']}: {lib['io_mode']}")
+    ours_labels = [lab for lab in med if lab.split("#")[0] in OURS]
+    lib_labels = [lab for lab in med if lab in LOAD_LIBRARIES]
+    if "bounce-async#1" in times:
+        r = ratio(times, "bounce-async#2", "bounce-async#1")
+        print(f"# A/A bounce-async#2 / #1: {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "# A/A: no paired round")
+    if not ours_labels or not lib_labels:
+        print("not met  no library (or none of xferscope's paths) ran here")
+        return 0
+    best_ours = min(ours_labels, key=lambda lab: med[lab])
+    best_lib = min(lib_labels, key=lambda lab: med[lab])
+    print(f"# fastest: xferscope {best_ours} {med[best_ours]:.2f} s, library {best_lib} {med[best_lib]:.2f} s")
+    goal(
+        f"{best_lib} / {best_ours} (fastest library / xferscope's fastest) >= 1.1",
+        ratio(times, best_lib, best_ours),
+        lambda x: x >= 1.1,
+    )
+    if "safetensors" in med:
+        goal(f"safetensors / {best_ours} >= 1.3", ratio(times, "safetensors", best_ours), lambda x: x >= 1.3)
+        if "host" in med:
+            goal(
+                "host / safetensors (the imitation) within 10%",
+                ratio(times, "host", "safetensors"),
+                lambda x: abs(x - 1) <= 0.1,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
