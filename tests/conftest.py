@@ -139,6 +139,18 @@ def interrupted_cli(args, watch, until=None) -> tuple[int, str, str]:
     return proc.returncode, out, err
 
 
+def no_files_left(directory, within_s: float = 30.0, pattern: str = "xferscope-*") -> bool:
+    """No file of xferscope's (``pattern``) is left anywhere under ``directory``: removed by the processes that
+    made them, or, where one was killed first (an MPI launcher kills its ranks a moment after Ctrl-C), by its
+    janitor a moment after it ended."""
+    deadline = time.monotonic() + within_s
+    while list(Path(directory).rglob(pattern)):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def sends_from_now(process):
     """A condition: ``process``, a child whose only writes are its messages to the parent (its I/O reads
     storage into memory), has sent one since this call: a sample or a tick, whatever the machine's load. The

@@ -20,6 +20,7 @@ import sys
 import time
 
 import pytest
+from conftest import no_files_left
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import expand, layout_from, prepare_waves, rank_spec, share
@@ -216,7 +217,7 @@ def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
     rows = r.environment["cluster"]["per_rank"]
     assert r.status == "interrupted" and r.seconds < 30
     assert all(row["bytes"] > 0 for row in rows) and r.bytes == sum(row["bytes"] for row in rows)
-    assert all(not any(p.suffix == ".dat" for p in (direct_dir / str(i)).iterdir()) for i in range(ranks))
+    assert no_files_left(direct_dir, pattern="*.dat")  # by the ranks, or by a janitor where mpirun killed one first
 
 
 @needs_mpi

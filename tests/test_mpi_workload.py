@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 import psutil
 import pytest
+from conftest import no_files_left
 from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
 
 from xferscope.workloads.common.au import Step
@@ -88,17 +89,6 @@ def wait_for_engines(
 def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:
     """Every rank's engine has read ``nbytes`` of the data set from storage (its timed region is under way)."""
     return wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= nbytes)
-
-
-def no_files_left(directory, within_s: float = 30.0) -> bool:
-    """No file of xferscope's is left in ``directory``: removed by the ranks, or, where the launcher killed a rank
-    first, by its janitor (a moment after the job ends)."""
-    deadline = time.monotonic() + within_s
-    while list(directory.rglob("xferscope-*")):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def one_line_from_two_commands(one: list[str], other: list[str]) -> str:
@@ -211,7 +201,7 @@ def test_a_rank_whose_engine_dies_stops_the_others_and_is_marked(tmp_path):
     ranks = {k["rank"]: k for k in r["cluster"]["per_rank"]}
     assert ranks[1]["status"] == "failed"
     assert all(ranks[i]["status"] == "interrupted" and ranks[i]["bytes_read"] > 0 for i in (0, 2))
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("xferscope-")]
+    assert no_files_left(tmp_path)  # removed by the ranks, or by a janitor where the launcher killed one first
 
 
 @needs_mpi
@@ -223,7 +213,7 @@ def test_ctrl_c_keeps_what_every_rank_measured(tmp_path):
     assert r["status"] == "interrupted", err
     assert all(k["status"] == "interrupted" and k["bytes_read"] > 0 for k in r["cluster"]["per_rank"])
     assert r["bytes_read"] == sum(k["bytes_read"] for k in r["cluster"]["per_rank"])
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith("xferscope-")]
+    assert no_files_left(tmp_path)  # removed by the ranks, or by a janitor where the launcher killed one first
 
 
 @needs_mpi
