@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from load_vs_safetensors import make_model
+from load_vs_safetensors import model_options, on_model
 
 from xferscope.compare.rounds import path_labels, round_orders
 from xferscope.workloads.common.libraries import LOAD_LIBRARIES, refusal
@@ -62,20 +61,10 @@ def goal(name: str, r: tuple[float, float, float] | None, ok) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--files", help="the shards (a pattern); or --make")
-    ap.add_argument("--make", help="write the model here first (safetensors.torch.save_file), removed at the end")
-    ap.add_argument("--model-gib", type=float, default=8.0)
-    ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--rounds", type=int, default=3)
+    model_options(ap)
     ap.add_argument("--ours", default="host,bounce-async,cufile", help="xferscope's paths (bounce-async runs twice)")
     ap.add_argument("--json", help="the comparison's record")
-    a = ap.parse_args()
-    pattern = make_model(a.make, a.model_gib, a.shards) if a.make else a.files
-    try:
-        return compare(a, pattern)
-    finally:
-        if a.make:
-            shutil.rmtree(a.make, ignore_errors=True)
+    return on_model(ap.parse_args(), compare)
 
 
 def compare(a, pattern: str) -> int:

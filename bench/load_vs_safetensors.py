@@ -76,17 +76,17 @@ def make_model(directory: str, gib: float, shards: int) -> str:
     return os.path.join(directory, "*.safetensors")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser()
+def model_options(ap: argparse.ArgumentParser) -> None:
+    """The shards to load: the user's (--files), or a model written first (--make, --model-gib, --shards)."""
     ap.add_argument("--files", help="the shards (a pattern); or --make")
     ap.add_argument("--make", help="write the model here first (safetensors.torch.save_file), removed at the end")
     ap.add_argument("--model-gib", type=float, default=8.0)
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--paths", default="host,bounce-async,cufile")
-    ap.add_argument("--shapes", action="store_true", help="also every shape of the grid, through the first path")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--goal", type=float, default=1.2, help="safetensors / xferscope at least this")
-    a = ap.parse_args()
+
+
+def on_model(a: argparse.Namespace, compare) -> int:
+    """``compare(a, pattern)`` over the shards of ``model_options``; a model written by --make is removed after."""
     import shutil
 
     pattern = make_model(a.make, a.model_gib, a.shards) if a.make else a.files
@@ -95,6 +95,15 @@ def main() -> int:
     finally:
         if a.make:
             shutil.rmtree(a.make, ignore_errors=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    model_options(ap)
+    ap.add_argument("--paths", default="host,bounce-async,cufile")
+    ap.add_argument("--shapes", action="store_true", help="also every shape of the grid, through the first path")
+    ap.add_argument("--goal", type=float, default=1.2, help="safetensors / xferscope at least this")
+    return on_model(ap.parse_args(), compare)
 
 
 def compare(a, pattern: str) -> int:

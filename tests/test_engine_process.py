@@ -93,6 +93,7 @@ def in_timed_region(directory, proc: subprocess.Popen, nbytes: int = 4 << 20) ->
     before = engine.io_counters().read_bytes
     wait_until(lambda: has_read(engine, before + nbytes), what="the engine reading in its timed region")
     wait_until(sends_from_now(engine), what="a sample from the engine")
+    assert proc.poll() is None, "the run is still going when the test signals it"
     return engine
 
 

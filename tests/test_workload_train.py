@@ -580,10 +580,12 @@ def test_a_killed_engine_is_a_failed_run_that_keeps_its_steps(set_dir, tmp_path,
     assert engine is not None, "the run's own process"
     # steps taken: it has read more batches (of about 1 MiB) than its 5 batch buffers hold, so a step freed one
     deadline = time.time() + 60
-    while time.time() < deadline and engine.io_counters().read_bytes < 12 << 20:
+    while engine.io_counters().read_bytes < 12 << 20:
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     sent = sends_from_now(engine)
-    while time.time() < deadline and not sent():  # a tick since: the steps taken are sent
+    while not sent():  # a tick since: the steps taken are sent
+        assert time.time() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     engine.kill()
     _, err = proc.communicate(timeout=60)

@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, NamedTuple, TypeVar
 
-from xferscope.workloads.common.records import ProcessFigures, WorkloadResult
+from xferscope.workloads.common.records import ProcessFields, WorkloadResult
 
 P = TypeVar("P")
 R = TypeVar("R")
@@ -55,7 +55,7 @@ def by_host(parts: Sequence[P], host: Callable[[P], str]) -> dict[str, list[P]]:
     return out
 
 
-def process_totals(results: Sequence[WorkloadResult], moved_bytes: int) -> ProcessFigures:
+def process_totals(results: Sequence[WorkloadResult], moved_bytes: int) -> ProcessFields:
     """The job's process figures from its ranks': CPU seconds summed (None where a rank has none) and per GiB of
     ``moved_bytes``, the largest peak RSS, and every label once."""
     each = [r.cpu_seconds for r in results]

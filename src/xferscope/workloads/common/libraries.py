@@ -4,6 +4,7 @@ old, asked of the package index's metadata (nothing imported: torch alone takes 
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import re
 from dataclasses import dataclass
@@ -74,10 +75,15 @@ def installed_version(package: str) -> str | None:
         return None
 
 
+@functools.cache  # torch is asked for by every path: its metadata is read once a process
+def _importable_version(module: str, package: str) -> str | None:
+    return installed_version(package) if importlib.util.find_spec(module) is not None else None
+
+
 def package_refusal(need: Library, path: str) -> str | None:
     """Why ``path`` cannot run for want of ``need``'s package (missing, or older than its call), in one line that
     names what to install; None where it is there."""
-    version = installed_version(need.package) if importlib.util.find_spec(need.module) is not None else None
+    version = _importable_version(need.module, need.package)
     if version is None:
         return f"{path} needs {need.package}, which is not installed: pip install {need.package}"
     if _version_tuple(version) < _version_tuple(need.minimum):

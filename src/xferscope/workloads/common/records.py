@@ -87,7 +87,7 @@ class RunEnd(TypedDict, total=False):
     error: str | None
 
 
-class ProcessFigures(TypedDict):
+class ProcessFields(TypedDict):
     """What a workload record says of its engine processes: CPU seconds, per GiB, the peak RSS and the labels."""
 
     cpu_seconds: float | None
@@ -96,7 +96,7 @@ class ProcessFigures(TypedDict):
     labels: list[str]
 
 
-class EndFields(ProcessFigures):
+class EndFields(ProcessFields):
     """The ``WorkloadResult`` fields of how a run ended."""
 
     status: str

@@ -108,8 +108,6 @@ class LibraryLoadSetup:
             "runai-streamer": self._build_runai_streamer,
         }[job.path]()
         self.labels.append(self.lib.call)
-        if job.gpu is None:
-            self.labels.append("no GPU here: the tensors stop in host memory")
         set_up = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in self.setup_s.items())
         self.labels.append(f"set-up outside the timer: {set_up}")
 
@@ -124,14 +122,14 @@ class LibraryLoadSetup:
         self._loader = SafeTensorsFileLoader(
             SingleGroup(), self.job.device, nogds=not gds, max_threads=FST_THREADS, bbuf_size_kb=FST_BOUNCE_KIB
         )
-        self.setup_s["loader" if not gds else "loader_and_cufile_driver"] = time.perf_counter() - t0
+        self.setup_s["loader"] = time.perf_counter() - t0
         self.settings = {"nogds": str(not gds), "max_threads": str(FST_THREADS), "bbuf_size_kb": str(FST_BOUNCE_KIB)}
         copier = getattr(getattr(self._loader, "copier_class", None), "__name__", "?")
         self.settings["copier"] = copier
         if not gds:
             self.io_mode = (
                 f"buffered pread by {FST_THREADS} threads into pinned bounce buffers of "
-                f"{format_bytes(FST_BOUNCE_KIB << 10)}, then copies ({copier})"
+                f"{format_bytes(FST_BOUNCE_KIB << 10)}, then copies"
             )
 
     def _build_fastsafetensors_gds(self) -> None:
@@ -142,15 +140,14 @@ class LibraryLoadSetup:
                 from xferscope.engines import cufile_driver
 
                 cufile_driver.open_driver(self.job.gpu)
-                m = cufile_driver.driver_mode()
-                mode = f"cuFile {m.label}"
+                mode = cufile_driver.driver_mode().label
                 if self.job.files and not cufile_driver.udev_record_ok(self.job.files[0]):
                     mode += "; no udev record for its disk: cuFile cannot register the files"
             self.setup_s["cufile_driver"] = time.perf_counter() - t0
         self._build_fastsafetensors(gds=True)
         copier = self.settings["copier"]
         if copier == "GdsFileCopier":
-            self.io_mode = f"cuFile reads into GPU memory ({mode}; {copier})"
+            self.io_mode = f"cuFile reads into GPU memory ({mode})"
         else:  # asked for cuFile, fastsafetensors found none it could use
             self.io_mode = f"asked for cuFile (nogds=False), fastsafetensors runs its {copier} instead ({mode})"
 

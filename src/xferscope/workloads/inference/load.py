@@ -159,17 +159,27 @@ class LoadSession:
         on_tick: Callable[[TransferTick], None] | None = None,
         on_ready: Callable[[], None] | None = None,
     ) -> LoadResult:
-        """A load (its shape measured first, where the probe chooses it); ``on_ready``: the ranks of an MPI job
-        start their loads together there."""
+        """A load: by xferscope's path (its shape measured first, where the probe chooses it), or by the library
+        itself in a process of its own, a job a shard; ``on_ready``: the ranks of an MPI job start their loads
+        together there."""
         assert self.shards is not None
-        if (spec or self.spec).by_library:
-            return self._run_library(spec or self.spec, on_tick, on_ready)
-        shape = self.shape_for(spec or self.spec)
-        spec = load_shape.resolved(spec or self.spec, shape)
-        assert spec.split is not None and spec.threads is not None
-        job, pieces = transfer_job(spec, self.shards)
+        spec = spec or self.spec
+        notes = [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes
+        shape = None
+        job: library_load.LibraryLoadJob | TransferJob
+        if spec.by_library:
+            job, pieces, serve = library_job(spec, self.shards), len(self.shards.files), library_load.serve
+            if spec.threads is not None or spec.split is not None:
+                notes.insert(
+                    0, f"--threads and --split shape xferscope's paths: {spec.path} runs with its own settings"
+                )
+        else:
+            shape = self.shape_for(spec)
+            spec = load_shape.resolved(spec, shape)
+            assert spec.split is not None and spec.threads is not None
+            (job, pieces), serve = transfer_job(spec, self.shards), None
         resident = self._set_cache(spec)
-        out, done = self.runner.run(job, f"the {spec.path} load", on_tick, on_ready)
+        out, done = self.runner.run(job, f"the {spec.path} load", on_tick, on_ready, serve=serve)
         labels = list(out.labels)
         gpus = ", ".join(str(g) for g in spec.gpus)
         if spec.lands_in_gpu:
@@ -190,40 +200,8 @@ class LoadSession:
             peak_rss_bytes=out.process.peak_rss_bytes,
             verified=out.payload.verified if out.payload is not None else None,
             shape=shape,
-            labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
-            environment=out.environment,
-            error=out.error,
-        )
-
-    def _run_library(
-        self,
-        spec: LoadSpec,
-        on_tick: Callable[[TransferTick], None] | None,
-        on_ready: Callable[[], None] | None,
-    ) -> LoadResult:
-        """A load by the library itself, in a process of its own: a job a shard."""
-        assert self.shards is not None
-        job = library_job(spec, self.shards)
-        resident = self._set_cache(spec)
-        out, done = self.runner.run(job, f"the {spec.path} load", on_tick, on_ready, serve=library_load.serve)
-        payload = out.payload
-        labels = list(out.labels)
-        if resident is not None:
-            labels.append(f"{spec.cache}: {100 * resident:.0f}% of the shards in the page cache as it began")
-        if spec.threads is not None or spec.split is not None:
-            labels.append(f"--threads and --split shape xferscope's paths: {spec.path} runs with its own settings")
-        return LoadResult.from_jobs(
-            spec,
-            self.shards.describe(),
-            done,
-            len(self.shards.files),
-            status=out.status,
-            resident_before=resident,
-            cpu_seconds=out.process.cpu_seconds,
-            peak_rss_bytes=out.process.peak_rss_bytes,
-            verified=payload.verified if payload is not None else None,
-            library=payload.facts if payload is not None else None,
-            labels=labels + [spec.defaults_note] * bool(spec.defaults_note) + self.shards.notes,
+            library=getattr(out.payload, "facts", None),
+            labels=labels + notes,
             environment=out.environment,
             error=out.error,
         )

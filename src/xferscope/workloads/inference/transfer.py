@@ -108,7 +108,7 @@ class TransferTick:
 
 
 @dataclass
-class Worker:
+class TransferWorker:
     index: int
     fetcher: Fetcher
     slot: Slot | None  # its own buffer, for pieces with buffer -1
@@ -124,7 +124,7 @@ class TransferRun:
     def __init__(
         self,
         source: JobSource,
-        workers: Sequence[Worker],
+        workers: Sequence[TransferWorker],
         slots: Sequence[Slot],
         *,
         duration: float | None = None,
@@ -150,7 +150,7 @@ class TransferRun:
                 self._next_shared += 1
         return self.source.job(worker, k)
 
-    def _work(self, w: Worker) -> None:
+    def _work(self, w: TransferWorker) -> None:
         cpu0 = time.thread_time()
         try:
             w.bind()

@@ -24,7 +24,15 @@ from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import Fetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.process_host import serve_with
-from xferscope.workloads.inference.transfer import Files, Job, JobSource, TransferEnd, TransferRun, Window, Worker
+from xferscope.workloads.inference.transfer import (
+    Files,
+    Job,
+    JobSource,
+    TransferEnd,
+    TransferRun,
+    TransferWorker,
+    Window,
+)
 
 #: share of a GPU's free memory the buffers may take
 PATH_WORDS = {
@@ -105,7 +113,7 @@ class TransferSetup:
         self.labels: list[str] = []
         self.environment: WorkloadEnvironment = {}
         self.resources: Any = None
-        self.workers: list[Worker] = []
+        self.workers: list[TransferWorker] = []
         self.slots: list[Slot] = []
         self._host: list[Slot] = []
         self._fetchers: dict[int, list[Fetcher]] = {}  # a shape probe's readers, by piece size
@@ -142,14 +150,14 @@ class TransferSetup:
 
             self.labels.append(cufile_driver.driver_mode().label + ", GPU buffers not registered")
 
-    def _workers(self, block_size: int, count: int) -> list[Worker]:
+    def _workers(self, block_size: int, count: int) -> list[TransferWorker]:
         job, workers = self.job, []
         try:
             for i in range(count):
                 gpu = job.worker_gpus[i % len(job.worker_gpus)]
                 own = self._slot(gpu, job.worker_buffer) if job.worker_buffer else None
                 fetcher = make_fetcher(job.path, job.files, block_size, gpu, self.resources)
-                workers.append(Worker(i, fetcher, own, gpu, self._bind(gpu)))
+                workers.append(TransferWorker(i, fetcher, own, gpu, self._bind(gpu)))
         except BaseException:
             _close_workers(workers)
             raise
@@ -228,7 +236,7 @@ class TransferSetup:
             fetchers = self._fetchers[trial.split] = [w.fetcher for w in made]
         gpus = self.job.worker_gpus
         workers = [
-            Worker(i, f, None, gpus[i % len(gpus)], self._bind(gpus[i % len(gpus)]))
+            TransferWorker(i, f, None, gpus[i % len(gpus)], self._bind(gpus[i % len(gpus)]))
             for i, f in enumerate(fetchers[: trial.threads])
         ]
         run = TransferRun(trial.source(shift), workers, self.slots, duration=seconds, interval=self.job.interval)
@@ -286,7 +294,7 @@ class TransferSetup:
             self.resources.release()
 
 
-def _close_workers(workers: list[Worker]) -> None:
+def _close_workers(workers: list[TransferWorker]) -> None:
     for w in workers:
         try:
             w.fetcher.close()
