@@ -25,6 +25,10 @@ MPI layer's own cost against one process (bench/train_mpi_cost.py).
 
 Every path and workload at its best (group "shape", issue 36: bench/shape_goals.py, with "storage" and "cache").
 
+The libraries users run, as paths (group "libraries", issue 53: bench/libraries_goals.py): llama3-8b's subset
+checkpoint scaled to 5.24 GiB by xferscope's paths, torch.save and DCP; then, in the time left, an 8 GiB model
+loaded cold by xferscope's paths, safetensors, fastsafetensors and the Run:ai streamer.
+
 The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
   * bounce-async / host >= 0.95 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
     bounce-async >= bounce at each point (its paired ratio's median >= 0.98 and not "slower");
@@ -103,6 +107,28 @@ class Goals:
             fh.write(proc.stdout + "\n--- stderr\n" + proc.stderr)
         print(f"#   {time.monotonic() - t0:.0f} s, exit {proc.returncode}", flush=True)
         return proc
+
+
+def libraries(g: Goals, args) -> None:
+    """bench/libraries_goals.py's goals, checkpoint first (each line of "met" or "not met" as a goal here)."""
+    script = os.path.join(HERE, "libraries_goals.py")
+    rounds = str(args.library_rounds)
+    runs = [
+        ("libraries-checkpoint", ["--checkpoint", args.dir, "--scale", "0.05"], 200.0),
+        ("libraries-load", ["--make", os.path.join(args.dir, "model"), "--model-gib", "8"], 240.0),
+    ]
+    for name, extra, need in runs:
+        proc = g.run(name, [sys.executable, script, *extra, "--rounds", rounds], need)
+        if proc is None:
+            g.say(name, "not run: the time left is too short", None)
+            continue
+        print(proc.stdout[-6000:], flush=True)
+        for line in proc.stdout.splitlines():
+            for word in ("not met", "met"):
+                if line.startswith(word):
+                    goal, _, figure = line[len(word) :].strip().rpartition(": ")
+                    g.say(goal, figure, word == "met")
+                    break
 
 
 def compare(g: Goals, name: str, paths: str, bs: str, workers: int, args, *extra: str) -> dict | None:
@@ -620,6 +646,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--size", default="1G")
+    ap.add_argument("--library-rounds", type=int, default=2, help="libraries: rotated rounds of each comparison")
     ap.add_argument("--budget", type=float, default=420.0, help="seconds this may take; goals beyond it are not run")
     ap.add_argument("--out", default=None, help="where the logs and JSON go (default: --dir/out)")
     ap.add_argument(
@@ -629,7 +656,7 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="suite",
         help="which groups of goals to run: suite (the default), answers (verdicts and knee), shape (= storage, cache, buffers, traincost, "
-        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint, mpi",
+        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint, mpi, libraries",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -655,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         "load": load_goals,
         "checkpoint": checkpoint_goals,
         "mpi": mpi_goals,
+        "libraries": libraries,
     }
     for name in args.only.split(","):
         groups[name.strip()](g, args)

@@ -1,17 +1,29 @@
-"""xferscope's paths against the libraries users load models with, in one `workload load` command: every path and
-library over the same shards, cold, in rotated rounds, bounce-async twice for an A/A pair. Prints each path's
-median load time with its range, then each goal of the libraries' issue with its paired ratio (the median of the
-per-round ratios, with their range) and "met" or "not met":
+"""xferscope's paths against the libraries users load models and save checkpoints with, each in one command of
+rotated rounds, bounce-async twice for an A/A pair. Prints each path's median with its range, then each goal of
+the libraries' issue with its paired ratio (the median of the per-round ratios, with their range) and "met" or
+"not met".
+
+Load (the default): one `workload load` of every path and library over the same shards, cold:
 
 * xferscope's fastest path at least 1.1 x the fastest library (fastsafetensors either way, the streamer,
   safetensors), and at least 1.3 x safetensors;
 * host, xferscope's imitation of safetensors, within 10% of safetensors itself.
 
-A library that is not installed is left out, and said so. With --make DIR the model is first written there by the
-safetensors library (``load_vs_safetensors.make_model``: bf16, --model-gib in --shards shards), removed at the end.
+With --make DIR the model is first written there by the safetensors library (``load_vs_safetensors.make_model``:
+bf16, --model-gib in --shards shards), removed at the end.
+
+Checkpoint (``--checkpoint DIR``): one `workload checkpoint llama3-8b --subset --scale S` of xferscope's paths,
+torch.save and DCP (each a process a rank), a checkpoint a run, fsync on:
+
+* xferscope's fastest path saves at least 1.2 x faster than torch-save and than dcp, and restores at least 1.0 x
+  as fast as each;
+* host, xferscope's imitation of torch.save, within 10% of torch-save itself.
+
+A library that is not installed is left out, and said so.
 
     python bench/libraries_goals.py --make /var/tmp/model --rounds 3 [--json out.json]
     python bench/libraries_goals.py --files 'DIR/*.safetensors'
+    python bench/libraries_goals.py --checkpoint /var/tmp/xs --scale 0.05 --rounds 3
 """
 
 from __future__ import annotations
@@ -28,13 +40,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from load_vs_safetensors import model_options, on_model
 
 from xferscope.compare.rounds import path_labels, round_orders
-from xferscope.workloads.common.libraries import LOAD_LIBRARIES, refusal
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LOAD_LIBRARIES, refusal
 
 OURS = ("host", "bounce", "bounce-async", "cufile")
 
 
-def per_round(paths: list[str], rounds: int, results: list[dict]) -> dict[str, list[float | None]]:
-    """Each label's load time in each round (None where it did not finish), from the results in the order run."""
+def per_round(paths: list[str], rounds: int, results: list[dict], key=lambda res: res["load_s"]):
+    """Each label's figure (``key``: a load's time) in each round (None where it did not finish), from the results
+    in the order run."""
     labels = path_labels(paths)
     times: dict[str, list[float | None]] = {lab: [None] * rounds for lab in labels}
     it = iter(results)
@@ -42,7 +55,7 @@ def per_round(paths: list[str], rounds: int, results: list[dict]) -> dict[str, l
         for i in order:
             res = next(it, None)
             if res is not None:
-                times[labels[i]][r] = res["load_s"] if res["status"] == "ok" else None
+                times[labels[i]][r] = key(res) if res["status"] == "ok" else None
     return times
 
 
@@ -64,31 +77,89 @@ def main() -> int:
     model_options(ap)
     ap.add_argument("--ours", default="host,bounce-async,cufile", help="xferscope's paths (bounce-async runs twice)")
     ap.add_argument("--json", help="the comparison's record")
-    return on_model(ap.parse_args(), compare)
+    ap.add_argument("--checkpoint", metavar="DIR", help="the checkpoint goals, written under DIR (not the load's)")
+    ap.add_argument("--scale", type=float, default=0.05, help="checkpoint: each file's share (0.05: 5.24 GiB)")
+    a = ap.parse_args()
+    return checkpoint(a) if a.checkpoint else on_model(a, compare)
 
 
-def compare(a, pattern: str) -> int:
+def available(ours: str, libraries: dict) -> tuple[list[str], list[str]]:
+    """xferscope's paths of ``ours`` that can run here, and the libraries that can (those left out said so)."""
     from xferscope.engines.registry import unavailable_reason
 
-    ours = [p for p in a.ours.split(",") if p in ("host", "mmap") or not unavailable_reason(p)]
-    libraries = []
+    mine = [p for p in ours.split(",") if p in ("host", "mmap") or not unavailable_reason(p)]
+    libs = []
     no_gpu = unavailable_reason("bounce")
-    for p, lib in LOAD_LIBRARIES.items():
+    for p, lib in libraries.items():
         why = refusal(lib) or (f"no GPU here ({no_gpu})" if no_gpu and p == "fastsafetensors-gds" else None)
         if why:
             print(f"# {p} left out: {why}")
         else:
-            libraries.append(p)
-    paths = [*ours, *libraries, *(["bounce-async"] if "bounce-async" in ours else [])]
-    out = a.json or "/tmp/xferscope-libraries-goals.json"
-    cmd = [sys.executable, "-m", "xferscope.cli", "workload", "load", "--files", pattern, "--path", ",".join(paths)]
-    proc = subprocess.run([*cmd, "--rounds", str(a.rounds), "--json", out], capture_output=True, text=True)
+            libs.append(p)
+    return mine, libs
+
+
+def compared(cmd: list[str], rounds: int, out: str) -> dict | int:
+    """``cmd``'s comparison of ``rounds`` rounds, its output printed: its JSON record, or its exit code where it
+    failed."""
+    proc = subprocess.run([*cmd, "--rounds", str(rounds), "--json", out], capture_output=True, text=True)
     print(proc.stdout.rstrip())
     if proc.returncode != 0:
         print(proc.stderr.strip()[-2000:])
         return proc.returncode
     with open(out) as fh:
-        d = json.load(fh)
+        return json.load(fh)
+
+
+def median_of(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def checkpoint(a) -> int:
+    """The checkpoint goals: every path and library in one `workload checkpoint` of rotated rounds."""
+    ours, libraries = available(a.ours, CHECKPOINT_LIBRARIES)
+    paths = [*ours, *libraries, *(["bounce-async"] if "bounce-async" in ours else [])]
+    out = a.json or os.path.join(a.checkpoint, "libraries-checkpoint.json")
+    cmd = [sys.executable, "-m", "xferscope.cli", "workload", "checkpoint", "llama3-8b", "--subset", "--scale",
+           str(a.scale), "--checkpoints", "1", "--dir", a.checkpoint, "--path", ",".join(paths)]  # fmt: skip
+    print("# " + " ".join(cmd[2:]), flush=True)
+    d = compared(cmd, a.rounds, out)
+    if isinstance(d, int):
+        return d
+    save = per_round(paths, a.rounds, d["results"], lambda r: median_of([s["seconds"] for s in r["saves"]]))
+    restore = per_round(paths, a.rounds, d["results"], lambda r: median_of([s["seconds"] for s in r["restores"]]))
+    said = {r["library"]["path"]: r["library"] for r in d["results"] if r.get("library")}
+    for lib in said.values():
+        print(f"# {lib['path']}: torch {lib['torch']}; {lib['io_mode']}; set-up {lib['setup_s']}")
+    med = {lab: statistics.median([t for t in v if t]) for lab, v in save.items() if any(v)}
+    if "bounce-async#1" in save:
+        r = ratio(save, "bounce-async#2", "bounce-async#1")
+        print(f"# A/A save bounce-async#2 / #1: {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "# A/A: no paired round")
+    mine = [lab for lab in med if lab.split("#")[0] in OURS]
+    if not mine or not any(lab in CHECKPOINT_LIBRARIES for lab in med):
+        print("not met  no library (or none of xferscope's paths) ran here")
+        return 0
+    best = min(mine, key=lambda lab: med[lab])
+    print(f"# xferscope's fastest save: {best} {med[best]:.2f} s")
+    for lib in (p for p in CHECKPOINT_LIBRARIES if p in med):
+        goal(f"save {lib} / {best} >= 1.2", ratio(save, lib, best), lambda x: x >= 1.2)
+        goal(f"restore {lib} / {best} >= 1.0", ratio(restore, lib, best), lambda x: x >= 1.0)
+    if "torch-save" in med and "host" in med:
+        goal(
+            "save host / torch-save (the imitation) within 10%", ratio(save, "host", "torch-save"),
+            lambda x: abs(x - 1) <= 0.1,
+        )  # fmt: skip
+    return 0
+
+
+def compare(a, pattern: str) -> int:
+    ours, libraries = available(a.ours, LOAD_LIBRARIES)
+    paths = [*ours, *libraries, *(["bounce-async"] if "bounce-async" in ours else [])]
+    out = a.json or "/tmp/xferscope-libraries-goals.json"
+    cmd = [sys.executable, "-m", "xferscope.cli", "workload", "load", "--files", pattern, "--path", ",".join(paths)]
+    d = compared(cmd, a.rounds, out)
+    if isinstance(d, int):
+        return d
     times = per_round(paths, a.rounds, d["results"])
     med = {lab: statistics.median([t for t in v if t]) for lab, v in times.items() if any(v)}
     said = {r["library"]["path"]: r["library"] for r in d["results"] if r.get("library")}

@@ -20,15 +20,15 @@ from xferscope.workloads.inference.transfer import Files
 M = 1 << 20
 #: the stand-in storage's speed (MB/s, all readers together) by request size and readers: best at 4 MiB x 4
 SPEED = {
-    (1 * M, 2): 60, (1 * M, 4): 90, (1 * M, 8): 80,
-    (4 * M, 2): 110, (4 * M, 4): 400, (4 * M, 8): 150,
-    (16 * M, 2): 120, (16 * M, 4): 160, (16 * M, 8): 100,
+    (1 * M, 2): 60, (1 * M, 4): 90, (1 * M, 8): 80, (1 * M, 16): 70,
+    (4 * M, 2): 110, (4 * M, 4): 400, (4 * M, 8): 150, (4 * M, 16): 120,
+    (16 * M, 2): 120, (16 * M, 4): 160, (16 * M, 8): 100, (16 * M, 16): 90,
 }  # fmt: skip
 
 
 class StandInStorage(Fetcher):
     """Reads nothing: each piece takes the time the table gives for this request size and the readers reading
-    (rounded up to 2, 4 or 8: the others of a trial are asleep in their reads as one enters)."""
+    (rounded up to 2, 4, 8 or 16: the others of a trial are asleep in their reads as one enters)."""
 
     readers = 0  # open
     reading = 0
@@ -42,7 +42,7 @@ class StandInStorage(Fetcher):
     def read(self, sample, slot, at):
         with StandInStorage.lock:
             StandInStorage.reading += 1
-            n = next(k for k in (2, 4, 8) if StandInStorage.reading <= k)
+            n = next(k for k in (2, 4, 8, 16) if StandInStorage.reading <= k)
         try:
             time.sleep(sample.length * n / (SPEED[(self.bs, n)] * 1e6))
         finally:
@@ -89,12 +89,12 @@ def test_the_probe_picks_the_fastest_shape_and_says_from_what(stand_in_storage):
     shape = probe_with(spec_of())
     assert shape.chosen_by == "probe"
     first = [(t.split, t.threads) for t in shape.trials if t.round == 1]
-    assert first == [(s, n) for s in load_shape.SPLITS for n in (2, 4, 8)]
+    assert first == [(s, n) for s in load_shape.SPLITS for n in (2, 4, 8, 16)]
     finals = load_shape.final_rates(shape.trials)
     assert len(finals) == load_shape.FINALISTS and all(len(v) == 2 for v in finals.values())
     assert (4 * M, 4) in finals, "the fastest shape of the first round is among the finalists"
     assert (shape.split, shape.threads) == (4 * M, 4), shape.line()
-    assert "the fastest of 9 shapes probed" in shape.line() and "4M x4" in shape.line()
+    assert "the fastest of 12 shapes probed" in shape.line() and "4M x4" in shape.line()
     assert StandInStorage.readers == 0, "every trial's readers were closed"
 
 

@@ -8,12 +8,23 @@ from itertools import groupby
 from xferscope.output.cells import job_line
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.workload_inference import comparison_lines as ranked_lines
+from xferscope.output.workload_inference import library_lines
 from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec, plan_record
 from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord, CheckpointRunOptions
+
+#: what xferscope's host path does, beside the library it imitates: from GPU memory, and from host memory
+HOST_IMITATION = (
+    "xferscope's own writing as torch.save does (copied to pageable host memory, buffered writes, each byte's "
+    "CRC-32), not torch.save: it copies and writes 16 MiB pieces in turn, where torch.save copies the whole "
+    "tensor to host memory before its first write (37% of its call on an H200: bench/torch_save_parts.py)"
+)
+HOST_IMITATION_FROM_HOST = (
+    "xferscope's own writing as torch.save does (buffered writes, each byte's CRC-32), not torch.save"
+)
 
 
 def _span(ranks: list[Rank]) -> str:
@@ -86,6 +97,7 @@ def run_lines(record: CheckpointRecord) -> list:
     lines: list = [
         f"workload checkpoint {p.model.name} by {record.path}: {len(record.saves)} of {p.checkpoints} checkpoints of "
         f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
+        + (f" (the library {record.library.package} {record.library.version} itself)" if record.library else "")
         + ("" if record.status == "ok" else f" [{record.status}]"),
         f"  {', '.join(record.labels)}",
     ]
@@ -250,9 +262,14 @@ def comparison_lines(c: CheckpointComparison) -> list:
             f"workload checkpoint {p.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds, checkpoints of "
             f"{format_bytes(p.bytes_a_checkpoint_here)}{scaled}, {len(p.ranks_here)} ranks, layout {p.layout}"
         )
-    return ranked_lines(
+    table = ranked_lines(
         title, c.entries, "save s", lambda x: "-" if x is None else f"{x:.3f}", c.status, beside="restore s"
     )
+    layouts = {r.path: r.spec.layout for r in c.results}
+    mixed = [f"  layouts: {', '.join(f'{p} {x}' for p, x in layouts.items())} (a library writes its own)"]
+    on_gpu = any(r.state_on_gpu for r in c.results if r.path == "host")
+    imitation = HOST_IMITATION if on_gpu else HOST_IMITATION_FROM_HOST
+    return [*table, *library_lines(c.results, imitation), *(mixed if len(set(layouts.values())) > 1 else [])]
 
 
 def show_run(record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None) -> int:

@@ -366,8 +366,12 @@ def kv_comparison_lines(c: KvComparison) -> list[Any]:
     return [*table, *path_break_evens(c)]
 
 
-def library_lines(results: Sequence[LoadResult]) -> list[str]:
-    """Which rows are the libraries themselves, and which is xferscope's imitation of one."""
+def library_lines(
+    results: Sequence[Any],
+    imitation: str = "xferscope's own reading of the shards as safetensors does (mapped, copied from pageable memory)",
+) -> list[str]:
+    """Which rows are the libraries themselves (``results``' ``library`` facts), and which is xferscope's imitation
+    of one (``imitation``: what host does)."""
     libs = {r.path: r.library for r in results if r.library is not None}
     if not libs:
         return []
@@ -375,9 +379,7 @@ def library_lines(results: Sequence[LoadResult]) -> list[str]:
     torch = next(iter(libs.values())).torch
     lines = [f"  the libraries themselves, on torch {torch}: {said}"]
     if "host" in {r.path for r in results}:
-        lines.append(
-            "  host: xferscope's own reading of the shards as safetensors does (mapped, copied from pageable memory)"
-        )
+        lines.append(f"  host: {imitation}")
     return lines
 
 

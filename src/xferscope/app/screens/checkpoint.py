@@ -18,11 +18,15 @@ from xferscope.app.checkpoint_model import (
 )
 from xferscope.app.screens.workload_run import WorkloadRunScreen, run_bindings
 from xferscope.app.widgets.title import title_text
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, installed
+
+#: xferscope's paths, and the checkpoint libraries installed here (a path typed that is not: one line under it)
+PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(CHECKPOINT_LIBRARIES))
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
     ("ck-model", "Model", "llama3-8b, llama3-70b, llama3-405b, llama3-1t", "model"),
-    ("ck-path", "Path", "host, bounce, bounce-async, cufile", "path"),
+    ("ck-path", "Path", PATH_HINT, "path"),
     ("ck-scale", "Scale", "each file's share: 0.01", "scale"),
     ("ck-checkpoints", "Checkpoints", "written, then read: 4", "checkpoints"),
     ("ck-save", "Save", "sync, async", "save"),

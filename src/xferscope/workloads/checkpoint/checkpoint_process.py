@@ -41,6 +41,7 @@ from xferscope.workloads.common.data_files import DataFile, SampleRef
 from xferscope.workloads.common.fetchers import PageableFetcher, Slot, host_slot, make_fetcher
 from xferscope.workloads.common.gpu_memory import pinned
 from xferscope.workloads.common.process_host import serve_with
+from xferscope.workloads.common.records import LibraryFacts
 from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
@@ -69,6 +70,8 @@ class CheckpointJob:
     sources: tuple[tuple[Rank, str], ...] = ()
     #: DCP's index, written by the process that holds rank 0: the world's under MPI; None: of this process's ranks
     index: bytes | None = None
+    #: a library's rank processes (``library_checkpoint``): this process's number among them, and how many
+    group: tuple[int, int] = (0, 1)
 
     def gpu_of(self, i: int) -> int:
         """The GPU the ``i``-th rank's state lives on (round-robin)."""
@@ -113,6 +116,7 @@ class CheckpointEnd:
     restores: list[list[RankRead]] = field(default_factory=list)  # a list a checkpoint
     resident_share: float | None = None  # of the checkpoints' bytes, as the restore began
     verify_cpu_s: float = 0.0  # the process's CPU spent checking the bytes (not the path's cost)
+    facts: LibraryFacts | None = None  # a library's path: the library's own facts (``library_checkpoint``)
 
     def add_save(self, writes: list[RankWrite], metadata_s: float | None) -> None:
         """A checkpoint saved: its ranks' figures, and DCP's index's seconds (None in DLIO's layout)."""

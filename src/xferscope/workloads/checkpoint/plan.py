@@ -20,11 +20,14 @@ from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, restore_capacity, scaled
 from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, CheckpointModel, Parallelism, Transformer
 from xferscope.workloads.common.generated import check_fits, parent_dir
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LIBRARY_LAYOUTS, check_installed
 
 #: MLPerf Storage's subset mode: one host writes the share of this many accelerators
 SUBSET_RANKS = 8
-#: the paths a checkpoint is written by (from GPU memory; host also from host memory, as DLIO)
-PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: xferscope's paths a checkpoint is written by (from GPU memory; host also from host memory, as DLIO)
+ENGINE_PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: and the libraries users save with, run as they run (``library_checkpoint``), one process a rank
+PATHS = ENGINE_PATHS + tuple(CHECKPOINT_LIBRARIES)
 #: where the ranks' states live: GPU memory (as in training) or host memory (DLIO's CPU tensors)
 STATES = ("gpu", "host")
 #: the least a rank may write once scaled
@@ -52,6 +55,33 @@ class CheckpointSpec:
     #: under MPI: this process's part of the ranks (its number, and how many parts), a run of ranks in turn
     part: tuple[int, int] = (0, 1)
 
+    def __post_init__(self) -> None:
+        if self.path in LIBRARY_LAYOUTS:  # a library writes its own layout; DCP's writer threads are its own
+            object.__setattr__(self, "layout", LIBRARY_LAYOUTS[self.path])
+            if self.path != "dcp":
+                object.__setattr__(self, "threads", 1)
+
+    @property
+    def by_library(self) -> bool:
+        return self.path in CHECKPOINT_LIBRARIES
+
+    def _check_library(self, ranks_here: int) -> None:
+        """What a library path cannot do, then its package missing or too old (one line naming what to install)."""
+        if self.pinned_copies and self.path != "dcp":
+            raise SpecError("async", f"{self.path} has no asynchronous save: --async is dcp's (async_save) and ours")
+        parts = self.part[1]
+        if parts > 1 and self.path == "dcp":
+            raise SpecError(
+                "mpi",
+                "dcp across an MPI job is not run here: its ranks need one directory and one process group; run it "
+                "without --mpi (a process a rank on this host)",
+            )
+        if parts > 1 and parts != ranks_here:
+            raise SpecError(
+                "mpi", f"{self.path} runs one process a rank: run mpirun -n {ranks_here} for these {ranks_here} ranks"
+            )
+        check_installed(self.path, CHECKPOINT_LIBRARIES)
+
     def plan(self, place: bool = True) -> CheckpointPlan:
         """The plan, with this machine's checks (SpecError names what does not hold); ``place`` False leaves out
         where the states live (it measures the GPUs' free memory in a process of its own: too slow for a form
@@ -60,7 +90,7 @@ class CheckpointSpec:
             raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
         if self.state is not None and self.state not in STATES:
             raise SpecError("state", f"{self.state!r}: choose gpu (as in training) or host (DLIO's CPU tensors)")
-        if self.state == "host" and self.path != "host":
+        if self.state == "host" and self.path not in ("host", *CHECKPOINT_LIBRARIES):
             raise SpecError(
                 "state", f"host memory is the host path's (DLIO's CPU tensors); {self.path} writes from GPU memory"
             )
@@ -77,6 +107,8 @@ class CheckpointSpec:
         world = self.model.parallelism.ranks
         here = range(min(SUBSET_RANKS, world)) if self.subset else range(world)
         index, parts = self.part
+        if self.by_library:
+            self._check_library(len(here))
         if parts > len(here):
             raise SpecError(
                 "mpi",
@@ -100,7 +132,7 @@ class CheckpointSpec:
         plan = CheckpointPlan(self, ranks, world, metadata, restore_bytes=restore_capacity(every))
         parent, direct = parent_dir(self.directory, buffered=False)
         plan.directory = parent
-        if self.path != "host" and not direct:
+        if self.path in ENGINE_PATHS[1:] and not direct:
             plan.refusals.append(SpecError("dir", f"{parent} does not take O_DIRECT, which {self.path} writes with"))
         total = plan.here_bytes * self.checkpoints
         try:

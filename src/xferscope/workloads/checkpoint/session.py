@@ -9,6 +9,7 @@ over that duration. DLIO's own figure is all the bytes over rank 0's time. A res
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,13 +17,21 @@ from typing import Any
 
 import msgspec
 
-from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, CheckpointJob, RankRead, RankWrite
+from xferscope.workloads.checkpoint.checkpoint_process import (
+    CheckpointEnd,
+    CheckpointJob,
+    CheckpointTick,
+    RankRead,
+    RankWrite,
+)
 from xferscope.workloads.checkpoint.cluster_figures import CheckpointCluster
 from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, CheckpointSpec, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, check_installed
 from xferscope.workloads.common.process_run import Outcome, WorkloadChild
-from xferscope.workloads.common.records import WorkloadResult
+from xferscope.workloads.common.rank_processes import RankProcesses
+from xferscope.workloads.common.records import LibraryFacts, WorkloadResult
 from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
 
@@ -83,6 +92,7 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
     every_seconds: float = 0.0
     state_on_gpu: bool = False
     cluster: CheckpointCluster | None = None  # --mpi: the job's ranks and hosts (the figures above: all of them)
+    library: LibraryFacts | None = None  # a library's path: its version, call, settings and set-up's seconds
 
     @property
     def save_seconds(self) -> float | None:
@@ -172,7 +182,7 @@ class CheckpointSession:
 
     def __init__(self, plan: CheckpointPlan, options: CheckpointRunOptions):
         self.plan, self.options = plan, options
-        self._child: WorkloadChild | None = None
+        self._child: WorkloadChild | RankProcesses | None = None
         self.stopped = False
         self.where: GeneratedDir | None = None  # the run's directory (made by ``open_dir``, or by the run)
         self.end: CheckpointEnd | None = None  # what the run's process measured, as it sent it
@@ -190,7 +200,10 @@ class CheckpointSession:
             self.plan = self.plan.spec.plan()
         if self.plan.refusals:
             raise self.plan.refusals[0]
-        check_paths([self.plan.spec.path])
+        if self.plan.spec.by_library:
+            check_installed(self.plan.spec.path, CHECKPOINT_LIBRARIES)
+        else:
+            check_paths([self.plan.spec.path])
 
     def stop(self) -> None:
         self.stopped = True
@@ -208,8 +221,6 @@ class CheckpointSession:
         """The record, also of a run interrupted or failed (what was measured kept). Under MPI: ``on_ready`` and
         ``on_meet`` are where the ranks meet (``WorkloadChild.execute``), ``sources`` what each rank reads back
         and where, ``index`` DCP's index of the world."""
-        from xferscope.workloads.checkpoint.checkpoint_process import serve
-
         self.prepare()
         plan, options, s = self.plan, self.options, self.plan.spec
         owned = self.where is None  # a directory made by the caller (open_dir) is the caller's to remove (close)
@@ -235,21 +246,92 @@ class CheckpointSession:
                 sources=sources,
                 index=index,
             )
-            self._child = WorkloadChild(serve, "workload checkpoint", s.path)
-            if self.stopped:  # stopped before its process started: it starts and ends at once
-                self._child.stop()
-            out = self._child.execute(job, on_tick, on_ready, on_meet)
+            if s.by_library and on_meet is None:  # the library's ranks: a process each, meeting here
+                out = self._run_ranks(job, on_tick)
+            else:
+                self._child = WorkloadChild(_serve_of(s.path), "workload checkpoint", s.path)
+                if self.stopped:  # stopped before its process started: it starts and ends at once
+                    self._child.stop()
+                out = self._child.execute(job, on_tick, on_ready, on_meet)
         finally:
             if owned:
                 self.close()
         self.end = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
         return _record(plan, options, job, out, where.path if options.keep else None)
 
+    def _run_ranks(self, job: CheckpointJob, on_tick: Callable[[object], None] | None) -> Outcome:
+        """A library's ranks of this host, a process each (``library_checkpoint``), each save and restore begun
+        together; each reads back the files of the rank ``rank_shift`` after it; one outcome of them all."""
+        from xferscope.workloads.checkpoint.library_checkpoint import serve
+
+        n = len(job.ranks)
+        jobs = [
+            dataclasses.replace(
+                job,
+                ranks=[r],
+                gpus=(job.gpu_of(i),),
+                meets=True,
+                sources=((job.ranks[(i + job.rank_shift) % n], job.directory),),
+                group=(i, n),
+            )
+            for i, r in enumerate(job.ranks)
+        ]
+        group = RankProcesses([WorkloadChild(serve, f"workload checkpoint rank {r.rank}", job.path) for r in job.ranks])
+        self._child = group
+        if self.stopped:
+            group.stop()
+        latest: list[CheckpointTick | None] = [None] * n
+
+        def tick(i: int, t: object) -> None:  # every rank's bytes, as one tick
+            if on_tick is None or not isinstance(t, CheckpointTick):
+                return
+            latest[i] = t
+            now = [x for x in latest if x is not None]
+            per_rank = tuple(x.per_rank[0] if x and x.per_rank else 0 for x in latest)
+            on_tick(CheckpointTick(t.phase, min(x.checkpoint for x in now), sum(per_rank), per_rank))
+
+        return joined_outcomes(group.execute(jobs, tick))
+
     def close(self) -> None:
         """The run's directory removed (unless kept); the run's process freed everything else."""
         if self.where is not None:
             self.where.close(keep=self.options.keep)
             self.where = None
+
+
+def _serve_of(path: str) -> Callable[[Any], None]:
+    from xferscope.workloads.checkpoint import checkpoint_process, library_checkpoint
+
+    return library_checkpoint.serve if path in CHECKPOINT_LIBRARIES else checkpoint_process.serve
+
+
+def joined_outcomes(outs: list[Outcome]) -> Outcome:
+    """The ranks' processes as one run: failed where one failed (its error), else interrupted where one was; each
+    checkpoint's saves and restores every rank's (those every rank finished), their CPU and peak memory summed (the host's)."""
+    from xferscope.child_messages import ProcessFigures
+
+    bad = next((o for o in outs if o.status == "failed"), None) or next((o for o in outs if o.status != "ok"), None)
+    ends = [o.payload if isinstance(o.payload, CheckpointEnd) else CheckpointEnd() for o in outs]
+    end = CheckpointEnd(
+        writes=[[e.writes[k][0] for e in ends] for k in range(min(len(e.writes) for e in ends))],
+        restores=[[e.restores[k][0] for e in ends] for k in range(min(len(e.restores) for e in ends))],
+        verify_cpu_s=sum(e.verify_cpu_s for e in ends),
+        facts=next((e.facts for e in ends if e.facts is not None), None),
+    )
+    shares = [e.resident_share for e in ends if e.resident_share is not None]
+    end.resident_share = sum(shares) / len(shares) if shares else None
+    cpus = [o.process.cpu_seconds for o in outs]
+    peaks = [o.process.peak_rss_bytes for o in outs if o.process.peak_rss_bytes is not None]
+    return Outcome(
+        status=bad.status if bad else "ok",
+        error=bad.error if bad else None,
+        payload=end,
+        process=ProcessFigures(
+            sum(c for c in cpus if c is not None) if None not in cpus else None, sum(peaks) if peaks else None
+        ),
+        labels=outs[0].labels,
+        environment=outs[0].environment,
+    )
 
 
 def run_checkpoints(
@@ -291,6 +373,7 @@ def _record(
         asynchronous=job.staged,
         every_seconds=job.every,
         state_on_gpu=job.on_gpu,
+        library=end.facts,
         labels=list(out.labels),
         environment=environment,
     )
@@ -316,7 +399,7 @@ def compare_paths(
     for plan in plans.values():
         if plan.refusals:
             raise plan.refusals[0]
-    check_paths(list(plans))
+    check_paths([p for p in plans if p not in CHECKPOINT_LIBRARIES])  # a library's package: checked by its plan
     ranked, results, status = in_rounds(
         plans[paths[0]].spec,
         paths,

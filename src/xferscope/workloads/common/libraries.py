@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from xferscope.errors import SpecError
+from xferscope.workloads.common.records import LibraryFacts
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,34 @@ LOAD_LIBRARIES = {
 }
 
 
+#: the checkpoint libraries: each writes its own layout (``checkpoint.plan``), one process a rank
+CHECKPOINT_LIBRARIES = {
+    lib.path: lib
+    for lib in (
+        Library(
+            "torch-save",
+            "torch",
+            "torch",
+            "2.0",
+            "torch.save({name: tensor}, file) of each of the rank's files from where its state lives, then os.fsync "
+            "(torch.save never syncs: added); restore torch.load(file, map_location=<the rank's device>, "
+            "weights_only=True, mmap=True)",
+        ),
+        Library(
+            "dcp",
+            "torch",
+            "torch",
+            "2.4",
+            "torch.distributed.checkpoint.save(state, storage_writer=FileSystemWriter(dir, thread_count=N, "
+            "sync_files=True)) a process a rank, in one gloo process group; restore dcp.load into tensors allocated "
+            "beforehand where the state lives",
+        ),
+    )
+}
+#: the layout each checkpoint library writes, whatever --layout says
+LIBRARY_LAYOUTS = {"torch-save": "dlio", "dcp": "dcp"}
+
+
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3])
 
@@ -107,3 +136,18 @@ def check_installed(path: str, libraries: dict[str, Library]) -> None:
 def installed(libraries: dict[str, Library]) -> list[str]:
     """The library paths that can run here (the console offers these)."""
     return [p for p, lib in libraries.items() if refusal(lib) is None]
+
+
+def facts_of(lib: Library, settings: dict[str, str], io_mode: str, setup_s: dict[str, float]) -> LibraryFacts:
+    """What a library's run says of itself: its package's version, torch's, its call, settings, the I/O it actually
+    ran and its set-up's seconds."""
+    return LibraryFacts(
+        path=lib.path,
+        package=lib.package,
+        version=installed_version(lib.package) or "?",
+        torch=installed_version(TORCH.package) or "?",
+        call=lib.call,
+        settings=settings,
+        io_mode=io_mode,
+        setup_s={k: round(v, 4) for k, v in setup_s.items()},
+    )

@@ -28,7 +28,7 @@ from typing import Any
 from xferscope.isolation import Channel
 from xferscope.records import WorkloadEnvironment
 from xferscope.units import format_bytes
-from xferscope.workloads.common.libraries import LOAD_LIBRARIES, TORCH, installed_version
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES, facts_of
 from xferscope.workloads.common.process_host import serve_with
 from xferscope.workloads.common.records import LibraryFacts
 from xferscope.workloads.inference.transfer import JobDone, TransferEnd, TransferTick
@@ -255,16 +255,7 @@ class LibraryLoadSetup:
         return checked, bad, first
 
     def _facts(self) -> LibraryFacts:
-        return LibraryFacts(
-            path=self.job.path,
-            package=self.lib.package,
-            version=installed_version(self.lib.package) or "?",
-            torch=installed_version(TORCH.package) or "?",
-            call=self.lib.call,
-            settings=self.settings,
-            io_mode=self.io_mode,
-            setup_s={k: round(v, 4) for k, v in self.setup_s.items()},
-        )
+        return facts_of(self.lib, self.settings, self.io_mode, self.setup_s)
 
     def close(self) -> None:
         self.kept.clear()
