@@ -1,6 +1,6 @@
 """The libraries users save checkpoints with (torch.save, PyTorch DCP), as paths of `workload checkpoint`: each
-writes its own layout; what it cannot do (torch.save asynchronously, DCP across an MPI job, a process a rank that
-is not) is one line before anything runs, and so is its package missing, exit 2, nothing written. A library runs a
+writes its own layout; what it cannot do (torch.save asynchronously, an MPI job whose processes are not one a
+rank) is one line before anything runs, and so is its package missing, exit 2, nothing written. A library runs a
 process a rank, the ranks meeting at each save and restore (``RankProcesses``), here with xferscope's own
 checkpoint processes as the ranks. The libraries themselves run on the GPU machine
 (tests/test_workload_libraries_gpu.py)."""
@@ -49,7 +49,7 @@ def test_each_library_writes_its_own_layout_whatever_layout_is_asked(tmp_path):
     ("kw", "field", "says"),
     [
         ({"path": "torch-save", "pinned_copies": True}, "async", "torch-save has no asynchronous save"),
-        ({"path": "dcp", "part": (0, 2)}, "mpi", "dcp across an MPI job is not run here"),
+        ({"path": "dcp", "part": (0, 3)}, "mpi", "dcp runs one process a rank: run mpirun -n 4"),
         ({"path": "torch-save", "part": (0, 2)}, "mpi", "torch-save runs one process a rank: run mpirun -n 4"),
     ],
 )

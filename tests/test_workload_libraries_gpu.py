@@ -96,15 +96,67 @@ def test_checkpoint_libraries_rank_beside_our_paths_in_one_command(cli, direct_d
 
 
 @needs_mpi
-@pytest.mark.skipif(refusal(CHECKPOINT_LIBRARIES["torch-save"]) is not None, reason="torch is not installed here")
-def test_torch_save_runs_a_rank_a_process_of_an_mpi_job(direct_dir, tmp_path):
+@pytest.mark.parametrize("path", [library("torch-save"), library("dcp")])
+def test_a_checkpoint_library_runs_a_rank_a_process_of_an_mpi_job(direct_dir, tmp_path, path):
+    """torch-save: each rank in its own directory, reading the next rank's back; dcp: every rank in rank 0's (one
+    directory a checkpoint, DCP's layout), one process group over the job."""
     out = tmp_path / "job.json"
+    where = rank_dirs(direct_dir, 4) if path == "torch-save" else str(direct_dir)
     proc = mpirun(4, "workload", "checkpoint", "custom", "--layers", "2", "--hidden", "1024", "--ffn", "2048",
                   "--vocab", "4096", "--heads", "8", "--kv-heads", "2", "--ranks", "4", "--checkpoints", "2",
-                  "--path", "torch-save", "--verify", "--rank-shift", "1", "--dir", rank_dirs(direct_dir, 4),
-                  "--mpi", "--json", str(out), timeout=240)  # fmt: skip
+                  "--path", path, "--verify", "--rank-shift", "1", "--dir", where, "--mpi", "--json", str(out),
+                  timeout=240)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     d = json.loads(out.read_text())
-    assert d["status"] == "ok" and d["verified"] and d["state_on_gpu"]
+    assert d["status"] == "ok" and d["verified"] and d["state_on_gpu"] and d["library"]["path"] == path
     assert [k["ranks"] for k in d["cluster"]["per_rank"]] == [[0], [1], [2], [3]]
-    assert all(not os.listdir(direct_dir / str(r)) for r in range(4)), "nothing left"
+    assert [f["restored_from"] for f in d["ranks"]] == [1, 2, 3, 0]
+    left = [p for p in direct_dir.rglob("*") if p.is_file()]
+    assert left == [], f"nothing left: {left}"
+
+
+@needs_mpi
+@pytest.mark.parametrize("path", [library("safetensors"), library("fastsafetensors")])
+def test_a_load_library_runs_on_every_rank_of_an_mpi_job(direct_dir, tmp_path, path):
+    out = tmp_path / "job.json"
+    proc = mpirun(2, "workload", "load", "--model", "llama3.2-1b", "--layers", "2", "--path", path, "--verify",
+                  "--dir", str(direct_dir), "--mpi", "--json", str(out), timeout=240)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    d = json.loads(out.read_text())
+    assert d["status"] == "ok" and d["library"]["path"] == path
+    assert [k["status"] for k in d["cluster"]["per_rank"]] == ["ok", "ok"]
+    assert d["verified"]["differ"] == 0 and d["verified"]["pieces"] > 0
+    assert [p for p in direct_dir.rglob("*") if p.is_file()] == [], "the shards removed"
+
+
+@pytest.mark.skipif(refusal(CHECKPOINT_LIBRARIES["torch-save"]) is not None, reason="torch is not installed here")
+def test_ctrl_c_stops_every_rank_process_keeps_what_was_measured_and_leaves_no_file(tmp_path):
+    """torch-save from host memory (the command runs as if without a GPU), its 8 rank processes Ctrl-C'd once
+    they have written two checkpoints' worth."""
+    import contextlib
+
+    import psutil
+    from conftest import interrupted_cli
+
+    target = "xferscope.workloads.checkpoint.library_checkpoint:serve"
+    seen: dict[int, psutil.Process] = {}
+
+    def ranks_wrote(command) -> bool:
+        for child in command.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                if target in " ".join(child.cmdline()):
+                    seen[child.pid] = child
+        with contextlib.suppress(psutil.Error):
+            return len(seen) == 8 and sum(p.io_counters().write_bytes for p in seen.values()) >= 2 * (214 << 20) // 10
+        return False
+
+    out = tmp_path / "out"
+    out.mkdir()
+    args = ["workload", "checkpoint", "llama3-8b", "--subset", "--scale", "0.0002", "--checkpoints", "400",
+            "--path", "torch-save", "--dir", str(tmp_path), "--json", str(out / "c.json")]  # fmt: skip
+    code, stdout, _err = interrupted_cli(args, tmp_path, until=ranks_wrote)
+    assert code == 130 and "[interrupted]" in stdout
+    d = json.loads((out / "c.json").read_text())
+    assert d["status"] == "interrupted" and 1 <= len(d["saves"]) < 400 and d["library"]["path"] == "torch-save"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    assert not [p.pid for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]

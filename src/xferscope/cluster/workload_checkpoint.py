@@ -75,6 +75,8 @@ class CheckpointJobRanks:
         self.session: CheckpointSession | None = None
         self.sources: tuple[tuple[Rank, str], ...] = ()
         self.index: bytes | None = None
+        #: dcp: the directory every rank writes in (rank 0's), and this rank's place in DCP's process group
+        self.shared: tuple[str, tuple[int, int]] | None = None
         ranks.cleanup = self.close
 
     def close(self) -> None:
@@ -129,6 +131,16 @@ class CheckpointJobRanks:
     def _find_sources(self, world: list[tuple[str, list[Rank], str]]) -> None:
         """Each of this rank's checkpoint ranks reads back the files of the rank ``--rank-shift`` after it in the
         world, in the directory the rank that wrote them made; they must be there to see."""
+        if self.spec.path == "dcp":  # DCP writes one directory a checkpoint, every rank's files in it: rank 0's
+            host, _, path = world[0]
+            if not os.path.isdir(path):
+                raise SpecError(
+                    "dir",
+                    f"dcp's ranks write in one directory, {path} on {host}, which {self.ranks.layout.mine.host} "
+                    "cannot see: give a --dir every host shares",
+                )
+            world = [(h, ranks, path) for h, ranks, _ in world]
+            self.shared = (path, (self.ranks.world.rank, self.ranks.world.size))
         every = [(r, host, path) for host, ranks, path in world for r in ranks]
         at = {r.rank: i for i, (r, _, _) in enumerate(every)}
         me = self.ranks.layout.mine.host
@@ -169,7 +181,7 @@ class CheckpointJobRanks:
             return RankPart(ranks.world.rank, host, record, session.end, memory_total(), os.cpu_count() or 1)
 
         parts = ranks.together(
-            lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index),
+            lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index, self.shared),
             mine,
             lambda record: record.status != "ok",
             stop_at_word=False,  # a save under way ends, and is measured; the next meeting stops the rank

@@ -141,8 +141,7 @@ class LibraryCheckpointSetup:
             )
         else:
             self.labels.append("fsync per file, added (timed apart)" if job.fsync else "no fsync")
-        set_up = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in self.setup_s.items())
-        self.labels.append(f"set-up outside the timer: {set_up}")
+        # the set-up's seconds differ from rank to rank: the record's (``library.setup_s``), not a label
 
     def _make_state(self, torch: Any) -> None:
         """A tensor a file, holding the rank's data pattern from state offset 0 (as xferscope's paths write it)."""

@@ -70,12 +70,6 @@ class CheckpointSpec:
         if self.pinned_copies and self.path != "dcp":
             raise SpecError("async", f"{self.path} has no asynchronous save: --async is dcp's (async_save) and ours")
         parts = self.part[1]
-        if parts > 1 and self.path == "dcp":
-            raise SpecError(
-                "mpi",
-                "dcp across an MPI job is not run here: its ranks need one directory and one process group; run it "
-                "without --mpi (a process a rank on this host)",
-            )
         if parts > 1 and parts != ranks_here:
             raise SpecError(
                 "mpi", f"{self.path} runs one process a rank: run mpirun -n {ranks_here} for these {ranks_here} ranks"

@@ -217,10 +217,12 @@ class CheckpointSession:
         on_meet: Callable[[str], bool] | None = None,
         sources: tuple[tuple[Rank, str], ...] = (),
         index: bytes | None = None,
+        shared: tuple[str, tuple[int, int]] | None = None,
     ) -> CheckpointRecord:
         """The record, also of a run interrupted or failed (what was measured kept). Under MPI: ``on_ready`` and
         ``on_meet`` are where the ranks meet (``WorkloadChild.execute``), ``sources`` what each rank reads back
-        and where, ``index`` DCP's index of the world."""
+        and where, ``index`` DCP's index of the world, ``shared`` the directory every rank writes its checkpoints
+        in (DCP's layout is one directory a checkpoint) with this rank's place in the library's process group."""
         self.prepare()
         plan, options, s = self.plan, self.options, self.plan.spec
         owned = self.where is None  # a directory made by the caller (open_dir) is the caller's to remove (close)
@@ -229,7 +231,7 @@ class CheckpointSession:
         assert where is not None
         try:
             job = CheckpointJob(
-                where.path,
+                where.path if shared is None else shared[0],
                 plan.ranks,
                 s.checkpoints,
                 s.layout,
@@ -245,6 +247,7 @@ class CheckpointSession:
                 meets=on_meet is not None,
                 sources=sources,
                 index=index,
+                group=(0, 1) if shared is None else shared[1],
             )
             if s.by_library and on_meet is None:  # the library's ranks: a process each, meeting here
                 out = self._run_ranks(job, on_tick)
