@@ -132,9 +132,12 @@ def checkpoint(a) -> int:
     for lib in said.values():
         print(f"# {lib['path']}: torch {lib['torch']}; {lib['io_mode']}; set-up {lib['setup_s']}")
     med = {lab: statistics.median([t for t in v if t]) for lab, v in save.items() if any(v)}
-    if "bounce-async#1" in save:
-        r = ratio(save, "bounce-async#2", "bounce-async#1")
-        print(f"# A/A save bounce-async#2 / #1: {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "# A/A: no paired round")
+    for what, times in (("save", save), ("restore", restore)):
+        if "bounce-async#1" in times:
+            r = ratio(times, "bounce-async#2", "bounce-async#1")
+            print(
+                f"# A/A {what} bounce-async#2 / #1: {r[0]:.3f} ({r[1]:.3f}-{r[2]:.3f})" if r else "# A/A: none paired"
+            )
     mine = [lab for lab in med if lab.split("#")[0] in OURS]
     if not mine or not any(lab in CHECKPOINT_LIBRARIES for lab in med):
         print("not met  no library (or none of xferscope's paths) ran here")

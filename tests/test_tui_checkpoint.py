@@ -6,16 +6,21 @@ from __future__ import annotations
 
 import os
 
+import pytest
 from tui_helpers import Messages, make_app, paste, retype, screen_text, wait_for
 
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
 from xferscope.app.screens.checkpoint import CheckpointScreen
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, refusal
 
 
-async def _start(pilot, app, target, checkpoints: str) -> None:
-    """The view opened, the form filled (a small scale, ``checkpoints``, the directory), the run started."""
+async def _start(pilot, app, target, checkpoints: str, path: str | None = None) -> None:
+    """The view opened, the form filled (``path`` where given, a small scale, ``checkpoints``, the directory), the
+    run started."""
     await pilot.press("k")
     await wait_for(pilot, lambda: "workload checkpoint · idle" in screen_text(app))
+    if path is not None:
+        await retype(pilot, "#ck-path", path)
     await retype(pilot, "#ck-scale", "0.0002")
     await retype(pilot, "#ck-checkpoints", checkpoints)
     await paste(pilot, "#ck-target", str(target))
@@ -45,7 +50,7 @@ async def test_a_checkpoint_run_shows_each_ranks_bytes_then_its_figures(tmp_path
     assert list(written.per_rank) == [2 * r.bytes for r in result.ranks], "each rank's bytes, as the record has them"
     assert session_rows == 1, "the run joins the session's ranking"
     assert "llama3-8b x8 ranks" in text and "save (the slowest rank, MLPerf)" in text
-    assert os.listdir(target) == [], "the checkpoints are gone"
+    assert os.listdir(tmp_path / "ckpt") == [], "the checkpoints are gone"
 
 
 async def test_x_stops_the_run_and_keeps_the_checkpoints_saved(tmp_path, no_gpu):
@@ -76,3 +81,20 @@ async def test_bad_form_values_are_explained_and_nothing_starts(tmp_path, no_gpu
         await retype(pilot, "#ck-save", "later")
         await wait_for(pilot, lambda: "sync, or async" in screen_text(app))
         assert "workload checkpoint · idle" in screen_text(app)
+
+
+@pytest.mark.gpu  # torch, which CI does not install; the states in host memory here, so no GPU is needed
+@pytest.mark.skipif(refusal(CHECKPOINT_LIBRARIES["torch-save"]) is not None, reason="torch is not installed here")
+async def test_a_library_path_runs_from_the_form_a_process_a_rank(tmp_path, no_gpu):
+    (tmp_path / "ckpt").mkdir()
+    messages, app = Messages(), make_app(tmp_path)
+    async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
+        await _start(pilot, app, tmp_path / "ckpt", "2", path="torch-save")
+        await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=180)
+        rows = app.screen.query_one("#ck-table").row_count
+    [result] = [m.result for m in messages.of(WorkloadEnded)]
+    assert result.status == "ok" and result.verified and len(result.saves) == 2 and rows == 8
+    assert result.library is not None and result.library.path == "torch-save"
+    last = messages.of(WorkloadTicked)[-1].tick  # once every rank's process restores: each one's bytes written
+    assert last.phase == "restoring" and list(last.per_rank) == [2 * r.bytes for r in result.ranks]
+    assert os.listdir(tmp_path / "ckpt") == [], "the checkpoints are gone"

@@ -266,7 +266,8 @@ class LibraryCheckpointSetup:
         from xferscope.engines import page_cache
 
         job = self.job
-        on_tick(CheckpointTick("evicting", job.checkpoints, 0))
+        written = sum(w.bytes for saved in end.writes for w in saved)  # the rank's bytes, as its ticks said them
+        on_tick(CheckpointTick("evicting", job.checkpoints, written, (written,)))
         dirs = [checkpoint_dir(job.directory, k) for k in range(len(end.writes))]
         mine = [p for d in dirs for p in self._files_in(d)]
         if job.path == "dcp" and self.rank.rank == 0:
@@ -276,7 +277,7 @@ class LibraryCheckpointSetup:
         for k in range(len(end.writes)):
             if stop.is_set() or not self.meet(f"restore {k + 1}"):
                 return
-            on_tick(CheckpointTick("restoring", k + 1, 0))
+            on_tick(CheckpointTick("restoring", k + 1, written, (written,)))
             directory = checkpoint_dir(where, k)
             t0 = time.perf_counter()
             if job.path == "torch-save":
