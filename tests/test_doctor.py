@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,62 @@ def test_killing_the_checks_process_mid_probe_fails_that_check_and_leaves_nothin
         ]
 
     wait_until(lambda: not janitors_of_the_killed_process(), what="the killed process's janitor to leave")
+
+
+@pytest.mark.parametrize("memory", ["registered", "allocated"])
+def test_the_host_engine_reads_into_the_pinned_memory_it_is_given_and_frees_it(
+    direct_dir, sim_gpu, monkeypatch, memory
+):
+    """The pinned-memory probe's ways: a host worker reads, with no copy, into pinned memory of CUDA's (here its
+    host stand-ins), the kind named; the bytes land there, the record says which memory, and close frees it."""
+    import ctypes
+    import threading
+
+    from gpu_standins import SimResources
+
+    from xferscope import target as targets
+    from xferscope.engines.host import PINNED_MEMORY, HostEngine
+    from xferscope.spec import RunSpec
+
+    given: list[tuple[str, int]] = []
+    made: list[SimResources] = []
+    for kind, method in (("allocated", "pinned_memory"), ("registered", "pinned_huge_memory")):
+        real = getattr(SimResources, method)
+
+        def recorded(self, gpu, size, real=real, kind=kind):
+            given.append((kind, real(self, gpu, size)))
+            made.append(self)
+            return given[-1][1]
+
+        monkeypatch.setattr(SimResources, method, recorded)
+    spec = RunSpec(path="host", file=str(direct_dir / "p.dat"), file_size=8 << 20, block_size=1 << 20, workers=2,
+                   duration=None, total_bytes=2 << 20, verify=True).validate()  # fmt: skip
+    target = targets.plan(spec)
+    targets.materialize(target, threading.Event(), None)
+    engine = HostEngine(spec, target)
+    engine.pinned_memory = memory
+    try:
+        snap = engine.run_to_end()
+        env = engine.environment()
+        landed = [ctypes.string_at(at, 1 << 20) for _, at in given]
+    finally:
+        engine.close()
+        data = [Path(target.files[target.worker_files[i]].path).read_bytes() for i in range(2)]
+        expected = [d[start : start + (1 << 20)] for d, (start, _) in zip(data, target.worker_regions)]
+        targets.cleanup(target, keep=False)
+    assert snap.error is None and snap.bytes == 2 << 20
+    assert [k for k, _ in given] == [memory, memory], "a worker's buffers each, of the kind named"
+    assert landed == expected, "each worker's read landed in its pinned memory"
+    assert env["host_buffers"] == PINNED_MEMORY[memory] and f"buffers in {PINNED_MEMORY[memory]}" in engine.labels
+    assert made and all(r.live == 0 for r in made), "the pinned memory freed at close"
+
+
+def test_the_pinned_memory_probe_says_what_a_read_into_each_memory_costs(direct_dir, sim_gpu):
+    from xferscope.doctor import pinned_probe
+
+    probe = pinned_probe.measure(str(direct_dir), rounds=1, seconds=0.1)
+    assert set(probe.gb_s) == {"own", "registered", "allocated"} and probe.rounds == 1
+    assert all(v > 0 for v in probe.gb_s.values()) and all(v > 0 for v in probe.read_us.values())
+    assert probe.cost("own") == 0.0
+    assert "a read into pinned memory costs" in probe.sentence() and "cuMemHostAlloc" in probe.sentence()
+    assert not list(direct_dir.iterdir()), "the probe's file is removed"

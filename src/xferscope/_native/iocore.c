@@ -162,6 +162,8 @@ typedef struct {
     void *ctx, *stream, *handle;
     uint64_t dev;             /* device buffer, slots * block_size bytes */
     void *host[MAX_PIPE];      /* pinned host buffers (bounce) */
+    void *ext_buf;            /* HOST: the memory its buffers are in, the caller's (what pinned memory costs a
+                                 read: doctor's probe); NULL: a mapping of its own */
     void *events[MAX_PIPE];
     int nhost;
     uint64_t copy_pred_ns;    /* how long this worker's copies take from issue to landing (learnt) */
@@ -1515,7 +1517,12 @@ static void *worker_main(void *arg)
         job_fail(job, 0, "cuCtxSetCurrent failed in worker %d", w->id);
         goto wait_and_finish;
     }
-    if (job->mode == MODE_HOST) {
+    if (job->mode == MODE_HOST && w->ext_buf) { /* the caller's memory, as it is (pages, pinning) */
+        for (int i = 0; i < nbufs; i++) {
+            bufs[i] = (char *)w->ext_buf + (size_t)i * bs;
+            pattern_fill(bufs[i], bs, (uint64_t)i * bs, c.rng);
+        }
+    } else if (job->mode == MODE_HOST) {
         size_t need = host_arena_size((uint64_t)nbufs * bs);
         arena_len = need + HUGE_PAGE; /* room to start on a 2 MiB boundary */
         arena = mmap(NULL, arena_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1685,16 +1692,18 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"fds", "starts", "lengths", "block_size", "mode", "read_pct", "random", "iodepth",
                              "duration_ns", "bytes_limit", "seed", "verify", "pattern_seeds", "cpus",
                              "use_uring", "gpu_functions", "gpu_workers", "huge_pages", "split", "timeline",
-                             "copy_batch", "turns", "host_buffers", NULL};
+                             "copy_batch", "turns", "host_buffers", "host_memory", NULL};
     PyObject *fds, *starts, *lengths, *pattern_seeds = NULL, *cpus = NULL, *gpu_fns = NULL, *gpu_workers = NULL;
+    PyObject *host_memory = NULL;
     unsigned long long block_size, duration_ns = 0, bytes_limit = 0, seed = 1, split = 0;
     unsigned int timeline = 0;
     int mode = MODE_HOST, read_pct = 100, random = 0, iodepth = 1, verify = 0, use_uring = 0, huge_pages = 0;
     int copy_batch = 0, turns = TURNS_AUTO, host_buffers = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIiii", kwlist, &fds, &starts, &lengths,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOK|iiiiKKKpOOpOOpKIiiiO", kwlist, &fds, &starts, &lengths,
                                      &block_size, &mode, &read_pct, &random, &iodepth, &duration_ns, &bytes_limit,
                                      &seed, &verify, &pattern_seeds, &cpus, &use_uring, &gpu_fns, &gpu_workers,
-                                     &huge_pages, &split, &timeline, &copy_batch, &turns, &host_buffers))
+                                     &huge_pages, &split, &timeline, &copy_batch, &turns, &host_buffers,
+                                     &host_memory))
         return -1;
     if (turns < TURNS_AUTO || turns > TURNS_NEVER || host_buffers < 1 || host_buffers > MAX_PIPE) {
         PyErr_SetString(PyExc_ValueError, "turns: 0, 1 or 2; host_buffers: 1..64");
@@ -1791,6 +1800,27 @@ static int Job_init(job_t *job, PyObject *args, PyObject *kw)
     free(tmp);
     if (rc)
         return -1;
+    if (host_memory && host_memory != Py_None) { /* HOST: each worker's buffers in the caller's memory */
+        uint64_t *at = calloc((size_t)n, sizeof(uint64_t));
+        if (!at) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        rc = mode != MODE_HOST ? -1 : get_u64_list(host_memory, (int)n, at, "host_memory");
+        for (int i = 0; !rc && i < n; i++) {
+            if (!at[i] || at[i] % 4096) {
+                PyErr_Format(PyExc_ValueError, "host_memory: worker %d's address is not 4 KiB aligned", i);
+                rc = -1;
+            }
+            job->workers[i].ext_buf = (void *)(uintptr_t)at[i];
+        }
+        free(at);
+        if (rc) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "host_memory is the host mode's (an address a worker)");
+            return -1;
+        }
+    }
     if (cpus && cpus != Py_None) {
         PyObject *fast = PySequence_Fast(cpus, "cpus");
         if (!fast)

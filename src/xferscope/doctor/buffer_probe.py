@@ -10,17 +10,14 @@ read times: host@n16 against host).
 
 from __future__ import annotations
 
-import os
-import statistics
-import threading
 from dataclasses import dataclass
 
-from xferscope.spec import RunSpec
+from xferscope.doctor.host_rounds import FILE_BYTES, WORKERS
 
-#: the probe's buffer sets, its request shape, and its time
+#: the probe's buffer sets, and its time
 SETS = (1, 16, 64)
-BLOCK, WORKERS, FILE_BYTES = 1 << 20, 4, 512 << 20
 ROUNDS, SECONDS = 4, 0.6
+__all__ = ["FILE_BYTES", "SETS", "BufferProbe", "measure"]
 
 
 @dataclass(frozen=True)
@@ -50,52 +47,10 @@ class BufferProbe:
 
 def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> BufferProbe:
     """Run the probe on a scratch file of its own in ``directory`` (removed after)."""
-    from xferscope import janitor
-    from xferscope import target as targets
+    from xferscope.doctor.host_rounds import host_rounds
 
-    spec = RunSpec(
-        path="host",
-        file=os.path.join(directory, "xferscope-buffer-probe.dat"),
-        file_size=FILE_BYTES,
-        block_size=BLOCK,
-        workers=WORKERS,
-        duration=seconds,
-        keep=False,
-    ).validate()
-    target = targets.plan(spec)
-    # doctor runs the probe in a process that may crash or be killed: its file goes all the same
-    planned = [p for tf in target.files if tf.create for p in (tf.path, targets.sidecar_path(tf.path))]
-    with janitor.guarded(*planned):
-        read_us, mib_s = _rounds(spec, target, rounds)
-    return BufferProbe(
-        {n: statistics.median(v) for n, v in read_us.items()},
-        {n: statistics.median(v) for n, v in mib_s.items()},
-        rounds,
-    )
+    def configure(engine, buffers: int) -> None:
+        engine.buffers_in_turn = buffers
 
-
-def _rounds(spec: RunSpec, target, rounds: int) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
-    """Each set's median read times (us) and MiB/s, one figure a round, on ``target`` (created, then removed)."""
-    from xferscope import target as targets
-    from xferscope.engines.host import HostEngine
-
-    read_us: dict[int, list[float]] = {n: [] for n in SETS}
-    mib_s: dict[int, list[float]] = {n: [] for n in SETS}
-    try:
-        targets.materialize(target, threading.Event(), None)
-        for r in range(rounds):
-            for n in SETS[r % len(SETS) :] + SETS[: r % len(SETS)]:
-                engine = HostEngine(spec, target)
-                engine.buffers_in_turn = n
-                try:
-                    snap = engine.run_to_end()
-                finally:
-                    engine.close()
-                if snap.error:
-                    raise RuntimeError(snap.error[0])
-                span = max(w.done_ns or snap.t_ns for w in snap.workers)
-                read_us[n].append(snap.hist_read.percentiles([50.0])[50.0] / 1e3)
-                mib_s[n].append(snap.bytes / (1 << 20) / (span / 1e9))
-    finally:
-        targets.cleanup(target, keep=False)
-    return read_us, mib_s
+    read_us, rate = host_rounds(directory, "buffer-probe", SETS, configure, rounds, seconds)
+    return BufferProbe(read_us, {n: r / (1 << 20) for n, r in rate.items()}, rounds)

@@ -252,30 +252,63 @@ def check_host_buffers(f: Facts) -> list[Check]:
     ]
 
 
+def _probe_cannot_run(name: str, directory: str) -> list[Check]:
+    """Why a probe that reads its file with O_DIRECT (``host_rounds``) cannot run in ``directory``, as its check;
+    empty where it can."""
+    from xferscope.doctor.host_rounds import FILE_BYTES
+    from xferscope.target import probe_direct_io
+
+    if not os.path.isdir(directory) or not probe_direct_io(directory)[0]:
+        return [Check(name, WARN, "not measured: O_DIRECT does not work here")]
+    free = shutil.disk_usage(directory).free
+    if free < 2 * FILE_BYTES:
+        return [Check(name, WARN, f"not measured: {free >> 20} MiB free, the probe's file needs 512 MiB")]
+    return []
+
+
+def _measured(name: str, ok: bool, sentence: str, fix: str) -> Check:
+    """A probe's check: what it measured, with what to do where that is worth a warning."""
+    return Check(name, OK, sentence) if ok else Check(name, WARN, sentence, fix)
+
+
 def check_buffer_set(f: Facts) -> list[Check]:
     """What a larger set of buffers costs a read here (xferscope.doctor.buffer_probe): measured, about 8 s."""
     from xferscope.doctor import buffer_probe
-    from xferscope.target import probe_direct_io
 
     name = "buffer set"
-    if not os.path.isdir(f.directory) or not probe_direct_io(f.directory)[0]:
-        return [Check(name, WARN, "not measured: O_DIRECT does not work here")]
-    free = shutil.disk_usage(f.directory).free
-    if free < 2 * buffer_probe.FILE_BYTES:
-        return [Check(name, WARN, f"not measured: {free >> 20} MiB free, the probe's file needs 512 MiB")]
+    cannot = _probe_cannot_run(name, f.directory)
+    if cannot:
+        return cannot
     probe = buffer_probe.measure(f.directory)
-    many = probe.ratio(buffer_probe.SETS[1])
-    if many <= 1.1:
-        return [Check(name, OK, probe.sentence())]
-    return [
-        Check(
-            name,
-            WARN,
-            probe.sentence(),
-            "keep the buffers a reader cycles through few (bounce-async measures one buffer against two groups "
-            "taking turns, and says which it chose)",
-        )
-    ]
+    fix = (
+        "keep the buffers a reader cycles through few (bounce-async measures one buffer against two groups taking "
+        "turns, and says which it chose)"
+    )
+    return [_measured(name, probe.ratio(buffer_probe.SETS[1]) <= 1.1, probe.sentence(), fix)]
+
+
+def check_pinned_memory(f: Facts) -> list[Check]:
+    """What pinned memory costs a read here (xferscope.doctor.pinned_probe): measured where there is a GPU, about
+    8 s."""
+    from xferscope.doctor import pinned_probe
+    from xferscope.engines import gpu_setup
+    from xferscope.errors import EnvironmentProblem
+
+    name = "pinned memory"
+    if f.cuda_reason or not f.gpus or gpu_setup.unavailable_reason():
+        return []
+    cannot = _probe_cannot_run(name, f.directory)
+    if cannot:
+        return cannot
+    try:
+        probe = pinned_probe.measure(f.directory)
+    except EnvironmentProblem as exc:  # pinning refused (a low ulimit -l, say)
+        return [Check(name, WARN, f"not measured: {exc}")]
+    fix = (
+        "the bounce paths read into such memory: where one trails host by about this much, the memory costs it, "
+        "not the path"
+    )
+    return [_measured(name, probe.cost("registered") <= 0.02, probe.sentence(), fix)]
 
 
 #: where the block devices' queue limits are read (tests point it at a tree of their own)
@@ -563,9 +596,10 @@ CHECKS: tuple[Callable[[Facts], list[Check]], ...] = (
     check_gpu_links,
     check_affinity,
     check_buffer_set,
+    check_pinned_memory,
 )
 #: the checks that measure (skipped by --quick)
-PROBES = (check_buffer_set,)
+PROBES = (check_buffer_set, check_pinned_memory)
 #: the checks that call NVML, CUDA or cuFile: they run in a process of their own (a crash there is a
 #: failed check naming the signal, and the checks after it still run)
 NATIVE_CHECKS: dict[Callable[[Facts], list[Check]], str] = {
@@ -576,4 +610,5 @@ NATIVE_CHECKS: dict[Callable[[Facts], list[Check]], str] = {
     check_registration: "cuFile registration",
     check_gpu_links: "PCIe links",
     check_buffer_set: "buffer set",  # the native core's reads: a crash there is a failed check too
+    check_pinned_memory: "pinned memory",
 }

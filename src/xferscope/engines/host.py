@@ -7,6 +7,8 @@ the output says which.
 
 from __future__ import annotations
 
+from typing import Any
+
 from xferscope import _iocore
 from xferscope.engines.native import NativeEngine, NativeOptions, uring_status
 from xferscope.errors import EnvironmentProblem
@@ -66,6 +68,13 @@ def require_huge_pages() -> None:
         )
 
 
+#: ``HostEngine.pinned_memory``: the memory a worker's buffers are in where not its own mapping, in words
+PINNED_MEMORY = {
+    "registered": "2 MiB transparent huge pages registered with CUDA (cuMemHostRegister), as the bounce paths' buffers",
+    "allocated": "CUDA's own pinned allocation (cuMemHostAlloc, 4 KiB pages)",
+}
+
+
 class HostEngine(NativeEngine):
     name = "host"
     xfer_type = "CPUONLY"
@@ -73,11 +82,41 @@ class HostEngine(NativeEngine):
     native_mode = _iocore.MODE_HOST
     #: psync: buffers each worker reads into in turn (doctor's buffer-set probe; runs read into one)
     buffers_in_turn = 1
+    #: the memory the workers read into (doctor's pinned-memory probe): None, a mapping of each worker's own;
+    #: a key of PINNED_MEMORY, pinned memory of CUDA's on the run's GPUs (no copy: what pinning costs a read)
+    pinned_memory: str | None = None
+    _resources: Any = None  # the CUDA resources the pinned memory is of
 
     def native_options(self) -> NativeOptions:
-        return {"host_buffers": self.buffers_in_turn} if self.buffers_in_turn > 1 else {}
+        options: NativeOptions = {"host_buffers": self.buffers_in_turn} if self.buffers_in_turn > 1 else {}
+        if self.pinned_memory is not None:
+            options["host_memory"] = self._pinned_buffers()
+        return options
+
+    def _pinned_buffers(self) -> list[int]:
+        """Each worker's buffers in pinned memory of ``pinned_memory``'s kind, on the GPUs of the run in turn."""
+        from xferscope.engines import gpu_setup
+
+        kind = self.pinned_memory
+        if kind not in PINNED_MEMORY:
+            raise ValueError(f"pinned_memory: {kind!r}, not one of {', '.join(PINNED_MEMORY)}")
+        self._resources = res = gpu_setup.GpuResources()
+        nbufs = self.spec.iodepth if self.io_engine == "io_uring" else self.buffers_in_turn
+        size = -(-nbufs * self.spec.block_size // (2 << 20)) * (2 << 20)
+        out = []
+        for gpu in gpu_setup.assign_gpus(self.spec.gpus, self.spec.workers):
+            out.append(res.pinned_huge_memory(gpu, size) if kind == "registered" else res.pinned_memory(gpu, size))
+        self.labels.append(f"buffers in {PINNED_MEMORY[kind]}")
+        return out
+
+    def release_gpu(self) -> None:
+        res, self._resources = self._resources, None
+        if res is not None:
+            res.release()
 
     def huge_pages(self) -> bool:
+        if self.pinned_memory is not None:  # the pinned memory's own pages (its label says which)
+            return False
         if not host_buffers_on_huge_pages(self.spec):
             if self.spec.huge_pages is None:
                 self.labels.append(f"buffers on 4 KiB pages (transparent huge pages {thp_mode() or 'absent'})")
@@ -88,6 +127,10 @@ class HostEngine(NativeEngine):
 
     def environment(self):
         env = super().environment()
+        if self.pinned_memory in PINNED_MEMORY:
+            env["host_buffers"] = PINNED_MEMORY[self.pinned_memory]
+            env["host_buffers_huge"] = self.pinned_memory == "registered"
+            return env
         set_buffer_pages(env, host_buffers_on_huge_pages(self.spec), default=self.spec.huge_pages is None)
         return env
 

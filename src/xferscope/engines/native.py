@@ -70,6 +70,7 @@ class NativeOptions(TypedDict, total=False):
 
     turns: int  # bounce-async: how a worker's reads use the buffers (_iocore.TURNS_*)
     host_buffers: int  # host: buffers a worker reads into in turn
+    host_memory: list[int]  # host: each worker's buffers in this memory of the caller's (pinned memory)
 
 
 class WorkerTimeline(TypedDict):
