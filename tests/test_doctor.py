@@ -210,9 +210,11 @@ def test_ceilings_measure_each_path_from_the_page_cache(cli, tmp_path):
     assert os.listdir(tmp_path) == [], "the file it read is gone"
 
 
-def test_the_buffer_set_probe_reads_into_each_set_and_gives_its_ratio(cli, direct_dir):
+def test_the_buffer_set_probe_reads_into_each_set_and_gives_its_ratio(cli, direct_dir, tmp_path_factory, monkeypatch):
     """doctor (without --quick) measures reads into 1, 16 and 64 buffers a worker, O_DIRECT, and says what 16
-    cost against one; its scratch file goes."""
+    cost against one; its scratch file goes. (Where there is a GPU the pinned-memory probe runs too, and keeps
+    what it measured in the cache directory: the test's own.)"""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))  # apart: direct_dir may be tmp_path
     r = cli("doctor", "--dir", str(direct_dir), "--json")
     check = by_name(json.loads(r.out), "buffer set")
     assert check["status"] in ("ok", "warn"), check
@@ -365,3 +367,19 @@ def test_the_pinned_memory_probe_says_what_a_read_into_each_memory_costs(direct_
     assert probe.cost("own") == 0.0
     assert "a read into pinned memory costs" in probe.sentence() and "cuMemHostAlloc" in probe.sentence()
     assert not list(direct_dir.iterdir()), "the probe's file is removed"
+
+
+def test_doctors_pinned_memory_check_says_the_cost_and_keeps_it_for_compare(direct_dir, sim_gpu, monkeypatch, tmp_path):
+    import functools
+
+    from xferscope.doctor import checks, pinned_probe
+    from xferscope.engines import pinned_cost
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.setattr(pinned_probe, "measure", functools.partial(pinned_probe.measure, rounds=1, seconds=0.1))
+    facts = checks.Facts(directory=str(direct_dir), gpus=[None])  # type: ignore[list-item]
+    [check] = checks.check_pinned_memory(facts)
+    assert check.name == "pinned memory" and "a read into pinned memory costs" in check.detail
+    kept = pinned_cost.recalled(os.stat(direct_dir).st_dev)
+    assert kept is not None and f"{kept.registered:.1%} here" in check.detail
+    assert checks.check_pinned_memory(checks.Facts(directory=str(direct_dir), gpus=[])) == [], "no GPU: no probe"

@@ -59,3 +59,15 @@ def test_a_library_loads_into_one_gpu_and_shares_no_tensor_parallel_split(cli, t
     )
     assert r.code == 2, r.err
     assert ("one GPU per process" in r.err) or ("pip install" in r.err), r.err
+
+
+def test_the_dataloader_path_without_torch_is_one_line_and_exit_2_before_anything_is_written(cli, tmp_path):
+    from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
+
+    why = refusal(TRAIN_LIBRARIES["dataloader"])
+    if why is None:
+        pytest.skip("torch is installed here: nothing to refuse")
+    r = cli("workload", "train", "unet3d", "--path", "host,dataloader", "--files", "8", "--dir", str(tmp_path))
+    assert r.code == 2, r.err
+    assert r.err.strip() == f"xferscope: path: {why}" and "pip install torch" in r.err, r.err
+    assert os.listdir(tmp_path) == [], "nothing generated"

@@ -13,7 +13,7 @@ import pytest
 from gpu_reasons import GPU_REASON
 from test_mpi import mpirun, needs_mpi, rank_dirs
 
-from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LOAD_LIBRARIES, refusal
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LOAD_LIBRARIES, TRAIN_LIBRARIES, refusal
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
 
@@ -161,3 +161,43 @@ def test_ctrl_c_stops_every_rank_process_keeps_what_was_measured_and_leaves_no_f
     assert d["status"] == "interrupted" and 1 <= len(d["saves"]) < 400 and d["library"]["path"] == "torch-save"
     assert sorted(os.listdir(tmp_path)) == ["out"]
     assert not [p.pid for p in seen.values() if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+@pytest.mark.skipif(refusal(TRAIN_LIBRARIES["dataloader"]) is not None, reason="torch is not installed here")
+@pytest.mark.parametrize("compute", ["gpu", "sleep"])
+def test_a_dataloader_feeds_the_accelerators_and_leaves_no_worker(cli, direct_dir, tmp_path, compute):
+    import psutil
+
+    sets = direct_dir / "sets"
+    sets.mkdir()
+    js = tmp_path / "t.json"
+    before = {p.pid for p in psutil.process_iter()}
+    r = cli("workload", "train", "cosmoflow", "--files", "32", "-a", "2", "--steps", "8", "--path", "dataloader",
+            "--compute", compute, "--dir", str(sets), "--json", str(js))  # fmt: skip
+    assert r.code == 0, r.err
+    data = json.loads(js.read_text())
+    assert data["status"] == "ok" and [a["steps"] for a in data["accelerators"]] == [8, 8]
+    assert data["au"] is not None and data["environment"]["library"].startswith("torch ")
+    settings = data["environment"]["loader_settings"]
+    assert settings["pin_memory"] == "True" and settings["num_workers"] == str(data["spec"]["read_threads"])
+    assert any("torch.utils.data.DataLoader(" in label for label in data["labels"]), data["labels"]
+    assert os.listdir(sets) == []
+    left = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if p.pid not in before and "xferscope" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert left == [], f"processes left: {left}"
+
+
+@pytest.mark.skipif(refusal(TRAIN_LIBRARIES["dataloader"]) is not None, reason="torch is not installed here")
+def test_a_dataloader_ranks_beside_our_paths_in_one_command(cli, direct_dir, tmp_path):
+    sets = direct_dir / "sets"
+    sets.mkdir()
+    js = tmp_path / "t.json"
+    paths = ["dataloader", "host", "bounce-async"]
+    r = cli("workload", "train", "cosmoflow", "--files", "32", "--steps", "6", "--path", ",".join(paths),
+            "--rounds", "1", "--dir", str(sets), "--json", str(js))  # fmt: skip
+    assert r.code == 0, r.err
+    data = json.loads(js.read_text())
+    assert sorted(e["label"] for e in data["entries"]) == sorted(paths), data["entries"]

@@ -188,6 +188,8 @@ class WorkloadEnvironment(EngineEnvironment, total=False):
     request_bytes: int
     kept_in: str
     engine_last_words: list[str]
+    library: str  # a library's path: its package and version ("torch 2.11.0")
+    loader_settings: dict[str, str]  # train --path dataloader: the DataLoader's settings, as it was given them
 
 
 # ------------------------------------------------------------------------- run

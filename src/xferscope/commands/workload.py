@@ -135,8 +135,9 @@ def train_command(
         typer.Option(
             "--path",
             "-x",
-            help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile; a comma list runs each over "
-            "one data set in rotated rounds and ranks them",
+            help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile, dataloader (a PyTorch "
+            "DataLoader, where torch is installed); a comma list runs each over one data set in rotated rounds and "
+            "ranks them",
         ),
     ] = None,
     compute: Annotated[

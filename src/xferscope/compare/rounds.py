@@ -255,6 +255,7 @@ class Comparison:
         d = self.drift(baseline)
         if d:
             lines.append(d)
+        lines += self.pinned_notes()
         small = {
             run.slot
             for run in self.runs
@@ -270,6 +271,41 @@ class Comparison:
             lines.append(f"{self.cache_note}: figures may come from the host's cache")
         elif self.from_cache:
             lines.append(f"{self.cache_note}: storage drops out, and each path shows its own ceiling")
+        return lines
+
+    def pinned_notes(self) -> list[str]:
+        """Where a bounce path trails host (their paired rounds' median ratio between 0.85 and 0.995): how much of
+        it is what a read into pinned memory costs on the files' filesystem, as doctor last measured it in this
+        boot (``engines.pinned_cost``); without that measurement, where to get it."""
+        from xferscope.engines.pinned_cost import recalled
+
+        host = next((slot for slot, spec in enumerate(self.specs) if spec.path == "host"), None)
+        if host is None:
+            return []
+        lines = []
+        for slot, spec in enumerate(self.specs):
+            pairs = [(h, b) for h, b in zip(self.figures(host), self.figures(slot)) if h and b]
+            if spec.path not in ("bounce", "bounce-async") or not pairs:
+                continue
+            gap = 1 - statistics.median(b / h for h, b in pairs)
+            if not 0.005 < gap <= 0.15:
+                continue
+            device = next((run.files[0][0] for run in self.runs if run.slot == slot and run.files), None)
+            cost = recalled(device) if device is not None else None
+            said = f"{self.labels[slot]} trails host by {gap:.1%} (the median of its paired rounds)"
+            if cost is None:
+                lines.append(f"{said}: part of it may be what a read into pinned memory costs here (xferscope doctor)")
+                continue
+            rest = gap - cost.registered
+            lines.append(
+                f"{said}; a read into pinned memory (its buffers' memory) cost {cost.registered:.1%} more than into "
+                f"host's on this filesystem when doctor measured it ({cost.measured}): "
+                + (
+                    "the gap is the memory's, not the path's"
+                    if rest <= 0.01
+                    else f"the rest, {rest:.1%}, is the path's own"
+                )
+            )
         return lines
 
     # ------------------------------------------------------------- output

@@ -304,6 +304,9 @@ def check_pinned_memory(f: Facts) -> list[Check]:
         probe = pinned_probe.measure(f.directory)
     except EnvironmentProblem as exc:  # pinning refused (a low ulimit -l, say)
         return [Check(name, WARN, f"not measured: {exc}")]
+    from xferscope.engines import pinned_cost
+
+    pinned_cost.remember(f.directory, probe.cost("registered"), probe.cost("allocated"))  # compare cites it
     fix = (
         "the bounce paths read into such memory: where one trails host by about this much, the memory costs it, "
         "not the path"

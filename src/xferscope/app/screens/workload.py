@@ -16,11 +16,15 @@ from xferscope.app.workload_model import (
     build_spec,
     session_entries,
 )
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES, installed
+
+#: xferscope's paths, and a PyTorch DataLoader where torch is installed here
+PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(TRAIN_LIBRARIES))
 
 #: (control id, label, placeholder, value attribute) of the typed fields, two rows
 FIELDS = (
     ("wl-preset", "Preset", "unet3d, cosmoflow, resnet50", "preset"),
-    ("wl-path", "Path", "host, bounce, bounce-async, cufile", "path"),
+    ("wl-path", "Path", PATH_HINT, "path"),
     ("wl-compute", "Compute", "gpu, sleep", "compute"),
     ("wl-accelerators", "Acc", "1", "accelerators"),
     ("wl-type", "Type", "h100, a100", "accelerator_type"),

@@ -87,6 +87,17 @@ CHECKPOINT_LIBRARIES = {
         ),
     )
 }
+#: the training loaders: the path's batches come from the library's loader (``train.dataloader``)
+TRAIN_LIBRARIES = {
+    "dataloader": Library(
+        "dataloader",
+        "torch",
+        "torch",
+        "2.0",
+        "torch.utils.data.DataLoader(batches, batch_size=None, num_workers=--threads, pin_memory=True, "
+        "prefetch_factor, persistent_workers=True), each batch .cuda(non_blocking=True)",
+    )
+}
 #: the layout each checkpoint library writes, whatever --layout says
 LIBRARY_LAYOUTS = {"torch-save": "dlio", "dcp": "dcp"}
 

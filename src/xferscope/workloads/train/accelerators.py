@@ -225,21 +225,17 @@ class Accelerator:
             while self.limit is None or number < self.limit:
                 # the first batch is waited for from the run's start: the time to the first batch
                 t0 = self._clock0 if number == 0 else time.perf_counter()
-                with self._cond:
-                    while number not in self._ready and not self._halted():
-                        self._cond.wait(0.05)
-                    if self._halted():
-                        break
-                    slot, samples, nbytes = self._ready.pop(number)
+                got = self._next_batch(number)
+                if got is None:
+                    break
+                samples, nbytes, done = got
                 t1 = time.perf_counter()
                 spent = self.compute.run(seconds)
                 t2 = time.perf_counter()
                 self.record.steps.append(Step(t1 - t0, spent, t2 - self._clock0, samples, nbytes))
                 if number:  # after the append: a tick between the two reads AU a step short, never a step long
                     self.record.compute_after_first_s += spent
-                with self._cond:
-                    self._free.append(slot)
-                    self._cond.notify_all()
+                done()
                 number += 1
                 if self._duration is not None and t2 - self._clock0 >= self._duration:
                     break
@@ -249,6 +245,23 @@ class Accelerator:
             with self._cond:
                 self._done = True
                 self._cond.notify_all()
+
+    def _next_batch(self, number: int) -> tuple[int, int, Callable[[], None]] | None:
+        """Batch ``number``, waited for until a reader has filled its buffer: its samples, its bytes, and what
+        gives the buffer back once computed on; None where the run halted first."""
+        with self._cond:
+            while number not in self._ready and not self._halted():
+                self._cond.wait(0.05)
+            if self._halted():
+                return None
+            slot, samples, nbytes = self._ready.pop(number)
+
+        def done() -> None:
+            with self._cond:
+                self._free.append(slot)
+                self._cond.notify_all()
+
+        return samples, nbytes, done
 
 
 class AcceleratorTick(msgspec.Struct, frozen=True):

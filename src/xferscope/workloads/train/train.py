@@ -25,8 +25,14 @@ from xferscope.workloads.train.train_spec import TrainSpec
 def check_path(spec: TrainSpec) -> None:
     """The path (and a GPU for --compute gpu) can run here, asked of a process of its own."""
     from xferscope.engines.registry import unavailable_reason
+    from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 
-    check_paths([spec.path])
+    if spec.path in TRAIN_LIBRARIES:  # its package checked with the spec; its batches go to a GPU
+        reason = unavailable_reason("bounce")  # the same CUDA check
+        if reason:
+            raise EnvironmentProblem(f"{spec.path}: its batches go to a GPU, and there is none: {reason}")
+    else:
+        check_paths([spec.path])
     if spec.compute == "gpu":
         reason = unavailable_reason("bounce")  # the same CUDA check
         if reason:

@@ -19,9 +19,11 @@ from xferscope.records import WorkloadEnvironment
 from xferscope.units import format_bytes
 from xferscope.workloads.common.fetchers import host_slot, make_fetcher, slot_capacity
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 from xferscope.workloads.common.process_host import serve_with
 from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.train.compute import SleepCompute
+from xferscope.workloads.train.dataloader import DataLoaderAccelerator
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_record import AcceleratorRun, TrainEnd
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -54,15 +56,6 @@ class TrainSetup:
         modules: dict = {}
         for i in range(spec.accelerators):
             gpu = spec.gpu_of(i)
-            if spec.lands_in_gpu:
-                assert gpu is not None
-                slots = [self._dev_slot(gpu, capacity) for _ in range(spec.slots)]
-            else:
-                slots = [host_slot(capacity) for _ in range(spec.slots)]
-                self._host_slots += slots
-            fetchers = [
-                make_fetcher(spec.path, data, spec.block_size, gpu, self.resources) for _ in range(spec.read_threads)
-            ]
             compute: Any
             if spec.compute == "gpu":
                 from xferscope.workloads.train.compute import GpuCompute
@@ -72,8 +65,23 @@ class TrainSetup:
             else:
                 compute = SleepCompute()
             bind = (lambda g=gpu: self.resources.context(g)) if gpu is not None else (lambda: None)
+            if spec.path in TRAIN_LIBRARIES:
+                self.accelerators.append(DataLoaderAccelerator(i, spec, data, gpu, compute, limit, bind))
+                continue
+            if spec.lands_in_gpu:
+                assert gpu is not None
+                slots = [self._dev_slot(gpu, capacity) for _ in range(spec.slots)]
+            else:
+                slots = [host_slot(capacity) for _ in range(spec.slots)]
+                self._host_slots += slots
+            fetchers = [
+                make_fetcher(spec.path, data, spec.block_size, gpu, self.resources) for _ in range(spec.read_threads)
+            ]
             self.accelerators.append(Accelerator(i, spec, data, gpu, fetchers, compute, slots, limit, bind))
         self.labels.append(self.accelerators[0].compute.label)
+        if spec.path in TRAIN_LIBRARIES:
+            self._loader_labels()
+            return
         from xferscope.engines.host import huge_pages_offered
 
         pages = "2 MiB huge pages" if huge_pages_offered() else "4 KiB pages"
@@ -87,6 +95,29 @@ class TrainSetup:
                 self.labels.append(f"pinned buffers of {spec.block_size >> 10} KiB on {pages}")
         else:
             self.labels.append(f"batches stop in host memory (as DLIO), on {pages}")
+
+    def _loader_labels(self) -> None:
+        """What the DataLoader path runs with: its settings and torch's version (imported here, before the
+        clock), the data set's pages evicted first."""
+        import multiprocessing
+
+        import torch
+
+        from xferscope.workloads.common.libraries import installed_version
+        from xferscope.workloads.train.dataloader import evict, loader_settings
+
+        settings = {k: str(v) for k, v in loader_settings(self.spec).items()}
+        settings["start_method"] = multiprocessing.get_start_method()
+        self.environment["loader_settings"] = settings
+        self.environment["library"] = f"torch {installed_version('torch') or torch.__version__}"
+        held = evict(self.data)
+        said = ", ".join(f"{k}={v}" for k, v in settings.items())
+        self.labels.append(f"batches from torch.utils.data.DataLoader({said}), each .cuda(non_blocking=True)")
+        self.labels.append(
+            "buffered reads (the data set's pages evicted first"
+            + (f": {held:.0%} stayed" if held else "")
+            + "), the loader's workers started with the clock"
+        )
 
     def _gpu_setup(self, capacity: int) -> None:
         from xferscope.engines import gpu_setup
@@ -125,6 +156,8 @@ class TrainSetup:
 
     def close(self) -> None:
         for a in self.accelerators:
+            if isinstance(a, DataLoaderAccelerator):
+                a.close()
             for f in a.fetchers:
                 try:
                     f.close()

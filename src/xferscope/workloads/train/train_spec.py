@@ -7,11 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES, check_installed
 from xferscope.workloads.common.run_options import RunOptions
 from xferscope.workloads.train.presets import computation_time, preset
 
-#: paths a training run can read by: host stops in host memory (as DLIO), the others land in GPU memory
-TRAIN_PATHS = ("host", "bounce", "bounce-async", "cufile")
+#: paths a training run can read by: host stops in host memory (as DLIO), the others land in GPU memory;
+#: dataloader is a PyTorch DataLoader's (``train.dataloader``), where torch is installed
+TRAIN_PATHS = ("host", "bounce", "bounce-async", "cufile", *TRAIN_LIBRARIES)
 COMPUTE_KINDS = ("gpu", "sleep")
 DEFAULT_BLOCK = 4 << 20
 MAX_ACCELERATORS = 1024
@@ -85,6 +87,7 @@ class TrainSpec(RunOptions):
             raise SpecError(
                 "path", f"unknown path {self.path!r} for a training run; choose one of {', '.join(TRAIN_PATHS)}"
             )
+        check_installed(self.path, TRAIN_LIBRARIES)
         if self.compute not in COMPUTE_KINDS:
             raise SpecError("compute", f"unknown compute {self.compute!r}; choose gpu (a kernel on the GPU) or sleep")
         positive("sample_size", self.sample_size, "sample-size")
