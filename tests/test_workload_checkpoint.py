@@ -677,9 +677,8 @@ def test_each_ranks_bytes_are_ticked_while_a_checkpoint_is_written(tmp_path, mon
 
     monkeypatch.setattr(storers.HostStorer, "body", slow)
     monkeypatch.setattr(storers.os, "fsync", slow_sync)
-    monkeypatch.setattr(cp, "TICK_S", 0.005)
     plan = small_plan(tmp_path, checkpoints=1)
-    setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio"))
+    setup = cp.CheckpointSetup(cp.CheckpointJob(str(tmp_path), plan.ranks, 1, "dlio", interval=0.005))
     ticks: list = []
     setup.build()
     try:
@@ -715,3 +714,28 @@ def test_the_host_path_sums_what_it_writes_as_torch_save_does(tmp_path):
         assert not plain.checksum
     finally:
         slot.close()
+
+
+def test_checkpoint_takes_every_workloads_output_options_csv_wide_and_interval(cli, tmp_path):
+    """The shared output group: --csv (a row a checkpoint and a row a rank, of each run of a comparison), --wide,
+    --interval (the live ticks), --seed and --keep, as the other workloads take them."""
+    import csv
+
+    out = tmp_path / "out"
+    out.mkdir()
+    r = cli("workload", "checkpoint", *SMALL_MODEL, "--path", "host,host", "--rounds", "1", "--checkpoints", "2",
+            "--dir", str(tmp_path), "--csv", str(out / "c.csv"), "--json", str(out / "c.json"), "--wide",
+            "--interval", "0.2", "--seed", "7")  # fmt: skip
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader((out / "c.csv").open()))
+    d = json.loads((out / "c.json").read_text())
+    assert [row["row"] for row in rows if row["path"] == "host"][:2] == ["checkpoint 1", "checkpoint 2"]
+    checkpoints = [row for row in rows if row["row"].startswith("checkpoint")]
+    ranks = [row for row in rows if row["row"].startswith("rank")]
+    assert len(checkpoints) == 2 * 2 and len(ranks) == 2 * 4, "each run's checkpoints, then its 4 ranks"
+    saves = [s["seconds"] for res in d["results"] for s in res["saves"]]
+    assert sorted(float(row["save_s"]) for row in checkpoints) == pytest.approx(sorted(saves))
+    assert all(row["status"] == "ok" and float(row["restore_s"]) > 0 for row in checkpoints)
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+    bad = cli("workload", "checkpoint", *SMALL_MODEL, "--csv", str(tmp_path / "no" / "c.csv"), "--dir", str(tmp_path))
+    assert bad.code == 2 and "Traceback" not in bad.err, bad.err

@@ -197,6 +197,7 @@ def checkpoint_mpi(
     gpu_text: str | None,
     fmt: str,
     json_path: str | None,
+    csv_path: str | None = None,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
     from xferscope.output.workload_checkpoint import show_run
@@ -204,4 +205,6 @@ def checkpoint_mpi(
     def job_of(ranks: WorkloadRanks, asked: tuple[CheckpointSpec, CheckpointRunOptions], live: bool):
         return CheckpointJobRanks(ranks, *asked, gpu_text, live)
 
-    run_on_every_rank(make, _comparable, job_of, lambda r: show_run(r, fmt=fmt, json_path=json_path), fmt=fmt)
+    run_on_every_rank(
+        make, _comparable, job_of, lambda r: show_run(r, fmt=fmt, json_path=json_path, csv_path=csv_path), fmt=fmt
+    )

@@ -9,18 +9,12 @@ from typing import Annotated
 
 import typer
 
-from xferscope.commands.options import (
-    FormatOpt,
-    JsonOpt,
-    WorkloadDirOpt,
-    WorkloadRoundsOpt,
-    check_format,
-    gpu_list,
-)
+from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
+from xferscope.commands.options import WorkloadDirOpt, gpu_list
 from xferscope.errors import SpecError
-from xferscope.output.files import check_outputs
 
 
+@takes(WorkloadRunOptions)
 def checkpoint_command(
     model: Annotated[
         str, typer.Argument(help="llama3-8b, llama3-70b, llama3-405b, llama3-1t (MLPerf Storage's) or custom")
@@ -76,22 +70,17 @@ def checkpoint_command(
         typer.Option(
             "--path",
             "-x",
-            help="host (through the page cache, as torch.save), bounce, bounce-async, cufile; a comma list runs each "
-            "in rotated rounds over one checkpoint size and ranks them by the time until durable (a path twice: an "
-            "A/A pair)",
+            help="host (through the page cache, as torch.save), bounce, bounce-async, cufile; torch-save and dcp "
+            "(the libraries themselves, where torch is installed); a comma list runs each in rotated rounds over one "
+            "checkpoint size and ranks them by the time until durable (a path twice: an A/A pair)",
         ),
     ] = "host",
-    rounds: WorkloadRoundsOpt = 3,
     fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True,
     verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False,
     rank_shift: Annotated[
         int, typer.Option("--rank-shift", help="each rank restores the files of the rank this many after it")
     ] = 0,
-    keep: Annotated[bool, typer.Option("--keep", help="leave the checkpoints written (named at the end)")] = False,
-    seed: Annotated[int, typer.Option("--seed", help="seed of the states' bytes")] = 0,
     directory: WorkloadDirOpt = None,
-    json_path: JsonOpt = None,
-    fmt: FormatOpt = "table",
     mpi: Annotated[
         bool,
         typer.Option(
@@ -101,6 +90,7 @@ def checkpoint_command(
             "and {host}, --gpu {local_rank}",
         ),
     ] = False,
+    run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes,
     from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file),
@@ -110,8 +100,7 @@ def checkpoint_command(
     from xferscope.workloads.checkpoint.plan import CheckpointSpec
     from xferscope.workloads.checkpoint.session import CheckpointRunOptions
 
-    check_format(fmt)
-    check_outputs(fmt, {"--json": json_path})
+    run.check()
     paths = [p.strip() for p in path.split(",") if p.strip()]
     per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
 
@@ -150,7 +139,13 @@ def checkpoint_command(
         if every < 0:
             raise SpecError("every", f"seconds of 0 or more, got {every:g}")
         options = CheckpointRunOptions(
-            fsync=fsync, verify=verify, rank_shift=rank_shift, seed=seed, keep=keep, every=every
+            fsync=fsync,
+            verify=verify,
+            rank_shift=rank_shift,
+            seed=run.seed,
+            keep=run.keep,
+            every=every,
+            interval=run.interval,
         )
         return spec, options
 
@@ -161,10 +156,10 @@ def checkpoint_command(
 
         check_launcher()
         install_hangup_handlers()
-        checkpoint_mpi(make, gpu_text=gpu, fmt=fmt, json_path=json_path)
+        checkpoint_mpi(make, gpu_text=gpu, **run.outputs)
         return
     spec, options = make()
-    checkpoint_and_report(spec, paths, rounds, options, plan_only=plan, fmt=fmt, json_path=json_path)
+    checkpoint_and_report(spec, paths, run.rounds, options, plan_only=plan, **run.outputs)
 
 
 def register(app: typer.Typer) -> None:

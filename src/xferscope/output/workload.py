@@ -9,7 +9,7 @@ from typing import Any
 
 import typer
 
-from xferscope.errors import ExitCode, SpecError
+from xferscope.errors import ExitCode
 from xferscope.output.cells import job_line, ms, num, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
@@ -373,9 +373,7 @@ def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path
         from xferscope.output.workload_checkpoint import show_run
         from xferscope.workloads.checkpoint.saved import compare_saved as compare_checkpoints
 
-        if csv_path:
-            raise SpecError("csv", "saved checkpoint runs are written as JSON (--json)")
-        written = show_run(compare_checkpoints(files), fmt=fmt, json_path=json_path)
+        written = show_run(compare_checkpoints(files), fmt=fmt, json_path=json_path, csv_path=csv_path)
         if written:
             raise typer.Exit(written)
         return

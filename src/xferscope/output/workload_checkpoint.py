@@ -278,14 +278,82 @@ def comparison_lines(c: CheckpointComparison) -> list:
     return [*table, *library_lines(c.results, imitation), *(mixed if len(set(layouts.values())) > 1 else [])]
 
 
-def show_run(record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None) -> int:
+#: ``--csv``: a row per checkpoint of each run, a row per rank (its means), and under MPI a row per host
+CHECKPOINT_COLUMNS = (
+    "path",
+    "row",
+    "bytes",
+    "save_s",
+    "save_gb_per_s",
+    "dlio_gb_per_s",
+    "fsync_s",
+    "blocked_s",
+    "restore_s",
+    "restore_gb_per_s",
+    "status",
+    "host",
+)
+
+
+def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
+    """A run's (or every run's of a comparison) checkpoints, ranks and hosts as CSV rows."""
+    from xferscope.output.cells import table_csv
+
+    rows: list[list[object]] = []
+    for run in r.results if isinstance(r, CheckpointComparison) else [r]:
+        for k, s in enumerate(run.saves):
+            back = run.restores[k] if k < len(run.restores) else None
+            rows.append(
+                [
+                    run.path,
+                    f"checkpoint {s.checkpoint}",
+                    s.bytes,
+                    s.seconds,
+                    s.gb_per_s,
+                    s.dlio_gb_per_s,
+                    s.fsync_seconds,
+                    s.blocked_seconds,
+                    back.seconds if back else None,
+                    back.gb_per_s if back else None,
+                    run.status,
+                    "",
+                ]
+            )
+        for f in run.ranks:
+            rows.append(
+                [
+                    run.path,
+                    f"rank {f.rank}",
+                    f.bytes,
+                    f.durable_seconds,
+                    None,
+                    None,
+                    f.fsync_seconds,
+                    f.blocked_seconds,
+                    f.restore_seconds,
+                    None,
+                    run.status,
+                    "",
+                ]
+            )
+        for host, save, restore, rate in run.host_rows():
+            rows.append([run.path, "host", None, save, rate, None, None, None, restore, None, run.status, host])
+    return table_csv(CHECKPOINT_COLUMNS, [["" if v is None else v for v in row] for row in rows])
+
+
+def show_run(
+    record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None, csv_path: str | None = None
+) -> int:
     """A run's record, or several paths' ranked."""
     lines = comparison_lines(record) if isinstance(record, CheckpointComparison) else run_lines(record)
     return show_then_write(
         fmt,
         lambda: record,
         lambda: echo_lines(lines),
-        [Output("JSON", "--json", json_path, lambda: json_text(record))],
+        [
+            Output("JSON", "--json", json_path, lambda: json_text(record)),
+            Output("CSV", "--csv", csv_path, lambda: checkpoint_csv(record)),
+        ],
     )
 
 
@@ -298,6 +366,7 @@ def checkpoint_and_report(
     plan_only: bool = False,
     fmt: str,
     json_path: str | None,
+    csv_path: str | None = None,
 ) -> None:
     """`workload checkpoint` (and a checkpoint profile's replay): every path's spec checked first (one line before
     anything is written), then the plan printed, or the run (several paths: in rotated rounds) and its figures;
@@ -335,7 +404,7 @@ def checkpoint_and_report(
         else:
             record = run_checkpoints(checked, options, tick if live else None)
         clear_line(live)
-        code = show_run(record, fmt=fmt, json_path=json_path)
+        code = show_run(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
         if not code and record.status != "ok":
             code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
     if code:

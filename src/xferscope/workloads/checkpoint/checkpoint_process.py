@@ -46,8 +46,6 @@ from xferscope.workloads.common.storers import make_storer
 
 #: one write or read call moves at most this (torch.save's file object writes in pieces of its own)
 REQUEST = 16 << 20
-#: seconds between live ticks while the checkpoints are written
-TICK_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,6 +70,7 @@ class CheckpointJob:
     index: bytes | None = None
     #: a library's rank processes (``library_checkpoint``): this process's number among them, and how many
     group: tuple[int, int] = (0, 1)
+    interval: float = 0.5  # seconds between live ticks while the checkpoints are written (--interval)
 
     def gpu_of(self, i: int) -> int:
         """The GPU the ``i``-th rank's state lives on (round-robin)."""
@@ -382,8 +381,8 @@ class CheckpointSetup:
         return writes, metadata
 
     def _tick_while(self, done: threading.Event, tick: Callable[[], None]) -> None:
-        """A tick every ``TICK_S`` until ``done``: each rank's bytes written, live."""
-        while not done.wait(TICK_S):
+        """A tick every ``interval`` until ``done``: each rank's bytes written, live."""
+        while not done.wait(self.job.interval):
             try:
                 tick()
             except OSError:  # the parent is gone: the run's own end deals with that

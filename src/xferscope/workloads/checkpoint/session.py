@@ -46,6 +46,7 @@ class CheckpointRunOptions:
     seed: int = 0
     keep: bool = False
     every: float = 0.0  # seconds of training between two checkpoints
+    interval: float = 0.5  # seconds between live ticks (--interval)
 
 
 class Phase(msgspec.Struct, kw_only=True):
@@ -248,6 +249,7 @@ class CheckpointSession:
                 sources=sources,
                 index=index,
                 group=(0, 1) if shared is None else shared[1],
+                interval=options.interval,
             )
             if s.by_library and on_meet is None:  # the library's ranks: a process each, meeting here
                 out = self._run_ranks(job, on_tick)
