@@ -77,6 +77,16 @@ MpiOpt = Annotated[
         "srun); --dir/--file may hold {rank} and {host}",
     ),
 ]
+
+#: every workload's ``--mpi`` (what its ranks share is in each command's description)
+WorkloadMpiOpt = Annotated[
+    bool,
+    typer.Option(
+        "--mpi",
+        help="across every rank of an MPI job (mpirun -n N xferscope workload ... --mpi), each rank's part begun "
+        "together (the description says what the ranks share); --dir may hold {rank} and {host}, --gpu {local_rank}",
+    ),
+]
 _WIDE_HELP = (
     "in a terminal, every column of the tables at any width (by default the first columns, the rest if they fit)"
 )

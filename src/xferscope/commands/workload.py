@@ -14,6 +14,7 @@ from xferscope.commands.options import (
     JsonOpt,
     WideOpt,
     WorkloadDirOpt,
+    WorkloadMpiOpt,
     check_format,
     gpu_list,
     optional_size,
@@ -148,18 +149,12 @@ def train_command(
         bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
     ] = False,
     max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
-    mpi: Annotated[
-        bool,
-        typer.Option(
-            "--mpi",
-            help="across every rank of an MPI job (mpirun -n N xferscope workload train ... --mpi): -a accelerators "
-            "a rank, the data sharded over all of them; --dir may hold {rank} and {host}, --gpu {local_rank}",
-        ),
-    ] = False,
+    mpi: WorkloadMpiOpt = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
-    report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold."""
+    report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold. Under
+    --mpi, -a accelerators a rank, the data sharded over all of them."""
     from xferscope.workloads.train.train_spec import train_spec
 
     def make_spec() -> tuple[TrainSpec, list[str]]:

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
-from xferscope.commands.options import WorkloadDirOpt, gpu_list
+from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, gpu_list
 from xferscope.errors import SpecError
 
 
@@ -81,20 +81,13 @@ def checkpoint_command(
         int, typer.Option("--rank-shift", help="each rank restores the files of the rank this many after it")
     ] = 0,
     directory: WorkloadDirOpt = None,
-    mpi: Annotated[
-        bool,
-        typer.Option(
-            "--mpi",
-            help="across every rank of an MPI job (mpirun -n N xferscope workload checkpoint ... --mpi): the "
-            "checkpoint's ranks split over the job's, each save and restore begun together; --dir may hold {rank} "
-            "and {host}, --gpu {local_rank}",
-        ),
-    ] = False,
+    mpi: WorkloadMpiOpt = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes,
     from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file),
-    evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's."""
+    evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's. Under --mpi,
+    the checkpoint's ranks split over the job's, each save and restore begun together."""
     from xferscope.output.workload_checkpoint import checkpoint_and_report
     from xferscope.workloads.checkpoint.model import checkpoint_model
     from xferscope.workloads.checkpoint.plan import CheckpointSpec

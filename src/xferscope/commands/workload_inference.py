@@ -10,6 +10,7 @@ import typer
 from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
 from xferscope.commands.options import (
     WorkloadDirOpt,
+    WorkloadMpiOpt,
     gpu_list,
     optional_size,
 )
@@ -116,19 +117,12 @@ def kvcache_command(
         float | None, typer.Option("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
     ] = None,
     buffered: Annotated[bool, typer.Option("--buffered", help="through the page cache (no O_DIRECT)")] = False,
-    mpi: Annotated[
-        bool,
-        typer.Option(
-            "--mpi",
-            help="across every rank of an MPI job (mpirun -n N xferscope workload kvcache ... --mpi): the requests "
-            "spread over the ranks, their runs begun together; --dir may hold {rank} and {host}, --gpu {local_rank}",
-        ),
-    ] = False,
+    mpi: WorkloadMpiOpt = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
     restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
-    length above which restoring beats recomputing."""
+    length above which restoring beats recomputing. Under --mpi, the requests spread over the ranks."""
     from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 
     per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
@@ -221,22 +215,15 @@ def load_command(
     verify: Annotated[
         bool, typer.Option("--verify", "-V", help="after the load, check every tensor's bytes landed")
     ] = False,
-    mpi: Annotated[
-        bool,
-        typer.Option(
-            "--mpi",
-            help="every rank of an MPI job loads the model (mpirun -n N xferscope workload load ... --mpi), the loads "
-            "begun together: the time to load is the slowest rank's; --dir may hold {rank} and {host}, --gpu "
-            "{local_rank}",
-        ),
-    ] = False,
+    mpi: WorkloadMpiOpt = False,
     share: Annotated[
         str, typer.Option("--share", help="--mpi: copy (each rank its own copy) or tp (its tensor-parallel share)")
     ] = "copy",
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
     """Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first
-    byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost."""
+    byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost. Under --mpi, every rank loads the
+    model, the loads begun together: the time to load is the slowest rank's."""
     from xferscope.workloads.inference.load_spec import LoadSpec
     from xferscope.workloads.inference.models import model as model_shape
 
