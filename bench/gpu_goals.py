@@ -29,6 +29,10 @@ The libraries users run, as paths (group "libraries", issue 53: bench/libraries_
 checkpoint scaled to 5.24 GiB by xferscope's paths, torch.save and DCP; then, in the time left, an 8 GiB model
 loaded cold by xferscope's paths, safetensors, fastsafetensors and the Run:ai streamer.
 
+Issue 54 (groups "pinned" and "dataloader"): bounce-async against the host path reading into registered pinned
+memory at 64K x8, 1M x4 and 16M x4 (bench/pinned_read_cost.py, >= 0.98); resnet50 --find-max by a PyTorch
+DataLoader and by bounce-async in one command (bounce-async keeps at least as many accelerators busy).
+
 The bounce paths at the cost of a plain read (groups "storage", "timeline", "cache", "kvikio"; run them by name):
   * bounce-async / host >= 0.95 at 64K x8, 1M x4 and 16M x4 (both at their defaults, O_DIRECT), and
     bounce-async >= bounce at each point (its paired ratio's median >= 0.98 and not "slower");
@@ -122,13 +126,51 @@ def libraries(g: Goals, args) -> None:
         if proc is None:
             g.say(name, "not run: the time left is too short", None)
             continue
-        print(proc.stdout[-6000:], flush=True)
-        for line in proc.stdout.splitlines():
-            for word in ("not met", "met"):
-                if line.startswith(word):
-                    goal, _, figure = line[len(word) :].strip().rpartition(": ")
-                    g.say(goal, figure, word == "met")
-                    break
+        said_goals(g, proc)
+
+
+def said_goals(g: Goals, proc: subprocess.CompletedProcess) -> None:
+    """A goal here for each line of a bench script's output that begins "met" or "not met" (its figure after the
+    last ": "), the output printed first."""
+    print(proc.stdout[-6000:], flush=True)
+    for line in proc.stdout.splitlines():
+        for word in ("not met", "met"):
+            if line.strip().startswith(word):
+                goal, _, figure = line.strip()[len(word) :].strip().rpartition(": ")
+                g.say(goal, figure, word == "met")
+                break
+
+
+def pinned(g: Goals, args) -> None:
+    """Issue 54: bounce-async against the host path reading into registered pinned memory, at 64K x8, 1M x4 and
+    16M x4 (bench/pinned_read_cost.py), and doctor's pinned-memory figure."""
+    script = os.path.join(HERE, "pinned_read_cost.py")
+    proc = g.run("pinned-read-cost", [sys.executable, script, "--dir", args.dir, "--rounds", "3", "--seconds", "1.5",
+                                      "--size", "2G"], 150.0)  # fmt: skip
+    if proc is None:
+        g.say("pinned read cost", "not run: the time left is too short", None)
+        return
+    said_goals(g, proc)
+
+
+def dataloader(g: Goals, args) -> None:
+    """Issue 54: resnet50 --find-max by a PyTorch DataLoader and by bounce-async, in one command: bounce-async
+    keeps at least as many accelerators busy as the DataLoader."""
+    out = os.path.join(g.out, "dataloader-find-max.json")
+    cmd = [sys.executable, "-m", "xferscope.cli", "workload", "train", "resnet50", "--find-max", "--path",
+           "dataloader,bounce-async", "-T", "8", "--max-accelerators", "16", "--dir", args.dir, "--json", out]  # fmt: skip
+    proc = g.run("dataloader-find-max", cmd, 240.0)
+    if proc is None or proc.returncode != 0 or not os.path.exists(out):
+        g.say("resnet50 --find-max: bounce-async >= dataloader", "not run or failed (see its log)", None)
+        return
+    with open(out) as fh:
+        searches = {s["results"][0]["spec"]["path"]: s["best"] for s in json.load(fh)["searches"]}
+    best_ours, best_loader = searches.get("bounce-async", 0), searches.get("dataloader", 0)
+    g.say(
+        "resnet50 --find-max: bounce-async keeps >= the DataLoader's accelerators busy",
+        f"{best_ours} against {best_loader}",
+        best_ours >= best_loader,
+    )
 
 
 def compare(g: Goals, name: str, paths: str, bs: str, workers: int, args, *extra: str) -> dict | None:
@@ -656,7 +698,8 @@ def main(argv: list[str] | None = None) -> int:
         "--only",
         default="suite",
         help="which groups of goals to run: suite (the default), answers (verdicts and knee), shape (= storage, cache, buffers, traincost, "
-        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint, mpi, libraries",
+        "loadshape), setup, verdicts, kvcache, load, train, timeline, kvikio, checkpoint, mpi, libraries, pinned, "
+        "dataloader",
     )
     args = ap.parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
@@ -683,6 +726,8 @@ def main(argv: list[str] | None = None) -> int:
         "checkpoint": checkpoint_goals,
         "mpi": mpi_goals,
         "libraries": libraries,
+        "pinned": pinned,
+        "dataloader": dataloader,
     }
     for name in args.only.split(","):
         groups[name.strip()](g, args)
