@@ -119,3 +119,9 @@ def summarize(values: Iterable[float]) -> dict[str, float]:
         "max": max(vals),
         "n": len(vals),
     }
+
+
+def median_of(values: Iterable[float | None]) -> float | None:
+    """The median of the finite values given (None, NaN and infinities left out); None where there is none."""
+    known = [float(v) for v in values if v is not None and math.isfinite(v)]
+    return statistics.median(known) if known else None

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import math
 import os
-import statistics
-from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -14,6 +12,7 @@ from xferscope.engines.base import RunResult
 from xferscope.saturate.ceilings import Bottleneck, Evidence, bottleneck
 from xferscope.saturate.plan import Series
 from xferscope.saturate.search import SearchResult, Shape
+from xferscope.stats import median_of
 
 
 @dataclass
@@ -43,11 +42,6 @@ def cpus_allowed(spec) -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
-
-
-def _median(values: Iterable[Any]) -> float | None:
-    vals = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-    return statistics.median(vals) if vals else None
 
 
 def ranks_of(result: RunResult) -> int:
@@ -136,8 +130,8 @@ def figures_of(found: SearchResult, writes: bool) -> Figures | None:
     if not runs:
         return None
     ranks = ranks_of(runs[0])
-    iops = _median(r.iops for r in runs)
-    lat = _median(r.latency_us.mean for r in runs)
+    iops = median_of(r.iops for r in runs)
+    lat = median_of(r.latency_us.mean for r in runs)
     concurrency = found.knee.concurrency * ranks
     in_flight = iops * lat / 1e6 if iops is not None and lat is not None else None
     engine = [_engine_cpu(r) for r in runs]
@@ -150,20 +144,20 @@ def figures_of(found: SearchResult, writes: bool) -> Figures | None:
         plateau_gib_s=found.plateau_value if found.plateau_value is not None else plateau.median,
         plateau_min_gib_s=plateau.low,
         plateau_max_gib_s=plateau.high,
-        plateau_iops=_median(m.result.iops for m in plateau.measurements) or 0.0,
+        plateau_iops=median_of(m.result.iops for m in plateau.measurements) or 0.0,
         knee_gib_s=knee.median,
         knee_iops=iops or 0.0,
         lat_mean_us=lat,
-        lat_p99_us=_median(r.latency_us.p99 for r in runs),
+        lat_p99_us=median_of(r.latency_us.p99 for r in runs),
         little_in_flight=in_flight,
         little_ratio=in_flight / concurrency if in_flight is not None else None,
-        cpu_s_per_gib=_median(r.cpu_seconds_per_gib for r in runs),
-        engine_cpu_pct=_median(e[0] for e in engine),
-        busiest_thread_pct=_median(e[1] for e in engine),
-        system_busy_pct=_median(_system_busy(r) for r in runs),
+        cpu_s_per_gib=median_of(r.cpu_seconds_per_gib for r in runs),
+        engine_cpu_pct=median_of(e[0] for e in engine),
+        busiest_thread_pct=median_of(e[1] for e in engine),
+        system_busy_pct=median_of(_system_busy(r) for r in runs),
         cpus_allowed=_cpus(knee.measurements, ranks),
-        pcie_mb_s=_median(_gpu_sum(r, direction) for r in runs),
-        pcie_ceiling_gb_s=_median(_pcie_ceiling(r, writes) for r in runs),
+        pcie_mb_s=median_of(_gpu_sum(r, direction) for r in runs),
+        pcie_ceiling_gb_s=median_of(_pcie_ceiling(r, writes) for r in runs),
         page_cache=any(r.environment.get("io_mode") == "buffered" for r in runs),
         compat=any(r.environment.get("cufile_mode") == "compat" for r in runs),
         split=runs[0].spec.split,

@@ -15,7 +15,6 @@ one noisy point, or a point measured once on either side, is never called a regr
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +23,7 @@ from xferscope.compare.verdict import MARGIN, SLOWER, Verdict, repeated_verdict
 from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.records import PointIdentity
+from xferscope.stats import median_of
 from xferscope.sweep.plan import key_of
 from xferscope.sweep.record import SCHEMA, ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where, ok_repetitions
@@ -59,11 +59,6 @@ class Ratio:
         if not self.new_latency or not self.old_latency:
             return None
         return self.new_latency / self.old_latency
-
-
-def _median(values: list[float]) -> float | None:
-    values = [v for v in values if v is not None and not math.isnan(v)]
-    return statistics.median(values) if values else None
 
 
 def mem_key(identity: PointIdentity, traffic: str, stride: Any, delay: Any, **where: Any) -> str:
@@ -140,8 +135,8 @@ class OldResults:
                 groups.setdefault(key, []).append(r)
         for key, results in groups.items():
             self.figures[key] = (
-                _median([r.throughput_mib_s for r in results]),
-                _median([r.latency_us.mean for r in results]),
+                median_of([r.throughput_mib_s for r in results]),
+                median_of([r.latency_us.mean for r in results]),
             )
             self.values[key] = _positive([r.throughput_mib_s for r in results])
 

@@ -11,12 +11,12 @@ host writes against its memory (DLIO warns under 3 times).
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import msgspec
 
+from xferscope.stats import median_of
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd
 from xferscope.workloads.checkpoint.cluster_figures import (
@@ -40,13 +40,9 @@ class RankPart(NamedTuple):
     cpus: int  # its host's CPUs
 
 
-def _median(values: list[float]) -> float | None:
-    return statistics.median(values) if values else None
-
-
 def _rates(phases: list[Phase]) -> tuple[float | None, float | None]:
     """The median seconds and GB/s over ``phases``."""
-    return _median([p.seconds for p in phases]), _median([p.gb_per_s for p in phases])
+    return median_of([p.seconds for p in phases]), median_of([p.gb_per_s for p in phases])
 
 
 def merged_end(ends: Sequence[CheckpointEnd]) -> CheckpointEnd:

@@ -13,6 +13,7 @@ from typing import Any
 import msgspec
 
 from xferscope.compare.rounds import path_labels, round_orders
+from xferscope.stats import median_of
 from xferscope.workloads.common.level import Figures, told_apart
 
 
@@ -97,9 +98,9 @@ def entries(
                 value=statistics.median(values) if values else None,
                 low=min(values) if values else None,
                 high=max(values) if values else None,
-                gb_per_s=_median([r.gb_per_s for r in ok]),
-                cpu_s_per_gib=_median([r.cpu_s_per_gib for r in ok]),
-                beside=_median([beside_of(r) for r in ok]) if beside else None,
+                gb_per_s=median_of([r.gb_per_s for r in ok]),
+                cpu_s_per_gib=median_of([r.cpu_s_per_gib for r in ok]),
+                beside=median_of([beside_of(r) for r in ok]) if beside else None,
                 values=values,
             )
         )
@@ -107,11 +108,6 @@ def entries(
     for e in out:
         e.level_with = [o.label for o in out if o is not e and _level(e, o, paired)]
     return out
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
 
 
 def _figures(e: Entry) -> Figures | None:

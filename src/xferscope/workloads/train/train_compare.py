@@ -9,13 +9,13 @@ pass of A against B on a shared disk can flip, and an AU near 100% has no room t
 from __future__ import annotations
 
 import json
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
 import msgspec
 
 from xferscope.errors import FormatError
+from xferscope.stats import median_of
 from xferscope.workloads.common.level import Figures, told_apart
 from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
@@ -58,15 +58,10 @@ class TrainComparison(msgspec.Struct, kw_only=True):
         return (self.results or [s.results[0] for s in self.searches])[0].spec
 
 
-def _median(values: Sequence[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return statistics.median(known) if known else None
-
-
 def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
     first = results[0]
     aus = [r.au for r in results if r.au is not None]
-    au = _median(aus)
+    au = median_of(aus)
     ranks = first.cluster.ranks if first.cluster is not None else 1
     return Entry(
         label=label,
@@ -80,8 +75,8 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
         au_max=max(aus) if aus else None,
         au_threshold=first.au_threshold,
         passed=None if au is None else au >= first.au_threshold,
-        samples_per_s=_median([r.samples_per_s for r in results]),
-        mb_per_s=_median([r.mb_per_s for r in results]),
+        samples_per_s=median_of([r.samples_per_s for r in results]),
+        mb_per_s=median_of([r.mb_per_s for r in results]),
         aus=aus,
     )
 
