@@ -92,7 +92,7 @@ def describe(ask: CheckpointAsk) -> str:
 
 
 @dataclass
-class RankRow:
+class CheckpointRankRow:
     rank: int
     gpu: int | None = None
     bytes: int = 0  # written so far (all its checkpoints)
@@ -109,12 +109,12 @@ class CheckpointState:
     phase: str = ""
     checkpoint: int = 0
     bytes: int = 0
-    rows: list[RankRow] = field(default_factory=list)
+    rows: list[CheckpointRankRow] = field(default_factory=list)
     result: Any = None
 
     def start(self, ask: CheckpointAsk) -> None:
         self.spec = ask
-        self.rows = [RankRow(r.rank) for r in ask.plan.ranks]
+        self.rows = [CheckpointRankRow(r.rank) for r in ask.plan.ranks]
 
     def take(self, tick: CheckpointTick) -> None:
         self.phase, self.checkpoint, self.bytes = tick.phase, tick.checkpoint, tick.bytes_done
@@ -126,7 +126,7 @@ class CheckpointState:
         self.phase = ""
         done = len(result.saves)
         self.rows = [
-            RankRow(
+            CheckpointRankRow(
                 f.rank, f.gpu, f.bytes * done, f.durable_seconds or f.write_seconds + f.fsync_seconds, f.restore_seconds
             )
             for f in result.ranks

@@ -20,7 +20,7 @@ from xferscope.workloads.checkpoint.session import CheckpointComparison, Checkpo
 HOST_IMITATION = (
     "xferscope's own writing as torch.save does (copied to pageable host memory, buffered writes, each byte's "
     "CRC-32), not torch.save: it copies and writes 16 MiB pieces in turn, where torch.save copies the whole "
-    "tensor to host memory before its first write (37% of its call on an H200: bench/torch_save_parts.py)"
+    "tensor to host memory before its first write (bench/torch_save_parts.py measures that copy's share)"
 )
 HOST_IMITATION_FROM_HOST = (
     "xferscope's own writing as torch.save does (buffered writes, each byte's CRC-32), not torch.save"

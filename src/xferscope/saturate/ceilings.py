@@ -64,7 +64,7 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class Check:
+class CeilingCheck:
     ceiling: str  # storage, PCIe, CPU, memory copies, Little
     text: str  # "97% of storage (host 3.0 GiB/s)"
     binds: bool | None  # None: not measured here
@@ -74,7 +74,7 @@ class Check:
 class Bottleneck:
     kind: str  # one of KINDS
     detail: str  # "page cache", "one thread at 100%", ...
-    checks: tuple[Check, ...]
+    checks: tuple[CeilingCheck, ...]
     advice: tuple[str, ...] = field(default=())
 
     @property
@@ -94,34 +94,36 @@ def gib(value: float) -> str:
     return f"{value:.2f} GiB/s" if value < 10 else f"{value:.1f} GiB/s"
 
 
-def storage_check(e: Evidence) -> Check:
+def storage_check(e: Evidence) -> CeilingCheck:
     if e.path == "host":
         note = f", {e.storage_note}" if e.storage_note else ""
-        return Check("storage", f"(the storage reference: host O_DIRECT{note})", None)
+        return CeilingCheck("storage", f"(the storage reference: host O_DIRECT{note})", None)
     if not _known(e.storage_gib_s) or not e.storage_gib_s:
-        return Check(
+        return CeilingCheck(
             "storage", f"storage not measured ({e.storage_note or 'no host plateau at this block size'})", None
         )
     share = e.plateau_gib_s / e.storage_gib_s
     note = f", {e.storage_note}" if e.storage_note else ""
-    return Check("storage", f"{share:.0%} of storage (host {gib(e.storage_gib_s)}{note})", share >= STORAGE_SHARE)
+    return CeilingCheck(
+        "storage", f"{share:.0%} of storage (host {gib(e.storage_gib_s)}{note})", share >= STORAGE_SHARE
+    )
 
 
-def pcie_check(e: Evidence) -> Check | None:
+def pcie_check(e: Evidence) -> CeilingCheck | None:
     if e.path == "host":
         return None
     if not _known(e.pcie_ceiling_gb_s) or not e.pcie_ceiling_gb_s:
-        return Check("PCIe", "PCIe ceiling not measured (no NVML or CUDA copy)", None)
+        return CeilingCheck("PCIe", "PCIe ceiling not measured (no NVML or CUDA copy)", None)
     ceiling_mb_s = e.pcie_ceiling_gb_s * 1e3
     if _known(e.pcie_mb_s):
         moved, source = e.pcie_mb_s, ""
     else:  # NVML had no counters: the payload itself is what crossed the link at least
         moved, source = e.plateau_gib_s * (1 << 30) / 1e6, " (payload; NVML gave no RX/TX)"
     share = moved / ceiling_mb_s
-    return Check("PCIe", f"PCIe {share:.0%} of {e.pcie_ceiling_gb_s:.0f} GB/s{source}", share >= PCIE_SHARE)
+    return CeilingCheck("PCIe", f"PCIe {share:.0%} of {e.pcie_ceiling_gb_s:.0f} GB/s{source}", share >= PCIE_SHARE)
 
 
-def cpu_check(e: Evidence) -> Check:
+def cpu_check(e: Evidence) -> CeilingCheck:
     parts, binds = [], False
     if _known(e.engine_cpu_pct) and e.cpus_allowed:
         share = e.engine_cpu_pct / (100.0 * e.cpus_allowed)
@@ -137,32 +139,32 @@ def cpu_check(e: Evidence) -> Check:
         parts.append(f"machine {e.system_busy_pct:.0f}% busy")
         binds = True
     measured = _known(e.engine_cpu_pct) or _known(e.system_busy_pct)
-    return Check("CPU", ", ".join(parts), binds if measured else None)
+    return CeilingCheck("CPU", ", ".join(parts), binds if measured else None)
 
 
-def memory_check(e: Evidence) -> Check | None:
+def memory_check(e: Evidence) -> CeilingCheck | None:
     if e.page_cache:
-        return Check("memory copies", "through the page cache", None)
+        return CeilingCheck("memory copies", "through the page cache", None)
     if e.compat:
-        return Check("memory copies", "through cuFile's compat bounce buffers", None)
+        return CeilingCheck("memory copies", "through cuFile's compat bounce buffers", None)
     return None
 
 
-def own_ceiling_check(e: Evidence) -> Check | None:
+def own_ceiling_check(e: Evidence) -> CeilingCheck | None:
     """The plateau against what the path moves when storage drops out (measured for a path-overhead verdict)."""
     if _known(e.own_ceiling_gib_s) and e.own_ceiling_gib_s:
         share = e.plateau_gib_s / e.own_ceiling_gib_s
-        return Check(
+        return CeilingCheck(
             "own ceiling",
             f"{share:.0%} of its own ceiling ({gib(e.own_ceiling_gib_s)} from the page cache, --source cache)",
             share >= OWN_SHARE,
         )
     if e.own_ceiling_note:
-        return Check("own ceiling", f"own ceiling not measured ({e.own_ceiling_note})", None)
+        return CeilingCheck("own ceiling", f"own ceiling not measured ({e.own_ceiling_note})", None)
     return None
 
 
-def little_check(e: Evidence) -> Check | None:
+def little_check(e: Evidence) -> CeilingCheck | None:
     if not _known(e.little_ratio) or not e.concurrency:
         return None
     off = not LITTLE_LOW <= e.little_ratio <= LITTLE_HIGH
@@ -171,7 +173,7 @@ def little_check(e: Evidence) -> Check | None:
         text += ": the rest of the time is spent outside the device (queuing or work in the path)"
     elif e.little_ratio > LITTLE_HIGH:
         text += ": latency counts more than the I/O in flight (queuing before the device)"
-    return Check("Little", text, off)
+    return CeilingCheck("Little", text, off)
 
 
 def bottleneck(e: Evidence) -> Bottleneck:
@@ -201,7 +203,7 @@ def bottleneck(e: Evidence) -> Bottleneck:
     return Bottleneck(kind, detail, checks, tuple(advice(e, kind, little)))
 
 
-def _own_detail(own: Check | None) -> str:
+def _own_detail(own: CeilingCheck | None) -> str:
     if own is None or own.binds is None:
         return ""
     if own.binds:
@@ -229,7 +231,7 @@ def _cpu_detail(e: Evidence) -> str:
     return "its CPUs are full" if binds == ITS_CPUS else "the machine is busy"
 
 
-def advice(e: Evidence, kind: str, little: Check | None = None) -> list[str]:
+def advice(e: Evidence, kind: str, little: CeilingCheck | None = None) -> list[str]:
     """What to try next, where xferscope knows it."""
     out: list[str] = []
     if e.unsaturated:

@@ -224,9 +224,9 @@ class LibraryCheckpointSetup:
         """The bytes of this rank's files in ``directory``, as the library wrote them (0 where not there yet)."""
         return sum(os.path.getsize(p) for p in self._files_in(directory) if os.path.exists(p))
 
-    def _files_in(self, directory: str, rank: Rank | None = None) -> list[str]:
-        rank = rank or self.rank
-        return [os.path.join(directory, f.name) for f in rank.files]
+    def _files_in(self, directory: str) -> list[str]:
+        """This rank's files of one checkpoint (the plan's names: DLIO's, or DCP's ``__{rank}_{k}.distcp``)."""
+        return [os.path.join(directory, f.name) for f in self.rank.files]
 
     def _torch_save(self, directory: str, stop: threading.Event) -> RankWrite:
         import torch

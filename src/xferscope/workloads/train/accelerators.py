@@ -85,7 +85,7 @@ class BatchPlan:
 
 
 @dataclass
-class AcceleratorRun:
+class AcceleratorProgress:
     index: int
     gpu: int | None
     steps: list[Step] = field(default_factory=list)
@@ -119,7 +119,7 @@ class Accelerator:
         bind: Callable[[], None] = lambda: None,
     ):
         self.spec, self.data = spec, data
-        self.record = AcceleratorRun(index, gpu)
+        self.record = AcceleratorProgress(index, gpu)
         self.plan = BatchPlan(spec, data, index)
         self.fetchers = list(fetchers)
         self.compute = compute
