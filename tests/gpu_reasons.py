@@ -37,3 +37,5 @@ def _cufile_reason() -> str | None:
 
 CUFILE_REASON = GPU_REASON or _cufile_reason()
 needs_cufile = pytest.mark.skipif(CUFILE_REASON is not None, reason=f"cuFile unavailable: {CUFILE_REASON}")
+KVIKIO_REASON = CUFILE_REASON or unavailable_reason("kvikio")
+needs_kvikio = pytest.mark.skipif(KVIKIO_REASON is not None, reason=f"KvikIO unavailable: {KVIKIO_REASON}")

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_reasons import GPU_REASON, needs_cufile
+from gpu_reasons import GPU_REASON, needs_cufile, needs_kvikio
 
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.run.local_run import LocalRun
@@ -26,6 +26,7 @@ ALL_PATHS = [
     pytest.param("cufile", marks=needs_cufile),
     pytest.param("cufile-batch", marks=needs_cufile),
     pytest.param("cufile-async", marks=needs_cufile),
+    pytest.param("kvikio", marks=needs_kvikio),
 ]
 VERIFY_PATHS = ["bounce", "bounce-async", pytest.param("cufile", marks=needs_cufile)]
 MIB = 1 << 20
@@ -92,7 +93,7 @@ def test_each_path_reads_and_writes(path, io, direct_dir):
     assert result.latency_us.p50 > 0
     assert set(result.gpus) == {0} and result.gpus[0]["bytes"] == result.bytes
     assert result.environment["gpus"][0]["index"] == 0
-    if path.startswith("cufile"):
+    if path.startswith("cufile") or path == "kvikio":
         assert result.environment["cufile_mode"] in ("gds", "compat")
         assert any("cuFile" in label for label in result.labels)
 
@@ -244,7 +245,7 @@ def test_cufile_mode_is_detected_and_shown(direct_dir):
 
 
 @pytest.mark.parametrize("io", ["read", "write"])
-@pytest.mark.parametrize("path", ["cufile", "cufile-batch", "cufile-async"])
+@pytest.mark.parametrize("path", ["cufile", "cufile-batch", "cufile-async", pytest.param("kvikio", marks=needs_kvikio)])
 @needs_cufile
 def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
     """A cuFile path that reads or writes through the page cache (compat batch does) must say so:
@@ -265,6 +266,26 @@ def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
     assert any(label.startswith("page cache") for label in result.labels) == seen
     assert ("O_DIRECT" in result.labels) != seen
     assert ("page cache" in compare_rows([result])[0][0]) == seen
+
+
+@needs_kvikio
+def test_kvikio_states_its_settings_and_keeps_blocks_in_flight(cli, direct_dir):
+    """KvikIO's pool has a thread for every block in flight, its task is one block, it reads through cuFile, and
+    the run says so, with how its samples are taken; every block is counted once, live."""
+    r = cli(
+        "run", "--path", "kvikio", "-s", "64M", "--bs", "1M", "-w", "2", "--iodepth", "3", "-T", "1",
+        "--interval", "0.1",
+        "--file", str(direct_dir / "k.dat"), "--format", "json",
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    data = json.loads(r.out)
+    settings = data["environment"]["kvikio"]
+    assert settings["threads"] == "6" and settings["task_size"] == str(MIB), settings
+    assert settings["compat_mode"] == "OFF" and settings["gds_threshold"] == "0" and settings["version"]
+    assert settings["samples"].startswith("live")
+    assert any(label.startswith("KvikIO ") and "6 threads" in label for label in data["labels"]), data["labels"]
+    assert data["environment"]["cufile_mode"] in ("gds", "compat") and data["environment"]["queue_depth"] == 3
+    assert data["ops"] * MIB == data["bytes"] > 0 and sum(data["latency_histogram_ns"].values()) == data["ops"]
 
 
 @needs_cufile
@@ -377,7 +398,9 @@ def test_gpu_memory_returns_after_ctrl_c_during_setup(direct_dir, held_context, 
     assert gpu_used_here() <= before + LEAK_SLACK
 
 
-@pytest.mark.parametrize("path", ["bounce-async", pytest.param("cufile", marks=needs_cufile)])
+@pytest.mark.parametrize(
+    "path", ["bounce-async", pytest.param("cufile", marks=needs_cufile), pytest.param("kvikio", marks=needs_kvikio)]
+)
 def test_gpu_memory_returns_after_the_engine_process_is_killed(path, direct_dir, held_context):
     """The engine's process dies mid-run (SIGKILL: no clean-up of its own): its GPU memory comes back, its
     scratch file goes, and what it measured is kept."""

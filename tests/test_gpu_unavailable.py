@@ -81,6 +81,36 @@ def test_cli_says_cuda_python_is_missing(direct_dir, tmp_path, path):
     assert "cuda-python not installed (pip install cuda-python)" in line
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["run", "--path", "kvikio", "-T", "0.5", "-s", "4M"],
+        ["compare", "--paths", "cufile,kvikio", "-T", "0.5", "-s", "4M"],
+        ["saturate", "--path", "kvikio", "-s", "4M"],
+    ],
+    ids=["run", "compare", "saturate"],
+)
+def test_kvikio_without_its_package_is_refused_in_one_line(command, direct_dir, tmp_path):
+    """The kvikio path where KvikIO cannot be imported (made so on purpose, as on a machine without it): one line
+    naming the package to install, exit 2, before anything runs or is created."""
+    blocker = tmp_path / "no-kvikio"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['kvikio'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(blocker), os.environ.get("PYTHONPATH")) if p)}
+    target = direct_dir / "kv.dat"
+    proc = subprocess.run(
+        [sys.executable, "-m", "xferscope.cli", *command, "--file", str(target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and proc.stdout == "", (proc.returncode, proc.stdout, proc.stderr)
+    assert "kvikio needs kvikio-cu13, which is not installed: pip install kvikio-cu13" in lines[0], lines[0]
+    assert not target.exists() and not any(p.name.startswith("xferscope") for p in direct_dir.iterdir())
+
+
 def test_gdsio_transfer_numbers_reach_the_gpu_paths(cli, direct_dir):
     r = cli(
         "run", "-x", "0", "-T", "0.5", "-s", "4M", "--file", str(direct_dir / "z.dat"), env={"CUDA_VISIBLE_DEVICES": ""}
@@ -216,7 +246,7 @@ def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkey
     import ctypes
     from types import SimpleNamespace
 
-    from xferscope.engines import cufile, cufile_driver
+    from xferscope.engines import cufile, cufile_driver, threaded
     from xferscope.errors import RunFailed
     from xferscope.spec import RunSpec
 
@@ -240,8 +270,8 @@ def test_a_stalled_cufile_batch_fails_and_is_cancelled_instead_of_hanging(monkey
     events = np.zeros(4, dtype=[("cookie", "<i8"), ("status", "<i4"), ("ret", "<u8")])
     spec = RunSpec(path="cufile-batch", workers=2, iodepth=4, block_size=1 << 20)
     engine = cufile.CufileBatchEngine(spec, target=None)
-    cursor = cufile._Cursor(spec, 0, 64 << 20, 0)
-    worker = cufile.ThreadWorker(0, 0, 0, cursor, batch=1234, params=params, batch_events=events)
+    cursor = threaded.Cursor(spec, 0, 64 << 20, 0)
+    worker = threaded.ThreadWorker(0, 0, 0, cursor, batch=1234, params=params, batch_events=events)
     with pytest.raises(RunFailed, match=r"stalled: 4 of 4 operations .*\(2 workers x batch size 4 = 8 in flight\)"):
         engine.run_worker(0, worker)
     assert cancelled == [1234]

@@ -213,7 +213,7 @@ def test_a_bad_profile_is_one_line_and_exit_2_on_the_command_line(cli, tmp_path)
     assert r.code == 2 and "Traceback" not in r.err
     assert (
         r.err.strip() == f"xferscope: {path}:2: [base] path: 'tape' is not one of cufile, host, bounce, "
-        "bounce-async, cufile-async, cufile-batch"
+        "bounce-async, cufile-async, cufile-batch, kvikio"
     )
     r = cli("replay", "no-such-profile")
     assert (

@@ -52,6 +52,7 @@ MACHINE = Machine(
         "cufile": NO_GPU,
         "cufile-batch": NO_GPU,
         "cufile-async": NO_GPU,
+        "kvikio": "kvikio needs kvikio-cu13, which is not installed: pip install kvikio-cu13",
     },
 )
 

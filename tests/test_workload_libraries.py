@@ -9,7 +9,8 @@ import os
 import pytest
 
 from xferscope.errors import SpecError
-from xferscope.workloads.common.libraries import LOAD_LIBRARIES, TORCH, Library, package_refusal, refusal
+from xferscope.packages import TORCH, Library, package_refusal
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES, refusal
 
 MISSING = {p: why for p, lib in LOAD_LIBRARIES.items() if (why := refusal(lib))}
 

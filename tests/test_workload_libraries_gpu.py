@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 
 import pytest
 from gpu_reasons import GPU_REASON
@@ -166,14 +167,12 @@ def test_ctrl_c_stops_every_rank_process_keeps_what_was_measured_and_leaves_no_f
 @pytest.mark.skipif(refusal(TRAIN_LIBRARIES["dataloader"]) is not None, reason="torch is not installed here")
 @pytest.mark.parametrize("compute", ["gpu", "sleep"])
 def test_a_dataloader_feeds_the_accelerators_and_leaves_no_worker(cli, direct_dir, tmp_path, compute):
-    import psutil
-
     sets = direct_dir / "sets"
     sets.mkdir()
     js = tmp_path / "t.json"
-    before = {p.pid for p in psutil.process_iter()}
+    mark = f"xferscope-test-{uuid.uuid4().hex}"  # every process the command starts inherits it, whoever reaps them
     r = cli("workload", "train", "cosmoflow", "--files", "32", "-a", "2", "--steps", "8", "--path", "dataloader",
-            "--compute", compute, "--dir", str(sets), "--json", str(js))  # fmt: skip
+            "--compute", compute, "--dir", str(sets), "--json", str(js), env={"XFERSCOPE_TEST_MARK": mark})  # fmt: skip
     assert r.code == 0, r.err
     data = json.loads(js.read_text())
     assert data["status"] == "ok" and [a["steps"] for a in data["accelerators"]] == [8, 8]
@@ -182,12 +181,21 @@ def test_a_dataloader_feeds_the_accelerators_and_leaves_no_worker(cli, direct_di
     assert settings["pin_memory"] == "True" and settings["num_workers"] == str(data["spec"]["read_threads"])
     assert any("torch.utils.data.DataLoader(" in label for label in data["labels"]), data["labels"]
     assert os.listdir(sets) == []
-    left = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if p.pid not in before and "xferscope" in " ".join(p.info["cmdline"] or [])
-    ]
-    assert left == [], f"processes left: {left}"
+    assert processes_marked(mark) == [], "a process the command started (a DataLoader worker, say) is left"
+
+
+def processes_marked(mark: str) -> list[int]:
+    """The live processes whose environment carries ``mark``."""
+    import contextlib
+
+    import psutil
+
+    left = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE and p.environ().get("XFERSCOPE_TEST_MARK") == mark:
+                left.append(p.pid)
+    return left
 
 
 @pytest.mark.skipif(refusal(TRAIN_LIBRARIES["dataloader"]) is not None, reason="torch is not installed here")

@@ -106,6 +106,7 @@ class EngineEnvironment(TypedDict, total=False):
     cufile_mode: str
     cufile_mode_reason: str
     page_cache_probe: dict[str, bool | None]
+    kvikio: dict[str, str]
 
 
 class RankRow(TypedDict, total=False):

@@ -13,18 +13,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.packages import KVIKIO, package_refusal
 from xferscope.units import format_size
 
-#: Transfer paths, with the gdsio ``-x`` number and the name gdsio prints as XferType.
-PATHS: dict[str, tuple[int, str]] = {
+#: Transfer paths, with the gdsio ``-x`` number and the name gdsio prints as XferType (KvikIO's has no gdsio number).
+PATHS: dict[str, tuple[int | None, str]] = {
     "cufile": (0, "GPUD"),
     "host": (1, "CPUONLY"),
     "bounce": (2, "CPU_GPU"),
     "bounce-async": (3, "CPU_ASYNC_GPU"),
     "cufile-async": (5, "GPU_DIRECT_ASYNC"),
     "cufile-batch": (6, "GPU_BATCH"),
+    "kvikio": (None, "KVIKIO"),
 }
-GDSIO_XFER = {number: name for name, (number, _) in PATHS.items()}
+GDSIO_XFER = {number: name for name, (number, _) in PATHS.items() if number is not None}
 GPU_PATHS = frozenset(p for p in PATHS if p != "host")
 #: paths whose requests --split can split (one synchronous request at a time per worker)
 SPLIT_PATHS = ("host", "bounce", "bounce-async", "cufile")
@@ -177,11 +179,23 @@ class RunSpec:
             raise SpecError("interval", f"sample interval must be 0.01..10 s, got {self.interval}")
         self._check_split()
         self._check_source()
-        if self.verify and self.path in ("cufile-batch", "cufile-async"):
+        if self.path == KVIKIO.path:
+            self._check_kvikio()
+        if self.verify and self.path in ("cufile-batch", "cufile-async", "kvikio"):
             raise SpecError(
                 "verify", f"--verify is supported on host, bounce, bounce-async and cufile, not {self.path}"
             )
         return self
+
+    def _check_kvikio(self) -> None:
+        """kvikio: its package there, reading or writing with O_DIRECT into GPU memory, as cufile."""
+        why = package_refusal(KVIKIO, self.path)
+        if why:
+            raise SpecError("path", why)
+        if self.buffered:
+            raise SpecError(
+                "buffered", "kvikio reads through cuFile with O_DIRECT; --buffered applies to host and bounce"
+            )
 
     def _check_split(self) -> None:
         """--split: on a path that splits, at a size O_DIRECT and the lanes can take."""
@@ -219,7 +233,7 @@ class RunSpec:
                     f"--source cache reads a file held in memory; --io {self.io} writes, and its writes would go to "
                     "storage: use --io read or randread",
                 )
-            if self.path.startswith("cufile"):
+            if self.path.startswith("cufile") or self.path == KVIKIO.path:
                 raise SpecError(
                     "source",
                     f"{self.path} reads with O_DIRECT into GPU memory; --source cache applies to host, bounce and "

@@ -170,15 +170,17 @@ def _specs(paths: str, options: SpecOptions, skip_unavailable: bool) -> list:
     names = [parse_path(p) for p in paths.split(",") if p.strip()]
     if not names:
         raise SpecError("paths", "give at least one path, e.g. --paths host,bounce")
-    specs = []
+    chosen = []
     for name in names:
         reason = unavailable_reason(name)
+        if reason and skip_unavailable:
+            typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
+            continue
+        chosen.append((options.spec(name), reason))  # every spec first: a path's package missing is exit 2
+    for spec, reason in chosen:
         if reason:
-            if skip_unavailable:
-                typer.echo(f"xferscope: skipping {name}: {reason}", err=True)
-                continue
-            raise EngineUnavailable(name, reason + " (use --skip-unavailable to compare the others)")
-        specs.append(options.spec(name))
+            raise EngineUnavailable(spec.path, reason + " (use --skip-unavailable to compare the others)")
+    specs = [spec for spec, _ in chosen]
     if not specs:
         raise EngineUnavailable(",".join(names), "none of these paths can run here")
     return specs

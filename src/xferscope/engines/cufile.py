@@ -26,18 +26,14 @@ import contextlib
 import ctypes
 import functools
 import os
-import random
-import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope import _iocore
 from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, page_cache
-from xferscope.engines.base import Engine, Snapshot
 from xferscope.engines.gpu_native import GpuNativeEngine, gpu_environment
 from xferscope.engines.native import GpuWorker, open_worker_files
-from xferscope.engines.recorder import Recorder
+from xferscope.engines.threaded import ThreadEngine, ThreadWorker
 from xferscope.errors import RunFailed, SpecError
 from xferscope.records import EngineEnvironment
 
@@ -186,169 +182,29 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
 # ------------------------------------------------------------------ Python-thread engines
 
 
-class _Cursor:
-    """Offsets and directions of one worker, in the native core's order: sequential slices
-    wrapping at the end, or uniform random blocks, with the read share of --rwmix."""
-
-    def __init__(self, spec, start: int, length: int, worker: int):
-        self.bs = spec.block_size
-        self.start = start
-        self.blocks = max(1, length // self.bs)
-        self.random = spec.is_random
-        self.read_pct = spec.read_pct
-        self.pos = 0
-        self.rng = random.Random(spec.seed * 1_000_003 + worker)
-
-    def next(self) -> tuple[int, bool]:
-        if self.random:
-            off = self.start + self.rng.randrange(self.blocks) * self.bs
-        else:
-            off = self.start + self.pos * self.bs
-            self.pos = (self.pos + 1) % self.blocks
-        if self.read_pct >= 100:
-            return off, False
-        return off, self.read_pct <= 0 or self.rng.randrange(100) >= self.read_pct
-
-
-@dataclass
-class ThreadWorker:
-    """One Python worker of cufile-batch or cufile-async: its GPU, device blocks, cuFile handle and offsets, and
-    what its API needs: a batch handle with its parameter and event arrays (numpy, cuFile's dtypes), or a
-    registered stream with an event per slot and the async calls' argument arrays (ctypes)."""
-
-    gpu: int
-    dev: int
-    handle: int
-    cursor: _Cursor
-    batch: int = 0
-    params: Any = None
-    batch_events: Any = None
-    stream: Any = None
-    stream_events: list[Any] = field(default_factory=list)
-    size: Any = None
-    file_off: Any = None
-    buf_off: Any = None
-    done: Any = None
-
-
-class _CufileThreadEngine(_CufileMixin, Engine):  # type: ignore[misc]  # every worker has a GPU here
-    """Workers are Python threads calling cuda.bindings.cufile; counters in a ``Recorder``."""
-
-    def open_files(self) -> None:
-        open_worker_files(self.spec, self.target, self._fds)  # one O_DIRECT descriptor per worker
+class _CufileThreadEngine(_CufileMixin, ThreadEngine):  # type: ignore[misc]  # every worker has a GPU here
+    """cufile-batch and cufile-async: Python threads calling cuda.bindings.cufile, each worker its own O_DIRECT
+    descriptor and registered handle."""
 
     def __init__(self, spec, target):
         super().__init__(spec, target)
-        self.worker_gpus = gpu_setup.assign_gpus(spec.gpus, spec.workers)
-        self.resources = gpu_setup.GpuResources()
-        self.recorder = Recorder(spec.workers)
         self._fds: list[int] = []
-        self._workers: list[ThreadWorker] = []
-        self._threads: list[threading.Thread] = []
-        self._stop = threading.Event()
-        self._go = threading.Event()
-        self._ready = threading.Barrier(spec.workers + 1)
-        self._closed = False
-        self._deadline_ns = int(spec.duration * 1e9) if spec.duration else 0
-        self._bytes_limit = 0
-        if spec.total_bytes:
-            per_worker = spec.total_bytes // spec.workers
-            self._bytes_limit = max(spec.block_size, per_worker // spec.block_size * spec.block_size)
 
-    @property
-    def depth(self) -> int:
-        return max(1, self.spec.iodepth)
-
-    def prepare(self) -> None:
-        spec, res = self.spec, self.resources
+    def open_path(self) -> None:
         self.open_cufile()
-        self.open_files()
+        open_worker_files(self.spec, self.target, self._fds)  # one O_DIRECT descriptor per worker
         self.labels.append("O_DIRECT")
-        size = self.depth * spec.block_size
-        for i, gpu in enumerate(self.worker_gpus):
-            res.context(gpu)
-            dev = res.device_memory(gpu, size)
-            if spec.writes:
-                res.fill_device(gpu, dev, size, spec.seed)
-            start, length = self.target.worker_regions[i]
-            worker = ThreadWorker(
-                gpu, dev, self.register(i, gpu, self._fds[i], dev, size), _Cursor(spec, start, length, i)
-            )
-            if i == 0:
-                self.detect_mode()
-            self.prepare_worker(worker)
-            self._workers.append(worker)
 
-    def prepare_worker(self, worker: ThreadWorker) -> None:
-        """Path-specific set-up of one worker (a batch handle, a registered stream)."""
+    def open_worker(self, index: int, gpu: int, dev: int, size: int) -> int:
+        return self.register(index, gpu, self._fds[index], dev, size)
 
-    def run_worker(self, index: int, worker: ThreadWorker) -> None:
-        raise NotImplementedError
+    def first_worker_opened(self) -> None:
+        self.detect_mode()
 
-    # -- protocol ------------------------------------------------------------------
-    def start(self) -> None:
-        for i, worker in enumerate(self._workers):
-            t = threading.Thread(
-                target=self._thread_main, args=(i, worker), name=f"xferscope-{self.name}-{i}", daemon=True
-            )
-            self._threads.append(t)
-            t.start()
-        self._ready.wait()
-        self.recorder.begin()
-        self._go.set()
-
-    def _thread_main(self, index: int, worker: ThreadWorker) -> None:
-        try:
-            try:
-                self.resources.context(worker.gpu)
-            except Exception as exc:
-                self.recorder.fail(f"worker {index}: {exc}")
-            self._ready.wait()
-            self._go.wait()
-            if not self.recorder.failed:
-                self.run_worker(index, worker)
-        except threading.BrokenBarrierError:
-            pass
-        except Exception as exc:  # a cuFile or CUDA error: the run fails with it, the others stop
-            self.recorder.fail(f"worker {index}: {exc}")
-            self._stop.set()
-        finally:
-            self.recorder.finish(index)
-
-    def keep_going(self, done_bytes: int) -> bool:
-        if self._stop.is_set() or self.recorder.failed:
-            return False
-        if self._deadline_ns and self.recorder.elapsed_ns() >= self._deadline_ns:
-            return False
-        return not (self._bytes_limit and done_bytes >= self._bytes_limit)
-
-    def snapshot(self) -> Snapshot:
-        return self.recorder.snapshot()
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def wait(self, timeout: float) -> bool:
-        if not self._threads:
-            return True
-        return self.recorder.all_done.wait(None if timeout is None or timeout < 0 else timeout)
-
-    def close(self) -> None:
-        if self._closed:
-            return
-        self._closed = True
-        self._stop.set()
-        self._go.set()
-        if not self._threads:
-            self._ready.abort()
-        for t in self._threads:
-            t.join()
-        try:
-            self.resources.release()
-        finally:
-            while self._fds:
-                with contextlib.suppress(OSError):
-                    os.close(self._fds.pop())
+    def close_path(self) -> None:
+        while self._fds:
+            with contextlib.suppress(OSError):
+                os.close(self._fds.pop())
 
     def environment(self) -> EngineEnvironment:
         env: EngineEnvironment = {"io_engine": self.name, "direct_io": True, "queue_depth": self.depth}

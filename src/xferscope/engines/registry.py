@@ -30,6 +30,10 @@ def _engines(path: str) -> dict[str, type[Engine]]:
         from xferscope.engines.bounce import BounceAsyncEngine, BounceEngine
 
         return {"bounce": BounceEngine, "bounce-async": BounceAsyncEngine}
+    if path == "kvikio":
+        from xferscope.engines.kvikio import KvikioEngine
+
+        return {"kvikio": KvikioEngine}
     from xferscope.engines.cufile import CufileAsyncEngine, CufileBatchEngine, CufileEngine
 
     return {"cufile": CufileEngine, "cufile-batch": CufileBatchEngine, "cufile-async": CufileAsyncEngine}

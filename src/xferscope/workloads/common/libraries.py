@@ -1,29 +1,11 @@
 """The libraries users load models and save checkpoints with today, run as paths beside xferscope's own: which
-package each path needs, the call it makes, and the one line that refuses a path whose package is missing or too
-old, asked of the package index's metadata (nothing imported: torch alone takes seconds)."""
+package each path needs and the call it makes (``xferscope.packages`` refuses a path whose package is missing)."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
-import re
-from dataclasses import dataclass
-
 from xferscope.errors import SpecError
+from xferscope.packages import TORCH, Library, installed_version, package_refusal
 from xferscope.workloads.common.records import LibraryFacts
-
-
-@dataclass(frozen=True)
-class Library:
-    path: str  # the path's name on the command line
-    module: str  # what it imports
-    package: str  # what pip installs
-    minimum: str  # the oldest version with the call below (as measured here)
-    call: str  # what the path calls, in words
-
-
-#: torch, which every library path runs on
-TORCH = Library("torch", "torch", "torch", "2.0", "")
 
 LOAD_LIBRARIES = {
     lib.path: lib
@@ -100,35 +82,6 @@ TRAIN_LIBRARIES = {
 }
 #: the layout each checkpoint library writes, whatever --layout says
 LIBRARY_LAYOUTS = {"torch-save": "dlio", "dcp": "dcp"}
-
-
-def _version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", text.split("+")[0])[:3])
-
-
-def installed_version(package: str) -> str | None:
-    from importlib import metadata  # here: it costs a command's start 10 ms
-
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@functools.cache  # torch is asked for by every path: its metadata is read once a process
-def _importable_version(module: str, package: str) -> str | None:
-    return installed_version(package) if importlib.util.find_spec(module) is not None else None
-
-
-def package_refusal(need: Library, path: str) -> str | None:
-    """Why ``path`` cannot run for want of ``need``'s package (missing, or older than its call), in one line that
-    names what to install; None where it is there."""
-    version = _importable_version(need.module, need.package)
-    if version is None:
-        return f"{path} needs {need.package}, which is not installed: pip install {need.package}"
-    if _version_tuple(version) < _version_tuple(need.minimum):
-        return f"{path} needs {need.package} {need.minimum} or newer, here {version}: pip install -U {need.package}"
-    return None
 
 
 def refusal(lib: Library) -> str | None:

@@ -103,7 +103,7 @@ class TrainSetup:
 
         import torch
 
-        from xferscope.workloads.common.libraries import installed_version
+        from xferscope.packages import installed_version
         from xferscope.workloads.train.dataloader import evict, loader_settings
 
         settings = {k: str(v) for k, v in loader_settings(self.spec).items()}
