@@ -46,7 +46,30 @@ def test_every_bundled_profile_loads_validates_saves_and_loads_again(name, tmp_p
 
 #: saturate plans bundled, and their knee searches (paths x GPU sets x block sizes)
 SATURATE_PLANS = {"saturate-host-4k-1m": 2, "saturate-gpu-paths": 12, "saturate-gds-gpu-sets": 16}
-WORKLOADS = {"train-cosmoflow-h100": 1, "checkpoint-llama3-8b-subset": 1}  # one path each
+#: workload profiles bundled: one path each
+WORKLOADS = {
+    "train-cosmoflow-h100": 1,
+    "checkpoint-llama3-8b-subset": 1,
+    "kvcache-llama3.1-8b-lmcache": 1,
+    "load-llama3.2-1b-cold": 1,
+}
+
+
+@pytest.mark.parametrize("name", ["kvcache-llama3.1-8b-lmcache", "load-llama3.2-1b-cold"])
+def test_a_bundled_kvcache_or_load_profile_is_its_command_line(name):
+    """Its fields are its command's options (each declared once, in the command): every one names an option."""
+    import typer
+
+    from xferscope.commands import workload_inference
+    from xferscope.commands.profile_options import command_line
+
+    profile = load_profile(name)
+    workload = profile.workload["workload"]
+    app = typer.Typer()
+    app.command(workload)(getattr(workload_inference, f"{workload}_command"))
+    fields = {k: v for k, v in profile.workload.items() if k != "workload"}
+    argv = command_line(typer.main.get_command(app), fields, f"workload {workload}")
+    assert "--path" in argv and "--model" in argv and len(argv) >= len(fields)
 
 
 @pytest.mark.parametrize("name", sorted(SATURATE_PLANS))

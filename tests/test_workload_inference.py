@@ -561,3 +561,93 @@ def test_a_killed_transfer_process_fails_the_run_and_leaves_nothing(set_dir, tmp
     while left() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not left(), "no process of ours left"
+
+
+# ------------------------------------------------------------------ profiles: the command's own options
+
+KV_PROFILE = """name = "kv-small"
+description = "a small KV-cache restore"
+source = "a test"
+kind = "workload"
+
+[workload]
+workload = "kvcache"
+model = "llama3.2-1b"
+prompt-tokens = 1024
+concurrency = 2
+requests = 4
+cache_chunks = 8
+path = "host,host"
+"""
+
+LOAD_PROFILE = """name = "load-small"
+description = "a small model load"
+source = "a test"
+kind = "workload"
+
+[workload]
+workload = "load"
+model = "llama3.2-1b"
+layers = 1
+shard-size = "128M"
+verify = true
+threads = 2
+split = "4M"
+path = "host"
+"""
+
+
+def replayed(cli, text: str, profile, directory, *args: str):
+    """`xferscope replay` of ``text`` written to ``profile``, its data in ``directory``: the command's result and
+    the record it kept (``--results``, beside the profile)."""
+    profile.write_text(text)
+    kept = profile.with_suffix(".json")
+    r = cli("replay", str(profile), "--dir", str(directory), "--results", str(kept), *args)
+    return r, json.loads(kept.read_text()) if kept.exists() else None
+
+
+def test_a_kvcache_profile_replays_as_its_command_runs(cli, set_dir, tmp_path, no_gpu):
+    """A kvcache profile's fields are `workload kvcache`'s own options (dashes or underscores): replay runs the
+    command with them, the replay's --dir and --results win, and the record says what ran."""
+    profile = tmp_path / "kv-small.toml"
+    r, data = replayed(cli, KV_PROFILE, profile, set_dir)
+    assert r.code == 0, r.err
+    assert data["kind"] == "workload-kvcache-compare" and data["rounds"] == 3  # two paths: ranked in rounds
+    results = data["results"]
+    assert [res["spec"]["path"] for res in results] == ["host"] * 6
+    assert all(res["spec"]["concurrency"] == 2 and res["spec"]["cache_chunks"] == 8 for res in results)
+    assert os.listdir(set_dir) == []
+    assert (
+        cli("profiles", "show", str(profile))
+        .out.rstrip()
+        .endswith(f"a kvcache workload: run it with `xferscope replay {profile}`")
+    )
+
+
+def test_a_load_profile_replays_and_checks_every_tensor(cli, set_dir, tmp_path, no_gpu):
+    r, data = replayed(cli, LOAD_PROFILE, tmp_path / "load-small.toml", set_dir, "--format", "json")
+    assert r.code == 0, r.err
+    assert data["kind"] == "workload-load" and data["status"] == "ok" and data["verified"]["differ"] == 0
+    assert data["spec"]["threads"] == 2 and data["spec"]["split"] == 4 << 20 and data["spec"]["model"]["layers"] == 1
+    assert json.loads(r.out)["kind"] == "workload-load"
+    assert os.listdir(set_dir) == []
+
+
+@pytest.mark.parametrize(
+    ("profile", "extra", "says"),
+    [
+        (KV_PROFILE + "no-such = 1\n", [], "xferscope: no_such: workload kvcache has no option --no-such"),
+        (KV_PROFILE + "buffered = 3\n", [], "xferscope: buffered: true or false, got 3"),
+        (KV_PROFILE.replace("concurrency = 2", 'concurrency = "two"'), [], "xferscope: workload: workload kvcache: "),
+        (LOAD_PROFILE, ["--duration", "5"], "xferscope: duration: workload load has no option --duration"),
+        (LOAD_PROFILE.replace('"host"', '"tape"'), [], "xferscope: path: "),
+    ],
+    ids=["unknown field", "flag", "not a number", "duration", "path"],
+)
+def test_a_bad_workload_profile_is_one_line_and_exit_2(cli, set_dir, tmp_path, profile, extra, says, no_gpu):
+    path = tmp_path / "bad.toml"
+    path.write_text(profile)
+    r = cli("replay", str(path), "--dir", str(set_dir), *extra)
+    lines = [ln for ln in r.err.splitlines() if ln.strip()]
+    assert r.code == 2 and len(lines) == 1 and lines[0].startswith(says), r.err
+    assert os.listdir(set_dir) == [], "nothing generated"

@@ -55,8 +55,7 @@ def open_profile(name_or_path: str, duration: float | None = None) -> tuple[str,
     if profile.kind == "workload":
         raise SpecError(
             "profile",
-            f"{profile.name} is a {'checkpoint' if profile.workload.get('workload') == 'checkpoint' else 'training'} "
-            "workload: replay it with "
+            f"{profile.name} is a {profile.workload.get('workload', 'train')} workload: replay it with "
             f"`xferscope replay {profile.name}`",
         )
     if profile.kind == "saturate":

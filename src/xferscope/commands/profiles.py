@@ -55,7 +55,7 @@ def show_command(name: str, as_json: bool) -> None:
     typer.echo(f"# {profile.origin} profile: {profile.file}")
     typer.echo(dump_profile(profile).rstrip())
     if profile.kind == "workload":
-        typer.echo(f"# a training workload: run it with `xferscope replay {name}`")
+        typer.echo(f"# a {profile.workload.get('workload', 'train')} workload: run it with `xferscope replay {name}`")
         return
     if profile.kind == "saturate":
         typer.echo(

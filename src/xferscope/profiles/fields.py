@@ -281,9 +281,30 @@ def _share(value: Any) -> float:
     return to_float(value)
 
 
+#: workloads whose [workload] fields are their command's own options, spelled as on its command line without the
+#: dashes (``prompt-tokens = "1024-8192"``, ``json = "out.json"``): the command declares each option once, and checks
+#: them when the profile is replayed
+OPTION_WORKLOADS = ("kvcache", "load")
+#: every workload a profile can hold
+WORKLOADS = ("train", "checkpoint", *OPTION_WORKLOADS)
+
+
+#: what a command option's field holds in a profile
+OptionValue = str | int | float | bool | list[str | int | float | bool]
+
+
+def option_value(value: Any) -> OptionValue:
+    """A command option's value as a profile holds it: a string, number or true/false, or a list of them (given
+    as a comma list)."""
+    scalar = (str, int, float, bool)
+    if isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value)):
+        return value
+    raise ValueError(f"a string, number, true/false or a list of them, got {value!r}")
+
+
 #: The [workload] table of a workload profile: `workload train`'s options, by their spec names
 WORKLOAD_FIELDS: dict[str, Converter] = {
-    "workload": choice(("train", "checkpoint")),
+    "workload": choice(WORKLOADS),
     "preset": to_str,
     "accelerator_type": choice(("h100", "a100", "b200")),
     "accelerators": to_positive,

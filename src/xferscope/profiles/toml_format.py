@@ -180,6 +180,8 @@ class _Reader:
             raise self.fail("", "workload", "workload must be a table: write [workload] on a line of its own")
         out: dict[str, Any] = {}
         which = raw.get("workload", "train")
+        if which in F.OPTION_WORKLOADS:
+            return self.command_options(raw)
         fields, _ = F.workload_fields(which if isinstance(which, str) else "train")
         for key, value in raw.items():
             name = F.canonical_workload(key, which if isinstance(which, str) else "train")
@@ -194,6 +196,17 @@ class _Reader:
                 raise self.fail("workload", None, "[workload] needs model (llama3-8b, llama3-70b, llama3-405b, ...)")
         elif "preset" not in out:
             raise self.fail("workload", None, "[workload] needs preset (unet3d, cosmoflow, resnet50)")
+        return out
+
+    def command_options(self, raw: dict[str, object]) -> dict[str, F.OptionValue]:
+        """The [workload] table of a workload whose fields are its command's options (``fields.OPTION_WORKLOADS``):
+        each a value an option takes, its name with underscores; the command checks the names when it runs."""
+        out: dict[str, F.OptionValue] = {}
+        for key, value in raw.items():
+            try:
+                out[key.replace("-", "_")] = F.option_value(value)
+            except ValueError as exc:
+                raise self.fail("workload", key, f"[workload] {key}: {exc}") from None
         return out
 
     def table(self, data: dict[str, Any], table: str, kind: str) -> dict[str, Any]:
