@@ -4,9 +4,9 @@
     python bench/mem_isolation.py [--rounds 5] [--seconds 1] [--buffer 256M] [--threads 1] [--json FILE]
 
 Since the memory engine runs in a child process (``xferscope.memory.runner.MemRun``), its figures must be
-those it gave in the calling process (``xferscope.memory.sweep.MemSweep``). Each round measures, in an
+those it gave in the calling process (``xferscope.memory.sweep.MemSweepRun``). Each round measures, in an
 order rotated from round to round:
-  - in-process:   MemSweep, idle latency (default locality, no whole-buffer point) then peak read bandwidth;
+  - in-process:   MemSweepRun, idle latency (default locality, no whole-buffer point) then peak read bandwidth;
   - in-process':  the same again (the A/A run: the noise floor of the ratio);
   - isolated:     MemRun, the same two sweeps.
 Each figure is the engine's own (the median of its windows). Printed per round, then each ratio
@@ -28,14 +28,14 @@ import time
 
 from xferscope.compare.verdict import RULE, paired_verdict
 from xferscope.memory.runner import MemRun
-from xferscope.memory.sweep import MemSpec, MemSweep
+from xferscope.memory.sweep import MemSpec, MemSweepRun
 from xferscope.units import parse_size
 
 KINDS = ("in-process", "in-process'", "isolated")
 
 
 def measure(kind: str, buffer: int, seconds: float, threads: int) -> dict:
-    sweep_of = MemRun if kind == "isolated" else MemSweep
+    sweep_of = MemRun if kind == "isolated" else MemSweepRun
     idle = sweep_of(MemSpec(mode="idle", buffer_bytes=buffer, point_seconds=seconds, whole_idle=False)).run()
     peak = sweep_of(
         MemSpec(mode="peak", traffic=("R",), buffer_bytes=buffer, point_seconds=seconds, threads=threads)

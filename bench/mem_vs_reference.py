@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from xferscope.memory.sweep import MemSpec, MemSweep, allowed_cpus, llc_bytes
+from xferscope.memory.sweep import MemSpec, MemSweepRun, allowed_cpus, llc_bytes
 from xferscope.units import parse_size
 
 MIB_TO_MB = (1 << 20) / 1e6
@@ -51,7 +51,7 @@ def ours_idle(buffer: int, stride: int, seconds: float, pages: str, locality: st
         locality=locality,
         whole_idle=False,
     )
-    result = MemSweep(spec).run()
+    result = MemSweepRun(spec).run()
     point = result.idle_points[0]
     return {
         "median_ns": point.latency_ns,
@@ -128,7 +128,7 @@ def idle_case(args, buffer: int, stride: int, pages: str, locality: str) -> dict
 
 def ours_peak_read(load_bytes: int, threads: int, seconds: float) -> dict:
     spec = MemSpec(mode="peak", traffic=("R",), buffer_bytes=load_bytes, threads=threads, point_seconds=seconds)
-    point = MemSweep(spec).run().curve_points[0]
+    point = MemSweepRun(spec).run().curve_points[0]
     return {"mb_s": point.bandwidth_mb_s}
 
 
@@ -145,7 +145,7 @@ def load() -> str:
 
 
 def timed_sweep(seconds: float, traffic: str) -> dict:
-    sweep = MemSweep(MemSpec(mode="loaded", traffic=(traffic,), point_seconds=seconds, whole_idle=False))
+    sweep = MemSweepRun(MemSpec(mode="loaded", traffic=(traffic,), point_seconds=seconds, whole_idle=False))
     t0 = time.monotonic()
     stamps = []
     for point in sweep:

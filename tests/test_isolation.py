@@ -15,7 +15,7 @@ import pytest
 
 from xferscope.engines.registry import engine_class
 from xferscope.errors import RunFailed, SpecError
-from xferscope.isolation import ChildDied, Worker, call, describe_exit, fault_summary
+from xferscope.isolation import CallWorker, ChildDied, call, describe_exit, fault_summary
 
 
 def test_an_answer_comes_back_from_another_process():
@@ -41,7 +41,7 @@ def test_a_crash_is_named_by_its_signal_with_the_fault_report():
 
 
 def test_a_worker_starts_again_after_its_child_died():
-    with Worker("checks") as worker:
+    with CallWorker("checks") as worker:
         first = worker.call(os.getpid)
         assert worker.call(os.getpid) == first
         with pytest.raises(ChildDied):
@@ -143,6 +143,6 @@ def test_only_a_module_level_function_can_be_a_childs_target():
     from xferscope.isolation import target_name
 
     assert target_name(os.getpid) == "posix:getpid" and target_name(call) == "xferscope.isolation:call"
-    for bad in (lambda: None, Worker.call, test_only_a_module_level_function_can_be_a_childs_target.__call__):
+    for bad in (lambda: None, CallWorker.call, test_only_a_module_level_function_can_be_a_childs_target.__call__):
         with pytest.raises(ValueError, match="top-level function"):
             target_name(bad)

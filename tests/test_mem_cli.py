@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from xferscope.memory.sweep import CSV_COLUMNS, IDLE, MemPoint, MemSpec, MemSweep, sanity_warnings
+from xferscope.memory.sweep import CSV_COLUMNS, IDLE, MemPointResult, MemSpec, MemSweepRun, sanity_warnings
 
 SMALL = ["--buffer", "32M", "--threads", "1"]
 
@@ -94,7 +94,7 @@ def test_table_in_mlc_shape_with_write_traffic(cli, two_cpus):
 
 
 def test_write_only_traffic_sweep(two_cpus):
-    result = MemSweep(
+    result = MemSweepRun(
         MemSpec(traffic=("W6",), delays=(0,), point_seconds=0.1, buffer_bytes=8 << 20, threads=1, whole_idle=False)
     ).run()
     idle, w6 = result.points
@@ -330,7 +330,7 @@ def test_the_command_module_imports_light():
 
 def test_async_stream_and_cancel(two_cpus):
     spec = MemSpec(traffic=("W5",), delays=(0, 0, 0, 0, 0, 0), point_seconds=0.5, buffer_bytes=16 << 20, threads=1)
-    sweep = MemSweep(spec)
+    sweep = MemSweepRun(spec)
 
     async def consume():
         got = []
@@ -346,7 +346,7 @@ def test_async_stream_and_cancel(two_cpus):
 
 
 def test_blocking_stream_yields_points_as_they_come(two_cpus):
-    sweep = MemSweep(MemSpec(traffic=("R",), delays=(0, 1000), point_seconds=0.3, buffer_bytes=16 << 20, threads=1))
+    sweep = MemSweepRun(MemSpec(traffic=("R",), delays=(0, 1000), point_seconds=0.3, buffer_bytes=16 << 20, threads=1))
     t0, stamps = time.monotonic(), []
     for _ in sweep:
         stamps.append(time.monotonic() - t0)
@@ -357,18 +357,18 @@ def test_blocking_stream_yields_points_as_they_come(two_cpus):
 
 
 def point(delay, lat, bw, traffic="R"):
-    return MemPoint(delay, lat, lat, lat, bw, bw, 0.0, traffic, 64, "builtin")
+    return MemPointResult(delay, lat, lat, lat, bw, bw, 0.0, traffic, 64, "builtin")
 
 
 def test_sanity_warnings():
-    idle = MemPoint(None, 250.0, None, None, None, None, None, IDLE, 64, "builtin")
+    idle = MemPointResult(None, 250.0, None, None, None, None, None, IDLE, 64, "builtin")
     curve = [point(0, 260, 1000), point(100, 259, 900), point(1000, 258, 1200)]
     text = "\n".join(sanity_warnings([idle, *curve]))
     assert "outside the 60-200 ns" in text
     assert "below 1.3x idle" in text
     assert "bandwidth rises as delay rises (100->1000)" in text
     clean = [
-        MemPoint(None, 90.0, None, None, None, None, None, IDLE, 64, "builtin"),
+        MemPointResult(None, 90.0, None, None, None, None, None, IDLE, 64, "builtin"),
         point(0, 200, 9000),
         point(100, 120, 5000),
         point(20000, 91, 100),
@@ -390,8 +390,8 @@ class _Starved:
         return {"cancelled": False, "windows": [(0.02, progress, 0)] * 3}
 
 
-def _short_point_sweep() -> MemSweep:
-    return MemSweep(MemSpec(traffic=("R",), delays=(0,), point_seconds=0.05, buffer_bytes=2 << 20, threads=1))
+def _short_point_sweep() -> MemSweepRun:
+    return MemSweepRun(MemSpec(traffic=("R",), delays=(0,), point_seconds=0.05, buffer_bytes=2 << 20, threads=1))
 
 
 def test_a_short_points_thread_that_misses_its_windows_for_a_moment_is_waited_for():

@@ -15,7 +15,7 @@ from xferscope import _memcore
 from xferscope.errors import EnvironmentProblem, SpecError
 from xferscope.memory.machine import cache_levels, huge_pool, numa_topology, pages_obtained
 from xferscope.memory.plan import curve_sizes, matrix_cells, resolve_plan
-from xferscope.memory.result import CURVE, IDLE, MemPoint, cache_plateaus, rising_plateaus
+from xferscope.memory.result import CURVE, IDLE, MemPointResult, cache_plateaus, rising_plateaus
 from xferscope.memory.spec import locality_bytes, locality_label, normalise_locality
 from xferscope.memory.sweep import MemSpec, busy_warning, point_from_windows
 
@@ -213,7 +213,7 @@ def test_matrix_cells_on_a_fake_two_node_topology(tmp_path):
 
 def curve_points(latency_of_size):
     return [
-        MemPoint(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
+        MemPointResult(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
         for k, v in latency_of_size.items()
     ]
 
@@ -631,7 +631,7 @@ def test_results_are_printed_before_files_and_a_full_disk_is_one_line(cli, tmp_p
 
 def test_a_curve_profile_replays_with_one_line_per_point(tmp_path):
     from xferscope.profiles import parse_profile
-    from xferscope.sweep import Sweep
+    from xferscope.sweep import SweepRun
     from xferscope.sweep.plot import render_plot
 
     profile = parse_profile(
@@ -640,7 +640,7 @@ def test_a_curve_profile_replays_with_one_line_per_point(tmp_path):
         "curve.toml",
         "curve-pages",
     )
-    outcome = Sweep(profile, str(tmp_path / "curve.json")).run()
+    outcome = SweepRun(profile, str(tmp_path / "curve.json")).run()
     assert not outcome.interrupted
     data = json.loads((tmp_path / "curve.json").read_text())
     labels = [p["label"] for p in data["points"]]

@@ -283,7 +283,7 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
     if len(os.sched_getaffinity(0)) < 2:
         pytest.skip("loaded latency needs two CPUs")
     from xferscope.profiles import parse_profile
-    from xferscope.sweep import Sweep
+    from xferscope.sweep import SweepRun
 
     profile = parse_profile(
         'kind = "mem"\nduration = 0.1\nrepetitions = 2\n[base]\nmode = "loaded"\n'
@@ -291,7 +291,7 @@ def test_memory_profile_points_are_sweeps_with_statistics_per_delay(tmp_path):
         "mem.toml",
         "mem-small",
     )
-    outcome = Sweep(profile, str(tmp_path / "mem.json")).run()
+    outcome = SweepRun(profile, str(tmp_path / "mem.json")).run()
     assert not outcome.interrupted
     data = _load(tmp_path / "mem.json")
     rows = {(row["traffic"], row["delay"], row["locality"]): row for p in data["points"] for row in p["rows"]}
@@ -339,19 +339,19 @@ def test_ctrl_c_as_a_repetition_ends_keeps_it_and_stops_the_sweep(tmp_path, monk
     """Ctrl-C that lands as a run finishes: the run ran its course and counts, and the sweep stops there (it used
     to go on to the end as if nothing had been asked)."""
     from xferscope.profiles.toml_format import parse_profile
-    from xferscope.sweep import Sweep
+    from xferscope.sweep import SweepRun
 
     profile = parse_profile(SMALL.format(duration=0.2), "small.toml", "small-host")
-    real = Sweep._execute_io
+    real = SweepRun._execute_io
 
     def ended_as_ctrl_c_came(self, point, scratch, on_sample):
         result = real(self, point, scratch, on_sample)
         self._current._stopped_by_user = True  # run_to_end caught the KeyboardInterrupt after the run's end
         return result
 
-    monkeypatch.setattr(Sweep, "_execute_io", ended_as_ctrl_c_came)
+    monkeypatch.setattr(SweepRun, "_execute_io", ended_as_ctrl_c_came)
     results = tmp_path / "r.json"
-    outcome = Sweep(profile, str(results)).run()
+    outcome = SweepRun(profile, str(results)).run()
     assert outcome.interrupted and outcome.ran == 1
     points = _load(results)["points"]
     assert [p["repetitions_done"] for p in points] == [1, 0, 0, 0]

@@ -13,7 +13,7 @@ import pytest
 from xferscope.errors import SpecError
 from xferscope.export import result_from_dict
 from xferscope.saturate.ceilings import bottleneck
-from xferscope.saturate.execute import Saturation
+from xferscope.saturate.execute import SaturationRun
 from xferscope.saturate.plan import SaturatePlan
 from xferscope.saturate.record import saturation_from_dict, saturation_to_dict
 from xferscope.spec import RunSpec
@@ -52,7 +52,7 @@ class Paths:
 def saturate(model: Paths, path: str = "bounce-async"):
     base = RunSpec(path=path, block_size=1 << 20, duration=1.0, interval=0.5)
     plan = SaturatePlan(base, [path], [1 << 20], max_workers=8, max_qd=1, min_rounds=2, max_rounds=2).validate()
-    outcome = Saturation(plan, model).run()
+    outcome = SaturationRun(plan, model).run()
     return next(o for o in outcome.series if o.series.path == path), outcome
 
 

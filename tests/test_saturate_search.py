@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from xferscope.saturate.search import KneeSearch, Shape, StopSearch, doubling, knee_of, ladder, midpoint, resolution
+from xferscope.saturate.search import InFlight, KneeSearch, StopSearch, doubling, knee_of, ladder, midpoint, resolution
 
 
 @dataclass
@@ -35,15 +35,15 @@ class Model:
         self.noise = noise
         self.rng = random.Random(seed)
         self.peak_then_drop = peak_then_drop
-        self.calls: list[Shape] = []
+        self.calls: list[InFlight] = []
 
-    def true(self, shape: Shape) -> float:
+    def true(self, shape: InFlight) -> float:
         value = min(self.per_io * shape.concurrency, self.per_thread * shape.workers, self.plateau)
         if self.peak_then_drop and shape.workers > self.peak_then_drop:  # thrashing past a point
             value *= 0.8
         return value
 
-    def __call__(self, shape: Shape) -> Reading:
+    def __call__(self, shape: InFlight) -> Reading:
         self.calls.append(shape)
         return Reading(self.true(shape) * (1 + self.rng.gauss(0, self.noise)))
 
@@ -72,9 +72,9 @@ def test_one_worker_s_queue_then_workers_then_the_least_queue_at_that_many_worke
     # one thread's CPU holds a worker to 250 whatever its queue; the device gives 100 per I/O in flight up to 1000
     model = Model(per_io=100.0, per_thread=250.0, plateau=1000.0, seed=5)
     found = search(model, max_workers=4, max_qd=64).run()
-    assert found.knee == Shape(4, 3), [(p.shape, round(p.median)) for p in found.points]
+    assert found.knee == InFlight(4, 3), [(p.shape, round(p.median)) for p in found.points]
     assert found.unsaturated == ["workers"], "the last step of the climb, to 4 workers, still gained"
-    assert Shape(4, 64) in {p.shape for p in found.points}, "the climb reached the knee at the deepest queue"
+    assert InFlight(4, 64) in {p.shape for p in found.points}, "the climb reached the knee at the deepest queue"
     assert {p.stage for p in found.points} >= {"doubling", "knee queue depth"}
     assert len(found.points) <= 16
 
@@ -112,16 +112,16 @@ def test_the_search_stops_at_its_point_budget_and_keeps_what_it_measured():
 def test_a_flat_path_stops_after_two_steps_on_each_ladder_and_the_limit_check():
     model = Model(per_io=1e9, plateau=500.0, noise=0.01)
     found = search(model, max_qd=64).run()
-    assert found.knee == Shape(1, 1)
+    assert found.knee == InFlight(1, 1)
     assert {p.shape for p in found.points} == {
-        *(Shape(1, q) for q in (1, 2, 4)),
-        Shape(16, 64),
-        *(Shape(w, 1) for w in (2, 4)),
-        Shape(16, 1),
+        *(InFlight(1, q) for q in (1, 2, 4)),
+        InFlight(16, 64),
+        *(InFlight(w, 1) for w in (2, 4)),
+        InFlight(16, 1),
     }, "two steps and the limit, the queue's ladder and the workers' at qd 1"
     assert not found.unsaturated
-    assert found.flat is not None and found.flat.from_first and found.flat.start == Shape(1, 1)
-    assert found.flat.until == Shape(16, 64) and 480 < found.flat.low <= found.flat.high < 520
+    assert found.flat is not None and found.flat.from_first and found.flat.start == InFlight(1, 1)
+    assert found.flat.until == InFlight(16, 64) and 480 < found.flat.low <= found.flat.high < 520
 
 
 def test_a_path_that_thrashes_past_its_peak_keeps_the_peak():
@@ -136,14 +136,16 @@ def test_neighbours_that_cannot_be_told_apart_count_as_flat_after_the_round_cap(
     found = search(model, max_rounds=4).run()
     first = found.comparisons[0]
     assert first.verdict.rounds == 4 and not first.told_apart and not first.gain
-    assert {p.shape for p in found.points} == {Shape(1), Shape(2), Shape(4), Shape(16)}, "two steps, the limit"
+    assert {p.shape for p in found.points} == {InFlight(1), InFlight(2), InFlight(4), InFlight(16)}, (
+        "two steps, the limit"
+    )
 
 
 def test_measuring_alternates_the_order_of_neighbours():
     model = Model(per_io=1000.0, plateau=1000.0, noise=0.5, seed=3)  # noisy: every comparison goes to the cap
     search(model, max_workers=2, max_rounds=4).run()
     pairs = [model.calls[i : i + 2] for i in range(0, 8, 2)]
-    assert [p[0] for p in pairs] == [Shape(1), Shape(2), Shape(1), Shape(2)], "rotated every round"
+    assert [p[0] for p in pairs] == [InFlight(1), InFlight(2), InFlight(1), InFlight(2)], "rotated every round"
 
 
 def test_a_stop_keeps_the_points_so_far():
@@ -161,8 +163,15 @@ def test_a_stop_keeps_the_points_so_far():
 def test_helpers():
     assert doubling(1, 16) == [2, 4, 8, 16] and doubling(1, 12) == [2, 4, 8, 12] and doubling(4, 4) == []
     assert midpoint(1, 64) == 8 and midpoint(8, 16) == 12 and midpoint(3, 5) == 4
-    assert ladder(3, 4) == [Shape(1, 1), Shape(1, 2), Shape(1, 3), Shape(1, 4), Shape(2, 4), Shape(3, 4)]
-    assert ladder(3, 1) == [Shape(1), Shape(2), Shape(3)]
+    assert ladder(3, 4) == [
+        InFlight(1, 1),
+        InFlight(1, 2),
+        InFlight(1, 3),
+        InFlight(1, 4),
+        InFlight(2, 4),
+        InFlight(3, 4),
+    ]
+    assert ladder(3, 1) == [InFlight(1), InFlight(2), InFlight(3)]
     assert resolution(3) == 1 and resolution(16) == 2 and resolution(64) == 8
     assert knee_of([]) == (None, None)
     with pytest.raises(ValueError):
@@ -228,14 +237,14 @@ def test_one_noisy_step_does_not_end_the_climb_and_workers_at_qd_1_are_climbed_t
     from standin_runs import Reading
 
     def measure(shape):
-        if shape == Shape(1, 4):
+        if shape == InFlight(1, 4):
             return Reading(1.0)  # the unlucky step
         return Reading(min(2.8, 1.2 * shape.concurrency**0.5))
 
     found = KneeSearch(measure, max_workers=8, max_qd=64).run()
     climbed = {p.shape for p in found.points}
-    assert Shape(1, 8) in climbed, "a second step after the flat one"
-    assert {Shape(2, 1), Shape(4, 1)} <= climbed, "the workers at queue depth 1"
+    assert InFlight(1, 8) in climbed, "a second step after the flat one"
+    assert {InFlight(2, 1), InFlight(4, 1)} <= climbed, "the workers at queue depth 1"
     assert found.knee.concurrency >= 4 and found.plateau_value == pytest.approx(2.8)
 
 
@@ -245,7 +254,7 @@ def test_the_plateau_is_not_the_luckiest_point():
     from xferscope.saturate.search import Point, plateau_of
 
     points = [
-        Point(Shape(1, q), "doubling", [Reading(v) for v in vs])
+        Point(InFlight(1, q), "doubling", [Reading(v) for v in vs])
         for q, vs in (
             (1, [1.0, 1.1, 0.9]),
             (2, [2.0, 2.1, 1.9]),
@@ -255,5 +264,5 @@ def test_the_plateau_is_not_the_luckiest_point():
         )
     ]
     plateau = plateau_of(points)
-    assert plateau.value == pytest.approx(2.1) and plateau.shape == Shape(1, 4)
-    assert Shape(1, 1) not in plateau.shapes and Shape(1, 8) in plateau.shapes
+    assert plateau.value == pytest.approx(2.1) and plateau.shape == InFlight(1, 4)
+    assert InFlight(1, 1) not in plateau.shapes and InFlight(1, 8) in plateau.shapes

@@ -15,7 +15,7 @@ from tui_helpers import Messages, held_text, make_app, notified, retype, screen_
 from xferscope.app.app import XferscopeApp
 from xferscope.app.messages import (
     BatchFinished,
-    RunFailed,
+    RunFailedMessage,
     RunFinished,
     RunStarted,
     SamplesArrived,
@@ -265,7 +265,7 @@ async def test_engine_failure_shows_the_error_panel_and_the_console_goes_on(dire
         await wait_for(pilot, lambda: len(msgs.of(BatchFinished)) == 2)
         await wait_for(pilot, lambda: "Run failed" not in screen_text(app) and "finished" in screen_text(app))
         after = screen_text(app)
-    failure = msgs.of(RunFailed)[0]
+    failure = msgs.of(RunFailedMessage)[0]
     assert "short read" in failure.reason and failure.result is not None and failure.result.bytes > 0
     assert "Run failed" in failed and "short read" in failed
     assert "Throughput" in failed and "avg" in failed  # the other panels still show what was measured

@@ -15,7 +15,7 @@ import pytest
 from test_engine_process import engine_children, gone, scratch_left, wait_until
 from tui_helpers import Messages, make_app, screen_text, wait_for
 
-from xferscope.app.messages import BatchFinished, RunFailed, RunFinished, SamplesArrived
+from xferscope.app.messages import BatchFinished, RunFailedMessage, RunFinished, SamplesArrived
 from xferscope.spec import RunSpec
 
 
@@ -35,7 +35,7 @@ async def test_engine_crash_is_an_error_panel_and_the_next_run_works(direct_dir)
         await wait_for(pilot, lambda: msgs.of(BatchFinished))
         await wait_for(pilot, lambda: "SIGSEGV" in screen_text(app))
         text = screen_text(app)
-        failed = msgs.of(RunFailed)[0]
+        failed = msgs.of(RunFailedMessage)[0]
         assert "host: the engine process died by SIGSEGV" in failed.reason
         assert failed.result is not None and failed.result.incomplete and failed.result.bytes > 0
         assert any("Fatal Python error" in line for line in failed.detail), failed.detail

@@ -10,7 +10,7 @@ import pytest
 from tui_helpers import Messages, screen_text, until_shown, wait_for
 
 from xferscope.app.app import XferscopeApp
-from xferscope.app.messages import BatchFinished, RunFailed, RunFinished, SamplesArrived
+from xferscope.app.messages import BatchFinished, RunFailedMessage, RunFinished, SamplesArrived
 from xferscope.commands.tui import console_options
 from xferscope.engines.registry import unavailable_reason
 
@@ -47,7 +47,7 @@ async def test_embedded_default_compares_host_with_the_gpu_paths(direct_dir):
 
         await wait_for(pilot, every_path_has_its_row)
         table = screen_text(app)
-    failed = [(m.record.spec.path, m.reason) for m in msgs.of(RunFailed)]
+    failed = [(m.record.spec.path, m.reason) for m in msgs.of(RunFailedMessage)]
     assert not failed, failed
     finished = {m.record.spec.path: m.result for m in msgs.of(RunFinished)}
     assert set(finished) == set(options.values.paths)

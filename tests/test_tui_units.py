@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from xferscope.app import figures
-from xferscope.app.braille import Series, bar, columns, nice_ceiling, plot
+from xferscope.app.braille import Curve, bar, columns, nice_ceiling, plot
 from xferscope.app.mem_model import MEM_FIELD_CONTROL, MemFormValues, build_mem_spec, curve_rows, mlc_row
 from xferscope.app.session import Batch, SampleBuffer, new_records
 from xferscope.app.setup_model import FIELD_CONTROL, FormValues, build_specs
@@ -17,7 +17,7 @@ from xferscope.spec import RunSpec
 
 
 def test_braille_line_rises_from_bottom_left_to_top_right():
-    grid = plot([Series("a", [(0, 0.0), (1, 10.0)], "red")], width=4, height=2, x_range=(0, 1), y_max=10)
+    grid = plot([Curve("a", [(0, 0.0), (1, 10.0)], "red")], width=4, height=2, x_range=(0, 1), y_max=10)
     cells = ["".join(ch for ch, _ in row) for row in grid]
     assert cells[1][0] != " " and cells[0][0] == " "  # starts at the bottom left
     assert cells[0][-1] != " " and cells[1][-1] == " "  # ends at the top right

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from xferscope.workloads.common.level import Figures, told_apart
+from xferscope.workloads.common.level import RoundFigures, told_apart
 from xferscope.workloads.common.side_by_side import entries
 
 
-def figures(values: list[float]) -> Figures:
-    return Figures(values, min(values), sorted(values)[len(values) // 2], max(values), len(values))
+def figures(values: list[float]) -> RoundFigures:
+    return RoundFigures(values, min(values), sorted(values)[len(values) // 2], max(values), len(values))
 
 
 def test_rounds_that_drift_together_are_told_apart_round_by_round_though_their_ranges_overlap():

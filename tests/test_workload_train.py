@@ -415,10 +415,10 @@ def test_ctrl_c_keeps_the_figures_and_removes_the_set(set_dir, tmp_path, no_gpu)
 
 
 def test_ranking_puts_sustained_accelerators_first_and_marks_level_entries():
-    from xferscope.workloads.train.train_compare import Entry, rank
+    from xferscope.workloads.train.train_compare import TrainEntry, rank
 
     def entry(label, au, lo, hi, sustained=None):
-        return Entry(
+        return TrainEntry(
             label=label,
             source="xferscope",
             workload="unet3d",

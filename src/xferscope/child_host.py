@@ -14,7 +14,7 @@ process serves the same way with what it has opened (an engine kept for the next
 ``serve_with(channel, make_work)`` reads the job and runs ``make_work(job)``, a ``Work``: ``build(talk)`` sets it
 up outside the timed region (``talk.send`` for progress, ``talk.ask`` to send a message and wait for the parent's
 answer, one of ``commands``); ``ready()`` is the message that says it is set up; ``run(stop, send)`` measures and
-returns an ``Outcome`` (or raises, before it measured anything: ``Failed``); ``interrupt()`` is told of a stop
+returns an ``WorkOutcome`` (or raises, before it measured anything: ``Failed``); ``interrupt()`` is told of a stop
 the moment it comes; ``close()`` frees what it holds and names the files it could not remove. When the parent is
 gone the work stops and closes, or, if it cannot within ``ORPHAN_GRACE_S``, ``abandon()`` removes what it made,
 and the process leaves.
@@ -38,7 +38,7 @@ from xferscope.isolation import Channel, ParentGone, error_to_wire
 ORPHAN_GRACE_S = 15.0
 
 
-class Outcome(NamedTuple):
+class WorkOutcome(NamedTuple):
     """What a run gives: what it measured, its error, and whether its workers would not stop (left behind)."""
 
     payload: Any
@@ -80,7 +80,7 @@ class Work:
         """The message that says the work is set up (``child_messages.Ready``, or the work's own)."""
         raise NotImplementedError
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> Outcome:
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> WorkOutcome:
         raise NotImplementedError
 
     def interrupt(self) -> None:

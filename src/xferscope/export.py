@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 from xferscope import records
-from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, WorkerResult
+from xferscope.engines.base import DoneTotals, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
 from xferscope.safe_write import write_output
 from xferscope.spec import RunSpec
@@ -109,7 +109,7 @@ def _latency(s: LatencySummary | None) -> records.Latency | None:
     return records.Latency(**vars(s)) if s is not None else None
 
 
-def _done_point(p: DonePoint | None) -> records.DonePoint | None:
+def _done_point(p: DoneTotals | None) -> records.DonePoint | None:
     if p is None:
         return None
     return records.DonePoint(
@@ -194,8 +194,8 @@ def _lat_or_nan(rec: records.Latency | None) -> LatencySummary:
     return LatencySummary(*[math.nan if v is None else float(v) for v in values])
 
 
-def _done(rec: records.DonePoint | None) -> DonePoint | None:
-    return DonePoint(rec.seconds, rec.bytes, rec.ops) if rec is not None else None
+def _done(rec: records.DonePoint | None) -> DoneTotals | None:
+    return DoneTotals(rec.seconds, rec.bytes, rec.ops) if rec is not None else None
 
 
 def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:

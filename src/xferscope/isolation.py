@@ -17,7 +17,7 @@ the kernel sends it SIGTERM when the thread that started it ends
 Either way it raises ``ParentGone`` in its main thread, so that it can stop and
 remove its files before it leaves.
 
-``Worker.call(target, *args)`` runs a function in a child and returns its result (the
+``CallWorker.call(target, *args)`` runs a function in a child and returns its result (the
 child answers call after call; ``call`` uses one for one call): a crash there
 raises ``ChildDied`` here, naming the signal, and the next call starts a new child.
 """
@@ -401,7 +401,7 @@ class Child:
         return ChildDied(self.what, how, name, self.stderr_tail())
 
 
-class Worker:
+class CallWorker:
     """A child that answers calls one after another (``call(target, *args)``); when it dies, that call
     raises ``ChildDied`` and the next one starts a new child. ``close()`` ends it."""
 
@@ -446,7 +446,7 @@ class Worker:
             self._child.end(grace_s=5.0)
             self._child = None
 
-    def __enter__(self) -> Worker:
+    def __enter__(self) -> CallWorker:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -456,8 +456,8 @@ class Worker:
 def call(
     target: Callable[..., Any], *args: Any, what: str, timeout: float | None = None, env: dict[str, str] | None = None
 ) -> Any:
-    """``target(*args)`` in a short-lived child of its own (see ``Worker.call``)."""
-    with Worker(what, env) as worker:
+    """``target(*args)`` in a short-lived child of its own (see ``CallWorker.call``)."""
+    with CallWorker(what, env) as worker:
         return worker.call(target, *args, timeout=timeout)
 
 
@@ -500,7 +500,7 @@ def child_main(argv: list[str]) -> None:
 
 
 def _serve_calls(channel: Channel) -> None:
-    """The child of a ``Worker``: answer requests until the channel closes, then leave at once (no exit
+    """The child of a ``CallWorker``: answer requests until the channel closes, then leave at once (no exit
     handlers: a library's teardown that crashes must not turn good answers into a crash)."""
     try:
         while True:

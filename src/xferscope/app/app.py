@@ -21,7 +21,7 @@ from xferscope.app.messages import (
     PrepareProgressed,
     ResultsLoaded,
     RoundAdded,
-    RunFailed,
+    RunFailedMessage,
     RunFinished,
     RunPreparing,
     RunStarted,
@@ -104,7 +104,7 @@ class _PostEvents:
         self.app.post_message(RunFinished(record, result))
 
     def failed(self, record, reason, result, detail=None):
-        self.app.post_message(RunFailed(record, reason, result, tuple(detail or ())))
+        self.app.post_message(RunFailedMessage(record, reason, result, tuple(detail or ())))
 
     def stopped(self, record):
         self.app.post_message(RunStopped(record))
@@ -410,7 +410,7 @@ class XferscopeApp(App):
         interrupted = message.result.status == "interrupted"
         self._ended(message.record, message.result, "stopped" if interrupted else "finished")
 
-    def on_run_failed(self, message: RunFailed) -> None:
+    def on_run_failed_message(self, message: RunFailedMessage) -> None:
         record = message.record
         record.error = message.reason
         record.error_detail = list(message.detail)

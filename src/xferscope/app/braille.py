@@ -19,7 +19,7 @@ _BITS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))
 
 
 @dataclass(frozen=True)
-class Series:
+class Curve:
     name: str
     points: Sequence[tuple[float, float]]  # (x, y), x ascending
     color: str
@@ -60,7 +60,7 @@ def columns(points: Sequence[tuple[float, float]], x0: float, x1: float, ncols: 
 
 
 def plot(
-    series: Sequence[Series], width: int, height: int, x_range: tuple[float, float], y_max: float
+    series: Sequence[Curve], width: int, height: int, x_range: tuple[float, float], y_max: float
 ) -> list[list[tuple[str, str | None]]]:
     """A ``height`` x ``width`` grid of (character, colour) cells; y runs from 0 (bottom) to ``y_max``."""
     dots_x, dots_y = width * 2, height * 4

@@ -52,7 +52,7 @@ class RunFinished(Message):
 
 
 @dataclass
-class RunFailed(Message):
+class RunFailedMessage(Message):
     """The run could not start, or its engine reported an error, or its engine's process died; ``result``
     holds what was measured, ``detail`` what else explains it (the process's last lines, cuFile's log)."""
 
@@ -103,7 +103,7 @@ class ResultsLoaded(Message):
 
 @dataclass
 class MemPointMeasured(Message, bubble=False):
-    """One point of a memory sweep (``xferscope.memory.sweep.MemPoint``), as soon as it is measured."""
+    """One point of a memory sweep (``xferscope.memory.result.MemPointResult``), as soon as it is measured."""
 
     point: object
 

@@ -13,7 +13,7 @@ from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 from xferscope.saturate.ceilings import verdict_line
 from xferscope.saturate.execute import PointMeasured, SaturationOutcome, SeriesFinished, SeriesOutcome
 from xferscope.saturate.plan import DEFAULT_DURATION, SaturatePlan, Series, plan_from
-from xferscope.saturate.search import MIN_ROUNDS, Point, Shape, knee_of
+from xferscope.saturate.search import MIN_ROUNDS, InFlight, Point, knee_of
 from xferscope.spec import PATHS, RunSpec
 from xferscope.units import format_size, parse_duration, parse_size
 
@@ -117,11 +117,11 @@ def in_flight(x: float) -> str:
 @dataclass
 class SeriesView:
     series: Series
-    points: dict[Shape, Point] = field(default_factory=dict)
+    points: dict[InFlight, Point] = field(default_factory=dict)
     outcome: SeriesOutcome | None = None
 
     @property
-    def knee(self) -> Shape | None:
+    def knee(self) -> InFlight | None:
         if self.outcome is not None:
             return self.outcome.found.knee
         return knee_of(list(self.points.values()))[0]
@@ -200,7 +200,7 @@ class SaturationState:
                 out.append((v.series, f"{v.series.label}: {o.error}", ()))
         return out
 
-    def rows(self) -> list[tuple[Series, Shape, Point, str]]:
+    def rows(self) -> list[tuple[Series, InFlight, Point, str]]:
         """One row per measured point: (series, shape, point, "knee"/"").."""
         out = []
         for v in self.views:

@@ -17,7 +17,7 @@ import math
 from typing import Any
 
 from xferscope.cluster.aggregate import LiveAggregate, RankState, first_done_time, host_system_cpu
-from xferscope.engines.base import DonePoint, RunResult, Sample, WorkerResult
+from xferscope.engines.base import DoneTotals, RunResult, Sample, WorkerResult
 from xferscope.export import result_from_record
 from xferscope.records import ClusterFacts, RankRow, RunEnvironment
 from xferscope.run.local_run import _latency
@@ -139,10 +139,10 @@ def merged_result(
     first = None
     if t_first is not None:
         at = [st.value_at(t_first) for st in states]
-        first = DonePoint(t_first, sum(b for b, _ in at), sum(o for _, o in at))
+        first = DoneTotals(t_first, sum(b for b, _ in at), sum(o for _, o in at))
     last = None
     if all(owns[st.rank] and owns[st.rank].last_done for st in states):
-        last = DonePoint(max(owns[st.rank].last_done.seconds for st in states), nbytes, ops)
+        last = DoneTotals(max(owns[st.rank].last_done.seconds for st in states), nbytes, ops)
 
     labels = list(dict.fromkeys(label for own in owns.values() if own for label in own.labels))
     status, error = _status(states)

@@ -35,7 +35,7 @@ from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeE
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.run.scratch import SweepScratch
 from xferscope.spec import RunSpec
-from xferscope.sweep.execute import Sweep
+from xferscope.sweep.execute import SweepRun
 from xferscope.units import format_size
 
 INTERRUPTED = "interrupted"
@@ -105,7 +105,7 @@ class RankScratch:
             self.temp_dir = None
 
 
-class ClusterSweep(Sweep):
+class ClusterSweep(SweepRun):
     """Rank 0's sweep: each repetition announced to every rank, then run on all of them."""
 
     stop_on_failure = True

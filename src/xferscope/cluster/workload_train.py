@@ -57,7 +57,7 @@ def rank_spec(spec: TrainSpec, layout: Layout, gpu_text: str | None, accelerator
     ).validate()
 
 
-class TrainJob:
+class TrainRankJob:
     """The steps of ``workload train --mpi`` on one rank."""
 
     def __init__(
@@ -130,7 +130,7 @@ class TrainJob:
 class _Search:
     """``--find-max`` (or one run) after the data set is placed: what ``run_on_every_rank`` runs."""
 
-    def __init__(self, job: TrainJob, find_max: bool, upper: int, live: bool):
+    def __init__(self, job: TrainRankJob, find_max: bool, upper: int, live: bool):
         self.job, self.find_max, self.upper, self.live = job, find_max, upper, live
 
     def run(self) -> TrainResult | FindMaxResult:
@@ -165,7 +165,7 @@ def train_mpi(
     def job_of(ranks: WorkloadRanks, spec: TrainSpec, live: bool) -> _Search:
         size[0] = ranks.layout.size
         ticks = tick_line(f"rank 0 of {ranks.layout.size}") if live else None
-        return _Search(TrainJob(ranks, TrainSession(spec), gpu_text, ticks), find_max, upper, live)
+        return _Search(TrainRankJob(ranks, TrainSession(spec), gpu_text, ticks), find_max, upper, live)
 
     def emit(result: TrainResult | FindMaxResult) -> int:
         lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None

@@ -186,13 +186,13 @@ def _specs(paths: str, options: SpecOptions, skip_unavailable: bool) -> list:
     return specs
 
 
-class Outcome:
+class RoundsOutcome:
     def __init__(self):
         self.interrupted = False
         self.failed: set[int] = set()  # slots whose run failed (not run again in later rounds)
 
 
-def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
+def run_comparison(comp, *, drop_cache: bool, live: bool) -> RoundsOutcome:
     """Prepare the dataset once, then run the plan round by round, filling ``comp``; the dataset is removed
     at the end, also on Ctrl-C or failure. Prints the plan, the page-cache warning and failures on stderr."""
     from xferscope.commands.compare_progress import RoundsProgress, plan_text
@@ -200,7 +200,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> Outcome:
     from xferscope.run.runner import EngineDied, Run
     from xferscope.target import Interrupted
 
-    outcome = Outcome()
+    outcome = RoundsOutcome()
     dataset = SharedDataset(comp.specs[0])
     dataset.plan()
     typer.echo(f"xferscope: {plan_text(comp, dataset.size, dataset.to_fill)}", err=True)

@@ -193,7 +193,7 @@ def replay_command(profile_name: ProfileArg, options: ReplayOptions) -> None:
     (a saturate profile runs its knee searches, as `xferscope saturate --profile NAME`)."""
     from xferscope.output.sweep import SweepProgress, print_plan
     from xferscope.profiles import load_profile
-    from xferscope.sweep import Sweep
+    from xferscope.sweep import SweepRun
 
     o = options
     try:
@@ -222,7 +222,7 @@ def replay_command(profile_name: ProfileArg, options: ReplayOptions) -> None:
         )
     plan = plan_replay(profile_name, o.duration, o.reps, sets, o.directory, o.file, o.results, o.against)
     progress = SweepProgress(plan.profile.point_count)
-    sweep = Sweep(plan.profile, plan.results_path, listener=progress)
+    sweep = SweepRun(plan.profile, plan.results_path, listener=progress)
     if o.dry_run:
         print_plan(sweep, plan.results_path)
         return

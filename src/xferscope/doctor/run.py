@@ -44,10 +44,10 @@ class _NativeSide:
 
     def __init__(self) -> None:
         from xferscope.engines import cufile_driver
-        from xferscope.isolation import Worker
+        from xferscope.isolation import CallWorker
 
         env, self.log = cufile_driver.child_env("cufile")
-        self.worker = Worker("doctor's GPU checks", env=env)
+        self.worker = CallWorker("doctor's GPU checks", env=env)
 
     def call(self, fn: Callable[..., Any], what: str, *args):
         """(value, None), or (None, a failed Check naming the signal) when its process died."""

@@ -189,7 +189,7 @@ class WorkerResult:
 
 
 @dataclass
-class DonePoint:
+class DoneTotals:
     """elbencho's first-done / last-done: all workers' totals when the first (last) one finished."""
 
     seconds: float
@@ -223,8 +223,8 @@ class RunResult:
     write_latency_us: LatencySummary | None
     cpu: dict[str, float]
     workers: list[WorkerResult]
-    first_done: DonePoint | None
-    last_done: DonePoint | None
+    first_done: DoneTotals | None
+    last_done: DoneTotals | None
     environment: RunEnvironment
     labels: list[str]
     samples: list[Sample] = field(default_factory=list)

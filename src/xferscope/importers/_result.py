@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from xferscope.engines.base import DonePoint, LatencySummary, RunResult, WorkerResult
+from xferscope.engines.base import DoneTotals, LatencySummary, RunResult, WorkerResult
 from xferscope.errors import FormatError, SpecError
 from xferscope.records import RunEnvironment
 from xferscope.spec import RunSpec
@@ -49,8 +49,8 @@ def imported_result(
     write_latency_us: LatencySummary | None = None,
     cpu: dict[str, float] | None = None,
     workers: list[WorkerResult] | None = None,
-    first_done: DonePoint | None = None,
-    last_done: DonePoint | None = None,
+    first_done: DoneTotals | None = None,
+    last_done: DoneTotals | None = None,
     environment: RunEnvironment | None = None,
     labels: list[str] | None = None,
     error: str | None = None,

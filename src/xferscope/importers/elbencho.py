@@ -24,7 +24,7 @@ import re
 import shlex
 from collections.abc import Callable
 
-from xferscope.engines.base import DonePoint, LatencySummary, RunResult
+from xferscope.engines.base import DoneTotals, LatencySummary, RunResult
 from xferscope.errors import FormatError
 from xferscope.importers._result import checked_spec, imported_result, latency, read_text
 from xferscope.records import RunEnvironment
@@ -130,8 +130,8 @@ def _row_result(row: dict[str, str], kind: tuple[str, int | None], where: str, l
         read_latency_us=read_lat,
         write_latency_us=io_lat if mixed else None,
         cpu=cpu,
-        first_done=DonePoint(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
-        last_done=DonePoint(t_last, int(main_last + read_last), main_ops + read_ops),
+        first_done=DoneTotals(t_first, int(main_first + read_first), first_ops) if t_first > 0 else None,
+        last_done=DoneTotals(t_last, int(main_last + read_last), main_ops + read_ops),
         environment=_row_environment(row),
         labels=[label] if label else [],
     )

@@ -22,7 +22,7 @@ from xferscope.errors import EngineUnavailable, RunFailed
 from xferscope.memory.machine import allowed_cpus, format_cpu_list, llc_bytes
 from xferscope.memory.mlc_text import MlcParser
 from xferscope.memory.plan import curve_sizes_for
-from xferscope.memory.result import CURVE, IDLE, MemPoint
+from xferscope.memory.result import CURVE, IDLE, MemPointResult
 from xferscope.memory.spec import DEFAULT_DELAYS, WHOLE, MemSpec
 from xferscope.records import MemEnvironment
 
@@ -132,7 +132,7 @@ class MlcRunner:
             if self._proc and self._proc.poll() is None:
                 self._proc.terminate()
 
-    def points(self, cancel: threading.Event) -> Iterator[MemPoint]:
+    def points(self, cancel: threading.Event) -> Iterator[MemPointResult]:
         spec = self.spec
         with tempfile.TemporaryDirectory(prefix="xferscope-mlc-") as tmp:
             delays_file = os.path.join(tmp, "delays.txt")
@@ -166,7 +166,7 @@ class MlcRunner:
                     cmd = loaded_latency_command(self.mlc, spec, traffic, stride, delays_file)
                     yield from self._run(cmd, traffic, stride, cancel)
 
-    def _peak(self, cancel: threading.Event) -> Iterator[MemPoint]:
+    def _peak(self, cancel: threading.Event) -> Iterator[MemPointResult]:
         got = []
         for point in self._run(peak_bandwidth_command(self.mlc, self.spec), None, None, cancel):
             if point.traffic in self.spec.traffic_types:
@@ -178,7 +178,7 @@ class MlcRunner:
 
     def _run(
         self, cmd: list[str], traffic: str | None, stride: int | None, cancel: threading.Event, size: int | None = None
-    ) -> Iterator[MemPoint]:
+    ) -> Iterator[MemPointResult]:
         self.environment["mlc_commands"].append(" ".join(cmd))
         parser = MlcParser(" ".join(cmd))
         parser.learn_flags(cmd[1:])

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 
 from xferscope.errors import FormatError
-from xferscope.memory.result import IDLE, MemPoint, MemResult, sanity_warnings
+from xferscope.memory.result import IDLE, MemPointResult, MemResult, sanity_warnings
 from xferscope.records import MemEnvironment
 
 # MLC's peak-injection labels and the traffic types they are.
@@ -60,7 +60,7 @@ class MlcParser:
         self.source = source
         self.section: str | None = None  # "idle", "peak", "loaded", "skip" or None before any
         self.lineno = 0
-        self.points: list[MemPoint] = []
+        self.points: list[MemPointResult] = []
         self.warnings: list[str] = []
         self.environment: MemEnvironment = {}
         self._matrix_nodes: list[int] | None = None
@@ -124,8 +124,8 @@ class MlcParser:
         """How mlc's latency thread moved, as mlc said: 'mlc random', 'mlc sequential', or 'mlc'."""
         return f"mlc {self.access}" if self.access else "mlc"
 
-    def _idle_point(self, latency: float, **where) -> MemPoint:
-        return MemPoint(
+    def _idle_point(self, latency: float, **where) -> MemPointResult:
+        return MemPointResult(
             delay=None,
             latency_ns=latency,
             latency_min_ns=None,
@@ -141,7 +141,7 @@ class MlcParser:
             **where,
         )
 
-    def _matrix_row(self, tokens: list[str], what: str) -> list[MemPoint]:
+    def _matrix_row(self, tokens: list[str], what: str) -> list[MemPointResult]:
         """A row of the latency or bandwidth matrix: a CPU node, then one value per memory node."""
         if not tokens[0].isdigit():
             if tokens[0].lower() in ("numa", "socket", "memory", "node"):
@@ -171,7 +171,7 @@ class MlcParser:
                 out.append(self._idle_point(value, cpu_node=cpu_node, mem_node=mem_node))
             else:
                 out.append(
-                    MemPoint(
+                    MemPointResult(
                         delay=0,
                         latency_ns=None,
                         latency_min_ns=None,
@@ -188,7 +188,7 @@ class MlcParser:
                 )
         return out
 
-    def _peak_row(self, line: str) -> list[MemPoint]:
+    def _peak_row(self, line: str) -> list[MemPointResult]:
         match = _PEAK_ROW.match(line)
         if not match:
             return []
@@ -199,7 +199,7 @@ class MlcParser:
         traffic = PEAK_LABELS.get(label.lower(), label)
         bw = float(value)
         return [
-            MemPoint(
+            MemPointResult(
                 delay=0,
                 latency_ns=None,
                 latency_min_ns=None,
@@ -213,13 +213,13 @@ class MlcParser:
             )
         ]
 
-    def _loaded_row(self, tokens: list[str]) -> list[MemPoint]:
+    def _loaded_row(self, tokens: list[str]) -> list[MemPointResult]:
         if len(tokens) != 3 or not _DELAY.match(tokens[0]) or not all(_NUMBER.match(t) for t in tokens[1:]):
             raise self._fail(
                 f"loaded latency row needs a delay, a latency (ns) and a bandwidth (MB/sec), got {' '.join(tokens)!r}"
             )
         return [
-            MemPoint(
+            MemPointResult(
                 delay=int(tokens[0]),
                 latency_ns=float(tokens[1]),
                 latency_min_ns=None,
@@ -237,7 +237,7 @@ class MlcParser:
 
     # -- one line
 
-    def feed(self, raw: str) -> list[MemPoint]:
+    def feed(self, raw: str) -> list[MemPointResult]:
         self.lineno += 1
         line = raw.strip().strip("|").strip()
         if not line:
@@ -246,7 +246,7 @@ class MlcParser:
         self.points.extend(new)
         return new
 
-    def _line(self, line: str) -> list[MemPoint]:
+    def _line(self, line: str) -> list[MemPointResult]:
         low = line.lower()
         if line.startswith("***"):
             self.warnings.append("mlc: " + line.lstrip("*").strip())

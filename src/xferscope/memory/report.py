@@ -13,7 +13,7 @@ from typing import TextIO
 from xferscope.memory.result import (
     IDLE,
     WHOLE_BUFFER,
-    MemPoint,
+    MemPointResult,
     MemResult,
     cache_plateaus,
     result_json,
@@ -36,9 +36,9 @@ TRAFFIC_LABELS = {
 }
 
 
-def _series(points: list[MemPoint]) -> list[list[MemPoint]]:
+def _series(points: list[MemPointResult]) -> list[list[MemPointResult]]:
     """Consecutive runs of one traffic type and stride with rising delays."""
-    runs: list[list[MemPoint]] = []
+    runs: list[list[MemPointResult]] = []
     for p in points:
         last = runs[-1][-1] if runs else None
         if last and (last.traffic, last.stride) == (p.traffic, p.stride) and (p.delay or 0) > (last.delay or 0):
@@ -56,7 +56,7 @@ def _where(*parts: str | None) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def idle_text(point: MemPoint, whole: MemPoint | None = None) -> str:
+def idle_text(point: MemPointResult, whole: MemPointResult | None = None) -> str:
     """'185.80 ns (64-page locality; whole-buffer 655.30 ns)'; the locality alone when there is no pair."""
     inside = locality_text(point.locality)
     if whole is not None and whole.latency_ns is not None:
@@ -95,7 +95,7 @@ def _idle_lines(result: MemResult) -> list[str]:
     return out
 
 
-def _peak_lines(peak: list[MemPoint]) -> list[str]:
+def _peak_lines(peak: list[MemPointResult]) -> list[str]:
     """One table, as `mlc --max_bandwidth` prints it."""
     first = peak[0]
     out = [f"Maximum bandwidth (MB/sec, 1 MB = 10^6 bytes), {_stride_text(first.stride)}, {first.backend}"]
@@ -121,7 +121,7 @@ def _curve_lines(result: MemResult) -> list[str]:
     """lmbench's lat_mem_rd table, the sysfs cache sizes marked between the rows, then the plateaus."""
     caches = list(result.environment.get("caches") or [])
     out: list[str] = []
-    by_stride: dict[int | None, list[MemPoint]] = {}
+    by_stride: dict[int | None, list[MemPointResult]] = {}
     for p in result.cache_curve:
         by_stride.setdefault(p.stride, []).append(p)
     for stride, points in by_stride.items():
@@ -321,7 +321,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     levels = list(dict.fromkeys(level for p in plateaus for level in p))
     for level in levels:
         add(f"curve plateau {level} (ns)", [_f(p.get(level), "{:.2f}") for p in plateaus])
-    curves: dict[tuple, list[list[MemPoint]]] = {}
+    curves: dict[tuple, list[list[MemPointResult]]] = {}
     for k, r in enumerate(results):
         for run in _series(r.loaded_points):
             series = (run[0].traffic, run[0].stride)

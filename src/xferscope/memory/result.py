@@ -1,4 +1,4 @@
-"""What a memory sweep (or an imported MLC output) produced: ``MemPoint``, ``MemResult``, their files,
+"""What a memory sweep (or an imported MLC output) produced: ``MemPointResult``, ``MemResult``, their files,
 and the sanity checks of a trustworthy curve."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ WHOLE_BUFFER = "whole-buffer"  # the locality label of a chase over the whole bu
 
 
 @dataclass(frozen=True)
-class MemPoint:
+class MemPointResult:
     """One measured point. Bandwidths in MB/s with 1 MB = 10^6 bytes; None where not measured."""
 
     delay: int | None
@@ -91,7 +91,7 @@ def _cell(value: Any, fmt: str) -> str:
 class MemResult:
     """Everything one sweep (or one imported MLC output) produced."""
 
-    points: list[MemPoint] = field(default_factory=list)
+    points: list[MemPointResult] = field(default_factory=list)
     backend: str = "builtin"
     thp_coverage: float | None = None  # fraction of the buffers backed by huge pages (of any kind)
     warnings: list[str] = field(default_factory=list)
@@ -107,11 +107,11 @@ class MemResult:
     # -- the kinds of points
 
     @property
-    def idle_points(self) -> list[MemPoint]:
+    def idle_points(self) -> list[MemPointResult]:
         """Idle latency (outside a NUMA matrix): the chosen locality first, then the whole buffer."""
         return [p for p in self.points if p.traffic == IDLE and not p.in_matrix]
 
-    def _idle(self, whole: bool) -> MemPoint | None:
+    def _idle(self, whole: bool) -> MemPointResult | None:
         idle = [p for p in self.idle_points if p.latency_ns is not None]
         if not idle:
             local = [p for p in self.points if p.traffic == IDLE and p.in_matrix and p.cpu_node == p.mem_node]
@@ -145,24 +145,24 @@ class MemResult:
         return point.latency_ns if point else None
 
     @property
-    def curve_points(self) -> list[MemPoint]:
+    def curve_points(self) -> list[MemPointResult]:
         """Loaded-latency and peak-bandwidth points (neither idle, nor the cache curve, nor a matrix cell)."""
         return [p for p in self.points if p.traffic not in (IDLE, CURVE) and not p.in_matrix]
 
     @property
-    def loaded_points(self) -> list[MemPoint]:
+    def loaded_points(self) -> list[MemPointResult]:
         return [p for p in self.curve_points if p.latency_ns is not None]
 
     @property
-    def peak_points(self) -> list[MemPoint]:
+    def peak_points(self) -> list[MemPointResult]:
         return [p for p in self.curve_points if p.latency_ns is None]
 
     @property
-    def cache_curve(self) -> list[MemPoint]:
+    def cache_curve(self) -> list[MemPointResult]:
         return [p for p in self.points if p.traffic == CURVE]
 
     @property
-    def matrix_points(self) -> list[MemPoint]:
+    def matrix_points(self) -> list[MemPointResult]:
         return [p for p in self.points if p.in_matrix]
 
     def matrix(self) -> records.NumaMatrix | None:
@@ -239,7 +239,7 @@ def result_from_record(rec: records.MemSweep, where: str) -> MemResult:
             raise FormatError(where, None, "a memory point without a traffic type")
         values = msgspec.structs.asdict(p)
         values["backend"] = p.backend or rec.backend
-        points.append(MemPoint(**values))
+        points.append(MemPointResult(**values))
     spec = None
     if rec.spec is not None:
         known = {f.name for f in fields(MemSpec)}
@@ -291,7 +291,7 @@ PLATEAU_BAND = 1.25
 PLATEAU_RISE = 1.2
 
 
-def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[records.CacheSize]) -> list[records.Plateau]:
+def cache_plateaus(points: Iterable[MemPointResult], caches: Iterable[records.CacheSize]) -> list[records.Plateau]:
     """The curve's plateaus, found in the measurements (not assumed from the cache sizes): runs of consecutive
     working sets whose latencies stay within PLATEAU_BAND of the run's median, at least three sets over at
     least a doubling of the working set, the transitions between them left out; runs that differ less than PLATEAU_RISE are one plateau. Each is named
@@ -351,7 +351,7 @@ def rising_plateaus(plateaus: list[records.Plateau]) -> int:
 IDLE_RANGE_NS = (60.0, 200.0)
 
 
-def sanity_warnings(points: list[MemPoint]) -> list[str]:
+def sanity_warnings(points: list[MemPointResult]) -> list[str]:
     """The checks of a trustworthy curve; each is a warning, never a failure."""
     out: list[str] = []
     idle_of: dict[tuple[int | None, str | None], float] = {}
@@ -399,8 +399,8 @@ def sanity_warnings(points: list[MemPoint]) -> list[str]:
     return out
 
 
-def group_series(points: Iterable[MemPoint]) -> dict[tuple[str, int | None], list[MemPoint]]:
-    groups: dict[tuple[str, int | None], list[MemPoint]] = {}
+def group_series(points: Iterable[MemPointResult]) -> dict[tuple[str, int | None], list[MemPointResult]]:
+    groups: dict[tuple[str, int | None], list[MemPointResult]] = {}
     for p in points:
         groups.setdefault((p.traffic, p.stride), []).append(p)
     return groups

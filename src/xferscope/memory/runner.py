@@ -1,7 +1,7 @@
 """A memory sweep with its engine in a process of its own: a crash there is a failed sweep here.
 
 ``MemRun(spec)`` is what ``xferscope mem``, the console's Memory view and sweeps use.
-It offers what ``xferscope.memory.sweep.MemSweep`` offers (iterate it, or ``async for``;
+It offers what ``xferscope.memory.sweep.MemSweepRun`` offers (iterate it, or ``async for``;
 ``run``, ``cancel``, ``result``, ``expected_points``), while the sweep itself, and the
 native core ``_memcore`` it drives, run in a child (``serve``: the one child host of
 ``xferscope.child_host``), driven from here by ``xferscope.child_driver``, as the I/O
@@ -14,7 +14,7 @@ new process.
 What passes over the channel (parent -> child on the left; ``child_messages`` and the two below):
 
     MemSpec                     SweepReady(the spec validated, expected points) or Failed
-    Start                       PointMeasured(MemPoint, environment)… as each is measured
+    Start                       SweptMemPoint(MemPointResult, environment)… as each is measured
     Stop (any time)             Ended(MemResult, error=None, or the sweep's error)
     Close (any time)            Closed
 
@@ -35,7 +35,7 @@ from xferscope import child_host
 from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Start
 from xferscope.isolation import Channel, error_from_wire
-from xferscope.memory.sweep import MemPoint, MemResult, MemSpec, MemSweep, PointStream, finish_result
+from xferscope.memory.sweep import MemPointResult, MemResult, MemSpec, MemSweepRun, PointStream, finish_result
 from xferscope.records import MemEnvironment
 
 
@@ -46,10 +46,10 @@ class SweepReady(msgspec.Struct, frozen=True):
     expected: int
 
 
-class PointMeasured(msgspec.Struct, frozen=True):
+class SweptMemPoint(msgspec.Struct, frozen=True):
     """One point, and the sweep's environment as it stands."""
 
-    point: MemPoint
+    point: MemPointResult
     environment: MemEnvironment
 
 
@@ -70,7 +70,7 @@ class MemRun(PointStream):
         self._lock = threading.Lock()
         self._expected = 0
         d = self._driver = ChildDriver(
-            "mem engine", progress=(PointMeasured,), on_progress=self._point, on_over=self._tell_end, died=self._died
+            "mem engine", progress=(SweptMemPoint,), on_progress=self._point, on_over=self._tell_end, died=self._died
         )
         try:
             d.launch(serve, thread_death_signal=False)
@@ -116,7 +116,7 @@ class MemRun(PointStream):
         assert self._driver.reader is not None
         return self._driver.reader
 
-    def _point(self, message: PointMeasured) -> None:
+    def _point(self, message: SweptMemPoint) -> None:
         self.result.environment.update(message.environment)
         self.result.points.append(message.point)
         if self._post is not None:
@@ -188,7 +188,7 @@ class SweepWork(child_host.Work):
     measured, the result at the end."""
 
     def __init__(self, spec: MemSpec):
-        self.sweep = MemSweep(spec)
+        self.sweep = MemSweepRun(spec)
         self.expected = self.sweep.expected_points()
 
     def ready(self) -> SweepReady:
@@ -197,16 +197,16 @@ class SweepWork(child_host.Work):
     def interrupt(self) -> None:
         self.sweep.cancel()
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.WorkOutcome:
         sweep = self.sweep
         if stop.is_set():
-            return child_host.Outcome(None)
+            return child_host.WorkOutcome(None)
         try:
             for point in sweep:
-                send(PointMeasured(point, sweep.result.environment.copy()))
-            return child_host.Outcome(sweep.result)
+                send(SweptMemPoint(point, sweep.result.environment.copy()))
+            return child_host.WorkOutcome(sweep.result)
         except Exception as exc:  # the sweep's failure, with what it measured
-            return child_host.Outcome(sweep.result, exc)
+            return child_host.WorkOutcome(sweep.result, exc)
 
 
 def serve(channel: Channel) -> None:

@@ -1,7 +1,7 @@
 """Memory sweeps: latency under load and peak bandwidth, measured the way Intel MLC does.
 
-A ``MemSpec`` says what to measure; ``MemSweep(spec)`` measures it and streams one
-``MemPoint`` per injection delay (or per traffic type in peak mode) as soon as it
+A ``MemSpec`` says what to measure; ``MemSweepRun(spec)`` measures it and streams one
+``MemPointResult`` per injection delay (or per traffic type in peak mode) as soon as it
 is measured, through a blocking iterator or ``async for``; ``cancel()`` stops it
 within a second. The built-in backend runs the native core ``xferscope._memcore``
 (pinned threads, GIL released); the ``mlc`` backend runs Intel's binary
@@ -54,7 +54,7 @@ from xferscope.memory.result import (
     CSV_COLUMNS,
     CURVE,
     IDLE,
-    MemPoint,
+    MemPointResult,
     MemResult,
     csv_text,
     group_series,
@@ -101,7 +101,7 @@ def point_from_windows(
     ns_per_iter: float | None,
     latency: bool,
     bandwidth: bool,
-) -> MemPoint | None:
+) -> MemPointResult | None:
     """Median latency (and its min/max) and median bandwidth over complete sub-windows.
 
     A window is (ns, chase steps, load steps[, ns the latency thread ran]). Latency is window time per load,
@@ -122,7 +122,7 @@ def point_from_windows(
     total = statistics.median(bw) if bw else None
     read = total * read_bytes / step_bytes if total is not None and step_bytes else None
     write = total * write_bytes / step_bytes if total is not None and step_bytes else None
-    return MemPoint(
+    return MemPointResult(
         delay=delay,
         latency_ns=statistics.median(lat) if lat else None,
         latency_min_ns=min(lat) if lat else None,
@@ -144,7 +144,7 @@ def point_from_windows(
 
 class PointStream:
     """How a sweep's points reach its consumer: iterate it once (``for p in sweep``, or ``async for``), or
-    ``run()``. A subclass starts the work with ``_start(post)``, a thread that posts ("point", MemPoint) for
+    ``run()``. A subclass starts the work with ``_start(post)``, a thread that posts ("point", MemPointResult) for
     each point, then ("done", None) or ("error", exception); ``_wind_down(thread)`` runs once the consumer
     stops listening (the end, an error, Ctrl-C, a cancelled task)."""
 
@@ -161,7 +161,7 @@ class PointStream:
             self.cancel()
         worker.join()
 
-    def __iter__(self) -> Iterator[MemPoint]:
+    def __iter__(self) -> Iterator[MemPointResult]:
         inbox: queue.Queue = queue.Queue()
         worker = self._start(inbox.put)
         try:
@@ -196,7 +196,7 @@ class PointStream:
         finally:
             await asyncio.to_thread(self._wind_down, worker)
 
-    def run(self, on_point: Callable[[MemPoint], None] | None = None) -> MemResult:
+    def run(self, on_point: Callable[[MemPointResult], None] | None = None) -> MemResult:
         """Measure everything (blocking); call ``on_point`` for each point as it comes."""
         for point in self:
             if on_point:
@@ -204,7 +204,7 @@ class PointStream:
         return self.result
 
 
-class MemSweep(PointStream):
+class MemSweepRun(PointStream):
     """One sweep. Iterate it (``for p in sweep`` or ``async for p in sweep``) to run it; ``result`` after.
 
     The work runs in a thread of its own, so the consumer (the CLI's main thread,
@@ -278,7 +278,7 @@ class MemSweep(PointStream):
 
     def _start(self, post: Callable[[tuple[str, Any]], None]) -> threading.Thread:
         if self._used:
-            raise RuntimeError("a MemSweep runs once; make a new one")
+            raise RuntimeError("a MemSweepRun runs once; make a new one")
         self._used = True
 
         def work() -> None:
@@ -300,7 +300,7 @@ class MemSweep(PointStream):
     def _finish(self) -> None:
         finish_result(self.result, cancelled=self._cancel.is_set())
 
-    def _produce_mlc(self) -> Iterator[MemPoint]:
+    def _produce_mlc(self) -> Iterator[MemPointResult]:
         from xferscope.memory.mlc import MlcRunner
 
         runner = MlcRunner(self.spec, self._mlc_path)
@@ -317,7 +317,7 @@ class MemSweep(PointStream):
             self.result.environment.update(runner.environment)
             self.result.pages = runner.pages
 
-    def _produce_builtin(self) -> Iterator[MemPoint]:
+    def _produce_builtin(self) -> Iterator[MemPointResult]:
         spec, plan, core = self.spec, self._plan, self._memcore
         self.result.warnings.extend(plan.notes)
         self.result.pages = spec.pages
@@ -424,7 +424,7 @@ class MemSweep(PointStream):
 
     def _latency_point(
         self, session, stride: int, window: int, buffer: int, *, whole: bool = False, traffic: str = IDLE, **where
-    ) -> MemPoint | None:
+    ) -> MemPointResult | None:
         """An idle-latency point; ``window`` 0 is the whole buffer. A cache-curve point is named by the locality
         asked for even where its working set fits in one window (the chase is then one cycle over all of it)."""
         windows = self._measure(session, "R", None, loads=False, chase=True, whole=whole)
@@ -453,7 +453,7 @@ class MemSweep(PointStream):
             **where,
         )
 
-    def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+    def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
         spec, plan = self.spec, self._plan
         window = plan.window_for(spec, stride, plan.chase_bytes) if plan.chase_bytes else 0
         whole_too = bool(window) and spec.whole_idle and spec.mode != "peak"
@@ -506,7 +506,7 @@ class MemSweep(PointStream):
                         )
                     yield point
 
-    def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+    def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
         """lmbench's lat_mem_rd: one chase per working-set size, 4 KiB to several times the last-level cache."""
         spec, plan = self.spec, self._plan
         for size in plan.curve_sizes:
@@ -520,7 +520,7 @@ class MemSweep(PointStream):
                     return
                 yield point
 
-    def _matrix_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
+    def _matrix_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
         """MLC's --latency_matrix and --bandwidth_matrix: each node's CPUs against each node's memory."""
         spec, plan = self.spec, self._plan
         window = plan.window_for(spec, stride, plan.chase_bytes)
@@ -610,7 +610,7 @@ def finish_result(result: MemResult, *, cancelled: bool) -> None:
         result.notes.append(ONE_NODE_NOTE)
 
 
-def busy_warning(points: list[MemPoint]) -> str | None:
+def busy_warning(points: list[MemPointResult]) -> str | None:
     """One line when the latency thread lost its CPU in some windows (their time is not memory latency)."""
     timed = [p for p in points if p.latency_ns is not None and p.windows]
     short = sum(p.windows_short for p in timed)
@@ -697,10 +697,10 @@ __all__ = [
     "IDLE",
     "MODES",
     "MemPlan",
-    "MemPoint",
+    "MemPointResult",
     "MemResult",
     "MemSpec",
-    "MemSweep",
+    "MemSweepRun",
     "PointStream",
     "allowed_cpus",
     "csv_text",

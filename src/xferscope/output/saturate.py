@@ -98,14 +98,14 @@ def announce(plan) -> None:
 def run_and_report(plan, runner, *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Check that every path can run here, run the plan's searches with ``runner``, print the saturation,
     write its files, and end with its exit code (``typer.Exit``)."""
-    from xferscope.saturate.execute import Saturation, check_paths
+    from xferscope.saturate.execute import SaturationRun, check_paths
     from xferscope.saturate.record import storage_of
 
     check_paths(plan)
     storage, source = storage_of(plan)
     announce(plan)
     progress = SaturateProgress(sys.stderr.isatty() and fmt != "json", plan)
-    saturation = Saturation(plan, runner, listener=progress, storage=storage, storage_source=source)
+    saturation = SaturationRun(plan, runner, listener=progress, storage=storage, storage_source=source)
     try:
         from xferscope.run.engine_pool import kept_engines
 

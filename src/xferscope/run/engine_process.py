@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from xferscope import target as targets
-from xferscope.child_host import Outcome, Talk, Work, serve_with
+from xferscope.child_host import Talk, Work, WorkOutcome, serve_with
 from xferscope.child_messages import Progress
 from xferscope.engines.base import Sample, Snapshot
 from xferscope.isolation import Channel
@@ -131,7 +131,7 @@ class EngineWork(Work):
         assert self.local is not None
         return self.local
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> Outcome:
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> WorkOutcome:
         run = self._local()
         if stop.is_set():
             raise targets.Interrupted("stopped before the run started")
@@ -149,7 +149,7 @@ class EngineWork(Work):
             result, error = None, exc
         if result is not None:  # the parent has every sample already: send the rest, once
             result = dataclasses.replace(result, samples=[])
-        return Outcome(result, error, run.stuck)
+        return WorkOutcome(result, error, run.stuck)
 
     def _started(self, run: LocalRun) -> Started:
         probes: dict[int, str | None] = {}

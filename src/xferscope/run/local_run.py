@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from xferscope import target as targets
 from xferscope.engines import page_cache
-from xferscope.engines.base import DonePoint, LatencySummary, RunResult, Sample, Snapshot, WorkerResult
+from xferscope.engines.base import DoneTotals, LatencySummary, RunResult, Sample, Snapshot, WorkerResult
 from xferscope.engines.registry import engine_class
 from xferscope.errors import EngineUnavailable, RunFailed
 from xferscope.spec import RunSpec
@@ -483,8 +483,8 @@ def build_result(
     read_ops = sum(w.read_ops for w in snap.workers)
     write_ops = sum(w.write_ops for w in snap.workers)
     cpu_d = _cpu_figures(cpu, snap, seconds if done_times else 0.0)
-    first = DonePoint(snap.first_done[0] / 1e9, snap.first_done[1], snap.first_done[2]) if snap.first_done else None
-    last = DonePoint(seconds, snap.bytes, snap.ops) if done_times else None
+    first = DoneTotals(snap.first_done[0] / 1e9, snap.first_done[1], snap.first_done[2]) if snap.first_done else None
+    last = DoneTotals(seconds, snap.bytes, snap.ops) if done_times else None
     return RunResult(
         spec=spec,
         status=status,

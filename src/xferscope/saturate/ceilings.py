@@ -64,17 +64,17 @@ class Evidence:
 
 
 @dataclass(frozen=True)
-class CeilingCheck:
+class CeilingFinding:
     ceiling: str  # storage, PCIe, CPU, memory copies, Little
     text: str  # "97% of storage (host 3.0 GiB/s)"
     binds: bool | None  # None: not measured here
 
 
 @dataclass(frozen=True)
-class Bottleneck:
+class BottleneckFinding:
     kind: str  # one of KINDS
     detail: str  # "page cache", "one thread at 100%", ...
-    checks: tuple[CeilingCheck, ...]
+    checks: tuple[CeilingFinding, ...]
     advice: tuple[str, ...] = field(default=())
 
     @property
@@ -94,36 +94,36 @@ def gib(value: float) -> str:
     return f"{value:.2f} GiB/s" if value < 10 else f"{value:.1f} GiB/s"
 
 
-def storage_check(e: Evidence) -> CeilingCheck:
+def storage_check(e: Evidence) -> CeilingFinding:
     if e.path == "host":
         note = f", {e.storage_note}" if e.storage_note else ""
-        return CeilingCheck("storage", f"(the storage reference: host O_DIRECT{note})", None)
+        return CeilingFinding("storage", f"(the storage reference: host O_DIRECT{note})", None)
     if not _known(e.storage_gib_s) or not e.storage_gib_s:
-        return CeilingCheck(
+        return CeilingFinding(
             "storage", f"storage not measured ({e.storage_note or 'no host plateau at this block size'})", None
         )
     share = e.plateau_gib_s / e.storage_gib_s
     note = f", {e.storage_note}" if e.storage_note else ""
-    return CeilingCheck(
+    return CeilingFinding(
         "storage", f"{share:.0%} of storage (host {gib(e.storage_gib_s)}{note})", share >= STORAGE_SHARE
     )
 
 
-def pcie_check(e: Evidence) -> CeilingCheck | None:
+def pcie_check(e: Evidence) -> CeilingFinding | None:
     if e.path == "host":
         return None
     if not _known(e.pcie_ceiling_gb_s) or not e.pcie_ceiling_gb_s:
-        return CeilingCheck("PCIe", "PCIe ceiling not measured (no NVML or CUDA copy)", None)
+        return CeilingFinding("PCIe", "PCIe ceiling not measured (no NVML or CUDA copy)", None)
     ceiling_mb_s = e.pcie_ceiling_gb_s * 1e3
     if _known(e.pcie_mb_s):
         moved, source = e.pcie_mb_s, ""
     else:  # NVML had no counters: the payload itself is what crossed the link at least
         moved, source = e.plateau_gib_s * (1 << 30) / 1e6, " (payload; NVML gave no RX/TX)"
     share = moved / ceiling_mb_s
-    return CeilingCheck("PCIe", f"PCIe {share:.0%} of {e.pcie_ceiling_gb_s:.0f} GB/s{source}", share >= PCIE_SHARE)
+    return CeilingFinding("PCIe", f"PCIe {share:.0%} of {e.pcie_ceiling_gb_s:.0f} GB/s{source}", share >= PCIE_SHARE)
 
 
-def cpu_check(e: Evidence) -> CeilingCheck:
+def cpu_check(e: Evidence) -> CeilingFinding:
     parts, binds = [], False
     if _known(e.engine_cpu_pct) and e.cpus_allowed:
         share = e.engine_cpu_pct / (100.0 * e.cpus_allowed)
@@ -139,32 +139,32 @@ def cpu_check(e: Evidence) -> CeilingCheck:
         parts.append(f"machine {e.system_busy_pct:.0f}% busy")
         binds = True
     measured = _known(e.engine_cpu_pct) or _known(e.system_busy_pct)
-    return CeilingCheck("CPU", ", ".join(parts), binds if measured else None)
+    return CeilingFinding("CPU", ", ".join(parts), binds if measured else None)
 
 
-def memory_check(e: Evidence) -> CeilingCheck | None:
+def memory_check(e: Evidence) -> CeilingFinding | None:
     if e.page_cache:
-        return CeilingCheck("memory copies", "through the page cache", None)
+        return CeilingFinding("memory copies", "through the page cache", None)
     if e.compat:
-        return CeilingCheck("memory copies", "through cuFile's compat bounce buffers", None)
+        return CeilingFinding("memory copies", "through cuFile's compat bounce buffers", None)
     return None
 
 
-def own_ceiling_check(e: Evidence) -> CeilingCheck | None:
+def own_ceiling_check(e: Evidence) -> CeilingFinding | None:
     """The plateau against what the path moves when storage drops out (measured for a path-overhead verdict)."""
     if _known(e.own_ceiling_gib_s) and e.own_ceiling_gib_s:
         share = e.plateau_gib_s / e.own_ceiling_gib_s
-        return CeilingCheck(
+        return CeilingFinding(
             "own ceiling",
             f"{share:.0%} of its own ceiling ({gib(e.own_ceiling_gib_s)} from the page cache, --source cache)",
             share >= OWN_SHARE,
         )
     if e.own_ceiling_note:
-        return CeilingCheck("own ceiling", f"own ceiling not measured ({e.own_ceiling_note})", None)
+        return CeilingFinding("own ceiling", f"own ceiling not measured ({e.own_ceiling_note})", None)
     return None
 
 
-def little_check(e: Evidence) -> CeilingCheck | None:
+def little_check(e: Evidence) -> CeilingFinding | None:
     if not _known(e.little_ratio) or not e.concurrency:
         return None
     off = not LITTLE_LOW <= e.little_ratio <= LITTLE_HIGH
@@ -173,10 +173,10 @@ def little_check(e: Evidence) -> CeilingCheck | None:
         text += ": the rest of the time is spent outside the device (queuing or work in the path)"
     elif e.little_ratio > LITTLE_HIGH:
         text += ": latency counts more than the I/O in flight (queuing before the device)"
-    return CeilingCheck("Little", text, off)
+    return CeilingFinding("Little", text, off)
 
 
-def bottleneck(e: Evidence) -> Bottleneck:
+def bottleneck(e: Evidence) -> BottleneckFinding:
     """The ceiling that binds ``e``'s plateau, the checks that say so, and advice where xferscope knows it."""
     storage = storage_check(e)
     pcie = pcie_check(e)
@@ -200,10 +200,10 @@ def bottleneck(e: Evidence) -> Bottleneck:
         kind, detail = "undetermined", "storage ceiling not measured"
     else:
         kind, detail = "path overhead", f"{e.plateau_gib_s / e.storage_gib_s:.0%} of storage" + _own_detail(own)
-    return Bottleneck(kind, detail, checks, tuple(advice(e, kind, little)))
+    return BottleneckFinding(kind, detail, checks, tuple(advice(e, kind, little)))
 
 
-def _own_detail(own: CeilingCheck | None) -> str:
+def _own_detail(own: CeilingFinding | None) -> str:
     if own is None or own.binds is None:
         return ""
     if own.binds:
@@ -231,7 +231,7 @@ def _cpu_detail(e: Evidence) -> str:
     return "its CPUs are full" if binds == ITS_CPUS else "the machine is busy"
 
 
-def advice(e: Evidence, kind: str, little: CeilingCheck | None = None) -> list[str]:
+def advice(e: Evidence, kind: str, little: CeilingFinding | None = None) -> list[str]:
     """What to try next, where xferscope knows it."""
     out: list[str] = []
     if e.unsaturated:
@@ -276,7 +276,7 @@ def split_advice(e: Evidence) -> str | None:
     return rule(e.path, e.block_size, e.split, "compat" if e.compat else None)
 
 
-def verdict_line(e: Evidence, found: Bottleneck) -> str:
+def verdict_line(e: Evidence, found: BottleneckFinding) -> str:
     """One line per block size, e.g. ``1M: bounce-async plateau 2.90 GiB/s at 4 workers = 97% of storage
     (host 3.00 GiB/s); PCIe 6% of 55 GB/s; CPU 18% of 16 CPUs → storage-bound``."""
     checks = [c.text for c in found.checks if c.ceiling not in ("storage", "Little")]

@@ -1,6 +1,6 @@
 """Run a saturation: one knee search per (path, GPU set, block size), host first as the storage reference.
 
-    saturation = Saturation(plan, LocalRunner(), listener=print)
+    saturation = SaturationRun(plan, LocalRunner(), listener=print)
     outcome = saturation.run()       # Ctrl-C or stop(): what was measured is kept, outcome.stopped says why
 
 Every measurement is a real run of the engine (``RunResult``), one after another,
@@ -18,10 +18,10 @@ from typing import Any
 
 from xferscope.errors import XferscopeError
 from xferscope.records import RunEnvironment
-from xferscope.saturate.ceilings import Bottleneck, Evidence
+from xferscope.saturate.ceilings import BottleneckFinding, Evidence
 from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
 from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
-from xferscope.saturate.search import MAX_ROUNDS, Comparison, KneeSearch, Point, SearchResult, Shape, StopSearch
+from xferscope.saturate.search import MAX_ROUNDS, InFlight, KneeSearch, Point, SearchResult, ShapeComparison, StopSearch
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 
@@ -37,7 +37,7 @@ class SeriesStarted:
 @dataclass(frozen=True)
 class MeasurementStarted:
     series: Series
-    shape: Shape
+    shape: InFlight
     spec: RunSpec
 
 
@@ -50,7 +50,7 @@ class PointMeasured:
 @dataclass(frozen=True)
 class Compared:
     series: Series
-    comparison: Comparison
+    comparison: ShapeComparison
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class SeriesOutcome:
     limit: str
     figures: Figures | None = None
     evidence: Evidence | None = None
-    bottleneck: Bottleneck | None = None
+    bottleneck: BottleneckFinding | None = None
     error: str | None = None  # the run that ended this search failed
     #: a path whose plateau is its own overhead: one run at the plateau from the page cache (--source cache)
     own_ceiling: Measurement | None = None
@@ -188,7 +188,7 @@ class LocalRunner:
 
 
 # --------------------------------------------------------------- saturation
-class Saturation:
+class SaturationRun:
     def __init__(
         self,
         plan: SaturatePlan,
@@ -249,7 +249,7 @@ class Saturation:
         plan = self.plan
         error: list[str] = []
 
-        def measure(shape: Shape) -> Measurement:
+        def measure(shape: InFlight) -> Measurement:
             if self._stop.is_set():
                 raise StopSearch
             spec = plan.spec(series, shape.workers, shape.iodepth)
@@ -357,8 +357,8 @@ __all__ = [
     "LocalRunner",
     "MeasurementStarted",
     "PointMeasured",
-    "Saturation",
     "SaturationOutcome",
+    "SaturationRun",
     "SeriesFinished",
     "SeriesOutcome",
     "SeriesStarted",

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from xferscope.engines.base import RunResult
-from xferscope.saturate.ceilings import Bottleneck, Evidence, bottleneck
+from xferscope.saturate.ceilings import BottleneckFinding, Evidence, bottleneck
 from xferscope.saturate.plan import Series
-from xferscope.saturate.search import SearchResult, Shape
+from xferscope.saturate.search import InFlight, SearchResult
 from xferscope.stats import median_of
 
 
@@ -89,8 +89,8 @@ def _pcie_ceiling(result: RunResult, writes: bool) -> float | None:
 class Figures:
     """A search's answer at one block size; rates in GiB/s, latency in microseconds."""
 
-    knee: Shape
-    plateau: Shape
+    knee: InFlight
+    plateau: InFlight
     ranks: int
     concurrency: int  # in flight at the knee, over every worker of every rank
     plateau_gib_s: float
@@ -212,6 +212,6 @@ def _per_rank(figures: Figures) -> str:
     return f" per rank ({figures.ranks} ranks)" if figures.ranks > 1 else ""
 
 
-def judge(series: Series, found: SearchResult, figures: Figures, **kwargs) -> tuple[Evidence, Bottleneck]:
+def judge(series: Series, found: SearchResult, figures: Figures, **kwargs) -> tuple[Evidence, BottleneckFinding]:
     evidence = evidence_of(series, found, figures, **kwargs)
     return evidence, bottleneck(evidence)

@@ -17,16 +17,16 @@ from typing import Any
 
 from xferscope import records
 from xferscope.errors import FormatError, SpecError
-from xferscope.saturate.ceilings import CEILING_RULE, Bottleneck, verdict_line
+from xferscope.saturate.ceilings import CEILING_RULE, BottleneckFinding, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
 from xferscope.saturate.figures import Measurement
 from xferscope.saturate.plan import SaturatePlan, Series
 from xferscope.saturate.search import (
     SEARCH_RULE,
-    Comparison,
+    InFlight,
     Point,
     SearchResult,
-    Shape,
+    ShapeComparison,
     judged,
 )
 
@@ -62,7 +62,7 @@ def verdict_rule(margin: float | None = None) -> str:
     return rule_text(MARGIN if margin is None else margin)
 
 
-def _shape(shape: Shape) -> records.Shape:
+def _shape(shape: InFlight) -> records.Shape:
     return records.Shape(workers=shape.workers, iodepth=shape.iodepth, concurrency=shape.concurrency)
 
 
@@ -87,7 +87,7 @@ def _point(p: Point, index_of: dict[int, int]) -> records.SaturationPoint:
     )
 
 
-def _comparison(c: Comparison) -> records.PointComparison:
+def _comparison(c: ShapeComparison) -> records.PointComparison:
     return records.PointComparison(
         baseline=_shape(c.baseline),
         other=_shape(c.other),
@@ -98,7 +98,7 @@ def _comparison(c: Comparison) -> records.PointComparison:
     )
 
 
-def _bottleneck(b: Bottleneck) -> records.Bottleneck:
+def _bottleneck(b: BottleneckFinding) -> records.Bottleneck:
     checks = [records.CeilingCheck(ceiling=c.ceiling, text=c.text, binds=c.binds) for c in b.checks]
     return records.Bottleneck(kind=b.kind, detail=b.detail, verdict=b.word, checks=checks, advice=list(b.advice))
 
@@ -255,10 +255,13 @@ def _verdict(c: records.PointComparison):
 
 
 def _search(s: records.SaturationSeries, runs: list[Measurement], margin: float) -> SearchResult:
-    points = [Point(Shape(p.workers, p.iodepth), p.stage or "", [runs[i] for i in p.results]) for p in s.points]
+    points = [Point(InFlight(p.workers, p.iodepth), p.stage or "", [runs[i] for i in p.results]) for p in s.points]
     comparisons = [
-        Comparison(
-            Shape(c.baseline.workers, c.baseline.iodepth), Shape(c.other.workers, c.other.iodepth), _verdict(c), c.stage
+        ShapeComparison(
+            InFlight(c.baseline.workers, c.baseline.iodepth),
+            InFlight(c.other.workers, c.other.iodepth),
+            _verdict(c),
+            c.stage,
         )
         for c in s.comparisons
     ]

@@ -16,7 +16,7 @@ How it walks, by concurrency (I/Os in flight: workers x queue depth):
    median of its paired ratios is 5% or more and the rule does not call it slower. A ladder stops after two
    steps in a row that do not gain (one noisy step does not end it), then its limit is checked against the
    last point that gained (a curve that rises slowly, or again at high concurrency, gains there).
-2. **Plateau.** The best median of a flat curve is luck (the winner's curse), so the plateau is not the best
+2. **FoundPlateau.** The best median of a flat curve is luck (the winner's curse), so the plateau is not the best
    point: it is the median of the medians of every point that the rule for unpaired figures cannot tell from
    the best, and its point is the one of those whose median lies nearest it.
 3. **Knee.** The smallest concurrency that the verdict rule, in paired rounds (up to ``KNEE_ROUNDS``) against the
@@ -71,7 +71,7 @@ class Measured(Protocol):
 
 
 @dataclass(frozen=True, order=True)
-class Shape:
+class InFlight:
     """How much is in flight: ``workers`` threads with ``iodepth`` I/Os each."""
 
     workers: int
@@ -92,7 +92,7 @@ class Shape:
         return f"w{self.workers}" + (f" qd{self.iodepth}" if self.iodepth > 1 else "")
 
 
-def sort_key(shape: Shape) -> tuple[int, int]:
+def sort_key(shape: InFlight) -> tuple[int, int]:
     """Smaller concurrency first; on a tie, fewer workers (the cheaper way to keep as much in flight)."""
     return shape.concurrency, shape.workers
 
@@ -101,7 +101,7 @@ def sort_key(shape: Shape) -> tuple[int, int]:
 class Point:
     """Every measurement of one shape, in the order taken, and the stage of the search that asked for it."""
 
-    shape: Shape
+    shape: InFlight
     stage: str
     measurements: list[Any] = field(default_factory=list)
 
@@ -124,11 +124,11 @@ class Point:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class ShapeComparison:
     """Interleaved rounds of two neighbours; ``baseline`` is the one with less in flight."""
 
-    baseline: Shape
-    other: Shape
+    baseline: InFlight
+    other: InFlight
     verdict: Verdict
     stage: str
 
@@ -145,22 +145,22 @@ class Comparison:
 
 
 @dataclass(frozen=True)
-class Plateau:
+class FoundPlateau:
     """Where the curve stops rising: its figure (the median of the points' medians that the rule cannot tell
     from the best), the point nearest that figure, and the points on it."""
 
     value: float
-    shape: Shape
-    shapes: tuple[Shape, ...]
-    best: Shape  # the best median: the reference for paired rounds, which measure it afresh (no luck carried)
+    shape: InFlight
+    shapes: tuple[InFlight, ...]
+    best: InFlight  # the best median: the reference for paired rounds, which measure it afresh (no luck carried)
 
 
 @dataclass(frozen=True)
 class Flat:
     """From the knee on: the points on the plateau, and the range of their medians."""
 
-    start: Shape  # the knee
-    until: Shape  # the most concurrency measured on the plateau
+    start: InFlight  # the knee
+    until: InFlight  # the most concurrency measured on the plateau
     low: float
     high: float
     from_first: bool  # the knee is the least concurrency measured: no concurrency gains
@@ -177,9 +177,9 @@ class Flat:
 @dataclass
 class SearchResult:
     points: list[Point]
-    comparisons: list[Comparison]
-    knee: Shape | None
-    plateau: Shape | None
+    comparisons: list[ShapeComparison]
+    knee: InFlight | None
+    plateau: InFlight | None
     #: the axes whose doubling still gained at their limit: the plateau may lie beyond (raise the limit)
     unsaturated: list[str] = field(default_factory=list)
     #: why the search ended early ("interrupted", "point budget of 24 reached", "failed: ..."); None: it finished
@@ -193,7 +193,7 @@ class SearchResult:
     def measurements(self) -> int:
         return sum(len(p.measurements) for p in self.points)
 
-    def point(self, shape: Shape | None) -> Point | None:
+    def point(self, shape: InFlight | None) -> Point | None:
         return next((p for p in self.points if p.shape == shape), None)
 
 
@@ -201,7 +201,7 @@ def _not_slower(verdict: Verdict) -> bool:
     return verdict.word != SLOWER
 
 
-def plateau_of(points: list[Point], margin: float = MARGIN) -> Plateau | None:
+def plateau_of(points: list[Point], margin: float = MARGIN) -> FoundPlateau | None:
     """The plateau of the points measured. The best median is one point's luck, so its figure is the median of
     the medians of the points that the unpaired rule (``repeated_verdict``) cannot tell from the best, and its
     point the one of those nearest that figure; the points the rule cannot tell from that point are on it."""
@@ -213,12 +213,12 @@ def plateau_of(points: list[Point], margin: float = MARGIN) -> Plateau | None:
     value = statistics.median(p.median for p in near)
     centre = min(near, key=lambda p: (abs(p.median - value), sort_key(p.shape)))
     on = [p for p in measured if p in near or _not_slower(repeated_verdict(centre.values, p.values, margin))]
-    return Plateau(value, centre.shape, tuple(sorted((p.shape for p in on), key=sort_key)), best.shape)
+    return FoundPlateau(value, centre.shape, tuple(sorted((p.shape for p in on), key=sort_key)), best.shape)
 
 
 def knee_of(
-    points: list[Point], comparisons: Sequence[Comparison] = (), margin: float = MARGIN
-) -> tuple[Shape | None, Shape | None]:
+    points: list[Point], comparisons: Sequence[ShapeComparison] = (), margin: float = MARGIN
+) -> tuple[InFlight | None, InFlight | None]:
     """(knee, plateau's point). Where candidates were set against the best point in paired rounds (the
     search does so), the knee is the least concurrency among that point and the candidates the rule did not call
     slower; without such rounds (a search stopped before them), the least concurrency on the plateau
@@ -235,7 +235,7 @@ def knee_of(
     return plateau.shapes[0], plateau.shape
 
 
-def flat_of(points: list[Point], knee: Shape | None, plateau: Plateau | None) -> Flat | None:
+def flat_of(points: list[Point], knee: InFlight | None, plateau: FoundPlateau | None) -> Flat | None:
     """From the knee on: the points on the plateau, and the range of their medians (None for fewer than two)."""
     if plateau is None or knee is None:
         return None
@@ -253,7 +253,7 @@ def flat_of(points: list[Point], knee: Shape | None, plateau: Plateau | None) ->
 
 def judged(
     points: list[Point],
-    comparisons: list[Comparison],
+    comparisons: list[ShapeComparison],
     unsaturated: list[str],
     stopped: str | None,
     margin: float = MARGIN,
@@ -283,19 +283,19 @@ def doubling(start: int, limit: int) -> list[int]:
     return out
 
 
-def ladder(max_workers: int, max_qd: int) -> list[Shape]:
+def ladder(max_workers: int, max_qd: int) -> list[InFlight]:
     """One worker's queue filled first (a queue keeps more in flight for less CPU), then more workers at the
     deepest queue: (1, 1) .. (1, max_qd), (2, max_qd) .. (max_workers, max_qd). Without a queue, the workers
     1 .. max_workers."""
-    return [Shape(1, q) for q in range(1, max_qd + 1)] + [Shape(w, max_qd) for w in range(2, max_workers + 1)]
+    return [InFlight(1, q) for q in range(1, max_qd + 1)] + [InFlight(w, max_qd) for w in range(2, max_workers + 1)]
 
 
-def workers_ladder(max_workers: int) -> list[Shape]:
+def workers_ladder(max_workers: int) -> list[InFlight]:
     """The workers at queue depth 1: (1, 1) .. (max_workers, 1)."""
-    return [Shape(w, 1) for w in range(1, max_workers + 1)]
+    return [InFlight(w, 1) for w in range(1, max_workers + 1)]
 
 
-def ladders(max_workers: int, max_qd: int) -> list[tuple[list[Shape], list[str]]]:
+def ladders(max_workers: int, max_qd: int) -> list[tuple[list[InFlight], list[str]]]:
     """The ladders the search climbs, each with the axis its last step grows: for a path with a queue, its queue then
     workers at the deepest queue, and workers at queue depth 1; without one, the workers."""
     if max_qd == 1:
@@ -332,12 +332,12 @@ class BudgetReached(Exception):
 
 class KneeSearch:
     """One adaptive search at one block size. ``listener(event)`` gets ``Point`` after every measurement and
-    ``Comparison`` after every finished comparison (from the thread that runs the search; it must not block).
+    ``ShapeComparison`` after every finished comparison (from the thread that runs the search; it must not block).
     ``margin``: the verdict rule's m."""
 
     def __init__(
         self,
-        measure: Callable[[Shape], Measured],
+        measure: Callable[[InFlight], Measured],
         *,
         max_workers: int,
         max_qd: int = 1,
@@ -364,8 +364,8 @@ class KneeSearch:
         #: the most rounds of a candidate against the best point: KNEE_ROUNDS, or fewer where max_rounds is more
         self.knee_rounds = knee_rounds if knee_rounds is not None else max(max_rounds, KNEE_ROUNDS)
         self.listener = listener or (lambda event: None)
-        self.points: dict[Shape, Point] = {}
-        self.comparisons: list[Comparison] = []
+        self.points: dict[InFlight, Point] = {}
+        self.comparisons: list[ShapeComparison] = []
         self.unsaturated: list[str] = []
         self._ladders = ladders(max_workers, max_qd)
 
@@ -395,7 +395,7 @@ class KneeSearch:
         ]
         return found
 
-    def _climb(self, shapes: list[Shape]) -> int:
+    def _climb(self, shapes: list[InFlight]) -> int:
         """Along ``shapes`` (ascending concurrency): double the concurrency until ``PATIENCE`` steps in a row do
         not gain, then check the last shape against the last that gained (a curve that rises slowly, or again at
         high concurrency, gains there). Returns the index of the last shape that gained (0: none did)."""
@@ -436,14 +436,14 @@ class KneeSearch:
         if self.max_qd > 1 and knee.workers > 1 and knee.iodepth > 1:
             self._queue_at(ref, knee)
 
-    def _holds(self, ref: Shape, shape: Shape, stage: str) -> bool:
+    def _holds(self, ref: InFlight, shape: InFlight, stage: str) -> bool:
         """``shape`` is on the plateau: the paired rule does not call it slower than ``ref`` (in up to
         ``knee_rounds``, as many as compare's --rounds auto by default: the knee is the answer)."""
         if shape == ref:
             return True
         return _not_slower(self._compare(ref, shape, stage, self.knee_rounds).verdict)
 
-    def _bisect_below(self, ref: Shape, knee: Shape) -> Shape:
+    def _bisect_below(self, ref: InFlight, knee: InFlight) -> InFlight:
         """Between the knee and the most concurrency below it on its ladder that is off the plateau: halve the
         gap while it is wider than the resolution; the least shape that holds."""
         for shapes, _ in self._ladders:
@@ -457,7 +457,7 @@ class KneeSearch:
             return self._bisect(shapes, max(lows), hi, ref, BISECTION)
         return knee
 
-    def _off_plateau(self, ref: Shape) -> set[Shape]:
+    def _off_plateau(self, ref: InFlight) -> set[InFlight]:
         """The shapes measured that are off the plateau: called slower than ``ref`` in paired rounds, or not on
         the plateau of the points so far and never set against it."""
         plateau = plateau_of(list(self.points.values()), self.margin)
@@ -465,14 +465,14 @@ class KneeSearch:
         on = set(plateau.shapes) if plateau else set()
         return {s for s in self.points if (s in judged and not judged[s]) or (s not in judged and s not in on)}
 
-    def _queue_at(self, ref: Shape, knee: Shape) -> None:
+    def _queue_at(self, ref: InFlight, knee: InFlight) -> None:
         """With several workers the knee lies at the deepest queue; the least depth on that many workers that
         holds, by the same bisection (the answer follows from the comparisons, ``knee_of``)."""
-        shapes = [Shape(knee.workers, q) for q in range(1, knee.iodepth + 1)]
+        shapes = [InFlight(knee.workers, q) for q in range(1, knee.iodepth + 1)]
         if not self._holds(ref, shapes[0], QUEUE):
             self._bisect(shapes, 0, len(shapes) - 1, ref, QUEUE)
 
-    def _bisect(self, shapes: list[Shape], lo: int, hi: int, ref: Shape, stage: str) -> Shape:
+    def _bisect(self, shapes: list[InFlight], lo: int, hi: int, ref: InFlight, stage: str) -> InFlight:
         """Between ``shapes[lo]`` (off the plateau) and ``shapes[hi]`` (on it): halve the concurrency's gap while
         it is wider than the resolution; the first shape on the plateau."""
         c = [s.concurrency for s in shapes]
@@ -486,7 +486,7 @@ class KneeSearch:
         return shapes[hi]
 
     # ------------------------------------------------------- measurements
-    def _compare(self, baseline: Shape, other: Shape, stage: str, most: int | None = None) -> Comparison:
+    def _compare(self, baseline: InFlight, other: InFlight, stage: str, most: int | None = None) -> ShapeComparison:
         """Interleaved, rotated rounds of the two shapes until the rule settles (faster, slower or the same), or
         the cap (``most``, else ``max_rounds``)."""
         for shape in (baseline, other):
@@ -507,12 +507,12 @@ class KneeSearch:
                 verdict = paired_verdict(base_values, other_values, self.margin)
                 if verdict.settled:
                     break
-        comparison = Comparison(baseline, other, verdict, stage)
+        comparison = ShapeComparison(baseline, other, verdict, stage)
         self.comparisons.append(comparison)
         self.listener(comparison)
         return comparison
 
-    def _measure(self, shape: Shape):
+    def _measure(self, shape: InFlight):
         measured = self.measure(shape)
         if not measured.throughput > 0:  # the rule compares positive figures only: a run that moved nothing
             raise StopSearch(f"failed: {shape.label} moved no data")

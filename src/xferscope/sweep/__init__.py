@@ -1,7 +1,7 @@
 """Sweeps: every point of a profile, repeated, with statistics, resume, ratios against old results, and plots.
 
-from xferscope.sweep import Sweep
-outcome = Sweep(load_profile("ssd-block-mix-qd16"), "ssd.results.json").run()
+from xferscope.sweep import SweepRun
+outcome = SweepRun(load_profile("ssd-block-mix-qd16"), "ssd.results.json").run()
 """
 
 from xferscope.sweep.execute import (
@@ -10,15 +10,16 @@ from xferscope.sweep.execute import (
     RepetitionFinished,
     RepetitionStarted,
     SampleTaken,
-    Sweep,
     SweepOutcome,
+    SweepRun,
 )
-from xferscope.sweep.plan import Availability, SweepPoint, plan_points
+from xferscope.sweep.plan import Availability, PlannedPoint, plan_points
 from xferscope.sweep.record import SCHEMA, PointRecord, ResultsFile
 
 __all__ = [
     "SCHEMA",
     "Availability",
+    "PlannedPoint",
     "PointFinished",
     "PointRecord",
     "PointSkipped",
@@ -26,8 +27,7 @@ __all__ = [
     "RepetitionStarted",
     "ResultsFile",
     "SampleTaken",
-    "Sweep",
     "SweepOutcome",
-    "SweepPoint",
+    "SweepRun",
     "plan_points",
 ]

@@ -9,7 +9,7 @@ from xferscope.units import format_size
 
 
 @dataclass
-class Series:
+class PlotLine:
     name: str
     points: list[tuple[float, float, float]] = field(default_factory=list)  # (x, y, error)
 
@@ -19,7 +19,7 @@ class Panel:
     title: str
     x_label: str
     y_label: str
-    series: list[Series] = field(default_factory=list)
+    series: list[PlotLine] = field(default_factory=list)
     categories: list[str] | None = None  # categorical x: x values are indices into this list
     x_log: bool = False
     x_is_size: bool = False

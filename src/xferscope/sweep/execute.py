@@ -1,6 +1,6 @@
 """Run every point of a profile, repetition by repetition, saving after each one.
 
-    sweep = Sweep(profile, "results.json", listener=print)
+    sweep = SweepRun(profile, "results.json", listener=print)
     outcome = sweep.run()            # Ctrl-C: what was measured is saved, outcome.interrupted is set;
                                      # a results file that cannot be written stops it: outcome.not_written
 
@@ -24,40 +24,40 @@ from xferscope.errors import EnvironmentProblem, NotWritten, SpecError, Xferscop
 from xferscope.profiles.model import Profile
 from xferscope.run import engine_pool
 from xferscope.run.scratch import SweepScratch
-from xferscope.sweep.plan import Availability, SweepPoint, plan_points
+from xferscope.sweep.plan import Availability, PlannedPoint, plan_points
 from xferscope.sweep.record import PointRecord, ResultsFile
 
 
 # ------------------------------------------------------------------ events
 @dataclass(frozen=True)
 class RepetitionStarted:
-    point: SweepPoint
+    point: PlannedPoint
     repetition: int  # 1-based
     repetitions: int
 
 
 @dataclass(frozen=True)
 class SampleTaken:
-    point: SweepPoint
-    sample: Any  # a runner Sample (io) or a MemPoint (mem)
+    point: PlannedPoint
+    sample: Any  # a runner Sample (io) or a MemPointResult (mem)
 
 
 @dataclass(frozen=True)
 class RepetitionFinished:
-    point: SweepPoint
+    point: PlannedPoint
     record: PointRecord
     status: str  # ok, interrupted, failed
 
 
 @dataclass(frozen=True)
 class PointFinished:
-    point: SweepPoint
+    point: PlannedPoint
     record: PointRecord
 
 
 @dataclass(frozen=True)
 class PointSkipped:
-    point: SweepPoint
+    point: PlannedPoint
     reason: str
     already_done: bool = False  # finished in an earlier run of the same results file
 
@@ -68,16 +68,16 @@ class SweepOutcome:
     interrupted: bool = False
     not_written: NotWritten | None = None  # the results file could not be written: the sweep stopped
     ran: int = 0  # repetitions measured in this run
-    skipped: list[SweepPoint] = field(default_factory=list)
-    failed: list[SweepPoint] = field(default_factory=list)
+    skipped: list[PlannedPoint] = field(default_factory=list)
+    failed: list[PlannedPoint] = field(default_factory=list)
 
 
 class _Stopped(Exception):
-    """The sweep was stopped (Ctrl-C or ``Sweep.stop()``) during a repetition."""
+    """The sweep was stopped (Ctrl-C or ``SweepRun.stop()``) during a repetition."""
 
 
 # ------------------------------------------------------------------- sweep
-class Sweep:
+class SweepRun:
     #: end the sweep at the first failed point (the points after it are left to a rerun)
     stop_on_failure = False
 
@@ -131,7 +131,7 @@ class Sweep:
         return outcome
 
     # ------------------------------------------------------------- a point
-    def _run_point(self, point: SweepPoint, outcome: SweepOutcome, scratch: SweepScratch) -> None:
+    def _run_point(self, point: PlannedPoint, outcome: SweepOutcome, scratch: SweepScratch) -> None:
         record = self.results.record(point)
         reps = self.profile.repetitions
         if record.ok_count() >= reps:  # measured earlier, here or on a machine that could
@@ -177,12 +177,12 @@ class Sweep:
         with _interrupts_deferred():
             self.results.save()
 
-    def _measure(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
+    def _measure(self, point: PlannedPoint, scratch: SweepScratch) -> tuple[str, dict]:
         if self.profile.kind == "mem":
             return self._measure_mem(point)
         return self._measure_io(point, scratch)
 
-    def _execute_io(self, point: SweepPoint, scratch: SweepScratch, on_sample: Callable[[Any], Any]):
+    def _execute_io(self, point: PlannedPoint, scratch: SweepScratch, on_sample: Callable[[Any], Any]):
         """One repetition of an io point: its RunResult (a failure raises, as ``Run.execute``)."""
         from xferscope.run.runner import Run
 
@@ -190,7 +190,7 @@ class Sweep:
         self._current = run
         return run.execute(on_sample=on_sample)
 
-    def _measure_io(self, point: SweepPoint, scratch: SweepScratch) -> tuple[str, dict]:
+    def _measure_io(self, point: PlannedPoint, scratch: SweepScratch) -> tuple[str, dict]:
         from xferscope.export import result_to_dict
         from xferscope.target import Interrupted
 
@@ -214,7 +214,7 @@ class Sweep:
         self.results.environment = dict(result.environment)
         return result.status, result_to_dict(result)
 
-    def _measure_mem(self, point: SweepPoint) -> tuple[str, dict]:
+    def _measure_mem(self, point: PlannedPoint) -> tuple[str, dict]:
         from xferscope.memory.runner import MemRun
 
         sweep = MemRun(point.spec)

@@ -13,7 +13,7 @@ from xferscope.units import format_size
 
 
 @dataclass
-class SweepPoint:
+class PlannedPoint:
     index: int  # 1-based, in grid order
     combo: dict[str, Any]  # the grid values of this point
     spec: Any  # RunSpec (io) or MemSpec (mem)
@@ -100,16 +100,16 @@ class Availability:
         return None
 
 
-def plan_points(profile: Profile, availability: Availability | None = None) -> list[SweepPoint]:
+def plan_points(profile: Profile, availability: Availability | None = None) -> list[PlannedPoint]:
     """Every point of ``profile`` in grid order, with the reason it is skipped on this machine, if any."""
     availability = availability or Availability()
-    points: list[SweepPoint] = []
+    points: list[PlannedPoint] = []
     seen: dict[str, int] = {}
     for index, combo in enumerate(profile.combos(), start=1):
         spec = profile.spec_for(combo)
         identity = point_identity(spec)
         key = key_of(identity)
-        point = SweepPoint(index, combo, spec, key, label_of(spec), identity=identity)
+        point = PlannedPoint(index, combo, spec, key, label_of(spec), identity=identity)
         if key in seen:
             point.skip = f"measures the same as point {seen[key]} (the varied field does not apply here)"
         elif profile.kind == "io":

@@ -17,7 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from xferscope.errors import SpecError
-from xferscope.sweep.chart import Chart, Panel, Series
+from xferscope.sweep.chart import Chart, Panel, PlotLine
 from xferscope.sweep.plan import combo_text
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows
@@ -74,7 +74,7 @@ def io_chart(results: ResultsFile) -> Chart:
         )
         for series_value in profile.grid[series_axis] if series_axis else [None]:
             name = _value_text(series_axis, series_value) if series_axis else "median"
-            series = Series(f"{series_axis}={name}" if series_axis else name)
+            series = PlotLine(f"{series_axis}={name}" if series_axis else name)
             for rec in records:
                 params = rec.params
                 if any(params.get(a) != v for a, v in fixed.items()):
@@ -121,7 +121,7 @@ def mem_chart(results: ResultsFile) -> Chart:
                 continue
             name = f"{row['traffic']} stride {row['stride']}"
             curves.setdefault(name, []).append((bw, lat, row["latency_ns"]["stdev"]))
-    panel.series = [Series(name, sorted(points)) for name, points in curves.items()]
+    panel.series = [PlotLine(name, sorted(points)) for name, points in curves.items()]
     panels = [panel] if panel.series else []
     if cache_points:
         caches = (getattr(results, "environment", None) or {}).get("caches") or []
@@ -164,7 +164,7 @@ def cache_curve_panel(points, caches, title: str) -> Panel | None:
         title=title,
         x_label="working set (bytes)",
         y_label="latency (ns)",
-        series=[Series(name, sorted(pts)) for name, pts in series.items()],
+        series=[PlotLine(name, sorted(pts)) for name, pts in series.items()],
         x_log=True,
         x_is_size=True,
         y_log=True,
@@ -188,7 +188,7 @@ def mem_result_chart(result) -> Chart:
     for p in result.loaded_points:
         key = f"{p.traffic} stride {p.stride}" + (f", {p.locality}" if p.locality else "")
         curves.setdefault(key, []).append((p.bandwidth_mb_s, p.latency_ns, float("nan")))
-    panel.series = [Series(k, sorted(v)) for k, v in curves.items()]
+    panel.series = [PlotLine(k, sorted(v)) for k, v in curves.items()]
     return Chart(f"{name}: loaded latency", [panel] if panel.series else [])
 
 

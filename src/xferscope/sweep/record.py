@@ -28,7 +28,7 @@ from xferscope.profiles.model import Profile
 from xferscope.profiles.toml_format import profile_to_dict
 from xferscope.records import PointIdentity, SweepEnvironment
 from xferscope.safe_write import reason_of, write_output
-from xferscope.sweep.plan import SweepPoint, plain
+from xferscope.sweep.plan import PlannedPoint, plain
 from xferscope.sweep.stats import IO_METRICS, MEM_METRICS, MEM_WHERE, STAT_NAMES, io_stats, median_repetition, mem_rows
 
 SCHEMA = records.SWEEP_SCHEMA
@@ -88,7 +88,7 @@ def csv_path_for(json_path: str) -> str:
 class ResultsFile:
     """The results of one profile's sweep, read back for resume and written after each repetition."""
 
-    def __init__(self, path: str, profile: Profile, points: list[SweepPoint]):
+    def __init__(self, path: str, profile: Profile, points: list[PlannedPoint]):
         self.path = path
         self.csv_path = csv_path_for(path)
         self.profile = profile
@@ -148,7 +148,7 @@ class ResultsFile:
             self.records[record.key] = record
 
     # ---------------------------------------------------------------- queries
-    def record(self, point: SweepPoint) -> PointRecord:
+    def record(self, point: PlannedPoint) -> PointRecord:
         return self.records[point.key]
 
     def planned(self) -> list[PointRecord]:
@@ -192,7 +192,7 @@ class ResultsFile:
         return self.last_save_s < CHEAP_SAVE_S
 
 
-def _params(point: SweepPoint) -> dict[str, Any]:
+def _params(point: PlannedPoint) -> dict[str, Any]:
     return {k: plain(v) for k, v in point.combo.items()}
 
 

@@ -9,7 +9,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Static
 
 from xferscope.app import figures
-from xferscope.app.braille import Series
+from xferscope.app.braille import Curve
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.comparison import ComparisonTable, hosts_note, table_rows
@@ -20,9 +20,9 @@ from xferscope.engines.base import RunResult
 from xferscope.units import GIB
 
 
-def overlay(results: list[RunResult], value) -> list[Series]:
+def overlay(results: list[RunResult], value) -> list[Curve]:
     return [
-        Series(r.spec.name, [(s.t, value(s)) for s in r.samples], PALETTE[i % len(PALETTE)])
+        Curve(r.spec.name, [(s.t, value(s)) for s in r.samples], PALETTE[i % len(PALETTE)])
         for i, r in enumerate(results)
         if r.samples
     ]

@@ -13,7 +13,7 @@ from textual.containers import Vertical
 from textual.widgets import DataTable, Footer, Static
 
 from xferscope.app import figures
-from xferscope.app.braille import Series
+from xferscope.app.braille import Curve
 from xferscope.app.grid_model import MIB, GridRun, PointStats, spread_text, verdict_text
 from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
@@ -31,7 +31,7 @@ def _num(v: float, fmt: str = "{:,.1f}") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
-def line_series(grid: GridRun, points: list[PointStats]) -> list[Series]:
+def line_series(grid: GridRun, points: list[PointStats]) -> list[Curve]:
     """Per line: min and max over repetitions (dim, the spread), then the median on top; in bytes/s."""
     spreads, medians = [], []
     for i, (name, line) in enumerate(grid.lines(points)):
@@ -39,8 +39,8 @@ def line_series(grid: GridRun, points: list[PointStats]) -> list[Series]:
         if not line:
             continue
         for stat in ("min", "max"):
-            spreads.append(Series(f"{name} {stat}", [(x, st[stat] * MIB) for x, st in line], f"dim {color}"))
-        medians.append(Series(name, [(x, st["median"] * MIB) for x, st in line], f"bold {color}"))
+            spreads.append(Curve(f"{name} {stat}", [(x, st[stat] * MIB) for x, st in line], f"dim {color}"))
+        medians.append(Curve(name, [(x, st["median"] * MIB) for x, st in line], f"bold {color}"))
     return spreads + medians
 
 

@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Label, Select, Static
 
-from xferscope.app.braille import Series, nice_ceiling
+from xferscope.app.braille import Curve, nice_ceiling
 from xferscope.app.mem_model import (
     MEM_FIELD_CONTROL,
     TABLE_HEADERS,
@@ -395,7 +395,7 @@ class MemoryScreen(ConsoleScreen):
             if p.bandwidth_mb_s is not None and p.latency_ns is not None:
                 groups.setdefault(series_key(p), []).append((p.bandwidth_mb_s, p.latency_ns))
         series = [
-            Series(
+            Curve(
                 k,
                 sorted(v),
                 PALETTE[self._series_seen.index(k) % len(PALETTE)] if k in self._series_seen else PALETTE[0],
@@ -419,7 +419,7 @@ class MemoryScreen(ConsoleScreen):
         groups: dict[str, list] = {}
         for p in curve:
             groups.setdefault(f"stride {p.stride}", []).append((math.log2(p.size_bytes), p.latency_ns))
-        series = [Series(k, sorted(v), PALETTE[i % len(PALETTE)]) for i, (k, v) in enumerate(groups.items())]
+        series = [Curve(k, sorted(v), PALETTE[i % len(PALETTE)]) for i, (k, v) in enumerate(groups.items())]
         caches = self._caches()
         marks = [(math.log2(c["size"]), str(c["name"]).rstrip("d")) for c in caches if c.get("size")]
         planned = self._environment.get("curve_sizes")

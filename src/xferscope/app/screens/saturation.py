@@ -1,4 +1,4 @@
-"""Saturation: throughput against concurrency per block size, drawn as the knee searches measure, each knee
+"""SaturationRun: throughput against concurrency per block size, drawn as the knee searches measure, each knee
 marked under the chart, and the verdict line of every search."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from xferscope.app import figures
-from xferscope.app.braille import Series as Line
+from xferscope.app.braille import Curve as Line
 from xferscope.app.messages import SaturationEnded, SaturationFailed, SaturationProgressed
 from xferscope.app.saturation_model import (
     FIELD_CONTROL,
@@ -64,7 +64,7 @@ class SaturationScreen(ConsoleScreen):
         self.values = SaturateFormValues()
         self.state = SaturationState()
         self.status = "idle"
-        self.saturation = None  # the Saturation in flight
+        self.saturation = None  # the SaturationRun in flight
         self.base = None  # a profile's fields the form does not show
         self.source = ""  # a saved saturation shown
 
@@ -166,9 +166,9 @@ class SaturationScreen(ConsoleScreen):
 
     @work(thread=True, exclusive=True, group="saturation", exit_on_error=False)
     def _run(self, plan) -> None:
-        from xferscope.saturate.execute import LocalRunner, Saturation
+        from xferscope.saturate.execute import LocalRunner, SaturationRun
 
-        saturation = Saturation(plan, LocalRunner(), listener=lambda e: self.post_message(SaturationProgressed(e)))
+        saturation = SaturationRun(plan, LocalRunner(), listener=lambda e: self.post_message(SaturationProgressed(e)))
         self.saturation = saturation
         try:
             outcome = saturation.run()

@@ -17,7 +17,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from xferscope.app import figures
-from xferscope.app.braille import Series, nice_ceiling, plot
+from xferscope.app.braille import Curve, nice_ceiling, plot
 
 GUTTER = 8
 UnitPicker = Callable[[float], tuple[str, float]]
@@ -60,14 +60,14 @@ class LineChart(Widget):
         self.x_format = x_format
         self.y_log = y_log
         self._marks: Sequence[tuple[float, str]] = ()
-        self._series: Sequence[Series] = ()
+        self._series: Sequence[Curve] = ()
         self._x_range = (0.0, 1.0)
         self._strips: list[Strip] | None = None
         self._strips_size = (0, 0)
 
     def set_data(
         self,
-        series: Sequence[Series],
+        series: Sequence[Curve],
         x_end: float | None = None,
         x_start: float | None = None,
         marks: Sequence[tuple[float, str]] = (),
@@ -106,7 +106,7 @@ class LineChart(Widget):
             bottom = math.floor(math.log10(min(positive)))
             top = max(math.ceil(math.log10(max(positive))), bottom + 1)
             scaled = [
-                Series(
+                Curve(
                     s.name,
                     [(x, math.log10(y / div) - bottom) for x, y in s.points if not figures.missing(y) and y > 0],
                     s.color,
@@ -120,7 +120,7 @@ class LineChart(Widget):
         else:
             top = nice_ceiling(max(values) / div)
             grid = plot(
-                [Series(s.name, [(x, y / div) for x, y in s.points], s.color) for s in self._series],
+                [Curve(s.name, [(x, y / div) for x, y in s.points], s.color) for s in self._series],
                 width - GUTTER,
                 rows,
                 self._x_range,

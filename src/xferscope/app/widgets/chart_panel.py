@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.containers import Vertical
 
-from xferscope.app.braille import Series
+from xferscope.app.braille import Curve
 from xferscope.app.session import RunRecord
 from xferscope.app.widgets.chart import LineChart, UnitPicker, time_axis_end
 from xferscope.app.widgets.figures_line import FiguresText
@@ -32,5 +32,5 @@ class ChartPanel(Vertical):
     def figures(self, record: RunRecord) -> str:
         raise NotImplementedError
 
-    def curves(self, record: RunRecord) -> list[Series]:
+    def curves(self, record: RunRecord) -> list[Curve]:
         raise NotImplementedError

@@ -6,7 +6,7 @@ from rich.text import Text
 from textual.containers import Vertical
 
 from xferscope.app import figures
-from xferscope.app.braille import Series, bar, level
+from xferscope.app.braille import Curve, bar, level
 from xferscope.app.session import WINDOW_S, CpuLog, RunRecord, window_average
 from xferscope.app.widgets.chart import LineChart, time_axis_end
 from xferscope.app.widgets.figures_line import FiguresText
@@ -140,7 +140,7 @@ class CpuPanel(Vertical):
         self.border_subtitle = " ".join(f"[{color}]■[/] {name}" for name, _, color in CURVES) + " usr+sys"
         chart.set_data(
             [
-                Series(name, [(s.t, getattr(s, usr) + getattr(s, sys_)) for s in record.history], color)
+                Curve(name, [(s.t, getattr(s, usr) + getattr(s, sys_)) for s in record.history], color)
                 for name, (usr, sys_), color in CURVES
             ],
             time_axis_end(record),

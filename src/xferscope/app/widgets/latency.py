@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xferscope.app import figures
-from xferscope.app.braille import Series
+from xferscope.app.braille import Curve
 from xferscope.app.session import RunRecord
 from xferscope.app.widgets.chart_panel import ChartPanel
 
@@ -30,8 +30,8 @@ class LatencyPanel(ChartPanel):
             f"[{COLOR['max']}]max[/] {figures.latency(lat.max)}"
         )
 
-    def curves(self, record: RunRecord) -> list[Series]:
+    def curves(self, record: RunRecord) -> list[Curve]:
         return [
-            Series(name, [(x.t, getattr(x.latency_us, key)) for x in record.history], color)
+            Curve(name, [(x.t, getattr(x.latency_us, key)) for x in record.history], color)
             for name, key, color in CURVES
         ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from xferscope.app import figures
-from xferscope.app.braille import Series
+from xferscope.app.braille import Curve
 from xferscope.app.session import RunRecord, window_rate
 from xferscope.app.widgets.chart import PALETTE
 from xferscope.app.widgets.chart_panel import ChartPanel
@@ -30,5 +30,5 @@ class ThroughputPanel(ChartPanel):
             f"{figures.count(window_rate(recent, 'ops'))} IOPS  {when}  {figures.size(s.total_bytes)}"
         )
 
-    def curves(self, record: RunRecord) -> list[Series]:
-        return [Series(record.spec.name, [(x.t, x.throughput_gib_s * GIB) for x in record.history], PALETTE[0])]
+    def curves(self, record: RunRecord) -> list[Curve]:
+        return [Curve(record.spec.name, [(x.t, x.throughput_gib_s * GIB) for x in record.history], PALETTE[0])]

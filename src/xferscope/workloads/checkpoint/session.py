@@ -29,7 +29,7 @@ from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, CheckpointSpec, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, check_installed
-from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.common.process_run import WorkloadChild, WorkloadOutcome
 from xferscope.workloads.common.rank_processes import RankProcesses
 from xferscope.workloads.common.records import LibraryFacts, WorkloadResult
 from xferscope.workloads.common.run_options import check_paths
@@ -61,7 +61,7 @@ class Phase(msgspec.Struct, kw_only=True):
     blocked_seconds: float | None = None  # --async: the slowest rank's copy, the time the GPUs are blocked (saves)
 
 
-class RankFigures(msgspec.Struct, kw_only=True):
+class CheckpointRankTimes(msgspec.Struct, kw_only=True):
     """One rank over the run: bytes a checkpoint, mean save and fsync seconds, mean restore seconds."""
 
     rank: int
@@ -84,7 +84,7 @@ class CheckpointRecord(WorkloadResult, kw_only=True):
     bytes_written: int
     saves: list[Phase]
     restores: list[Phase]
-    ranks: list[RankFigures]
+    ranks: list[CheckpointRankTimes]
     resident_share_at_restore: float | None
     verified: bool
     fsync: bool
@@ -153,7 +153,7 @@ def restores_of(end: CheckpointEnd) -> list[Phase]:
     ]
 
 
-def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[RankFigures]:
+def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[CheckpointRankTimes]:
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else 0.0
 
@@ -162,7 +162,7 @@ def rank_figures(end: CheckpointEnd, job: CheckpointJob) -> list[RankFigures]:
         writes: list[RankWrite] = [w[i] for w in end.writes if len(w) > i]
         reads: list[RankRead] = [r[i] for r in end.restores if len(r) > i]
         out.append(
-            RankFigures(
+            CheckpointRankTimes(
                 rank=first.rank,
                 bytes=first.bytes,
                 write_seconds=mean([w.write_s for w in writes]),
@@ -264,7 +264,7 @@ class CheckpointSession:
         self.end = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
         return _record(plan, options, job, out, where.path if options.keep else None)
 
-    def _run_ranks(self, job: CheckpointJob, on_tick: Callable[[object], None] | None) -> Outcome:
+    def _run_ranks(self, job: CheckpointJob, on_tick: Callable[[object], None] | None) -> WorkloadOutcome:
         """A library's ranks of this host, a process each (``library_checkpoint``), each save and restore begun
         together; each reads back the files of the rank ``rank_shift`` after it; one outcome of them all."""
         from xferscope.workloads.checkpoint.library_checkpoint import serve
@@ -310,7 +310,7 @@ def _serve_of(path: str) -> Callable[[Any], None]:
     return library_checkpoint.serve if path in CHECKPOINT_LIBRARIES else checkpoint_process.serve
 
 
-def joined_outcomes(outs: list[Outcome]) -> Outcome:
+def joined_outcomes(outs: list[WorkloadOutcome]) -> WorkloadOutcome:
     """The ranks' processes as one run: failed where one failed (its error), else interrupted where one was; each
     checkpoint's saves and restores every rank's (those every rank finished), their CPU and peak memory summed (the host's)."""
     from xferscope.child_messages import ProcessFigures
@@ -327,7 +327,7 @@ def joined_outcomes(outs: list[Outcome]) -> Outcome:
     end.resident_share = sum(shares) / len(shares) if shares else None
     cpus = [o.process.cpu_seconds for o in outs]
     peaks = [o.process.peak_rss_bytes for o in outs if o.process.peak_rss_bytes is not None]
-    return Outcome(
+    return WorkloadOutcome(
         status=bad.status if bad else "ok",
         error=bad.error if bad else None,
         payload=end,
@@ -348,7 +348,7 @@ def run_checkpoints(
 
 
 def _record(
-    plan: CheckpointPlan, options: CheckpointRunOptions, job: CheckpointJob, out: Outcome, kept: str | None
+    plan: CheckpointPlan, options: CheckpointRunOptions, job: CheckpointJob, out: WorkloadOutcome, kept: str | None
 ) -> CheckpointRecord:
     end: CheckpointEnd = out.payload if isinstance(out.payload, CheckpointEnd) else CheckpointEnd()
     saves, restores = saves_of(end, job.staged), restores_of(end)

@@ -23,7 +23,7 @@ LEVEL_RULE = (
 
 
 @dataclass(frozen=True)
-class Figures:
+class RoundFigures:
     """One entry's figure: each run's in the order of its rounds (empty where only the summary is known), and the
     summary (the lowest, the median, the highest, over ``runs`` runs)."""
 
@@ -34,14 +34,16 @@ class Figures:
     runs: int
 
 
-def told_apart(a: Figures, b: Figures, *, paired: bool, higher_is_better: bool, margin: float = MARGIN) -> bool:
+def told_apart(
+    a: RoundFigures, b: RoundFigures, *, paired: bool, higher_is_better: bool, margin: float = MARGIN
+) -> bool:
     """True when the verdict rule calls one of ``a`` and ``b`` faster than the other (for a figure where lower is
     better, a time, on its reciprocal), asked both ways: the rule's bounds (1 + margin above, 1 - margin below) are
     not each other's reciprocals, and level is a relation that must not depend on which entry asks."""
     return any(_decided(x, y, paired, higher_is_better, margin) for x, y in ((a, b), (b, a)))
 
 
-def _decided(a: Figures, b: Figures, paired: bool, higher_is_better: bool, margin: float) -> bool:
+def _decided(a: RoundFigures, b: RoundFigures, paired: bool, higher_is_better: bool, margin: float) -> bool:
 
     def oriented(values: Sequence[float]) -> list[float]:
         positive = [max(v, TINY) for v in values]  # an AU of 0 is a figure too

@@ -48,13 +48,13 @@ class WorkloadWork(child_host.Work):
     def ready(self) -> Ready:
         return Ready(list(self.setup.labels), self.setup.environment.copy())
 
-    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.Outcome:
+    def run(self, stop: threading.Event, send: Callable[[Any], None]) -> child_host.WorkOutcome:
         if stop.is_set():
-            return child_host.Outcome(None)
+            return child_host.WorkOutcome(None)
         talk = self.talk
         if isinstance(self.setup, MeetsMidRun) and talk is not None:
             self.setup.meet_with(lambda what: talk.ask(Meet(what), Go, stop) is not None)
-        return child_host.Outcome(*self.setup.run(stop, lambda progress: send(Tick(progress))))
+        return child_host.WorkOutcome(*self.setup.run(stop, lambda progress: send(Tick(progress))))
 
     def close(self) -> list[str]:
         self.setup.close()

@@ -1,6 +1,6 @@
 """The parent's side of a workload's engine process (``process_host``): set-up, start, ticks, Ctrl-C, the end.
 
-``WorkloadChild(target, what).execute(job, on_tick)`` returns an ``Outcome``: status ok, interrupted (Ctrl-C,
+``WorkloadChild(target, what).execute(job, on_tick)`` returns an ``WorkloadOutcome``: status ok, interrupted (Ctrl-C,
 ``stop()`` from another thread, or a reason from outside: ``stop_when``) or failed (the run's error, or the
 process died: its last words kept), the run's payload (None where it never ended), the process's CPU seconds and
 peak RSS, labels, environment.
@@ -65,7 +65,7 @@ def join_closing(timeout_s: float = STOP_GRACE_S + 15.0) -> None:
 
 
 @dataclass
-class Outcome:
+class WorkloadOutcome:
     status: str = "ok"
     error: str | None = None
     payload: Any = None
@@ -101,7 +101,7 @@ class WorkloadChild:
         on_tick: Callable[[Any], None] | None = None,
         on_ready: Callable[[], None] | None = None,
         on_meet: Callable[[str], bool] | None = None,
-    ) -> Outcome:
+    ) -> WorkloadOutcome:
         """``on_ready``: called once the process is set up, before it starts (ranks of an MPI job meet there, so
         that their timed regions start together); what it raises ends the run before it starts. ``on_meet(what)``:
         the run waits at ``what`` mid-run (a checkpoint's start) until it returns: True goes on, False stops the
@@ -130,10 +130,10 @@ class WorkloadChild:
 
     def _drive(
         self, d: ChildDriver, job: Any, on_ready: Callable[[], None] | None, on_meet: Callable[[str], bool] | None
-    ) -> Outcome:
+    ) -> WorkloadOutcome:
         d.send_job(job)
         ready = d.answer(Ready)
-        out = Outcome(labels=list(ready.labels), environment=cast(WorkloadEnvironment, dict(ready.environment)))
+        out = WorkloadOutcome(labels=list(ready.labels), environment=cast(WorkloadEnvironment, dict(ready.environment)))
         if on_ready is not None:
             on_ready()
         self._phase = "while running"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.errors import RunFailed
-from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.common.process_run import WorkloadChild, WorkloadOutcome
 
 
 class OtherRankStopped(RunFailed):
@@ -40,9 +40,9 @@ class RankProcesses:
         if not self._met():
             raise OtherRankStopped("another rank's process stopped before the run began")
 
-    def execute(self, jobs: Sequence[Any], on_tick: Callable[[int, Any], None] | None = None) -> list[Outcome]:
+    def execute(self, jobs: Sequence[Any], on_tick: Callable[[int, Any], None] | None = None) -> list[WorkloadOutcome]:
         """Each rank's outcome, in order (``on_tick(i, progress)``: rank ``i``'s ticks, from its driving thread)."""
-        outcomes: list[Outcome | None] = [None] * len(jobs)
+        outcomes: list[WorkloadOutcome | None] = [None] * len(jobs)
         errors: list[BaseException] = []
 
         def one(i: int) -> None:
@@ -51,7 +51,7 @@ class RankProcesses:
                 outcomes[i] = self.children[i].execute(jobs[i], tick, self._ready, lambda what: self._met())
             except BaseException as exc:  # a set-up error: raised in the caller's thread once every rank is done
                 errors.append(exc)
-                outcomes[i] = Outcome(status="failed", error=str(exc))
+                outcomes[i] = WorkloadOutcome(status="failed", error=str(exc))
             finally:
                 out = outcomes[i]
                 if out is None or out.status != "ok":
@@ -71,4 +71,4 @@ class RankProcesses:
                         self.stop()
         if errors and all(o is not None and o.payload is None for o in outcomes):
             raise next((e for e in errors if not isinstance(e, OtherRankStopped)), errors[0])
-        return [o if o is not None else Outcome(status="failed") for o in outcomes]
+        return [o if o is not None else WorkloadOutcome(status="failed") for o in outcomes]

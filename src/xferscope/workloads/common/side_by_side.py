@@ -14,7 +14,7 @@ import msgspec
 
 from xferscope.compare.rounds import path_labels, round_orders
 from xferscope.stats import median_of
-from xferscope.workloads.common.level import Figures, told_apart
+from xferscope.workloads.common.level import RoundFigures, told_apart
 
 
 class Entry(msgspec.Struct, kw_only=True):
@@ -110,10 +110,10 @@ def entries(
     return out
 
 
-def _figures(e: Entry) -> Figures | None:
+def _figures(e: Entry) -> RoundFigures | None:
     if e.value is None or e.low is None or e.high is None:
         return None
-    return Figures(e.values, e.low, e.value, e.high, len(e.values) or e.runs)
+    return RoundFigures(e.values, e.low, e.value, e.high, len(e.values) or e.runs)
 
 
 def _level(a: Entry, b: Entry, paired: bool) -> bool:

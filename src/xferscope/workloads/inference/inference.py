@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xferscope.isolation import Channel
-from xferscope.workloads.common.process_run import Outcome, WorkloadChild
+from xferscope.workloads.common.process_run import WorkloadChild, WorkloadOutcome
 from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
 
@@ -52,7 +52,7 @@ class JobRunner:
         on_tick: Callable[[Any], None] | None = None,
         on_ready: Callable[[], None] | None = None,
         serve: Callable[[Channel], None] | None = None,
-    ) -> tuple[Outcome, list]:
+    ) -> tuple[WorkloadOutcome, list]:
         """The outcome and every job done (those the ticks carried, where the process died before its end);
         ``on_ready`` as ``WorkloadChild.execute``'s (the ranks of an MPI job start together there). ``serve``: the
         process's side, a ``TransferJob``'s where not given (a library's load: ``library_load.serve``)."""

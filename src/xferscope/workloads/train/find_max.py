@@ -18,7 +18,7 @@ REPEATS = 3
 
 
 @dataclass
-class Point:
+class AcceleratorsTried:
     accelerators: int
     aus: list[float] = field(default_factory=list)
     results: list = field(default_factory=list)
@@ -33,7 +33,7 @@ class Point:
 class Search:
     threshold: float
     upper: int
-    points: dict[int, Point] = field(default_factory=dict)
+    points: dict[int, AcceleratorsTried] = field(default_factory=dict)
     best: int = 0
     stopped: bool = False  # interrupted: ``best`` is the most that passed before it stopped
 
@@ -58,7 +58,7 @@ def find_max(
     search = Search(threshold, max(1, upper))
 
     def judge(n: int) -> bool:
-        point = search.points.setdefault(n, Point(n))
+        point = search.points.setdefault(n, AcceleratorsTried(n))
         while True:
             au, result = measure(n)
             point.aus.append(au)

@@ -16,14 +16,14 @@ import msgspec
 
 from xferscope.errors import FormatError
 from xferscope.stats import median_of
-from xferscope.workloads.common.level import Figures, told_apart
+from xferscope.workloads.common.level import RoundFigures, told_apart
 from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
 #: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
 MIB_IN_MB = (1 << 20) / 1e6
 
 
-class Entry(msgspec.Struct, kw_only=True):
+class TrainEntry(msgspec.Struct, kw_only=True):
     """One side of a comparison: a path of this command (over its rounds), or a saved result."""
 
     label: str
@@ -48,7 +48,7 @@ class TrainComparison(msgspec.Struct, kw_only=True):
     schema_version: int = SCHEMA_VERSION
     kind: str = KIND + "-comparison"
     rounds: int
-    entries: list[Entry]  # ranked: most accelerators sustained first, then the highest AU
+    entries: list[TrainEntry]  # ranked: most accelerators sustained first, then the highest AU
     results: list[TrainResult] = []
     searches: list[FindMaxResult] = []
     status: str = "ok"  # "interrupted": the rounds measured before Ctrl-C
@@ -58,12 +58,12 @@ class TrainComparison(msgspec.Struct, kw_only=True):
         return (self.results or [s.results[0] for s in self.searches])[0].spec
 
 
-def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
+def entry_of_runs(label: str, results: Sequence[TrainResult]) -> TrainEntry:
     first = results[0]
     aus = [r.au for r in results if r.au is not None]
     au = median_of(aus)
     ranks = first.cluster.ranks if first.cluster is not None else 1
-    return Entry(
+    return TrainEntry(
         label=label,
         source="xferscope" if ranks == 1 else f"xferscope, {ranks} ranks",
         workload=first.spec.preset,
@@ -81,13 +81,13 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> Entry:
     )
 
 
-def host_entries(label: str, result: TrainResult) -> list[Entry]:
+def host_entries(label: str, result: TrainResult) -> list[TrainEntry]:
     """An MPI job's hosts, each as one more entry beside the job's (``label@host``)."""
     c = result.cluster
     if c is None:
         return []
     return [
-        Entry(
+        TrainEntry(
             label=f"{label}@{h.host}",
             source=f"xferscope, {len(h.ranks)} of {c.ranks} ranks",
             workload=result.spec.preset,
@@ -107,27 +107,27 @@ def host_entries(label: str, result: TrainResult) -> list[Entry]:
     ]
 
 
-def entry_of_search(label: str, search: FindMaxResult) -> Entry:
+def entry_of_search(label: str, search: FindMaxResult) -> TrainEntry:
     at_best = [r for r in search.results if r.spec.accelerators == search.best] or search.results[:1]
     e = entry_of_runs(label, at_best)
     e.sustained = search.best
     return e
 
 
-def _figures(e: Entry) -> Figures | None:
+def _figures(e: TrainEntry) -> RoundFigures | None:
     if e.au is None or e.au_min is None or e.au_max is None:
         return None
-    return Figures(e.aus, e.au_min, e.au, e.au_max, e.runs)
+    return RoundFigures(e.aus, e.au_min, e.au, e.au_max, e.runs)
 
 
-def _level(a: Entry, b: Entry, paired: bool) -> bool:
+def _level(a: TrainEntry, b: TrainEntry, paired: bool) -> bool:
     fa, fb = _figures(a), _figures(b)
     if a.sustained != b.sustained or fa is None or fb is None:
         return False
     return not told_apart(fa, fb, paired=paired, higher_is_better=True)
 
 
-def rank(entries: list[Entry], *, paired: bool = False) -> list[Entry]:
+def rank(entries: list[TrainEntry], *, paired: bool = False) -> list[TrainEntry]:
     """Most accelerators sustained first, then the highest AU; each marks those the verdict rule cannot tell apart
     from it. ``paired``: the entries' runs were measured in the same rounds."""
     for e in entries:
@@ -138,7 +138,7 @@ def rank(entries: list[Entry], *, paired: bool = False) -> list[Entry]:
 # ------------------------------------------------------------------ saved results
 
 
-def _dlio_entry(label: str, data: dict[str, Any]) -> Entry:
+def _dlio_entry(label: str, data: dict[str, Any]) -> TrainEntry:
     metric = data.get("metric")
     if not isinstance(metric, dict) or "train_au_mean_percentage" not in metric:
         raise KeyError("metric.train_au_mean_percentage")
@@ -146,7 +146,7 @@ def _dlio_entry(label: str, data: dict[str, Any]) -> Entry:
     meet = metric.get("train_au_meet_expectation")
     io = metric.get("train_io_mean_MB_per_second")
     rate = metric.get("train_throughput_mean_samples_per_second")
-    return Entry(
+    return TrainEntry(
         label=label,
         source="dlio",
         workload=data.get("workload") or data.get("model"),
@@ -163,7 +163,7 @@ def _dlio_entry(label: str, data: dict[str, Any]) -> Entry:
     )
 
 
-def load_entries(path: str) -> list[Entry]:
+def load_entries(path: str) -> list[TrainEntry]:
     """A saved training result, a --find-max search, a comparison (its entries), or DLIO's ``summary.json``; a
     file that is none of them is one line naming the file and what is missing."""
     try:
