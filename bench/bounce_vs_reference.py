@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 from xferscope.units import format_size, parse_size
 
@@ -54,7 +54,7 @@ RATIOS = (
 def run_path(variant: str, file: str, size: int, bs: int, workers: int, seconds: float) -> tuple[float, dict]:
     """MiB/s of one xferscope run of ``variant`` (a path, ``+huge`` for --huge-pages, ``#...`` a repeat)."""
     path, _, extra = variant.split("#")[0].partition("+")
-    r = Run(
+    r = EngineRun(
         RunSpec(
             path=path,
             file=file,
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown variants: {', '.join(sorted(unknown))}")
     file = os.path.join(os.path.abspath(args.dir), "xferscope-bounce-bench.dat")
-    Run(RunSpec(path="host", file=file, file_size=size, duration=None, total_bytes=1 << 20, keep=True)).execute()
+    EngineRun(RunSpec(path="host", file=file, file_size=size, duration=None, total_bytes=1 << 20, keep=True)).execute()
     print(
         f"# {args.seconds:g}s x {args.rounds} rounds, variants in rotated order; load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}\n# {RULE}",

@@ -39,14 +39,14 @@ import time
 
 os.environ["KVIKIO_COMPAT_MODE"] = "OFF"  # before kvikio is imported: through cuFile, as xferscope
 
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 from xferscope.units import format_size, parse_size
 
 
 def make_file(path: str, size: int) -> None:
     """An xferscope scratch file (pattern data, not zeros), kept for both sides."""
-    Run(
+    EngineRun(
         RunSpec(
             path="host", file=path, file_size=size, block_size=1 << 20, duration=None, total_bytes=1 << 20, keep=True
         )
@@ -57,7 +57,7 @@ def xferscope_read(
     path: str, size: int, bs: int, workers: int, register: bool, split: int | None = None
 ) -> tuple[float, dict]:
     """MiB/s reading the whole file once, and the run's environment (cuFile mode)."""
-    r = Run(
+    r = EngineRun(
         RunSpec(
             path="cufile",
             file=path,

@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 from xferscope.commands.compare import run_comparison
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import FASTER, MARGIN, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS
 from xferscope.run import runner
 from xferscope.spec import RunSpec
@@ -36,12 +36,12 @@ def invocations(
     factor: float, run_sd: float, n: int, seed0: int, directory: str, margin: float = MARGIN
 ) -> list[tuple[str, int]]:
     """(verdict, rounds) of ``n`` invocations of host#1 against host#2 at ``factor``."""
-    runner.Run = _standin.StandInRun  # type: ignore[misc]
+    runner.EngineRun = _standin.StandInRun  # type: ignore[misc]
     out = []
     for i in range(n):
         _standin.configure({"host#1": 1.0, "host#2": factor}, run_sd, paths=2, seed=seed0 + i)
         spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=directory)
-        comp = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin)
+        comp = RoundsComparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin)
         with contextlib.redirect_stderr(io.StringIO()):
             run_comparison(comp, drop_cache=False, live=False)
         v = comp.verdict(1)

@@ -1,4 +1,4 @@
-"""A stand-in for ``runner.Run`` whose throughput follows a known distribution: a seam for the tests and for
+"""A stand-in for ``runner.EngineRun`` whose throughput follows a known distribution: a seam for the tests and for
 ``bench/verdict_goals.py`` that check the comparison's rule of rounds (and a storage of a known concurrency curve,
 for the knee search's); not part of xferscope.
 
@@ -40,16 +40,16 @@ def configure(factors: dict[str, float], sd: float, paths: int, seed: int = 0) -
 
 
 class StandInRun:
-    """Takes ``runner.Run``'s place (monkeypatched by the caller); touches no file."""
+    """Takes ``runner.EngineRun``'s place (monkeypatched by the caller); touches no file."""
 
     def __init__(self, spec: RunSpec, **_):
         self.spec = spec
         self.result: RunResult | None = None
         self.labels: list[str] = []
-        #: asked to stop (as ``runner.Run``): a stand-in run has always ended by then
+        #: asked to stop (as ``runner.EngineRun``): a stand-in run has always ended by then
         self.stopped_by_user = False
 
-    # the steps the console's batch takes (runner.Run's), each immediate
+    # the steps the console's batch takes (runner.EngineRun's), each immediate
     def subscribe(self, _consumer) -> None: ...
     def prepare(self, progress=None) -> None: ...
     def start(self) -> None:

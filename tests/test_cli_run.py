@@ -224,8 +224,8 @@ def test_a_foreign_file_is_refused_before_an_engine_process_starts(direct_dir, m
         spawned.append(self)
         raise RuntimeError("an engine process was started")
 
-    monkeypatch.setattr(runner.Run, "_spawn", spawn)
-    run = runner.Run(RunSpec(io="write", block_size=4096, file=str(foreign), duration=0.1))
+    monkeypatch.setattr(runner.EngineRun, "_spawn", spawn)
+    run = runner.EngineRun(RunSpec(io="write", block_size=4096, file=str(foreign), duration=0.1))
     with pytest.raises(SpecError, match="not created by xferscope"):
         run.prepare()
     run.close()

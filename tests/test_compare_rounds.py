@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from xferscope.compare.rounds import Comparison, path_labels, round_orders
+from xferscope.compare.rounds import RoundsComparison, path_labels, round_orders
 from xferscope.compare.verdict import RULE, SINGLE_PASS, WORDS, paired_verdict
 from xferscope.engines.host import huge_pages_offered
 from xferscope.spec import RunSpec
@@ -31,7 +31,7 @@ def test_rotation_never_puts_a_path_first_twice_in_a_row(paths, rounds):
 def test_a_path_given_twice_is_told_apart():
     assert path_labels(["host", "host"]) == ["host#1", "host#2"]
     assert path_labels(["host", "bounce", "host"]) == ["host#1", "bounce", "host#2"]
-    comp = Comparison([RunSpec(path="host"), RunSpec(path="host")], 3)
+    comp = RoundsComparison([RunSpec(path="host"), RunSpec(path="host")], 3)
     assert [s.name for s in comp.specs] == ["host#1", "host#2"]
     assert [(r.round, r.position, r.slot) for r in comp.runs] == [
         (0, 0, 0),
@@ -209,7 +209,7 @@ def test_each_run_starts_with_the_files_pages_evicted_and_nothing_else(monkeypat
     spec = RunSpec(
         path="host", block_size=64 << 10, file_size=4 << 20, duration=0.2, directory=str(direct_dir), buffered=True
     )
-    comp = Comparison([spec, spec], 2)
+    comp = RoundsComparison([spec, spec], 2)
     outcome = run_comparison(comp, drop_cache=True, live=False)
     assert not outcome.interrupted and not outcome.failed and all(run.ok for run in comp.runs)
     assert comp.cache_dropped is True
@@ -226,7 +226,7 @@ def test_where_the_files_pages_stay_the_warning_comes_once_and_the_result_says_s
 
     monkeypatch.setattr(page_cache, "resident_share", lambda paths: 0.5)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=4 << 20, duration=0.2, directory=str(direct_dir))
-    comp = Comparison([spec, spec], 2)
+    comp = RoundsComparison([spec, spec], 2)
     outcome = run_comparison(comp, drop_cache=True, live=False)
     assert not outcome.interrupted and not outcome.failed
     assert all(run.ok for run in comp.runs)

@@ -19,7 +19,7 @@ import psutil
 import pytest
 from conftest import sends_from_now
 
-from xferscope.run.runner import EngineDied, Run
+from xferscope.run.runner import EngineDied, EngineRun
 from xferscope.spec import RunSpec
 
 MIB = 1 << 20
@@ -245,30 +245,30 @@ def test_within_one_command_a_paths_runs_share_its_engine_process_and_a_dead_one
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
-        first, second = Run(spec), Run(spec)
+        first, second = EngineRun(spec), EngineRun(spec)
         assert first.execute().status == "ok" and second.execute().status == "ok"
         assert second._child is first._child and not gone(first._child.pid)  # one process, kept
         assert first.result.fixed_cost_s and second.result.fixed_cost_s  # each run's own set-up, measured
         # killed in its timed region: that run fails, and the next run starts a process of its own
-        doomed = Run(spec.replace(duration=5.0))
+        doomed = EngineRun(spec.replace(duration=5.0))
         doomed.prepare()
         doomed.start()
         os.kill(doomed._child.pid, signal.SIGKILL)
         assert doomed.join(30)
         doomed.close()
         assert doomed.finish().status == "failed"
-        fresh = Run(spec)
+        fresh = EngineRun(spec)
         assert fresh.execute().status == "ok" and fresh._child.pid != first._child.pid
         kept = fresh._child.pid
     wait_until(lambda: gone(kept), timeout=30, what="the kept engine process to end with the command")
     # outside a command's block, every run has a process of its own, ended with it
-    alone = Run(spec)
+    alone = EngineRun(spec)
     alone.execute()
     assert alone._child.pid != kept and gone(alone._child.pid)
     assert scratch_left(direct_dir) == []
 
 
-def interrupted_within(run: Run, timeout: float) -> bool:
+def interrupted_within(run: EngineRun, timeout: float) -> bool:
     """``run.execute()`` in a thread: whether it ended, interrupted (``target.Interrupted``), within ``timeout``."""
     import threading
 
@@ -293,7 +293,7 @@ def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(di
 
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
-        first = Run(spec)
+        first = EngineRun(spec)
         assert first.execute().status == "ok"
         kept = first._child
 
@@ -301,8 +301,8 @@ def test_ctrl_c_as_a_kept_process_is_handed_the_next_run_does_not_wait_for_it(di
             self._driver.child, self._driver.log = engine_pool.take(self.spec.path)
             raise KeyboardInterrupt  # before the reader starts
 
-        monkeypatch.setattr(Run, "_spawn", taken_then_interrupted)
-        second = Run(spec)
+        monkeypatch.setattr(EngineRun, "_spawn", taken_then_interrupted)
+        second = EngineRun(spec)
         assert interrupted_within(second, 30), "the interrupted run returned"  # far less than the close timeout
         assert second._child is kept and gone(kept.pid), "the process it could not hear is ended, not kept"
     assert scratch_left(direct_dir) == []
@@ -318,7 +318,7 @@ def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(dir
     monkeypatch.setattr(runner, "CLOSE_TIMEOUT_S", 600.0)  # a wait for "closed" would outlast the test's
     spec = RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, block_size=64 * 1024, duration=0.2)
     with engine_pool.kept_engines():
-        first = Run(spec)
+        first = EngineRun(spec)
         assert first.execute().status == "ok"
         kept = first._child
         send = kept.send
@@ -329,14 +329,14 @@ def test_ctrl_c_just_before_a_kept_process_gets_its_job_does_not_wait_for_it(dir
             return send(message)
 
         monkeypatch.setattr(kept, "send", interrupted_before_the_job)
-        second = Run(spec)
+        second = EngineRun(spec)
         assert interrupted_within(second, 60), "the interrupted run returned"
         assert second._child is kept and gone(kept.pid), "the process that never got the job is ended, not kept"
     assert scratch_left(direct_dir) == []
 
 
 def test_a_crash_while_preparing_raises_and_removes_the_file(direct_dir):
-    run = Run(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
+    run = EngineRun(RunSpec(file=str(direct_dir / "big.dat"), file_size=4 << 30, block_size=MIB, duration=5))
     killer = []
 
     def progress(done, total):
@@ -358,7 +358,7 @@ def test_an_engine_that_ignores_the_stop_is_killed_with_its_figures_kept(direct_
     import xferscope.run.runner as runner_mod
 
     monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
-    run = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=30))
+    run = EngineRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=30))
     run.prepare()
     run.start()
     wait_until(lambda: len(run.samples) >= 5, what="samples")
@@ -376,7 +376,7 @@ def test_an_engine_that_ignores_the_stop_is_killed_with_its_figures_kept(direct_
 
 def test_the_result_keeps_the_engine_process_cpu_and_samples(direct_dir):
     """The process figures are the engine process's; the result comes whole from there."""
-    run = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=0.6))
+    run = EngineRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=16 * MIB, block_size=4096, duration=0.6))
     result = run.execute()
     assert result.status == "ok" and not result.incomplete
     assert result.cpu["cpu_seconds"] > 0 and result.samples and run.samples
@@ -390,7 +390,7 @@ def test_errors_from_the_engine_process_keep_their_kind(direct_dir):
 
     (direct_dir / "theirs.dat").write_bytes(b"x" * MIB)
     with pytest.raises(SpecError) as info:
-        Run(RunSpec(io="write", file=str(direct_dir / "theirs.dat"), file_size=MIB, duration=0.2)).execute()
+        EngineRun(RunSpec(io="write", file=str(direct_dir / "theirs.dat"), file_size=MIB, duration=0.2)).execute()
     assert info.value.field == "file" and info.value.exit_code == 2
     assert (direct_dir / "theirs.dat").read_bytes() == b"x" * MIB
 
@@ -414,7 +414,7 @@ def test_a_message_of_no_known_kind_is_one_clear_error_on_either_side(direct_dir
     assert "unexpected message str 'start'; expected one of: Plan, Start, Stop, Close" in str(
         error_from_wire(failed.error)
     )
-    run = Run(spec)
+    run = EngineRun(spec)
     run._driver.control.put(Progress(1, 2))  # set-up progress is taken on the way
     run._driver.control.put(Start())
     with pytest.raises(UnknownMessage, match=r"unexpected message Start.*expected one of: Prepared"):
@@ -433,7 +433,7 @@ def test_start_keeps_the_counters_the_engine_sent_after_started(direct_dir):
     def counters(error):
         return Snapshot(0, (), Histogram(), Histogram(), 0, 0, None, 0, error)
 
-    run = Run(RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2))
+    run = EngineRun(RunSpec(path="host", file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=0.2))
     first, last = counters(None), counters(("verification failed: data at offset 0", 0))
     started = Started([], [None], {}, first)
     run._snapshot = last  # the reader has read "started", then the last counters

@@ -15,7 +15,7 @@ from gpu_reasons import GPU_REASON, needs_cufile, needs_kvikio
 
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.run.local_run import LocalRun
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
@@ -82,7 +82,7 @@ def held_context():
 @pytest.mark.parametrize("io", ["read", "write", "randread", "randrw"])
 @pytest.mark.parametrize("path", ALL_PATHS)
 def test_each_path_reads_and_writes(path, io, direct_dir):
-    result = Run(spec_for(path, direct_dir, io=io)).execute()
+    result = EngineRun(spec_for(path, direct_dir, io=io)).execute()
     assert result.status == "ok", result.error
     assert result.bytes >= 16 * MIB and result.ops == result.bytes // MIB
     if io in ("read", "randread"):
@@ -101,8 +101,8 @@ def test_each_path_reads_and_writes(path, io, direct_dir):
 @pytest.mark.parametrize("path", VERIFY_PATHS)
 def test_verify_passes_on_good_data(path, direct_dir):
     spec = spec_for(path, direct_dir, verify=True, io="randrw", rwmix=50)
-    assert Run(spec).execute().status == "ok"
-    assert Run(spec.replace(io="read")).execute().status == "ok"
+    assert EngineRun(spec).execute().status == "ok"
+    assert EngineRun(spec.replace(io="read")).execute().status == "ok"
 
 
 @pytest.mark.parametrize("path", VERIFY_PATHS)
@@ -114,7 +114,7 @@ def test_verify_catches_a_corrupted_block(path, direct_dir):
 
 def verify_finds_corruption(spec: RunSpec, file, bad: int) -> None:
     """Run ``spec`` once to make (and keep) its file, spoil 4 KiB at ``bad``, then --verify must name it."""
-    Run(spec).execute()
+    EngineRun(spec).execute()
     fd = os.open(file, os.O_WRONLY)
     try:
         os.pwrite(fd, b"\xa5" * 4096, bad)
@@ -122,7 +122,7 @@ def verify_finds_corruption(spec: RunSpec, file, bad: int) -> None:
     finally:
         os.close(fd)
     with pytest.raises(RunFailed) as info:
-        Run(spec.replace(verify=True, keep=False)).execute()
+        EngineRun(spec.replace(verify=True, keep=False)).execute()
     assert "verification failed" in str(info.value) and str(bad) in str(info.value)
 
 
@@ -145,7 +145,7 @@ def test_split_requests_carry_the_right_data(path, direct_dir):
             total_bytes=20 * MIB,
             verify=True,
         )
-        result = Run(spec).execute()
+        result = EngineRun(spec).execute()
         assert result.status == "ok", result.error
         assert "each 5M request as 3 sub-requests of 2M, the last 1M, 3 in flight (--split)" in result.labels
         assert result.environment["split"] == 2 * MIB
@@ -172,7 +172,7 @@ def test_bounce_buffers_on_huge_pages(path, direct_dir):
 
     if thp_mode() not in ("always", "madvise"):
         pytest.skip(f"transparent huge pages are off here ({thp_mode()})")
-    result = Run(spec_for(path, direct_dir, io="randrw", verify=True, huge_pages=True)).execute()
+    result = EngineRun(spec_for(path, direct_dir, io="randrw", verify=True, huge_pages=True)).execute()
     assert result.status == "ok", result.error
     assert "pinned buffers on 2 MiB huge pages" in result.labels
     assert result.environment["pinned_buffers"].startswith("2 MiB")
@@ -215,7 +215,7 @@ def test_bounce_async_measures_both_ways_and_says_which_it_kept(direct_dir):
     """On a real GPU each worker's trial times a block on one buffer and with groups taking turns, keeps the
     faster, and the result says which, with the figures."""
     spec = spec_for("bounce-async", direct_dir, workers=2, duration=1.0, total_bytes=None, file_size=256 * MIB)
-    result = Run(spec).execute()
+    result = EngineRun(spec).execute()
     assert result.status == "ok", result.error
     env = result.environment
     from xferscope import _iocore
@@ -233,7 +233,7 @@ def test_bounce_async_measures_both_ways_and_says_which_it_kept(direct_dir):
 def test_cufile_mode_is_detected_and_shown(direct_dir):
     from xferscope.engines import cufile_driver
 
-    result = Run(spec_for("cufile", direct_dir)).execute()
+    result = EngineRun(spec_for("cufile", direct_dir)).execute()
     mode = result.environment["cufile_mode"]
     if cufile_driver.nvidia_fs_version() is None and not cufile_driver._param_bool("USE_PCIP2PDMA"):
         assert mode == "compat", "without nvidia-fs or P2PDMA cuFile can only run in compat mode"
@@ -254,9 +254,9 @@ def test_page_cache_use_is_probed_and_labelled(path, io, direct_dir):
     from xferscope.report import compare_rows
 
     spec = spec_for(path, direct_dir, io=io, workers=1, keep=True)
-    assert Run(spec.replace(io="read", total_bytes=MIB)).execute().status == "ok"  # the file exists
+    assert EngineRun(spec.replace(io="read", total_bytes=MIB)).execute().status == "ok"  # the file exists
     page_cache.evict(spec.file)
-    result = Run(spec).execute()
+    result = EngineRun(spec).execute()
     assert result.status == "ok", result.error
     cached = page_cache.resident_bytes(spec.file)
     seen = result.environment["page_cache_probe"][io]
@@ -301,7 +301,7 @@ def test_cli_json_says_which_cufile_mode(cli, direct_dir):
 
 
 def test_bounce_buffered_is_labelled(direct_dir):
-    result = Run(spec_for("bounce", direct_dir, buffered=True)).execute()
+    result = EngineRun(spec_for("bounce", direct_dir, buffered=True)).execute()
     assert "CPU_CACHED_GPU (gdsio -x 4)" in result.labels and result.environment["io_mode"] == "buffered"
     assert result.spec.xfer_type == "CPU_CACHED_GPU"
 
@@ -410,7 +410,7 @@ def test_gpu_memory_returns_after_the_engine_process_is_killed(path, direct_dir,
     spec = spec_for(
         path, direct_dir, block_size=16 * MIB, workers=4, file_size=128 * MIB, total_bytes=None, duration=30.0
     )
-    run = Run(spec)
+    run = EngineRun(spec)
     run.prepare()
     run.start()
     deadline = time.monotonic() + 30
@@ -462,7 +462,7 @@ def _gpu_count() -> int:
 @pytest.mark.skipif(_gpu_count() < 2, reason="needs two GPUs")
 @pytest.mark.parametrize("path", ["bounce", pytest.param("cufile", marks=needs_cufile)])
 def test_two_workers_on_two_gpus(path, direct_dir):
-    result = Run(spec_for(path, direct_dir, gpus=[0, 1], workers=2)).execute()
+    result = EngineRun(spec_for(path, direct_dir, gpus=[0, 1], workers=2)).execute()
     assert [w.gpu for w in result.workers] == [0, 1]
     assert set(result.gpus) == {0, 1} and all(g["bytes"] > 0 for g in result.gpus.values())
     assert "GPUs 0,1 round-robin" in result.labels
@@ -504,7 +504,7 @@ def test_gpu_telemetry_reads_and_the_ceiling_is_measured(direct_dir, monkeypatch
             assert key in reading, key
     finally:
         meter.close()
-    result = Run(spec_for("bounce", direct_dir, total_bytes=None, duration=0.5)).execute()
+    result = EngineRun(spec_for("bounce", direct_dir, total_bytes=None, duration=0.5)).execute()
     assert any(s.gpu and s.gpu[0]["index"] == 0 for s in result.samples), "samples carry GPU telemetry"
     g = result.gpus[0]
     assert g["readings"] >= 1 and g["pcie_rx_mb_s"] >= 0 and g["mem_used_mib_max"] > 0, g

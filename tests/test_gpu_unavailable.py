@@ -153,10 +153,10 @@ def test_gpu_meter_without_gpu_reads_nothing_and_says_why(no_gpu):
 
 
 def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
-    from xferscope.run.runner import Run
+    from xferscope.run.runner import EngineRun
     from xferscope.spec import RunSpec
 
-    result = Run(
+    result = EngineRun(
         RunSpec(
             path="host",
             file=str(direct_dir / "h.dat"),
@@ -171,11 +171,11 @@ def test_host_run_is_untouched_by_missing_gpu_telemetry(no_gpu, direct_dir):
 
 def test_engine_reports_unavailable_through_the_runner(no_gpu, direct_dir):
     from xferscope.errors import EngineUnavailable
-    from xferscope.run.runner import Run
+    from xferscope.run.runner import EngineRun
     from xferscope.spec import RunSpec
 
     with pytest.raises(EngineUnavailable) as info:
-        Run(RunSpec(path="bounce-async", file=str(direct_dir / "b.dat"), file_size=4 << 20)).execute()
+        EngineRun(RunSpec(path="bounce-async", file=str(direct_dir / "b.dat"), file_size=4 << 20)).execute()
     assert str(info.value).startswith("bounce-async: unavailable: no GPU")  # said by the engine's own process
     assert info.value.exit_code == 3 and info.value.engine == "bounce-async"
     assert not (direct_dir / "b.dat").exists()

@@ -7,7 +7,7 @@ import pytest
 from test_engine_process import wait_until
 
 from xferscope.errors import RunFailed
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 from xferscope.target import read_sidecar
 
@@ -18,7 +18,7 @@ def run(tmp, **kw):
     kw.setdefault("file_size", 16 * MIB)
     kw.setdefault("duration", 0.4)
     kw.setdefault("block_size", 4096)
-    return Run(RunSpec(file=str(tmp / "x.dat"), **kw)).execute()
+    return EngineRun(RunSpec(file=str(tmp / "x.dat"), **kw)).execute()
 
 
 @pytest.mark.parametrize("io", ["read", "write", "randread", "randwrite", "randrw", "rw"])
@@ -76,7 +76,7 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
     spec = RunSpec(
         file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=1.0, block_size=4096, io="randread", interval=0.1
     )
-    r = Run(spec).execute()
+    r = EngineRun(spec).execute()
     # a sample at each tick of the interval, never before it; a loaded machine may be late to one, and one
     # late by more than an interval skips a tick rather than bursting: so at most one a tick, none early
     ticks = [s.t / spec.interval for s in r.samples[:-1]]  # the last one comes when the run ends
@@ -98,7 +98,7 @@ def test_samples_stream_at_the_interval_and_add_up(direct_dir):
 
 
 def test_stop_keeps_what_was_measured(direct_dir):
-    run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=30, block_size=4096))
+    run_ = EngineRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=8 * MIB, duration=30, block_size=4096))
     run_.prepare()
     run_.start()
     wait_until(lambda: run_.samples, what="a sample measured")
@@ -114,14 +114,14 @@ def test_stop_keeps_what_was_measured(direct_dir):
 def test_verification_passes_on_good_data_and_catches_corruption(direct_dir):
     path = direct_dir / "v.dat"
     keep = dict(file=str(path), file_size=4 * MIB, block_size=4096, keep=True, duration=0.3)
-    assert Run(RunSpec(io="randwrite", verify=True, **keep)).execute().status == "ok"
+    assert EngineRun(RunSpec(io="randwrite", verify=True, **keep)).execute().status == "ok"
     assert read_sidecar(str(path))["pattern_intact"] is True
-    assert Run(RunSpec(io="read", verify=True, **keep)).execute().status == "ok"
+    assert EngineRun(RunSpec(io="read", verify=True, **keep)).execute().status == "ok"
     with open(path, "r+b") as fh:  # corrupt one block in the middle
         fh.seek(123 * 4096 + 40)
         fh.write(b"\xff" * 8)
     with pytest.raises(RunFailed, match=r"verification failed: data at offset 503848 ") as exc:
-        Run(
+        EngineRun(
             RunSpec(
                 io="read",
                 verify=True,
@@ -136,22 +136,22 @@ def test_verification_passes_on_good_data_and_catches_corruption(direct_dir):
 def test_write_without_verify_marks_the_pattern_gone_and_verify_refills(direct_dir):
     path = direct_dir / "w.dat"
     base = dict(file=str(path), file_size=2 * MIB, block_size=4096, keep=True, duration=0.2)
-    Run(RunSpec(io="write", **base)).execute()
+    EngineRun(RunSpec(io="write", **base)).execute()
     assert read_sidecar(str(path))["pattern_intact"] is False
-    assert Run(RunSpec(io="randread", verify=True, **base)).execute().status == "ok"
+    assert EngineRun(RunSpec(io="randread", verify=True, **base)).execute().status == "ok"
     assert read_sidecar(str(path))["pattern_intact"] is True
 
 
 def test_directory_mode_has_one_file_per_worker(direct_dir):
     spec = RunSpec(directory=str(direct_dir), file_size=2 * MIB, block_size=4096, workers=3, duration=0.2, keep=True)
-    r = Run(spec).execute()
+    r = EngineRun(spec).execute()
     files = sorted(p.name for p in direct_dir.iterdir() if p.suffix == ".dat")
     assert len(files) == 3 and r.bytes > 0
     assert all(w.bytes > 0 for w in r.workers)
 
 
 def test_buffered_mode_is_labelled(tmp_path):
-    r = Run(
+    r = EngineRun(
         RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True, duration=0.2)
     ).execute()
     assert r.environment["io_mode"] == "buffered"
@@ -166,7 +166,7 @@ def test_compare_rows_say_when_the_page_cache_was_not_asked_for(tmp_path):
     table's path column, next to one that was asked to."""
     from xferscope.report import compare_rows
 
-    r = Run(
+    r = EngineRun(
         RunSpec(file=str(tmp_path / "b.dat"), file_size=2 * MIB, block_size=4096, buffered=True, duration=0.2)
     ).execute()
     r.spec = r.spec.replace(buffered=False)
@@ -182,11 +182,11 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
     import time
 
     import xferscope.run.local_run as runner_mod
-    from xferscope.run.local_run import LocalRun as Run
+    from xferscope.run.local_run import LocalRun as EngineRun
 
     monkeypatch.setattr(runner_mod, "STOP_GRACE_S", 0.5)
     real, closed = {}, []
-    original_prepare = Run.prepare
+    original_prepare = EngineRun.prepare
 
     def prepare(self, progress=None):
         original_prepare(self, progress)
@@ -196,8 +196,8 @@ def test_workers_that_ignore_a_stop_are_left_behind_with_their_figures(direct_di
         engine.wait = lambda timeout: (time.sleep(min(timeout, 0.05)), False)[1]  # ... and never finish
         engine.close = lambda: closed.append(True)
 
-    monkeypatch.setattr(Run, "prepare", prepare)
-    run_ = Run(RunSpec(file=str(direct_dir / "x.dat"), file_size=4 * MIB, duration=30, block_size=4096))
+    monkeypatch.setattr(EngineRun, "prepare", prepare)
+    run_ = EngineRun(RunSpec(file=str(direct_dir / "x.dat"), file_size=4 * MIB, duration=30, block_size=4096))
 
     def ctrl_c_once_measuring() -> None:
         wait_until(lambda: run_.samples, what="a sample")
@@ -334,7 +334,7 @@ def test_host_records_the_same_timeline_as_the_bounce_paths(direct_dir, iodepth)
 
 def test_the_path_s_cpu_leaves_out_xferscope_s_own_sampling(direct_dir):
     """CPU-s/GiB is the engine process's CPU less its sampling threads (measured), which the result keeps apart."""
-    result = Run(RunSpec(path="host", file=str(direct_dir / "c.dat"), file_size=8 << 20, duration=0.5)).execute()
+    result = EngineRun(RunSpec(path="host", file=str(direct_dir / "c.dat"), file_size=8 << 20, duration=0.5)).execute()
     cpu, gib = result.cpu, result.bytes / (1 << 30)
     assert cpu["telemetry_cpu_seconds"] > 0, "the sampler ran on the CPU for 0.5 s"
     assert result.cpu_seconds_per_gib == pytest.approx((cpu["cpu_seconds"] - cpu["telemetry_cpu_seconds"]) / gib)

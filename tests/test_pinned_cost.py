@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.engines import pinned_cost
 from xferscope.engines.base import RunResult
 from xferscope.spec import RunSpec
@@ -31,9 +31,9 @@ def test_doctors_measurement_is_recalled_for_its_filesystem_in_this_boot_only(ca
     assert pinned_cost.recalled(device) is None, "a measurement of another boot is not recalled"
 
 
-def compared(host_mib_s: float, bounce_mib_s: float, device: int) -> Comparison:
+def compared(host_mib_s: float, bounce_mib_s: float, device: int) -> RoundsComparison:
     """host against bounce-async over 3 rounds, each run's result as given, its file on ``device``."""
-    comp = Comparison([RunSpec(path="host"), RunSpec(path="bounce-async")], 3)
+    comp = RoundsComparison([RunSpec(path="host"), RunSpec(path="bounce-async")], 3)
     for run in comp.runs:
         mib_s = host_mib_s if run.slot == 0 else bounce_mib_s
         moved = int(mib_s * (1 << 20))

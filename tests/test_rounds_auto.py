@@ -7,7 +7,7 @@ import pytest
 import standin_runs as _standin
 
 from xferscope import records
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import FASTER, MAX_ROUNDS, SAME, SLOWER, START_ROUNDS, UNDECIDED
 from xferscope.output.compare import comparison_payload
 from xferscope.run import runner
@@ -17,10 +17,10 @@ from xferscope.spec import RunSpec
 def _compare(monkeypatch, directory, factors, sd, seed, max_rounds=MAX_ROUNDS, rounds=START_ROUNDS):
     from xferscope.commands.compare import run_comparison
 
-    monkeypatch.setattr(runner, "Run", _standin.StandInRun)
+    monkeypatch.setattr(runner, "EngineRun", _standin.StandInRun)
     _standin.configure(factors, sd, paths=len(factors), seed=seed)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(directory))
-    comp = Comparison([spec] * len(factors), rounds, max_rounds)
+    comp = RoundsComparison([spec] * len(factors), rounds, max_rounds)
     outcome = run_comparison(comp, drop_cache=False, live=False)
     assert not outcome.interrupted and not outcome.failed
     return comp
@@ -132,13 +132,13 @@ def test_a_margin_out_of_range_is_one_line_and_nothing_runs(cli, tmp_path, comma
 def test_a_wider_margin_calls_a_4_percent_difference_the_same(monkeypatch, tmp_path):
     from xferscope.commands.compare import run_comparison
 
-    monkeypatch.setattr(runner, "Run", _standin.StandInRun)
+    monkeypatch.setattr(runner, "EngineRun", _standin.StandInRun)
     _standin.configure({"host#1": 1.0, "host#2": 0.96}, 0.002, paths=2, seed=5)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(tmp_path))
-    narrow = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.03)
+    narrow = RoundsComparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.03)
     run_comparison(narrow, drop_cache=False, live=False)
     _standin.configure({"host#1": 1.0, "host#2": 0.96}, 0.002, paths=2, seed=5)
-    wide = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.05)
+    wide = RoundsComparison([spec, spec], START_ROUNDS, MAX_ROUNDS, margin=0.05)
     run_comparison(wide, drop_cache=False, live=False)
     assert narrow.verdict(1).word == SLOWER and wide.verdict(1).word == SAME
     assert "within 1 ± 3%" in narrow.notes()[0] and "within 1 ± 5%" in wide.notes()[0]
@@ -154,10 +154,10 @@ def test_ctrl_c_as_a_run_ends_stops_the_comparison_after_it(monkeypatch, tmp_pat
             self.stop()  # what run_to_end does with a KeyboardInterrupt that came after the run's end
             return result
 
-    monkeypatch.setattr(runner, "Run", CtrlCAtTheEnd)
+    monkeypatch.setattr(runner, "EngineRun", CtrlCAtTheEnd)
     _standin.configure({"host#1": 1.0, "host#2": 1.0}, 0.01, paths=2, seed=5)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(tmp_path))
-    comp = Comparison([spec, spec], START_ROUNDS, MAX_ROUNDS)
+    comp = RoundsComparison([spec, spec], START_ROUNDS, MAX_ROUNDS)
     outcome = run_comparison(comp, drop_cache=False, live=False)
     assert outcome.interrupted
     assert [r.result is not None and r.result.status for r in comp.runs][:2] == ["ok", False]

@@ -18,7 +18,7 @@ from xferscope import target as targets
 from xferscope.engines.native import GpuWorker
 from xferscope.engines.split import MAX_LANES, lanes, plan_split, split_advice, split_label
 from xferscope.errors import SpecError
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 
 K, M = 1 << 10, 1 << 20
@@ -139,7 +139,7 @@ def test_cli_bad_split_is_one_line(cli, direct_dir):
 
 def test_host_split_reads_and_writes_the_right_data(direct_dir):
     for io in ("randrw", "read"):
-        r = Run(
+        r = EngineRun(
             RunSpec(
                 path="host",
                 io=io,

@@ -85,3 +85,27 @@ def test_string_keyed_dicts_of_anything_stay_few():
         if "dict[str, Any]" in line
     ]
     assert len(found) <= MOST_UNTYPED_DICTS, f"{len(found)} dict[str, Any]:\n" + "\n".join(found)
+
+
+def classes_defined_twice(source: Path) -> dict[str, list[str]]:
+    """Class names defined in more than one module under ``source``, with those modules."""
+    import ast
+    import collections
+
+    where: dict[str, list[str]] = collections.defaultdict(list)
+    for path in sorted(source.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                where[node.name].append(str(path.relative_to(source)))
+    return {name: modules for name, modules in where.items() if len(set(modules)) > 1}
+
+
+def test_no_class_name_is_defined_in_two_modules(tmp_path):
+    """One name, one thing: a class name says which class it is wherever it is read."""
+    source = ROOT / "src" / "xferscope"
+    if not source.is_dir():
+        pytest.skip(f"the sources are not at {source}")
+    assert classes_defined_twice(source) == {}
+    (tmp_path / "a.py").write_text("class Outcome:\n    pass\n")
+    (tmp_path / "b.py").write_text("def f():\n    class Outcome:\n        pass\n")
+    assert classes_defined_twice(tmp_path) == {"Outcome": ["a.py", "b.py"]}, "the check finds a second one"

@@ -150,14 +150,14 @@ def test_a_long_session_keeps_the_newest_time_series_and_every_summary(direct_di
     """Hours of runs in one console: the time series of the newest runs stay, older runs keep their
     summary figures (what a comparison table shows), so the console does not grow without end."""
     from xferscope.app.session import compact, new_records
-    from xferscope.run.runner import Run
+    from xferscope.run.runner import EngineRun
 
     spec = RunSpec(
         path="host", file=str(direct_dir / "x.dat"), file_size=8 << 20, block_size=64 << 10, duration=0.3, keep=True
     )
     records = new_records([spec] * 4)
     for record in records:
-        run = Run(spec)
+        run = EngineRun(spec)
         run.subscribe(record.buffer.push)
         record.result = run.execute()
         record.take_samples()

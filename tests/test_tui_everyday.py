@@ -31,7 +31,7 @@ from xferscope.app.messages import (
 )
 from xferscope.commands.tui import console_options
 from xferscope.export import result_to_dict, write_json
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 
 
@@ -90,7 +90,7 @@ async def test_a_bundled_grid_profile_opens_with_its_points(direct_dir):
 
 
 async def test_saved_results_join_the_comparison(direct_dir, tmp_path):
-    result = Run(
+    result = EngineRun(
         RunSpec(path="host", block_size=1 << 16, file_size=8 << 20, duration=0.3, directory=str(direct_dir))
     ).execute()
     saved = tmp_path / "old.json"

@@ -17,7 +17,7 @@ from xferscope.app.widgets.cpu import console_figures, cpu_figures
 from xferscope.commands.tui import console_options
 from xferscope.engines.base import LatencySummary, Sample
 from xferscope.export import result_to_dict, write_json
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 
 GRID = """\
@@ -100,7 +100,7 @@ async def test_a_result_over_several_hosts_shows_one_row_per_host(direct_dir, tm
     spec = RunSpec(path="host", block_size=1 << 16, file_size=8 << 20, duration=0.3, directory=str(direct_dir))
     hosts = []
     for name in ("node-a", "node-b"):
-        r = Run(spec).execute()
+        r = EngineRun(spec).execute()
         hosts.append(
             dataclasses.replace(
                 r, environment={**r.environment, "host": name, "cluster": {"scope": "host", "ranks": 1}}

@@ -24,7 +24,7 @@ def test_the_whisker_runs_from_the_lowest_to_the_highest_round_on_one_scale():
 
 async def test_with_rounds_auto_the_console_adds_a_round_while_a_path_is_undecided(direct_dir, monkeypatch):
     # the stand-in engine: host#2 at 0.94 of host#1, 0.2% noise (undecided at 3 rounds, slower at 4)
-    monkeypatch.setattr(session, "Run", _standin.StandInRun)
+    monkeypatch.setattr(session, "EngineRun", _standin.StandInRun)
     _standin.configure({"host#1": 1.0, "host#2": 0.94}, 0.002, paths=2, seed=3)
     app = make_app(direct_dir)
     spec = RunSpec(path="host", block_size=64 << 10, file_size=64 << 10, duration=1.0, directory=str(direct_dir))

@@ -311,7 +311,7 @@ ROUNDS_HEADERS = (*SHAPE_HEADERS, "rounds", "MiB/s", "min-max", "IOPS", *COST_HE
 
 
 def rounds_rows(comp) -> list[tuple[str, ...]]:
-    """One row per path of a ``rounds.Comparison``: medians over its rounds, the throughput's range, the
+    """One row per path of a ``rounds.RoundsComparison``: medians over its rounds, the throughput's range, the
     median paired ratio to the baseline with its range, and the verdict."""
     rows = []
     for slot, label in enumerate(comp.labels):

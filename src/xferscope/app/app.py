@@ -54,7 +54,7 @@ from xferscope.app.session import (
 )
 from xferscope.app.setup_model import FormValues
 from xferscope.app.snapshot import export_dir, write_snapshot
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.engines.base import RunResult
 from xferscope.errors import NotWritten, XferscopeError
 from xferscope.spec import RunSpec
@@ -156,7 +156,7 @@ class XferscopeApp(App):
         self.last_specs: list[RunSpec] | None = None
         self.last_repetitions = 1
         self.grid: GridRun | None = None  # the last profile grid started (several points or repetitions)
-        self.comparison: Comparison | None = None  # the last comparison in rounds started (several paths)
+        self.comparison: RoundsComparison | None = None  # the last comparison in rounds started (several paths)
         #: rounds of the last batch when it was a comparison: (planned, the most with auto or None)
         self.last_rounds: tuple[int, int | None] | None = None
         self.comparison_baseline = 0  # the path the comparison's ratios are against (b on the Compare view)
@@ -336,14 +336,18 @@ class XferscopeApp(App):
         if self.batch is not None:
             self.notify("a run is in progress: stop it (x) first", severity="warning")
             return
-        self.comparison = Comparison(specs, rounds, max_rounds)
+        self.comparison = RoundsComparison(specs, rounds, max_rounds)
         self.comparison_baseline = 0
         records = comparison_records(self.comparison)
         self.last_rounds = (rounds, max_rounds)
         self._start(specs, records, 1, self.comparison)
 
     def _start(
-        self, specs: list[RunSpec], records: list[RunRecord], repetitions: int, comparison: Comparison | None = None
+        self,
+        specs: list[RunSpec],
+        records: list[RunRecord],
+        repetitions: int,
+        comparison: RoundsComparison | None = None,
     ) -> None:
         self.records.extend(records)
         self.last_specs = list(specs)

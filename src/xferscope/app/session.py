@@ -18,12 +18,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from xferscope.compare.rounds import Comparison, PlannedRun
+from xferscope.compare.rounds import PlannedRun, RoundsComparison
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import XferscopeError
 from xferscope.run.dataset import SharedDataset
 from xferscope.run.engine_pool import kept_engines
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 
@@ -189,7 +189,7 @@ def new_records(specs: list[RunSpec], repetitions: int = 1) -> list[RunRecord]:
     ]
 
 
-def comparison_records(comp: Comparison, first: int = 0) -> list[RunRecord]:
+def comparison_records(comp: RoundsComparison, first: int = 0) -> list[RunRecord]:
     """One record per run of a comparison from run ``first`` on, in the order the rounds run them."""
     n = len(comp.runs)
     return [
@@ -223,14 +223,14 @@ class Batch:
     first (reported as the first record's preparation) and removed after the last, and its files' pages are
     evicted from the page cache before each run (the comparison notes whether they left)."""
 
-    def __init__(self, records: list[RunRecord], events: BatchEvents, comparison: Comparison | None = None):
+    def __init__(self, records: list[RunRecord], events: BatchEvents, comparison: RoundsComparison | None = None):
         self.records = records
         self.events = events
         self.comparison = comparison
         self.dataset: SharedDataset | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._run: Run | None = None
+        self._run: EngineRun | None = None
         self._finished = threading.Event()
 
     @property
@@ -307,7 +307,7 @@ class Batch:
         spec = self.dataset.spec_for(record.spec) if self.dataset is not None else record.spec
         self._drop_cache()
         try:
-            run = Run(spec)
+            run = EngineRun(spec)
         except XferscopeError as exc:
             self.events.failed(record, str(exc), None)
             return

@@ -25,13 +25,13 @@ from xferscope.cluster.records import RankRecord, RecordMaker, failure_record
 from xferscope.cluster.world import TAG_RECORD, TAG_STOP, World, interrupts_as_flag
 from xferscope.export import result_to_record
 from xferscope.records import Run as RunRecord
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 
 #: after a stop was requested, how long rank 0 still waits for the ranks' final records
 STOP_WAIT_S = 15.0
 
 
-def rank_summary(run: Run) -> tuple[str, RunRecord | None, str | None]:
+def rank_summary(run: EngineRun) -> tuple[str, RunRecord | None, str | None]:
     """(status, its own result's record, why it could not be finished) of a rank whose run has ended: sent once."""
     try:
         result = run.finish()
@@ -40,7 +40,7 @@ def rank_summary(run: Run) -> tuple[str, RunRecord | None, str | None]:
     return result.status, result_to_record(result), None
 
 
-def own_record(run: Run, maker: RecordMaker, finished: bool, start_error: str | None) -> RankRecord:
+def own_record(run: EngineRun, maker: RecordMaker, finished: bool, start_error: str | None) -> RankRecord:
     """This rank's record now: final (with its result) once its run has ended."""
     if start_error:
         return failure_record(maker.rank, start_error)
@@ -79,7 +79,7 @@ class Ticker:
 class Follower:
     """A rank other than 0."""
 
-    def __init__(self, world: World, run: Run, maker: RecordMaker, start_error: str | None = None):
+    def __init__(self, world: World, run: EngineRun, maker: RecordMaker, start_error: str | None = None):
         self.world, self.run, self.maker = world, run, maker
         self.start_error = start_error
         self._sends: list = []
@@ -120,7 +120,7 @@ class Leader:
         self,
         world: World,
         layout: Layout,
-        run: Run,
+        run: EngineRun,
         maker: RecordMaker,
         *,
         on_sample: Callable | None = None,

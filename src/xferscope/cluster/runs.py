@@ -131,7 +131,7 @@ def compare_mpi(
 ) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
     auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
-    from xferscope.compare.rounds import Comparison
+    from xferscope.compare.rounds import RoundsComparison
     from xferscope.output.compare import emit_comparison
 
     world = open_world()
@@ -148,7 +148,7 @@ def compare_mpi(
     except FollowerExit as exc:
         raise typer.Exit(exc.code) from None
     specs, scratch = _scratch_per_rank(world, specs)
-    comp = Comparison(specs, rounds, margin=margin)
+    comp = RoundsComparison(specs, rounds, margin=margin)
     try:
         follower_code, interrupted, failed = _compare_rounds(
             world, comp, specs, gpu_given=gpu_given, drop_cache=drop_cache, fmt=fmt, json_path=json_path
@@ -227,10 +227,10 @@ def _compare_rounds(
 def _print_compare_cluster(comp) -> None:
     """The comparison of the whole job (per-host figures in the files), the layout, and each run's slowest host."""
     from xferscope.cluster.report import layout_line, slowest_line, whole_job
-    from xferscope.compare.rounds import Comparison
+    from xferscope.compare.rounds import RoundsComparison
     from xferscope.output.compare import print_comparison
 
-    whole = Comparison(comp.specs, comp.rounds, margin=comp.margin)
+    whole = RoundsComparison(comp.specs, comp.rounds, margin=comp.margin)
     whole.cache_note, whole.cache_dropped = comp.cache_note, comp.cache_dropped
     for mine, planned in zip(whole.runs, comp.runs):
         mine.result = whole_job(planned.result) if planned.result is not None else None

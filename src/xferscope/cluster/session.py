@@ -28,7 +28,7 @@ from xferscope.cluster.world import SyncTimeout, World, open_world
 from xferscope.engines.base import RunResult, Sample
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
 from xferscope.records import ClusterFacts
-from xferscope.run.runner import Run
+from xferscope.run.runner import EngineRun
 from xferscope.spec import RunSpec
 from xferscope.target import Interrupted
 
@@ -130,7 +130,7 @@ class ClusterRun:
         self.gpu_given = gpu_given
         self.layout: Layout | None = None
         self.template: RunSpec | None = None
-        self.run: Run | None = None
+        self.run: EngineRun | None = None
         self._closed = False
 
     def _agree(self, vote, what: str) -> None:
@@ -167,7 +167,7 @@ class ClusterRun:
                 from xferscope.gpus import gpu_count
 
                 gpus_on_host = gpu_count()[0]
-            self.run = Run(rank_spec(template, self.layout, gpu_given=self.gpu_given, gpus_on_host=gpus_on_host))
+            self.run = EngineRun(rank_spec(template, self.layout, gpu_given=self.gpu_given, gpus_on_host=gpus_on_host))
         except (Exception, KeyboardInterrupt) as exc:
             vote = failure_vote(exc)
         self._agree(vote, "the spec check")
@@ -230,7 +230,7 @@ def run_spec_mpi(
     ``on_sample(aggregate_sample, {host: sample})`` each interval, ``on_partial(result)``
     with what was measured so far when interrupted (before it waits for the other
     ranks), and ``progress(done, total)`` while creating its scratch file. A failed run
-    raises RunFailed with ``.result`` (as ``Run.execute``); a failure before the timed
+    raises RunFailed with ``.result`` (as ``EngineRun.execute``); a failure before the timed
     region raises the failing rank's error, named by rank and host. Other ranks return
     None, or raise FollowerExit(code) when the run failed or was interrupted: they print
     nothing, rank 0 reports. Anything unexpected on one rank aborts the whole job rather

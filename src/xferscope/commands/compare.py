@@ -124,9 +124,9 @@ def compare_command(
             auto=most_rounds is not None,
             margin=margin,
         )
-    from xferscope.compare.rounds import Comparison
+    from xferscope.compare.rounds import RoundsComparison
 
-    comp = Comparison(make_specs(), planned_rounds, most_rounds, margin)
+    comp = RoundsComparison(make_specs(), planned_rounds, most_rounds, margin)
     _run_and_report(comp, drop_cache=drop_cache, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
@@ -197,7 +197,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> RoundsOutcome:
     at the end, also on Ctrl-C or failure. Prints the plan, the page-cache warning and failures on stderr."""
     from xferscope.commands.compare_progress import RoundsProgress, plan_text
     from xferscope.run.dataset import SharedDataset
-    from xferscope.run.runner import EngineDied, Run
+    from xferscope.run.runner import EngineDied, EngineRun
     from xferscope.target import Interrupted
 
     outcome = RoundsOutcome()
@@ -222,7 +222,7 @@ def run_comparison(comp, *, drop_cache: bool, live: bool) -> RoundsOutcome:
                 if warning:
                     typer.echo(f"xferscope: {warning}", err=True)
                 progress.begin(i)
-                run = Run(dataset.spec_for(planned.spec))
+                run = EngineRun(dataset.spec_for(planned.spec))
                 try:
                     planned.result = run.execute(on_sample=progress.sample)
                 except (KeyboardInterrupt, Interrupted):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import time
 
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.output.terminal import ProgressLine
 from xferscope.units import format_bytes, format_rate
 
@@ -21,7 +21,7 @@ def clock(seconds: float) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
-def plan_text(comp: Comparison, dataset_bytes: int, to_fill: int) -> str:
+def plan_text(comp: RoundsComparison, dataset_bytes: int, to_fill: int) -> str:
     """'planned: 2 paths x 3 rounds x 2 s = 0:12 of runs, plus preparing the 64 MiB dataset once ...'."""
     duration = comp.specs[0].duration
     paths = f"{comp.paths} path{'s' if comp.paths != 1 else ''}"
@@ -45,7 +45,7 @@ class RoundsProgress(ProgressLine):
     """The live line of a comparison: round, path, a bar over the whole plan, the time left and the current
     figures. The time left counts what each run took beyond its duration so far (set-up, clean-up)."""
 
-    def __init__(self, enabled: bool, comp: Comparison):
+    def __init__(self, enabled: bool, comp: RoundsComparison):
         super().__init__(enabled, comp.specs[0].duration)
         self.comp = comp
         self.index = 0

@@ -28,7 +28,7 @@ def run_command(
     mpi: MpiOpt = False,
 ) -> None:
     """Run one transfer path and print gdsio's result line plus percentiles and CPU cost."""
-    from xferscope.run.runner import Run
+    from xferscope.run.runner import EngineRun
 
     check_format(fmt)
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path}, folders=not mpi)
@@ -45,7 +45,7 @@ def run_command(
     spec = options.spec(path)
     install_hangup_handlers()
     progress = ProgressLine(sys.stderr.isatty() and fmt != "json", spec.duration)
-    run = Run(spec)
+    run = EngineRun(spec)
     execute_and_report(
         lambda: run.execute(on_sample=progress.sample, progress=progress.fill),
         progress,

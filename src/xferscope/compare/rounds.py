@@ -1,7 +1,7 @@
 """A comparison in rounds: each round runs every path once, the order rotated from round to round, and each
 path's figure is set against the baseline's figure of the same round (``xferscope.compare.verdict``).
 
-``Comparison`` is the plan (which path runs when) and what was measured; the CLI (``commands/compare.py``),
+``RoundsComparison`` is the plan (which path runs when) and what was measured; the CLI (``commands/compare.py``),
 ``compare --mpi`` and the console fill it run by run and show it.
 """
 
@@ -108,7 +108,7 @@ def _finite(v: float | None) -> float | None:
     return None if v is None or (isinstance(v, float) and not math.isfinite(v)) else float(v)
 
 
-class Comparison:
+class RoundsComparison:
     """The runs of a comparison in the order they run, and what they measured."""
 
     def __init__(
@@ -355,7 +355,7 @@ class Comparison:
         )
 
 
-def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> float | None:
+def ratio_in_round(comp: RoundsComparison, run: PlannedRun, baseline: int = 0) -> float | None:
     """The run's throughput over the baseline's in the same round (1.0 for the baseline itself)."""
     if not run.ok:
         return None
@@ -367,7 +367,7 @@ def ratio_in_round(comp: Comparison, run: PlannedRun, baseline: int = 0) -> floa
 ROUNDS_CSV_COLUMNS = ["round", "position", "compared_as", "ratio_to_baseline", "verdict"]
 
 
-def csv_rows(comp: Comparison) -> list[dict[str, Cell]]:
+def csv_rows(comp: RoundsComparison) -> list[dict[str, Cell]]:
     """One row per run that has a result, in the order they ran: where it ran (round, place), its paired
     ratio to the baseline in that round, its path's verdict, then the columns of ``export.SUMMARY_COLUMNS``."""
     from xferscope.export import summary_row

@@ -150,7 +150,7 @@ def check_ceilings(directory: str) -> list[Check]:
     from xferscope.engines.registry import unavailable_reason
     from xferscope.errors import XferscopeError
     from xferscope.run.dataset import SharedDataset
-    from xferscope.run.runner import Run
+    from xferscope.run.runner import EngineRun
     from xferscope.spec import RunSpec
 
     shape = f"1M x {CEILING_WORKERS} workers, {CEILING_SECONDS:g} s"
@@ -175,7 +175,7 @@ def check_ceilings(directory: str) -> list[Check]:
                 checks.append(Check(name, WARN, f"not measured: {why}"))
                 continue
             try:
-                r = Run(dataset.spec_for(base.replace(path=path))).execute()
+                r = EngineRun(dataset.spec_for(base.replace(path=path))).execute()
             except XferscopeError as exc:
                 checks.append(Check(name, FAIL, f"the run failed: {exc}"))
                 continue

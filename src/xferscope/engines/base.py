@@ -10,7 +10,7 @@ one run:
     engine.stop(); engine.wait(t)        # cancellation: workers finish the operation in flight
     engine.close()                       # frees everything; idempotent, safe after a failure
 
-``xferscope.run.runner.Run`` drives an engine, samples it at a fixed interval and
+``xferscope.run.runner.EngineRun`` drives an engine, samples it at a fixed interval and
 turns snapshots into ``Sample``s and one ``RunResult``.
 """
 

@@ -1,3 +1,3 @@
-"""One run of one spec: its engine in a process of its own (``runner.Run`` here, ``engine_process`` there,
+"""One run of one spec: its engine in a process of its own (``runner.EngineRun`` here, ``engine_process`` there,
 ``local_run`` driving the engine), the pool that keeps an engine process for the next run, and the files several
 runs share (``dataset``, ``scratch``)."""

@@ -1,4 +1,4 @@
-"""The engine's own process: one run, driven by ``xferscope.run.runner.Run`` in the process that started it, served
+"""The engine's own process: one run, driven by ``xferscope.run.runner.EngineRun`` in the process that started it, served
 by the one child host (``xferscope.child_host``). What passes over the channel, in order (parent -> child on the
 left):
 

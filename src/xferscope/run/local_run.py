@@ -6,7 +6,7 @@ immutable ``Sample``. Consumers never slow the workers: they get samples
 through callbacks that must not block.
 
 This runs in the engine's own process (``xferscope.run.engine_process``); the
-console, the CLI, sweeps and MPI ranks use ``xferscope.run.runner.Run``, which
+console, the CLI, sweeps and MPI ranks use ``xferscope.run.runner.EngineRun``, which
 drives a ``LocalRun`` there and survives its crash. Engine tests use it
 directly.
 """
@@ -86,7 +86,7 @@ class SampleFeed:
 def run_to_end(
     run, progress: Callable[[int, int], None] | None, *, started: Callable[[], bool], grace_s: float
 ) -> None:
-    """Prepare, start and wait for ``run`` (a ``LocalRun`` or a ``runner.Run``), then close it. On Ctrl-C: ask
+    """Prepare, start and wait for ``run`` (a ``LocalRun`` or a ``runner.EngineRun``), then close it. On Ctrl-C: ask
     it to stop and wait up to ``grace_s`` for its workers, then leave them behind with what they measured
     (``_abandon``); asked twice, leave at once. Interrupted before the run started raises
     ``target.Interrupted``."""

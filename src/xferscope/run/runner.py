@@ -1,6 +1,6 @@
 """Drive one run with its engine in a process of its own: prepare, start, sample, stop, clean up.
 
-``Run`` is what the CLI, the console, sweeps and MPI ranks use. Its engine (and
+``EngineRun`` is what the CLI, the console, sweeps and MPI ranks use. Its engine (and
 every native library it calls: cuFile, the CUDA driver, NVML, the C cores) runs in
 a child process (``xferscope.run.engine_process``); this process plans the files,
 receives the samples and the result, and only renders them. A crash there is a
@@ -53,7 +53,7 @@ class EngineView:
     """``run.engine`` for consumers written when the engine lived in this process: what it said about
     itself (labels, GPUs of the workers, environment) and its latest counters."""
 
-    def __init__(self, run: Run):
+    def __init__(self, run: EngineRun):
         self._run = run
 
     @property
@@ -71,7 +71,7 @@ class EngineView:
         return self._run.engine_environment.copy()
 
 
-class Run(SampleFeed):
+class EngineRun(SampleFeed):
     """One run of one spec, its engine in a child process. Use ``execute()`` for the simple case, or
     the steps (``prepare``, ``start``, ``join``, ``close``, ``finish``) for live consumers.
 

@@ -152,7 +152,7 @@ def _storage_of(o: SeriesOutcome, hosts: dict, storage: dict | None, plan: Satur
 
 # ------------------------------------------------------------------ runners
 class LocalRunner:
-    """Runs each measurement on this host through ``runner.Run``, on one set of scratch files."""
+    """Runs each measurement on this host through ``runner.EngineRun``, on one set of scratch files."""
 
     def __init__(self) -> None:
         from xferscope.run.scratch import SweepScratch
@@ -163,13 +163,13 @@ class LocalRunner:
         self._ctrl_c = False
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
-        from xferscope.run.runner import Run
+        from xferscope.run.runner import EngineRun
 
         if self._stop.is_set():
             raise StopSearch
         if self._ctrl_c:  # Ctrl-C landed as the last run ended: that run counted, the saturation stops now
             raise KeyboardInterrupt
-        run = Run(self.scratch.adapt(spec))
+        run = EngineRun(self.scratch.adapt(spec))
         self._current = run
         try:
             return run.execute(on_sample=on_sample)

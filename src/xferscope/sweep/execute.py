@@ -94,7 +94,7 @@ class SweepRun:
         self.results = ResultsFile(results_path, profile, self.points)
         self.listener = listener or (lambda event: None)
         self._stop = threading.Event()
-        self._current = None  # the Run or MemRun in flight, for stop()
+        self._current = None  # the EngineRun or MemRun in flight, for stop()
 
     def stop(self) -> None:
         """Stop after the repetition in flight ends (it ends within a second); keep what was measured."""
@@ -183,10 +183,10 @@ class SweepRun:
         return self._measure_io(point, scratch)
 
     def _execute_io(self, point: PlannedPoint, scratch: SweepScratch, on_sample: Callable[[Any], Any]):
-        """One repetition of an io point: its RunResult (a failure raises, as ``Run.execute``)."""
-        from xferscope.run.runner import Run
+        """One repetition of an io point: its RunResult (a failure raises, as ``EngineRun.execute``)."""
+        from xferscope.run.runner import EngineRun
 
-        run = Run(scratch.adapt(point.spec))
+        run = EngineRun(scratch.adapt(point.spec))
         self._current = run
         return run.execute(on_sample=on_sample)
 

@@ -15,7 +15,7 @@ from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.comparison import ComparisonTable, hosts_note, table_rows
 from xferscope.app.widgets.rounds import RoundsTable
 from xferscope.app.widgets.title import title_text
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.engines.base import RunResult
 from xferscope.units import GIB
 
@@ -37,7 +37,7 @@ def legend(results: list[RunResult], lead: str = "") -> Text:
     return out
 
 
-def latest_per_path(comp: Comparison) -> list[RunResult]:
+def latest_per_path(comp: RoundsComparison) -> list[RunResult]:
     """Each path's latest finished run, in the comparison's path order (what the charts overlay)."""
     out = []
     for slot in range(comp.paths):
@@ -108,7 +108,7 @@ class CompareScreen(ViewScreen):
 
     def _refresh_rounds(self) -> None:
         app = self.app
-        comp: Comparison = app.comparison
+        comp: RoundsComparison = app.comparison
         baseline = min(app.comparison_baseline, comp.paths - 1)
         self.query_one(RoundsTable).show(comp, baseline)
         title = title_text()

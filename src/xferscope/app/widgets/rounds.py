@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import DataTable
 
-from xferscope.compare.rounds import Comparison
+from xferscope.compare.rounds import RoundsComparison
 
 BAR_WIDE, BAR_NARROW = 24, 12
 WIDE = 120
@@ -29,7 +29,7 @@ def whisker_bar(median: float | None, low: float | None, high: float | None, top
     return out
 
 
-def rounds_cells(comp: Comparison, baseline: int, wide: bool) -> tuple[list[str], list[list[Text | str]]]:
+def rounds_cells(comp: RoundsComparison, baseline: int, wide: bool) -> tuple[list[str], list[list[Text | str]]]:
     """Headers and rows of the table: #, path, rounds done, median MiB/s, (min-max when wide), the bar,
     the ratio to ``baseline`` (median of the paired ratios, with their range), the verdict."""
     headers = (
@@ -66,7 +66,7 @@ class RoundsTable(DataTable):
         super().__init__(cursor_type="row", zebra_stripes=True, **kwargs)
         self._shown: tuple | None = None
 
-    def show(self, comp: Comparison, baseline: int) -> None:
+    def show(self, comp: RoundsComparison, baseline: int) -> None:
         wide = self.app.size.width >= WIDE
         key = (id(comp), tuple(id(run.result) for run in comp.runs), baseline, wide)
         if key == self._shown:
