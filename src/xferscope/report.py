@@ -7,13 +7,7 @@ from collections.abc import Sequence
 
 from xferscope.engines.base import RunResult, Sample
 from xferscope.spec import GDSIO_IO_NAME
-from xferscope.units import format_rate
-
-
-def _f(v: float | None, fmt: str = "{:.1f}") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return fmt.format(v)
+from xferscope.units import figure_text, format_rate
 
 
 def _dataset_bytes(r: RunResult) -> int:
@@ -41,10 +35,10 @@ def extras_line(r: RunResult) -> str:
     cpu = r.cpu
     parts = [
         f"IOPS: {r.iops:,.0f}",
-        f"Latency(usecs): p50 {_f(lat.p50)} p90 {_f(lat.p90)} p99 {_f(lat.p99)} p99.9 {_f(lat.p999)} max {_f(lat.max)}",
-        f"CPU: usr {_f(cpu.get('usr_pct'))}% sys {_f(cpu.get('sys_pct'))}% (process, % of one core); "
-        f"system usr {_f(cpu.get('sys_usr_pct'))}% sys {_f(cpu.get('sys_sys_pct'))}%",
-        f"CPU-s/GiB: {_f(r.cpu_seconds_per_gib, '{:.3f}')}",
+        f"Latency(usecs): p50 {figure_text(lat.p50)} p90 {figure_text(lat.p90)} p99 {figure_text(lat.p99)} p99.9 {figure_text(lat.p999)} max {figure_text(lat.max)}",
+        f"CPU: usr {figure_text(cpu.get('usr_pct'))}% sys {figure_text(cpu.get('sys_pct'))}% (process, % of one core); "
+        f"system usr {figure_text(cpu.get('sys_usr_pct'))}% sys {figure_text(cpu.get('sys_sys_pct'))}%",
+        f"CPU-s/GiB: {figure_text(r.cpu_seconds_per_gib, '{:.3f}')}",
     ]
     pcie = pcie_text(r)
     if pcie:
@@ -86,7 +80,7 @@ def progress_text(s: Sample, duration: float | None) -> str:
     total = f"/{duration:.0f}s" if duration else "s"
     return (
         f"{s.t:6.1f}{total}  {format_rate(s.throughput_gib_s * (1 << 30)):>12}  {s.iops:>10,.0f} IOPS  "
-        f"lat avg {_f(s.latency_us.mean)} p99 {_f(s.latency_us.p99)} us  "
+        f"lat avg {figure_text(s.latency_us.mean)} p99 {figure_text(s.latency_us.p99)} us  "
         f"cpu usr {s.cpu_usr_pct:.0f}% sys {s.cpu_sys_pct:.0f}%"
     )
 
@@ -126,14 +120,14 @@ def compare_rows(results: Sequence[RunResult], baseline: int = 0) -> list[tuple[
                 r.spec.block_text,
                 str(r.spec.workers),
                 str(r.spec.iodepth),
-                _f(r.throughput_mib_s),
-                _f(r.iops, "{:,.0f}"),
-                _f(r.latency_us.mean),
-                _f(r.latency_us.p99),
-                _f(r.cpu.get("usr_pct")),
-                _f(r.cpu.get("sys_pct")),
-                _f(r.cpu_seconds_per_gib, "{:.3f}"),
-                _f(ratio, "{:.2f}"),
+                figure_text(r.throughput_mib_s),
+                figure_text(r.iops, "{:,.0f}"),
+                figure_text(r.latency_us.mean),
+                figure_text(r.latency_us.p99),
+                figure_text(r.cpu.get("usr_pct")),
+                figure_text(r.cpu.get("sys_pct")),
+                figure_text(r.cpu_seconds_per_gib, "{:.3f}"),
+                figure_text(ratio, "{:.2f}"),
             )
         )
     return rows
@@ -345,14 +339,14 @@ def rounds_rows(comp) -> list[tuple[str, ...]]:
                 str(spec.workers),
                 str(spec.iodepth),
                 str(tp["n"]) if tp["n"] == planned else f"{tp['n']}/{planned}",
-                _f(tp["median"]),
-                f"{_f(tp['min'])}-{_f(tp['max'])}" if tp["n"] else "-",
-                _f(med["iops"]["median"], "{:,.0f}"),
-                _f(med["lat_mean_us"]["median"]),
-                _f(med["lat_p99_us"]["median"]),
-                _f(med["cpu_usr_pct"]["median"]),
-                _f(med["cpu_sys_pct"]["median"]),
-                _f(med["cpu_s_per_gib"]["median"], "{:.3f}"),
+                figure_text(tp["median"]),
+                f"{figure_text(tp['min'])}-{figure_text(tp['max'])}" if tp["n"] else "-",
+                figure_text(med["iops"]["median"], "{:,.0f}"),
+                figure_text(med["lat_mean_us"]["median"]),
+                figure_text(med["lat_p99_us"]["median"]),
+                figure_text(med["cpu_usr_pct"]["median"]),
+                figure_text(med["cpu_sys_pct"]["median"]),
+                figure_text(med["cpu_s_per_gib"]["median"], "{:.3f}"),
                 ratio,
                 word,
             )

@@ -32,6 +32,13 @@ def parse_size(text: str | int) -> int:
     return int(value)
 
 
+def figure_text(value: float | None, fmt: str = "{:.1f}", missing: str = "-") -> str:
+    """A figure as a table cell: ``fmt`` of it, or ``missing`` where there is none (None, NaN or infinite)."""
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return missing
+    return fmt.format(value)
+
+
 def format_size(n: float) -> str:
     """Short binary size: 4096 -> '4K', 1048576 -> '1M', 1536 -> '1536'."""
     n = int(n)

@@ -7,7 +7,7 @@ import math
 
 from xferscope.engines.base import RunResult, Sample
 from xferscope.report import done_line, extras_line, gdsio_line, progress_text
-from xferscope.units import format_rate
+from xferscope.units import figure_text, format_rate
 
 HOST_HEADERS = (
     "host",
@@ -22,10 +22,6 @@ HOST_HEADERS = (
     "last done",
     "status",
 )
-
-
-def _f(v, fmt: str = "{:.1f}") -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
 def whole_job(r: RunResult) -> RunResult:
@@ -57,14 +53,14 @@ def host_rows(r: RunResult) -> list[tuple[str, ...]]:
             (
                 h.environment.get("host", "?"),
                 str(c.get("ranks", "")),
-                _f(h.throughput_mib_s),
-                _f(h.iops, "{:,.0f}"),
-                _f(h.latency_us.mean),
-                _f(h.latency_us.p99),
-                _f(h.cpu.get("usr_pct")),
-                _f(h.cpu.get("sys_pct")),
-                _f(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
-                _f(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
+                figure_text(h.throughput_mib_s),
+                figure_text(h.iops, "{:,.0f}"),
+                figure_text(h.latency_us.mean),
+                figure_text(h.latency_us.p99),
+                figure_text(h.cpu.get("usr_pct")),
+                figure_text(h.cpu.get("sys_pct")),
+                figure_text(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
+                figure_text(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
                 h.status + (f" ({h.error})" if h.error else ""),
             )
         )
@@ -93,8 +89,8 @@ def slowest_line(r: RunResult) -> str | None:
         return None
     behind = 100.0 * (1 - slow.throughput_mib_s / fast.throughput_mib_s) if fast.throughput_mib_s > 0 else math.nan
     return (
-        f"Slowest host: {name} at {_f(slow.throughput_mib_s)} MiB/s, {_f(behind, '{:.0f}')}% below the fastest "
-        f"({fast.environment.get('host')}, {_f(fast.throughput_mib_s)} MiB/s)"
+        f"Slowest host: {name} at {figure_text(slow.throughput_mib_s)} MiB/s, {figure_text(behind, '{:.0f}')}% below the fastest "
+        f"({fast.environment.get('host')}, {figure_text(fast.throughput_mib_s)} MiB/s)"
     )
 
 

@@ -21,7 +21,7 @@ from xferscope.memory.result import (
 )
 from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
 from xferscope.records import CacheSize, NumaMatrix
-from xferscope.units import format_size
+from xferscope.units import figure_text, format_size
 
 TRAFFIC_LABELS = {
     "R": "ALL Reads",
@@ -278,10 +278,6 @@ def emit_result(result: MemResult, fmt: str = "table", out: TextIO | None = None
 PEAK_ORDER = ("R", "W3", "W2", "W5", "W10")
 
 
-def _f(value: float | None, fmt: str = "{:.1f}") -> str:
-    return "" if value is None else fmt.format(value)
-
-
 def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     """One column per result (a built-in run, an mlc run, an imported mlc output), one row per figure any of
     them has: idle latency and its locality, the whole-buffer chase, pages, the max-bandwidth table, the NUMA
@@ -293,15 +289,18 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
         if any(cells):
             rows.append([label, *cells])
 
-    add("idle latency (ns)", [_f(r.idle_latency_ns, "{:.2f}") for r in results])
+    add("idle latency (ns)", [figure_text(r.idle_latency_ns, "{:.2f}", missing="") for r in results])
     add("  locality", [locality_text(r.idle_locality) for r in results])
-    add(f"  {WHOLE_BUFFER} (ns)", [_f(r.whole_idle_latency_ns, "{:.2f}") for r in results])
+    add(f"  {WHOLE_BUFFER} (ns)", [figure_text(r.whole_idle_latency_ns, "{:.2f}", missing="") for r in results])
     add("pages", [_pages_short(r) for r in results])
     peaks = [{p.traffic: p.bandwidth_mb_s for p in r.peak_points} for r in results]
     for traffic in [t for t in PEAK_ORDER if any(t in p for p in peaks)] + sorted(
         {t for p in peaks for t in p if t not in PEAK_ORDER}
     ):
-        add(f"{TRAFFIC_LABELS.get(traffic, traffic)} (MB/s)", [_f(p.get(traffic)) for p in peaks])
+        add(
+            f"{TRAFFIC_LABELS.get(traffic, traffic)} (MB/s)",
+            [figure_text(p.get(traffic), "{:.1f}", missing="") for p in peaks],
+        )
     matrices: list[NumaMatrix] = [r.matrix() or {} for r in results]
     cells = sorted({(i, j) for m in matrices for i in m.get("cpu_nodes", []) for j in m.get("mem_nodes", [])})
     for name, fmt in (("latency", "{:.1f}"), ("read MB/s", "{:.1f}")):
@@ -310,7 +309,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
             for m in matrices:
                 grid = m.get("latency_ns") if name == "latency" else m.get("bandwidth_mb_s")
                 if grid and i in m["cpu_nodes"] and j in m["mem_nodes"]:
-                    values.append(_f(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt))
+                    values.append(figure_text(grid[m["cpu_nodes"].index(i)][m["mem_nodes"].index(j)], fmt, missing=""))
                 else:
                     values.append("")
             add(f"node {i}->{j} {name}", values)
@@ -320,7 +319,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     ]
     levels = list(dict.fromkeys(level for p in plateaus for level in p))
     for level in levels:
-        add(f"curve plateau {level} (ns)", [_f(p.get(level), "{:.2f}") for p in plateaus])
+        add(f"curve plateau {level} (ns)", [figure_text(p.get(level), "{:.2f}", missing="") for p in plateaus])
     curves: dict[tuple, list[list[MemPointResult]]] = {}
     for k, r in enumerate(results):
         for run in _series(r.loaded_points):

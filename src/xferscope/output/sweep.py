@@ -10,10 +10,7 @@ import typer
 
 from xferscope.output.terminal import ProgressLine
 from xferscope.sweep.execute import PointFinished, PointSkipped, RepetitionFinished, RepetitionStarted, SampleTaken
-
-
-def _f(value: float | None, fmt: str = "{:,.1f}") -> str:
-    return "-" if value is None or value != value else fmt.format(value)
+from xferscope.units import figure_text
 
 
 class SweepProgress(ProgressLine):
@@ -66,7 +63,7 @@ class SweepProgress(ProgressLine):
 
             return progress_text(sample, None)
         delay = "idle" if sample.delay is None else f"delay {sample.delay}"
-        return f"{delay}: latency {_f(sample.latency_ns)} ns, bandwidth {_f(sample.bandwidth_mb_s)} MB/s"
+        return f"{delay}: latency {figure_text(sample.latency_ns, '{:,.1f}')} ns, bandwidth {figure_text(sample.bandwidth_mb_s, '{:,.1f}')} MB/s"
 
     @staticmethod
     def _point_text(record) -> str:
@@ -75,14 +72,14 @@ class SweepProgress(ProgressLine):
         n = record.ok_count()
         if "path" in record.identity:
             st = io_stats(record.repetitions)["throughput_mib_s"]
-            spread = f" (stdev {_f(st['stdev'])}, {n} reps)" if n > 1 else ""
-            return f"{_f(st['median'])} MiB/s{spread}"
+            spread = f" (stdev {figure_text(st['stdev'], '{:,.1f}')}, {n} reps)" if n > 1 else ""
+            return f"{figure_text(st['median'], '{:,.1f}')} MiB/s{spread}"
         rows = mem_rows(record.repetitions)
         idle = [r for r in rows if r["delay"] is None]
         where = f" ({idle[0]['locality']})" if idle and idle[0].get("locality") else ""
         return (
             f"{len(rows) - len(idle)} delays"
-            + (f", idle latency {_f(idle[0]['latency_ns']['median'])} ns{where}" if idle else "")
+            + (f", idle latency {figure_text(idle[0]['latency_ns']['median'], '{:,.1f}')} ns{where}" if idle else "")
             + (f" ({n} reps)" if n > 1 else "")
         )
 

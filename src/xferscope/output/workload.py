@@ -10,21 +10,17 @@ from typing import Any
 import typer
 
 from xferscope.errors import ExitCode
-from xferscope.output.cells import job_line, ms, num, pct, table_csv
+from xferscope.output.cells import job_line, ms, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
 from xferscope.report import say, text_table
-from xferscope.units import format_bytes
+from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_cluster import memory_rule_note
 from xferscope.workloads.train.train_compare import TrainComparison
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
-
-
-def _f(x: float | None, fmt: str = "{:.1f}") -> str:
-    return num(x, fmt)
 
 
 def headline(r: TrainResult) -> str:
@@ -48,9 +44,9 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
     if r.incomplete:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the steps taken)")
     lines.append(
-        f"  {verdict(r)} | {_f(r.samples_per_s)} samples/s | {_f(r.mb_per_s, '{:.0f}')} MB/s | I/O wait p50 "
+        f"  {verdict(r)} | {figure_text(r.samples_per_s)} samples/s | {figure_text(r.mb_per_s, '{:.0f}')} MB/s | I/O wait p50 "
         f"{ms(r.io_wait_p50_s)} p99 {ms(r.io_wait_p99_s)} | first batch {ms(r.first_batch_s)} | "
-        f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+        f"{figure_text(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     if per_accelerator:
         headers = ("acc", "gpu", "steps", "AU", "samples/s", "MB/s", "wait p50", "wait p99", "first", "CPU-s/GiB")
@@ -60,12 +56,12 @@ def table_lines(r: TrainResult, per_accelerator: bool = True) -> list[Any]:
                 "-" if a.gpu is None else a.gpu,
                 a.steps,
                 pct(a.au),
-                _f(a.samples_per_s),
-                _f(a.mb_per_s, "{:.0f}"),
+                figure_text(a.samples_per_s),
+                figure_text(a.mb_per_s, "{:.0f}"),
                 ms(a.io_wait_p50_s),
                 ms(a.io_wait_p99_s),
                 ms(a.first_batch_s),
-                _f(a.cpu_s_per_gib, "{:.3f}"),
+                figure_text(a.cpu_s_per_gib, "{:.3f}"),
             )
             for a in r.accelerators
         ]
@@ -98,8 +94,8 @@ def cluster_lines(r: TrainResult) -> list[Any]:
             h.accelerators,
             pct(h.au),
             {True: "pass", False: "fail", None: "-"}[h.passed],
-            _f(h.samples_per_s),
-            _f(h.mb_per_s, "{:.0f}"),
+            figure_text(h.samples_per_s),
+            figure_text(h.mb_per_s, "{:.0f}"),
             ms(h.io_wait_p99_s),
             "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
             h.cpus,
@@ -115,8 +111,8 @@ def cluster_lines(r: TrainResult) -> list[Any]:
             f"{k.first_accelerator}-{k.first_accelerator + k.accelerators - 1}",
             ",".join(map(str, k.gpus)) or "-",
             pct(k.au),
-            _f(k.samples_per_s),
-            _f(k.mb_per_s, "{:.0f}"),
+            figure_text(k.samples_per_s),
+            figure_text(k.mb_per_s, "{:.0f}"),
             f"{k.seconds:.1f}",
             k.status if k.error is None else f"{k.status}: {k.error}",
         )
@@ -188,8 +184,8 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
                 pct(e.au),
                 rng,
                 passed,
-                _f(e.samples_per_s),
-                _f(e.mb_per_s, "{:.0f}"),
+                figure_text(e.samples_per_s),
+                figure_text(e.mb_per_s, "{:.0f}"),
                 ", ".join(e.level_with) or "-",
             )
         )

@@ -11,12 +11,12 @@ import msgspec
 import typer
 
 from xferscope.errors import ExitCode
-from xferscope.output.cells import job_line, ms, num, secs, table_csv
+from xferscope.output.cells import job_line, ms, secs, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
 from xferscope.report import text_table
-from xferscope.units import format_bytes
+from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.common.side_by_side import Entry
 from xferscope.workloads.inference.kvcache import KvComparison, KvSession
@@ -24,10 +24,6 @@ from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, me
 from xferscope.workloads.inference.load import LoadComparison, LoadSession
 from xferscope.workloads.inference.load_record import LoadResult
 from xferscope.workloads.inference.transfer import TransferTick
-
-
-def _f(x: float | None, fmt: str = "{:.2f}") -> str:
-    return num(x, fmt)
 
 
 def _gpu(g: int | None) -> str:
@@ -49,11 +45,11 @@ def kv_lines(r: KvResult) -> list[Any]:
         lines.append(f"  {r.status.upper()}: {r.error or 'stopped before its end'} (figures of the requests restored)")
     lines.append(
         f"  {r.requests} requests restored | restore p50 {ms(r.restore_p50_s)} p99 {ms(r.restore_p99_s)} | "
-        f"{_f(r.gb_per_s)} GB/s | {_f(r.chunks_per_s, '{:.1f}')} chunks/s | {_f(r.tokens_per_s, '{:.0f}')} tokens/s | "
-        f"{_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+        f"{figure_text(r.gb_per_s, '{:.2f}')} GB/s | {figure_text(r.chunks_per_s, '{:.1f}')} chunks/s | {figure_text(r.tokens_per_s, '{:.0f}')} tokens/s | "
+        f"{figure_text(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     for g in r.per_gpu:
-        lines.append(f"    {_gpu(g.gpu):>8}: {_f(g.gb_per_s)} GB/s ({format_bytes(g.bytes)})")
+        lines.append(f"    {_gpu(g.gpu):>8}: {figure_text(g.gb_per_s, '{:.2f}')} GB/s ({format_bytes(g.bytes)})")
     if r.break_even is not None:
         lines.append("  " + break_even_text(r.break_even, s.chunk_tokens))
     c = r.cache
@@ -83,7 +79,7 @@ def kv_cluster_lines(r: KvResult) -> list[Any]:
             h.requests,
             ms(h.restore_p50_s),
             ms(h.restore_p99_s),
-            _f(h.gb_per_s),
+            figure_text(h.gb_per_s, "{:.2f}"),
             "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
             h.cpus,
         )
@@ -99,7 +95,7 @@ def kv_cluster_lines(r: KvResult) -> list[Any]:
             k.requests,
             ms(k.restore_p50_s),
             ms(k.restore_p99_s),
-            _f(k.gb_per_s),
+            figure_text(k.gb_per_s, "{:.2f}"),
             k.status if k.error is None else f"{k.status}: {k.error}",
         )
         for k in c.per_rank
@@ -162,8 +158,8 @@ def load_lines(r: LoadResult) -> list[Any]:
         )
     first = "first shard" if lib else "first byte"
     lines.append(
-        f"  loaded in {secs(r.load_s)} | {first} {'on the GPU' if s.lands_in_gpu else 'landed'} {ms(r.first_byte_s)} | {_f(r.gb_per_s)} GB/s | "
-        f"slowest shard {r.slowest_shard or '-'} | {_f(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
+        f"  loaded in {secs(r.load_s)} | {first} {'on the GPU' if s.lands_in_gpu else 'landed'} {ms(r.first_byte_s)} | {figure_text(r.gb_per_s, '{:.2f}')} GB/s | "
+        f"slowest shard {r.slowest_shard or '-'} | {figure_text(r.cpu_s_per_gib, '{:.3f}')} CPU-s/GiB"
     )
     if lib is not None:
         settings = ", ".join(f"{k}={v}" for k, v in lib.settings.items())
@@ -171,7 +167,9 @@ def load_lines(r: LoadResult) -> list[Any]:
             f"  {lib.package} {lib.version}, torch {lib.torch}: {lib.io_mode}" + (f" ({settings})" * bool(settings))
         )
     for g in r.per_gpu:
-        lines.append(f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {secs(g.seconds)}, {_f(g.gb_per_s)} GB/s")
+        lines.append(
+            f"    {_gpu(g.gpu):>8}: {format_bytes(g.bytes)} in {secs(g.seconds)}, {figure_text(g.gb_per_s, '{:.2f}')} GB/s"
+        )
     if r.shape is not None:
         lines.append(f"  shape: {r.shape.line()}")
     slow = sorted((x for x in r.shards if x.seconds is not None), key=lambda x: -(x.seconds or 0))[:3]
@@ -205,7 +203,7 @@ def load_cluster_lines(r: LoadResult) -> list[Any]:
             ",".join(map(str, h.ranks)),
             format_bytes(h.bytes),
             secs(h.load_s),
-            _f(h.gb_per_s),
+            figure_text(h.gb_per_s, "{:.2f}"),
             "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
             h.cpus,
         )
@@ -221,7 +219,7 @@ def load_cluster_lines(r: LoadResult) -> list[Any]:
             format_bytes(k.bytes),
             secs(k.load_s),
             ms(k.first_byte_s),
-            _f(k.gb_per_s),
+            figure_text(k.gb_per_s, "{:.2f}"),
             k.status if k.error is None else f"{k.status}: {k.error}",
         )
         for k in c.per_rank
@@ -309,9 +307,9 @@ def comparison_lines(
             e.runs,
             fmt(e.value),
             "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}",
-            _f(e.gb_per_s),
+            figure_text(e.gb_per_s, "{:.2f}"),
             *([fmt(e.beside)] if beside else []),
-            _f(e.cpu_s_per_gib, "{:.3f}"),
+            figure_text(e.cpu_s_per_gib, "{:.3f}"),
             ", ".join(e.level_with) or "-",
         )
         for i, e in enumerate(entries, 1)

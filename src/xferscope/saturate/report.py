@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-import math
-
 from xferscope.saturate.ceilings import CEILING_RULE, gib, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome
 from xferscope.saturate.search import SEARCH_RULE
-
-
-def _f(value: float | None, fmt: str = "{:.1f}") -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    return fmt.format(value)
+from xferscope.units import figure_text
 
 
 def count_line(o: SeriesOutcome) -> str:
@@ -33,8 +26,8 @@ def series_lines(o: SeriesOutcome) -> list[str]:
     per_rank = f" per rank, {fig.ranks} ranks" if fig.ranks > 1 else ""
     lines.append(
         f"  knee {fig.knee.label}{per_rank} ({fig.concurrency} in flight): {gib(fig.knee_gib_s)}, "
-        f"{fig.knee_iops:,.0f} IOPS, latency mean {_f(fig.lat_mean_us)} us p99 {_f(fig.lat_p99_us)} us, "
-        f"CPU-s/GiB {_f(fig.cpu_s_per_gib, '{:.3f}')}"
+        f"{fig.knee_iops:,.0f} IOPS, latency mean {figure_text(fig.lat_mean_us)} us p99 {figure_text(fig.lat_p99_us)} us, "
+        f"CPU-s/GiB {figure_text(fig.cpu_s_per_gib, '{:.3f}')}"
     )
     lines.append(
         f"  plateau {gib(fig.plateau_gib_s)} (the median of the points on it; at {fig.plateau.label}, runs "
@@ -69,8 +62,8 @@ def points_table(o: SeriesOutcome, title: str | None = None):
             p.shape.concurrency,
             p.shape.workers,
             p.shape.iodepth,
-            _f(p.median, "{:.3f}"),
-            f"{_f(p.low, '{:.3f}')}-{_f(p.high, '{:.3f}')}",
+            figure_text(p.median, "{:.3f}"),
+            f"{figure_text(p.low, '{:.3f}')}-{figure_text(p.high, '{:.3f}')}",
             len(p.measurements),
             p.stage,
             " ".join(word for word, shape in (("knee", found.knee), ("plateau", found.plateau)) if p.shape == shape),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from xferscope import records
@@ -10,13 +9,7 @@ from xferscope.compare.verdict import MARGIN, rule_text
 from xferscope.sweep.against import Ratio
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where
-
-
-def _f(v: Any, fmt: str = "{:,.1f}") -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return fmt.format(v)
-
+from xferscope.units import figure_text
 
 IO_HEADERS = (
     "#",
@@ -90,9 +83,13 @@ def _reps(rec, target: int) -> str:
 def _against_cells(r: Ratio | None) -> list[str]:
     """old figure, ratio (with the range of the repetitions' ratios), verdict."""
     if r is None or r.ratio is None:
-        return [_f(r.old if r else None), "-", "-"]
+        return [figure_text(r.old if r else None, "{:,.1f}"), "-", "-"]
     v = r.verdict
-    return [_f(r.old), v.spread() if v and v.rounds > 1 else _f(r.ratio, "{:.2f}"), v.text if v else "-"]
+    return [
+        figure_text(r.old, "{:,.1f}"),
+        v.spread() if v and v.rounds > 1 else figure_text(r.ratio, "{:.2f}"),
+        v.text if v else "-",
+    ]
 
 
 def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:
@@ -108,19 +105,19 @@ def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, .
             str(rec.index),
             rec.label,
             _reps(rec, target),
-            _f(tp["median"]),
-            _f(tp["stdev"]),
-            _f(tp["min"]),
-            _f(tp["max"]),
-            _f(med["iops"], "{:,.0f}"),
-            _f(med["lat_mean_us"]),
-            _f(med["lat_p99_us"]),
-            _f(med["cpu_usr_pct"]),
-            _f(med["cpu_sys_pct"]),
-            _f(med["cpu_s_per_gib"], "{:.3f}"),
-            _f(med["first_done_mib_s"]),
-            _f(med["last_done_mib_s"]),
-            _f(med["pcie_rx_mb_s"], "{:,.0f}"),
+            figure_text(tp["median"], "{:,.1f}"),
+            figure_text(tp["stdev"], "{:,.1f}"),
+            figure_text(tp["min"], "{:,.1f}"),
+            figure_text(tp["max"], "{:,.1f}"),
+            figure_text(med["iops"], "{:,.0f}"),
+            figure_text(med["lat_mean_us"], "{:,.1f}"),
+            figure_text(med["lat_p99_us"], "{:,.1f}"),
+            figure_text(med["cpu_usr_pct"], "{:,.1f}"),
+            figure_text(med["cpu_sys_pct"], "{:,.1f}"),
+            figure_text(med["cpu_s_per_gib"], "{:.3f}"),
+            figure_text(med["first_done_mib_s"], "{:,.1f}"),
+            figure_text(med["last_done_mib_s"], "{:,.1f}"),
+            figure_text(med["pcie_rx_mb_s"], "{:,.0f}"),
         ]
         if ratios:
             row += _against_cells(ratios.get(rec.key))
@@ -143,12 +140,12 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
                 "idle" if mr["delay"] is None else str(mr["delay"]),
                 where_text(mr),
                 _reps(rec, target),
-                _f(lat["median"], "{:.2f}"),
-                _f(lat["stdev"], "{:.2f}"),
-                _f(bw["median"]),
-                _f(bw["stdev"]),
-                _f(mr["read_mb_s"]["median"]),
-                _f(mr["write_mb_s"]["median"]),
+                figure_text(lat["median"], "{:.2f}"),
+                figure_text(lat["stdev"], "{:.2f}"),
+                figure_text(bw["median"], "{:,.1f}"),
+                figure_text(bw["stdev"], "{:,.1f}"),
+                figure_text(mr["read_mb_s"]["median"], "{:,.1f}"),
+                figure_text(mr["write_mb_s"]["median"], "{:,.1f}"),
             ]
             if ratios:
                 row += _against_cells(
