@@ -8,8 +8,9 @@ margin (5%, wider with few rounds), and two runs of one pass each are never told
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from xferscope.compare.verdict import MARGIN, paired_verdict, repeated_verdict
 
@@ -54,3 +55,36 @@ def _decided(a: RoundFigures, b: RoundFigures, paired: bool, higher_is_better: b
     summary_a, summary_b = (a.low, a.median, a.high), (b.low, b.median, b.high)
     repetitions = min(a.runs, b.runs)
     return repeated_verdict(oriented(summary_a), oriented(summary_b), margin, repetitions=repetitions).decided
+
+
+def round_figures(
+    values: Sequence[float], low: float | None, median: float | None, high: float | None, runs: int
+) -> RoundFigures | None:
+    """An entry's ``RoundFigures``; None where its summary is not known."""
+    if low is None or median is None or high is None:
+        return None
+    return RoundFigures(values, low, median, high, runs)
+
+
+def mark_level(
+    entries: Sequence[Any],
+    figures: Callable[[Any], RoundFigures | None],
+    *,
+    paired: bool,
+    higher_is_better: bool,
+    apart: Callable[[Any, Any], bool] | None = None,
+) -> None:
+    """The one level rule of every workload's ranking: each entry's ``level_with``, the labels of the others the
+    verdict rule cannot tell apart from it (``figures``: an entry's, None where unknown: never level; ``apart``:
+    told apart whatever their figures, as searches that sustained different accelerator counts)."""
+    known = [(e, figures(e)) for e in entries]
+    for e, fe in known:
+        e.level_with = [
+            o.label
+            for o, fo in known
+            if o is not e
+            and fe is not None
+            and fo is not None
+            and not (apart is not None and apart(e, o))
+            and not told_apart(fe, fo, paired=paired, higher_is_better=higher_is_better)
+        ]

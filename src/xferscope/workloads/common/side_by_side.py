@@ -14,7 +14,7 @@ import msgspec
 
 from xferscope.compare.rounds import path_labels, round_orders
 from xferscope.stats import median_of
-from xferscope.workloads.common.level import RoundFigures, told_apart
+from xferscope.workloads.common.level import mark_level, round_figures
 
 
 class Entry(msgspec.Struct, kw_only=True):
@@ -105,22 +105,13 @@ def entries(
             )
         )
     out.sort(key=lambda e: (e.value is None, e.value or 0.0))
-    for e in out:
-        e.level_with = [o.label for o in out if o is not e and _level(e, o, paired)]
+    mark_level(
+        out,
+        lambda e: round_figures(e.values, e.low, e.value, e.high, len(e.values) or e.runs),
+        paired=paired,
+        higher_is_better=False,
+    )
     return out
-
-
-def _figures(e: Entry) -> RoundFigures | None:
-    if e.value is None or e.low is None or e.high is None:
-        return None
-    return RoundFigures(e.values, e.low, e.value, e.high, len(e.values) or e.runs)
-
-
-def _level(a: Entry, b: Entry, paired: bool) -> bool:
-    fa, fb = _figures(a), _figures(b)
-    if fa is None or fb is None:
-        return False
-    return not told_apart(fa, fb, paired=paired, higher_is_better=False)
 
 
 def rounds_of(

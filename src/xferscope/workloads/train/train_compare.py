@@ -16,7 +16,7 @@ import msgspec
 
 from xferscope.errors import FormatError
 from xferscope.stats import median_of
-from xferscope.workloads.common.level import RoundFigures, told_apart
+from xferscope.workloads.common.level import mark_level, round_figures
 from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
 #: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
@@ -114,24 +114,17 @@ def entry_of_search(label: str, search: FindMaxResult) -> TrainEntry:
     return e
 
 
-def _figures(e: TrainEntry) -> RoundFigures | None:
-    if e.au is None or e.au_min is None or e.au_max is None:
-        return None
-    return RoundFigures(e.aus, e.au_min, e.au, e.au_max, e.runs)
-
-
-def _level(a: TrainEntry, b: TrainEntry, paired: bool) -> bool:
-    fa, fb = _figures(a), _figures(b)
-    if a.sustained != b.sustained or fa is None or fb is None:
-        return False
-    return not told_apart(fa, fb, paired=paired, higher_is_better=True)
-
-
 def rank(entries: list[TrainEntry], *, paired: bool = False) -> list[TrainEntry]:
     """Most accelerators sustained first, then the highest AU; each marks those the verdict rule cannot tell apart
-    from it. ``paired``: the entries' runs were measured in the same rounds."""
-    for e in entries:
-        e.level_with = [o.label for o in entries if o is not e and _level(e, o, paired)]
+    from it (the level rule of every workload, on AU; searches that sustained different counts are apart).
+    ``paired``: the entries' runs were measured in the same rounds."""
+    mark_level(
+        entries,
+        lambda e: round_figures(e.aus, e.au_min, e.au, e.au_max, e.runs),
+        paired=paired,
+        higher_is_better=True,
+        apart=lambda a, b: a.sustained != b.sustained,
+    )
     return sorted(entries, key=lambda e: (-(e.sustained or 0), -(e.au if e.au is not None else -1.0)))
 
 
