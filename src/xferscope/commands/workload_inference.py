@@ -92,17 +92,120 @@ class KvShapeOptions:
 KV_SHAPE = KvShapeOptions()
 
 
+@dataclasses.dataclass(frozen=True)
+class KvRequestOptions:
+    """The requests: their prompts, how many at once, how much of each is on disk, and how many or how long."""
+
+    prompt_tokens: Annotated[
+        str, typer.Option("--prompt-tokens", help="tokens per prompt: 8192, 1024-8192 (uniform) or normal:MEAN,SD")
+    ] = "8192"
+    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="requests restored at once")] = 1
+    hit_ratio: Annotated[float, typer.Option("--hit-ratio", help="share of a prompt's chunks found on disk")] = 1.0
+    requests: Annotated[int | None, typer.Option("--requests", "-n", help="requests to restore")] = None
+    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None
+
+    def spec_fields(self) -> dict[str, object]:
+        """These options as ``KvSpec``'s keywords (32 requests where neither a count nor a duration is given)."""
+        from xferscope.workloads.inference.kvcache_spec import parse_prompt
+
+        return {
+            "prompt": parse_prompt(self.prompt_tokens),
+            "concurrency": self.concurrency,
+            "hit_ratio": self.hit_ratio,
+            "requests": 32 if self.requests is None and self.duration is None else self.requests,
+            "duration": parse_duration(self.duration) if self.duration is not None else None,
+        }
+
+
+KV_REQUESTS = KvRequestOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelFilesOptions:
+    """The model's shards: yours, or generated from a model's shape."""
+
+    files: Annotated[str | None, typer.Option("--files", help="your .safetensors shards: a pattern or a directory")] = (
+        None
+    )
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="generate shards: llama3.1-8b, llama3.1-70b, llama3.2-1b")
+    ] = None
+    layers: Annotated[int | None, typer.Option("--layers", help="--model: override the layers")] = None
+    dtype: Annotated[str | None, typer.Option("--dtype", help="--model: bf16, fp16, fp32, fp8")] = None
+    shard_size: Annotated[str, typer.Option("--shard-size", help="--model: largest shard (Hugging Face's 5GB)")] = "5G"
+
+    def spec_fields(self) -> dict[str, object]:
+        """These options as ``LoadSpec``'s keywords (SpecError names a bad one)."""
+        from xferscope.workloads.inference.models import model as model_shape
+
+        size = optional_size(self.shard_size, "shard-size")
+        assert size is not None
+        shape = model_shape(self.model, layers=self.layers, dtype=self.dtype) if self.model is not None else None
+        return {"files": self.files, "model": shape, "shard_size": size}
+
+
+MODEL_FILES = ModelFilesOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadShapeOptions:
+    """How xferscope's paths read the shards: reader threads and the pieces a tensor is cut into, or auto."""
+
+    threads: Annotated[
+        str,
+        typer.Option(
+            "--threads", "-t", help="reader threads, or auto: the fastest of 2, 4 and 8, measured on the shards first"
+        ),
+    ] = "auto"
+    split: Annotated[
+        str,
+        typer.Option(
+            "--split",
+            help="tensors cut into pieces of at most this, read in parallel; auto: the fastest of 1M, 4M and 16M, "
+            "measured on the shards first (with --threads auto, each pair: 9 shapes of 0.4 s, the 3 fastest again "
+            "twice, about 7 s)",
+        ),
+    ] = "auto"
+
+    def spec_fields(self) -> dict[str, object]:
+        """These options as ``LoadSpec``'s keywords (None: auto)."""
+        split = None if self.split.strip().lower() == "auto" else optional_size(self.split, "split") or 0
+        return {"threads": _auto_count(self.threads, "threads"), "split": split}
+
+
+READ_SHAPE = ReadShapeOptions()
+
+
+def _here_or_across_ranks(kind: str, mpi: bool, make_spec, run: WorkloadRunOptions, *job_args: object) -> None:
+    """Run the workload ``kind`` (kvcache or load): on this host, its paths ranked in rounds, or under --mpi one
+    path across the job's ranks (``job_args``: what its rank job takes beside the ranks, the spec and ``live``)."""
+    from xferscope.output import workload_inference as output
+
+    install_hangup_handlers()
+    if mpi:
+        from xferscope.cluster import workload_inference as cluster
+        from xferscope.cluster.workload_ranks import check_launcher
+
+        check_launcher()
+        job = getattr(cluster, f"{kind}_job")
+        emit = output.emit_kv if kind == "kvcache" else output.emit_load
+        cluster.inference_mpi(
+            lambda: make_spec()[0],
+            lambda ranks, spec, live: job(ranks, spec, *job_args, live),
+            lambda result: emit(result, **run.outputs),
+            fmt=run.fmt,
+        )
+        return
+    spec, paths = make_spec()
+    getattr(output, f"{kind}_and_report")(spec, paths, run.rounds, **run.outputs)
+
+
 @takes(WorkloadRunOptions)
+@takes(KvRequestOptions)
 @takes(KvShapeOptions)
 def kvcache_command(
     cache_shape: KvShapeOptions = KV_SHAPE,
-    prompt_tokens: Annotated[
-        str, typer.Option("--prompt-tokens", help="tokens per prompt: 8192, 1024-8192 (uniform) or normal:MEAN,SD")
-    ] = "8192",
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="requests restored at once")] = 1,
-    hit_ratio: Annotated[float, typer.Option("--hit-ratio", help="share of a prompt's chunks found on disk")] = 1.0,
-    requests: Annotated[int | None, typer.Option("--requests", "-n", help="requests to restore")] = None,
-    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None,
+    request: KvRequestOptions = KV_REQUESTS,
     path: PathOpt = None,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks go round-robin over")] = None,
     cache: Annotated[str | None, typer.Option("--cache", help="read an existing cache in LMCache's GDS layout")] = None,
@@ -123,22 +226,16 @@ def kvcache_command(
     """Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to
     restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt
     length above which restoring beats recomputing. Under --mpi, the requests spread over the ranks."""
-    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.inference.kvcache_spec import KvSpec
 
     per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
 
     def make_spec() -> tuple[KvSpec, list[str]]:
         run.check()
-        paths, note = _paths(path)
-        if mpi and len(paths) > 1:
-            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        paths, note = _one_path_under_mpi(path, mpi)
         spec = KvSpec(
             **cache_shape.spec_fields(),
-            prompt=parse_prompt(prompt_tokens),
-            concurrency=concurrency,
-            hit_ratio=hit_ratio,
-            requests=requests,
-            duration=parse_duration(duration) if duration is not None else None,
+            **request.spec_fields(),
             path=paths[0],
             gpus=tuple(gpu_list(None if per_rank else gpu)),
             cache=cache,
@@ -152,62 +249,23 @@ def kvcache_command(
             interval=run.interval,
             defaults_note=note,
         )
-        if spec.requests is None and spec.duration is None:
-            spec = dataclasses.replace(spec, requests=32)
         spec.validate()
         _check_other_paths(spec, paths)
         return spec, paths
 
-    install_hangup_handlers()
-    if mpi:
-        from xferscope.cluster.workload_inference import inference_mpi, kvcache_job
-        from xferscope.cluster.workload_ranks import check_launcher
-        from xferscope.output.workload_inference import emit_kv
-
-        check_launcher()
-        inference_mpi(
-            lambda: make_spec()[0],
-            lambda ranks, spec, live: kvcache_job(ranks, spec, gpu, live),
-            lambda result: emit_kv(result, **run.outputs),
-            fmt=run.fmt,
-        )
-        return
-    spec, paths = make_spec()
-    from xferscope.output.workload_inference import kvcache_and_report
-
-    kvcache_and_report(spec, paths, run.rounds, **run.outputs)
+    _here_or_across_ranks("kvcache", mpi, make_spec, run, gpu)
 
 
 @takes(WorkloadRunOptions)
+@takes(ReadShapeOptions)
+@takes(ModelFilesOptions)
 def load_command(
-    files: Annotated[
-        str | None, typer.Option("--files", help="your .safetensors shards: a pattern or a directory")
-    ] = None,
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="generate shards: llama3.1-8b, llama3.1-70b, llama3.2-1b")
-    ] = None,
-    layers: Annotated[int | None, typer.Option("--layers", help="--model: override the layers")] = None,
-    dtype: Annotated[str | None, typer.Option("--dtype", help="--model: bf16, fp16, fp32, fp8")] = None,
-    shard_size: Annotated[str, typer.Option("--shard-size", help="--model: largest shard (Hugging Face's 5GB)")] = "5G",
+    shards: ModelFilesOptions = MODEL_FILES,
     path: PathOpt = None,
     gpu: Annotated[
         str | None, typer.Option("--gpu", "-d", help="GPUs the tensors are split over, as tensor parallelism")
     ] = None,
-    threads: Annotated[
-        str,
-        typer.Option(
-            "--threads", "-t", help="reader threads, or auto: the fastest of 2, 4 and 8, measured on the shards first"
-        ),
-    ] = "auto",
-    split: Annotated[
-        str,
-        typer.Option(
-            "--split",
-            help="tensors cut into pieces of at most this, read in parallel; auto: the fastest of 1M, 4M and 16M, "
-            "measured on the shards first (with --threads auto, each pair: 9 shapes of 0.4 s, the 3 fastest again "
-            "twice, about 7 s)",
-        ),
-    ] = "auto",
+    reads: ReadShapeOptions = READ_SHAPE,
     cache: Annotated[
         str, typer.Option("--cache", help="cold (page cache emptied of the shards, O_DIRECT) or warm")
     ] = "cold",
@@ -225,34 +283,18 @@ def load_command(
     byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost. Under --mpi, every rank loads the
     model, the loads begun together: the time to load is the slowest rank's."""
     from xferscope.workloads.inference.load_spec import LoadSpec
-    from xferscope.workloads.inference.models import model as model_shape
 
     per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
 
     def make_spec() -> tuple[LoadSpec, list[str]]:
         run.check()
-        paths, note = _paths(path)
-        if share not in ("copy", "tp"):
-            raise SpecError("share", f"copy (each rank its own copy) or tp (its tensor-parallel share), got {share!r}")
-        if share != "copy" and not mpi:
-            raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
-        if mpi and len(paths) > 1:
-            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
-        if share == "tp" and paths[0] in LOAD_LIBRARIES:
-            raise SpecError(
-                "share",
-                f"{paths[0]} loads the whole model in each process here: --share copy, or one of xferscope's paths",
-            )
-        size = optional_size(shard_size, "shard-size")
-        assert size is not None
+        paths, note = _one_path_under_mpi(path, mpi)
+        _check_share(share, mpi, paths[0])
         spec = LoadSpec(
-            files=files,
-            model=model_shape(model, layers=layers, dtype=dtype) if model is not None else None,
-            shard_size=size,
+            **shards.spec_fields(),
             path=paths[0],
             gpus=tuple(gpu_list(None if per_rank else gpu)),
-            threads=_auto_count(threads, "threads"),
-            split=None if split.strip().lower() == "auto" else optional_size(split, "split") or 0,
+            **reads.spec_fields(),
             cache=cache,
             directory=directory,
             verify=verify,
@@ -264,24 +306,27 @@ def load_command(
         _check_other_paths(spec, paths)
         return spec, paths
 
-    install_hangup_handlers()
-    if mpi:
-        from xferscope.cluster.workload_inference import inference_mpi, load_job
-        from xferscope.cluster.workload_ranks import check_launcher
-        from xferscope.output.workload_inference import emit_load
+    _here_or_across_ranks("load", mpi, make_spec, run, gpu, share)
 
-        check_launcher()
-        inference_mpi(
-            lambda: make_spec()[0],
-            lambda ranks, spec, live: load_job(ranks, spec, gpu, share, live),
-            lambda result: emit_load(result, **run.outputs),
-            fmt=run.fmt,
+
+def _one_path_under_mpi(path: str | None, mpi: bool) -> tuple[list[str], str]:
+    """The paths asked for (or the default), one under --mpi."""
+    paths, note = _paths(path)
+    if mpi and len(paths) > 1:
+        raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+    return paths, note
+
+
+def _check_share(share: str, mpi: bool, path: str) -> None:
+    """--share: copy or tp, tp only under --mpi and for xferscope's paths (a library loads the whole model)."""
+    if share not in ("copy", "tp"):
+        raise SpecError("share", f"copy (each rank its own copy) or tp (its tensor-parallel share), got {share!r}")
+    if share != "copy" and not mpi:
+        raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
+    if share == "tp" and path in LOAD_LIBRARIES:
+        raise SpecError(
+            "share", f"{path} loads the whole model in each process here: --share copy, or one of xferscope's paths"
         )
-        return
-    spec, paths = make_spec()
-    from xferscope.output.workload_inference import load_and_report
-
-    load_and_report(spec, paths, run.rounds, **run.outputs)
 
 
 def register(app: typer.Typer) -> None:
