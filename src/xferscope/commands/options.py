@@ -183,6 +183,15 @@ def check_workload_outputs(fmt: str, json_path: str | None, csv_path: str | None
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
 
 
+def one_path_under_mpi(paths: list[str], mpi: bool) -> list[str]:
+    """A workload's ``paths``: SpecError where there is none, or several under --mpi (a job runs one path)."""
+    if not paths:
+        raise SpecError("path", "no path given")
+    if mpi and len(paths) > 1:
+        raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+    return paths
+
+
 def optional_size(text: str | None, field: str) -> int | None:
     """A size the user may leave out (None stays None); a bad one is one line naming the option."""
     return None if text is None else _size(text, field)

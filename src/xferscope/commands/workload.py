@@ -17,6 +17,7 @@ from xferscope.commands.options import (
     WorkloadMpiOpt,
     check_format,
     gpu_list,
+    one_path_under_mpi,
     optional_size,
     wide_tables,
 )
@@ -162,8 +163,7 @@ def train_command(
         if max_accelerators < 1:
             raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
         paths, chosen_compute, note = _defaults(path, compute)
-        if mpi and len(paths) > 1:
-            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+        one_path_under_mpi(paths, mpi)
         for p in paths[1:]:
             train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
         per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in

@@ -5,37 +5,38 @@ run in rotated rounds and are ranked."""
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
-from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, gpu_list
+from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, gpu_list, one_path_under_mpi
 from xferscope.errors import SpecError
 
+if TYPE_CHECKING:
+    from xferscope.workloads.checkpoint import session
 
-@takes(WorkloadRunOptions)
-def checkpoint_command(
-    model: Annotated[
-        str, typer.Argument(help="llama3-8b, llama3-70b, llama3-405b, llama3-1t (MLPerf Storage's) or custom")
-    ],
-    plan: Annotated[
-        bool, typer.Option("--plan", help="print each rank's files and bytes and how they were found; write nothing")
-    ] = False,
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointSizeOptions:
+    """What a checkpoint is: the world's ranks and this host's share, its scale and layout, how many, whether they
+    are written from a copy (--async), and where the states live."""
+
     ranks: Annotated[
         int | None, typer.Option("--ranks", help="ranks of the world (MLPerf's: 8, 64, 512, 1024); DP follows")
-    ] = None,
+    ] = None
     subset: Annotated[
         bool, typer.Option("--subset", help="this host writes the share of 8 ranks (MLPerf's subset mode)")
-    ] = False,
+    ] = False
     scale: Annotated[
         float, typer.Option("--scale", help="each file cut to this share, to fit (the figures say scaled)")
-    ] = 1.0,
+    ] = 1.0
     layout: Annotated[
         str, typer.Option("--layout", help="dlio (DLIO's torch.save files) or dcp (PyTorch Distributed Checkpoint)")
-    ] = "dlio",
-    threads: Annotated[int, typer.Option("--threads", help="dcp: writer threads a rank, one file each")] = 1,
-    checkpoints: Annotated[int, typer.Option("--checkpoints", help="checkpoints written, then read (MLPerf: 10)")] = 10,
+    ] = "dlio"
+    threads: Annotated[int, typer.Option("--threads", help="dcp: writer threads a rank, one file each")] = 1
+    checkpoints: Annotated[int, typer.Option("--checkpoints", help="checkpoints written, then read (MLPerf: 10)")] = 10
     pinned: Annotated[
         bool,
         typer.Option(
@@ -43,10 +44,7 @@ def checkpoint_command(
             help="as DCP's async_save: each state copied to pinned host memory (cufile: within GPU memory), the time "
             "the GPUs are blocked, then written from the copy",
         ),
-    ] = False,
-    every: Annotated[
-        float, typer.Option("--every", help="seconds of training between checkpoints (--async writes under them)")
-    ] = 0.0,
+    ] = False
     state: Annotated[
         str | None,
         typer.Option(
@@ -54,17 +52,95 @@ def checkpoint_command(
             help="where the states live: gpu (as in training; the default where there is a GPU) or host (DLIO's "
             "CPU tensors; the host path)",
         ),
-    ] = None,
+    ] = None
+
+    def spec_fields(self) -> dict[str, object]:
+        """These options as ``CheckpointSpec``'s keywords (the model's ranks go to the model)."""
+        return {
+            "layout": self.layout,
+            "threads": self.threads,
+            "subset": self.subset,
+            "scale": self.scale,
+            "checkpoints": self.checkpoints,
+            "pinned_copies": self.pinned,
+            "state": self.state,
+        }
+
+
+CHECKPOINT_SIZE = CheckpointSizeOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelShapeOptions:
+    """A custom model's shape, or overrides of a named model's: its layers, sizes and parallelism."""
+
+    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None
+    hidden: Annotated[int | None, typer.Option("--hidden", help="custom (or override): hidden size")] = None
+    ffn: Annotated[int | None, typer.Option("--ffn", help="custom (or override): MLP hidden size")] = None
+    vocab: Annotated[int | None, typer.Option("--vocab", help="custom (or override): vocabulary")] = None
+    heads: Annotated[int | None, typer.Option("--heads", help="custom (or override): attention heads")] = None
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None
+    tp: Annotated[int | None, typer.Option("--tp", help="custom (or override): tensor parallelism")] = None
+    pp: Annotated[int | None, typer.Option("--pp", help="custom (or override): pipeline parallelism")] = None
+    zero_stage: Annotated[int | None, typer.Option("--zero-stage", help="custom (or override): ZeRO stage")] = None
+
+    def model(self, name: str, ranks: int | None):
+        """The checkpoint's model: ``name``'s (MLPerf Storage's) with these overrides, or a custom one."""
+        from xferscope.workloads.checkpoint.model import checkpoint_model
+
+        return checkpoint_model(name, ranks, **dataclasses.asdict(self))
+
+
+MODEL_SHAPE = ModelShapeOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointIoOptions:
+    """How each checkpoint is made durable, read back and checked, and how far apart they are."""
+
+    every: Annotated[
+        float, typer.Option("--every", help="seconds of training between checkpoints (--async writes under them)")
+    ] = 0.0
+    fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True
+    verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False
+    rank_shift: Annotated[
+        int, typer.Option("--rank-shift", help="each rank restores the files of the rank this many after it")
+    ] = 0
+
+    def run_options(self, run: WorkloadRunOptions):
+        """The session's options (SpecError for a negative --every)."""
+        from xferscope.workloads.checkpoint.session import CheckpointRunOptions
+
+        if self.every < 0:
+            raise SpecError("every", f"seconds of 0 or more, got {self.every:g}")
+        return CheckpointRunOptions(
+            fsync=self.fsync,
+            verify=self.verify,
+            rank_shift=self.rank_shift,
+            seed=run.seed,
+            keep=run.keep,
+            every=self.every,
+            interval=run.interval,
+        )
+
+
+CHECKPOINT_IO = CheckpointIoOptions()
+
+
+@takes(WorkloadRunOptions)
+@takes(CheckpointIoOptions)
+@takes(CheckpointSizeOptions)
+@takes(ModelShapeOptions)
+def checkpoint_command(
+    model: Annotated[
+        str, typer.Argument(help="llama3-8b, llama3-70b, llama3-405b, llama3-1t (MLPerf Storage's) or custom")
+    ],
+    plan: Annotated[
+        bool, typer.Option("--plan", help="print each rank's files and bytes and how they were found; write nothing")
+    ] = False,
+    size: CheckpointSizeOptions = CHECKPOINT_SIZE,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the ranks' states go round-robin over")] = None,
-    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None,
-    hidden: Annotated[int | None, typer.Option("--hidden", help="custom (or override): hidden size")] = None,
-    ffn: Annotated[int | None, typer.Option("--ffn", help="custom (or override): MLP hidden size")] = None,
-    vocab: Annotated[int | None, typer.Option("--vocab", help="custom (or override): vocabulary")] = None,
-    heads: Annotated[int | None, typer.Option("--heads", help="custom (or override): attention heads")] = None,
-    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None,
-    tp: Annotated[int | None, typer.Option("--tp", help="custom (or override): tensor parallelism")] = None,
-    pp: Annotated[int | None, typer.Option("--pp", help="custom (or override): pipeline parallelism")] = None,
-    zero_stage: Annotated[int | None, typer.Option("--zero-stage", help="custom (or override): ZeRO stage")] = None,
+    shape: ModelShapeOptions = MODEL_SHAPE,
     path: Annotated[
         str,
         typer.Option(
@@ -75,11 +151,7 @@ def checkpoint_command(
             "checkpoint size and ranks them by the time until durable (a path twice: an A/A pair)",
         ),
     ] = "host",
-    fsync: Annotated[bool, typer.Option("--fsync/--no-fsync", help="fsync each file, as DLIO and DCP do")] = True,
-    verify: Annotated[bool, typer.Option("--verify", "-V", help="check every byte restored")] = False,
-    rank_shift: Annotated[
-        int, typer.Option("--rank-shift", help="each rank restores the files of the rank this many after it")
-    ] = 0,
+    io: CheckpointIoOptions = CHECKPOINT_IO,
     directory: WorkloadDirOpt = None,
     mpi: WorkloadMpiOpt = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
@@ -89,58 +161,24 @@ def checkpoint_command(
     evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's. Under --mpi,
     the checkpoint's ranks split over the job's, each save and restore begun together."""
     from xferscope.output.workload_checkpoint import checkpoint_and_report
-    from xferscope.workloads.checkpoint.model import checkpoint_model
     from xferscope.workloads.checkpoint.plan import CheckpointSpec
-    from xferscope.workloads.checkpoint.session import CheckpointRunOptions
 
     run.check()
     paths = [p.strip() for p in path.split(",") if p.strip()]
     per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
 
-    def make() -> tuple[CheckpointSpec, CheckpointRunOptions]:
-        if not paths:
-            raise SpecError("path", "no path given")
-        if mpi and len(paths) > 1:
-            raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+    def make() -> tuple[CheckpointSpec, session.CheckpointRunOptions]:
+        one_path_under_mpi(paths, mpi)
         if mpi and plan:
             raise SpecError("plan", "--plan is of one host: run it without --mpi")
         spec = CheckpointSpec(
-            checkpoint_model(
-                model,
-                ranks,
-                layers=layers,
-                hidden=hidden,
-                ffn=ffn,
-                vocab=vocab,
-                heads=heads,
-                kv_heads=kv_heads,
-                tp=tp,
-                pp=pp,
-                zero_stage=zero_stage,
-            ),
-            layout=layout,
-            threads=threads,
-            subset=subset,
-            scale=scale,
-            checkpoints=checkpoints,
+            shape.model(model, size.ranks),
+            **size.spec_fields(),
             directory=directory,
-            pinned_copies=pinned,
             gpus=tuple(gpu_list(None if per_rank else gpu)),
             path=paths[0],
-            state=state,
         )
-        if every < 0:
-            raise SpecError("every", f"seconds of 0 or more, got {every:g}")
-        options = CheckpointRunOptions(
-            fsync=fsync,
-            verify=verify,
-            rank_shift=rank_shift,
-            seed=run.seed,
-            keep=run.keep,
-            every=every,
-            interval=run.interval,
-        )
-        return spec, options
+        return spec, io.run_options(run)
 
     if mpi:
         from xferscope.cluster.workload_checkpoint import checkpoint_mpi

@@ -12,6 +12,7 @@ from xferscope.commands.options import (
     WorkloadDirOpt,
     WorkloadMpiOpt,
     gpu_list,
+    one_path_under_mpi,
     optional_size,
 )
 from xferscope.errors import SpecError
@@ -312,9 +313,7 @@ def load_command(
 def _one_path_under_mpi(path: str | None, mpi: bool) -> tuple[list[str], str]:
     """The paths asked for (or the default), one under --mpi."""
     paths, note = _paths(path)
-    if mpi and len(paths) > 1:
-        raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
-    return paths, note
+    return one_path_under_mpi(paths, mpi), note
 
 
 def _check_share(share: str, mpi: bool, path: str) -> None:
