@@ -5,7 +5,6 @@ of the package index's metadata (nothing imported: torch alone takes seconds).""
 from __future__ import annotations
 
 import functools
-import importlib.util
 import re
 from dataclasses import dataclass
 
@@ -55,6 +54,8 @@ def installed_version(*packages: str) -> str | None:
 
 
 def _importable(module: str) -> bool:
+    import importlib.util  # here: it costs every command's start 3 ms, and only a library path asks
+
     try:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a parent that fails to import, or a module set to None on purpose

@@ -23,7 +23,6 @@ from xferscope.commands.options import (
 from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, SpecError, XferscopeError
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.profiles.fields import OPTION_WORKLOADS
 
 ProfileArg = Annotated[str, typer.Argument(metavar="PROFILE|NAME", help="a profile name or a .toml file")]
 DurationOpt = Annotated[str | None, typer.Option("--duration", "-T", metavar="S", help="seconds per point")]
@@ -278,6 +277,8 @@ def replay_workload(profile, *, duration, directory, results, fmt: str, not_for:
         raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one training run)")
     check_format(fmt)
     check_outputs(fmt, {"--results": results})
+    from xferscope.profiles.fields import OPTION_WORKLOADS  # here: the profiles' fields cost every command's start
+
     if profile.workload.get("workload") in OPTION_WORKLOADS:
         from xferscope.commands import workload_inference
         from xferscope.commands.profile_options import run_as_command
