@@ -69,6 +69,37 @@ def _defaults(path: str | None, compute: str | None) -> tuple[list[str], str, st
 
 
 @dataclasses.dataclass(frozen=True)
+class AcceleratorOptions:
+    """The emulated accelerators: whose computation time the preset gives, and how many."""
+
+    accelerator_type: Annotated[
+        str,
+        typer.Option("--accelerator-type", help="whose computation_time the preset gives: h100, a100 (b200: unet3d)"),
+    ] = "h100"
+    accelerators: Annotated[int, typer.Option("--accelerators", "-a", help="emulated accelerators")] = 1
+
+
+ACCELERATORS = AcceleratorOptions()
+
+
+@dataclasses.dataclass(frozen=True)
+class FindMaxOptions:
+    """--find-max: the most accelerators this storage keeps at the AU threshold, and the most it tries."""
+
+    find_max: Annotated[
+        bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
+    ] = False
+    max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64
+
+    def check(self) -> None:
+        if self.max_accelerators < 1:
+            raise SpecError("max-accelerators", f"must be at least 1, got {self.max_accelerators}")
+
+
+FIND_MAX = FindMaxOptions()
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainShapeOptions:
     """What the emulated training reads and computes, and for how long; None: the preset's (DLIO's) value."""
 
@@ -123,14 +154,12 @@ TRAIN_SHAPE = TrainShapeOptions()
 
 
 @takes(WorkloadRunOptions)
+@takes(AcceleratorOptions)
+@takes(FindMaxOptions)
 @takes(TrainShapeOptions)
 def train_command(
     preset: Annotated[str, typer.Argument(help="unet3d, cosmoflow or resnet50 (DLIO's workload configs)")] = "unet3d",
-    accelerator_type: Annotated[
-        str,
-        typer.Option("--accelerator-type", help="whose computation_time the preset gives: h100, a100 (b200: unet3d)"),
-    ] = "h100",
-    accelerators: Annotated[int, typer.Option("--accelerators", "-a", help="emulated accelerators")] = 1,
+    emulated: AcceleratorOptions = ACCELERATORS,
     gpu: Annotated[str | None, typer.Option("--gpu", "-d", help="GPUs the accelerators go round-robin over")] = None,
     path: Annotated[
         str | None,
@@ -146,32 +175,26 @@ def train_command(
         str | None, typer.Option("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
     ] = None,
     shape: TrainShapeOptions = TRAIN_SHAPE,
-    find_max: Annotated[
-        bool, typer.Option("--find-max", help="the most accelerators this storage keeps at the AU threshold")
-    ] = False,
-    max_accelerators: Annotated[int, typer.Option("--max-accelerators", help="most --find-max tries")] = 64,
+    search: FindMaxOptions = FIND_MAX,
     mpi: WorkloadMpiOpt = False,
     run: WorkloadRunOptions = WORKLOAD_RUN,
 ) -> None:
-    """Emulate training accelerators that read their batches by a path into GPU memory and compute on them;
-    report accelerator utilisation (AU) as DLIO defines it, and whether it meets the workload's threshold. Under
-    --mpi, -a accelerators a rank, the data sharded over all of them."""
+    """Emulate accelerators that read their batches by a path into GPU memory and compute on them: their utilisation
+    (AU) as DLIO defines it, against the workload's threshold. Under --mpi, -a a rank, the data sharded over all."""
     from xferscope.workloads.train.train_spec import train_spec
 
     def make_spec() -> tuple[TrainSpec, list[str]]:
         run.check()
-        if max_accelerators < 1:
-            raise SpecError("max-accelerators", f"must be at least 1, got {max_accelerators}")
+        search.check()
         paths, chosen_compute, note = _defaults(path, compute)
         one_path_under_mpi(paths, mpi)
         for p in paths[1:]:
-            train_spec(preset, accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line, now
-        per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
+            train_spec(preset, emulated.accelerator_type, path=p, computation_time=0.0)  # an unknown path: one line
         spec = train_spec(
             preset,
-            accelerator_type,
-            accelerators=accelerators,
-            gpus=tuple(gpu_list(gpu)) if gpu is not None and not per_rank else None,
+            emulated.accelerator_type,
+            accelerators=emulated.accelerators,
+            gpus=None if gpu is None or (mpi and "{" in gpu) else tuple(gpu_list(gpu)),  # -d {local_rank}: the rank's
             path=paths[0],
             compute=chosen_compute,
             **shape.spec_fields(),
@@ -188,20 +211,12 @@ def train_command(
         from xferscope.cluster.workload_train import train_mpi
 
         check_launcher()
-        train_mpi(
-            lambda: make_spec()[0],
-            gpu_text=gpu,
-            find_max=find_max,
-            upper=max_accelerators,
-            fmt=run.fmt,
-            json_path=run.json_path,
-            csv_path=run.csv_path,
-        )
+        train_mpi(lambda: make_spec()[0], gpu_text=gpu, find_max=search.find_max, upper=search.max_accelerators,
+                  **run.outputs)  # fmt: skip
         return
-    spec, paths = make_spec()
     from xferscope.output.workload import train_and_report
 
-    train_and_report(spec, paths, run.rounds, find_max, max_accelerators, **run.outputs)
+    train_and_report(*make_spec(), run.rounds, search.find_max, search.max_accelerators, **run.outputs)
 
 
 def compare_command(
