@@ -101,11 +101,21 @@ def run_lines(record: CheckpointRecord) -> list:
         + ("" if record.status == "ok" else f" [{record.status}]"),
         f"  {', '.join(record.labels)}",
     ]
-    saves, restores = record.saves, record.restores
     lib = record.library
     if lib is not None and lib.setup_s:
         set_up = ", ".join(f"{k.replace('_', ' ')} {v:.2f} s" for k, v in lib.setup_s.items())
         lines.append(f"  set-up outside the timer (the first rank's process): {set_up}")
+    lines += _medians(record) + _tables(record) + gpu_lines(record)
+    if record.cluster is not None:
+        lines += cluster_lines(record)
+    lines += [f"  warning: {w}" for w in p.warnings if record.cluster is not None]
+    return lines + _tail(record)
+
+
+def _medians(record: CheckpointRecord) -> list[str]:
+    """The saves' and restores' medians over the checkpoints, with their range."""
+    lines = []
+    saves, restores = record.saves, record.restores
     if saves:
         until = " until durable" if record.asynchronous else ""
         lines.append(
@@ -124,9 +134,15 @@ def run_lines(record: CheckpointRecord) -> list:
             f"  restore: {_spread([r.seconds for r in restores], 's', 3)}, {_spread([r.gb_per_s for r in restores], 'GB/s')}"
             + (f"; {held:.1%} of the checkpoints' bytes were in the page cache as it began" if held is not None else "")
         )
-    rows = []
+    return lines
+
+
+def _tables(record: CheckpointRecord) -> list:
+    """A row a checkpoint, and a row a rank (its mean over the checkpoints)."""
+    saves, restores, lines = record.saves, record.restores, []
     # DCP fsyncs inside its save (sync_files): its rows have no fsync time of their own
     inside = record.library is not None and record.library.path == "dcp"
+    rows = []
     for k, s in enumerate(saves):
         r = restores[k] if k < len(restores) else None
         rows.append(
@@ -167,10 +183,12 @@ def run_lines(record: CheckpointRecord) -> list:
     if ranks:
         headers = ("rank", "bytes", "write s", "fsync s", "restore s", "read rank")
         lines.append(text_table(headers, ranks, left=("rank",), title="each rank, mean over the checkpoints"))
-    lines += gpu_lines(record)
-    if record.cluster is not None:
-        lines += cluster_lines(record)
-    lines += [f"  warning: {w}" for w in p.warnings if record.cluster is not None]
+    return lines
+
+
+def _tail(record: CheckpointRecord) -> list[str]:
+    """The CPU cost, the peak host memory, the check, where the checkpoints were kept, the error."""
+    lines = []
     cpu, peak = record.cpu_s_per_gib, record.peak_rss_bytes
     tail = [
         f"CPU-s/GiB {cpu:.3f}" if cpu is not None else "",
