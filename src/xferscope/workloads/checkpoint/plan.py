@@ -80,24 +80,7 @@ class CheckpointSpec:
         """The plan, with this machine's checks (SpecError names what does not hold); ``place`` False leaves out
         where the states live (it measures the GPUs' free memory in a process of its own: too slow for a form
         checked as it is typed), and the plan says so (``placed``)."""
-        if self.path not in PATHS:
-            raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
-        if self.state is not None and self.state not in STATES:
-            raise SpecError("state", f"{self.state!r}: choose gpu (as in training) or host (DLIO's CPU tensors)")
-        if self.state == "host" and self.path not in ("host", *CHECKPOINT_LIBRARIES):
-            raise SpecError(
-                "state", f"host memory is the host path's (DLIO's CPU tensors); {self.path} writes from GPU memory"
-            )
-        if self.layout not in LAYOUTS:
-            raise SpecError("layout", f"{self.layout!r}: choose dlio (DLIO's torch.save files) or dcp (PyTorch DCP)")
-        if self.threads < 1:
-            raise SpecError("threads", f"must be at least 1, got {self.threads}")
-        if self.layout != "dcp" and self.threads != 1:
-            raise SpecError("threads", "writer threads are DCP's (--layout dcp); DLIO writes one file at a time")
-        if not 0 < self.scale <= 1:
-            raise SpecError("scale", f"a share of the checkpoint above 0 and at most 1, got {self.scale:g}")
-        if self.checkpoints < 1:
-            raise SpecError("checkpoints", f"must be at least 1, got {self.checkpoints}")
+        self._check_choices()
         world = self.model.parallelism.ranks
         here = range(min(SUBSET_RANKS, world)) if self.subset else range(world)
         index, parts = self.part
@@ -149,6 +132,27 @@ class CheckpointSpec:
         plan.placed = place
         plan.warnings = plan.memory_warnings()
         return plan
+
+    def _check_choices(self) -> None:
+        """The choices of path, state, layout, threads, scale and checkpoints (SpecError names what does not hold)."""
+        if self.path not in PATHS:
+            raise SpecError("path", f"{self.path}: checkpoints are written by {', '.join(PATHS)}")
+        if self.state is not None and self.state not in STATES:
+            raise SpecError("state", f"{self.state!r}: choose gpu (as in training) or host (DLIO's CPU tensors)")
+        if self.state == "host" and self.path not in ("host", *CHECKPOINT_LIBRARIES):
+            raise SpecError(
+                "state", f"host memory is the host path's (DLIO's CPU tensors); {self.path} writes from GPU memory"
+            )
+        if self.layout not in LAYOUTS:
+            raise SpecError("layout", f"{self.layout!r}: choose dlio (DLIO's torch.save files) or dcp (PyTorch DCP)")
+        if self.threads < 1:
+            raise SpecError("threads", f"must be at least 1, got {self.threads}")
+        if self.layout != "dcp" and self.threads != 1:
+            raise SpecError("threads", "writer threads are DCP's (--layout dcp); DLIO writes one file at a time")
+        if not 0 < self.scale <= 1:
+            raise SpecError("scale", f"a share of the checkpoint above 0 and at most 1, got {self.scale:g}")
+        if self.checkpoints < 1:
+            raise SpecError("checkpoints", f"must be at least 1, got {self.checkpoints}")
 
 
 @dataclass
