@@ -238,10 +238,6 @@ def build_spec(
     source: str = "storage",
 ) -> RunSpec:
     """A validated RunSpec from command-line strings; SpecError names the option and the fix."""
-    try:
-        dur = parse_duration(duration) if duration is not None else (None if total else 10.0)
-    except ValueError as exc:
-        raise SpecError("duration", str(exc)) from None
     spec = RunSpec(
         path=parse_path(path),
         io=parse_io(io),
@@ -249,7 +245,7 @@ def build_spec(
         workers=workers,
         iodepth=iodepth,
         file_size=_size(size, "size"),
-        duration=dur,
+        duration=_duration(duration, total),
         total_bytes=_size(total, "total") if total else None,
         file=file,
         directory=directory,
@@ -270,10 +266,22 @@ def build_spec(
     )
     spec.validate()
     if gpu is not None or spec.uses_gpu:
-        from xferscope.gpus import check_gpu_indices, gpu_count
-
-        # with no GPU at all, a GPU path says so when it is checked (exit 3); the host path
-        # ignores -d as gdsio does. Where GPUs exist, a wrong index is bad input.
-        if gpu_count()[0]:
-            check_gpu_indices(spec.gpus)
+        _check_gpus(spec.gpus)
     return spec
+
+
+def _duration(duration: str | None, total: str | None) -> float | None:
+    """--duration in seconds; without it 10 s, or none where --total bounds the run."""
+    try:
+        return parse_duration(duration) if duration is not None else (None if total else 10.0)
+    except ValueError as exc:
+        raise SpecError("duration", str(exc)) from None
+
+
+def _check_gpus(gpus: list[int]) -> None:
+    """Where GPUs exist, a wrong index is bad input. With no GPU at all, a GPU path says so when it is checked
+    (exit 3); the host path ignores -d, as gdsio does."""
+    from xferscope.gpus import check_gpu_indices, gpu_count
+
+    if gpu_count()[0]:
+        check_gpu_indices(gpus)
