@@ -145,6 +145,9 @@ def test_without_a_target_every_path_reads_one_scratch_file(cli, tmp_path):
     assert len({tuple(map(tuple, x["files"])) for x in comp["runs"]}) == 1
     assert comp["page_cache_dropped"] is False and "--no-drop-cache" in comp["page_cache"]
     assert "page cache not emptied (--no-drop-cache)" in r.out
+    # the notes under the table are in the file too, the rule first and the cache's last
+    assert comp["notes"][0] == comp["rule"] and comp["notes"][-1].startswith(comp["page_cache"])
+    assert all(note in " ".join(r.out.split()) for note in (" ".join(n.split()) for n in comp["notes"]))
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("xferscope")] == []
 
 

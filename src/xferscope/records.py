@@ -379,6 +379,9 @@ class ComparisonSummary(msgspec.Struct, kw_only=True):
     drift: str | None = None
     page_cache: str | None = None
     page_cache_dropped: bool | None = None
+    #: the lines printed under the table: the rule, how to settle an undecided verdict, drift, what the buffers'
+    #: memory costs a read, their pages, the page cache
+    notes: list[str] = []
     paths: list[ComparedPath]
     runs: list[RoundRun] = []
 

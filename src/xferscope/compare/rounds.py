@@ -325,6 +325,7 @@ class RoundsComparison:
             drift=self.drift(),
             page_cache=self.cache_note,
             page_cache_dropped=self.cache_dropped,
+            notes=self.notes(),
             paths=[self._path_record(slot) for slot in range(len(self.labels))],
             runs=[self._run_record(run, result_index) for run in self.runs],
         )
