@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from xferscope import export
+from xferscope import export, records
 
 RESULT_KEYS = {
     "path",
@@ -115,7 +115,7 @@ def test_format_json_prints_only_json_with_the_runs_fixed_cost(cli, direct_dir):
     steps = {k: v for k, v in cost.items() if k.endswith("_step")}
     assert set(steps) == {"process_step", "files_step", "path_step", "telemetry_step", "start_step", "environment_step"}
     assert all(v >= 0 for v in steps.values()) and sum(steps.values()) <= cost["setup"]
-    assert export.result_from_dict(d).fixed_cost_s == cost
+    assert export.result_from_record(records.as_run(d, "<json>")).fixed_cost_s == cost
 
 
 @pytest.mark.parametrize(

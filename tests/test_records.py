@@ -121,10 +121,10 @@ def test_a_comparison_round_trips(tmp_path):
 
 def test_a_saturation_round_trips(tmp_path):
     outcome = saturation_record.load_saturation(str(OLD / "saturation.json"))
-    first = saturation_record.saturation_to_dict(outcome)
+    first = records.as_data(saturation_record.saturation_to_record(outcome))
     assert first["schema_version"] == records.SCHEMA_VERSION
     again = saturation_record.load_saturation(_through_file(tmp_path, first))
-    assert saturation_record.saturation_to_dict(again) == first
+    assert records.as_data(saturation_record.saturation_to_record(again)) == first
 
 
 def test_a_sweep_round_trips(tmp_path):

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 
 from xferscope.errors import SpecError
-from xferscope.export import result_from_dict
+from xferscope.export import result_from_record
+from xferscope.records import as_data, as_run, as_saturation
 from xferscope.saturate.ceilings import bottleneck
 from xferscope.saturate.execute import SaturationRun
 from xferscope.saturate.plan import SaturatePlan
-from xferscope.saturate.record import saturation_from_dict, saturation_to_dict
+from xferscope.saturate.record import saturation_from_record, saturation_to_record
 from xferscope.spec import RunSpec
 
 GIB = 1 << 30
@@ -23,7 +24,7 @@ RECORDED = Path(__file__).parent / "data" / "host-read-run.json"
 
 
 def recorded_result():
-    return result_from_dict(json.loads(RECORDED.read_text())["result"], str(RECORDED))
+    return result_from_record(as_run(json.loads(RECORDED.read_text())["result"], str(RECORDED)), str(RECORDED))
 
 
 class Paths:
@@ -70,7 +71,9 @@ def test_a_path_below_storage_is_measured_from_the_page_cache_and_cited():
         == "path overhead (50% of storage; below its own ceiling from memory: a cost per request, not a rate)"
     )
     # kept in the saturation's JSON, and judged the same when read back
-    again = saturation_from_dict(json.loads(json.dumps(saturation_to_dict(outcome))))
+    again = saturation_from_record(
+        as_saturation(json.loads(json.dumps(as_data(saturation_to_record(outcome)))), "<json>")
+    )
     back = next(s for s in again.series if s.series.path == "bounce-async")
     assert back.own_ceiling_gib_s == pytest.approx(o.own_ceiling_gib_s) and back.bottleneck.word == o.bottleneck.word
 

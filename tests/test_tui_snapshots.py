@@ -33,9 +33,10 @@ from xferscope.app.messages import ResultsLoaded
 from xferscope.app.session import RunRecord
 from xferscope.app.setup_model import FormValues
 from xferscope.engines.base import LatencySummary, Sample
-from xferscope.export import result_from_dict
+from xferscope.export import result_from_record
 from xferscope.importers import gdsio
 from xferscope.memory.mlc_text import parse_mlc_output
+from xferscope.records import as_run
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 DATA = Path(__file__).parent / "data"
@@ -100,7 +101,7 @@ def _recorded_run():
         )
         for s in saved["samples"]
     ]
-    return dataclasses.replace(result_from_dict(saved["result"]), samples=samples)
+    return dataclasses.replace(result_from_record(as_run(saved["result"], "<json>")), samples=samples)
 
 
 async def _live(app, pilot) -> None:

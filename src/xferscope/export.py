@@ -198,12 +198,6 @@ def _done(rec: records.DonePoint | None) -> DoneTotals | None:
     return DoneTotals(rec.seconds, rec.bytes, rec.ops) if rec is not None else None
 
 
-def result_from_dict(d: dict[str, Any], where: str = "<json>") -> RunResult:
-    """Read back a summary written by ``result_to_record`` (or by an importer): typed by ``records.Run`` first, so a
-    field of the wrong kind is one line naming it."""
-    return result_from_record(records.as_run(d, where), where)
-
-
 def result_from_record(rec: records.Run, where: str = "<json>") -> RunResult:
     """The engines' result type from a typed record (its spec checked as ``RunSpec`` checks it)."""
     spec_d = dict(rec.spec)

@@ -167,11 +167,6 @@ def saturation_to_record(outcome: SaturationOutcome) -> records.Saturation:
     )
 
 
-def saturation_to_dict(outcome: SaturationOutcome) -> dict[str, Any]:
-    """The saturation as plain data, exactly as its file holds it."""
-    return records.as_data(saturation_to_record(outcome))
-
-
 def point_rows(outcome: SaturationOutcome):
     for o in outcome.series:
         found = o.found
@@ -231,11 +226,6 @@ def load_saturation(path: str) -> SaturationOutcome:
     if not is_saturation(data):
         raise FormatError(path, None, f"not a saturation (written by `xferscope saturate --json`; schema {SCHEMA})")
     return saturation_from_record(records.as_saturation(data, path), path)
-
-
-def saturation_from_dict(data: dict[str, Any], where: str = "<json>") -> SaturationOutcome:
-    """A saturation from its file's parsed JSON (checked as ``records.Saturation`` first)."""
-    return saturation_from_record(records.as_saturation(data, where), where)
 
 
 def _measurement(run: records.Run, where: str) -> Measurement:
