@@ -2,7 +2,7 @@
 
 Kinds: ``run`` (one run's summary, `run --json`, and each entry of a file's ``results``), ``comparison``
 (`compare --json`), ``sweep`` (`replay --results`), ``saturation`` (`saturate --json`) and ``mem`` (`mem --json`).
-The workloads' records (train, kvcache, load) are msgspec ``Struct``s of their own in ``xferscope.workloads``.
+The workloads' records (train, kvcache, load, checkpoint) are msgspec ``Struct``s of their own in ``xferscope.workloads``.
 
 Every file written carries ``schema_version`` (``SCHEMA_VERSION``). A file of an earlier version has none and
 reads as version 0: the fields these types require were there from the start, and every later one is optional.

@@ -1,4 +1,5 @@
-"""One benchmark across the hosts of an MPI job (``xferscope run --mpi``, ``compare --mpi``).
+"""One benchmark across the hosts of an MPI job (``xferscope run --mpi``, ``compare --mpi``, ``replay --mpi``,
+``saturate --mpi`` and every workload's ``--mpi``: train, kvcache, load, checkpoint).
 
 Started by ``mpirun -np N [-H hosts] xferscope run ... --mpi`` or by Slurm's
 ``srun``: every rank runs the engine on its own host against its own target
@@ -12,7 +13,10 @@ ranks start the timed region together, and rank 0 aggregates live and reports.
 * ``aggregate`` rank 0's sums per rank, per host and in all; live samples
 * ``merge``     the final RunResult: aggregate, per host (``result.hosts``), first/last done
 * ``session``   ``run_spec_mpi``: the steps on every rank
-* ``commands``  the CLI side: rank 0 prints and writes files, the others stay quiet
+* ``runs``, ``replay``, ``saturate``, ``report``  compare, a profile's replay and the knee searches across ranks,
+  and what rank 0 prints of them
+* ``workload_ranks``, ``workload_train``, ``workload_inference``, ``workload_checkpoint``  the workloads' jobs:
+  each rank's share, begun together, and rank 0's record of the job
 """
 
 from __future__ import annotations

@@ -85,7 +85,7 @@ class SpecOptions:
 
 @dataclasses.dataclass(frozen=True)
 class WorkloadRunOptions:
-    """How a workload command runs and reports (``workload train``, ``kvcache``, ``load`` alike)."""
+    """How a workload command runs and reports (``workload train``, ``kvcache``, ``load``, ``checkpoint`` alike)."""
 
     rounds: WorkloadRoundsOpt = 3
     interval: LiveIntervalOpt = 0.5
