@@ -99,8 +99,9 @@ def child_env(path: str) -> tuple[dict[str, str] | None, str | None]:
     """The environment of a child process that runs ``path``, and its cuFile log: for a cuFile path, a file of
     ours that outlives the child, guarded by the janitor until the caller discards it (``janitor.discard``), so
     it goes too should this process end first (a child that leaves with ``os._exit`` runs no exit handler of
-    its own); (None, None) for other paths, and when the user chose the log file."""
-    if not path.startswith("cufile") or os.environ.get(LOG_ENV):
+    its own); (None, None) for other paths, and when the user chose the log file. KvikIO's path counts as a cuFile
+    path: the libcufile it loads logs to the same file."""
+    if not (path.startswith("cufile") or path == "kvikio") or os.environ.get(LOG_ENV):
         return None, None
     from xferscope import janitor
 

@@ -28,7 +28,7 @@ from xferscope.engines import cufile_driver
 from xferscope.engines.cufile import _CufileMixin
 from xferscope.engines.gpu_native import gpu_environment
 from xferscope.engines.threaded import ThreadEngine, ThreadWorker
-from xferscope.errors import RunFailed
+from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.packages import KVIKIO, installed_version, package_refusal
 from xferscope.records import EngineEnvironment
 
@@ -73,6 +73,7 @@ class KvikioEngine(_CufileMixin, ThreadEngine):  # type: ignore[misc]  # every w
         return self.spec.workers * self.depth
 
     def open_path(self) -> None:
+        cufile_driver.log()  # before KvikIO loads libcufile: its log goes where a failure is explained from
         import kvikio
         import kvikio.buffer
         import kvikio.defaults
@@ -100,7 +101,14 @@ class KvikioEngine(_CufileMixin, ThreadEngine):  # type: ignore[misc]  # every w
     def open_worker(self, index: int, gpu: int, dev: int, size: int) -> Any:
         target = self.target
         path = target.files[target.worker_files[index]].path
-        handle = self.kvikio.CuFile(path, "r+" if self.spec.writes else "r")
+        mark = cufile_driver.log().mark()
+        try:
+            handle = self.kvikio.CuFile(path, "r+" if self.spec.writes else "r")
+        except Exception as exc:  # cuFile refused the file (no udev record in a VM, a filesystem without O_DIRECT)
+            why = cufile_driver.explain_registration(
+                exc, cufile_driver.log().since(mark), path, target.filesystem.fstype
+            )
+            raise EnvironmentProblem(f"KvikIO: {why}; KvikIO said: {exc}") from None
         self.resources.on_release(None, "KvikIO CuFile.close", handle.close)
         if self.spec.register_buffers:
             whole = DeviceBlocks(dev, size)
