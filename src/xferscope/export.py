@@ -23,7 +23,7 @@ from xferscope import records
 from xferscope.engines.base import DoneTotals, LatencySummary, RunResult, Sample, WorkerResult
 from xferscope.errors import FormatError
 from xferscope.safe_write import write_output
-from xferscope.spec import RunSpec
+from xferscope.spec import SHAPE_FIELDS, RunSpec
 from xferscope.stats import Histogram
 from xferscope.telemetry.gpu import summed_over_gpus
 
@@ -66,12 +66,7 @@ SERIES_COLUMNS = [
 
 SUMMARY_COLUMNS = [
     "label",
-    "path",
-    "io",
-    "block_size",
-    "workers",
-    "iodepth",
-    "rwmix",
+    *SHAPE_FIELDS,
     "gpus",
     "bytes",
     "ops",
@@ -282,12 +277,7 @@ def summary_row(r: RunResult) -> dict[str, Cell]:
     spec = r.spec
     return {
         "label": spec.name,
-        "path": spec.path,
-        "io": spec.io,
-        "block_size": spec.block_size,
-        "workers": spec.workers,
-        "iodepth": spec.iodepth,
-        "rwmix": spec.read_pct,
+        **spec.shape(),
         "gpus": " ".join(map(str, spec.gpus)) if spec.uses_gpu else "",
         "bytes": r.bytes,
         "ops": r.ops,

@@ -31,6 +31,9 @@ GPU_PATHS = frozenset(p for p in PATHS if p != "host")
 #: paths whose requests --split can split (one synchronous request at a time per worker)
 SPLIT_PATHS = ("host", "bounce", "bounce-async", "cufile")
 
+#: what a run's request shape is called in its records, in their order (the summary's columns, a point's identity)
+SHAPE_FIELDS = ("path", "io", "block_size", "workers", "iodepth", "rwmix")
+
 #: I/O patterns, with gdsio's ``-I`` number where gdsio has one.
 IO_PATTERNS = ("read", "write", "randread", "randwrite", "randrw", "rw")
 GDSIO_IO = {0: "read", 1: "write", 2: "randread", 3: "randwrite"}
@@ -241,6 +244,17 @@ class RunSpec:
                 )
 
     # ------------------------------------------------------------- conversions
+    def shape(self) -> dict[str, Any]:
+        """The request shape as the records name it (``SHAPE_FIELDS``: rwmix is the read share)."""
+        return {
+            "path": self.path,
+            "io": self.io,
+            "block_size": self.block_size,
+            "workers": self.workers,
+            "iodepth": self.iodepth,
+            "rwmix": self.read_pct,
+        }
+
     def replace(self, **changes: Any) -> RunSpec:
         return dataclasses.replace(self, **changes)
 

@@ -151,11 +151,11 @@ def train_mpi(
     make_spec: Callable[[], TrainSpec],
     *,
     gpu_text: str | None,
-    find_max: bool,
-    upper: int,
     fmt: str,
     json_path: str | None,
     csv_path: str | None,
+    find_max: bool,
+    upper: int,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
     from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line

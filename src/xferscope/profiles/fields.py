@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from xferscope.spec import GDSIO_IO, GDSIO_XFER, IO_PATTERNS, PATHS, SOURCES
+from xferscope.spec import GDSIO_IO, GDSIO_XFER, IO_PATTERNS, PATHS, SHAPE_FIELDS, SOURCES
 from xferscope.units import format_size, parse_duration, parse_size
 
 Converter = Callable[[Any], Any]
@@ -167,12 +167,7 @@ IO_SIZE_FIELDS = ("block_size", "file_size", "total_bytes", "split")
 # Fields that say what a point measures (the rest say where and how long): the identity of a point when
 # results are resumed or compared against another file.
 IO_IDENTITY = (
-    "path",
-    "io",
-    "block_size",
-    "workers",
-    "iodepth",
-    "rwmix",
+    *SHAPE_FIELDS,
     "gpus",
     "buffered",
     "source",

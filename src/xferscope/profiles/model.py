@@ -171,12 +171,7 @@ def point_identity(spec) -> PointIdentity:
         from xferscope.engines.host import host_buffers_on_huge_pages
 
         return {  # in the order of F.IO_IDENTITY: the key's order
-            "path": spec.path,
-            "io": spec.io,
-            "block_size": spec.block_size,
-            "workers": spec.workers,
-            "iodepth": spec.iodepth,
-            "rwmix": spec.read_pct,
+            **spec.shape(),  # type: ignore[typeddict-item]
             "gpus": list(spec.gpus) if spec.uses_gpu else [],
             "buffered": spec.buffered,
             "source": spec.source,
