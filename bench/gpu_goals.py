@@ -381,7 +381,7 @@ def kvikio(g: Goals, args) -> None:
             g.say(f"cufile >= 1.0 x kvikio at {point}", "not measured", None)
             continue
         paths = by_label(data)
-        notes = [n for n in data["comparison"].get("notes", []) if "kvikio" in n.lower() or "KvikIO" in n]
+        notes = [n for n in data["comparison"].get("notes", []) if "kvikio" in n.lower()]
         labels = next((r.get("labels") for r in data["results"] if r["path"] == "kvikio"), None) or []
         g.say(
             f"cufile >= 1.0 x kvikio at {point}",

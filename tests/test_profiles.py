@@ -58,17 +58,14 @@ WORKLOADS = {
 @pytest.mark.parametrize("name", ["kvcache-llama3.1-8b-lmcache", "load-llama3.2-1b-cold"])
 def test_a_bundled_kvcache_or_load_profile_is_its_command_line(name):
     """Its fields are its command's options (each declared once, in the command): every one names an option."""
-    import typer
-
     from xferscope.commands import workload_inference
-    from xferscope.commands.profile_options import command_line
+    from xferscope.commands.profile_options import command_line, command_of
 
     profile = load_profile(name)
     workload = profile.workload["workload"]
-    app = typer.Typer()
-    app.command(workload)(getattr(workload_inference, f"{workload}_command"))
     fields = {k: v for k, v in profile.workload.items() if k != "workload"}
-    argv = command_line(typer.main.get_command(app), fields, f"workload {workload}")
+    command = command_of(getattr(workload_inference, f"{workload}_command"), workload)
+    argv = command_line(command, fields, f"workload {workload}")
     assert "--path" in argv and "--model" in argv and len(argv) >= len(fields)
 
 

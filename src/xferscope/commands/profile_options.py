@@ -58,14 +58,19 @@ def command_line(command: Any, fields: dict[str, OptionValue], what: str) -> lis
     return argv
 
 
+def command_of(function: Callable[..., None], name: str) -> Any:
+    """The click command typer makes of the workload command ``function`` (``xferscope workload NAME``)."""
+    app = typer.Typer(add_completion=False)
+    app.command(name)(function)
+    return typer.main.get_command(app)
+
+
 def run_as_command(
     function: Callable[..., None], name: str, fields: dict[str, OptionValue], extra: dict[str, str | None]
 ) -> None:
     """Run the workload command ``function`` (``xferscope workload NAME``) with a profile's ``fields`` and the
     replay's own options ``extra`` (which win), as its command line would: the same parsing, checks and errors."""
-    app = typer.Typer(add_completion=False)
-    app.command(name)(function)
-    command = typer.main.get_command(app)
+    command = command_of(function, name)
     what = f"workload {name}"
     argv = command_line(command, {**fields, **{k: v for k, v in extra.items() if v is not None}}, what)
     try:

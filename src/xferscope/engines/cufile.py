@@ -56,7 +56,7 @@ def _reject_buffered(spec) -> None:
         )
 
 
-class _CufileMixin:
+class CufileMixin:
     """What the three cuFile paths share: availability, the driver, the mode probe and labels."""
 
     spec: Any
@@ -144,7 +144,7 @@ class _CufileMixin:
         return env
 
 
-class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # every worker has a GPU here
+class CufileEngine(CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # every worker has a GPU here
     name = "cufile"
     xfer_type = "GPUD"
     description = "storage -> GPU memory through cuFile (gdsio GPUD)"
@@ -182,7 +182,7 @@ class CufileEngine(_CufileMixin, GpuNativeEngine):  # type: ignore[misc]  # ever
 # ------------------------------------------------------------------ Python-thread engines
 
 
-class _CufileThreadEngine(_CufileMixin, ThreadEngine):  # type: ignore[misc]  # every worker has a GPU here
+class _CufileThreadEngine(CufileMixin, ThreadEngine):  # type: ignore[misc]  # every worker has a GPU here
     """cufile-batch and cufile-async: Python threads calling cuda.bindings.cufile, each worker its own O_DIRECT
     descriptor and registered handle."""
 

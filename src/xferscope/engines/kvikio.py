@@ -25,7 +25,7 @@ import time
 from typing import Any
 
 from xferscope.engines import cufile_driver
-from xferscope.engines.cufile import _CufileMixin
+from xferscope.engines.cufile import CufileMixin
 from xferscope.engines.gpu_native import gpu_environment
 from xferscope.engines.threaded import ThreadEngine, ThreadWorker
 from xferscope.errors import EnvironmentProblem, RunFailed
@@ -54,7 +54,7 @@ def _name(value: Any) -> str:
     return str(getattr(value, "name", value))
 
 
-class KvikioEngine(_CufileMixin, ThreadEngine):  # type: ignore[misc]  # every worker has a GPU here
+class KvikioEngine(CufileMixin, ThreadEngine):  # type: ignore[misc]  # every worker has a GPU here
     name = "kvikio"
     xfer_type = "KVIKIO"
     description = "storage -> GPU memory through KvikIO's CuFile.pread (cuFile underneath)"
