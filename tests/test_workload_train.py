@@ -249,6 +249,19 @@ def test_a_set_that_does_not_fit_is_refused_before_writing(direct_dir):
     assert os.listdir(direct_dir) == []
 
 
+def test_a_presets_own_count_is_refused_before_its_sizes_are_drawn(direct_dir, monkeypatch):
+    """resnet50's config counts 1,281,167 files of 1,251 samples (167 TiB): refused with the files that fit,
+    without drawing 1.6 billion sample sizes first."""
+    def drawn(spec, count):
+        raise AssertionError(f"{count} sample sizes drawn before the space was checked")
+
+    monkeypatch.setattr(train_data, "sample_sizes", drawn)
+    spec = train_spec("resnet50", directory=str(direct_dir))
+    with pytest.raises(SpecError, match=r"does not fit .*lower --files \(about \d+ fit\)"):
+        train_data.plan_generated(spec)
+    assert os.listdir(direct_dir) == []
+
+
 def test_user_files_are_cut_into_samples(tmp_path):
     (tmp_path / "a").write_bytes(b"x" * 1000)
     (tmp_path / "sub").mkdir()

@@ -106,15 +106,22 @@ def plan_generated(spec: TrainSpec) -> tuple[str, bool, list[int]]:
     """Where the set goes, whether O_DIRECT works there, and the sizes of its samples; refuses a set that does
     not fit the free space (before anything is written)."""
     parent, direct = parent_dir(spec.directory, spec.buffered)
-    sizes = sample_sizes(spec, spec.files * spec.samples_per_file)
-    total = sum(sizes)
-    check_fits(
-        parent,
-        total,
-        f"the data set of {spec.files} files",
-        "files",
-        lambda room: f"lower --files (about {room * spec.files // max(total, 1)} fit) or choose --dir",
-    )
+    count = spec.files * spec.samples_per_file
+
+    def fits(total: int) -> None:
+        check_fits(
+            parent,
+            total,
+            f"the data set of {spec.files} files",
+            "files",
+            lambda room: f"lower --files (about {room * spec.files // max(total, 1)} fit) or choose --dir",
+        )
+
+    # the mean size first: a preset's own count (resnet50's 1.6 billion samples) is refused before its sizes are
+    # drawn, and a set that passes holds no more samples than the free space has room for
+    fits(count * spec.sample_size)
+    sizes = sample_sizes(spec, count)
+    fits(sum(sizes))
     return parent, direct, sizes
 
 
