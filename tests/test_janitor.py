@@ -40,7 +40,9 @@ def test_guarded_paths_go_when_the_process_is_killed_and_released_ones_stay(tmp_
     assert (tmp_path / "kept").exists()
 
 
-def test_a_normal_exit_removes_nothing_it_released(tmp_path):
+def test_a_normal_exit_removes_nothing_it_released_and_leaves_no_janitor(tmp_path):
+    """At a normal exit the janitor is told and waited for: once the process has ended, so has its janitor, and a
+    path still guarded is gone (a command leaves no process of its own behind)."""
     script = textwrap.dedent(f"""
         import os
         from xferscope import janitor
@@ -48,12 +50,14 @@ def test_a_normal_exit_removes_nothing_it_released(tmp_path):
         open(path, "w").close()
         with janitor.guarded(path):
             pass
+        left = os.path.join({str(tmp_path)!r}, "left")
+        open(left, "w").close()
+        janitor.guard(left)
         print(janitor._child.proc.pid)
     """)
     done = subprocess.run([sys.executable, "-c", script], check=True, timeout=60, capture_output=True, text=True)
-    # the janitor has seen its process end, and ended: whatever it would remove is gone by now
-    wait_until(lambda: gone(int(done.stdout)), timeout=30, what="the janitor to end")
-    assert (tmp_path / "mine").exists()
+    assert gone(int(done.stdout)), "the janitor outlived the process that started it"
+    assert (tmp_path / "mine").exists() and not (tmp_path / "left").exists()
 
 
 def test_compare_killed_while_filling_its_dataset_leaves_nothing(direct_dir):

@@ -252,6 +252,7 @@ def test_a_set_that_does_not_fit_is_refused_before_writing(direct_dir):
 def test_a_presets_own_count_is_refused_before_its_sizes_are_drawn(direct_dir, monkeypatch):
     """resnet50's config counts 1,281,167 files of 1,251 samples (167 TiB): refused with the files that fit,
     without drawing 1.6 billion sample sizes first."""
+
     def drawn(spec, count):
         raise AssertionError(f"{count} sample sizes drawn before the space was checked")
 

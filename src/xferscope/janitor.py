@@ -13,6 +13,7 @@ PR_SET_PDEATHSIG), so a guarded path is never removed while this process lives.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import shutil
@@ -29,10 +30,21 @@ _counts: dict[str, int] = {}
 def _send(message: tuple[str, str]) -> None:
     global _child
     if _child is None or _child.returncode is not None:
+        if _child is None:
+            atexit.register(_finish, os.getpid())
         _child = Child(serve, what="the scratch-file janitor", thread_death_signal=False)
         for path in _counts:  # a janitor that died: the new one takes over what the old one held
             _child.send(("add", path))
     _child.send(message)
+
+
+def _finish(owner: int) -> None:
+    """At this process's normal exit: the janitor told (end-of-file), and waited for, so that no process of ours
+    outlives the command that started it (a kill still leaves it to notice the end-of-file by itself)."""
+    child = _child
+    if child is not None and os.getpid() == owner:  # not in a forked child, which shares no janitor of its own
+        child.channel.close_write()
+        child.wait(60.0)  # it removes what is still guarded, then ends; never killed mid-removal
 
 
 def guard(path: str) -> None:
