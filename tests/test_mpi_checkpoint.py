@@ -16,7 +16,7 @@ import pytest
 from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
 from test_mpi_workload import ctrl_c, no_files_left, one_line_from_two_commands, wait_for_engines, while_running
 
-from xferscope.workloads.checkpoint.checkpoint_cluster import RankPart, cluster_record
+from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, RankRead, RankWrite
 from xferscope.workloads.checkpoint.model import checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointSpec, plan_record
@@ -149,7 +149,7 @@ def test_checkpoint_mpi_without_a_launcher_is_one_line(tmp_path, cli):
 # ------------------------------------------------------------------ without MPI
 
 
-def _part(rank: int, host: str, seconds: list[float], status: str = "ok", error: str | None = None) -> RankPart:
+def _part(rank: int, host: str, seconds: list[float], status: str = "ok", error: str | None = None) -> CheckpointRank:
     """Rank ``rank`` of a job of 2-rank parts of llama3-8b (scaled): each checkpoint's save of each of its two
     checkpoint ranks ``seconds[k]`` and ``seconds[k] / 2``, a restore half as long."""
     spec = CheckpointSpec(checkpoint_model("llama3-8b"), scale=0.002, checkpoints=2, part=(rank, 4))
@@ -185,7 +185,7 @@ def _part(rank: int, host: str, seconds: list[float], status: str = "ok", error:
         fsync=True,
         rank_shift=0,
     )
-    return RankPart(rank, host, record, end, 64 << 30, 16)
+    return CheckpointRank(rank, host, record, 64 << 30, 16, detail=end)
 
 
 def test_the_job_is_every_checkpoint_rank_together_with_hosts_and_the_slowest_named():
@@ -195,7 +195,7 @@ def test_the_job_is_every_checkpoint_rank_together_with_hosts_and_the_slowest_na
     assert r.status == "ok" and len(r.spec.ranks_here) == 8
     # each checkpoint's duration is the slowest checkpoint rank's, over every rank of the job
     assert [s.seconds for s in r.saves] == [3.0, 2.0]
-    total = sum(p.record.spec.bytes_a_checkpoint_here for p in parts)
+    total = sum(p.result.spec.bytes_a_checkpoint_here for p in parts)
     assert [s.bytes for s in r.saves] == [total, total] and r.bytes_written == 2 * total
     assert r.saves[0].dlio_gb_per_s == pytest.approx(total / 1.0 / 1e9)  # DLIO's: rank 0's time
     assert [s.seconds for s in r.restores] == [1.5, 1.0]

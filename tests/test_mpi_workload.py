@@ -26,7 +26,7 @@ from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.data_files import SampleRef
 from xferscope.workloads.common.job_ranks import JobFacts
 from xferscope.workloads.train.accelerators import BatchPlan
-from xferscope.workloads.train.train_cluster import RankRun, cluster_result, lowest_host_au
+from xferscope.workloads.train.train_cluster import TrainRank, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_record import AcceleratorRun, TrainResult
 from xferscope.workloads.train.train_spec import train_spec
@@ -261,7 +261,7 @@ def test_the_ranks_shard_the_data_set_as_one_process_with_all_accelerators():
         assert got == expected
 
 
-def _rank(rank: int, host: str, au_compute: float, status: str = "ok", error: str | None = None) -> RankRun:
+def _rank(rank: int, host: str, au_compute: float, status: str = "ok", error: str | None = None) -> TrainRank:
     """A rank of 2 accelerators, each 5 steps of 1 s in which it computes ``au_compute`` s."""
     spec = train_spec("unet3d", batch=2, accelerators=2, path="host", world_accelerators=8, first_accelerator=2 * rank)
     runs = [
@@ -271,7 +271,7 @@ def _rank(rank: int, host: str, au_compute: float, status: str = "ok", error: st
         for a in range(2)
     ]
     result = TrainResult.from_steps(spec, {"bytes": 100 << 30}, runs, status=status, seconds=5.0, error=error)
-    return RankRun(rank, host, result, runs, 64 << 30, 16)
+    return TrainRank(rank, host, result, 64 << 30, 16, detail=runs)
 
 
 def test_the_job_is_every_rank_together_with_hosts_and_the_slowest_named():

@@ -37,7 +37,7 @@ from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_ev
 from xferscope.errors import SpecError
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
-from xferscope.workloads.checkpoint.checkpoint_cluster import RankPart, cluster_record
+from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
@@ -175,10 +175,10 @@ class CheckpointJobRanks:
 
         on_tick = tick if self.live else None
 
-        def mine(record: CheckpointRecord) -> RankPart:
+        def mine(record: CheckpointRecord) -> CheckpointRank:
             assert session.end is not None
             host = ranks.layout.mine.host
-            return RankPart(ranks.world.rank, host, record, session.end, memory_total(), os.cpu_count() or 1)
+            return CheckpointRank(ranks.world.rank, host, record, memory_total(), os.cpu_count() or 1, session.end)
 
         parts = ranks.together(
             lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index, self.shared),

@@ -35,7 +35,7 @@ from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
 from xferscope.workloads.train.train import TrainSession, find_max_record, most_that_fit
-from xferscope.workloads.train.train_cluster import RankRun, cluster_result, lowest_host_au
+from xferscope.workloads.train.train_cluster import TrainRank, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
 
@@ -96,9 +96,10 @@ class TrainRankJob:
         ranks = self.ranks
         spec = rank_spec(self.template, ranks.layout, self.gpu_text, accelerators)
 
-        def mine(got: tuple[TrainResult, list[AcceleratorRun]]) -> RankRun:
+        def mine(got: tuple[TrainResult, list[AcceleratorRun]]) -> TrainRank:
             memory, cpus = memory_total(), os.cpu_count() or 1
-            return RankRun(ranks.world.rank, ranks.layout.mine.host, *got, memory, cpus)
+            result, runs = got
+            return TrainRank(ranks.world.rank, ranks.layout.mine.host, result, memory, cpus, detail=runs)
 
         everyone = ranks.together(
             lambda on_ready, _meet: self.session.run_with_steps(spec, self.on_tick, on_ready=on_ready),

@@ -10,8 +10,9 @@ from typing import Any
 import typer
 
 from xferscope.errors import ExitCode
-from xferscope.output.cells import job_line, ms, pct, table_csv
+from xferscope.output.cells import ms, pct, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
 from xferscope.report import say, text_table
@@ -85,40 +86,25 @@ def cluster_lines(r: TrainResult) -> list[Any]:
     c = r.cluster
     assert c is not None
     how = f"; the data set {'once per host' if c.data_per_host else 'once for all'}"
-    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
-    headers = ("host", "ranks", "acc", "AU", "pass", "samples/s", "MB/s", "wait p99", "RAM", "CPUs")
-    rows = [
-        (
-            h.host,
-            ",".join(map(str, h.ranks)),
-            h.accelerators,
-            pct(h.au),
-            {True: "pass", False: "fail", None: "-"}[h.passed],
-            figure_text(h.samples_per_s),
-            figure_text(h.mb_per_s, "{:.0f}"),
-            ms(h.io_wait_p99_s),
-            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
-            h.cpus,
-        )
-        for h in c.hosts
+    rates: list[Column] = [
+        ("samples/s", lambda x: figure_text(x.samples_per_s)),
+        ("MB/s", lambda x: figure_text(x.mb_per_s, "{:.0f}")),
     ]
-    lines.append(text_table(headers, rows, left=("host", "ranks")))
-    headers = ("rank", "host", "accelerators", "GPUs", "AU", "samples/s", "MB/s", "seconds", "status")
-    rows = [
-        (
-            k.rank,
-            k.host,
-            f"{k.first_accelerator}-{k.first_accelerator + k.accelerators - 1}",
-            ",".join(map(str, k.gpus)) or "-",
-            pct(k.au),
-            figure_text(k.samples_per_s),
-            figure_text(k.mb_per_s, "{:.0f}"),
-            f"{k.seconds:.1f}",
-            k.status if k.error is None else f"{k.status}: {k.error}",
-        )
-        for k in c.per_rank
+    hosts: list[Column] = [
+        ("acc", lambda h: h.accelerators),
+        ("AU", lambda h: pct(h.au)),
+        ("pass", lambda h: {True: "pass", False: "fail", None: "-"}[h.passed]),
+        *rates,
+        ("wait p99", lambda h: ms(h.io_wait_p99_s)),
     ]
-    lines.append(text_table(headers, rows, left=("host", "status")))
+    ranks: list[Column] = [
+        ("accelerators", lambda k: f"{k.first_accelerator}-{k.first_accelerator + k.accelerators - 1}"),
+        ("GPUs", gpus_cell),
+        ("AU", lambda k: pct(k.au)),
+        *rates,
+        ("seconds", lambda k: f"{k.seconds:.1f}"),
+    ]
+    lines = job_tables(c, how, hosts, ranks)
     note = memory_rule_note(r)
     if note:
         lines.append(f"  {note}")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from xferscope.output.cells import job_line
 from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.workload_inference import comparison_lines as ranked_lines
 from xferscope.output.workload_inference import library_lines
 from xferscope.records import json_text
@@ -217,36 +217,23 @@ def cluster_lines(record: CheckpointRecord) -> list:
     c = record.cluster
     assert c is not None
     how = ", each save and restore begun together"
-    lines: list = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
-    rows = [
-        (
-            h.host,
-            ",".join(map(str, h.ranks)),
-            format_bytes(h.bytes),
-            *_seconds_rate(h.save_seconds, h.save_gb_per_s),
-            *_seconds_rate(h.restore_seconds, h.restore_gb_per_s),
-            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
-            h.cpus,
-        )
-        for h in c.hosts
+    times: list[Column] = [
+        ("save s", lambda x: _seconds_rate(x.save_seconds, x.save_gb_per_s)[0]),
+        ("GB/s", lambda x: _seconds_rate(x.save_seconds, x.save_gb_per_s)[1]),
+        ("restore s", lambda x: _seconds_rate(x.restore_seconds, x.restore_gb_per_s)[0]),
+        ("GB/s", lambda x: _seconds_rate(x.restore_seconds, x.restore_gb_per_s)[1]),
     ]
-    headers = ("host", "ranks", "bytes", "save s", "GB/s", "restore s", "GB/s", "RAM", "CPUs")
-    lines.append(text_table(headers, rows, left=("host", "ranks"), title="each host, median over the checkpoints"))
-    rows = [
-        (
-            k.rank,
-            k.host,
-            f"{k.ranks[0]}-{k.ranks[-1]}" if len(k.ranks) > 1 else ",".join(map(str, k.ranks)),
-            ",".join(map(str, k.gpus)) or "-",
-            *_seconds_rate(k.save_seconds, k.save_gb_per_s),
-            *_seconds_rate(k.restore_seconds, k.restore_gb_per_s),
-            k.status if k.error is None else f"{k.status}: {k.error}",
-        )
-        for k in c.per_rank
-    ]
-    headers = ("rank", "host", "ckpt ranks", "GPUs", "save s", "GB/s", "restore s", "GB/s", "status")
-    lines.append(text_table(headers, rows, left=("host", "status"), title="each rank of the job"))
-    return lines
+    held: Column = (
+        "ckpt ranks",
+        lambda k: f"{k.ranks[0]}-{k.ranks[-1]}" if len(k.ranks) > 1 else ",".join(map(str, k.ranks)),
+    )
+    return job_tables(
+        c,
+        how,
+        [("bytes", lambda h: format_bytes(h.bytes)), *times],
+        [held, ("GPUs", gpus_cell), *times],
+        ("each host, median over the checkpoints", "each rank of the job"),
+    )
 
 
 def gpu_lines(record: CheckpointRecord) -> list:

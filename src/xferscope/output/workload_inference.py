@@ -11,8 +11,9 @@ import msgspec
 import typer
 
 from xferscope.errors import ExitCode
-from xferscope.output.cells import job_line, ms, secs, table_csv
+from xferscope.output.cells import ms, secs, table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
 from xferscope.report import text_table
@@ -65,44 +66,26 @@ def kv_lines(r: KvResult) -> list[Any]:
     return lines
 
 
+#: a KV-cache job's figures of a host and of a rank, after its requests
+_KV_TIMES: list[Column] = [
+    ("p50", lambda r: ms(r.restore_p50_s)),
+    ("p99", lambda r: ms(r.restore_p99_s)),
+    ("GB/s", lambda r: figure_text(r.gb_per_s, "{:.2f}")),
+]
+
+
 def kv_cluster_lines(r: KvResult) -> list[Any]:
     """An MPI job's hosts and ranks, each as it measured itself, the host of the highest p99 named."""
     c = r.cluster
     assert c is not None
     made = "once per host" if c.data_per_host else "once for all"
     how = f", the requests spread over them, the runs begun together; the cache {made}"
-    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
-    rows = [
-        (
-            h.host,
-            ",".join(map(str, h.ranks)),
-            h.requests,
-            ms(h.restore_p50_s),
-            ms(h.restore_p99_s),
-            figure_text(h.gb_per_s, "{:.2f}"),
-            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
-            h.cpus,
-        )
-        for h in c.hosts
-    ]
-    headers = ("host", "ranks", "requests", "p50", "p99", "GB/s", "RAM", "CPUs")
-    lines.append(text_table(headers, rows, left=("host", "ranks")))
-    rows = [
-        (
-            k.rank,
-            k.host,
-            ",".join(map(str, k.gpus)) or "host",
-            k.requests,
-            ms(k.restore_p50_s),
-            ms(k.restore_p99_s),
-            figure_text(k.gb_per_s, "{:.2f}"),
-            k.status if k.error is None else f"{k.status}: {k.error}",
-        )
-        for k in c.per_rank
-    ]
-    headers = ("rank", "host", "GPUs", "requests", "p50", "p99", "GB/s", "status")
-    lines.append(text_table(headers, rows, left=("host", "status")))
-    return lines
+    return job_tables(
+        c,
+        how,
+        [("requests", lambda h: h.requests), *_KV_TIMES],
+        [("GPUs", lambda k: gpus_cell(k, "host")), ("requests", lambda k: k.requests), *_KV_TIMES],
+    )
 
 
 #: a KV-cache run's CSV: its own row (gpu "all"; under MPI host "all", then a row a host), then one per GPU
@@ -196,37 +179,14 @@ def load_cluster_lines(r: LoadResult) -> list[Any]:
     share = "each rank its own copy" if c.share == "copy" else "each rank its tensor-parallel share"
     made = "once per host" if c.data_per_host else "once for all"
     how = f", {share}, the loads begun together; the shards {made}"
-    lines: list[Any] = [job_line(c.ranks, len(c.hosts), c.launcher, c.mpi, how, c.slowest_host)]
-    rows = [
-        (
-            h.host,
-            ",".join(map(str, h.ranks)),
-            format_bytes(h.bytes),
-            secs(h.load_s),
-            figure_text(h.gb_per_s, "{:.2f}"),
-            "-" if h.memory_bytes is None else format_bytes(h.memory_bytes),
-            h.cpus,
-        )
-        for h in c.hosts
-    ]
-    headers = ("host", "ranks", "bytes", "load", "GB/s", "RAM", "CPUs")
-    lines.append(text_table(headers, rows, left=("host", "ranks")))
-    rows = [
-        (
-            k.rank,
-            k.host,
-            ",".join(map(str, k.gpus)) or "host",
-            format_bytes(k.bytes),
-            secs(k.load_s),
-            ms(k.first_byte_s),
-            figure_text(k.gb_per_s, "{:.2f}"),
-            k.status if k.error is None else f"{k.status}: {k.error}",
-        )
-        for k in c.per_rank
-    ]
-    headers = ("rank", "host", "GPUs", "bytes", "load", "first byte", "GB/s", "status")
-    lines.append(text_table(headers, rows, left=("host", "status")))
-    return lines
+    bytes_load: list[Column] = [("bytes", lambda r: format_bytes(r.bytes)), ("load", lambda r: secs(r.load_s))]
+    rate: Column = ("GB/s", lambda r: figure_text(r.gb_per_s, "{:.2f}"))
+    return job_tables(
+        c,
+        how,
+        [*bytes_load, rate],
+        [("GPUs", lambda k: gpus_cell(k, "host")), *bytes_load, ("first byte", lambda k: ms(k.first_byte_s)), rate],
+    )
 
 
 #: a model load's CSV: the run's row (gpu "all"), then one per GPU

@@ -1,7 +1,7 @@
 """The figures of checkpoints across the ranks of an MPI job (``workload checkpoint --mpi``), from every rank's own.
 
 Each rank of the job holds a run of the checkpoint's ranks and hands over its record and what its process
-measured (``RankPart``). The job's figures are made from every checkpoint rank's times together, exactly as one
+measured (``CheckpointRank``). The job's figures are made from every checkpoint rank's times together, exactly as one
 process with all of them would make them: a checkpoint's duration is the slowest rank's and its GB/s every
 rank's bytes over that (MLPerf's rule), DLIO's figure every byte over rank 0's time. Beside them: each rank of
 the job, and each host (its ranks' bytes over its slowest rank's time), the slowest host named, and the bytes a
@@ -10,9 +10,7 @@ host writes against its memory (DLIO warns under 3 times).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import msgspec
 
@@ -26,18 +24,11 @@ from xferscope.workloads.checkpoint.cluster_figures import (
 )
 from xferscope.workloads.checkpoint.plan import MEMORY_FACTOR, CheckpointPlanRecord
 from xferscope.workloads.checkpoint.session import CheckpointRecord, Phase, restores_of, saves_of
-from xferscope.workloads.common.job_ranks import JobFacts, by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, host_row_fields, job_record, process_totals
 
-
-class RankPart(NamedTuple):
-    """What a rank of the job hands to the others when its run has ended."""
-
-    rank: int
-    host: str
-    record: CheckpointRecord
-    end: CheckpointEnd
-    memory_bytes: int | None  # its host's RAM
-    cpus: int  # its host's CPUs
+#: what a rank of the job hands to the others when its run has ended: its record, and what its process measured
+#: (each save's and restore's times) as the detail
+CheckpointRank = RankResult[CheckpointRecord, CheckpointEnd]
 
 
 def _rates(phases: list[Phase]) -> tuple[float | None, float | None]:
@@ -62,34 +53,26 @@ def merged_end(ends: Sequence[CheckpointEnd]) -> CheckpointEnd:
     )
 
 
-def _status(parts: Sequence[RankPart]) -> tuple[str, str | None]:
-    return job_status([(p.rank, p.host, p.record.status, p.record.error) for p in parts])
-
-
-def _job_plan(parts: Sequence[RankPart], warnings: list[str], derivation: list[str]) -> CheckpointPlanRecord:
+def _job_plan(parts: Sequence[CheckpointRank], warnings: list[str], derivation: list[str]) -> CheckpointPlanRecord:
     """The plan of the whole job: every rank's checkpoint ranks, as one host with all of them would plan them."""
-    first = parts[0].record.spec
+    first = parts[0].result.spec
     return msgspec.structs.replace(
         first,
-        ranks_here=[r for p in parts for r in p.record.spec.ranks_here],
-        bytes_a_checkpoint_here=sum(p.record.spec.bytes_a_checkpoint_here for p in parts),
+        ranks_here=[r for p in parts for r in p.result.spec.ranks_here],
+        bytes_a_checkpoint_here=sum(p.result.spec.bytes_a_checkpoint_here for p in parts),
         derivation=derivation,
         warnings=warnings,
-        refused=list(dict.fromkeys(r for p in parts for r in p.record.spec.refused)),
+        refused=list(dict.fromkeys(r for p in parts for r in p.result.spec.refused)),
     )
 
 
-def _rank_figures(p: RankPart) -> CheckpointRankFigures:
-    r = p.record
+def _rank_figures(p: CheckpointRank) -> CheckpointRankFigures:
+    r = p.result
     save_s, save_rate = _rates(r.saves)
     restore_s, restore_rate = _rates(r.restores)
     return CheckpointRankFigures(
-        rank=p.rank,
-        host=p.host,
+        **p.row_fields([k.gpu for k in r.ranks]),
         ranks=[k.rank for k in r.spec.ranks_here],
-        gpus=sorted({k.gpu for k in r.ranks if k.gpu is not None}),
-        status=r.status,
-        error=r.error,
         bytes=r.spec.bytes_a_checkpoint_here,
         save_seconds=save_s,
         save_gb_per_s=save_rate,
@@ -98,22 +81,19 @@ def _rank_figures(p: RankPart) -> CheckpointRankFigures:
     )
 
 
-def _host_figures(host: str, parts: Sequence[RankPart], staged: bool) -> CheckpointHostFigures:
-    end = merged_end([p.end for p in parts])
+def _host_figures(host: str, parts: Sequence[CheckpointRank], staged: bool) -> CheckpointHostFigures:
+    end = merged_end([p.detail for p in parts])
     save_s, save_rate = _rates(saves_of(end, staged))
     restore_s, restore_rate = _rates(restores_of(end))
-    written = sum(p.record.spec.bytes_a_checkpoint_here for p in parts) * parts[0].record.spec.checkpoints
+    written = sum(p.result.spec.bytes_a_checkpoint_here for p in parts) * parts[0].result.spec.checkpoints
     memory = parts[0].memory_bytes
     return CheckpointHostFigures(
-        host=host,
-        ranks=[p.rank for p in parts],
-        bytes=sum(p.record.spec.bytes_a_checkpoint_here for p in parts),
+        **host_row_fields(host, parts),
+        bytes=sum(p.result.spec.bytes_a_checkpoint_here for p in parts),
         save_seconds=save_s,
         save_gb_per_s=save_rate,
         restore_seconds=restore_s,
         restore_gb_per_s=restore_rate,
-        memory_bytes=memory,
-        cpus=parts[0].cpus,
         written_to_memory=written / memory if memory else None,
     )
 
@@ -128,24 +108,21 @@ def _memory_warnings(hosts: list[CheckpointHostFigures]) -> list[str]:
     ]
 
 
-def cluster_record(parts: Sequence[RankPart], facts: JobFacts, derivation: list[str]) -> CheckpointRecord:
+def cluster_record(parts: Sequence[CheckpointRank], facts: JobFacts, derivation: list[str]) -> CheckpointRecord:
     """The job's record from every rank's (any order): every checkpoint rank's figures together, with each rank's
     and each host's beside them; ``derivation``: how the job's bytes were found (``CheckpointPlan.derivation``)."""
     parts = sorted(parts, key=lambda p: p.rank)
-    first = parts[0].record
-    status, error = _status(parts)
-    end = merged_end([p.end for p in parts])
+    first = parts[0].result
+    end = merged_end([p.detail for p in parts])
     saves, restores = saves_of(end, first.asynchronous), restores_of(end)
     written, read = sum(s.bytes for s in saves), sum(r.bytes for r in restores)
-    hosts = [_host_figures(h, ps, first.asynchronous) for h, ps in by_host(parts, lambda p: p.host).items()]
-    timed = [h for h in hosts if h.save_seconds is not None]
-    cluster = CheckpointCluster(
-        ranks=len(parts),
-        launcher=facts.launcher,
-        mpi=facts.mpi,
-        per_rank=[_rank_figures(p) for p in parts],
-        hosts=hosts,
-        slowest_host=max(timed, key=lambda h: h.save_seconds or math.inf).host if timed else None,
+    cluster, hosts, status, error = job_record(
+        CheckpointCluster,
+        parts,
+        facts,
+        _rank_figures,
+        lambda h, ps: _host_figures(h, ps, first.asynchronous),
+        lambda h: h.save_seconds,
     )
     return msgspec.structs.replace(
         first,
@@ -156,9 +133,9 @@ def cluster_record(parts: Sequence[RankPart], facts: JobFacts, derivation: list[
         bytes_written=written,
         saves=saves,
         restores=restores,
-        ranks=[k for p in parts for k in p.record.ranks],
+        ranks=[k for p in parts for k in p.result.ranks],
         resident_share_at_restore=end.resident_share,
-        verified=all(p.record.verified for p in parts),
+        verified=all(p.result.verified for p in parts),
         cluster=cluster,
-        **process_totals([p.record for p in parts], written + read),
+        **process_totals([p.result for p in parts], written + read),
     )

@@ -8,13 +8,12 @@ each host (its ranks' requests together), the host of the highest p99 named.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import msgspec
 
 from xferscope.workloads.common.au import percentile
-from xferscope.workloads.common.job_ranks import JobFacts, RankResult, by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, host_row_fields, job_record, process_totals
 from xferscope.workloads.common.records import num
 from xferscope.workloads.inference.kvcache_record import (
     GpuFigures,
@@ -42,14 +41,10 @@ def _per_gpu(results: Sequence[KvResult], seconds: float) -> list[GpuFigures]:
     ]
 
 
-def _rank_figures(r: RankResult[KvResult]) -> KvRankFigures:
+def _rank_figures(r: RankResult[KvResult, None]) -> KvRankFigures:
     res = r.result
     return KvRankFigures(
-        rank=r.rank,
-        host=r.host,
-        gpus=sorted(g.gpu for g in res.per_gpu if g.gpu is not None),
-        status=res.status,
-        error=res.error,
+        **r.row_fields([g.gpu for g in res.per_gpu]),
         requests=res.requests,
         restore_p50_s=res.restore_p50_s,
         restore_p99_s=res.restore_p99_s,
@@ -58,51 +53,44 @@ def _rank_figures(r: RankResult[KvResult]) -> KvRankFigures:
     )
 
 
-def _host_figures(host: str, ranks: Sequence[RankResult[KvResult]]) -> KvHostFigures:
+def _host_figures(host: str, ranks: Sequence[RankResult[KvResult, None]]) -> KvHostFigures:
     results = [r.result for r in ranks]
     times = _times(results)
     seconds = max(r.seconds for r in results)
     total = sum(r.bytes_read for r in results)
     return KvHostFigures(
-        host=host,
-        ranks=[r.rank for r in ranks],
+        **host_row_fields(host, ranks),
         requests=sum(r.requests for r in results),
         restore_p50_s=num(percentile(times, 50)),
         restore_p99_s=num(percentile(times, 99)),
         gb_per_s=num(total / seconds / 1e9) if seconds > 0 else None,
-        memory_bytes=ranks[0].memory_bytes,
-        cpus=ranks[0].cpus,
     )
 
 
-def cluster_result(ranks: Sequence[RankResult[KvResult]], facts: JobFacts) -> KvResult:
+def cluster_result(ranks: Sequence[RankResult[KvResult, None]], facts: JobFacts) -> KvResult:
     """The job's record from every rank's (any order): every request together, each rank and host beside it."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     results = [r.result for r in ranks]
     first = results[0]
-    status, error = job_status([(r.rank, r.host, r.result.status, r.result.error) for r in ranks])
     seconds = max(r.seconds for r in results)
     total = sum(r.bytes_read for r in results)
     times = _times(results)
     chunk_tokens = (first.cache.get("chunk_shape") or [0, 0, first.spec.chunk_tokens])[2]
     chunks = sum(q.hits for r in results for q in r.request_log if q.seconds is not None)
     evens = [r.break_even for r in results if r.break_even is not None]
-    grouped = by_host(ranks, lambda r: r.host)
-    hosts = [_host_figures(h, rs) for h, rs in grouped.items()]
-    known = [h for h in hosts if h.restore_p99_s is not None]
+    cluster, hosts, status, error = job_record(
+        KvCluster,
+        ranks,
+        facts,
+        _rank_figures,
+        _host_figures,
+        lambda h: h.restore_p99_s,
+        data_per_host=facts.data_per_host,
+    )
 
     def rate(x: float) -> float | None:
         return num(x / seconds) if seconds > 0 else None
 
-    cluster = KvCluster(
-        ranks=len(ranks),
-        launcher=facts.launcher,
-        mpi=facts.mpi,
-        per_rank=[_rank_figures(r) for r in ranks],
-        hosts=hosts,
-        slowest_host=max(known, key=lambda h: h.restore_p99_s or math.inf).host if known else None,
-        data_per_host=facts.data_per_host,
-    )
     return msgspec.structs.replace(
         first,
         status=status,
@@ -112,7 +100,7 @@ def cluster_result(ranks: Sequence[RankResult[KvResult]], facts: JobFacts) -> Kv
         restore_p50_s=num(percentile(times, 50)),
         restore_p99_s=num(percentile(times, 99)),
         gb_per_s=rate(total / 1e9),
-        per_gpu=_per_gpu(results, seconds) if len(grouped) == 1 else [],  # GPU numbers are a host's own
+        per_gpu=_per_gpu(results, seconds) if len(hosts) == 1 else [],  # GPU numbers are a host's own
         chunks_per_s=rate(chunks),
         tokens_per_s=rate(chunks * chunk_tokens),
         seconds=seconds,

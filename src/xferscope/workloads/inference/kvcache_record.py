@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from xferscope.workloads.common.au import percentile
+from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.inference.kvcache_data import KvCacheFiles
@@ -50,14 +51,9 @@ class BreakEven(msgspec.Struct, kw_only=True):
     fit: str  # "least squares over N points" or "proportional (one prompt length)"
 
 
-class KvRankFigures(msgspec.Struct, kw_only=True):
+class KvRankFigures(RankRow, kw_only=True):
     """One rank of an MPI job's restores (``workload kvcache --mpi``), as it measured itself."""
 
-    rank: int
-    host: str
-    gpus: list[int]  # where its chunks landed (none: host memory)
-    status: str
-    error: str | None = None
     requests: int
     restore_p50_s: float | None
     restore_p99_s: float | None
@@ -65,28 +61,21 @@ class KvRankFigures(msgspec.Struct, kw_only=True):
     seconds: float
 
 
-class KvHostFigures(msgspec.Struct, kw_only=True):
+class KvHostFigures(HostRow, kw_only=True):
     """One host of the job: its ranks' requests together."""
 
-    host: str
-    ranks: list[int]
     requests: int
     restore_p50_s: float | None
     restore_p99_s: float | None
     gb_per_s: float | None  # its ranks' bytes over the longest of their runs
-    memory_bytes: int | None  # the host's RAM
-    cpus: int
 
 
-class KvCluster(msgspec.Struct, kw_only=True):
-    """An MPI job's ranks and hosts; the run's own figures are every rank's requests together."""
+class KvCluster(JobRecord, kw_only=True):
+    """An MPI job's ranks and hosts (the slowest: the highest p99); the run's own figures are every rank's
+    requests together."""
 
-    ranks: int
-    launcher: str
-    mpi: str
     per_rank: list[KvRankFigures]
     hosts: list[KvHostFigures]
-    slowest_host: str | None  # the host of the highest p99
     data_per_host: bool  # each host read a cache of its own (else one on a shared filesystem)
 
 

@@ -9,12 +9,11 @@ slowest rank's time), the slowest host named.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import JobFacts, RankResult, by_host, job_status, process_totals
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, host_row_fields, job_record, process_totals
 from xferscope.workloads.inference.load_record import (
     GpuLoad,
     LoadCluster,
@@ -77,14 +76,10 @@ def _per_gpu(results: Sequence[LoadResult]) -> list[GpuLoad]:
     return out
 
 
-def _rank_figures(r: RankResult[LoadResult]) -> LoadRankFigures:
+def _rank_figures(r: RankResult[LoadResult, None]) -> LoadRankFigures:
     res = r.result
     return LoadRankFigures(
-        rank=r.rank,
-        host=r.host,
-        gpus=sorted(g.gpu for g in res.per_gpu if g.gpu is not None),
-        status=res.status,
-        error=res.error,
+        **r.row_fields([g.gpu for g in res.per_gpu]),
         bytes=res.bytes_read,
         load_s=res.load_s,
         first_byte_s=res.first_byte_s,
@@ -92,43 +87,36 @@ def _rank_figures(r: RankResult[LoadResult]) -> LoadRankFigures:
     )
 
 
-def _host_figures(host: str, ranks: Sequence[RankResult[LoadResult]]) -> LoadHostFigures:
+def _host_figures(host: str, ranks: Sequence[RankResult[LoadResult, None]]) -> LoadHostFigures:
     total = sum(r.result.bytes_read for r in ranks)
     slowest = _slowest([r.result for r in ranks])
     return LoadHostFigures(
-        host=host,
-        ranks=[r.rank for r in ranks],
+        **host_row_fields(host, ranks),
         bytes=total,
         load_s=slowest,
         gb_per_s=total / slowest / 1e9 if slowest else None,
-        memory_bytes=ranks[0].memory_bytes,
-        cpus=ranks[0].cpus,
     )
 
 
-def cluster_result(ranks: Sequence[RankResult[LoadResult]], facts: JobFacts, share: str) -> LoadResult:
+def cluster_result(ranks: Sequence[RankResult[LoadResult, None]], facts: JobFacts, share: str) -> LoadResult:
     """The job's record from every rank's (any order): the loads together, each rank and host beside them."""
     ranks = sorted(ranks, key=lambda r: r.rank)
     results = [r.result for r in ranks]
     first = results[0]
-    status, error = job_status([(r.rank, r.host, r.result.status, r.result.error) for r in ranks])
     slowest = _slowest(results)
     total = sum(r.bytes_read for r in results)
     firsts = [r.first_byte_s for r in results if r.first_byte_s is not None]
     shards = _shards(results)
     timed = [s for s in shards if s.seconds is not None]
     resident = [r.resident_before for r in results if r.resident_before is not None]
-    grouped = by_host(ranks, lambda r: r.host)
-    hosts = [_host_figures(h, rs) for h, rs in grouped.items()]
-    known = [h for h in hosts if h.load_s is not None]
-    cluster = LoadCluster(
-        ranks=len(ranks),
-        launcher=facts.launcher,
-        mpi=facts.mpi,
+    cluster, hosts, status, error = job_record(
+        LoadCluster,
+        ranks,
+        facts,
+        _rank_figures,
+        _host_figures,
+        lambda h: h.load_s,
         share=share,
-        per_rank=[_rank_figures(r) for r in ranks],
-        hosts=hosts,
-        slowest_host=max(known, key=lambda h: h.load_s or math.inf).host if known else None,
         data_per_host=facts.data_per_host,
     )
     return msgspec.structs.replace(
@@ -140,7 +128,7 @@ def cluster_result(ranks: Sequence[RankResult[LoadResult]], facts: JobFacts, sha
         load_s=slowest,
         first_byte_s=min(firsts) if firsts else None,
         gb_per_s=total / slowest / 1e9 if slowest else None,
-        per_gpu=_per_gpu(results) if len(grouped) == 1 else [],  # GPU numbers are a host's own
+        per_gpu=_per_gpu(results) if len(hosts) == 1 else [],  # GPU numbers are a host's own
         shards=shards,
         slowest_shard=max(timed, key=lambda s: s.seconds or 0.0).name if timed else None,
         pieces=sum(r.pieces for r in results),

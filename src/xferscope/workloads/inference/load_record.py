@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
 from xferscope.workloads.common.records import LibraryFacts, RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.inference.load_data import LoadShards
 from xferscope.workloads.inference.load_shape import LoadShape
@@ -43,42 +44,30 @@ class Verified(msgspec.Struct, kw_only=True):
     first: str | None = None
 
 
-class LoadRankFigures(msgspec.Struct, kw_only=True):
+class LoadRankFigures(RankRow, kw_only=True):
     """One rank of an MPI job's load (``workload load --mpi``), as it measured itself."""
 
-    rank: int
-    host: str
-    gpus: list[int]  # where its tensors landed (none: host memory)
-    status: str
-    error: str | None = None
     bytes: int
     load_s: float | None
     first_byte_s: float | None
     gb_per_s: float | None
 
 
-class LoadHostFigures(msgspec.Struct, kw_only=True):
+class LoadHostFigures(HostRow, kw_only=True):
     """One host of the job: its ranks' loads together (the time: its slowest rank's)."""
 
-    host: str
-    ranks: list[int]
     bytes: int
     load_s: float | None
     gb_per_s: float | None
-    memory_bytes: int | None  # the host's RAM
-    cpus: int
 
 
-class LoadCluster(msgspec.Struct, kw_only=True):
-    """An MPI job's ranks and hosts; the run's own figures are every rank's together."""
+class LoadCluster(JobRecord, kw_only=True):
+    """An MPI job's ranks and hosts (the slowest: the longest load); the run's own figures are every rank's
+    together."""
 
-    ranks: int
-    launcher: str
-    mpi: str
     share: str  # copy (each rank its own copy of the model) or tp (each rank its tensor-parallel share)
     per_rank: list[LoadRankFigures]
     hosts: list[LoadHostFigures]
-    slowest_host: str | None  # the host of the longest load
     data_per_host: bool  # each host read shards of its own (else one set on a shared filesystem)
 
 

@@ -1,6 +1,6 @@
 """The figures of a training run across the ranks of an MPI job (``workload train --mpi``), from every rank's own.
 
-Each rank hands over its record and its accelerators' steps (``RankRun``). The job's figures are made from
+Each rank hands over its record and its accelerators' steps (``TrainRank``). The job's figures are made from
 every accelerator's steps together, exactly as one process with all of them would make them: AU the mean over
 the accelerators (MLPerf averages it), samples/s and MB/s their sums, the I/O wait percentiles over every step.
 Beside them: each rank as it measured itself, and each host (its ranks' accelerators together), with the
@@ -12,11 +12,10 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import JobFacts, by_host, job_status
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, host_row_fields, job_record
 from xferscope.workloads.train.train_record import (
     AcceleratorRun,
     ClusterFigures,
@@ -30,15 +29,8 @@ from xferscope.workloads.train.train_spec import TrainSpec
 MEMORY_RULE = 5
 
 
-class RankRun(NamedTuple):
-    """What a rank hands to the others when its run has ended."""
-
-    rank: int
-    host: str
-    result: TrainResult
-    runs: list[AcceleratorRun]
-    memory_bytes: int | None  # its host's RAM
-    cpus: int  # its host's CPUs
+#: what a rank hands to the others when its run has ended: its record, its accelerators' steps as the detail
+TrainRank = RankResult[TrainResult, list[AcceleratorRun]]
 
 
 def job_spec(spec: TrainSpec, accelerators: int) -> TrainSpec:
@@ -46,17 +38,13 @@ def job_spec(spec: TrainSpec, accelerators: int) -> TrainSpec:
     return dataclasses.replace(spec, accelerators=accelerators, world_accelerators=0, first_accelerator=0)
 
 
-def _numbered(r: RankRun) -> list[AcceleratorRun]:
+def _numbered(r: TrainRank) -> list[AcceleratorRun]:
     """The rank's accelerators under their numbers in the job."""
     first = r.result.spec.first_accelerator
-    return [run._replace(accelerator=first + run.accelerator) for run in r.runs]
+    return [run._replace(accelerator=first + run.accelerator) for run in r.detail]
 
 
-def _status(ranks: Sequence[RankRun]) -> tuple[str, str | None]:
-    return job_status([(r.rank, r.host, r.result.status, r.result.error) for r in ranks])
-
-
-def _together(spec: TrainSpec, ranks: Sequence[RankRun], status: str, error: str | None) -> TrainResult:
+def _together(spec: TrainSpec, ranks: Sequence[TrainRank], status: str, error: str | None) -> TrainResult:
     """One record of the ranks' accelerators together."""
     runs = [run for r in ranks for run in _numbered(r)]
     first = ranks[0].result
@@ -76,16 +64,12 @@ def _together(spec: TrainSpec, ranks: Sequence[RankRun], status: str, error: str
     )
 
 
-def _rank_figures(r: RankRun) -> RankFigures:
+def _rank_figures(r: TrainRank) -> RankFigures:
     res = r.result
     return RankFigures(
-        rank=r.rank,
-        host=r.host,
+        **r.row_fields([a.gpu for a in res.accelerators]),
         first_accelerator=res.spec.first_accelerator,
         accelerators=res.spec.accelerators,
-        gpus=sorted({a.gpu for a in res.accelerators if a.gpu is not None}),
-        status=res.status,
-        error=res.error,
         au=res.au,
         samples_per_s=res.samples_per_s,
         mb_per_s=res.mb_per_s,
@@ -94,44 +78,40 @@ def _rank_figures(r: RankRun) -> RankFigures:
     )
 
 
-def _host_figures(spec: TrainSpec, host: str, ranks: Sequence[RankRun]) -> HostFigures:
+def _host_figures(spec: TrainSpec, host: str, ranks: Sequence[TrainRank]) -> HostFigures:
     together = _together(spec, ranks, "ok", None)
     return HostFigures(
-        host=host,
-        ranks=[r.rank for r in ranks],
+        **host_row_fields(host, ranks),
         accelerators=together.spec.accelerators,
         au=together.au,
         passed=together.passed,
         samples_per_s=together.samples_per_s,
         mb_per_s=together.mb_per_s,
         io_wait_p99_s=together.io_wait_p99_s,
-        memory_bytes=ranks[0].memory_bytes,
-        cpus=ranks[0].cpus,
     )
 
 
-def cluster_result(spec: TrainSpec, ranks: Sequence[RankRun], facts: JobFacts) -> TrainResult:
+def cluster_result(spec: TrainSpec, ranks: Sequence[TrainRank], facts: JobFacts) -> TrainResult:
     """The job's record from every rank's (in rank order): the figures of all accelerators together, with
     each rank's and each host's beside them."""
     ranks = sorted(ranks, key=lambda r: r.rank)
-    status, error = _status(ranks)
-    result = _together(spec, ranks, status, error)
-    hosts = [_host_figures(spec, host, rs) for host, rs in by_host(ranks, lambda r: r.host).items()]
-    known = [h for h in hosts if h.au is not None]
-    memory = [h.memory_bytes for h in hosts]
-    clients_memory = sum(m for m in memory if m is not None)
-    data_bytes = result.data.get("bytes", 0)
-    figures = ClusterFigures(
-        ranks=len(ranks),
-        launcher=facts.launcher,
-        mpi=facts.mpi,
-        per_rank=[_rank_figures(r) for r in ranks],
-        hosts=hosts,
-        slowest_host=min(known, key=lambda h: h.au if h.au is not None else math.inf).host if known else None,
+    figures, hosts, status, error = job_record(
+        ClusterFigures,
+        ranks,
+        facts,
+        _rank_figures,
+        lambda host, rs: _host_figures(spec, host, rs),
+        lambda h: None if h.au is None else -h.au,  # the lowest AU
         data_per_host=facts.data_per_host,
-        clients_memory_bytes=clients_memory,
-        data_to_memory=data_bytes / clients_memory if clients_memory and None not in memory else None,
+        clients_memory_bytes=0,
+        data_to_memory=None,
     )
+    result = _together(spec, ranks, status, error)
+    memory = [h.memory_bytes for h in hosts]
+    figures.clients_memory_bytes = sum(m for m in memory if m is not None)
+    data_bytes = result.data.get("bytes", 0)
+    whole = figures.clients_memory_bytes and None not in memory
+    figures.data_to_memory = data_bytes / figures.clients_memory_bytes if whole else None
     return msgspec.structs.replace(result, cluster=figures)
 
 

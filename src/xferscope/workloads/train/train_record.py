@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from xferscope.workloads.common.au import Step, mean_au, percentile, utilisation
+from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.train.train_data import TrainDataSet
@@ -70,16 +71,11 @@ class AcceleratorFigures(msgspec.Struct, kw_only=True):
     cpu_s_per_gib: float | None = None  # its own threads' CPU (readers and step loop) per GiB it read
 
 
-class RankFigures(msgspec.Struct, kw_only=True):
-    """One rank of an MPI job, as its own run measured it."""
+class RankFigures(RankRow, kw_only=True):
+    """One rank of an MPI job, as its own run measured it (``gpus``: its accelerators')."""
 
-    rank: int
-    host: str
     first_accelerator: int  # its accelerators' numbers in the job start here
     accelerators: int
-    gpus: list[int]  # the GPUs its accelerators use (none where the run uses no GPU)
-    status: str
-    error: str | None = None
     au: float | None
     samples_per_s: float | None
     mb_per_s: float | None
@@ -87,30 +83,23 @@ class RankFigures(msgspec.Struct, kw_only=True):
     seconds: float
 
 
-class HostFigures(msgspec.Struct, kw_only=True):
+class HostFigures(HostRow, kw_only=True):
     """One host of an MPI job: its ranks' accelerators taken together."""
 
-    host: str
-    ranks: list[int]
     accelerators: int
     au: float | None  # the mean over its accelerators
     passed: bool | None
     samples_per_s: float | None
     mb_per_s: float | None
     io_wait_p99_s: float | None
-    memory_bytes: int | None  # the host's RAM
-    cpus: int
 
 
-class ClusterFigures(msgspec.Struct, kw_only=True):
-    """An MPI job's ranks and hosts (``workload train --mpi``); the run's own figures are every rank's together."""
+class ClusterFigures(JobRecord, kw_only=True):
+    """An MPI job's ranks and hosts (``workload train --mpi``; the slowest: the lowest AU); the run's own figures
+    are every rank's together."""
 
-    ranks: int
-    launcher: str
-    mpi: str
     per_rank: list[RankFigures]
     hosts: list[HostFigures]
-    slowest_host: str | None  # the host of the lowest AU
     data_per_host: bool  # each host read a set of its own (else one set on a shared filesystem)
     clients_memory_bytes: int  # every host's RAM, summed (MLPerf's rule: the set at least 5 times that)
     data_to_memory: float | None
