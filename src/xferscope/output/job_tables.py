@@ -9,13 +9,13 @@ from typing import Any
 from xferscope.output.cells import job_line
 from xferscope.report import text_table
 from xferscope.units import format_bytes
-from xferscope.workloads.common.job_ranks import HostRow, RankRow
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow
 
 #: a column of a kind's own: its header, and its cell from a row
 Column = tuple[str, Callable[[Any], object]]
 
 
-def gpus_cell(row: RankRow, none: str = "-") -> str:
+def gpus_cell(row: JobRankRow, none: str = "-") -> str:
     """A rank's GPUs ("0,1"), or ``none`` where its data stayed in host memory."""
     return ",".join(map(str, row.gpus)) or none
 
@@ -30,11 +30,11 @@ def job_tables(
     """``job`` (a ``JobRecord`` with its ``hosts`` and ``per_rank``): the job's line (``how`` it ran), its hosts and
     its ranks, each with the kind's columns."""
 
-    def host_cells(h: HostRow) -> tuple[object, ...]:
+    def host_cells(h: JobHostRow) -> tuple[object, ...]:
         memory = "-" if h.memory_bytes is None else format_bytes(h.memory_bytes)
         return (h.host, ",".join(map(str, h.ranks)), *(cell(h) for _, cell in host_columns), memory, h.cpus)
 
-    def rank_cells(k: RankRow) -> tuple[object, ...]:
+    def rank_cells(k: JobRankRow) -> tuple[object, ...]:
         status = k.status if k.error is None else f"{k.status}: {k.error}"
         return (k.rank, k.host, *(cell(k) for _, cell in rank_columns), status)
 

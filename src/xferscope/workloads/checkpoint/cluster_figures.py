@@ -3,10 +3,10 @@ of the job and each host, as ``checkpoint_cluster`` makes them."""
 
 from __future__ import annotations
 
-from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
 
 
-class CheckpointRankFigures(RankRow, kw_only=True):
+class CheckpointRankFigures(JobRankRow, kw_only=True):
     """One rank of the MPI job: the checkpoint's ranks it held, as its own run measured them (``gpus``: where
     their states lived)."""
 
@@ -18,7 +18,7 @@ class CheckpointRankFigures(RankRow, kw_only=True):
     restore_gb_per_s: float | None
 
 
-class CheckpointHostFigures(HostRow, kw_only=True):
+class CheckpointHostFigures(JobHostRow, kw_only=True):
     """One host of the job: its ranks' checkpoint ranks together (the medians over the checkpoints)."""
 
     bytes: int  # a checkpoint

@@ -1,6 +1,6 @@
 """What the records of a workload across the ranks of an MPI job share, whatever the kind: what a rank hands over,
 how the job ended from every rank's status, its ranks grouped by host, and the job's record of its ranks and hosts
-(``RankRow``, ``HostRow`` and ``JobRecord``, which each kind extends by its own figures, made by ``job_record``)."""
+(``JobRankRow``, ``JobHostRow`` and ``JobRecord``, which each kind extends by its own figures, made by ``job_record``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from xferscope.workloads.common.records import ProcessFields, WorkloadResult
 P = TypeVar("P")
 R = TypeVar("R")
 D = TypeVar("D")
-H = TypeVar("H", bound="HostRow")
+H = TypeVar("H", bound="JobHostRow")
 J = TypeVar("J", bound="JobRecord")
 
 
@@ -41,7 +41,7 @@ class RankResult(Generic[R, D]):
     detail: D = None  # type: ignore[assignment]
 
     def row_fields(self, gpus: Sequence[int | None]) -> dict[str, Any]:
-        """The fields every rank row (``RankRow``) has: this rank, its host, ``gpus`` and its record's status."""
+        """The fields every rank row (``JobRankRow``) has: this rank, its host, ``gpus`` and its record's status."""
         return {
             "rank": self.rank,
             "host": self.host,
@@ -51,7 +51,7 @@ class RankResult(Generic[R, D]):
         }
 
 
-class RankRow(msgspec.Struct, kw_only=True):
+class JobRankRow(msgspec.Struct, kw_only=True):
     """One rank of an MPI job in the job's record, as it measured itself; each kind adds its figures."""
 
     rank: int
@@ -61,7 +61,7 @@ class RankRow(msgspec.Struct, kw_only=True):
     error: str | None = None
 
 
-class HostRow(msgspec.Struct, kw_only=True):
+class JobHostRow(msgspec.Struct, kw_only=True):
     """One host of an MPI job: its ranks taken together; each kind adds its figures."""
 
     host: str
@@ -93,7 +93,7 @@ def job_record(
     kind: type[J],
     ranks: Sequence[RankResult],
     facts: JobFacts,
-    rank_row: Callable[[RankResult], RankRow],
+    rank_row: Callable[[RankResult], JobRankRow],
     host_row: Callable[[str, list[RankResult]], H],
     worse: Callable[[H], float | None],
     **own: Any,

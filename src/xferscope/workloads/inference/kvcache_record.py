@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from xferscope.workloads.common.au import percentile
-from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.inference.kvcache_data import KvCacheFiles
@@ -51,7 +51,7 @@ class BreakEven(msgspec.Struct, kw_only=True):
     fit: str  # "least squares over N points" or "proportional (one prompt length)"
 
 
-class KvRankFigures(RankRow, kw_only=True):
+class KvRankFigures(JobRankRow, kw_only=True):
     """One rank of an MPI job's restores (``workload kvcache --mpi``), as it measured itself."""
 
     requests: int
@@ -61,7 +61,7 @@ class KvRankFigures(RankRow, kw_only=True):
     seconds: float
 
 
-class KvHostFigures(HostRow, kw_only=True):
+class KvHostFigures(JobHostRow, kw_only=True):
     """One host of the job: its ranks' requests together."""
 
     requests: int

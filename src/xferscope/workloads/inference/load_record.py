@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
 from xferscope.workloads.common.records import LibraryFacts, RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.inference.load_data import LoadShards
 from xferscope.workloads.inference.load_shape import LoadShape
@@ -44,7 +44,7 @@ class Verified(msgspec.Struct, kw_only=True):
     first: str | None = None
 
 
-class LoadRankFigures(RankRow, kw_only=True):
+class LoadRankFigures(JobRankRow, kw_only=True):
     """One rank of an MPI job's load (``workload load --mpi``), as it measured itself."""
 
     bytes: int
@@ -53,7 +53,7 @@ class LoadRankFigures(RankRow, kw_only=True):
     gb_per_s: float | None
 
 
-class LoadHostFigures(HostRow, kw_only=True):
+class LoadHostFigures(JobHostRow, kw_only=True):
     """One host of the job: its ranks' loads together (the time: its slowest rank's)."""
 
     bytes: int

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from xferscope.workloads.common.au import Step, mean_au, percentile, utilisation
-from xferscope.workloads.common.job_ranks import HostRow, JobRecord, RankRow
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.train.train_data import TrainDataSet
@@ -71,7 +71,7 @@ class AcceleratorFigures(msgspec.Struct, kw_only=True):
     cpu_s_per_gib: float | None = None  # its own threads' CPU (readers and step loop) per GiB it read
 
 
-class RankFigures(RankRow, kw_only=True):
+class RankFigures(JobRankRow, kw_only=True):
     """One rank of an MPI job, as its own run measured it (``gpus``: its accelerators')."""
 
     first_accelerator: int  # its accelerators' numbers in the job start here
@@ -83,7 +83,7 @@ class RankFigures(RankRow, kw_only=True):
     seconds: float
 
 
-class HostFigures(HostRow, kw_only=True):
+class HostFigures(JobHostRow, kw_only=True):
     """One host of an MPI job: its ranks' accelerators taken together."""
 
     accelerators: int
