@@ -94,7 +94,7 @@ class Goals:
             return None
         print(f"# {name}: {' '.join(cmd)}", flush=True)
         t0 = time.monotonic()
-        # at the time left, Ctrl-C (SIGINT) first: a command keeps and writes what it measured; killed 30 s later
+        # at the time left, Ctrl-C (SIGINT) first: a command keeps and writes what it measured; killed 60 s later (a stopped run has 20 s to end)
         child = subprocess.Popen(
             cmd,
             stdout=subprocess.PIPE,
@@ -109,7 +109,7 @@ class Goals:
         except subprocess.TimeoutExpired:
             child.send_signal(signal.SIGINT)
             try:
-                stdout, stderr = child.communicate(timeout=30)
+                stdout, stderr = child.communicate(timeout=60)
             except subprocess.TimeoutExpired:
                 child.kill()
                 stdout, stderr = child.communicate()
