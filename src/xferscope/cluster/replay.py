@@ -29,13 +29,15 @@ import typer
 
 from xferscope.cluster.layout import RankPlace, expand
 from xferscope.cluster.runs import _note_single_rank
-from xferscope.cluster.session import FollowerExit, RankFailed, failure_vote, run_spec_mpi
+from xferscope.cluster.session import AgreedInterrupt, FollowerExit, RankFailed, failure_vote, run_spec_mpi
 from xferscope.cluster.world import World, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, RunFailed, XferscopeError
+from xferscope.output.sweep import SweepProgress, print_plan
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.run.scratch import SweepScratch
 from xferscope.spec import RunSpec
 from xferscope.sweep.execute import SweepRun
+from xferscope.target import default_scratch_parent
 from xferscope.units import format_size
 
 INTERRUPTED = "interrupted"
@@ -72,7 +74,6 @@ class RankScratch:
     directory of its own, named by a token that rank 0 chose (a collective call: make it on every rank)."""
 
     def __init__(self, world: World):
-        from xferscope.target import default_scratch_parent
 
         token = world.comm.bcast(secrets.token_hex(4) if world.is_root else None, root=0)
         self.place = RankPlace(world.rank, socket.gethostname(), 0, 1)  # enough for {rank} and {host}
@@ -118,7 +119,6 @@ class ClusterSweep(SweepRun):
         self.failure: XferscopeError | None = None  # the error that ended the sweep
 
     def _execute_io(self, point, scratch, on_sample):
-        from xferscope.cluster.session import AgreedInterrupt
 
         spec = self.rank_scratch.adapt(point.spec)
         if not self.steps.send(("point", point.spec, self.gpu_given)):
@@ -210,7 +210,6 @@ def lead_and_follow(plan: Callable[[int], Any], lead: Callable[[Any, Steps, Rank
 def replay_mpi(plan: Callable[[int], Any], report: Callable[..., None], *, dry_run: bool) -> None:
     """``replay --mpi`` on one rank. ``plan(ranks)`` builds the ReplayPlan (rank 0 only); ``report(outcome,
     plan, progress, failure)`` prints and raises typer.Exit with the replay's code (rank 0 only)."""
-    from xferscope.output.sweep import SweepProgress, print_plan
 
     def lead(made, steps: Steps, scratch: RankScratch) -> None:
         progress = SweepProgress(made.profile.point_count)

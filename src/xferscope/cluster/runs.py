@@ -18,7 +18,7 @@ from collections.abc import Callable
 import typer
 
 from xferscope.cluster.layout import RankPlace, rank_files
-from xferscope.cluster.report import cluster_lines, cluster_progress_text
+from xferscope.cluster.report import cluster_lines, cluster_progress_text, layout_line, slowest_line, whole_job
 from xferscope.cluster.session import (
     FollowerExit,
     agree_or_raise,
@@ -27,12 +27,15 @@ from xferscope.cluster.session import (
     same_on_every_rank,
 )
 from xferscope.cluster.world import World, open_world
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, RunFailed
+from xferscope.output.compare import comparison_outputs, emit_comparison, print_comparison
 from xferscope.output.files import result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
+from xferscope.target import default_scratch_parent
 
 
 class ClusterProgress(ProgressLine):
@@ -106,7 +109,6 @@ def _scratch_per_rank(world: World, specs: list[RunSpec]) -> tuple[list[RunSpec]
     """With no --file/--dir, one scratch file per rank shared by all paths (as `compare` does on one host)."""
     if specs[0].file or specs[0].directory:
         return specs, None
-    from xferscope.target import default_scratch_parent
 
     token = world.comm.bcast(secrets.token_hex(4) if world.is_root else None, root=0)
     parent = default_scratch_parent()[0]
@@ -131,8 +133,6 @@ def compare_mpi(
 ) -> None:
     """`compare --mpi`: the rounds of ``compare`` (order rotated), each run across every rank. With ``--rounds
     auto`` it runs the rounds auto starts with and says so: adding rounds would need every rank to agree."""
-    from xferscope.compare.rounds import RoundsComparison
-    from xferscope.output.compare import emit_comparison
 
     world = open_world()
     root = world.is_root
@@ -175,7 +175,6 @@ def _compare_rounds(
 ) -> tuple[int, bool, bool]:
     """Every planned run of ``comp`` across the ranks, in order: (on ranks other than 0, the exit code rank 0 will
     have; interrupted; a run failed)."""
-    from xferscope.output.compare import comparison_outputs
 
     root = world.is_root
     place = RankPlace(world.rank, socket.gethostname(), 0, 1)  # enough for {rank} and {host}
@@ -226,9 +225,6 @@ def _compare_rounds(
 
 def _print_compare_cluster(comp) -> None:
     """The comparison of the whole job (per-host figures in the files), the layout, and each run's slowest host."""
-    from xferscope.cluster.report import layout_line, slowest_line, whole_job
-    from xferscope.compare.rounds import RoundsComparison
-    from xferscope.output.compare import print_comparison
 
     whole = RoundsComparison(comp.specs, comp.rounds, margin=comp.margin)
     whole.cache_note, whole.cache_dropped = comp.cache_note, comp.cache_dropped

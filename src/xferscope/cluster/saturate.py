@@ -14,6 +14,7 @@ from collections.abc import Callable
 from xferscope.cluster.replay import RankScratch, Steps, lead_and_follow
 from xferscope.cluster.session import AgreedInterrupt, RankFailed, run_spec_mpi
 from xferscope.errors import EnvironmentProblem
+from xferscope.output.saturate import print_dry_run, run_and_report
 from xferscope.saturate.search import StopSearch
 from xferscope.spec import RunSpec
 
@@ -53,7 +54,6 @@ def saturate_mpi(
     dry_run: bool,
 ) -> None:
     """``saturate --mpi`` on one rank: rank 0 plans, runs the searches and prints; the others follow."""
-    from xferscope.output.saturate import print_dry_run, run_and_report
 
     def lead(plan, steps: Steps, scratch: RankScratch) -> None:
         if dry_run:

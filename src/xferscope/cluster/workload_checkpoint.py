@@ -35,6 +35,8 @@ import msgspec
 from xferscope.cluster.layout import expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
+from xferscope.output.terminal import clear_line, write_status
+from xferscope.output.workload_checkpoint import show_run
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
@@ -161,7 +163,6 @@ class CheckpointJobRanks:
 
     def run(self) -> CheckpointRecord:
         """The checkpoints, every save and restore begun together; the job's record (the same on every rank)."""
-        from xferscope.output.terminal import clear_line, write_status
 
         self.prepare()
         ranks, session = self.ranks, self.session
@@ -200,7 +201,6 @@ def checkpoint_mpi(
     csv_path: str | None = None,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-    from xferscope.output.workload_checkpoint import show_run
 
     def job_of(ranks: WorkloadRanks, asked: tuple[CheckpointSpec, CheckpointRunOptions], live: bool):
         return CheckpointJobRanks(ranks, *asked, gpu_text, live)

@@ -30,6 +30,7 @@ import msgspec
 
 from xferscope.cluster.layout import expand
 from xferscope.cluster.workload_ranks import DataSet, WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.output.terminal import clear_line, fill_line
 from xferscope.target import memory_total
 from xferscope.workloads.common.job_ranks import RankResult
 from xferscope.workloads.inference import kvcache_data, load_data
@@ -90,7 +91,6 @@ class InferenceJob(Generic[R]):
         ranks.cleanup = session.close
 
     def run(self) -> R:
-        from xferscope.output.terminal import clear_line, fill_line
 
         ranks, session = self.ranks, self.session
         made: list[DataSet] = []

@@ -27,6 +27,8 @@ from xferscope.cluster.session import (
 )
 from xferscope.cluster.world import TAG_HALT, World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
+from xferscope.gpus import gpu_count
+from xferscope.spec import parse_int_list
 from xferscope.workloads.common.job_ranks import JobFacts
 from xferscope.workloads.common.process_run import close_interrupted_later, join_closing, stop_when
 
@@ -75,8 +77,6 @@ def check_launcher() -> None:
 def rank_gpus(gpu_text: str | None, uses_gpu: bool, given: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     """This rank's GPUs: ``-d`` with ``{local_rank}`` filled in; without ``-d``, local rank *i* takes GPU *i* of its
     host (modulo the host's GPUs); ``given`` where the run uses no GPU."""
-    from xferscope.gpus import gpu_count
-    from xferscope.spec import parse_int_list
 
     if gpu_text is not None:
         return tuple(parse_int_list(str(expand(gpu_text, "gpu", layout.mine)), "gpu"))

@@ -30,6 +30,8 @@ import msgspec
 
 from xferscope.cluster.layout import Layout, expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.output.terminal import clear_line, fill_line
+from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
@@ -135,7 +137,6 @@ class _Search:
         self.job, self.find_max, self.upper, self.live = job, find_max, upper, live
 
     def run(self) -> TrainResult | FindMaxResult:
-        from xferscope.output.terminal import clear_line, fill_line
 
         self.job.prepare(fill_line if self.live else None)
         clear_line(self.live)
@@ -159,7 +160,6 @@ def train_mpi(
     upper: int,
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-    from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line
 
     size = [1]  # the job's ranks, once known
 

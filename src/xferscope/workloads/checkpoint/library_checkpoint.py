@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from xferscope import _iocore
+from xferscope.engines import page_cache
 from xferscope.errors import RunFailed
 from xferscope.isolation import Channel
 from xferscope.records import WorkloadEnvironment
@@ -263,7 +264,6 @@ class LibraryCheckpointSetup:
         return None
 
     def _restores(self, stop: threading.Event, on_tick: Callable[[Any], None], end: CheckpointEnd) -> None:
-        from xferscope.engines import page_cache
 
         job = self.job
         written = sum(w.bytes for saved in end.writes for w in saved)  # the rank's bytes, as its ticks said them

@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 import msgspec
 
 from xferscope.errors import SpecError
+from xferscope.gpus import gpu_count
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import LAYOUTS, Rank, dcp_metadata, rank_files, restore_capacity, scaled
 from xferscope.workloads.checkpoint.model import MODEL_BYTES, OPTIMIZER_BYTES, CheckpointModel, Parallelism, Transformer
 from xferscope.workloads.common.generated import check_fits, parent_dir
+from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LIBRARY_LAYOUTS, check_installed
 
 #: MLPerf Storage's subset mode: one host writes the share of this many accelerators
@@ -187,8 +189,6 @@ class CheckpointPlan:
         ranks' share of its free memory (cufile's copies for --async there too); in host memory (DLIO's CPU
         tensors: ``--state host``, or on a machine without a GPU), where the memory available must hold them and
         the buffers they are read back into. A SpecError says which does not, and the --scale that fits."""
-        from xferscope.gpus import gpu_count
-        from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 
         gpus, s = self.spec.gpus, self.spec
         n, why = gpu_count()

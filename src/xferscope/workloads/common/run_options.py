@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from xferscope.engines.registry import unavailable_reason
 from xferscope.errors import EnvironmentProblem
 
 
@@ -24,7 +25,6 @@ class RunOptions:
 def check_paths(paths: Sequence[str]) -> None:
     """Every path asked for can run here (asked of a process of its own); else one line naming the first that
     cannot."""
-    from xferscope.engines.registry import unavailable_reason
 
     for p in dict.fromkeys(paths):
         if p in ("host", "mmap"):

@@ -7,21 +7,22 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from xferscope.gpus import gpu_count
 from xferscope.isolation import Channel
+from xferscope.workloads.common.gpu_memory import measured_free
 from xferscope.workloads.common.process_run import WorkloadChild, WorkloadOutcome
+from xferscope.workloads.inference import transfer_process
 from xferscope.workloads.inference.transfer import TransferTick
 from xferscope.workloads.inference.transfer_process import TransferJob, check_gpu_memory
 
 
 def gpu_present() -> bool:
-    from xferscope.gpus import gpu_count
 
     return gpu_count()[0] > 0
 
 
 def check_memory_before(jobs: Sequence[TransferJob]) -> None:
     """Every job's buffers fit its GPUs' free memory, before a data set is written or a run starts."""
-    from xferscope.workloads.common.gpu_memory import measured_free
 
     gpus = sorted({g for j in jobs for g in j.gpu_needs()})
     if not gpus:
@@ -56,7 +57,6 @@ class JobRunner:
         """The outcome and every job done (those the ticks carried, where the process died before its end);
         ``on_ready`` as ``WorkloadChild.execute``'s (the ranks of an MPI job start together there). ``serve``: the
         process's side, a ``TransferJob``'s where not given (a library's load: ``library_load.serve``)."""
-        from xferscope.workloads.inference import transfer_process
 
         child = self._child = WorkloadChild(serve or transfer_process.serve, what, job.path)
         if self.stopped:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from xferscope.engines import page_cache
 from xferscope.errors import EnvironmentProblem, SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
+from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import Ranked, in_rounds
 from xferscope.workloads.inference import library_load, load_data, load_shape
@@ -49,7 +49,6 @@ def library_job(spec: LoadSpec, shards: Shards) -> library_load.LibraryLoadJob:
 
 def check_library_memory(specs: Sequence[LoadSpec], shards: Shards) -> None:
     """A library holds the whole model on its one GPU: it must fit that GPU's free memory."""
-    from xferscope.workloads.common.gpu_memory import measured_free
 
     gpus = sorted({s.gpus[0] for s in specs if s.lands_in_gpu})
     if not gpus:

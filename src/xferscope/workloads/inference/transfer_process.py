@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from xferscope.engines import gpu_setup, page_cache
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
 from xferscope.records import WorkloadEnvironment
@@ -226,7 +227,6 @@ class TransferSetup:
         return payload, None
 
     def _trial(self, trial: ShapeTrial, shift: float, seconds: float | None, stop, on_tick) -> TransferRun:
-        from xferscope.engines import page_cache
 
         fetchers = self._fetchers.get(trial.split)
         if fetchers is None:
@@ -276,7 +276,6 @@ class TransferSetup:
     def _landed(self, slot: Slot, gpu: int | None, at: int, n: int) -> bytes:
         if slot.host is not None:
             return bytes(slot.host[at : at + n])
-        from xferscope.engines import gpu_setup
 
         assert gpu is not None and slot.dev is not None
         self.resources.context(gpu)

@@ -16,6 +16,9 @@ from __future__ import annotations
 import ctypes
 import time
 
+from xferscope.engines import gpu_setup
+from xferscope.engines.gpu_setup import check
+
 KERNEL_SOURCE = r"""
 extern "C" __global__ void spin(unsigned long long ns)
 {
@@ -87,7 +90,6 @@ def compile_spin(cu, device) -> tuple[bytes, str]:
 
 
 def _attribute(cu, device, attr) -> int:
-    from xferscope.engines.gpu_setup import check
 
     return int(check(cu.cuDeviceGetAttribute(attr, device), "cuDeviceGetAttribute"))
 
@@ -101,7 +103,6 @@ class GpuCompute:
     """The spin kernel on one GPU, launched on the accelerator's own stream."""
 
     def __init__(self, gpu: int, resources, module_cache: dict):
-        from xferscope.engines import gpu_setup
 
         cu = self.cu = gpu_setup.driver()
         self.check = gpu_setup.check

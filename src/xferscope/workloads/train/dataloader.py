@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from xferscope.engines import page_cache
 from xferscope.workloads.train.accelerators import Accelerator, BatchPlan
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -124,6 +125,5 @@ class DataLoaderAccelerator(Accelerator):
 
 def evict(data: TrainData) -> float | None:
     """The data set's pages evicted (a DataLoader reads through the page cache); the share still resident."""
-    from xferscope.engines import page_cache
 
     return page_cache.evict_files([f.path for f in data.files])

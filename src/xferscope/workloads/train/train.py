@@ -8,8 +8,12 @@ import math
 from collections.abc import Callable, Sequence
 
 from xferscope.compare.rounds import path_labels
+from xferscope.engines.registry import unavailable_reason
 from xferscope.errors import EnvironmentProblem
+from xferscope.target import memory_available
 from xferscope.workloads.common.fetchers import slot_capacity
+from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 from xferscope.workloads.common.run_options import check_paths
 from xferscope.workloads.common.side_by_side import rounds_of
 from xferscope.workloads.train import train_data
@@ -17,6 +21,7 @@ from xferscope.workloads.train.accelerators import TrainTick, check_enough
 from xferscope.workloads.train.find_max import Search, find_max
 from xferscope.workloads.train.train_compare import TrainComparison, entry_of_runs, entry_of_search, rank
 from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_process import check_memory
 from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxPoint, FindMaxResult, TrainResult
 from xferscope.workloads.train.train_run import TrainRun
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -24,8 +29,6 @@ from xferscope.workloads.train.train_spec import TrainSpec
 
 def check_path(spec: TrainSpec) -> None:
     """The path (and a GPU for --compute gpu) can run here, asked of a process of its own."""
-    from xferscope.engines.registry import unavailable_reason
-    from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 
     if spec.path in TRAIN_LIBRARIES:  # its package checked with the spec; its batches go to a GPU
         reason = unavailable_reason("bounce")  # the same CUDA check
@@ -42,8 +45,6 @@ def check_path(spec: TrainSpec) -> None:
 def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
     """Every spec's batch buffers fit, before the set is written: the GPUs' free memory asked of one process of
     its own (CUDA is never loaded here), for all of them at once."""
-    from xferscope.workloads.common.gpu_memory import measured_free
-    from xferscope.workloads.train.train_process import check_memory
 
     free: dict[int, int] = {}
     gpus = sorted({s.accelerator_gpu(i) for s in specs if s.lands_in_gpu for i in range(s.accelerators)})
@@ -55,8 +56,6 @@ def check_memory_before(specs: Sequence[TrainSpec], lengths: list[int]) -> None:
 
 def most_that_fit(spec: TrainSpec, data: TrainData) -> int:
     """The most accelerators whose batch buffers fit the free memory (GPU or host), round-robin over --gpu."""
-    from xferscope.target import memory_available
-    from xferscope.workloads.common.gpu_memory import MEMORY_SHARE, measured_free
 
     each = spec.slots * slot_capacity([s.length for s in data.samples], spec.batch)
     if spec.lands_in_gpu:

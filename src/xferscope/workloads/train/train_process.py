@@ -13,17 +13,22 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from xferscope.engines import gpu_setup
+from xferscope.engines.gpu_native import gpu_environment
+from xferscope.engines.host import huge_pages_offered
 from xferscope.errors import SpecError
 from xferscope.isolation import Channel
+from xferscope.packages import installed_version
 from xferscope.records import WorkloadEnvironment
+from xferscope.target import memory_available
 from xferscope.units import format_bytes
-from xferscope.workloads.common.fetchers import host_slot, make_fetcher, slot_capacity
+from xferscope.workloads.common.fetchers import Slot, host_slot, make_fetcher, slot_capacity
 from xferscope.workloads.common.gpu_memory import MEMORY_SHARE
 from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 from xferscope.workloads.common.process_host import serve_with
 from xferscope.workloads.train.accelerators import Accelerator, run_accelerators, step_limit
 from xferscope.workloads.train.compute import SleepCompute
-from xferscope.workloads.train.dataloader import DataLoaderAccelerator
+from xferscope.workloads.train.dataloader import DataLoaderAccelerator, evict, loader_settings
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_record import AcceleratorRun, TrainEnd
 from xferscope.workloads.train.train_spec import TrainSpec
@@ -82,7 +87,6 @@ class TrainSetup:
         if spec.path in TRAIN_LIBRARIES:
             self._loader_labels()
             return
-        from xferscope.engines.host import huge_pages_offered
 
         pages = "2 MiB huge pages" if huge_pages_offered() else "4 KiB pages"
         if spec.lands_in_gpu:
@@ -103,9 +107,6 @@ class TrainSetup:
 
         import torch
 
-        from xferscope.packages import installed_version
-        from xferscope.workloads.train.dataloader import evict, loader_settings
-
         settings = {k: str(v) for k, v in loader_settings(self.spec).items()}
         settings["start_method"] = multiprocessing.get_start_method()
         self.environment["loader_settings"] = settings
@@ -120,7 +121,6 @@ class TrainSetup:
         )
 
     def _gpu_setup(self, capacity: int) -> None:
-        from xferscope.engines import gpu_setup
 
         reason = gpu_setup.unavailable_reason()
         if reason:
@@ -136,12 +136,10 @@ class TrainSetup:
             self.resources.context(g)
             free[g] = gpu_setup.memory_info(g)[0]
         check_memory(spec, capacity, free)
-        from xferscope.engines.gpu_native import gpu_environment
 
         self.environment.update(gpu_environment(gpus))
 
     def _dev_slot(self, gpu: int, capacity: int):
-        from xferscope.workloads.common.fetchers import Slot
 
         return Slot(capacity, dev=self.resources.device_memory(gpu, capacity))
 
@@ -173,7 +171,6 @@ class TrainSetup:
 def check_memory(spec: TrainSpec, capacity: int, free_gpu: dict[int, int]) -> None:
     """The batch buffers fit: in each GPU's free memory (``free_gpu``) where batches land in GPU memory, else
     in the host's available memory. Raises SpecError naming --prefetch."""
-    from xferscope.target import memory_available
 
     if spec.lands_in_gpu:
         per_gpu: dict[int, int] = {}

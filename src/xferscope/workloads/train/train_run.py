@@ -16,6 +16,7 @@ from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.process_run import WorkloadChild
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train_data import TrainData
+from xferscope.workloads.train.train_process import serve
 from xferscope.workloads.train.train_record import AcceleratorRun, TrainEnd, TrainJob, TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec
 
@@ -29,7 +30,6 @@ class TrainRun:
         #: each accelerator's run, as the result was made from (its steps kept: a cluster's figures are made
         #: from every rank's)
         self.runs: list[AcceleratorRun] = []
-        from xferscope.workloads.train.train_process import serve
 
         self._child = WorkloadChild(serve, f"the {spec.path} training run", spec.path)
 
