@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from xferscope import records
 from xferscope.errors import FormatError
+from xferscope.export import read_json
 from xferscope.memory.mlc_text import parse_mlc_output
-from xferscope.memory.result import MemResult
+from xferscope.memory.result import MemResult, is_mem_result, result_from_record
 
 __all__ = ["import_mlc", "parse_mlc_output", "read_mem_results"]
 
@@ -34,8 +35,6 @@ def import_mlc(path: str) -> MemResult:
 def read_mem_results(path: str) -> list[MemResult]:
     """Memory results from ``path``: JSON written by ``mem --json`` or ``import mlc --json`` (one result or a list),
     or mlc's own text."""
-    from xferscope.export import read_json
-    from xferscope.memory.result import is_mem_result, result_from_record
 
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:

@@ -6,12 +6,14 @@ from __future__ import annotations
 import typer
 
 from xferscope import records
+from xferscope.compare.rounds import ROUNDS_CSV_COLUMNS, csv_rows
+from xferscope.export import SUMMARY_COLUMNS, _csv_text, result_to_record
 from xferscope.output.files import Output, show_then_write
+from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table, say
 
 
 def print_comparison(comp, printed_runs: bool = True) -> None:
     """gdsio's line of every run (round by round), the table of medians, ratios and verdicts, and its notes."""
-    from xferscope.report import advice_notes, gdsio_line, print_table, rounds_table, say
 
     if printed_runs:
         for r in range(comp.rounds):
@@ -42,7 +44,6 @@ def print_comparison(comp, printed_runs: bool = True) -> None:
 
 def comparison_payload(comp, *, samples: bool) -> records.Comparison:
     """The comparison and every run's result in the order they ran (``load_results`` reads the results back)."""
-    from xferscope.export import result_to_record
 
     results = [run.result for run in comp.runs if run.result is not None]
     index = {id(r): i for i, r in enumerate(results)}
@@ -55,8 +56,6 @@ def comparison_payload(comp, *, samples: bool) -> records.Comparison:
 
 def rounds_csv_text(comp) -> str:
     """One row per run: round, place, ratio to the baseline in that round, verdict, and its figures."""
-    from xferscope.compare.rounds import ROUNDS_CSV_COLUMNS, csv_rows
-    from xferscope.export import SUMMARY_COLUMNS, _csv_text
 
     return _csv_text(ROUNDS_CSV_COLUMNS + SUMMARY_COLUMNS, csv_rows(comp))
 

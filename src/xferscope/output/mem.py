@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 
+from xferscope.memory.report import emit_result
+from xferscope.memory.sweep import csv_text, result_json
 from xferscope.output.files import Output, human_output, write_outputs
 
 
 def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: str | None = None) -> int:
     """Print a memory result (MLC's table, or JSON), then write ``--json``/``--csv`` and ``--plot`` (its cache
     curve, or its loaded-latency curves); 4 when one could not be written (a line says which and why), else 0."""
-    from xferscope.memory.report import emit_result
-    from xferscope.memory.sweep import csv_text, result_json
 
     try:
         with human_output(json_out, csv_out, plot) as out:

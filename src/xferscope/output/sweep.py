@@ -10,6 +10,7 @@ import typer
 
 from xferscope.output.terminal import ProgressLine
 from xferscope.sweep.execute import PointFinished, PointSkipped, RepetitionFinished, RepetitionStarted, SampleTaken
+from xferscope.sweep.stats import io_stats, mem_rows
 from xferscope.units import figure_text
 
 
@@ -67,7 +68,6 @@ class SweepProgress(ProgressLine):
 
     @staticmethod
     def _point_text(record) -> str:
-        from xferscope.sweep.stats import io_stats, mem_rows
 
         n = record.ok_count()
         if "path" in record.identity:

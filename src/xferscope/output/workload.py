@@ -17,10 +17,14 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import say, text_table
 from xferscope.units import figure_text, format_bytes
+from xferscope.workloads.checkpoint.saved import is_checkpoint
 from xferscope.workloads.common.level import LEVEL_RULE
+from xferscope.workloads.inference.inference_compare import kind_of
 from xferscope.workloads.train.accelerators import TrainTick
+from xferscope.workloads.train.train import TrainSession
 from xferscope.workloads.train.train_cluster import memory_rule_note
-from xferscope.workloads.train.train_compare import TrainComparison
+from xferscope.workloads.train.train_compare import TrainComparison, load_entries, rank
+from xferscope.workloads.train.train_data import page_cache_warning
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
 
@@ -300,8 +304,6 @@ def train_and_report(
 ) -> None:
     """``workload train`` (and a workload profile's replay): the data set, the run, a search or the paths side
     by side, printed and saved; Ctrl-C keeps what was measured and exits 130."""
-    from xferscope.workloads.train.train import TrainSession
-    from xferscope.workloads.train.train_data import page_cache_warning
 
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)
@@ -347,9 +349,6 @@ def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path
     """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
     summary.json, ranked; saved KV-cache restores or model loads likewise (of one kind); a file none reads is one
     line (exit 2)."""
-    from xferscope.workloads.checkpoint.saved import is_checkpoint
-    from xferscope.workloads.inference.inference_compare import kind_of
-    from xferscope.workloads.train.train_compare import TrainComparison, load_entries, rank
 
     if any(is_checkpoint(f) for f in files):  # checkpoint runs, xferscope's or DLIO's
         from xferscope.output.workload_checkpoint import show_run

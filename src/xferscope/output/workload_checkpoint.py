@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from itertools import groupby
 
+from xferscope.errors import ExitCode, SpecError
+from xferscope.output.cells import table_csv
 from xferscope.output.files import Output, echo_lines, show_then_write
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
+from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
 from xferscope.output.workload_inference import comparison_lines as ranked_lines
 from xferscope.output.workload_inference import library_lines
 from xferscope.records import json_text
@@ -14,7 +17,13 @@ from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec, plan_record
-from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord, CheckpointRunOptions
+from xferscope.workloads.checkpoint.session import (
+    CheckpointComparison,
+    CheckpointRecord,
+    CheckpointRunOptions,
+    compare_paths,
+    run_checkpoints,
+)
 
 #: what xferscope's host path does, beside the library it imitates: from GPU memory, and from host memory
 HOST_IMITATION = (
@@ -302,7 +311,6 @@ CHECKPOINT_COLUMNS = (
 
 def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
     """A run's (or every run's of a comparison) checkpoints, ranks and hosts as CSV rows."""
-    from xferscope.output.cells import table_csv
 
     rows: list[list[object]] = []
     for run in r.results if isinstance(r, CheckpointComparison) else [r]:
@@ -380,10 +388,6 @@ def checkpoint_and_report(
     import sys
 
     import typer
-
-    from xferscope.errors import ExitCode, SpecError
-    from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
-    from xferscope.workloads.checkpoint.session import compare_paths, run_checkpoints
 
     if rounds < 1:
         raise SpecError("rounds", f"must be at least 1, got {rounds}")

@@ -20,6 +20,7 @@ from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.common.side_by_side import Entry
+from xferscope.workloads.inference.inference_compare import compare_saved
 from xferscope.workloads.inference.kvcache import KvComparison, KvSession
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
 from xferscope.workloads.inference.load import LoadComparison, LoadSession
@@ -429,7 +430,6 @@ def _tick_line(tick: TransferTick) -> None:
 
 def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Saved KV-cache restores or model loads side by side, ranked (exit 2 for files of two kinds, or neither)."""
-    from xferscope.workloads.inference.inference_compare import compare_saved
 
     c = compare_saved(files)
     if isinstance(c, KvComparison):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.memory.sweep import MemSpec
 from xferscope.profiles import fields as F
 from xferscope.records import PointIdentity
 from xferscope.spec import RunSpec
@@ -190,7 +191,6 @@ def point_identity(spec) -> PointIdentity:
 
 
 def _mem_spec(values: dict[str, Any], seconds: float | None):
-    from xferscope.memory.sweep import MemSpec
 
     kwargs: dict[str, Any] = {"point_seconds": seconds}
     renames = {"stride": "strides", "buffer": "buffer_bytes", "mlc": "mlc_path"}

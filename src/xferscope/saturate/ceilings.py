@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from xferscope.engines.split import split_advice as rule
 from xferscope.units import format_size
 
 CPU_SHARE = 0.90  # the engine's threads use 90% of the CPUs they may use
@@ -271,7 +272,6 @@ def advice(e: Evidence, kind: str, little: CeilingFinding | None = None) -> list
 def split_advice(e: Evidence) -> str | None:
     """Whether the path would gain from splitting its requests (``--split``): the one rule of
     ``engines.split``, which the other outputs that give advice use too."""
-    from xferscope.engines.split import split_advice as rule
 
     return rule(e.path, e.block_size, e.split, "compat" if e.compat else None)
 

@@ -16,8 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.errors import XferscopeError
+from xferscope.engines.registry import unavailable_reason
+from xferscope.errors import EngineUnavailable, XferscopeError
 from xferscope.records import RunEnvironment
+from xferscope.run.runner import EngineRun
+from xferscope.run.scratch import SweepScratch
 from xferscope.saturate.ceilings import BottleneckFinding, Evidence
 from xferscope.saturate.figures import Figures, Measurement, cpus_allowed, figures_of, judge
 from xferscope.saturate.plan import STORAGE_AUTO, STORAGE_NONE, SaturatePlan, Series
@@ -155,7 +158,6 @@ class LocalRunner:
     """Runs each measurement on this host through ``runner.EngineRun``, on one set of scratch files."""
 
     def __init__(self) -> None:
-        from xferscope.run.scratch import SweepScratch
 
         self.scratch = SweepScratch()
         self._current = None
@@ -163,7 +165,6 @@ class LocalRunner:
         self._ctrl_c = False
 
     def __call__(self, spec: RunSpec, on_sample: Callable | None = None):
-        from xferscope.run.runner import EngineRun
 
         if self._stop.is_set():
             raise StopSearch
@@ -342,8 +343,6 @@ class SaturationRun:
 
 
 def check_paths(plan) -> None:
-    from xferscope.engines.registry import unavailable_reason
-    from xferscope.errors import EngineUnavailable
 
     for path in dict.fromkeys(s.path for s in plan.series()):
         reason = unavailable_reason(path)

@@ -13,6 +13,7 @@ from xferscope.saturate.ceilings import BottleneckFinding, Evidence, bottleneck
 from xferscope.saturate.plan import Series
 from xferscope.saturate.search import InFlight, SearchResult
 from xferscope.stats import median_of
+from xferscope.telemetry.gpu import summed_over_gpus
 
 
 @dataclass
@@ -50,7 +51,6 @@ def ranks_of(result: RunResult) -> int:
 
 
 def _gpu_sum(result: RunResult, key: str) -> float | None:
-    from xferscope.telemetry.gpu import summed_over_gpus
 
     return summed_over_gpus(result.gpus, key)
 

@@ -11,6 +11,8 @@ from typing import Any
 from xferscope import records
 from xferscope.compare.verdict import MARGIN, check_margin
 from xferscope.errors import SpecError
+from xferscope.profiles import Profile
+from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 from xferscope.saturate.search import MAX_POINTS, MAX_ROUNDS, MIN_ROUNDS
 from xferscope.spec import PATHS, SPLIT_PATHS, RunSpec
 from xferscope.units import format_size
@@ -285,8 +287,6 @@ def plan_from(
 
 def profile_of(plan: SaturatePlan, name: str, description: str = ""):
     """The plan as a saturate profile (the runs' fields at their defaults left out)."""
-    from xferscope.profiles import Profile
-    from xferscope.profiles.fields import SATURATE_BASE_FIELDS
 
     defaults = RunSpec()
     base = {}

@@ -16,7 +16,11 @@ import math
 from typing import Any
 
 from xferscope import records
+from xferscope.compare.verdict import MARGIN, Verdict, rule_text
 from xferscope.errors import FormatError, SpecError
+from xferscope.export import _csv_text, read_json, result_from_record, result_to_record
+from xferscope.export import write_json as write
+from xferscope.safe_write import write_output
 from xferscope.saturate.ceilings import CEILING_RULE, BottleneckFinding, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome, analyse
 from xferscope.saturate.figures import Measurement
@@ -57,7 +61,6 @@ POINT_COLUMNS = [
 
 
 def verdict_rule(margin: float | None = None) -> str:
-    from xferscope.compare.verdict import MARGIN, rule_text
 
     return rule_text(MARGIN if margin is None else margin)
 
@@ -130,7 +133,6 @@ def series_record(o: SeriesOutcome, index_of: dict[int, int]) -> records.Saturat
 
 
 def _run(m: Measurement, place: records.SaturatePlace) -> records.Run:
-    from xferscope.export import result_to_record
 
     run = result_to_record(m.result)
     run.saturate = place
@@ -196,19 +198,16 @@ def point_rows(outcome: SaturationOutcome):
 
 
 def write_json(path: str, outcome: SaturationOutcome) -> None:
-    from xferscope.export import write_json as write
 
     write(path, saturation_to_record(outcome))
 
 
 def csv_text(outcome: SaturationOutcome) -> str:
-    from xferscope.export import _csv_text
 
     return _csv_text(POINT_COLUMNS, point_rows(outcome))
 
 
 def write_csv(path: str, outcome: SaturationOutcome) -> None:
-    from xferscope.safe_write import write_output
 
     write_output(path, csv_text(outcome))
 
@@ -220,7 +219,6 @@ def is_saturation(data: Any) -> bool:
 
 def load_saturation(path: str) -> SaturationOutcome:
     """A saturation from its JSON, judged again (figures, evidence, verdicts) by the rules of this version."""
-    from xferscope.export import read_json
 
     data = read_json(path)
     if not is_saturation(data):
@@ -229,14 +227,12 @@ def load_saturation(path: str) -> SaturationOutcome:
 
 
 def _measurement(run: records.Run, where: str) -> Measurement:
-    from xferscope.export import result_from_record
 
     place = run.saturate if isinstance(run.saturate, records.SaturatePlace) else None
     return Measurement(result_from_record(run, where), place.cpus_allowed if place else None)
 
 
 def _verdict(c: records.PointComparison):
-    from xferscope.compare.verdict import Verdict
 
     low = c.interval_low if c.interval_low is not None else c.ratio_min  # files before the interval: the range
     high = c.interval_high if c.interval_high is not None else c.ratio_max

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from xferscope.report import print_table, text_table
 from xferscope.saturate.ceilings import CEILING_RULE, gib, verdict_line
 from xferscope.saturate.execute import SaturationOutcome, SeriesOutcome
+from xferscope.saturate.record import verdict_rule
 from xferscope.saturate.search import SEARCH_RULE
 from xferscope.units import figure_text
 
@@ -54,7 +56,6 @@ POINT_FIRST_COLUMNS = ("in flight", "GiB/s", "min-max", "")
 
 def points_table(o: SeriesOutcome, title: str | None = None):
     """The points of one search, by concurrency: median, spread, runs, and which is the knee and the plateau."""
-    from xferscope.report import text_table
 
     found = o.found
     rows = [
@@ -75,7 +76,6 @@ def points_table(o: SeriesOutcome, title: str | None = None):
 
 
 def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -> None:
-    from xferscope.report import print_table
 
     for o in outcome.series:
         if tables and o.found.points:
@@ -98,7 +98,6 @@ def print_saturation(outcome: SaturationOutcome, echo, *, tables: bool = True) -
     if outcome.storage_source:
         echo(f"storage ceilings from {outcome.storage_source}")
     echo(SEARCH_RULE)
-    from xferscope.saturate.record import verdict_rule
 
     echo(f"told apart by: {verdict_rule(outcome.plan.margin)}")
     echo(f"ceilings: {CEILING_RULE}")

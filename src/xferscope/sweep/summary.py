@@ -6,10 +6,11 @@ from typing import Any
 
 from xferscope import records
 from xferscope.compare.verdict import MARGIN, rule_text
-from xferscope.sweep.against import Ratio
+from xferscope.report import text_table
+from xferscope.sweep.against import Ratio, mem_key
 from xferscope.sweep.record import ResultsFile
 from xferscope.sweep.stats import io_stats, mem_rows, mem_where
-from xferscope.units import figure_text
+from xferscope.units import figure_text, format_size
 
 IO_HEADERS = (
     "#",
@@ -62,7 +63,6 @@ MEM_HEADERS = (
 
 def where_text(row: dict) -> str:
     """A memory row's locality, working set and matrix cell: '64-page', '48K 64-page', 'node 0->1'."""
-    from xferscope.units import format_size
 
     parts = []
     if row.get("size_bytes") is not None and row.get("traffic") == "curve":
@@ -126,7 +126,6 @@ def io_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, .
 
 
 def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple[str, ...]]:
-    from xferscope.sweep.against import mem_key
 
     target = results.profile.repetitions
     rows = []
@@ -157,7 +156,6 @@ def mem_table_rows(results: ResultsFile, ratios: dict[str, Ratio]) -> list[tuple
 
 def summary_table(results: ResultsFile, ratios: list[Ratio] | None = None, title: str | None = None):
     """A Rich table of the sweep, with old figures and ratios when ``ratios`` is given."""
-    from xferscope.report import text_table
 
     by_key = {r.key: r for r in ratios or []}
     headers = IO_HEADERS if results.kind == "io" else MEM_HEADERS
