@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xferscope.doctor.host_rounds import FILE_BYTES, WORKERS, host_rounds
+from xferscope.doctor.host_rounds import FILE_BYTES, WORKERS
 
 #: the probe's buffer sets, and its time
 SETS = (1, 16, 64)
@@ -47,6 +47,7 @@ class BufferProbe:
 
 def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS) -> BufferProbe:
     """Run the probe on a scratch file of its own in ``directory`` (removed after)."""
+    from xferscope.doctor.host_rounds import host_rounds
 
     def configure(engine, buffers: int) -> None:
         engine.buffers_in_turn = buffers

@@ -12,16 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from xferscope import janitor
-from xferscope.doctor import buffer_probe, pinned_probe
-from xferscope.doctor.host_rounds import FILE_BYTES
-from xferscope.engines import cufile_driver, cufile_probe, gpu_setup, pinned_cost
-from xferscope.engines.host import THP_SETTING, huge_pages_offered, thp_mode
-from xferscope.engines.link_ceiling import measure_link_ceiling
-from xferscope.errors import EnvironmentProblem
 from xferscope.records import GpuReading
-from xferscope.target import filesystem_of, probe_direct_io
-from xferscope.telemetry.gpu import driver_versions, no_gpu_reason
 
 OK, WARN, FAIL = "ok", "warn", "fail"
 SCHEMA = "xferscope.doctor/1"
@@ -64,6 +55,7 @@ class Facts:
 
 
 def check_driver(f: Facts) -> list[Check]:
+    from xferscope.telemetry.gpu import driver_versions, no_gpu_reason
 
     versions = driver_versions()
     if not versions:
@@ -82,6 +74,7 @@ def check_driver(f: Facts) -> list[Check]:
 
 
 def check_cuda_python(f: Facts) -> list[Check]:
+    from xferscope.engines import gpu_setup
 
     version = gpu_setup.cuda_python_version()
     if version is None:
@@ -94,6 +87,7 @@ def check_cuda_python(f: Facts) -> list[Check]:
 
 
 def check_cufile_library(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
 
     reason = cufile_driver.library_status()[0]
     if reason:
@@ -110,6 +104,7 @@ def check_cufile_library(f: Facts) -> list[Check]:
 
 
 def check_nvidia_fs(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
 
     version = cufile_driver.nvidia_fs_version()
     if version:
@@ -130,6 +125,7 @@ def check_nvidia_fs(f: Facts) -> list[Check]:
 
 
 def check_cufile_driver(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
 
     if f.cufile_reason:
         return []
@@ -142,6 +138,7 @@ def check_cufile_driver(f: Facts) -> list[Check]:
 
 
 def check_config(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
 
     path = cufile_driver.config_path()
     if not os.path.exists(path):
@@ -193,6 +190,8 @@ def json_word(value: Any) -> str:
 
 
 def check_filesystem(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
+    from xferscope.target import filesystem_of
 
     if not os.path.isdir(f.directory):
         return [
@@ -219,6 +218,7 @@ def check_filesystem(f: Facts) -> list[Check]:
 
 
 def check_direct_io(f: Facts) -> list[Check]:
+    from xferscope.target import probe_direct_io
 
     if not os.path.isdir(f.directory):
         return []
@@ -236,6 +236,7 @@ def check_direct_io(f: Facts) -> list[Check]:
 
 
 def check_host_buffers(f: Facts) -> list[Check]:
+    from xferscope.engines.host import THP_SETTING, huge_pages_offered, thp_mode
 
     mode = thp_mode()
     if huge_pages_offered():
@@ -254,6 +255,8 @@ def check_host_buffers(f: Facts) -> list[Check]:
 def _probe_cannot_run(name: str, directory: str) -> list[Check]:
     """Why a probe that reads its file with O_DIRECT (``host_rounds``) cannot run in ``directory``, as its check;
     empty where it can."""
+    from xferscope.doctor.host_rounds import FILE_BYTES
+    from xferscope.target import probe_direct_io
 
     if not os.path.isdir(directory) or not probe_direct_io(directory)[0]:
         return [Check(name, WARN, "not measured: O_DIRECT does not work here")]
@@ -270,6 +273,7 @@ def _measured(name: str, ok: bool, sentence: str, fix: str) -> Check:
 
 def check_buffer_set(f: Facts) -> list[Check]:
     """What a larger set of buffers costs a read here (xferscope.doctor.buffer_probe): measured, about 8 s."""
+    from xferscope.doctor import buffer_probe
 
     name = "buffer set"
     cannot = _probe_cannot_run(name, f.directory)
@@ -286,6 +290,9 @@ def check_buffer_set(f: Facts) -> list[Check]:
 def check_pinned_memory(f: Facts) -> list[Check]:
     """What pinned memory costs a read here (xferscope.doctor.pinned_probe): measured where there is a GPU, about
     8 s."""
+    from xferscope.doctor import pinned_probe
+    from xferscope.engines import gpu_setup
+    from xferscope.errors import EnvironmentProblem
 
     name = "pinned memory"
     if f.cuda_reason or not f.gpus or gpu_setup.unavailable_reason():
@@ -297,6 +304,7 @@ def check_pinned_memory(f: Facts) -> list[Check]:
         probe = pinned_probe.measure(f.directory)
     except EnvironmentProblem as exc:  # pinning refused (a low ulimit -l, say)
         return [Check(name, WARN, f"not measured: {exc}")]
+    from xferscope.engines import pinned_cost
 
     pinned_cost.remember(f.directory, probe.cost("registered"), probe.cost("allocated"))  # compare cites it
     fix = (
@@ -347,6 +355,7 @@ def queue_limits(major: int, minor: int) -> QueueLimits | None:
 
 def check_queue_limits(f: Facts) -> list[Check]:
     """How large an O_DIRECT read can be before the block layer splits it, by the pages of the buffer."""
+    from xferscope.engines.host import huge_pages_offered
 
     def format_size(n: int) -> str:
         return f"{n >> 10} KiB" if n < 1 << 20 or n % (1 << 20) else f"{n >> 20} MiB"
@@ -392,6 +401,7 @@ def _block_device(f: Facts) -> tuple[int, int] | None:
 
 
 def check_udev(f: Facts) -> list[Check]:
+    from xferscope.engines import cufile_driver
 
     dev = _block_device(f)
     if dev is None:
@@ -417,6 +427,8 @@ def check_udev(f: Facts) -> list[Check]:
 
 def check_registration(f: Facts) -> list[Check]:
     """Register a scratch file with cuFile and read it once: does cuFile work here, and in which mode?"""
+    from xferscope import janitor
+    from xferscope.engines import cufile_driver, cufile_probe, gpu_setup
 
     if f.cufile_reason or not os.path.isdir(f.directory):
         return []
@@ -506,6 +518,7 @@ def check_iommu(f: Facts) -> list[Check]:
 
 
 def check_gpu_links(f: Facts) -> list[Check]:
+    from xferscope.engines.link_ceiling import measure_link_ceiling
 
     out = []
     for g in f.gpus:

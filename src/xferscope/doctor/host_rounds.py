@@ -10,9 +10,6 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from xferscope import janitor
-from xferscope import target as targets
-from xferscope.engines.host import HostEngine
 from xferscope.spec import RunSpec
 
 V = TypeVar("V")
@@ -31,6 +28,9 @@ def host_rounds(
 ) -> tuple[dict[V, float], dict[V, float]]:
     """Per variant, the median over ``rounds`` rotated rounds of one read's median time (µs, from the engine's
     histogram) and of the run's bytes a second; the scratch file ``xferscope-{name}.dat`` in ``directory``."""
+    from xferscope import janitor
+    from xferscope import target as targets
+    from xferscope.engines.host import HostEngine
 
     spec = RunSpec(
         path="host",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xferscope.doctor.host_rounds import FILE_BYTES, WORKERS, host_rounds
+from xferscope.doctor.host_rounds import FILE_BYTES, WORKERS
 
 #: the probe's memories (None: the worker's own pages), and its time
 MEMORIES: tuple[str | None, ...] = (None, "registered", "allocated")
@@ -53,6 +53,7 @@ class PinnedProbe:
 
 def measure(directory: str, rounds: int = ROUNDS, seconds: float = SECONDS, gpu: int = 0) -> PinnedProbe:
     """Run the probe on a scratch file of its own in ``directory`` (removed after), the pinned memory ``gpu``'s."""
+    from xferscope.doctor.host_rounds import host_rounds
 
     def configure(engine, memory: str | None) -> None:
         engine.pinned_memory = memory

@@ -7,17 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypedDict
 
-from xferscope import janitor
 from xferscope.doctor.checks import CHECKS, FAIL, NATIVE_CHECKS, OK, PROBES, SCHEMA, WARN, Check, Facts
-from xferscope.engines import cufile_driver, gpu_setup
-from xferscope.engines.registry import unavailable_reason
-from xferscope.errors import XferscopeError
-from xferscope.isolation import CallWorker, ChildDied
-from xferscope.run.dataset import SharedDataset
-from xferscope.run.runner import EngineRun
-from xferscope.spec import RunSpec
-from xferscope.target import default_scratch_parent
-from xferscope.telemetry.gpu import gpu_inventory
 
 
 def _check_name(fn: Callable) -> str:
@@ -33,6 +23,8 @@ def _run_one(fn: Callable[[Facts], list[Check]], facts: Facts) -> list[Check]:
 
 def native_facts(directory: str) -> Facts:
     """What the checks learn from NVML, CUDA and cuFile (in the checks' own process)."""
+    from xferscope.engines import cufile_driver, gpu_setup
+    from xferscope.telemetry.gpu import gpu_inventory
 
     return Facts(
         directory=directory,
@@ -51,12 +43,15 @@ class _NativeSide:
     """The process the native checks run in; after a crash, a fresh one for the next check."""
 
     def __init__(self) -> None:
+        from xferscope.engines import cufile_driver
+        from xferscope.isolation import CallWorker
 
         env, self.log = cufile_driver.child_env("cufile")
         self.worker = CallWorker("doctor's GPU checks", env=env)
 
     def call(self, fn: Callable[..., Any], what: str, *args):
         """(value, None), or (None, a failed Check naming the signal) when its process died."""
+        from xferscope.isolation import ChildDied
 
         try:
             return self.worker.call(fn, *args, timeout=600), None
@@ -73,6 +68,7 @@ class _NativeSide:
             )
 
     def close(self) -> None:
+        from xferscope import janitor
 
         self.worker.close()
         if self.log:
@@ -106,6 +102,7 @@ def run_checks(directory: str | None = None, *, ceilings: bool = False, probes: 
 
     The checks that call NVML, CUDA or cuFile run in a process of their own: one that crashes there
     is a failed check that names the signal, and the others still run."""
+    from xferscope.target import default_scratch_parent
 
     directory = os.path.abspath(directory or default_scratch_parent()[0])
     native = _NativeSide()
@@ -150,6 +147,11 @@ CEILING_BLOCK, CEILING_WORKERS, CEILING_SECONDS, CEILING_FILE = 1 << 20, 4, 2.0,
 def check_ceilings(directory: str) -> list[Check]:
     """Each path's own ceiling: one run of each, reading a file held in the page cache (``--source cache``), so
     that storage drops out. A path that cannot run here says why."""
+    from xferscope.engines.registry import unavailable_reason
+    from xferscope.errors import XferscopeError
+    from xferscope.run.dataset import SharedDataset
+    from xferscope.run.runner import EngineRun
+    from xferscope.spec import RunSpec
 
     shape = f"1M x {CEILING_WORKERS} workers, {CEILING_SECONDS:g} s"
     base = RunSpec(

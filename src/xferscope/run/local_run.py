@@ -56,6 +56,14 @@ def _latency(
     )
 
 
+def _sample_time_ns(snap: Snapshot) -> int:
+    """When a snapshot's counters stand: its time, or, once every worker is done, the last one's end (a sampler
+    woken late after the end would otherwise date the run's last bytes later than the run, and spread them
+    over time no worker spent)."""
+    ends = [w.done_ns for w in snap.workers]
+    return max(e for e in ends if e) if ends and all(ends) else snap.t_ns
+
+
 def _lat_sum(snap: Snapshot) -> int:
     return sum(w.read_lat_sum_ns + w.write_lat_sum_ns for w in snap.workers)
 
@@ -296,8 +304,9 @@ class LocalRun(SampleFeed):
             self._publish(None)
 
     def _make_sample(self, prev: Snapshot | None, snap: Snapshot) -> Sample:
-        t0 = prev.t_ns if prev else 0
-        dt = max((snap.t_ns - t0) / 1e9, 1e-9)
+        t0 = _sample_time_ns(prev) if prev else 0
+        t_ns = _sample_time_ns(snap)
+        dt = max((t_ns - t0) / 1e9, 1e-9)
         b0 = prev.bytes if prev else 0
         o0 = prev.ops if prev else 0
         rb0 = sum(w.read_bytes for w in prev.workers) if prev else 0
@@ -319,7 +328,7 @@ class LocalRun(SampleFeed):
             except Exception:
                 gpu = ()
         return Sample(
-            t=snap.t_ns / 1e9,
+            t=t_ns / 1e9,
             dt=dt,
             bytes=nbytes,
             ops=nops,
