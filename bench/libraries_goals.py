@@ -19,11 +19,15 @@ torch.save and DCP (each a process a rank), a checkpoint a run, fsync on:
   as fast as each;
 * host, xferscope's imitation of torch.save, within 10% of torch-save itself.
 
+Then, where the restores are level, what bounds them: each path's restore GB/s (the slowest rank's, every rank's
+range) against the storage's own rate, a plain O_DIRECT read of 8 files of the ranks' size by `xferscope run`
+(16M x8, host memory) right after the comparison (--no-ceiling leaves it out).
+
 A library that is not installed is left out, and said so.
 
     python bench/libraries_goals.py --make /var/tmp/model --rounds 3 [--json out.json]
     python bench/libraries_goals.py --files 'DIR/*.safetensors'
-    python bench/libraries_goals.py --checkpoint /var/tmp/xs --scale 0.05 --rounds 3
+    python bench/libraries_goals.py --checkpoint /var/tmp/xs --scale 0.05 --rounds 3  [--no-ceiling]
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ def main() -> int:
     ap.add_argument("--json", help="the comparison's record")
     ap.add_argument("--checkpoint", metavar="DIR", help="the checkpoint goals, written under DIR (not the load's)")
     ap.add_argument("--scale", type=float, default=0.05, help="checkpoint: each file's share (0.05: 5.24 GiB)")
+    ap.add_argument("--no-ceiling", action="store_true", help="checkpoint: no plain read of the storage after")
     a = ap.parse_args()
     return checkpoint(a) if a.checkpoint else on_model(a, compare)
 
@@ -152,7 +157,51 @@ def checkpoint(a) -> int:
             "save host / torch-save (the imitation) within 10%", ratio(save, "host", "torch-save"),
             lambda x: abs(x - 1) <= 0.1,
         )  # fmt: skip
+    if not a.no_ceiling:
+        restores_against_storage(a, paths, d["results"])
     return 0
+
+
+def restores_against_storage(a, paths: list[str], results: list[dict]) -> None:
+    """Each path's restore GB/s (median over its rounds) and every rank's restore seconds (their range over the
+    rounds), then the same bytes' worth of plain O_DIRECT reads by `xferscope run` (16M x8 into host memory, a file a
+    rank): the storage's own rate, which a restore at its ceiling meets whatever path reads it."""
+    rates: dict[str, list[float]] = {}
+    ranks: dict[str, list[float]] = {}
+    labels = path_labels(paths)
+    it = iter(results)
+    for order in round_orders(len(labels), a.rounds):
+        for i in order:
+            res = next(it, None)
+            if res is None or res["status"] != "ok":
+                continue
+            rates.setdefault(labels[i], []).extend(p["gb_per_s"] for p in res["restores"])
+            ranks.setdefault(labels[i], []).extend(r["restore_seconds"] for r in res["ranks"] if r["restore_seconds"])
+    if not rates:
+        return
+    per_rank = max(r["bytes"] for r in results[0]["ranks"]) if results and results[0].get("ranks") else 0
+    where = os.path.join(a.checkpoint, "ceiling")
+    out = os.path.join(a.checkpoint, "ceiling.json")
+    cmd = [sys.executable, "-m", "xferscope.cli", "run", "--path", "host", "--bs", "16M", "-w", "8", "-s",
+           str(max(per_rank, 1 << 28)), "-T", "3", "--dir", where, "--json", out]  # fmt: skip
+    print("# " + " ".join(cmd[2:]), flush=True)
+    os.makedirs(where, exist_ok=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    os.rmdir(where)  # its scratch files are gone with the run
+    plain = None
+    if proc.returncode == 0 and os.path.exists(out):
+        with open(out) as fh:
+            plain = json.load(fh)["throughput_mb_s"] / 1000
+    else:
+        print(proc.stderr.strip()[-600:])
+    print(f"# the storage, a plain O_DIRECT read 16M x8: {plain:.2f} GB/s" if plain else "# the plain read failed")
+    for lab, v in sorted(rates.items(), key=lambda kv: -statistics.median(kv[1])):
+        gbs = statistics.median(v)
+        share = f", {gbs / plain:.2f} of the plain read" if plain else ""
+        rs = ranks.get(lab) or [0.0]
+        print(
+            f"# restore {lab}: {gbs:.2f} GB/s ({min(v):.2f}-{max(v):.2f}){share}; ranks {min(rs):.2f}-{max(rs):.2f} s"
+        )
 
 
 def compare(a, pattern: str) -> int:
