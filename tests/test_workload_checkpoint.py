@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -610,29 +609,36 @@ def test_a_checkpoint_profile_reads_writes_back_and_replays(cli, tmp_path):
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        (CHECKPOINT_PROFILE + "preset = 'unet3d'\n", "[workload] unknown field 'preset'"),
+        (CHECKPOINT_PROFILE + "preset = 'unet3d'\n", "no option --preset"),
         (CHECKPOINT_PROFILE.replace('model = "llama3-8b"\n', ""), "[workload] needs model"),
-        (CHECKPOINT_PROFILE.replace('"dcp"', '"zarr"'), "[workload] layout"),
+        (CHECKPOINT_PROFILE.replace('"dcp"', '"zarr"'), "layout: 'zarr'"),
     ],
 )
-def test_a_bad_checkpoint_profile_is_one_line(text, says):
-    from xferscope.errors import FormatError
-    from xferscope.profiles.toml_format import parse_profile
+def test_a_bad_checkpoint_profile_is_one_line(cli, tmp_path, text, says):
+    """Its fields are the command's options, checked as the command checks them before anything is written."""
+    profile = tmp_path / "bad.toml"
+    profile.write_text(text)
+    r = cli("replay", str(profile), "--dir", str(tmp_path))
+    assert r.code == 2 and says in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert sorted(os.listdir(tmp_path)) == ["bad.toml"]
 
-    with pytest.raises(FormatError, match=re.escape(says)):
-        parse_profile(text, "t.toml", "t")
 
-
-def test_the_bundled_checkpoint_profile_makes_a_valid_plan(tmp_path):
+def test_the_bundled_checkpoint_profile_makes_a_valid_plan(cli, tmp_path):
+    from xferscope.commands.profile_options import command_line, command_of
+    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
     from xferscope.profiles import load_profile
-    from xferscope.workloads.checkpoint.session import from_profile
 
     p = load_profile("checkpoint-llama3-8b-subset")
-    spec, paths, rounds, options = from_profile(p.workload, str(tmp_path))
-    plan = spec.plan()
-    assert spec.model.model.name == "llama3-8b" and spec.subset and len(plan.ranks) == 8 and paths == ["host"]
-    assert options.verify and options.rank_shift == 1 and spec.checkpoints == 4 and rounds == 3
-    assert round(plan.here_bytes / (1 << 30), 1) == 5.2
+    fields = {k: v for k, v in p.workload.items() if k != "workload"}
+    argv = command_line(command_of(WORKLOAD_COMMANDS["checkpoint"], "checkpoint"), fields, "workload checkpoint")
+    assert argv[0] == "llama3-8b" and {"--subset", "--verify"} <= set(argv) and "--rounds" not in argv
+    assert argv[argv.index("--rank-shift") + 1] == "1" and argv[argv.index("--path") + 1] == "host"
+    out = tmp_path / "plan.json"
+    r = cli("workload", "checkpoint", *argv, "--plan", "--dir", str(tmp_path), "--json", str(out))
+    assert r.code == 0, r.err
+    plan = json.loads(out.read_text())
+    assert plan["model"]["name"] == "llama3-8b" and plan["subset"] and len(plan["ranks_here"]) == 8
+    assert plan["checkpoints"] == 4 and round(plan["bytes_a_checkpoint_here"] / (1 << 30), 1) == 5.2
 
 
 def test_a_plan_checked_as_it_is_typed_is_placed_when_the_run_starts(tmp_path, monkeypatch):

@@ -1,6 +1,7 @@
 """A profile's [workload] fields run as the workload command's own options: each field names an option as its
-command line spells it (without the dashes), so the command declares each option once and parses, checks and
-documents it for the command line and the profile alike (``profiles.fields.OPTION_WORKLOADS``)."""
+command line spells it (without the dashes), or the command's argument by its name (``preset``, ``model``), so the
+command declares each option once and parses, checks and documents it for the command line and the profile alike
+(``workload_kinds``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ import typer
 
 from xferscope.errors import SpecError
 from xferscope.profiles.fields import OptionValue
+
+#: names profiles written before their fields were the commands' options used, and the option each means
+FIELD_ALIASES = {"gpus": "gpu", "block_size": "bs", "type": "accelerator_type", "a": "accelerators"}
 
 
 class CommandOption(Protocol):
@@ -39,9 +43,15 @@ def command_line(command: Any, fields: dict[str, OptionValue], what: str) -> lis
     """``fields`` as the command's arguments (SpecError names a field the command has no option for, or a flag
     given something other than true or false)."""
     options = _options(command)
-    argv: list[str] = []
+    arguments = [p.name for p in command.params if getattr(p, "param_type_name", None) == "argument"]
+    for p in command.params:
+        if p.name in arguments and p.required and p.name not in fields:
+            raise SpecError(p.name, f"[workload] needs {p.name}, {what}'s argument (see xferscope {what} --help)")
+    argv: list[str] = [str(fields[a]) for a in arguments if a in fields]
     for key, value in fields.items():
-        option = options.get(key)
+        if key in arguments:
+            continue
+        option = options.get(key) or options.get(FIELD_ALIASES.get(key, key))
         if option is None:
             raise SpecError(key, f"{what} has no option --{key.replace('_', '-')} (see xferscope {what} --help)")
         name = max((o for o in option.opts if o.startswith("--")), key=len, default=option.opts[0])

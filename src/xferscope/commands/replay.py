@@ -266,52 +266,29 @@ def _replay_other_kind(held, o: ReplayOptions) -> None:
 
 
 def replay_workload(profile, *, duration, directory, results, fmt: str, not_for: dict) -> None:
-    """A workload profile: its training run (or search, or paths side by side), as `workload train` runs it."""
-    from xferscope.output.files import check_outputs
-    from xferscope.output.workload import train_and_report
-    from xferscope.units import parse_duration
-    from xferscope.workloads.train.train_spec import spec_from_profile
+    """A workload profile: its [workload] fields run as its command's options (``workload_kinds``), with the
+    replay's --dir, --results, --format and --duration (the profile's own duration where the command takes one)."""
+    from xferscope.commands.profile_options import command_of, run_as_command
+    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
 
     given = [option for option, value in not_for.items() if value]
     if given:
-        raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one training run)")
-    check_format(fmt)
-    check_outputs(fmt, {"--results": results})
-    from xferscope.profiles.fields import OPTION_WORKLOADS  # here: the profiles' fields cost every command's start
-
-    if profile.workload.get("workload") in OPTION_WORKLOADS:
-        from xferscope.commands import workload_inference
-        from xferscope.commands.profile_options import run_as_command
-
-        fields = {k: v for k, v in profile.workload.items() if k != "workload"}
-        name = profile.workload["workload"]
-        return run_as_command(
-            getattr(workload_inference, f"{name}_command"),
-            name,
-            fields,
-            {"directory": directory, "json": results, "format": fmt, "duration": duration},
-        )
-    if profile.workload.get("workload") == "checkpoint":
-        from xferscope.output.workload_checkpoint import checkpoint_and_report
-        from xferscope.workloads.checkpoint.session import from_profile
-
-        if duration is not None:
-            raise SpecError("duration", "--duration is not for a checkpoint profile (it writes its checkpoints)")
-        spec, paths, rounds, options = from_profile(profile.workload, directory)
-        return checkpoint_and_report(spec, paths, rounds, options, fmt=fmt, json_path=results)
-    seconds = parse_duration(duration) if duration is not None else profile.point_duration()
-    spec, choices = spec_from_profile(profile.workload, seconds, directory)
-    install_hangup_handlers()
-    train_and_report(
-        spec,
-        choices["paths"],
-        choices["rounds"],
-        choices["find_max"],
-        choices["max_accelerators"],
-        fmt=fmt,
-        json_path=results,
-        csv_path=None,
-    )
+        raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one workload)")
+    name = str(profile.workload.get("workload", "train"))
+    command = WORKLOAD_COMMANDS.get(name)
+    if command is None:
+        raise SpecError("workload", f"{profile.name}: no workload {name!r} (one of {', '.join(WORKLOAD_COMMANDS)})")
+    takes_duration = any(p.name == "duration" for p in command_of(command, name).params)
+    if duration is not None and not takes_duration:
+        raise SpecError(
+            "duration", f"workload {name} has no option --duration: --duration is not for a {name} profile (it runs "
+            "to its own end)"
+        )  # fmt: skip
+    if duration is None and takes_duration and profile.duration is not None:
+        duration = str(profile.duration)
+    fields = {k: v for k, v in profile.workload.items() if k != "workload"}
+    extra = {"directory": directory, "json": results, "format": fmt, "duration": duration}
+    return run_as_command(command, name, fields, extra)
 
 
 def report(

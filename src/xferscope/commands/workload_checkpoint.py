@@ -191,7 +191,3 @@ def checkpoint_command(
         return
     spec, options = make()
     checkpoint_and_report(spec, paths, run.rounds, options, plan_only=plan, **run.outputs)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("checkpoint")(checkpoint_command)

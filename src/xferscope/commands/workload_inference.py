@@ -326,8 +326,3 @@ def _check_share(share: str, mpi: bool, path: str) -> None:
         raise SpecError(
             "share", f"{path} loads the whole model in each process here: --share copy, or one of xferscope's paths"
         )
-
-
-def register(app: typer.Typer) -> None:
-    app.command("kvcache")(kvcache_command)
-    app.command("load")(load_command)

@@ -269,22 +269,8 @@ DEFAULT_DURATION = {"io": 10.0, "mem": 2.0, "saturate": 1.0, "workload": 10.0}
 
 # ------------------------------------------------------------------ workload kind: [workload]
 
-
-def _share(value: Any) -> float:
-    if isinstance(value, str) and value.strip().endswith("%"):
-        return to_float(value.strip()[:-1]) / 100
-    return to_float(value)
-
-
-#: workloads whose [workload] fields are their command's own options, spelled as on its command line without the
-#: dashes (``prompt-tokens = "1024-8192"``, ``json = "out.json"``): the command declares each option once, and checks
-#: them when the profile is replayed
-OPTION_WORKLOADS = ("kvcache", "load")
-#: every workload a profile can hold
-WORKLOADS = ("train", "checkpoint", *OPTION_WORKLOADS)
-
-
-#: what a command option's field holds in a profile
+#: what a workload command option's field holds in a profile (the fields are the command's options: the command
+#: declares each once and checks them when the profile is replayed, ``commands.workload_kinds``)
 OptionValue = str | int | float | bool | list[str | int | float | bool]
 
 
@@ -295,80 +281,6 @@ def option_value(value: Any) -> OptionValue:
     if isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value)):
         return value
     raise ValueError(f"a string, number, true/false or a list of them, got {value!r}")
-
-
-#: The [workload] table of a workload profile: `workload train`'s options, by their spec names
-WORKLOAD_FIELDS: dict[str, Converter] = {
-    "workload": choice(WORKLOADS),
-    "preset": to_str,
-    "accelerator_type": choice(("h100", "a100", "b200")),
-    "accelerators": to_positive,
-    "gpus": to_int_list,
-    "path": to_str,  # one path or a comma list (ranked side by side), checked with the spec
-    "compute": choice(("gpu", "sleep")),
-    "sample_size": to_size,
-    "sample_sd": to_size,
-    "samples_per_file": to_positive,
-    "files": to_positive,
-    "batch": to_positive,
-    "read_threads": to_positive,
-    "computation_time": to_seconds,
-    "au_threshold": _share,
-    "prefetch": to_int,
-    "steps": to_positive,
-    "epochs": to_positive,
-    "block_size": to_size,
-    "seed": to_int,
-    "buffered": to_bool,
-    "find_max": to_bool,
-    "max_accelerators": to_positive,
-    "rounds": to_positive,
-}
-WORKLOAD_ALIASES = {"bs": "block_size", "gpu": "gpus", "type": "accelerator_type", "a": "accelerators"}
-#: The [workload] table of a checkpoint profile (workload = "checkpoint"): `workload checkpoint`'s options
-CHECKPOINT_FIELDS: dict[str, Converter] = {
-    "workload": choice(("checkpoint",)),
-    "model": to_str,
-    "ranks": to_positive,
-    "subset": to_bool,
-    "scale": to_float,
-    "layout": choice(("dlio", "dcp")),
-    "threads": to_positive,
-    "checkpoints": to_positive,
-    "path": to_str,  # one path or a comma list (ranked side by side), checked with the spec
-    "rounds": to_positive,
-    "async": to_bool,
-    "every": to_seconds,
-    "state": choice(("gpu", "host")),
-    "gpus": to_int_list,
-    "fsync": to_bool,
-    "verify": to_bool,
-    "rank_shift": to_int,
-    "seed": to_int,
-}
-CHECKPOINT_ALIASES = {"gpu": "gpus"}
-
-
-def workload_fields(workload: str) -> tuple[dict[str, Converter], dict[str, str]]:
-    """The [workload] fields of a profile of this workload, and their aliases."""
-    if workload == "checkpoint":
-        return CHECKPOINT_FIELDS, CHECKPOINT_ALIASES
-    return WORKLOAD_FIELDS, WORKLOAD_ALIASES
-
-
-def canonical_workload(key: str, workload: str = "train") -> str | None:
-    """The [workload] field a key names (dashes as underscores, aliases resolved), or None."""
-    fields, aliases = workload_fields(workload)
-    key = key.replace("-", "_")
-    key = aliases.get(key, key)
-    return key if key in fields else None
-
-
-def workload_toml_value(key: str, value: Any) -> Any:
-    if key in ("sample_size", "sample_sd", "block_size") and isinstance(value, int):
-        text = format_size(value)
-        return text if not text.isdigit() else value
-    return value
 
 
 def fields_of(kind: str) -> dict[str, Converter]:

@@ -178,29 +178,11 @@ class _Reader:
         raw = data.get("workload", {})
         if not isinstance(raw, dict):
             raise self.fail("", "workload", "workload must be a table: write [workload] on a line of its own")
-        out: dict[str, Any] = {}
-        which = raw.get("workload", "train")
-        if which in F.OPTION_WORKLOADS:
-            return self.command_options(raw)
-        fields, _ = F.workload_fields(which if isinstance(which, str) else "train")
-        for key, value in raw.items():
-            name = F.canonical_workload(key, which if isinstance(which, str) else "train")
-            if name is None:
-                raise self.fail("workload", key, f"[workload] unknown field {key!r}; valid fields: {', '.join(fields)}")
-            try:
-                out[name] = fields[name](value)
-            except ValueError as exc:
-                raise self.fail("workload", key, f"[workload] {key}: {exc}") from None
-        if out.get("workload") == "checkpoint":
-            if "model" not in out:
-                raise self.fail("workload", None, "[workload] needs model (llama3-8b, llama3-70b, llama3-405b, ...)")
-        elif "preset" not in out:
-            raise self.fail("workload", None, "[workload] needs preset (unet3d, cosmoflow, resnet50)")
-        return out
+        return self.command_options(raw)
 
     def command_options(self, raw: dict[str, object]) -> dict[str, F.OptionValue]:
-        """The [workload] table of a workload whose fields are its command's options (``fields.OPTION_WORKLOADS``):
-        each a value an option takes, its name with underscores; the command checks the names when it runs."""
+        """The [workload] table: ``workload`` (train where it is left out) and the workload command's options, each a
+        value an option takes, its name with underscores; the command checks the names when it runs."""
         out: dict[str, F.OptionValue] = {}
         for key, value in raw.items():
             try:
@@ -331,7 +313,7 @@ def profile_to_dict(profile: Profile) -> dict[str, Any]:
     if profile.saturate:
         doc["saturate"] = {k: F.plan_toml_value(k, v) for k, v in profile.saturate.items() if v is not None}
     if profile.workload:
-        doc["workload"] = {k: F.workload_toml_value(k, v) for k, v in profile.workload.items() if v is not None}
+        doc["workload"] = {k: v for k, v in profile.workload.items() if v is not None}
         del doc["base"]
     return doc
 

@@ -26,7 +26,7 @@ from xferscope.workloads.checkpoint.checkpoint_process import (
 )
 from xferscope.workloads.checkpoint.cluster_figures import CheckpointCluster
 from xferscope.workloads.checkpoint.layout import Rank
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, CheckpointSpec, plan_record
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointPlanRecord, plan_record
 from xferscope.workloads.common.generated import GeneratedDir
 from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, check_installed
 from xferscope.workloads.common.process_run import WorkloadChild, WorkloadOutcome
@@ -415,37 +415,3 @@ def compare_paths(
         beside=lambda r: r.restore_seconds,
     )
     return CheckpointComparison(rounds=rounds, entries=ranked, results=results, status=status)
-
-
-def from_profile(
-    fields: dict[str, Any], directory: str | None
-) -> tuple[CheckpointSpec, list[str], int, CheckpointRunOptions]:
-    """A checkpoint profile's [workload] fields as the command's: the spec (its first path), every path, the rounds
-    and the run's options (SpecError names a bad field)."""
-    from xferscope.errors import SpecError
-    from xferscope.workloads.checkpoint.model import checkpoint_model
-
-    paths = [p.strip() for p in str(fields.get("path", "host")).split(",") if p.strip()]
-    if not paths:
-        raise SpecError("path", "no path given")
-    spec = CheckpointSpec(
-        checkpoint_model(str(fields["model"]), fields.get("ranks")),
-        layout=fields.get("layout", "dlio"),
-        threads=fields.get("threads", 1),
-        subset=bool(fields.get("subset", False)),
-        scale=float(fields.get("scale", 1.0)),
-        checkpoints=fields.get("checkpoints", 10),
-        directory=directory,
-        pinned_copies=bool(fields.get("async", False)),
-        gpus=tuple(fields.get("gpus", (0,))),
-        path=paths[0],
-        state=fields.get("state"),
-    )
-    options = CheckpointRunOptions(
-        fsync=bool(fields.get("fsync", True)),
-        verify=bool(fields.get("verify", False)),
-        rank_shift=fields.get("rank_shift", 0),
-        seed=fields.get("seed", 0),
-        every=float(fields.get("every", 0.0)),
-    )
-    return spec, paths, fields.get("rounds", 3), options

@@ -137,28 +137,3 @@ def train_spec(name: str, accelerator_type: str = "h100", **overrides) -> TrainS
         values["computation_time"] = computation_time(p, accelerator_type)
     values.update(given)
     return TrainSpec(preset=name, accelerator_type=accelerator_type, **values).validate()
-
-
-#: fields of a workload profile's [workload] table that are not the spec's (the command's own choices)
-RUN_CHOICES = ("workload", "find_max", "max_accelerators", "rounds")
-
-
-def spec_from_profile(fields: dict[str, Any], duration: float | None, directory: str | None) -> tuple[TrainSpec, dict]:
-    """A workload profile's spec (its first path where it lists several) and the command's choices: the paths,
-    find_max, max_accelerators and rounds."""
-    values = {k: v for k, v in fields.items() if k not in RUN_CHOICES}
-    paths = [p.strip() for p in str(values.pop("path", "host")).split(",") if p.strip()] or ["host"]
-    preset_name = values.pop("preset")
-    accelerator_type = values.pop("accelerator_type", "h100")
-    if "gpus" in values:
-        values["gpus"] = tuple(values["gpus"])
-    spec = train_spec(preset_name, accelerator_type, path=paths[0], duration=duration, directory=directory, **values)
-    for p in paths[1:]:
-        train_spec(preset_name, accelerator_type, path=p, computation_time=0.0)
-    choices = {
-        "paths": paths,
-        "find_max": bool(fields.get("find_max")),
-        "max_accelerators": fields.get("max_accelerators", 64),
-        "rounds": fields.get("rounds", 3),
-    }
-    return spec, choices
