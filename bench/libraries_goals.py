@@ -166,17 +166,11 @@ def restores_against_storage(a, paths: list[str], results: list[dict]) -> None:
     """Each path's restore GB/s (median over its rounds) and every rank's restore seconds (their range over the
     rounds), then the same bytes' worth of plain O_DIRECT reads by `xferscope run` (16M x8 into host memory, a file a
     rank): the storage's own rate, which a restore at its ceiling meets whatever path reads it."""
-    rates: dict[str, list[float]] = {}
-    ranks: dict[str, list[float]] = {}
-    labels = path_labels(paths)
-    it = iter(results)
-    for order in round_orders(len(labels), a.rounds):
-        for i in order:
-            res = next(it, None)
-            if res is None or res["status"] != "ok":
-                continue
-            rates.setdefault(labels[i], []).extend(p["gb_per_s"] for p in res["restores"])
-            ranks.setdefault(labels[i], []).extend(r["restore_seconds"] for r in res["ranks"] if r["restore_seconds"])
+    per_path = per_round(paths, a.rounds, results, lambda r: [p["gb_per_s"] for p in r["restores"]])
+    per_ranks = per_round(paths, a.rounds, results, lambda r: [x["restore_seconds"] for x in r["ranks"]])
+    rates = {lab: [g for each in v if each for g in each] for lab, v in per_path.items()}
+    rates = {lab: v for lab, v in rates.items() if v}
+    ranks = {lab: [s for each in v if each for s in each if s] for lab, v in per_ranks.items()}
     if not rates:
         return
     per_rank = max(r["bytes"] for r in results[0]["ranks"]) if results and results[0].get("ranks") else 0
@@ -198,10 +192,9 @@ def restores_against_storage(a, paths: list[str], results: list[dict]) -> None:
     for lab, v in sorted(rates.items(), key=lambda kv: -statistics.median(kv[1])):
         gbs = statistics.median(v)
         share = f", {gbs / plain:.2f} of the plain read" if plain else ""
-        rs = ranks.get(lab) or [0.0]
-        print(
-            f"# restore {lab}: {gbs:.2f} GB/s ({min(v):.2f}-{max(v):.2f}){share}; ranks {min(rs):.2f}-{max(rs):.2f} s"
-        )
+        rs = ranks.get(lab)
+        each = f"; ranks {min(rs):.2f}-{max(rs):.2f} s" if rs else ""
+        print(f"# restore {lab}: {gbs:.2f} GB/s ({min(v):.2f}-{max(v):.2f}){share}{each}")
 
 
 def compare(a, pattern: str) -> int:

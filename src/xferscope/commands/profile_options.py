@@ -43,13 +43,13 @@ def command_line(command: Any, fields: dict[str, OptionValue], what: str) -> lis
     """``fields`` as the command's arguments (SpecError names a field the command has no option for, or a flag
     given something other than true or false)."""
     options = _options(command)
-    arguments = [p.name for p in command.params if getattr(p, "param_type_name", None) == "argument"]
-    for p in command.params:
-        if p.name in arguments and p.required and p.name not in fields:
-            raise SpecError(p.name, f"[workload] needs {p.name}, {what}'s argument (see xferscope {what} --help)")
-    argv: list[str] = [str(fields[a]) for a in arguments if a in fields]
+    arguments = [p for p in command.params if getattr(p, "param_type_name", None) == "argument"]
+    for a in arguments:
+        if a.required and a.name not in fields:
+            raise SpecError(a.name, f"[workload] needs {a.name}, {what}'s argument (see xferscope {what} --help)")
+    argv: list[str] = [str(fields[a.name]) for a in arguments if a.name in fields]
     for key, value in fields.items():
-        if key in arguments:
+        if any(a.name == key for a in arguments):
             continue
         option = options.get(key) or options.get(FIELD_ALIASES.get(key, key))
         if option is None:
@@ -75,12 +75,10 @@ def command_of(function: Callable[..., None], name: str) -> Any:
     return typer.main.get_command(app)
 
 
-def run_as_command(
-    function: Callable[..., None], name: str, fields: dict[str, OptionValue], extra: dict[str, str | None]
-) -> None:
-    """Run the workload command ``function`` (``xferscope workload NAME``) with a profile's ``fields`` and the
-    replay's own options ``extra`` (which win), as its command line would: the same parsing, checks and errors."""
-    command = command_of(function, name)
+def run_as_command(command: Any, name: str, fields: dict[str, OptionValue], extra: dict[str, str | None]) -> None:
+    """Run the workload's click ``command`` (``command_of``: ``xferscope workload NAME``) with a profile's ``fields``
+    and the replay's own options ``extra`` (which win), as its command line would: the same parsing, checks and
+    errors."""
     what = f"workload {name}"
     argv = command_line(command, {**fields, **{k: v for k, v in extra.items() if v is not None}}, what)
     try:

@@ -275,10 +275,11 @@ def replay_workload(profile, *, duration, directory, results, fmt: str, not_for:
     if given:
         raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one workload)")
     name = str(profile.workload.get("workload", "train"))
-    command = WORKLOAD_COMMANDS.get(name)
-    if command is None:
+    function = WORKLOAD_COMMANDS.get(name)
+    if function is None:
         raise SpecError("workload", f"{profile.name}: no workload {name!r} (one of {', '.join(WORKLOAD_COMMANDS)})")
-    takes_duration = any(p.name == "duration" for p in command_of(command, name).params)
+    command = command_of(function, name)
+    takes_duration = any(p.name == "duration" for p in command.params)
     if duration is not None and not takes_duration:
         raise SpecError(
             "duration", f"workload {name} has no option --duration: --duration is not for a {name} profile (it runs "
