@@ -36,7 +36,7 @@ from xferscope.cluster.layout import expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
 from xferscope.output.terminal import clear_line, write_status
-from xferscope.output.workload_checkpoint import show_run
+from xferscope.output.workload_checkpoint import show_checkpoint
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
@@ -206,5 +206,9 @@ def checkpoint_mpi(
         return CheckpointJobRanks(ranks, *asked, gpu_text, live)
 
     run_on_every_rank(
-        make, _comparable, job_of, lambda r: show_run(r, fmt=fmt, json_path=json_path, csv_path=csv_path), fmt=fmt
+        make,
+        _comparable,
+        job_of,
+        lambda r: show_checkpoint(r, fmt=fmt, json_path=json_path, csv_path=csv_path),
+        fmt=fmt,
     )

@@ -31,7 +31,7 @@ import msgspec
 from xferscope.cluster.layout import Layout, expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
-from xferscope.output.workload import emit_train, find_max_mpi_lines, tick_line
+from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
@@ -170,6 +170,6 @@ def train_mpi(
 
     def emit(result: TrainResult | FindMaxResult) -> int:
         lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None
-        return emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
+        return show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
 
     run_on_every_rank(make_spec, _comparable, job_of, emit, fmt=fmt, status_of=_status)

@@ -54,9 +54,9 @@ SavedWorkloadOpt = Annotated[
     str | None,
     typer.Option(
         "--workload",
-        help="instead of running paths: training runs side by side, a comma list of `workload train --json` "
-        "files (runs, --find-max searches, comparisons) or DLIO's summary.json, ranked by the accelerators "
-        "kept and AU (to run paths of a workload side by side: workload train --path a,b,c)",
+        help="instead of running paths: saved runs of one workload side by side, a comma list of its --json files "
+        "(train, kvcache, load, checkpoint) or DLIO's summary.json, ranked as `workload compare` ranks them (to run "
+        "paths of a workload side by side: workload train --path a,b,c)",
     ),
 ]
 RoundsOpt = typer.Option(
@@ -154,11 +154,11 @@ def _saved_side_by_side(mem: str | None, workload: str | None, **outputs) -> Non
         from xferscope.commands.mem_compare import compare_mem
 
         return compare_mem(mem, **outputs)
-    from xferscope.output.workload import compare_saved
+    from xferscope.commands.workload_kinds import compare_saved
 
     files = [f.strip() for f in (workload or "").split(",") if f.strip()]
     if not files:
-        raise SpecError("workload", "give at least one saved training run")
+        raise SpecError("workload", "give at least one saved workload run")
     return compare_saved(files, **outputs)
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from xferscope.commands.workload_kinds import WORKLOADS
 from xferscope.errors import SpecError
 
 
@@ -15,23 +16,14 @@ def _kinds() -> dict[str, Callable[[], object]]:
     import msgspec
 
     from xferscope import records
-    from xferscope.workloads.checkpoint.session import CheckpointRecord
-    from xferscope.workloads.inference.kvcache_record import KvResult
-    from xferscope.workloads.inference.load_record import LoadResult
-    from xferscope.workloads.train.train_record import TrainResult
 
     kinds: dict[str, Callable[[], object]] = {kind: (lambda kind=kind: records.schema(kind)) for kind in records.KINDS}
-    for name, record in (
-        ("train", TrainResult),
-        ("kvcache", KvResult),
-        ("load", LoadResult),
-        ("checkpoint", CheckpointRecord),
-    ):
-        kinds[name] = lambda record=record: msgspec.json.schema(record)
+    for w in WORKLOADS:
+        kinds[w.name] = lambda w=w: msgspec.json.schema(w.kind.record)
     return kinds
 
 
-KIND_NAMES = ("run", "comparison", "sweep", "saturation", "mem", "train", "kvcache", "load", "checkpoint")
+KIND_NAMES = ("run", "comparison", "sweep", "saturation", "mem", *(w.name for w in WORKLOADS))
 
 
 def schema_command(

@@ -1,5 +1,5 @@
-"""`xferscope workload`: each workload of ``workload_kinds`` under its name, and `workload compare` of saved
-training runs."""
+"""`xferscope workload`: each workload of ``workload_kinds`` under its name, and `workload compare` of saved runs
+of any of them."""
 
 from __future__ import annotations
 
@@ -21,15 +21,21 @@ workload_app = typer.Typer(
 
 
 def compare_command(
-    files: Annotated[list[str], typer.Argument(help="results of `workload train --json`, or DLIO's summary.json")],
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="results of one workload's --json (train, kvcache, load, checkpoint), or DLIO's summary.json"
+        ),
+    ],
     json_path: JsonOpt = None,
     csv_path: CsvOpt = None,
     fmt: FormatOpt = "table",
     wide: WideOpt = False,
 ) -> None:
-    """Saved training runs side by side (xferscope's and DLIO's), ranked by the accelerators they sustain and
-    their AU."""
-    from xferscope.output.workload import compare_saved
+    """Saved runs of one workload side by side (xferscope's, and DLIO's summary.json of a training or
+    checkpointing run), ranked as the workload's paths are ranked live: training by the accelerators sustained and
+    AU, kvcache by restore time, load by load time, checkpoint by the time until a save is durable."""
+    from xferscope.commands.workload_kinds import compare_saved
 
     check_format(fmt)
     wide_tables(wide)
@@ -38,9 +44,9 @@ def compare_command(
 
 
 def register(app: typer.Typer) -> None:
-    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
+    from xferscope.commands.workload_kinds import WORKLOADS
 
-    for name, command in WORKLOAD_COMMANDS.items():
-        workload_app.command(name)(command)
+    for w in WORKLOADS:
+        workload_app.command(w.name)(w.command)
     workload_app.command("compare")(compare_command)
     app.add_typer(workload_app, name="workload")

@@ -189,11 +189,11 @@ def _here_or_across_ranks(kind: str, mpi: bool, make_spec, run: WorkloadRunOptio
 
         check_launcher()
         job = getattr(cluster, f"{kind}_job")
-        emit = output.emit_kv if kind == "kvcache" else output.emit_load
+        show = getattr(output, f"show_{kind}")
         cluster.inference_mpi(
             lambda: make_spec()[0],
             lambda ranks, spec, live: job(ranks, spec, *job_args, live),
-            lambda result: emit(result, **run.outputs),
+            lambda result: show(result, **run.outputs),
             fmt=run.fmt,
         )
         return

@@ -17,13 +17,11 @@ from xferscope.output.terminal import clear_line, fill_line, session_to_the_end,
 from xferscope.records import json_text
 from xferscope.report import say, text_table
 from xferscope.units import figure_text, format_bytes
-from xferscope.workloads.checkpoint.saved import is_checkpoint
 from xferscope.workloads.common.level import LEVEL_RULE
-from xferscope.workloads.inference.inference_compare import kind_of
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.train import TrainSession
 from xferscope.workloads.train.train_cluster import memory_rule_note
-from xferscope.workloads.train.train_compare import TrainComparison, load_entries, rank
+from xferscope.workloads.train.train_compare import TrainComparison
 from xferscope.workloads.train.train_data import page_cache_warning
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
@@ -189,7 +187,9 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
 
 def print_train(results) -> None:
     for r in results:
-        if isinstance(r, TrainComparison):
+        if isinstance(r, TrainComparison) and not (r.results or r.searches):  # saved runs: no spec of its own
+            echo_lines(comparison_lines(r, f"{len(r.entries)} saved training runs"))
+        elif isinstance(r, TrainComparison):
             s = r.spec
             title = (
                 f"workload train {s.preset} ({s.accelerator_type}): {len(r.entries)} paths x{s.accelerators}, "
@@ -207,8 +207,8 @@ def print_train(results) -> None:
                     for i, e in enumerate(r.entries)
                 )
                 say(f"This storage keeps {kept}")
-            continue
-        echo_lines(find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r))
+        else:
+            echo_lines(find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r))
 
 
 #: a training comparison's columns after its rank, each an attribute of an entry
@@ -270,7 +270,7 @@ def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
     return table_csv(["accelerators", "path", "accelerator", "gpu", "steps", *FIGURE_COLUMNS, "status", "host"], rows)
 
 
-def emit_train(
+def show_train(
     result: TrainResult | FindMaxResult | TrainComparison,
     *,
     fmt: str,
@@ -319,7 +319,7 @@ def train_and_report(
         else:
             result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
         clear_line(live)
-    written = emit_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    written = show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if result.status == "interrupted":
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -343,29 +343,3 @@ def _tick_line(tick: TrainTick, who: str = "") -> None:
 def tick_line(who: str) -> Callable[[TrainTick], None]:
     """The live line of one part of a run (``who``: "rank 0 of 4", say)."""
     return lambda tick: _tick_line(tick, f"{who}: ")
-
-
-def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
-    """Saved training runs side by side (`workload compare`, `compare --workload`): xferscope's records and DLIO's
-    summary.json, ranked; saved KV-cache restores or model loads likewise (of one kind); a file none reads is one
-    line (exit 2)."""
-
-    if any(is_checkpoint(f) for f in files):  # checkpoint runs, xferscope's or DLIO's
-        from xferscope.output.workload_checkpoint import show_run
-        from xferscope.workloads.checkpoint.saved import compare_saved as compare_checkpoints
-
-        written = show_run(compare_checkpoints(files), fmt=fmt, json_path=json_path, csv_path=csv_path)
-        if written:
-            raise typer.Exit(written)
-        return
-
-    if any(kind_of(f) for f in files):  # KV-cache restores or model loads
-        from xferscope.output.workload_inference import compare_saved_inference
-
-        compare_saved_inference(files, fmt=fmt, json_path=json_path, csv_path=csv_path)
-        return
-    c = TrainComparison(rounds=0, entries=rank([e for f in files for e in load_entries(f)]))
-    lines = comparison_lines(c, f"{len(c.entries)} saved training runs")
-    written = emit_train(c, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
-    if written:
-        raise typer.Exit(written)

@@ -354,7 +354,7 @@ def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
     return table_csv(CHECKPOINT_COLUMNS, [["" if v is None else v for v in row] for row in rows])
 
 
-def show_run(
+def show_checkpoint(
     record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None, csv_path: str | None = None
 ) -> int:
     """A run's record, or several paths' ranked."""
@@ -413,7 +413,7 @@ def checkpoint_and_report(
         else:
             record = run_checkpoints(checked, options, tick if live else None)
         clear_line(live)
-        code = show_run(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
+        code = show_checkpoint(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
         if not code and record.status != "ok":
             code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
     if code:

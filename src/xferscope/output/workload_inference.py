@@ -7,7 +7,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
 import typer
 
 from xferscope.errors import ExitCode
@@ -20,7 +19,6 @@ from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.common.side_by_side import Entry
-from xferscope.workloads.inference.inference_compare import compare_saved
 from xferscope.workloads.inference.kvcache import KvComparison, KvSession
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
 from xferscope.workloads.inference.load import LoadComparison, LoadSession
@@ -312,7 +310,10 @@ def path_break_evens(c: KvComparison) -> list[str]:
 
 
 def kv_comparison_lines(c: KvComparison) -> list[Any]:
-    """The paths ranked by restore time, then each path's break-even (with --prefill-rate)."""
+    """The paths ranked by restore time, then each path's break-even (with --prefill-rate); saved runs (no rounds)
+    ranked alone."""
+    if not c.rounds:
+        return comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", ms, c.status)
     s = c.spec
     table = comparison_lines(
         f"workload kvcache {s.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds over one cache "
@@ -343,6 +344,9 @@ def library_lines(
 
 
 def load_comparison_lines(c: LoadComparison) -> list[Any]:
+    """The paths ranked by load time, then which rows are the libraries; saved loads (no rounds) ranked alone."""
+    if not c.rounds:
+        return comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", secs, c.status)
     s = c.spec
     table = comparison_lines(
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
@@ -357,9 +361,9 @@ def load_comparison_lines(c: LoadComparison) -> list[Any]:
 # ------------------------------------------------------------------ the run and its outputs
 
 
-def emit(
-    result: msgspec.Struct,
-    lines: list[str],
+def _show(
+    result: Any,
+    lines: list[Any],
     csv_of: Callable[[Any], str],
     *,
     fmt: str,
@@ -377,13 +381,24 @@ def emit(
     )
 
 
+def show_kvcache(result: KvResult | KvComparison, **out: Any) -> int:
+    """A restore run's record, or paths side by side (run or saved): printed, then the files asked for (``out``:
+    fmt, json_path, csv_path); ExitCode.NOT_WRITTEN where one could not be written, else 0."""
+    lines = kv_comparison_lines(result) if isinstance(result, KvComparison) else kv_lines(result)
+    return _show(result, lines, kv_csv, **out)
+
+
+def show_load(result: LoadResult | LoadComparison, **out: Any) -> int:
+    """A load's record, or paths side by side (run or saved), as ``show_kvcache``."""
+    lines = load_comparison_lines(result) if isinstance(result, LoadComparison) else load_lines(result)
+    return _show(result, lines, load_csv, **out)
+
+
 def _report(
     session: Any,
     paths: list[str],
     rounds: int,
-    lines_of: Callable,
-    compare_lines: Callable,
-    csv_of: Callable,
+    show: Callable[..., int],
     *,
     fmt: str,
     json_path: str | None,
@@ -396,8 +411,7 @@ def _report(
         tick = _tick_line if live else None
         result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
         clear_line(live)
-    lines = compare_lines(result) if len(paths) > 1 else lines_of(result)
-    written = emit(result, lines, csv_of, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    written = show(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
     if result.status == "interrupted":
         typer.echo("xferscope: interrupted; results so far are above", err=True)
         raise typer.Exit(int(ExitCode.INTERRUPTED))
@@ -409,34 +423,12 @@ def _report(
 
 
 def kvcache_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
-    _report(KvSession(spec), paths, rounds, kv_lines, kv_comparison_lines, kv_csv, **out)
-
-
-def emit_load(result: LoadResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
-    return emit(result, load_lines(result), load_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
-
-
-def emit_kv(result: KvResult, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
-    return emit(result, kv_lines(result), kv_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    _report(KvSession(spec), paths, rounds, show_kvcache, **out)
 
 
 def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
-    _report(LoadSession(spec), paths, rounds, load_lines, load_comparison_lines, load_csv, **out)
+    _report(LoadSession(spec), paths, rounds, show_load, **out)
 
 
 def _tick_line(tick: TransferTick) -> None:
     write_status(f"\r\033[K{tick.t:6.1f} s  {tick.jobs} done")
-
-
-def compare_saved_inference(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
-    """Saved KV-cache restores or model loads side by side, ranked (exit 2 for files of two kinds, or neither)."""
-
-    c = compare_saved(files)
-    if isinstance(c, KvComparison):
-        lines = comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", ms, c.status)
-        written = emit(c, lines, kv_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    else:
-        lines = comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", secs, c.status)
-        written = emit(c, lines, load_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if written:
-        raise typer.Exit(written)

@@ -72,12 +72,13 @@ class CheckpointScreen(WorkloadRunScreen):
     def action_open(self) -> None:
         import os
 
-        from xferscope.workloads.checkpoint.saved import compare_saved
+        from xferscope.workloads.checkpoint.kind import CHECKPOINT
+        from xferscope.workloads.common.saved_kind import workload_of
 
-        self.open_saved(
-            "Open a saved run (workload checkpoint --json)",
-            lambda path: [(os.path.basename(path), r) for r in compare_saved([path]).results],
-        )
+        def runs(path: str) -> list:
+            return [(os.path.basename(path), r) for r in workload_of(path, (CHECKPOINT,)).compare_saved([path]).results]
+
+        self.open_saved("Open a saved run (workload checkpoint --json)", runs)
 
     # --------------------------------------------------------------- drawing
     def _table(self) -> None:

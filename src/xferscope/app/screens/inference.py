@@ -76,12 +76,15 @@ class InferenceScreen(WorkloadRunScreen):
     def action_open(self) -> None:
         import os
 
-        from xferscope.workloads.inference.inference_compare import compare_saved
+        from xferscope.workloads.common.saved_kind import workload_of
+        from xferscope.workloads.inference.kind import KVCACHE, LOAD
 
-        self.open_saved(
-            "Open a saved run (workload kvcache --json, workload load --json)",
-            lambda path: [(os.path.basename(path), r) for r in compare_saved([path]).results],
-        )
+        def runs(path: str) -> list:
+            return [
+                (os.path.basename(path), r) for r in workload_of(path, (KVCACHE, LOAD)).compare_saved([path]).results
+            ]
+
+        self.open_saved("Open a saved run (workload kvcache --json, workload load --json)", runs)
 
     # --------------------------------------------------------------- drawing
     def _kind(self) -> str:

@@ -6,6 +6,7 @@ pair."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -15,6 +16,7 @@ import msgspec
 from xferscope.compare.rounds import path_labels, round_orders
 from xferscope.stats import median_of
 from xferscope.workloads.common.level import mark_level, round_figures
+from xferscope.workloads.common.records import decode_as
 
 
 class Entry(msgspec.Struct, kw_only=True):
@@ -67,6 +69,31 @@ def add_hosts(
     """Each host of a saved MPI job (its name, figure, figure beside, GB/s) as one more entry, ``label@host``."""
     for host, figure, beside, rate in hosts:
         runs[f"{label}@{host}"] = (path, [HostRun(figure, beside, rate)])
+
+
+def saved_runs(files: Sequence[str], runs_of: Callable[[str], list[Any]]) -> dict[str, tuple[str, list[Any]]]:
+    """Saved files' runs (``runs_of(file)``: a run, or every path of a side-by-side) by label: the file's name, with
+    the path where the file holds several; an MPI job's hosts beside it (``label@host``)."""
+    runs: dict[str, tuple[str, list[Any]]] = {}
+    for f in files:
+        name = os.path.basename(f)
+        results = runs_of(f)
+        paths = {r.spec.path for r in results}
+        for r in results:
+            label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
+            runs.setdefault(label, (r.spec.path, []))[1].append(r)
+            add_hosts(runs, label, r.spec.path, r.host_rows())
+    return runs
+
+
+def saved_records(path: str, run: type, compared: type[Ranked], what: str) -> list[Any]:
+    """A saved file's records: its run (of type ``run``), or every run of its side-by-side (``compared``);
+    ``what``: the workload's runs as a sentence names them ("a kvcache")."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    if str(msgspec.json.decode(raw).get("kind")).endswith("-compare"):  # every path of a side-by-side
+        return list(decode_as(compared, raw, path, f"{what} comparison").results)
+    return [decode_as(run, raw, path, f"{what} result")]
 
 
 def entries(

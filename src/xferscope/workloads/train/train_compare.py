@@ -21,6 +21,8 @@ from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMax
 
 #: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
 MIB_IN_MB = (1 << 20) / 1e6
+#: what makes DLIO's summary.json one of a training run: its mean AU
+DLIO_AU = "train_au_mean_percentage"
 
 
 class TrainEntry(msgspec.Struct, kw_only=True):
@@ -133,9 +135,9 @@ def rank(entries: list[TrainEntry], *, paired: bool = False) -> list[TrainEntry]
 
 def _dlio_entry(label: str, data: dict[str, Any]) -> TrainEntry:
     metric = data.get("metric")
-    if not isinstance(metric, dict) or "train_au_mean_percentage" not in metric:
-        raise KeyError("metric.train_au_mean_percentage")
-    aus = [float(a) / 100 for a in metric.get("train_au_percentage") or [metric["train_au_mean_percentage"]]]
+    if not isinstance(metric, dict) or DLIO_AU not in metric:
+        raise KeyError(f"metric.{DLIO_AU}")
+    aus = [float(a) / 100 for a in metric.get("train_au_percentage") or [metric[DLIO_AU]]]
     meet = metric.get("train_au_meet_expectation")
     io = metric.get("train_io_mean_MB_per_second")
     rate = metric.get("train_throughput_mean_samples_per_second")
@@ -146,7 +148,7 @@ def _dlio_entry(label: str, data: dict[str, Any]) -> TrainEntry:
         path="host memory (DLIO)",
         accelerators=data.get("num_accelerators"),
         runs=len(aus),
-        au=float(metric["train_au_mean_percentage"]) / 100,
+        au=float(metric[DLIO_AU]) / 100,
         au_min=min(aus),
         au_max=max(aus),
         au_threshold=None,

@@ -1,6 +1,7 @@
-"""Saved checkpoint runs side by side (`workload compare`, `compare --workload`): xferscope's checkpoint records (a
-run, or every path of a side-by-side) and DLIO's checkpointing ``summary.json``, ranked by the time until a save is
-durable with the restore time beside it, as the live side-by-side ranks them.
+"""checkpoint as the registry of workloads holds it (``commands.workload_kinds``): its record, its files, and saved runs
+ranked (`workload compare`): xferscope's checkpoint records (a run, or every path of a side-by-side) and DLIO's
+checkpointing ``summary.json``, by the time until a save is durable with the restore time beside it, as the live
+side-by-side ranks them.
 
 DLIO's summary holds means over its checkpoints (``save_checkpoint_duration_mean_seconds``, ``load_...``); its
 ``..._GB_per_second`` is GiB/s (its checkpoint size is summed in GiB), turned into GB/s here as xferscope gives it.
@@ -9,37 +10,19 @@ DLIO's summary holds means over its checkpoints (``save_checkpoint_duration_mean
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.errors import FormatError, SpecError
+from xferscope.errors import FormatError
 from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
-from xferscope.workloads.common.records import decode_as
-from xferscope.workloads.common.side_by_side import add_hosts, entries
+from xferscope.workloads.common.kind import WorkloadKind
+from xferscope.workloads.common.side_by_side import entries, saved_records, saved_runs
 
 #: the kinds of xferscope's checkpoint files: a run, several paths side by side
 KINDS = ("checkpoint", "workload-checkpoint-compare")
 #: what makes DLIO's summary.json one of a checkpointing run
 DLIO_SAVE = "save_checkpoint_duration_mean_seconds"
 GIB_IN_GB = (1 << 30) / 1e9
-
-
-def _json(path: str) -> Any:
-    try:
-        with open(path, "rb") as fh:
-            return json.loads(fh.read())
-    except (OSError, ValueError):
-        return None
-
-
-def is_checkpoint(path: str) -> bool:
-    """Whether ``path`` is a saved checkpoint run: xferscope's, or DLIO's checkpointing summary.json."""
-    data = _json(path)
-    if not isinstance(data, dict):
-        return False
-    metric = data.get("metric")
-    return data.get("kind") in KINDS or (isinstance(metric, dict) and DLIO_SAVE in metric)
 
 
 @dataclass(frozen=True)
@@ -80,29 +63,18 @@ def dlio_checkpoints(path: str, data: dict) -> DlioCheckpoints:
 
 def _runs_of(path: str) -> list[Any]:
     with open(path, "rb") as fh:
-        raw = fh.read()
-    data = json.loads(raw)  # is_checkpoint read it as JSON already
-    if data.get("kind") == KINDS[0]:
-        return [decode_as(CheckpointRecord, raw, path, "a checkpoint run")]
-    if data.get("kind") == KINDS[1]:
-        return list(decode_as(CheckpointComparison, raw, path, "a checkpoint comparison").results)
+        data = json.loads(fh.read())  # the registry read it as JSON already
+    if data.get("kind") in KINDS:
+        return saved_records(path, CheckpointRecord, CheckpointComparison, "a checkpoint")
     return [dlio_checkpoints(path, data)]
 
 
 def compare_saved(files: list[str]) -> CheckpointComparison:
-    """The saved runs ranked (SpecError for a file of another kind among them: runs of one workload compare)."""
-    odd = [f for f in files if not is_checkpoint(f)]
-    if odd:
-        raise SpecError("workload", f"saved checkpoint runs compare with checkpoint runs only: {odd[0]} is not one")
-    runs: dict[str, tuple[str, list[Any]]] = {}
-    for f in files:
-        name = os.path.basename(f)
-        results = _runs_of(f)
-        paths = {r.spec.path for r in results}
-        for r in results:
-            label = name if len(paths) == 1 else f"{name}:{r.spec.path}"
-            runs.setdefault(label, (r.spec.path, []))[1].append(r)
-            add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
+    """The saved runs ranked."""
+    runs = saved_runs(files, _runs_of)
     ranked = entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
     records = [r for _, rs in runs.values() for r in rs if isinstance(r, CheckpointRecord)]
     return CheckpointComparison(rounds=0, entries=ranked, results=records)
+
+
+CHECKPOINT = WorkloadKind("checkpoint", CheckpointRecord, KINDS, compare_saved, dlio_metric=DLIO_SAVE)

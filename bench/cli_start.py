@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Does the CLI start slower than at an earlier commit?
+
+Each command is started ``--starts`` times a round in each tree and its median kept; a round runs the earlier tree
+twice around this one (earlier, this, earlier), so the earlier tree's two medians are the A/A pair. Prints every
+round, then each command's ratio this / earlier (median and range over the rounds) beside the A/A's.
+
+    python bench/cli_start.py 64f52e6 --rounds 4
+
+The earlier tree is checked out in a temporary git worktree and removed at the end; each tree runs with its own
+``src`` first on the import path. Nothing else should run on the machine meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent.parent
+#: (what it is, the arguments): the help, a command refused before anything runs (exit 2), a workload's help
+COMMANDS = (
+    ("xferscope --help", ["--help"]),
+    ("xferscope run --path tape", ["run", "--path", "tape"]),
+    ("xferscope workload load --help", ["workload", "load", "--help"]),
+)
+START = "import sys; sys.argv[0] = 'xferscope'; from xferscope.cli import main; main()"
+
+
+def start_ms(tree: Path, args: list[str], starts: int) -> float:
+    """The median wall time of ``starts`` starts of the CLI in ``tree`` with ``args``, in ms."""
+    env = {**os.environ, "PYTHONPATH": str(tree / "src")}
+    times = []
+    for _ in range(starts):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-c", START, *args], cwd=tree, env=env, capture_output=True, check=False)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def spread(values: list[float]) -> str:
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("rev", help="the earlier commit")
+    ap.add_argument("--rounds", type=int, default=4, help="rounds (default 4)")
+    ap.add_argument("--starts", type=int, default=15, help="starts of each command a round and tree (default 15)")
+    args = ap.parse_args()
+    if args.rounds < 1 or args.starts < 1:
+        raise SystemExit("cli_start: --rounds and --starts must be at least 1")
+    known = ["git", "rev-parse", "--quiet", "--verify", f"{args.rev}^{{commit}}"]
+    if subprocess.run(known, cwd=HERE, capture_output=True, check=False).returncode != 0:
+        raise SystemExit(f"cli_start: {args.rev!r} is not a commit of this repository")
+    with tempfile.TemporaryDirectory(prefix="xs-start-") as tmp:
+        earlier = Path(tmp) / "earlier"
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(earlier), args.rev], cwd=HERE, check=True)
+        try:
+            for what, argv in COMMANDS:
+                ratios, aa = [], []
+                for r in range(args.rounds):
+                    a = start_ms(earlier, argv, args.starts)
+                    this = start_ms(HERE, argv, args.starts)
+                    b = start_ms(earlier, argv, args.starts)
+                    print(f"{what}: round {r + 1}: earlier {a:.1f} ms, this {this:.1f} ms, earlier {b:.1f} ms")
+                    ratios.append(this / ((a + b) / 2))
+                    aa.append(b / a)
+                print(f"{what}: this / {args.rev} {spread(ratios)}; A/A {spread(aa)}", flush=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=HERE, check=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+"""The registry of workloads (``commands.workload_kinds``): every workload has its command, its record's schema and
+the kinds of its files, and `workload compare` finds the workload of saved files through it."""
+
+from __future__ import annotations
+
+import json
+
+from xferscope.commands.workload_kinds import WORKLOADS
+
+
+def test_every_workload_has_its_command_its_schema_and_files_no_other_claims(cli):
+    claimed: dict[str, str] = {}
+    for w in WORKLOADS:
+        assert w.kind.name == w.name
+        r = cli("workload", w.name, "--help")
+        assert r.code == 0, r.err
+        r = cli("schema", w.name)
+        assert r.code == 0, r.err
+        schema = json.loads(r.out)
+        assert w.kind.record.__name__ in schema["$defs"]
+        for kind in w.kind.files:
+            assert claimed.setdefault(kind, w.name) == w.name, f"{kind} is claimed by {claimed[kind]} and {w.name}"
+    assert [w.name for w in WORKLOADS] == ["train", "kvcache", "load", "checkpoint"]
+
+
+def test_a_saved_file_of_no_workload_is_one_line_naming_every_workload(cli, tmp_path):
+    other = tmp_path / "run.json"
+    other.write_text(json.dumps({"kind": "run", "schema_version": 1}))
+    for args in (("workload", "compare", str(other)), ("compare", "--workload", str(other))):
+        r = cli(*args)
+        assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+        assert "kind 'run'" in r.err and all(w.name in r.err for w in WORKLOADS)
+
+
+def test_a_dlio_summary_of_neither_training_nor_checkpointing_is_one_line(cli, tmp_path):
+    summary = tmp_path / "summary.json"
+    summary.write_text(json.dumps({"metric": {"eval_au_mean_percentage": 50}}))
+    r = cli("workload", "compare", str(summary))
+    assert r.code == 2 and len(r.err.strip().splitlines()) == 1, r.err
+    assert "not a DLIO summary.json" in r.err and "train_au_mean_percentage" in r.err
+
+
+def test_a_saved_side_by_side_compares_as_its_runs(cli, tmp_path, no_gpu):
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    save_file({"w": np.arange(4096, dtype=np.float32)}, str(shards / "model-0.safetensors"))
+    both = tmp_path / "both.json"
+    r = cli("workload", "load", "--files", str(shards), "--path", "host,host", "--rounds", "1", "--json", str(both))
+    assert r.code == 0, r.err
+    assert json.loads(both.read_text())["kind"] == "workload-load-compare"
+    r = cli("workload", "compare", str(both), "--format", "json")
+    assert r.code == 0, r.err
+    d = json.loads(r.out)
+    assert d["kind"] == "workload-load-compare" and len(d["results"]) == 2
+    assert [(e["label"], e["runs"]) for e in d["entries"]] == [("both.json", 2)]
