@@ -246,10 +246,10 @@ def test_a_bad_profile_is_one_line_and_exit_2_on_the_command_line(cli, tmp_path)
 def test_every_bundled_workload_profile_is_its_workloads_command_line(name):
     """Every workload's profile fields are its command's options and argument, declared once in the command."""
     from xferscope.commands.profile_options import command_line, command_of
-    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
+    from xferscope.commands.workload_kinds import command_named
 
     profile = load_profile(name)
     workload = profile.workload.get("workload", "train")
     fields = {k: v for k, v in profile.workload.items() if k != "workload"}
-    argv = command_line(command_of(WORKLOAD_COMMANDS[workload], workload), fields, f"workload {workload}")
+    argv = command_line(command_of(command_named(workload), workload), fields, f"workload {workload}")
     assert "--path" in argv and len(argv) >= len(fields), argv

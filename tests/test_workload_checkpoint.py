@@ -625,12 +625,12 @@ def test_a_bad_checkpoint_profile_is_one_line(cli, tmp_path, text, says):
 
 def test_the_bundled_checkpoint_profile_makes_a_valid_plan(cli, tmp_path):
     from xferscope.commands.profile_options import command_line, command_of
-    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
+    from xferscope.commands.workload_kinds import command_named
     from xferscope.profiles import load_profile
 
     p = load_profile("checkpoint-llama3-8b-subset")
     fields = {k: v for k, v in p.workload.items() if k != "workload"}
-    argv = command_line(command_of(WORKLOAD_COMMANDS["checkpoint"], "checkpoint"), fields, "workload checkpoint")
+    argv = command_line(command_of(command_named("checkpoint"), "checkpoint"), fields, "workload checkpoint")
     assert argv[0] == "llama3-8b" and {"--subset", "--verify"} <= set(argv) and "--rounds" not in argv
     assert argv[argv.index("--rank-shift") + 1] == "1" and argv[argv.index("--path") + 1] == "host"
     out = tmp_path / "plan.json"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from xferscope.commands.workload_kinds import WORKLOADS
 
 
@@ -56,3 +58,34 @@ def test_a_saved_side_by_side_compares_as_its_runs(cli, tmp_path, no_gpu):
     d = json.loads(r.out)
     assert d["kind"] == "workload-load-compare" and len(d["results"]) == 2
     assert [(e["label"], e["runs"]) for e in d["entries"]] == [("both.json", 2)]
+
+
+BUILT = """
+import json, sys
+sys.argv = ["xferscope", *json.loads(sys.argv[1])]
+import typer.main
+from xferscope import cli
+cli.register(sys.argv[1:])
+group = typer.main.get_command(cli.app).commands["workload"]
+modules = sorted(m.rsplit("_", 1)[1] for m in sys.modules if m.startswith("xferscope.commands.workload_"))
+print(json.dumps({"commands": sorted(group.commands), "modules": modules}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "commands", "modules"),
+    [
+        (["--help"], ["compare"], ["kinds"]),
+        (["workload", "load", "--help"], ["compare", "load"], ["inference", "kinds"]),
+        (["workload", "--help"], ["checkpoint", "compare", "kvcache", "load", "train"], None),
+    ],
+)
+def test_the_cli_builds_only_the_workload_a_command_line_names(argv, commands, modules):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", BUILT, json.dumps(argv)], capture_output=True, text=True, check=True)
+    built = json.loads(out.stdout)
+    assert built["commands"] == commands
+    every = ["checkpoint", "inference", "kinds", "train"]
+    assert built["modules"] == (every if modules is None else modules)

@@ -558,12 +558,12 @@ def test_replay_runs_a_workload_profile(cli, set_dir, tmp_path, no_gpu):
 
 def test_the_bundled_workload_profile_is_its_command_line():
     from xferscope.commands.profile_options import command_line, command_of
-    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
+    from xferscope.commands.workload_kinds import command_named
     from xferscope.profiles import load_profile
 
     p = load_profile("train-cosmoflow-h100")
     fields = {k: v for k, v in p.workload.items() if k != "workload"}
-    argv = command_line(command_of(WORKLOAD_COMMANDS["train"], "train"), fields, "workload train")
+    argv = command_line(command_of(command_named("train"), "train"), fields, "workload train")
     assert argv[0] == "cosmoflow" and p.duration == 20
     assert (
         " ".join(argv[1:]) == "--accelerator-type h100 --accelerators 2 --path bounce-async --compute gpu --files 1000"

@@ -269,15 +269,17 @@ def replay_workload(profile, *, duration, directory, results, fmt: str, not_for:
     """A workload profile: its [workload] fields run as its command's options (``workload_kinds``), with the
     replay's --dir, --results, --format and --duration (the profile's own duration where the command takes one)."""
     from xferscope.commands.profile_options import command_of, run_as_command
-    from xferscope.commands.workload_kinds import WORKLOAD_COMMANDS
+    from xferscope.commands.workload_kinds import WORKLOADS, command_named
 
     given = [option for option, value in not_for.items() if value]
     if given:
         raise SpecError(given[0].lstrip("-"), f"{given[0]} is not for a workload profile (it replays one workload)")
     name = str(profile.workload.get("workload", "train"))
-    function = WORKLOAD_COMMANDS.get(name)
+    function = command_named(name)
     if function is None:
-        raise SpecError("workload", f"{profile.name}: no workload {name!r} (one of {', '.join(WORKLOAD_COMMANDS)})")
+        raise SpecError(
+            "workload", f"{profile.name}: no workload {name!r} (one of {', '.join(w.name for w in WORKLOADS)})"
+        )
     command = command_of(function, name)
     takes_duration = any(p.name == "duration" for p in command.params)
     if duration is not None and not takes_duration:

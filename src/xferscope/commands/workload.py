@@ -3,6 +3,7 @@ of any of them."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -13,7 +14,8 @@ from xferscope.output.files import check_outputs
 workload_app = typer.Typer(
     name="workload",
     help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation), kvcache "
-    "(KV-cache restores), load (model loads from safetensors); checkpoint (MLPerf's llama3 checkpoints: --plan).",
+    "(KV-cache restores), load (model loads from safetensors), checkpoint (MLPerf's llama3 checkpoints: --plan); "
+    "compare (saved runs of one of them).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -44,9 +46,19 @@ def compare_command(
 
 
 def register(app: typer.Typer) -> None:
+    """The workload group, built as far as the command line needs (a lazy group): `xferscope workload NAME` builds
+    NAME alone, `xferscope workload` (help, a typo) every workload, and a command line that names no workload
+    (`xferscope --help`, the console) the group's help alone, none of the workloads' modules imported."""
     from xferscope.commands.workload_kinds import WORKLOADS
 
+    argv = sys.argv[1:3]
+    names = [w.name for w in WORKLOADS]
+    if argv[:1] != ["workload"]:
+        names = []
+    elif len(argv) > 1 and argv[1] in names:
+        names = [argv[1]]
     for w in WORKLOADS:
-        workload_app.command(w.name)(w.command)
+        if w.name in names:
+            workload_app.command(w.name)(w.command)
     workload_app.command("compare")(compare_command)
     app.add_typer(workload_app, name="workload")

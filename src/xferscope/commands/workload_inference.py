@@ -18,7 +18,6 @@ from xferscope.commands.options import (
 from xferscope.errors import SpecError
 from xferscope.output.terminal import install_hangup_handlers
 from xferscope.units import parse_duration
-from xferscope.workloads.common.libraries import LOAD_LIBRARIES
 
 PathOpt = Annotated[
     str | None,
@@ -322,6 +321,8 @@ def _check_share(share: str, mpi: bool, path: str) -> None:
         raise SpecError("share", f"copy (each rank its own copy) or tp (its tensor-parallel share), got {share!r}")
     if share != "copy" and not mpi:
         raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
+    from xferscope.workloads.common.libraries import LOAD_LIBRARIES  # when checked: not on every start
+
     if share == "tp" and path in LOAD_LIBRARIES:
         raise SpecError(
             "share", f"{path} loads the whole model in each process here: --share copy, or one of xferscope's paths"

@@ -5,58 +5,68 @@ through the same command, its fields the command's options (``profile_options``)
 --workload` find the workload of saved files here, and `schema` its record. A new workload brings its modules and
 one line here.
 
-The package's entry and the printer are named "module:attribute" and imported when first asked for
-(``pkgutil.resolve_name``), so that a workload's command starts without its records and tables."""
+Each part is named "module:attribute" and imported when first asked for: `xferscope workload NAME` imports NAME's
+command alone, and a command its records and tables only when it runs."""
 
 from __future__ import annotations
 
-import pkgutil
+import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import typer
 
-from xferscope.commands.workload_checkpoint import checkpoint_command
-from xferscope.commands.workload_inference import kvcache_command, load_command
-from xferscope.commands.workload_train import train_command
+
+def _imported(at: str) -> Any:
+    module, name = at.split(":")
+    return getattr(importlib.import_module(module), name)
 
 
-@dataclass(frozen=True)
-class Workload:
+class Workload(NamedTuple):
     name: str
-    command: Callable[..., None]
+    command_at: str  # "module:attribute" of its command (a typer command function)
     kind_at: str  # "module:attribute" of its ``WorkloadKind``
     show_at: str  # "module:attribute" of show(record, *, fmt, json_path, csv_path) -> exit code of the writes
 
     @property
+    def command(self) -> Callable[..., None]:
+        return _imported(self.command_at)
+
+    @property
     def kind(self) -> Any:
-        return pkgutil.resolve_name(self.kind_at)
+        return _imported(self.kind_at)
 
     @property
     def show(self) -> Callable[..., int]:
-        return pkgutil.resolve_name(self.show_at)
+        return _imported(self.show_at)
 
 
+_COMMANDS = "xferscope.commands.workload_"
+_KINDS = "xferscope.workloads."
+_SHOW = "xferscope.output.workload"
 WORKLOADS = (
-    Workload("train", train_command, "xferscope.workloads.train.kind:TRAIN", "xferscope.output.workload:show_train"),
+    Workload("train", f"{_COMMANDS}train:train_command", f"{_KINDS}train.kind:TRAIN", f"{_SHOW}:show_train"),
     Workload(
         "kvcache",
-        kvcache_command,
-        "xferscope.workloads.inference.kind:KVCACHE",
-        "xferscope.output.workload_inference:show_kvcache",
+        f"{_COMMANDS}inference:kvcache_command",
+        f"{_KINDS}inference.kind:KVCACHE",
+        f"{_SHOW}_inference:show_kvcache",
     ),
     Workload(
-        "load", load_command, "xferscope.workloads.inference.kind:LOAD", "xferscope.output.workload_inference:show_load"
+        "load", f"{_COMMANDS}inference:load_command", f"{_KINDS}inference.kind:LOAD", f"{_SHOW}_inference:show_load"
     ),
     Workload(
         "checkpoint",
-        checkpoint_command,
-        "xferscope.workloads.checkpoint.kind:CHECKPOINT",
-        "xferscope.output.workload_checkpoint:show_checkpoint",
+        f"{_COMMANDS}checkpoint:checkpoint_command",
+        f"{_KINDS}checkpoint.kind:CHECKPOINT",
+        f"{_SHOW}_checkpoint:show_checkpoint",
     ),
 )
-WORKLOAD_COMMANDS: dict[str, Callable[..., None]] = {w.name: w.command for w in WORKLOADS}
+
+
+def command_named(name: str) -> Callable[..., None] | None:
+    """The command of the workload ``name``, None where no workload has that name."""
+    return next((w.command for w in WORKLOADS if w.name == name), None)
 
 
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
