@@ -439,9 +439,9 @@ def test_ranking_puts_sustained_accelerators_first_and_marks_level_entries():
             path=label,
             accelerators=4,
             runs=3,
-            au=au,
-            au_min=lo,
-            au_max=hi,
+            value=au,
+            low=lo,
+            high=hi,
             au_threshold=0.9,
             passed=au >= 0.9,
             samples_per_s=1.0,
@@ -455,6 +455,20 @@ def test_ranking_puts_sustained_accelerators_first_and_marks_level_entries():
     searched = rank([entry("x", 0.99, 0.99, 0.99, sustained=2), entry("y", 0.91, 0.91, 0.91, sustained=5)])
     assert [e.label for e in searched] == ["y", "x"]
     assert rank([entry("p", 0.985, 0.985, 0.985), entry("q", 0.99, 0.99, 0.99)])[0].level_with == ["p"]
+
+
+def test_a_training_comparison_is_ranked_as_every_workload_and_keeps_its_au_fields(cli, set_dir, tmp_path, no_gpu):
+    js = tmp_path / "c.json"
+    r = cli(*small_train(set_dir, "--path", "host,host", "--rounds", "2", "--steps", "4", "--json", str(js)))
+    assert r.code == 0, r.err
+    entries = json.loads(js.read_text())["entries"]
+    for e in entries:  # AU in the fields scripts read, the rate and CPU cost in every workload's entry's
+        assert e["au_min"] <= e["au"] <= e["au_max"] and len(e["aus"]) == 2 and e["runs"] == 2
+        assert e["gb_per_s"] == pytest.approx(e["mb_per_s"] / 1e3) and e["cpu_s_per_gib"] is not None
+    shown = cli("workload", "compare", str(js), "--csv", str(tmp_path / "c.csv"))
+    assert shown.code == 0, shown.err
+    header = (tmp_path / "c.csv").read_text().splitlines()[0].split(",")
+    assert header[:8] == ["rank", "label", "source", "path", "accelerators", "sustained", "runs", "au"]
 
 
 def test_cli_ranks_paths_in_rotated_rounds_with_an_a_a_pair(cli, set_dir, tmp_path, no_gpu):

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 import typer
 
 from xferscope.errors import ExitCode
@@ -159,7 +160,7 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
     headers += ["samples/s", "MB/s", "level with"]
     rows = []
     for i, e in enumerate(c.entries, 1):
-        rng = "-" if e.au_min is None else f"{pct(e.au_min)}-{pct(e.au_max)}"
+        rng = "-" if e.low is None else f"{pct(e.low)}-{pct(e.high)}"
         keeps = [("-" if e.sustained is None else e.sustained)] if searched else []
         passed = {True: "pass", False: "fail", None: "-"}[e.passed]
         rows.append(
@@ -169,7 +170,7 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
                 e.source,
                 "-" if e.accelerators is None else e.accelerators,
                 *keeps,
-                pct(e.au),
+                pct(e.value),
                 rng,
                 passed,
                 figure_text(e.samples_per_s),
@@ -211,7 +212,7 @@ def print_train(results) -> None:
             echo_lines(find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r))
 
 
-#: a training comparison's columns after its rank, each an attribute of an entry
+#: a training comparison's columns after its rank, each a field of an entry's JSON
 COMPARISON_COLUMNS = (
     "label",
     "source",
@@ -252,8 +253,8 @@ def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
     """A comparison: one row per entry, by rank. A run (or each run of a search): one row per accelerator, then
     the run's own row (accelerator "all"); under MPI each row names its host ("all" for the job's), and a row a
     host follows the job's."""
-    if isinstance(r, TrainComparison):
-        entries = ([i, *(getattr(e, c) for c in COMPARISON_COLUMNS)] for i, e in enumerate(r.entries, 1))
+    if isinstance(r, TrainComparison):  # an entry's fields as its file names them (au, au_min, au_max)
+        entries = ([i, *map(msgspec.to_builtins(e).get, COMPARISON_COLUMNS)] for i, e in enumerate(r.entries, 1))
         return table_csv(["rank", *COMPARISON_COLUMNS], entries)
     rows: list[list[Any]] = []
     for run in r.results if isinstance(r, FindMaxResult) else [r]:

@@ -102,7 +102,7 @@ class WorkloadScreen(WorkloadRunScreen):
             table.add_row(
                 str(i),
                 e.label,
-                "-" if e.au is None else f"{100 * e.au:.1f}%",
+                "-" if e.value is None else f"{100 * e.value:.1f}%",
                 Text(
                     passed + (" =" if e.level_with else ""),
                     style="green" if e.passed else "red" if e.passed is False else "",

@@ -9,7 +9,7 @@ import dataclasses
 import os
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -20,6 +20,8 @@ from xferscope.workloads.common.records import decode_as
 
 
 class Entry(msgspec.Struct, kw_only=True):
+    """One side of a ranking: a path of one command over its rounds, a saved run, a host of a saved MPI job."""
+
     label: str
     path: str
     runs: int
@@ -31,6 +33,9 @@ class Entry(msgspec.Struct, kw_only=True):
     beside: float | None = None  # the median of the runs' second figure, shown beside (checkpoint: restore time)
     values: list[float] = []  # each run's figure, in the order measured
     level_with: list[str] = []
+
+
+E = TypeVar("E", bound=Entry)
 
 
 class Ranked(msgspec.Struct, kw_only=True):
@@ -131,12 +136,29 @@ def entries(
                 values=values,
             )
         )
-    out.sort(key=lambda e: (e.value is None, e.value or 0.0))
+    return rank(out, paired=paired)
+
+
+def rank(
+    entries: list[E],
+    *,
+    paired: bool,
+    higher_is_better: bool = False,
+    first: Callable[[E], float] | None = None,
+    apart: Callable[[E, E], bool] | None = None,
+) -> list[E]:
+    """The one ranking of every workload: the best median first (the lowest, or the highest where
+    ``higher_is_better``: AU), after ``first`` where given (a search's accelerators kept, most first), each entry
+    marked with those the verdict rule cannot tell apart from it (``level``; ``apart``: told apart whatever their
+    figures). ``paired``: the entries' runs were measured in the same rounds."""
+    sign = -1.0 if higher_is_better else 1.0
+    out = sorted(entries, key=lambda e: (first(e) if first else 0.0, e.value is None, sign * (e.value or 0.0)))
     mark_level(
         out,
         lambda e: round_figures(e.values, e.low, e.value, e.high, len(e.values) or e.runs),
         paired=paired,
-        higher_is_better=False,
+        higher_is_better=higher_is_better,
+        apart=apart,
     )
     return out
 

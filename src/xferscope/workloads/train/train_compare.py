@@ -16,7 +16,8 @@ import msgspec
 
 from xferscope.errors import FormatError
 from xferscope.stats import median_of
-from xferscope.workloads.common.level import mark_level, round_figures
+from xferscope.workloads.common.side_by_side import Entry
+from xferscope.workloads.common.side_by_side import rank as rank_entries
 from xferscope.workloads.train.train_record import KIND, SCHEMA_VERSION, FindMaxResult, TrainResult, decode
 
 #: DLIO's summary gives I/O in MiB/s (record_length / 1024 / 1024): MB/s = MiB/s x this
@@ -25,25 +26,24 @@ MIB_IN_MB = (1 << 20) / 1e6
 DLIO_AU = "train_au_mean_percentage"
 
 
-class TrainEntry(msgspec.Struct, kw_only=True):
-    """One side of a comparison: a path of this command (over its rounds), or a saved result."""
+class TrainEntry(Entry, kw_only=True, rename={"value": "au", "low": "au_min", "high": "au_max", "values": "aus"}):
+    """One side of a training comparison: a path of this command (over its rounds), or a saved result. Its figure
+    is AU (0-1; in its file ``au``, ``au_min``, ``au_max``, ``aus``: the median, the range and each run's); its
+    path a path's name or "host memory (DLIO)". The fields the file renames are declared again here, as msgspec
+    renames only a class's own fields."""
 
-    label: str
+    value: float | None
+    low: float | None
+    high: float | None
+    values: list[float] = msgspec.field(default_factory=list)
     source: str  # "xferscope" or "dlio"
     workload: str | None
-    path: str  # "host", ..., or "host memory (DLIO)"
     accelerators: int | None
-    runs: int
-    au: float | None  # the median over the runs, 0-1
-    au_min: float | None
-    au_max: float | None
     au_threshold: float | None
     passed: bool | None
     samples_per_s: float | None
     mb_per_s: float | None
     sustained: int | None = None  # --find-max: the most accelerators at the threshold
-    aus: list[float] = []  # each run's AU, in the order measured (0-1)
-    level_with: list[str] = []  # entries the verdict rule cannot tell apart from this one
 
 
 class TrainComparison(msgspec.Struct, kw_only=True):
@@ -65,6 +65,7 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> TrainEntry:
     aus = [r.au for r in results if r.au is not None]
     au = median_of(aus)
     ranks = first.cluster.ranks if first.cluster is not None else 1
+    mb_per_s = median_of([r.mb_per_s for r in results])
     return TrainEntry(
         label=label,
         source="xferscope" if ranks == 1 else f"xferscope, {ranks} ranks",
@@ -72,14 +73,16 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> TrainEntry:
         path=first.spec.path,
         accelerators=first.spec.accelerators,
         runs=len(results),
-        au=au,
-        au_min=min(aus) if aus else None,
-        au_max=max(aus) if aus else None,
+        value=au,
+        low=min(aus) if aus else None,
+        high=max(aus) if aus else None,
         au_threshold=first.au_threshold,
         passed=None if au is None else au >= first.au_threshold,
         samples_per_s=median_of([r.samples_per_s for r in results]),
-        mb_per_s=median_of([r.mb_per_s for r in results]),
-        aus=aus,
+        mb_per_s=mb_per_s,
+        gb_per_s=None if mb_per_s is None else mb_per_s / 1e3,
+        cpu_s_per_gib=median_of([r.cpu_s_per_gib for r in results]),
+        values=aus,
     )
 
 
@@ -96,14 +99,15 @@ def host_entries(label: str, result: TrainResult) -> list[TrainEntry]:
             path=result.spec.path,
             accelerators=h.accelerators,
             runs=1,
-            au=h.au,
-            au_min=h.au,
-            au_max=h.au,
+            value=h.au,
+            low=h.au,
+            high=h.au,
             au_threshold=result.au_threshold,
             passed=h.passed,
             samples_per_s=h.samples_per_s,
             mb_per_s=h.mb_per_s,
-            aus=[] if h.au is None else [h.au],
+            gb_per_s=None if h.mb_per_s is None else h.mb_per_s / 1e3,
+            values=[] if h.au is None else [h.au],
         )
         for h in c.hosts
     ]
@@ -117,17 +121,16 @@ def entry_of_search(label: str, search: FindMaxResult) -> TrainEntry:
 
 
 def rank(entries: list[TrainEntry], *, paired: bool = False) -> list[TrainEntry]:
-    """Most accelerators sustained first, then the highest AU; each marks those the verdict rule cannot tell apart
-    from it (the level rule of every workload, on AU; searches that sustained different counts are apart).
-    ``paired``: the entries' runs were measured in the same rounds."""
-    mark_level(
+    """Most accelerators sustained first, then the highest AU, by the ranking and level rule of every workload
+    (``side_by_side.rank``; searches that sustained different counts are apart). ``paired``: the entries' runs
+    were measured in the same rounds."""
+    return rank_entries(
         entries,
-        lambda e: round_figures(e.aus, e.au_min, e.au, e.au_max, e.runs),
         paired=paired,
         higher_is_better=True,
+        first=lambda e: -(e.sustained or 0),
         apart=lambda a, b: a.sustained != b.sustained,
     )
-    return sorted(entries, key=lambda e: (-(e.sustained or 0), -(e.au if e.au is not None else -1.0)))
 
 
 # ------------------------------------------------------------------ saved results
@@ -148,13 +151,14 @@ def _dlio_entry(label: str, data: dict[str, Any]) -> TrainEntry:
         path="host memory (DLIO)",
         accelerators=data.get("num_accelerators"),
         runs=len(aus),
-        au=float(metric[DLIO_AU]) / 100,
-        au_min=min(aus),
-        au_max=max(aus),
+        value=float(metric[DLIO_AU]) / 100,
+        low=min(aus),
+        high=max(aus),
         au_threshold=None,
         passed=None if meet is None else meet == "success",
         samples_per_s=None if rate is None else float(rate),
         mb_per_s=None if io is None else float(io) * MIB_IN_MB,
+        gb_per_s=None if io is None else float(io) * MIB_IN_MB / 1e3,
     )
 
 
