@@ -69,6 +69,24 @@ async def test_x_stops_the_run_and_keeps_its_steps(direct_dir, tmp_path, no_gpu)
     assert os.listdir(sets) == []
 
 
+async def test_q_during_a_run_stops_it_and_removes_its_data_set_before_the_console_closes(direct_dir, tmp_path, no_gpu):
+    sets = direct_dir / "sets"
+    sets.mkdir()
+    messages = Messages()
+    app = make_app(tmp_path)
+    async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+        await _fill(pilot, sets, "120")
+        await pilot.press("escape", "r")
+        await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= 1, timeout=60)
+        assert app.working["workload"].busy
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, timeout=60)
+    assert not app.working["workload"].busy
+    assert os.listdir(sets) == [], "the data set is gone before the console closed"
+
+
 async def test_bad_form_values_are_explained_and_nothing_starts(tmp_path, no_gpu):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 32)) as pilot:

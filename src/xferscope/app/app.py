@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from textual.app import App, ScreenStackError
 from textual.binding import Binding
@@ -169,10 +170,9 @@ class XferscopeApp(App):
         self._dirty = True
         self._worker = None
         self.setup_screen: SetupScreen | None = None  # set by the screen when it mounts
-        self.saturation_screen: SaturationScreen | None = None  # likewise
-        self.workload_screen: WorkloadScreen | None = None  # likewise
-        self.inference_screen: InferenceScreen | None = None  # likewise
-        self.checkpoint_screen: CheckpointScreen | None = None  # likewise
+        #: the screens that run work of their own (the saturation, the workloads), by name, each added as it mounts:
+        #: whether it is ``busy``, what stopping it does (``leaving``), and ``stop_and_wait``
+        self.working: dict[str, Any] = {}
 
     # ------------------------------------------------------------- life
     def on_mount(self) -> None:
@@ -245,30 +245,12 @@ class XferscopeApp(App):
                     await self._worker.wait()
                 except Exception:
                     pass
-        saturating = self.saturation_screen
-        if saturating is not None and saturating.saturation is not None:
-            import asyncio
+        for screen in self.working.values():
+            if screen.busy:
+                import asyncio
 
-            self.notify("stopping the saturation and removing its scratch files…")
-            await asyncio.to_thread(saturating.stop_and_wait)
-        training = self.workload_screen
-        if training is not None and training.session is not None:
-            import asyncio
-
-            self.notify("stopping the training run and removing its data set…")
-            await asyncio.to_thread(training.stop_and_wait)
-        serving = self.inference_screen
-        if serving is not None and serving.session is not None:
-            import asyncio
-
-            self.notify("stopping the inference run and removing what it generated…")
-            await asyncio.to_thread(serving.stop_and_wait)
-        saving = self.checkpoint_screen
-        if saving is not None and saving.session is not None:
-            import asyncio
-
-            self.notify("stopping the checkpoint run and removing its checkpoints…")
-            await asyncio.to_thread(saving.stop_and_wait)
+                self.notify(screen.leaving)
+                await asyncio.to_thread(screen.stop_and_wait)
         self.exit()
 
     def wait_for_runs(self, timeout: float = 30.0) -> None:
@@ -276,14 +258,8 @@ class XferscopeApp(App):
         if self.batch is not None:
             self.batch.stop()
             self.batch.wait(timeout)
-        if self.saturation_screen is not None:
-            self.saturation_screen.stop_and_wait(timeout)
-        if self.workload_screen is not None:
-            self.workload_screen.stop_and_wait(timeout)
-        if self.inference_screen is not None:
-            self.inference_screen.stop_and_wait(timeout)
-        if self.checkpoint_screen is not None:
-            self.checkpoint_screen.stop_and_wait(timeout)
+        for screen in self.working.values():
+            screen.stop_and_wait(timeout)
 
     # ------------------------------------------------------------ redraw
     def _tick(self) -> None:

@@ -40,6 +40,7 @@ class CheckpointScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
     BINDINGS = run_bindings("checkpoint")
 
+    leaving = "stopping the checkpoint run and removing its checkpoints…"
     what = "checkpoint run"
     summary_id = "ck-summary"
     fields = FIELDS
@@ -54,7 +55,7 @@ class CheckpointScreen(WorkloadRunScreen):
     session_title = "Runs ranked by time until durable (= level)"
 
     def on_mount(self) -> None:
-        self.app.checkpoint_screen = self
+        self.app.working["checkpoint"] = self
         self.query_one("#ck-table", DataTable).add_columns(*RANK_HEADERS)
         self.query_one("#ck-session", DataTable).add_columns(*SESSION_HEADERS)
         self.redraw()

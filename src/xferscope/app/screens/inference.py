@@ -42,6 +42,7 @@ class InferenceScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
     BINDINGS = run_bindings("inference")
 
+    leaving = "stopping the inference run and removing what it generated…"
     what = "inference run"
     summary_id = "inf-summary"
     fields = FIELDS
@@ -56,7 +57,7 @@ class InferenceScreen(WorkloadRunScreen):
     session_title = "Runs ranked by time (= level)"
 
     def on_mount(self) -> None:
-        self.app.inference_screen = self
+        self.app.working["inference"] = self
         self.query_one("#inf-table", DataTable).add_columns(*GPU_HEADERS)
         self.query_one("#inf-session", DataTable).add_columns(*SESSION_HEADERS)
         self.redraw()

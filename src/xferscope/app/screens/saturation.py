@@ -94,7 +94,7 @@ class SaturationScreen(ConsoleScreen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.app.saturation_screen = self
+        self.app.working["saturation"] = self
         self.query_one("#sat-table", DataTable).add_columns(*TABLE_HEADERS)
         self._redraw()
 
@@ -156,6 +156,13 @@ class SaturationScreen(ConsoleScreen):
             self.status = "stopping"
             self.saturation.stop()
             self._title()
+
+    #: what the console says as it closes with a saturation running
+    leaving = "stopping the saturation and removing its scratch files…"
+
+    @property
+    def busy(self) -> bool:
+        return self.saturation is not None
 
     def stop_and_wait(self, timeout: float = 30.0) -> None:
         """Stop a saturation in flight and wait until its scratch files are removed (the console closes)."""

@@ -45,6 +45,7 @@ class WorkloadScreen(WorkloadRunScreen):
     AUTO_FOCUS = ""
     BINDINGS = run_bindings("workload")
 
+    leaving = "stopping the training run and removing its data set…"
     what = "training run"
     summary_id = "wl-summary"
     fields = FIELDS
@@ -69,7 +70,7 @@ class WorkloadScreen(WorkloadRunScreen):
         self.query_one("#wl-session-panel").display = self.app.size.width >= self.SESSION_MIN_WIDTH
 
     def on_mount(self) -> None:
-        self.app.workload_screen = self
+        self.app.working["workload"] = self
         self._fit()
         self.query_one("#wl-table", DataTable).add_columns(*TABLE_HEADERS)
         self.query_one("#wl-session", DataTable).add_columns(*SESSION_HEADERS)

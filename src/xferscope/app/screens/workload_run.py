@@ -36,6 +36,7 @@ def run_bindings(name: str) -> list[Binding]:
 class WorkloadRunScreen(ConsoleScreen):
     #: what the screen runs, in its messages ("training run")
     what = "run"
+    leaving = "stopping the run and removing what it made…"  # what the console says as it closes during a run
     #: the Static under the tables that shows a run's figures, or why it failed
     summary_id = ""
     #: the form: (control id, label, placeholder, value attribute) of its typed fields, the values' class, the
@@ -163,6 +164,10 @@ class WorkloadRunScreen(ConsoleScreen):
             self.status = "stopping"
             self.session.stop()
             self.draw_title()
+
+    @property
+    def busy(self) -> bool:
+        return self.session is not None
 
     def stop_and_wait(self, timeout: float = 30.0) -> None:
         """Stop a run in flight and wait until its data set is removed (the console closes)."""
