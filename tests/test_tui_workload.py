@@ -48,17 +48,22 @@ async def test_a_training_run_shows_a_bar_per_accelerator_then_its_figures(direc
     assert os.listdir(sets) == [], "the data set is gone"
 
 
+async def _start_a_long_run(pilot, app, sets, messages, ticks: int) -> None:
+    """A two-minute training run started from the form, ``ticks`` of it arrived."""
+    await pilot.press("w")
+    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+    await _fill(pilot, sets, "120")
+    await pilot.press("escape", "r")
+    await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= ticks, timeout=60)
+
+
 async def test_x_stops_the_run_and_keeps_its_steps(direct_dir, tmp_path, no_gpu):
     sets = direct_dir / "sets"
     sets.mkdir()
     messages = Messages()
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
-        await pilot.press("w")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
-        await _fill(pilot, sets, "120")
-        await pilot.press("escape", "r")
-        await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= 2, timeout=60)
+        await _start_a_long_run(pilot, app, sets, messages, ticks=2)
         await pilot.press("x")
         await wait_for(pilot, lambda: messages.of(WorkloadEnded), timeout=60)
         await wait_for(pilot, lambda: "workload train · stopped" in (t := screen_text(app)) and "INTERRUPTED" in t)
@@ -75,11 +80,7 @@ async def test_q_during_a_run_stops_it_and_removes_its_data_set_before_the_conso
     messages = Messages()
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40), message_hook=messages) as pilot:
-        await pilot.press("w")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
-        await _fill(pilot, sets, "120")
-        await pilot.press("escape", "r")
-        await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= 1, timeout=60)
+        await _start_a_long_run(pilot, app, sets, messages, ticks=1)
         assert app.working["workload"].busy
         await pilot.press("q")
         await wait_for(pilot, lambda: not app.is_running, timeout=60)

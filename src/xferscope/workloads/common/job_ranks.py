@@ -1,6 +1,7 @@
 """What the records of a workload across the ranks of an MPI job share, whatever the kind: what a rank hands over,
 how the job ended from every rank's status, its ranks grouped by host, and the job's record of its ranks and hosts
-(``JobRankRow``, ``JobHostRow`` and ``JobRecord``, which each kind extends by its own figures, made by ``job_record``)."""
+(``JobRankRow``, ``JobHostRow`` and ``JobRecord``, or ``DataJobRecord`` for a job that reads a data set made for it,
+which each kind extends by its own figures, made by ``job_record``)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,13 @@ class JobRecord(msgspec.Struct, kw_only=True):
     slowest_host: str | None
 
 
+class DataJobRecord(JobRecord, kw_only=True):
+    """A job whose ranks read a data set made for them (a training set, a cache, shards): ``job_record`` sets
+    where it was made from the job's facts."""
+
+    data_per_host: bool  # each host read a set of its own (else one set on a shared filesystem)
+
+
 def host_row_fields(host: str, ranks: Sequence[RankResult]) -> dict[str, Any]:
     """The fields every host row has, from its ranks."""
     return {
@@ -105,6 +113,8 @@ def job_record(
     known = [h for h in hosts if worse(h) is not None]
     slowest = max(known, key=lambda h: worse(h) or 0.0).host if known else None
     rows = {"per_rank": [rank_row(r) for r in ranks], "hosts": hosts}  # the kind's own types
+    if issubclass(kind, DataJobRecord):
+        own["data_per_host"] = facts.data_per_host
     record = kind(ranks=len(ranks), launcher=facts.launcher, mpi=facts.mpi, slowest_host=slowest, **rows, **own)
     return (record, hosts, *job_status(ranks))
 

@@ -85,7 +85,6 @@ def cluster_result(ranks: Sequence[RankResult[KvResult, None]], facts: JobFacts)
         _rank_figures,
         _host_figures,
         lambda h: h.restore_p99_s,
-        data_per_host=facts.data_per_host,
     )
 
     def rate(x: float) -> float | None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from xferscope.workloads.common.au import percentile
-from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
+from xferscope.workloads.common.job_ranks import DataJobRecord, JobHostRow, JobRankRow
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.inference.kvcache_data import KvCacheFiles
@@ -70,13 +70,12 @@ class KvHostFigures(JobHostRow, kw_only=True):
     gb_per_s: float | None  # its ranks' bytes over the longest of their runs
 
 
-class KvCluster(JobRecord, kw_only=True):
+class KvCluster(DataJobRecord, kw_only=True):
     """An MPI job's ranks and hosts (the slowest: the highest p99); the run's own figures are every rank's
     requests together."""
 
     per_rank: list[KvRankFigures]
     hosts: list[KvHostFigures]
-    data_per_host: bool  # each host read a cache of its own (else one on a shared filesystem)
 
 
 class KvResult(WorkloadResult, kw_only=True):

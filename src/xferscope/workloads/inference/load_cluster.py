@@ -117,7 +117,6 @@ def cluster_result(ranks: Sequence[RankResult[LoadResult, None]], facts: JobFact
         _host_figures,
         lambda h: h.load_s,
         share=share,
-        data_per_host=facts.data_per_host,
     )
     return msgspec.structs.replace(
         first,

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
+from xferscope.workloads.common.job_ranks import DataJobRecord, JobHostRow, JobRankRow
 from xferscope.workloads.common.records import LibraryFacts, RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.inference.load_data import LoadShards
 from xferscope.workloads.inference.load_shape import LoadShape
@@ -61,14 +61,13 @@ class LoadHostFigures(JobHostRow, kw_only=True):
     gb_per_s: float | None
 
 
-class LoadCluster(JobRecord, kw_only=True):
+class LoadCluster(DataJobRecord, kw_only=True):
     """An MPI job's ranks and hosts (the slowest: the longest load); the run's own figures are every rank's
     together."""
 
     share: str  # copy (each rank its own copy of the model) or tp (each rank its tensor-parallel share)
     per_rank: list[LoadRankFigures]
     hosts: list[LoadHostFigures]
-    data_per_host: bool  # each host read shards of its own (else one set on a shared filesystem)
 
 
 class LoadResult(WorkloadResult, kw_only=True):

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from xferscope.workloads.common.job_ranks import JobFacts, RankResult, host_row_fields, job_record
+from xferscope.workloads.common.job_ranks import JobFacts, RankResult, by_host, host_row_fields, job_record
 from xferscope.workloads.train.train_record import (
     AcceleratorRun,
     ClusterFigures,
@@ -95,24 +95,20 @@ def cluster_result(spec: TrainSpec, ranks: Sequence[TrainRank], facts: JobFacts)
     """The job's record from every rank's (in rank order): the figures of all accelerators together, with
     each rank's and each host's beside them."""
     ranks = sorted(ranks, key=lambda r: r.rank)
-    figures, hosts, status, error = job_record(
+    memory = [rs[0].memory_bytes for rs in by_host(ranks, lambda r: r.host).values()]  # each host's RAM
+    clients = sum(m for m in memory if m is not None)
+    data_bytes = ranks[0].result.data.get("bytes", 0)
+    figures, _, status, error = job_record(
         ClusterFigures,
         ranks,
         facts,
         _rank_figures,
         lambda host, rs: _host_figures(spec, host, rs),
         lambda h: None if h.au is None else -h.au,  # the lowest AU
-        data_per_host=facts.data_per_host,
-        clients_memory_bytes=0,
-        data_to_memory=None,
+        clients_memory_bytes=clients,
+        data_to_memory=data_bytes / clients if clients and None not in memory else None,
     )
-    result = _together(spec, ranks, status, error)
-    memory = [h.memory_bytes for h in hosts]
-    figures.clients_memory_bytes = sum(m for m in memory if m is not None)
-    data_bytes = result.data.get("bytes", 0)
-    whole = figures.clients_memory_bytes and None not in memory
-    figures.data_to_memory = data_bytes / figures.clients_memory_bytes if whole else None
-    return msgspec.structs.replace(result, cluster=figures)
+    return msgspec.structs.replace(_together(spec, ranks, status, error), cluster=figures)
 
 
 def lowest_host_au(result: TrainResult) -> float:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import msgspec
 
 from xferscope.workloads.common.au import Step, mean_au, percentile, utilisation
-from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
+from xferscope.workloads.common.job_ranks import DataJobRecord, JobHostRow, JobRankRow
 from xferscope.workloads.common.records import RunEnd, WorkloadResult, decode_as, run_end
 from xferscope.workloads.common.records import num as _num
 from xferscope.workloads.train.train_data import TrainDataSet
@@ -94,13 +94,12 @@ class HostFigures(JobHostRow, kw_only=True):
     io_wait_p99_s: float | None
 
 
-class ClusterFigures(JobRecord, kw_only=True):
+class ClusterFigures(DataJobRecord, kw_only=True):
     """An MPI job's ranks and hosts (``workload train --mpi``; the slowest: the lowest AU); the run's own figures
     are every rank's together."""
 
     per_rank: list[RankFigures]
     hosts: list[HostFigures]
-    data_per_host: bool  # each host read a set of its own (else one set on a shared filesystem)
     clients_memory_bytes: int  # every host's RAM, summed (MLPerf's rule: the set at least 5 times that)
     data_to_memory: float | None
 
