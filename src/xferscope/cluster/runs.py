@@ -31,7 +31,7 @@ from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, RunFailed
 from xferscope.output.compare import comparison_outputs, emit_comparison, print_comparison
-from xferscope.output.files import result_outputs, save_partial
+from xferscope.output.files import end_of_run, result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
@@ -161,13 +161,8 @@ def compare_mpi(
     if not comp.done():
         raise typer.Exit(int(ExitCode.INTERRUPTED))
     written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path, printer=_print_compare_cluster)
-    if interrupted or len(comp.done()) < len(comp.runs):
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if failed:
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    cut_short = interrupted or len(comp.done()) < len(comp.runs)
+    end_of_run("interrupted" if cut_short else "failed" if failed else "ok", written)
 
 
 def _compare_rounds(

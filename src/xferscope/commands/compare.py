@@ -21,7 +21,7 @@ from xferscope.commands.options import (
 )
 from xferscope.compare.verdict import MAX_ROUNDS, START_ROUNDS
 from xferscope.errors import ExitCode, SpecError
-from xferscope.output.files import check_outputs
+from xferscope.output.files import check_outputs, end_of_run
 from xferscope.output.terminal import install_hangup_handlers
 
 CompareCsvOpt = Annotated[
@@ -139,13 +139,7 @@ def _run_and_report(comp, *, drop_cache: bool, fmt: str, json_path: str | None, 
     from xferscope.output.compare import emit_comparison
 
     written = emit_comparison(comp, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if outcome.interrupted:
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if outcome.failed:
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    end_of_run("interrupted" if outcome.interrupted else "failed" if outcome.failed else "ok", written)
 
 
 def _saved_side_by_side(mem: str | None, workload: str | None, **outputs) -> None:

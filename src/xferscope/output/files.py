@@ -166,6 +166,45 @@ def show_then_write(fmt: str, shown: Callable[[], Any], printer: Callable[[], No
     return write_outputs(outputs)
 
 
+def show_record(
+    record: Any,
+    lines: Callable[[], list],
+    csv_text: Callable[[Any], str],
+    *,
+    fmt: str,
+    json_path: str | None,
+    csv_path: str | None,
+) -> int:
+    """A workload's record, or its paths side by side: its ``lines`` printed (its JSON with ``--format json``),
+    then ``--json`` and ``--csv`` written; ExitCode.NOT_WRITTEN where one could not be, else 0."""
+    from xferscope.records import json_text
+
+    return show_then_write(
+        fmt,
+        lambda: record,
+        lambda: echo_lines(lines()),
+        [
+            Output("JSON", "--json", json_path, lambda: json_text(record)),
+            Output("CSV", "--csv", csv_path, lambda: csv_text(record)),
+        ],
+    )
+
+
+def end_of_run(status: str, written: int = 0, error: str | None = None) -> None:
+    """How a command that measured ends once its record is printed and written: interrupted, exit 130 (what was
+    measured is above); failed, exit 1 (``error``, where given, in one line); else ``written``'s code (a file
+    asked for not written), or 0."""
+    if status == "interrupted":
+        typer.echo("xferscope: interrupted; what was measured is above", err=True)
+        raise typer.Exit(int(ExitCode.INTERRUPTED))
+    if status == "failed":
+        if error:
+            typer.echo(f"xferscope: the run failed: {error}", err=True)
+        raise typer.Exit(int(ExitCode.RUN_FAILED))
+    if written:
+        raise typer.Exit(written)
+
+
 def emit(
     results: list,
     *,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from xferscope.errors import ExitCode
-from xferscope.output.files import emit
+from xferscope.output.files import emit, end_of_run
 
 
 def print_run(results) -> None:
@@ -35,8 +34,4 @@ def execute_and_report(execute, progress, *, fmt: str, json_path: str | None, cs
     if result is None:
         return
     written = emit([result], fmt=fmt, json_path=json_path, csv_path=csv_path, printer=printer)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if written:
-        raise typer.Exit(written)
+    end_of_run("interrupted" if result.status == "interrupted" else "ok", written)

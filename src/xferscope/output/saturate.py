@@ -9,8 +9,7 @@ import sys
 
 import typer
 
-from xferscope.errors import ExitCode
-from xferscope.output.files import Output, show_then_write
+from xferscope.output.files import Output, end_of_run, show_then_write
 from xferscope.output.terminal import ProgressLine
 from xferscope.report import say
 
@@ -145,11 +144,5 @@ def report(outcome, *, fmt: str, json_path: str | None, csv_path: str | None) ->
 def finish(outcome, written: int = 0) -> None:
     """The exit code: interrupted 130, a failed run 1, nothing measured 1, then ``written`` (4: a file asked
     for was not written)."""
-    if outcome.stopped == "interrupted":
-        typer.echo("xferscope: interrupted; what was measured is above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if outcome.failed:
-        typer.echo(f"xferscope: {outcome.stopped}", err=True)
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    status = "interrupted" if outcome.stopped == "interrupted" else "failed" if outcome.failed else "ok"
+    end_of_run(status, written, outcome.stopped)

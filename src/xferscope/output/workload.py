@@ -10,9 +10,8 @@ from typing import Any
 import msgspec
 import typer
 
-from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, pct, table_csv
-from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.files import Output, echo_lines, end_of_run, show_record, show_then_write
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.records import json_text
@@ -281,10 +280,12 @@ def show_train(
 ) -> int:
     """Print ``result`` (``lines`` where given, else its table; JSON with ``--format json``), then write the files
     asked for. Returns ExitCode.NOT_WRITTEN when one could not be written, else 0."""
+    if lines is not None:
+        return show_record(result, lambda: lines, csv_text, fmt=fmt, json_path=json_path, csv_path=csv_path)
     return show_then_write(
         fmt,
         lambda: result,
-        (lambda: echo_lines(lines)) if lines is not None else lambda: print_train([result]),
+        lambda: print_train([result]),
         [
             Output("JSON", "--json", json_path, lambda: json_text(result)),
             Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
@@ -321,15 +322,7 @@ def train_and_report(
             result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
         clear_line(live)
     written = show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if result.status == "failed":
-        error = getattr(result, "error", None)
-        typer.echo(f"xferscope: the run failed: {error}", err=True)
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    end_of_run(result.status, written, getattr(result, "error", None) or "see above")
 
 
 def _tick_line(tick: TrainTick, who: str = "") -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from xferscope.errors import ExitCode, SpecError
+from xferscope.errors import SpecError
 from xferscope.output.cells import table_csv
-from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.files import Output, echo_lines, end_of_run, show_record, show_then_write
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
 from xferscope.output.workload_inference import comparison_lines as ranked_lines
@@ -358,16 +358,8 @@ def show_checkpoint(
     record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None, csv_path: str | None = None
 ) -> int:
     """A run's record, or several paths' ranked."""
-    lines = comparison_lines(record) if isinstance(record, CheckpointComparison) else run_lines(record)
-    return show_then_write(
-        fmt,
-        lambda: record,
-        lambda: echo_lines(lines),
-        [
-            Output("JSON", "--json", json_path, lambda: json_text(record)),
-            Output("CSV", "--csv", csv_path, lambda: checkpoint_csv(record)),
-        ],
-    )
+    lines = comparison_lines if isinstance(record, CheckpointComparison) else run_lines
+    return show_record(record, lambda: lines(record), checkpoint_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def checkpoint_and_report(
@@ -387,8 +379,6 @@ def checkpoint_and_report(
     import dataclasses
     import sys
 
-    import typer
-
     if rounds < 1:
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
     if options.every < 0:
@@ -399,22 +389,19 @@ def checkpoint_and_report(
         raise SpecError("plan", "--plan is of one path; several paths are for a run")
     checked = plans[paths[0]]
     if plan_only:
-        code = show_plan(checked, fmt=fmt, json_path=json_path)
+        end_of_run("ok", show_plan(checked, fmt=fmt, json_path=json_path))
+        return
+    install_hangup_handlers()
+    live = sys.stderr.isatty() and fmt != "json"
+
+    def tick(t) -> None:
+        write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
+
+    record: CheckpointRecord | CheckpointComparison
+    if len(paths) > 1:
+        record = compare_paths(plans, paths, rounds, options, tick if live else None)
     else:
-        install_hangup_handlers()
-        live = sys.stderr.isatty() and fmt != "json"
-
-        def tick(t) -> None:
-            write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
-
-        record: CheckpointRecord | CheckpointComparison
-        if len(paths) > 1:
-            record = compare_paths(plans, paths, rounds, options, tick if live else None)
-        else:
-            record = run_checkpoints(checked, options, tick if live else None)
-        clear_line(live)
-        code = show_checkpoint(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
-        if not code and record.status != "ok":
-            code = ExitCode.INTERRUPTED if record.status == "interrupted" else ExitCode.RUN_FAILED
-    if code:
-        raise typer.Exit(code)
+        record = run_checkpoints(checked, options, tick if live else None)
+    clear_line(live)
+    written = show_checkpoint(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
+    end_of_run(record.status, written, getattr(record, "error", None))

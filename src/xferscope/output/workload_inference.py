@@ -7,14 +7,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import typer
-
-from xferscope.errors import ExitCode
 from xferscope.output.cells import ms, secs, table_csv
-from xferscope.output.files import Output, echo_lines, show_then_write
+from xferscope.output.files import end_of_run, show_record
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
-from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
@@ -361,37 +357,17 @@ def load_comparison_lines(c: LoadComparison) -> list[Any]:
 # ------------------------------------------------------------------ the run and its outputs
 
 
-def _show(
-    result: Any,
-    lines: list[Any],
-    csv_of: Callable[[Any], str],
-    *,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
-) -> int:
-    return show_then_write(
-        fmt,
-        lambda: result,
-        lambda: echo_lines(lines),
-        [
-            Output("JSON", "--json", json_path, lambda: json_text(result)),
-            Output("CSV", "--csv", csv_path, lambda: csv_of(result)),
-        ],
-    )
-
-
 def show_kvcache(result: KvResult | KvComparison, **out: Any) -> int:
     """A restore run's record, or paths side by side (run or saved): printed, then the files asked for (``out``:
     fmt, json_path, csv_path); ExitCode.NOT_WRITTEN where one could not be written, else 0."""
-    lines = kv_comparison_lines(result) if isinstance(result, KvComparison) else kv_lines(result)
-    return _show(result, lines, kv_csv, **out)
+    lines = kv_comparison_lines if isinstance(result, KvComparison) else kv_lines
+    return show_record(result, lambda: lines(result), kv_csv, **out)
 
 
 def show_load(result: LoadResult | LoadComparison, **out: Any) -> int:
     """A load's record, or paths side by side (run or saved), as ``show_kvcache``."""
-    lines = load_comparison_lines(result) if isinstance(result, LoadComparison) else load_lines(result)
-    return _show(result, lines, load_csv, **out)
+    lines = load_comparison_lines if isinstance(result, LoadComparison) else load_lines
+    return show_record(result, lambda: lines(result), load_csv, **out)
 
 
 def _report(
@@ -412,14 +388,7 @@ def _report(
         result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
         clear_line(live)
     written = show(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    if result.status == "interrupted":
-        typer.echo("xferscope: interrupted; results so far are above", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED))
-    if result.status == "failed":
-        typer.echo(f"xferscope: the run failed: {getattr(result, 'error', None) or 'see above'}", err=True)
-        raise typer.Exit(int(ExitCode.RUN_FAILED))
-    if written:
-        raise typer.Exit(written)
+    end_of_run(result.status, written, getattr(result, "error", None) or "see above")
 
 
 def kvcache_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
