@@ -197,6 +197,12 @@ def optional_size(text: str | None, field: str) -> int | None:
     return None if text is None else _size(text, field)
 
 
+def workload_gpus(text: str | None, mpi: bool) -> tuple[int, ...]:
+    """A workload's ``-d`` here: its GPUs (GPU 0 where none is given), or under --mpi, where it holds
+    ``{local_rank}``, GPU 0 until each rank fills it in (``cluster.workload_ranks.rank_gpus``)."""
+    return tuple(gpu_list(None if mpi and text is not None and "{" in text else text))
+
+
 def gpu_list(text: str | None) -> list[int]:
     if text is None:
         return [0]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
-from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, gpu_list, one_path_under_mpi
+from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, one_path_under_mpi, workload_gpus
 from xferscope.errors import SpecError
 
 if TYPE_CHECKING:
@@ -165,7 +165,6 @@ def checkpoint_command(
 
     run.check()
     paths = [p.strip() for p in path.split(",") if p.strip()]
-    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
 
     def make() -> tuple[CheckpointSpec, session.CheckpointRunOptions]:
         one_path_under_mpi(paths, mpi)
@@ -175,7 +174,7 @@ def checkpoint_command(
             shape.model(model, size.ranks),
             **size.spec_fields(),
             directory=directory,
-            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            gpus=workload_gpus(gpu, mpi),
             path=paths[0],
         )
         return spec, io.run_options(run)

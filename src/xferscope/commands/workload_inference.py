@@ -11,9 +11,9 @@ from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, t
 from xferscope.commands.options import (
     WorkloadDirOpt,
     WorkloadMpiOpt,
-    gpu_list,
     one_path_under_mpi,
     optional_size,
+    workload_gpus,
 )
 from xferscope.errors import SpecError
 from xferscope.output.terminal import install_hangup_handlers
@@ -228,8 +228,6 @@ def kvcache_command(
     length above which restoring beats recomputing. Under --mpi, the requests spread over the ranks."""
     from xferscope.workloads.inference.kvcache_spec import KvSpec
 
-    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
-
     def make_spec() -> tuple[KvSpec, list[str]]:
         run.check()
         paths, note = _one_path_under_mpi(path, mpi)
@@ -237,7 +235,7 @@ def kvcache_command(
             **cache_shape.spec_fields(),
             **request.spec_fields(),
             path=paths[0],
-            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            gpus=workload_gpus(gpu, mpi),
             cache=cache,
             directory=directory,
             cache_chunks=cache_chunks,
@@ -284,8 +282,6 @@ def load_command(
     model, the loads begun together: the time to load is the slowest rank's."""
     from xferscope.workloads.inference.load_spec import LoadSpec
 
-    per_rank = mpi and gpu is not None and "{" in gpu  # -d {local_rank}: each rank fills it in
-
     def make_spec() -> tuple[LoadSpec, list[str]]:
         run.check()
         paths, note = _one_path_under_mpi(path, mpi)
@@ -293,7 +289,7 @@ def load_command(
         spec = LoadSpec(
             **shards.spec_fields(),
             path=paths[0],
-            gpus=tuple(gpu_list(None if per_rank else gpu)),
+            gpus=workload_gpus(gpu, mpi),
             **reads.spec_fields(),
             cache=cache,
             directory=directory,
