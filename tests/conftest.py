@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from xferscope.stats import Histogram, bucket_index
 from xferscope.target import probe_direct_io
 
 
@@ -351,3 +352,11 @@ def pytest_addoption(parser):
         default=False,
         help="draw the console's snapshots in tests/snapshots again (look at them before committing)",
     )
+
+
+def histogram_of(values_ns) -> Histogram:
+    """The histogram of ``values_ns`` bucketed in Python, one value at a time: what the C core's must equal."""
+    h = Histogram()
+    for v in values_ns:
+        h.counts[bucket_index(int(v))] += 1
+    return h

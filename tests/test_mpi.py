@@ -20,7 +20,7 @@ import sys
 import time
 
 import pytest
-from conftest import no_files_left
+from conftest import histogram_of, no_files_left
 
 from xferscope.cluster.aggregate import LiveAggregate
 from xferscope.cluster.layout import expand, layout_from, prepare_waves, rank_spec, share
@@ -295,7 +295,7 @@ def test_placeholders_and_prepare_waves():
 
 
 def _record(rank, t, nbytes, lat_ns, first=None, status="running", workers=1):
-    h = Histogram.from_values([lat_ns] * (nbytes // 4096))
+    h = histogram_of([lat_ns] * (nbytes // 4096))
     return RankRecord(
         rank=rank,
         seq=0,
@@ -340,7 +340,7 @@ def test_aggregation_merges_ranks_and_hosts():
     assert [h.environment["host"] for h in r.hosts] == ["fast", "slow"]
     assert [h.bytes for h in r.hosts] == [per_rank[0] + per_rank[1], per_rank[2]]
     assert r.environment["cluster"]["slowest_host"] == "slow"
-    combined = Histogram.from_values([lat[0]] * 800 + [lat[1]] * 800 + [lat[2]] * 200)
+    combined = histogram_of([lat[0]] * 800 + [lat[1]] * 800 + [lat[2]] * 200)
     p = combined.percentiles()
     assert (r.latency_us.p50, r.latency_us.p99) == (p[50.0] / 1e3, p[99.0] / 1e3)
     assert r.latency_us.mean == pytest.approx((800 * lat[0] + 800 * lat[1] + 200 * lat[2]) / 1800 / 1e3)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
+from conftest import histogram_of
+
 from xferscope.engines.recorder import Recorder
-from xferscope.stats import Histogram, bucket_index
+from xferscope.stats import bucket_index
 
 
 def test_counts_bytes_and_histogram_buckets_match_the_native_layout():
@@ -16,7 +18,7 @@ def test_counts_bytes_and_histogram_buckets_match_the_native_layout():
         rec.record(0, False, 4096, lat)
     rec.record(1, True, 65536, 40_000, count=3)
     snap = rec.snapshot()
-    assert snap.hist_read.counts == Histogram.from_values(lats).counts
+    assert snap.hist_read.counts == histogram_of(lats).counts
     assert snap.hist_write.counts[bucket_index(40_000)] == 3 and snap.hist_write.count == 3
     w0, w1 = snap.workers
     assert (w0.read_ops, w0.read_bytes, w0.read_lat_sum_ns) == (5, 5 * 4096, sum(lats))

@@ -1,6 +1,8 @@
 import math
 import random
 
+from conftest import histogram_of
+
 from xferscope import _iocore
 from xferscope.stats import HIST_NBUCKETS, Histogram, bucket_index, bucket_low, bucket_width, summarize
 
@@ -24,7 +26,7 @@ def test_every_value_falls_inside_its_bucket_within_two_percent():
 def test_percentiles_are_ordered_and_close_to_exact():
     rng = random.Random(7)
     values = [rng.lognormvariate(10, 1) for _ in range(20000)]
-    h = Histogram.from_values(values)
+    h = histogram_of(values)
     p = h.percentiles([50, 90, 99, 99.9])
     assert p[50] <= p[90] <= p[99] <= p[99.9]
     exact = sorted(values)
@@ -34,8 +36,8 @@ def test_percentiles_are_ordered_and_close_to_exact():
 
 
 def test_histograms_subtract_and_merge():
-    a = Histogram.from_values([100, 200, 300])
-    b = Histogram.from_values([200])
+    a = histogram_of([100, 200, 300])
+    b = histogram_of([200])
     assert (a - b).count == 2
     assert (a + b).count == 4
     assert Histogram.from_sparse((a + b).to_sparse()).counts == (a + b).counts
@@ -52,7 +54,7 @@ def test_percentiles_never_pass_the_measured_extremes():
     from xferscope.run.local_run import _latency
 
     values = [30_000] * 998 + [9_488_309, 9_488_309]  # the middle of their bucket is 9,502,720
-    hist = Histogram.from_values(values)
+    hist = histogram_of(values)
     lat = _latency(hist, sum(values), len(values), lat_min=30_000, lat_max=9_488_309)
     assert lat.min <= lat.p50 <= lat.p90 <= lat.p99 <= lat.p999 <= lat.max
     assert lat.p999 == 9488.309

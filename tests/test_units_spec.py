@@ -65,4 +65,4 @@ def test_derived_properties():
     assert s.read_pct == 70 and s.writes and s.is_random
     assert RunSpec(io="read").read_pct == 100 and not RunSpec(io="read").writes
     assert RunSpec(path="bounce").uses_gpu and not RunSpec().uses_gpu
-    assert RunSpec.from_dict(RunSpec(workers=3).to_dict()).workers == 3
+    assert RunSpec(**RunSpec(workers=3).to_dict()).workers == 3

@@ -265,13 +265,6 @@ class RunSpec:
     def field_names(cls) -> list[str]:
         return [f.name for f in dataclasses.fields(cls)]
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunSpec:
-        unknown = set(data) - set(cls.field_names())
-        if unknown:
-            raise SpecError(sorted(unknown)[0], f"unknown field; valid fields: {', '.join(cls.field_names())}")
-        return cls(**data)
-
 
 def parse_int_list(text: str, field_name: str, *, allow_all: int | None = None) -> list[int]:
     """Parse '0,1,4-7' (and 'all' when ``allow_all`` gives the count) into a list of ints."""

@@ -48,13 +48,6 @@ class Histogram:
         return cls(counts)
 
     @classmethod
-    def from_values(cls, values_ns: Iterable[float]) -> Histogram:
-        h = cls()
-        for v in values_ns:
-            h.counts[bucket_index(int(v))] += 1
-        return h
-
-    @classmethod
     def from_sparse(cls, sparse: Mapping[int | str, int]) -> Histogram:
         h = cls()
         for index, count in sparse.items():
