@@ -38,3 +38,9 @@ def table_csv(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     w.writerow(header)
     w.writerows(rows)
     return buf.getvalue()
+
+
+def named_csv(columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> str:
+    """Rows given by column name as CSV text, the ``columns`` in order: a column a row leaves out (or gives as None)
+    is an empty cell."""
+    return table_csv(columns, ([("" if (v := row.get(c)) is None else v) for c in columns] for row in rows))

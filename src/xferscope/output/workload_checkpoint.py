@@ -6,7 +6,7 @@ from __future__ import annotations
 from itertools import groupby
 
 from xferscope.errors import SpecError
-from xferscope.output.cells import table_csv
+from xferscope.output.cells import named_csv
 from xferscope.output.files import Output, echo_lines, end_of_run, show_record, show_then_write
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
@@ -311,47 +311,42 @@ CHECKPOINT_COLUMNS = (
 
 def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
     """A run's (or every run's of a comparison) checkpoints, ranks and hosts as CSV rows."""
-
-    rows: list[list[object]] = []
+    rows: list[dict[str, object]] = []
     for run in r.results if isinstance(r, CheckpointComparison) else [r]:
+        each = {"path": run.path, "status": run.status}
         for k, s in enumerate(run.saves):
             back = run.restores[k] if k < len(run.restores) else None
             rows.append(
-                [
-                    run.path,
-                    f"checkpoint {s.checkpoint}",
-                    s.bytes,
-                    s.seconds,
-                    s.gb_per_s,
-                    s.dlio_gb_per_s,
-                    s.fsync_seconds,
-                    s.blocked_seconds,
-                    back.seconds if back else None,
-                    back.gb_per_s if back else None,
-                    run.status,
-                    "",
-                ]
+                {
+                    **each,
+                    "row": f"checkpoint {s.checkpoint}",
+                    "bytes": s.bytes,
+                    "save_s": s.seconds,
+                    "save_gb_per_s": s.gb_per_s,
+                    "dlio_gb_per_s": s.dlio_gb_per_s,
+                    "fsync_s": s.fsync_seconds,
+                    "blocked_s": s.blocked_seconds,
+                    "restore_s": back.seconds if back else None,
+                    "restore_gb_per_s": back.gb_per_s if back else None,
+                }
             )
         for f in run.ranks:
             rows.append(
-                [
-                    run.path,
-                    f"rank {f.rank}",
-                    f.bytes,
-                    f.durable_seconds,
-                    None,
-                    None,
-                    f.fsync_seconds,
-                    f.blocked_seconds,
-                    f.restore_seconds,
-                    None,
-                    run.status,
-                    "",
-                ]
+                {
+                    **each,
+                    "row": f"rank {f.rank}",
+                    "bytes": f.bytes,
+                    "save_s": f.durable_seconds,
+                    "fsync_s": f.fsync_seconds,
+                    "blocked_s": f.blocked_seconds,
+                    "restore_s": f.restore_seconds,
+                }
             )
         for host, save, restore, rate in run.host_rows():
-            rows.append([run.path, "host", None, save, rate, None, None, None, restore, None, run.status, host])
-    return table_csv(CHECKPOINT_COLUMNS, [["" if v is None else v for v in row] for row in rows])
+            rows.append(
+                {**each, "row": "host", "save_s": save, "save_gb_per_s": rate, "restore_s": restore, "host": host}
+            )
+    return named_csv(CHECKPOINT_COLUMNS, rows)
 
 
 def show_checkpoint(

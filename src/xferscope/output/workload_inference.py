@@ -7,7 +7,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xferscope.output.cells import ms, secs, table_csv
+from xferscope.output.cells import ms, named_csv, secs, table_csv
 from xferscope.output.files import end_of_run, show_record
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
@@ -202,45 +202,21 @@ LOAD_COLUMNS = (
 
 def load_csv(r: LoadResult | LoadComparison) -> str:
     """A row a run (gpu "all"; under MPI host "all", then a row a host), then one a GPU."""
-    rows: list[list[Any]] = []
+    rows: list[dict[str, Any]] = []
     for run in r.results if isinstance(r, LoadComparison) else [r]:
-        hosts = run.cluster.hosts if run.cluster is not None else []
-        rows.append(
-            [
-                run.path,
-                run.cache_state,
-                "all",
-                run.load_s,
-                run.first_byte_s,
-                run.gb_per_s,
-                run.bytes_read,
-                run.slowest_shard,
-                run.cpu_s_per_gib,
-                run.status,
-                "all" if run.cluster is not None else "",
-            ]
-        )
-        for h in hosts:
+        each = {"path": run.path, "cache": run.cache_state, "status": run.status}
+        figures = {c: getattr(run, c) for c in ("load_s", "first_byte_s", "gb_per_s", "slowest_shard", "cpu_s_per_gib")}
+        job = "all" if run.cluster is not None else ""
+        rows.append({**each, "gpu": "all", **figures, "bytes": run.bytes_read, "host": job})
+        for h in run.cluster.hosts if run.cluster is not None else []:
             rows.append(
-                [run.path, run.cache_state, "all", h.load_s, "", h.gb_per_s, h.bytes, "", "", run.status, h.host]
+                {**each, "gpu": "all", "load_s": h.load_s, "gb_per_s": h.gb_per_s, "bytes": h.bytes, "host": h.host}
             )
         for g in run.per_gpu:
             rows.append(
-                [
-                    run.path,
-                    run.cache_state,
-                    _gpu_cell(g.gpu),
-                    g.seconds,
-                    "",
-                    g.gb_per_s,
-                    g.bytes,
-                    "",
-                    "",
-                    run.status,
-                    "",
-                ]
+                {**each, "gpu": _gpu_cell(g.gpu), "load_s": g.seconds, "gb_per_s": g.gb_per_s, "bytes": g.bytes}
             )
-    return table_csv(LOAD_COLUMNS, rows)
+    return named_csv(LOAD_COLUMNS, rows)
 
 
 # ------------------------------------------------------------------ side by side
