@@ -13,7 +13,7 @@ from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
 from xferscope.workloads.checkpoint.model import checkpoint_model
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
-from xferscope.workloads.common.side_by_side import Entry, add_hosts, entries
+from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 
 #: SpecError field -> the form control that explains it
 FIELD_CONTROL = {
@@ -136,10 +136,4 @@ class CheckpointState:
 def session_entries(results: list, saved: list | None = None) -> list[Entry]:
     """The session's finished runs and saved ones opened, ranked as `workload compare` ranks them: by the time
     until a save is durable."""
-    runs: dict[str, tuple[str, list]] = {}
-    for i, r in enumerate(results, 1):
-        runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
-    for label, r in saved or []:
-        runs.setdefault(label, (r.spec.path, []))[1].append(r)
-        add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
-    return entries(runs, lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
+    return entries(session_runs(results, saved or []), lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)

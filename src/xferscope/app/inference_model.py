@@ -9,7 +9,7 @@ from typing import Any
 from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.units import parse_duration
-from xferscope.workloads.common.side_by_side import Entry, add_hosts, entries
+from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
 from xferscope.workloads.inference.load_spec import LoadSpec
 from xferscope.workloads.inference.models import model
@@ -143,12 +143,4 @@ def figure_of(result: Any) -> float | None:
 
 def session_entries(results: list, kind: str, saved: list | None = None) -> list[Entry]:
     """The session's finished runs of ``kind`` and saved ones opened, ranked as `workload compare` ranks them."""
-    runs: dict[str, tuple[str, list]] = {}
-    for i, r in enumerate(results, 1):
-        if r.kind.startswith(f"workload-{kind}"):
-            runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
-    for label, r in saved or []:
-        if r.kind.startswith(f"workload-{kind}"):
-            runs.setdefault(label, (r.spec.path, []))[1].append(r)
-            add_hosts(runs, label, r.spec.path, r.host_rows())  # an MPI job's hosts beside it
-    return entries(runs, figure_of)
+    return entries(session_runs(results, saved or [], lambda r: r.kind.startswith(f"workload-{kind}")), figure_of)

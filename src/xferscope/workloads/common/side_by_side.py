@@ -91,6 +91,22 @@ def saved_runs(files: Sequence[str], runs_of: Callable[[str], list[Any]]) -> dic
     return runs
 
 
+def session_runs(
+    results: Sequence[Any], saved: Sequence[tuple[str, Any]], keep: Callable[[Any], bool] = lambda r: True
+) -> dict[str, tuple[str, list[Any]]]:
+    """The console's runs by label: this session's finished ones (``N path``), then saved ones opened (their
+    label as opened, an MPI job's hosts beside it); ``keep``: which of them the ranking takes."""
+    runs: dict[str, tuple[str, list[Any]]] = {}
+    for i, r in enumerate(results, 1):
+        if keep(r):
+            runs[f"{i} {r.spec.path}"] = (r.spec.path, [r])
+    for label, r in saved:
+        if keep(r):
+            runs.setdefault(label, (r.spec.path, []))[1].append(r)
+            add_hosts(runs, label, r.spec.path, r.host_rows())
+    return runs
+
+
 def saved_records(path: str, run: type, compared: type[Ranked], what: str) -> list[Any]:
     """A saved file's records: its run (of type ``run``), or every run of its side-by-side (``compared``);
     ``what``: the workload's runs as a sentence names them ("a kvcache")."""
