@@ -3,6 +3,8 @@ measured writing and reading them back."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from itertools import groupby
 
 from xferscope.errors import SpecError
@@ -371,9 +373,6 @@ def checkpoint_and_report(
     """`workload checkpoint` (and a checkpoint profile's replay): every path's spec checked first (one line before
     anything is written), then the plan printed, or the run (several paths: in rotated rounds) and its figures;
     typer.Exit with the exit code where it is not 0."""
-    import dataclasses
-    import sys
-
     if rounds < 1:
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
     if options.every < 0:
