@@ -5,7 +5,6 @@ run's figures, and the session's runs ranked beside."""
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import DataTable, Static
 
 from xferscope.app.checkpoint_model import (
@@ -54,11 +53,20 @@ class CheckpointScreen(WorkloadRunScreen):
     figures_panel = ("ranks", "Each rank: bytes written (live), then its mean save and restore")
     session_title = "Runs ranked by time until durable (= level)"
 
+    table_headers = RANK_HEADERS
+    session_headers = SESSION_HEADERS
+    idle_text = (
+        "this host's share of 8 ranks (MLPerf Storage's subset mode) written by the path, fsync per file, evicted, "
+        "read back with a rank shift and every byte checked. r starts, x stops, o opens a saved run"
+    )
+
     def on_mount(self) -> None:
-        self.app.working["checkpoint"] = self
-        self.query_one("#ck-table", DataTable).add_columns(*RANK_HEADERS)
-        self.query_one("#ck-session", DataTable).add_columns(*SESSION_HEADERS)
-        self.redraw()
+        self.mount_tables("checkpoint")
+
+    def summary_lines(self, result) -> list:
+        from xferscope.output.workload_checkpoint import run_lines
+
+        return run_lines(result)
 
     # ----------------------------------------------------------- running
     def make_session(self, ask):
@@ -107,24 +115,6 @@ class CheckpointScreen(WorkloadRunScreen):
                 "-" if e.beside is None else f"{e.beside:.3f}",
                 "-" if e.gb_per_s is None else f"{e.gb_per_s:.2f}",
             )
-
-    def _summary(self) -> None:
-        from xferscope.output.workload_checkpoint import run_lines
-
-        out = Text()
-        result = self.state.result
-        if result is not None:
-            lines = [line for line in run_lines(result) if isinstance(line, str)]
-            out.append(lines[0] + "\n", style="bold")
-            for line in lines[1:]:
-                out.append(line.strip() + "\n")
-        elif self.status == "idle":
-            out.append(
-                "this host's share of 8 ranks (MLPerf Storage's subset mode) written by the path, fsync per file, "
-                "evicted, read back with a rank shift and every byte checked. r starts, x stops, o opens a saved run",
-                style="dim",
-            )
-        self.query_one("#ck-summary", Static).update(out)
 
     def draw_title(self) -> None:
         st = self.state

@@ -4,7 +4,6 @@ run's figures, and the session's runs ranked beside."""
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual import on
 from textual.widgets import DataTable, Input, Static
 
@@ -56,11 +55,20 @@ class InferenceScreen(WorkloadRunScreen):
     figures_panel = ("gpus", "Landed so far, per GPU (host: host memory)")
     session_title = "Runs ranked by time (= level)"
 
+    table_headers = GPU_HEADERS
+    session_headers = SESSION_HEADERS
+    idle_text = (
+        "kvcache: requests restore their prompts' KV chunks (LMCache's layout) by the path into GPU memory; load: a "
+        "model's safetensors shards into GPU memory, cold. r starts, x stops, o opens a saved run"
+    )
+
     def on_mount(self) -> None:
-        self.app.working["inference"] = self
-        self.query_one("#inf-table", DataTable).add_columns(*GPU_HEADERS)
-        self.query_one("#inf-session", DataTable).add_columns(*SESSION_HEADERS)
-        self.redraw()
+        self.mount_tables("inference")
+
+    def summary_lines(self, result) -> list:
+        from xferscope.output.workload_inference import kv_lines, load_lines
+
+        return kv_lines(result) if result.kind.startswith("workload-kvcache") else load_lines(result)
 
     # ----------------------------------------------------------- running
     def make_session(self, spec):
@@ -124,24 +132,6 @@ class InferenceScreen(WorkloadRunScreen):
                 time,
                 "-" if e.gb_per_s is None else f"{e.gb_per_s:.2f}",
             )
-
-    def _summary(self) -> None:
-        from xferscope.output.workload_inference import kv_lines, load_lines
-
-        out = Text()
-        result = self.state.result
-        if result is not None:
-            lines = kv_lines(result) if result.kind.startswith("workload-kvcache") else load_lines(result)
-            out.append(lines[0] + "\n", style="bold")
-            for line in lines[1:]:
-                out.append(line.strip() + "\n")
-        elif self.status == "idle":
-            out.append(
-                "kvcache: requests restore their prompts' KV chunks (LMCache's layout) by the path into GPU memory; "
-                "load: a model's safetensors shards into GPU memory, cold. r starts, x stops, o opens a saved run",
-                style="dim",
-            )
-        self.query_one("#inf-summary", Static).update(out)
 
     def draw_title(self) -> None:
         st = self.state

@@ -69,12 +69,21 @@ class WorkloadScreen(WorkloadRunScreen):
     def _fit(self) -> None:
         self.query_one("#wl-session-panel").display = self.app.size.width >= self.SESSION_MIN_WIDTH
 
+    table_headers = TABLE_HEADERS
+    session_headers = SESSION_HEADERS
+    idle_text = (
+        "each emulated accelerator reads its batches by the path into GPU memory (host: host memory, as DLIO) and "
+        "computes on each for the preset's time; AU is the share of time spent computing"
+    )
+
     def on_mount(self) -> None:
-        self.app.working["workload"] = self
         self._fit()
-        self.query_one("#wl-table", DataTable).add_columns(*TABLE_HEADERS)
-        self.query_one("#wl-session", DataTable).add_columns(*SESSION_HEADERS)
-        self.redraw()
+        self.mount_tables("workload")
+
+    def summary_lines(self, result) -> list:
+        from xferscope.output.workload import table_lines
+
+        return table_lines(result, per_accelerator=False)
 
     # ----------------------------------------------------------- running
     def make_session(self, spec):
@@ -130,24 +139,6 @@ class WorkloadScreen(WorkloadRunScreen):
                 _num(row.wait_p99_s, "{:.1f}", 1000),
                 _num(row.first_batch_s, "{:.2f}"),
             )
-
-    def _summary(self) -> None:
-        from xferscope.output.workload import table_lines
-
-        out = Text()
-        result = self.state.result
-        if result is not None:
-            lines = table_lines(result, per_accelerator=False)
-            out.append(lines[0] + "\n", style="bold")
-            for line in lines[1:]:
-                out.append(line.strip() + "\n")
-        elif self.status == "idle":
-            out.append(
-                "each emulated accelerator reads its batches by the path into GPU memory (host: host memory, as "
-                "DLIO) and computes on each for the preset's time; AU is the share of time spent computing",
-                style="dim",
-            )
-        self.query_one("#wl-summary", Static).update(out)
 
     def draw_title(self) -> None:
         out = title_text("workload train", self.status)

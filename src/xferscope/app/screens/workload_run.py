@@ -1,6 +1,7 @@
-"""What the workload screens share (Workload, Inference): a run started from the form in a thread of its own, its
-data set's progress, its ticks, stop (x), the console closing while it runs, and a run that could not start.
-Each screen says how to make its session and state, and draws them."""
+"""What the workload screens share (Workload, Inference, Checkpoint): a run started from the form in a thread of its
+own, its data set's progress, its ticks, stop (x), the console closing while it runs, a run that could not start,
+the tables' headers and the summary under them. Each screen says how to make its session and state, and draws
+them."""
 
 from __future__ import annotations
 
@@ -53,6 +54,33 @@ class WorkloadRunScreen(ConsoleScreen):
     prefix = ""
     figures_panel = ("", "")
     session_title = ""
+    #: the headers of the figures' table and of the session's ranking; what the summary says before a run
+    table_headers: tuple[str, ...] = ()
+    session_headers: tuple[str, ...] = ()
+    idle_text = ""
+
+    def mount_tables(self, name: str) -> None:
+        """Once mounted: the screen among the console's work (``name``), its tables' headers, the first draw."""
+        self.app.working[name] = self
+        self.query_one(f"#{self.prefix}-table", DataTable).add_columns(*self.table_headers)
+        self.query_one(f"#{self.prefix}-session", DataTable).add_columns(*self.session_headers)
+        self.redraw()
+
+    def summary_lines(self, result: Any) -> list[Any]:
+        """A finished run's lines as the command prints them (the first in bold)."""
+        raise NotImplementedError
+
+    def _summary(self) -> None:
+        out = Text()
+        result = self.state.result
+        if result is not None:
+            lines = [line for line in self.summary_lines(result) if isinstance(line, str)]
+            out.append(lines[0] + "\n", style="bold")
+            for line in lines[1:]:
+                out.append(line.strip() + "\n")
+        elif self.status == "idle":
+            out.append(self.idle_text, style="dim")
+        self.query_one(f"#{self.summary_id}", Static).update(out)
 
     def compose(self) -> ComposeResult:
         p = self.prefix
@@ -125,9 +153,6 @@ class WorkloadRunScreen(ConsoleScreen):
         raise NotImplementedError
 
     def _session(self) -> None:
-        raise NotImplementedError
-
-    def _summary(self) -> None:
         raise NotImplementedError
 
     def redraw(self) -> None:
