@@ -20,8 +20,10 @@ def test_every_workload_has_its_command_its_schema_and_files_no_other_claims(cli
         assert r.code == 0, r.err
         schema = json.loads(r.out)
         assert w.kind.record.__name__ in schema["$defs"]
-        for kind in w.kind.files:
+        for kind, record in w.kind.files.items():
             assert claimed.setdefault(kind, w.name) == w.name, f"{kind} is claimed by {claimed[kind]} and {w.name}"
+            r = cli("schema", kind)  # each kind of file it writes has its schema, of that file's record
+            assert r.code == 0 and json.loads(r.out)["$ref"] == f"#/$defs/{record.__name__}", r.err
     assert [w.name for w in WORKLOADS] == ["train", "kvcache", "load", "checkpoint"]
 
 

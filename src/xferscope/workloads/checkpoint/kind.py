@@ -77,4 +77,10 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
     return CheckpointComparison(rounds=0, entries=ranked, results=records)
 
 
-CHECKPOINT = WorkloadKind("checkpoint", CheckpointRecord, KINDS, compare_saved, dlio_metric=DLIO_SAVE)
+CHECKPOINT = WorkloadKind(
+    "checkpoint",
+    CheckpointRecord,
+    dict(zip(KINDS, (CheckpointRecord, CheckpointComparison))),
+    compare_saved,
+    dlio_metric=DLIO_SAVE,
+)

@@ -13,6 +13,6 @@ from typing import Any
 class WorkloadKind:
     name: str  # as the CLI names it: `xferscope workload NAME`
     record: type  # a run's record (`xferscope schema NAME`)
-    files: tuple[str, ...]  # the ``kind`` of the files it saves: a run, its paths side by side, ...
+    files: dict[str, type]  # the ``kind`` of each file it saves (a run, its paths side by side, ...): its record
     compare_saved: Callable[[list[str]], Any]  # saved files of it (each known to be of it) ranked side by side
     dlio_metric: str | None = None  # the key of DLIO's summary.json ``metric`` that makes the summary one of it

@@ -25,5 +25,5 @@ def compare_load(files: list[str]) -> LoadComparison:
     return LoadComparison(rounds=0, entries=entries(runs, lambda r: r.load_s), results=every)
 
 
-KVCACHE = WorkloadKind("kvcache", KvResult, (KV_KIND, KV_KIND + "-compare"), compare_kvcache)
-LOAD = WorkloadKind("load", LoadResult, (LOAD_KIND, LOAD_KIND + "-compare"), compare_load)
+KVCACHE = WorkloadKind("kvcache", KvResult, {KV_KIND: KvResult, KV_KIND + "-compare": KvComparison}, compare_kvcache)
+LOAD = WorkloadKind("load", LoadResult, {LOAD_KIND: LoadResult, LOAD_KIND + "-compare": LoadComparison}, compare_load)

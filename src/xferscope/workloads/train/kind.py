@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from xferscope.workloads.common.kind import WorkloadKind
 from xferscope.workloads.train.train_compare import DLIO_AU, TrainComparison, load_entries, rank
-from xferscope.workloads.train.train_record import KIND, TrainResult
+from xferscope.workloads.train.train_record import KIND, FindMaxResult, TrainResult
 
 
 def compare_saved(files: list[str]) -> TrainComparison:
@@ -14,5 +14,9 @@ def compare_saved(files: list[str]) -> TrainComparison:
 
 
 TRAIN = WorkloadKind(
-    "train", TrainResult, (KIND, KIND + "-comparison", KIND + "-find-max"), compare_saved, dlio_metric=DLIO_AU
+    "train",
+    TrainResult,
+    {KIND: TrainResult, KIND + "-comparison": TrainComparison, KIND + "-find-max": FindMaxResult},
+    compare_saved,
+    dlio_metric=DLIO_AU,
 )
