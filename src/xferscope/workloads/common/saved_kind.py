@@ -43,9 +43,9 @@ def saved_workload(files: list[str], kinds: Sequence[WorkloadKind]) -> WorkloadK
     """The one workload of the saved ``files`` (SpecError where they are of two: runs of one workload compare)."""
     found = [workload_of(f, kinds) for f in files]
     if any(w is not found[0] for w in found):
-        named = ", ".join(f"{os.path.basename(f)} ({w.name})" for f, w in zip(files, found))
+        named = ", ".join(f"{os.path.basename(f)} is {w.name}" for f, w in zip(files, found))
         first = found[0].name
         raise SpecError(
-            "workload", f"saved runs of one workload compare: {first} runs compare with {first} runs only ({named})"
+            "workload", f"saved runs of one workload compare: {first} runs compare with {first} runs only; {named}"
         )
     return found[0]
