@@ -1,12 +1,13 @@
-"""Text for a run over several hosts: the usual lines for the whole job, then one row per host."""
+"""Text for a run over several hosts: the usual lines for the whole job, then a table of its hosts."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 from xferscope.engines.base import RunResult, Sample
-from xferscope.report import done_line, extras_line, gdsio_line, progress_text
+from xferscope.report import done_line, extras_line, gdsio_line, progress_text, text_table
 from xferscope.units import figure_text, format_rate
 
 HOST_HEADERS = (
@@ -67,14 +68,9 @@ def host_rows(r: RunResult) -> list[tuple[str, ...]]:
     return rows
 
 
-def host_table(r: RunResult) -> list[str]:
-    rows = [HOST_HEADERS, *host_rows(r)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(HOST_HEADERS) - 1)]
-    out = []
-    for row in rows:
-        cells = [row[0].ljust(widths[0])] + [cell.rjust(w) for cell, w in zip(row[1:-1], widths[1:])]
-        out.append("  ".join(cells + [row[-1]]))
-    return out
+def host_table(r: RunResult) -> Any:
+    """A row a host, by the table printer every command's tables go through."""
+    return text_table(HOST_HEADERS, host_rows(r), left=("host", "status"), whole=("host",))
 
 
 def slowest_line(r: RunResult) -> str | None:
@@ -94,7 +90,7 @@ def slowest_line(r: RunResult) -> str | None:
     )
 
 
-def cluster_lines(r: RunResult) -> list[str]:
+def cluster_lines(r: RunResult) -> list[Any]:
     """Everything printed for one result of a run over several hosts."""
     job = whole_job(r)
     lines = [gdsio_line(job), extras_line(job)]
@@ -102,7 +98,7 @@ def cluster_lines(r: RunResult) -> list[str]:
     if done:
         lines.append(done)
     lines.append(layout_line(r))
-    lines.extend(host_table(r))
+    lines.append(host_table(r))
     slowest = slowest_line(r)
     if slowest:
         lines.append(slowest)

@@ -31,7 +31,7 @@ from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import MARGIN
 from xferscope.errors import ExitCode, RunFailed
 from xferscope.output.compare import comparison_outputs, emit_comparison, print_comparison
-from xferscope.output.files import end_of_run, result_outputs, save_partial
+from xferscope.output.files import echo_lines, end_of_run, result_outputs, save_partial
 from xferscope.output.run import execute_and_report
 from xferscope.output.terminal import ProgressLine, install_hangup_handlers
 from xferscope.spec import RunSpec
@@ -50,8 +50,7 @@ class ClusterProgress(ProgressLine):
 
 def print_cluster_run(results) -> None:
     for r in results:
-        for line in cluster_lines(r):
-            typer.echo(line)
+        echo_lines(cluster_lines(r))
 
 
 def _note_single_rank(world: World) -> None:
