@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.style import Style
 from rich.text import Text
 from textual.app import ComposeResult
@@ -19,16 +17,13 @@ from xferscope.app.screens.view import ViewScreen
 from xferscope.app.widgets.chart import PALETTE, LineChart
 from xferscope.app.widgets.title import title_text
 from xferscope.compare.verdict import RULE_REPEATED
+from xferscope.units import figure_text
 
 #: heatmap shades, low to high (256-colour friendly), and the text colour that reads on each
 SHADES = ("#1c1c5f", "#005f87", "#00875f", "#5f8700", "#878700", "#af8700", "#d7af00", "#ffd700")
 #: the verdict against the baseline next to the median it rests on, so that a narrow terminal cuts the spread columns
 #: rather than the answer
 TABLE_HEADERS = ("#", "point", "reps", "MiB/s", "vs #{baseline}", "±sd", "min–max", "p99 µs")
-
-
-def _num(v: float, fmt: str = "{:,.1f}") -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
 def line_series(grid: GridRun, points: list[PointStats]) -> list[Curve]:
@@ -68,7 +63,7 @@ def heatmap_text(grid: GridRun, points: list[PointStats], width: int) -> Text:
                 shade = min(int(v / top * len(SHADES)), len(SHADES) - 1) if top > 0 else 0
                 out.append(" ")
                 out.append(
-                    _num(v, "{:,.0f}").rjust(cell_w - 1),
+                    figure_text(v, "{:,.0f}").rjust(cell_w - 1),
                     style=Style(bgcolor=SHADES[shade], color="black" if shade >= 4 else "white"),
                 )
         out.append("\n")
@@ -77,7 +72,7 @@ def heatmap_text(grid: GridRun, points: list[PointStats], width: int) -> Text:
         out.append(" · shade ", style="dim")
         for shade in SHADES:
             out.append(" ", style=Style(bgcolor=shade))
-        out.append(f" 0 to {_num(top, '{:,.0f}')}", style="dim")
+        out.append(f" 0 to {figure_text(top, '{:,.0f}')}", style="dim")
     return out
 
 
@@ -178,16 +173,16 @@ class GridScreen(ViewScreen):
         for p in points:
             st = p.throughput
             reps = f"{p.done}/{p.planned}" + ("" if p.state in ("done", "waiting") else f" {p.state}")
-            spread = f"{_num(st['min'])}–{_num(st['max'])}" if p.done else "-"
+            spread = f"{figure_text(st['min'], '{:,.1f}')}–{figure_text(st['max'], '{:,.1f}')}" if p.done else "-"
             cells = (
                 str(p.index),
                 p.label,
                 reps,
-                _num(st["median"]),
+                figure_text(st["median"], "{:,.1f}"),
                 verdict_text(p, base),
                 spread_text(st) or "-",
                 spread,
-                _num(p.p99_us["median"]),
+                figure_text(p.p99_us["median"], "{:,.1f}"),
             )
             table.add_row(*(Text(c, style="dim" if not p.done else "") for c in cells), key=str(p.index))
         if points:

@@ -16,6 +16,7 @@ from xferscope.app.workload_model import (
     build_spec,
     session_entries,
 )
+from xferscope.units import figure_text
 from xferscope.workloads.common.libraries import TRAIN_LIBRARIES, installed
 
 #: xferscope's paths, and a PyTorch DataLoader where torch is installed here
@@ -35,10 +36,6 @@ FIELDS = (
 #: per accelerator: the bar is AU against the threshold (|); waits in ms, the first batch in s
 TABLE_HEADERS = ("acc", "gpu", "steps", "AU", "vs threshold", "smp/s", "MB/s", "wait50", "wait99", "1st s")
 SESSION_HEADERS = ("#", "run", "AU", "pass")
-
-
-def _num(x: float | None, fmt: str, scale: float = 1.0) -> str:
-    return "-" if x is None else fmt.format(x * scale)
 
 
 class WorkloadScreen(WorkloadRunScreen):
@@ -133,11 +130,10 @@ class WorkloadScreen(WorkloadRunScreen):
                 str(row.steps),
                 "-" if row.au is None else f"{100 * row.au:.1f}%",
                 au_bar(row.au, spec.au_threshold, width=12),
-                _num(row.samples_per_s, "{:.1f}"),
-                _num(row.mb_per_s, "{:.0f}"),
-                _num(row.wait_p50_s, "{:.1f}", 1000),
-                _num(row.wait_p99_s, "{:.1f}", 1000),
-                _num(row.first_batch_s, "{:.2f}"),
+                figure_text(row.samples_per_s, "{:.1f}"),
+                figure_text(row.mb_per_s, "{:.0f}"),
+                *(figure_text(None if w is None else 1000 * w, "{:.1f}") for w in (row.wait_p50_s, row.wait_p99_s)),
+                figure_text(row.first_batch_s, "{:.2f}"),
             )
 
     def draw_title(self) -> None:
