@@ -18,11 +18,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+from suite_against import HERE, earlier_tree, spread
+
 #: (what it is, the arguments): the help, a command refused before anything runs (exit 2), a workload's help
 COMMANDS = (
     ("xferscope --help", ["--help"]),
@@ -46,10 +46,6 @@ def start_ms(tree: Path, args: list[str], starts: int) -> float:
     return statistics.median(times)
 
 
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rev", help="the earlier commit")
@@ -59,25 +55,17 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1 or args.starts < 1:
         raise SystemExit("cli_start: --rounds and --starts must be at least 1")
-    known = ["git", "rev-parse", "--quiet", "--verify", f"{args.rev}^{{commit}}"]
-    if subprocess.run(known, cwd=HERE, capture_output=True, check=False).returncode != 0:
-        raise SystemExit(f"cli_start: {args.rev!r} is not a commit of this repository")
-    with tempfile.TemporaryDirectory(prefix="xs-start-") as tmp:
-        earlier = Path(tmp) / "earlier"
-        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(earlier), args.rev], cwd=HERE, check=True)
-        try:
-            for what, argv in [c for c in COMMANDS if args.match in c[0]]:
-                ratios, aa = [], []
-                for r in range(args.rounds):
-                    a = start_ms(earlier, argv, args.starts)
-                    this = start_ms(HERE, argv, args.starts)
-                    b = start_ms(earlier, argv, args.starts)
-                    print(f"{what}: round {r + 1}: earlier {a:.1f} ms, this {this:.1f} ms, earlier {b:.1f} ms")
-                    ratios.append(this / ((a + b) / 2))
-                    aa.append(b / a)
-                print(f"{what}: this / {args.rev} {spread(ratios)}; A/A {spread(aa)}", flush=True)
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=HERE, check=False)
+    with earlier_tree(args.rev, "cli_start") as earlier:
+        for what, argv in [c for c in COMMANDS if args.match in c[0]]:
+            ratios, aa = [], []
+            for r in range(args.rounds):
+                a = start_ms(earlier, argv, args.starts)
+                this = start_ms(HERE, argv, args.starts)
+                b = start_ms(earlier, argv, args.starts)
+                print(f"{what}: round {r + 1}: earlier {a:.1f} ms, this {this:.1f} ms, earlier {b:.1f} ms")
+                ratios.append(this / ((a + b) / 2))
+                aa.append(b / a)
+            print(f"{what}: this / {args.rev} {spread(ratios)}; A/A {spread(aa)}", flush=True)
 
 
 if __name__ == "__main__":

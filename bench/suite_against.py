@@ -17,12 +17,14 @@ Nothing else should run on the machine meanwhile: the suite is CPU-bound.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent.parent
@@ -63,6 +65,30 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
+@contextlib.contextmanager
+def earlier_tree(rev: str, script: str, build: bool = False) -> Iterator[Path]:
+    """The tree of commit ``rev`` in a temporary git worktree (its C extensions built in place with ``build``),
+    removed at the end; ``script`` names the caller in the one line that refuses an unknown commit."""
+    known = ["git", "rev-parse", "--quiet", "--verify", f"{rev}^{{commit}}"]
+    if subprocess.run(known, cwd=HERE, capture_output=True, check=False).returncode != 0:
+        raise SystemExit(f"{script}: {rev!r} is not a commit of this repository")
+    with tempfile.TemporaryDirectory(prefix=f"xs-{script}-") as tmp:
+        earlier = Path(tmp) / "earlier"
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(earlier), rev], cwd=HERE, check=True)
+        try:
+            if build:
+                subprocess.run(
+                    [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
+                    cwd=earlier,
+                    check=True,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            yield earlier
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=HERE, check=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rev", help="the earlier commit")
@@ -71,43 +97,28 @@ def main() -> None:
     args = ap.parse_args()
     if args.rounds < 1:
         raise SystemExit("suite_against: --rounds must be at least 1")
-    known = ["git", "rev-parse", "--quiet", "--verify", f"{args.rev}^{{commit}}"]
-    if subprocess.run(known, cwd=HERE, capture_output=True, check=False).returncode != 0:
-        raise SystemExit(f"suite_against: {args.rev!r} is not a commit of this repository")
-    with tempfile.TemporaryDirectory(prefix="xs-suite-") as tmp:
-        earlier = Path(tmp) / "earlier"
-        subprocess.run(["git", "worktree", "add", "-q", "--detach", str(earlier), args.rev], cwd=HERE, check=True)
-        try:
-            subprocess.run(
-                [sys.executable, "setup.py", "-q", "build_ext", "--inplace"],
-                cwd=earlier,
-                check=True,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-            common = sorted(i for i in test_ids(earlier) & test_ids(HERE) if args.match in i)
-            if not common:
-                raise SystemExit("suite_against: the two trees have no test in common")
-            ids_file = Path(tmp) / "ids.txt"
-            ids_file.write_text("\n".join(common) + "\n")
-            print(f"{len(common)} tests in both trees; {args.rounds} round(s)", flush=True)
-            times: dict[str, list[float]] = {"earlier": [], "this": []}
-            ratios = []
-            for r in range(args.rounds):
-                order = [("earlier", earlier), ("this", HERE)]
-                if r % 2:
-                    order.reverse()
-                for name, tree in order:
-                    passed, seconds = run_suite(tree, ids_file)
-                    times[name].append(seconds)
-                    print(f"round {r + 1}: {name:8} {seconds:7.1f} s ({passed} passed)", flush=True)
-                ratios.append(times["this"][-1] / times["earlier"][-1])
-            print(f"this / {args.rev}: {spread(ratios)}")
-            for name, values in times.items():
-                if len(values) > 1:
-                    print(f"A/A {name}: {spread([v / values[0] for v in values[1:]])} (its later runs / its first)")
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(earlier)], cwd=HERE, check=False)
+    with earlier_tree(args.rev, "suite_against", build=True) as earlier, tempfile.TemporaryDirectory() as tmp:
+        common = sorted(i for i in test_ids(earlier) & test_ids(HERE) if args.match in i)
+        if not common:
+            raise SystemExit("suite_against: the two trees have no test in common")
+        ids_file = Path(tmp) / "ids.txt"
+        ids_file.write_text("\n".join(common) + "\n")
+        print(f"{len(common)} tests in both trees; {args.rounds} round(s)", flush=True)
+        times: dict[str, list[float]] = {"earlier": [], "this": []}
+        ratios = []
+        for r in range(args.rounds):
+            order = [("earlier", earlier), ("this", HERE)]
+            if r % 2:
+                order.reverse()
+            for name, tree in order:
+                passed, seconds = run_suite(tree, ids_file)
+                times[name].append(seconds)
+                print(f"round {r + 1}: {name:8} {seconds:7.1f} s ({passed} passed)", flush=True)
+            ratios.append(times["this"][-1] / times["earlier"][-1])
+        print(f"this / {args.rev}: {spread(ratios)}")
+        for name, values in times.items():
+            if len(values) > 1:
+                print(f"A/A {name}: {spread([v / values[0] for v in values[1:]])} (its later runs / its first)")
 
 
 if __name__ == "__main__":

@@ -11,11 +11,10 @@ import msgspec
 import typer
 
 from xferscope.output.cells import ms, pct, table_csv
-from xferscope.output.files import Output, echo_lines, end_of_run, show_record, show_then_write
+from xferscope.output.files import end_of_run, show_record
 from xferscope.output.job_tables import Column, gpus_cell, job_tables
 from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
-from xferscope.records import json_text
-from xferscope.report import say, text_table
+from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.accelerators import TrainTick
@@ -185,30 +184,30 @@ def comparison_lines(c: TrainComparison, title: str) -> list[Any]:
     return lines
 
 
-def print_train(results) -> None:
-    for r in results:
-        if isinstance(r, TrainComparison) and not (r.results or r.searches):  # saved runs: no spec of its own
-            echo_lines(comparison_lines(r, f"{len(r.entries)} saved training runs"))
-        elif isinstance(r, TrainComparison):
-            s = r.spec
-            title = (
-                f"workload train {s.preset} ({s.accelerator_type}): {len(r.entries)} paths x{s.accelerators}, "
-                f"compute {s.compute}, "
-                + (f"{r.rounds} rotated rounds over one data set" if not r.searches else "--find-max each")
-            )
-            echo_lines(comparison_lines(r, title))
-            if r.searches:
-                kept = ", ".join(
-                    f"{e.sustained} through {e.label}"
-                    if i
-                    else f"{e.sustained} {s.accelerator_type.upper()}-class "
-                    f"accelerator{'s' * (e.sustained != 1)} training {s.preset} at AU >= {pct(r.searches[0].au_threshold)} "
-                    f"through {e.label}"
-                    for i, e in enumerate(r.entries)
-                )
-                say(f"This storage keeps {kept}")
-        else:
-            echo_lines(find_max_lines(r) if isinstance(r, FindMaxResult) else table_lines(r))
+def train_lines(r: TrainResult | FindMaxResult | TrainComparison) -> list[Any]:
+    """A run's table, a search's counts, or paths side by side (ranked, and with --find-max what the storage
+    keeps); saved runs side by side, ranked alone."""
+    if isinstance(r, FindMaxResult):
+        return find_max_lines(r)
+    if not isinstance(r, TrainComparison):
+        return table_lines(r)
+    if not (r.results or r.searches):  # saved runs: no spec of their own
+        return comparison_lines(r, f"{len(r.entries)} saved training runs")
+    s = r.spec
+    how = f"{r.rounds} rotated rounds over one data set" if not r.searches else "--find-max each"
+    title = f"workload train {s.preset} ({s.accelerator_type}): {len(r.entries)} paths x{s.accelerators}, "
+    lines = comparison_lines(r, f"{title}compute {s.compute}, {how}")
+    if r.searches:
+        kept = ", ".join(
+            f"{e.sustained} through {e.label}"
+            if i
+            else f"{e.sustained} {s.accelerator_type.upper()}-class "
+            f"accelerator{'s' * (e.sustained != 1)} training {s.preset} at AU >= {pct(r.searches[0].au_threshold)} "
+            f"through {e.label}"
+            for i, e in enumerate(r.entries)
+        )
+        lines.append(f"This storage keeps {kept}")
+    return lines
 
 
 #: a training comparison's columns after its rank, each a field of an entry's JSON
@@ -280,17 +279,8 @@ def show_train(
 ) -> int:
     """Print ``result`` (``lines`` where given, else its table; JSON with ``--format json``), then write the files
     asked for. Returns ExitCode.NOT_WRITTEN when one could not be written, else 0."""
-    if lines is not None:
-        return show_record(result, lambda: lines, csv_text, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    return show_then_write(
-        fmt,
-        lambda: result,
-        lambda: print_train([result]),
-        [
-            Output("JSON", "--json", json_path, lambda: json_text(result)),
-            Output("CSV", "--csv", csv_path, lambda: csv_text(result)),
-        ],
-    )
+    shown = (lambda: lines) if lines is not None else lambda: train_lines(result)
+    return show_record(result, shown, csv_text, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
 
 def train_and_report(

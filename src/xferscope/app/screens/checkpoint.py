@@ -79,15 +79,9 @@ class CheckpointScreen(WorkloadRunScreen):
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
-        import os
-
         from xferscope.workloads.checkpoint.kind import CHECKPOINT
-        from xferscope.workloads.common.saved_kind import workload_of
 
-        def runs(path: str) -> list:
-            return [(os.path.basename(path), r) for r in workload_of(path, (CHECKPOINT,)).compare_saved([path]).results]
-
-        self.open_saved("Open a saved run (workload checkpoint --json)", runs)
+        self.open_saved_runs("Open a saved run (workload checkpoint --json)", (CHECKPOINT,))
 
     # --------------------------------------------------------------- drawing
     def _table(self) -> None:

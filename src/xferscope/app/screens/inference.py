@@ -83,17 +83,9 @@ class InferenceScreen(WorkloadRunScreen):
 
     # ----------------------------------------------------------- saved ones
     def action_open(self) -> None:
-        import os
-
-        from xferscope.workloads.common.saved_kind import workload_of
         from xferscope.workloads.inference.kind import KVCACHE, LOAD
 
-        def runs(path: str) -> list:
-            return [
-                (os.path.basename(path), r) for r in workload_of(path, (KVCACHE, LOAD)).compare_saved([path]).results
-            ]
-
-        self.open_saved("Open a saved run (workload kvcache --json, workload load --json)", runs)
+        self.open_saved_runs("Open a saved run (workload kvcache --json, workload load --json)", (KVCACHE, LOAD))
 
     # --------------------------------------------------------------- drawing
     def _kind(self) -> str:

@@ -243,6 +243,19 @@ class WorkloadRunScreen(ConsoleScreen):
         self.redraw()
 
     # ----------------------------------------------------------- saved ones
+    def open_saved_runs(self, prompt: str, kinds: tuple[Any, ...]) -> None:
+        """Ask for a saved run of one of the workloads ``kinds`` (``WorkloadKind``); its runs join the ranking,
+        labelled by the file's name."""
+        import os
+
+        from xferscope.workloads.common.saved_kind import workload_of
+
+        def runs(path: str) -> list:
+            name = os.path.basename(path)
+            return [(name, r) for r in workload_of(path, kinds).compare_saved([path]).results]
+
+        self.open_saved(prompt, runs)
+
     def open_saved(self, prompt: str, load: Callable[[str], list], then: Callable[[], None] | None = None) -> None:
         """Ask for a saved file; what ``load`` reads from it joins ``saved`` (a file it refuses: its one line under
         the field)."""

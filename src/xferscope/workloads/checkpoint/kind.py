@@ -19,7 +19,7 @@ from xferscope.workloads.common.kind import WorkloadKind
 from xferscope.workloads.common.side_by_side import entries, saved_records, saved_runs
 
 #: the kinds of xferscope's checkpoint files: a run, several paths side by side
-KINDS = ("checkpoint", "workload-checkpoint-compare")
+FILES: dict[str, type] = {"checkpoint": CheckpointRecord, "workload-checkpoint-compare": CheckpointComparison}
 #: what makes DLIO's summary.json one of a checkpointing run
 DLIO_SAVE = "save_checkpoint_duration_mean_seconds"
 GIB_IN_GB = (1 << 30) / 1e9
@@ -64,8 +64,8 @@ def dlio_checkpoints(path: str, data: dict) -> DlioCheckpoints:
 def _runs_of(path: str) -> list[Any]:
     with open(path, "rb") as fh:
         data = json.loads(fh.read())  # the registry read it as JSON already
-    if data.get("kind") in KINDS:
-        return saved_records(path, CheckpointRecord, CheckpointComparison, "a checkpoint")
+    if data.get("kind") in FILES:
+        return saved_records(path, FILES, "a checkpoint")
     return [dlio_checkpoints(path, data)]
 
 
@@ -77,10 +77,4 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
     return CheckpointComparison(rounds=0, entries=ranked, results=records)
 
 
-CHECKPOINT = WorkloadKind(
-    "checkpoint",
-    CheckpointRecord,
-    dict(zip(KINDS, (CheckpointRecord, CheckpointComparison))),
-    compare_saved,
-    dlio_metric=DLIO_SAVE,
-)
+CHECKPOINT = WorkloadKind("checkpoint", CheckpointRecord, FILES, compare_saved, dlio_metric=DLIO_SAVE)

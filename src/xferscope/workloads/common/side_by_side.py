@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import msgspec
@@ -107,14 +107,16 @@ def session_runs(
     return runs
 
 
-def saved_records(path: str, run: type, compared: type[Ranked], what: str) -> list[Any]:
-    """A saved file's records: its run (of type ``run``), or every run of its side-by-side (``compared``);
-    ``what``: the workload's runs as a sentence names them ("a kvcache")."""
+def saved_records(path: str, files: Mapping[str, type], what: str) -> list[Any]:
+    """A saved file's records: its run, or every run of its side-by-side (a ``Ranked``), read as the type its
+    ``kind`` has in ``files`` (a workload's kinds of file); ``what``: its runs as a sentence names them ("a
+    kvcache")."""
     with open(path, "rb") as fh:
         raw = fh.read()
-    if str(msgspec.json.decode(raw).get("kind")).endswith("-compare"):  # every path of a side-by-side
-        return list(decode_as(compared, raw, path, f"{what} comparison").results)
-    return [decode_as(run, raw, path, f"{what} result")]
+    record = files[msgspec.json.decode(raw)["kind"]]
+    if issubclass(record, Ranked):
+        return list(decode_as(record, raw, path, f"{what} comparison").results)
+    return [decode_as(record, raw, path, f"{what} result")]
 
 
 def entries(

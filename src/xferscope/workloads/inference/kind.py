@@ -12,18 +12,22 @@ from xferscope.workloads.inference.load import LoadComparison
 from xferscope.workloads.inference.load_record import KIND as LOAD_KIND
 from xferscope.workloads.inference.load_record import LoadResult
 
+#: the kinds of file each writes: a run, its paths side by side
+KV_FILES: dict[str, type] = {KV_KIND: KvResult, KV_KIND + "-compare": KvComparison}
+LOAD_FILES: dict[str, type] = {LOAD_KIND: LoadResult, LOAD_KIND + "-compare": LoadComparison}
+
 
 def compare_kvcache(files: list[str]) -> KvComparison:
-    runs = saved_runs(files, lambda f: saved_records(f, KvResult, KvComparison, "a kvcache"))
+    runs = saved_runs(files, lambda f: saved_records(f, KV_FILES, "a kvcache"))
     every = [r for _, rs in runs.values() for r in rs if not isinstance(r, HostRun)]
     return KvComparison(rounds=0, entries=entries(runs, lambda r: r.restore_p50_s), results=every)
 
 
 def compare_load(files: list[str]) -> LoadComparison:
-    runs = saved_runs(files, lambda f: saved_records(f, LoadResult, LoadComparison, "a load"))
+    runs = saved_runs(files, lambda f: saved_records(f, LOAD_FILES, "a load"))
     every = [r for _, rs in runs.values() for r in rs if not isinstance(r, HostRun)]
     return LoadComparison(rounds=0, entries=entries(runs, lambda r: r.load_s), results=every)
 
 
-KVCACHE = WorkloadKind("kvcache", KvResult, {KV_KIND: KvResult, KV_KIND + "-compare": KvComparison}, compare_kvcache)
-LOAD = WorkloadKind("load", LoadResult, {LOAD_KIND: LoadResult, LOAD_KIND + "-compare": LoadComparison}, compare_load)
+KVCACHE = WorkloadKind("kvcache", KvResult, KV_FILES, compare_kvcache)
+LOAD = WorkloadKind("load", LoadResult, LOAD_FILES, compare_load)

@@ -45,6 +45,9 @@ class TrainEntry(Entry, kw_only=True, rename={"value": "au", "low": "au_min", "h
     mb_per_s: float | None
     sustained: int | None = None  # --find-max: the most accelerators at the threshold
 
+    def __post_init__(self) -> None:
+        self.gb_per_s = None if self.mb_per_s is None else self.mb_per_s / 1e3  # the rate every entry gives
+
 
 class TrainComparison(msgspec.Struct, kw_only=True):
     schema_version: int = SCHEMA_VERSION
@@ -65,7 +68,6 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> TrainEntry:
     aus = [r.au for r in results if r.au is not None]
     au = median_of(aus)
     ranks = first.cluster.ranks if first.cluster is not None else 1
-    mb_per_s = median_of([r.mb_per_s for r in results])
     return TrainEntry(
         label=label,
         source="xferscope" if ranks == 1 else f"xferscope, {ranks} ranks",
@@ -79,8 +81,7 @@ def entry_of_runs(label: str, results: Sequence[TrainResult]) -> TrainEntry:
         au_threshold=first.au_threshold,
         passed=None if au is None else au >= first.au_threshold,
         samples_per_s=median_of([r.samples_per_s for r in results]),
-        mb_per_s=mb_per_s,
-        gb_per_s=None if mb_per_s is None else mb_per_s / 1e3,
+        mb_per_s=median_of([r.mb_per_s for r in results]),
         cpu_s_per_gib=median_of([r.cpu_s_per_gib for r in results]),
         values=aus,
     )
@@ -106,7 +107,6 @@ def host_entries(label: str, result: TrainResult) -> list[TrainEntry]:
             passed=h.passed,
             samples_per_s=h.samples_per_s,
             mb_per_s=h.mb_per_s,
-            gb_per_s=None if h.mb_per_s is None else h.mb_per_s / 1e3,
             values=[] if h.au is None else [h.au],
         )
         for h in c.hosts
@@ -158,7 +158,6 @@ def _dlio_entry(label: str, data: dict[str, Any]) -> TrainEntry:
         passed=None if meet is None else meet == "success",
         samples_per_s=None if rate is None else float(rate),
         mb_per_s=None if io is None else float(io) * MIB_IN_MB,
-        gb_per_s=None if io is None else float(io) * MIB_IN_MB / 1e3,
     )
 
 
