@@ -11,20 +11,20 @@ from xferscope.commands.workload_kinds import WORKLOADS
 
 
 def test_every_workload_has_its_command_its_schema_and_files_no_other_claims(cli):
+    from xferscope.commands.profile_options import command_of
+    from xferscope.commands.schema import _file_kinds, _kinds
+
+    schemas, file_schemas = _kinds(), _file_kinds()
     claimed: dict[str, str] = {}
     for w in WORKLOADS:
-        assert w.kind.name == w.name
-        r = cli("workload", w.name, "--help")
-        assert r.code == 0, r.err
-        r = cli("schema", w.name)
-        assert r.code == 0, r.err
-        schema = json.loads(r.out)
-        assert w.kind.record.__name__ in schema["$defs"]
+        assert w.kind.name == w.name and command_of(w.command, w.name).name == w.name
+        assert w.kind.record.__name__ in schemas[w.name]()["$defs"]
         for kind, record in w.kind.files.items():
             assert claimed.setdefault(kind, w.name) == w.name, f"{kind} is claimed by {claimed[kind]} and {w.name}"
-            r = cli("schema", kind)  # each kind of file it writes has its schema, of that file's record
-            assert r.code == 0 and json.loads(r.out)["$ref"] == f"#/$defs/{record.__name__}", r.err
+            assert file_schemas[kind]()["$ref"] == f"#/$defs/{record.__name__}"  # each file kind's own record
     assert [w.name for w in WORKLOADS] == ["train", "kvcache", "load", "checkpoint"]
+    r = cli("schema", "workload-train-find-max")  # a file kind through the command line
+    assert r.code == 0 and json.loads(r.out)["$ref"] == "#/$defs/FindMaxResult", r.err
 
 
 def test_a_saved_file_of_no_workload_is_one_line_naming_every_workload(cli, tmp_path):
