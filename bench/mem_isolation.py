@@ -27,6 +27,7 @@ import sys
 import time
 
 from xferscope.compare.verdict import RULE, paired_verdict
+from xferscope.memory.result import idle_points, peak_points
 from xferscope.memory.runner import MemRun
 from xferscope.memory.sweep import MemSpec, MemSweepRun
 from xferscope.units import parse_size
@@ -40,11 +41,11 @@ def measure(kind: str, buffer: int, seconds: float, threads: int) -> dict:
     peak = sweep_of(
         MemSpec(mode="peak", traffic=("R",), buffer_bytes=buffer, point_seconds=seconds, threads=threads)
     ).run()
-    point = idle.idle_points[0]
+    point = idle_points(idle.points)[0]
     return {
         "latency_ns": point.latency_ns,
         "windows_short": point.windows_short,
-        "bandwidth_mb_s": peak.peak_points[0].bandwidth_mb_s,
+        "bandwidth_mb_s": peak_points(peak.points)[0].bandwidth_mb_s,
     }
 
 

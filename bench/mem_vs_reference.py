@@ -35,6 +35,7 @@ import subprocess
 import sys
 import time
 
+from xferscope.memory.result import curve_points, idle_points
 from xferscope.memory.sweep import MemSpec, MemSweepRun, allowed_cpus, llc_bytes
 from xferscope.units import parse_size
 
@@ -52,7 +53,7 @@ def ours_idle(buffer: int, stride: int, seconds: float, pages: str, locality: st
         whole_idle=False,
     )
     result = MemSweepRun(spec).run()
-    point = result.idle_points[0]
+    point = idle_points(result.points)[0]
     return {
         "median_ns": point.latency_ns,
         "min_ns": point.latency_min_ns,
@@ -128,7 +129,7 @@ def idle_case(args, buffer: int, stride: int, pages: str, locality: str) -> dict
 
 def ours_peak_read(load_bytes: int, threads: int, seconds: float) -> dict:
     spec = MemSpec(mode="peak", traffic=("R",), buffer_bytes=load_bytes, threads=threads, point_seconds=seconds)
-    point = MemSweepRun(spec).run().curve_points[0]
+    point = curve_points(MemSweepRun(spec).run().points)[0]
     return {"mb_s": point.bandwidth_mb_s}
 
 

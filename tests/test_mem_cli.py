@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from xferscope.memory.sweep import CSV_COLUMNS, IDLE, MemPointResult, MemSpec, MemSweepRun, sanity_warnings
+from xferscope.memory.sweep import CSV_COLUMNS, IDLE, MemSpec, MemSweepRun, sanity_warnings
+from xferscope.records import MemPoint
 
 SMALL = ["--buffer", "32M", "--threads", "1"]
 
@@ -357,18 +358,21 @@ def test_blocking_stream_yields_points_as_they_come(two_cpus):
 
 
 def point(delay, lat, bw, traffic="R"):
-    return MemPointResult(delay, lat, lat, lat, bw, bw, 0.0, traffic, 64, "builtin")
+    return MemPoint(
+        delay=delay, latency_ns=lat, latency_min_ns=lat, latency_max_ns=lat, bandwidth_mb_s=bw, read_mb_s=bw,
+        write_mb_s=0.0, traffic=traffic, stride=64, backend="builtin",
+    )  # fmt: skip
 
 
 def test_sanity_warnings():
-    idle = MemPointResult(None, 250.0, None, None, None, None, None, IDLE, 64, "builtin")
+    idle = MemPoint(latency_ns=250.0, traffic=IDLE, stride=64, backend="builtin")
     curve = [point(0, 260, 1000), point(100, 259, 900), point(1000, 258, 1200)]
     text = "\n".join(sanity_warnings([idle, *curve]))
     assert "outside the 60-200 ns" in text
     assert "below 1.3x idle" in text
     assert "bandwidth rises as delay rises (100->1000)" in text
     clean = [
-        MemPointResult(None, 90.0, None, None, None, None, None, IDLE, 64, "builtin"),
+        MemPoint(latency_ns=90.0, traffic=IDLE, stride=64, backend="builtin"),
         point(0, 200, 9000),
         point(100, 120, 5000),
         point(20000, 91, 100),

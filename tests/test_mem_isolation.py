@@ -17,6 +17,7 @@ from tui_helpers import memory_view, retype, screen_text, wait_for
 from xferscope.app.messages import MemPointMeasured, MemSweepFailed, MemSweepFinished
 from xferscope.errors import SpecError
 from xferscope.isolation import target_name
+from xferscope.memory.result import loaded_points
 from xferscope.memory.runner import MemRun, serve
 from xferscope.memory.sweep import IDLE, MemSpec
 from xferscope.run.runner import EngineDied
@@ -112,7 +113,7 @@ def test_a_run_keeps_its_points_and_the_next_one_works():
                 os.kill(run.pid, signal.SIGSEGV)
     assert "mem: the engine process died by SIGSEGV" in str(caught.value)
     assert caught.value.result is run.result and run.result.points == got and len(got) >= 2
-    assert "SIGSEGV" in run.result.error and run.result.to_record().incomplete is True
+    assert "SIGSEGV" in run.result.error and run.result.incomplete is True
     assert gone(run.pid)
     again = MemRun(MemSpec(mode="idle", point_seconds=0.1, buffer_bytes=16 << 20))
     assert [p.traffic for p in again] == [IDLE, IDLE] and again.result.error is None
@@ -176,5 +177,5 @@ async def test_console_memory_view_survives_its_engine_dying(direct_dir, sig):
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: msgs.of(MemSweepFinished), timeout=90)
         result = msgs.of(MemSweepFinished)[0].result
-        assert not result.cancelled and result.error is None and result.loaded_points
+        assert not result.cancelled and result.error is None and loaded_points(result.points)
         assert mem_engines(os.getpid()) == []

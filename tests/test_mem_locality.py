@@ -15,9 +15,10 @@ from xferscope import _memcore
 from xferscope.errors import EnvironmentProblem, SpecError
 from xferscope.memory.machine import cache_levels, huge_pool, numa_topology, pages_obtained
 from xferscope.memory.plan import curve_sizes, matrix_cells, resolve_plan
-from xferscope.memory.result import CURVE, IDLE, MemPointResult, cache_plateaus, rising_plateaus
+from xferscope.memory.result import CURVE, IDLE, cache_plateaus, rising_plateaus
 from xferscope.memory.spec import locality_bytes, locality_label, normalise_locality
 from xferscope.memory.sweep import MemSpec, busy_warning, point_from_windows
+from xferscope.records import MemPoint
 
 PAGE = _memcore.PAGE_BYTES
 TWO_NODES_REAL = os.path.isdir("/sys/devices/system/node/node1")
@@ -213,7 +214,9 @@ def test_matrix_cells_on_a_fake_two_node_topology(tmp_path):
 
 def curve_points(latency_of_size):
     return [
-        MemPointResult(None, v, v, v, None, None, None, CURVE, 64, "builtin", size_bytes=k)
+        MemPoint(
+            latency_ns=v, latency_min_ns=v, latency_max_ns=v, traffic=CURVE, stride=64, backend="builtin", size_bytes=k
+        )
         for k, v in latency_of_size.items()
     ]
 

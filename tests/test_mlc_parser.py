@@ -14,6 +14,7 @@ from xferscope.memory.mlc import (
     peak_bandwidth_command,
 )
 from xferscope.memory.report import format_mlc_table
+from xferscope.memory.result import curve_points, idle_points, loaded_points, peak_points
 from xferscope.memory.sweep import CSV_COLUMNS, MemSpec
 
 # A default `mlc` run as MLC prints it (tab-separated tables), with the warnings it prints
@@ -119,7 +120,7 @@ def loaded_run(flags, rows, sep="\t"):
 def rows(result, traffic=None):
     return [
         (p.delay, p.latency_ns, p.bandwidth_mb_s)
-        for p in result.curve_points
+        for p in curve_points(result.points)
         if p.latency_ns is not None and (traffic is None or p.traffic == traffic)
     ]
 
@@ -128,14 +129,14 @@ def test_full_run_every_section():
     r = parse_mlc_output(FULL_RUN, "run.txt")
     assert r.backend == "mlc"
     assert r.idle_latency_ns == 81.4 and r.idle_locality == "mlc random"
-    assert r.matrix() == {
+    assert r.matrix == {
         "cpu_nodes": [0, 1],
         "mem_nodes": [0, 1],
         "latency_ns": [[81.4, 139.8], [140.1, 81.9]],
         "bandwidth_mb_s": [[114818.0, 34128.5], [34115.2, 114908.8]],
     }
     assert r.environment["mlc_version"] == "3.11"
-    peak = {p.traffic: p.bandwidth_mb_s for p in r.peak_points}
+    peak = {p.traffic: p.bandwidth_mb_s for p in peak_points(r.points)}
     assert peak == {"R": 229432.2, "W3": 208066.6, "W2": 205839.1, "W5": 190624.4, "W10": 189543.2}
     assert rows(r, "R") == [
         (0, 204.91, 227633.8),
@@ -144,7 +145,7 @@ def test_full_run_every_section():
         (1000, 92.66, 41372.4),
         (20000, 82.03, 3411.9),
     ]
-    assert {p.locality for p in r.loaded_points} == {"mlc random"}
+    assert {p.locality for p in loaded_points(r.points)} == {"mlc random"}
     assert any("Unable to modify prefetchers" in w for w in r.warnings)
     assert any("enabling random access" in w for w in r.warnings)
     # both 2x2 matrices are cells; cache-to-cache numbers are not points
@@ -194,15 +195,17 @@ def test_idle_latency_command_output():
     )
     r = parse_mlc_output(text, "idle.txt")
     assert r.idle_latency_ns == 80.5
-    assert r.idle_points[0].stride == 256 and r.idle_points[0].locality == "mlc"
+    idle = idle_points(r.points)
+    assert idle[0].stride == 256 and idle[0].locality == "mlc"
     sequential = parse_mlc_output(
         text.replace(
             "\nUsing buffer", "\nMeasuring idle latencies for sequential access (in ns)...\nUsing buffer"
         ).replace("-l256", "-l256 -b2000000 -L"),
         "s",
     )
-    assert sequential.idle_points[0].locality == "mlc sequential" and sequential.pages == "2m"
-    assert sequential.idle_points[0].size_bytes == 2000000 * 1024
+    (first, *_) = idle_points(sequential.points)
+    assert first.locality == "mlc sequential" and sequential.pages == "2m"
+    assert first.size_bytes == 2000000 * 1024
 
 
 @pytest.mark.parametrize(

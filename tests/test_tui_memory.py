@@ -8,6 +8,7 @@ from textual.widgets import DataTable, Select
 from tui_helpers import held_text, memory_view, paste, retype, screen_text, wait_for
 
 from xferscope.app.messages import MemSweepFinished
+from xferscope.memory.result import cache_curve
 
 
 async def sweep(pilot, msgs, mode: str, **fields) -> None:
@@ -44,7 +45,7 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
         curve = msgs.of(MemSweepFinished)[0].result
         caches = [c for c in curve.environment["caches"] if c["size"] <= 2 << 20]
         table = app.screen.query_one("#mem-table", DataTable)
-        rows = len(curve.cache_curve) + len(caches)  # a row a size, and one a cache level (the view fills it)
+        rows = len(cache_curve(curve.points)) + len(caches)  # a row a size, and one a cache level (the view fills it)
         await wait_for(pilot, lambda: "Curve, 64-page locality" in screen_text(app) and table.row_count == rows)
         curve_text = screen_text(app)
         curve_rows = [" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count)]
@@ -58,7 +59,7 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
         await pilot.press("v")
         await wait_for(pilot, lambda: "3 results side by side" in screen_text(app))
         side_text = screen_text(app)
-    sizes = [p.size_bytes for p in curve.cache_curve]
+    sizes = [p.size_bytes for p in cache_curve(curve.points)]
     assert sizes[0] == 4096 and sizes[-1] == 2 << 20
     assert "Curve, 64-page locality" in curve_text and "Latency ns vs working set" in curve_text
     for c in caches:  # the sysfs cache sizes, marked in the table and on the chart
@@ -68,7 +69,7 @@ async def test_the_curve_the_matrix_and_the_peak_table(direct_dir):
         assert "┊" in curve_text and f"┊ {caches[0]['name']}" in curve_text
     assert "NUMA matrix" in matrix_text and "mem 0" in matrix_text and "0 (ns)" in matrix_text
     assert ("0 (MB/s)" in matrix_text and "one NUMA node" in " ".join(matrix_text.split())) or len(
-        msgs.of(MemSweepFinished)[1].result.matrix()["cpu_nodes"]
+        msgs.of(MemSweepFinished)[1].result.matrix["cpu_nodes"]
     ) > 1
     assert "Maximum bandwidth" in peak_text
     for label in PEAK_ROWS:

@@ -144,9 +144,9 @@ def curve_rows(points, caches) -> list[tuple[str, str, str]]:
 
 def matrix_rows(points) -> tuple[list[str], list[tuple[str, ...]]]:
     """The NUMA matrix: headers (memory nodes), then latency rows and read-bandwidth rows per CPU node."""
-    from xferscope.memory.sweep import MemResult
+    from xferscope.memory.result import numa_matrix
 
-    matrix = MemResult(points=list(points)).matrix()
+    matrix = numa_matrix(points)
     if not matrix:
         return [], []
     headers = ["CPU node", *(f"mem {n}" for n in matrix["mem_nodes"])]
@@ -159,21 +159,13 @@ def matrix_rows(points) -> tuple[list[str], list[tuple[str, ...]]]:
 
 def idle_note(points) -> str:
     """'idle latency 185.8 ns (64-page locality; whole-buffer 655.3 ns)' from the idle points so far."""
+    from xferscope.memory.result import idle_point, idle_points
     from xferscope.memory.spec import locality_text
-    from xferscope.memory.sweep import IDLE
 
-    idle = [p for p in points if p.traffic == IDLE and p.cpu_node is None and p.latency_ns is not None]
-    if not idle:
+    if not any(p.latency_ns is not None for p in idle_points(points)):
         return ""
-    first = idle[0]
-    whole = next(
-        (
-            p
-            for p in idle[1:]
-            if p.stride == first.stride and p.locality == "whole-buffer" and first.locality != "whole-buffer"
-        ),
-        None,
-    )
+    first, whole = idle_point(points), idle_point(points, whole=True)
+    assert first is not None and first.latency_ns is not None
     inside = locality_text(first.locality)
     if whole is not None:
         inside += f"; whole-buffer {whole.latency_ns:.1f} ns"

@@ -103,14 +103,14 @@ class ResultsLoaded(Message):
 
 @dataclass
 class MemPointMeasured(Message, bubble=False):
-    """One point of a memory sweep (``xferscope.memory.result.MemPointResult``), as soon as it is measured."""
+    """One point of a memory sweep (``records.MemPoint``), as soon as it is measured."""
 
     point: object
 
 
 @dataclass
 class MemSweepFinished(Message, bubble=False):
-    """A memory sweep ended (``result.cancelled`` when stopped); ``result`` is its ``MemResult``."""
+    """A memory sweep ended (``result.cancelled`` when stopped); ``result`` is its ``MemSweep``."""
 
     result: object
 
@@ -119,7 +119,7 @@ class MemSweepFinished(Message, bubble=False):
 class MemSweepFailed(Message, bubble=False):
     """A memory sweep could not run or its engine failed; ``reason`` in the engine's words, ``detail`` the
     engine process's last words (its stderr's tail) where it died, ``result`` the points it measured
-    until then (a ``MemResult`` with ``error`` set; None when it measured none)."""
+    until then (a ``MemSweep`` with ``error`` set; None when it measured none)."""
 
     reason: str
     detail: tuple[str, ...] = ()

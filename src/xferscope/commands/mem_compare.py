@@ -15,6 +15,7 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
     from xferscope.memory.report import format_side_by_side, side_by_side
+    from xferscope.memory.result import sweep_name, with_figures
     from xferscope.output.files import Output, show_then_write
     from xferscope.report import print_table, terminal_width, text_table
 
@@ -32,9 +33,9 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
             typer.echo(text)
         for r in results:
             for warning in r.warnings:
-                typer.echo(f"warning: {r.name}: {warning}", err=True)
+                typer.echo(f"warning: {sweep_name(r)}: {warning}", err=True)
 
-    records_of = [r.to_record() for r in results]
+    records_of = [with_figures(r) for r in results]
     written = show_then_write(
         fmt,
         lambda: records_of,
@@ -53,12 +54,12 @@ def points_csv(results) -> str:
     import csv
     import io
 
-    from xferscope.memory.result import CSV_COLUMNS
+    from xferscope.memory.result import CSV_COLUMNS, csv_row, sweep_name
 
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(("result", *CSV_COLUMNS))
     for r in results:
         for p in r.points:
-            writer.writerow((r.name, *p.csv_row()))
+            writer.writerow((sweep_name(r), *csv_row(p)))
     return out.getvalue()

@@ -3,7 +3,7 @@
 Each importer reads one file and returns a list of RunResults that the same
 exporters, comparisons and ``replay --against`` take as native runs. A malformed
 file is a FormatError naming the file and line. MLC output (memory sweeps) becomes a
-``MemResult`` instead: ``xferscope.importers.mlc``.
+``MemSweep`` instead: ``xferscope.importers.mlc``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Intel MLC's saved text output as a ``MemResult`` (backend "mlc"), read with the parser the mlc backend
+"""Intel MLC's saved text output as a ``MemSweep`` (backend "mlc"), read with the parser the mlc backend
 uses (``xferscope.memory.mlc_text``), and memory results read back from any file that holds them.
 """
 
@@ -8,13 +8,14 @@ from xferscope import records
 from xferscope.errors import FormatError
 from xferscope.export import read_json
 from xferscope.memory.mlc_text import parse_mlc_output
-from xferscope.memory.result import MemResult, is_mem_result, result_from_record
+from xferscope.memory.result import is_mem_result, read_sweep
+from xferscope.records import MemSweep
 
 __all__ = ["import_mlc", "parse_mlc_output", "read_mem_results"]
 
 
-def import_mlc(path: str) -> MemResult:
-    """A saved MLC output file as a MemResult; FormatError when it cannot be read or holds no MLC section."""
+def import_mlc(path: str) -> MemSweep:
+    """A saved MLC output file as a MemSweep; FormatError when it cannot be read or holds no MLC section."""
     try:
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -32,7 +33,7 @@ def import_mlc(path: str) -> MemResult:
     return result
 
 
-def read_mem_results(path: str) -> list[MemResult]:
+def read_mem_results(path: str) -> list[MemSweep]:
     """Memory results from ``path``: JSON written by ``mem --json`` or ``import mlc --json`` (one result or a list),
     or mlc's own text."""
 
@@ -51,5 +52,5 @@ def read_mem_results(path: str) -> list[MemResult]:
                 "results are compared with `compare` paths or opened in the console",
             )
         items = data if isinstance(data, list) else [data]
-        return [result_from_record(records.as_mem(item, path), path) for item in items]
+        return [read_sweep(records.as_mem(item, path), path) for item in items]
     return [import_mlc(path)]

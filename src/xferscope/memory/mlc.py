@@ -1,7 +1,7 @@
 """The ``mlc`` backend of memory sweeps: Intel's Memory Latency Checker binary, run for a ``MemSpec``.
 
 Its output is read by ``xferscope.memory.mlc_text`` (the same parser as ``import mlc``),
-so an mlc run and a saved mlc output give the same ``MemResult``. The modes map to
+so an mlc run and a saved mlc output give the same ``MemSweep``. The modes map to
 mlc's: idle ``--idle_latency``, loaded ``--loaded_latency``, peak ``--max_bandwidth``,
 matrix ``--latency_matrix`` and ``--bandwidth_matrix``, curve ``--idle_latency -b``
 once per working-set size. ``--locality whole`` is mlc's ``-r`` (random access);
@@ -16,15 +16,16 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
+
+from msgspec.structs import replace
 
 from xferscope.errors import EngineUnavailable, RunFailed
 from xferscope.memory.machine import allowed_cpus, format_cpu_list, llc_bytes
 from xferscope.memory.mlc_text import MlcParser
 from xferscope.memory.plan import curve_sizes_for
-from xferscope.memory.result import CURVE, IDLE, MemPointResult
+from xferscope.memory.result import CURVE, IDLE, in_matrix
 from xferscope.memory.spec import DEFAULT_DELAYS, WHOLE, MemSpec
-from xferscope.records import MemEnvironment
+from xferscope.records import MemEnvironment, MemPoint
 
 MLC_URL = "https://www.intel.com/content/www/us/en/developer/articles/tool/intelr-memory-latency-checker.html"
 
@@ -132,7 +133,7 @@ class MlcRunner:
             if self._proc and self._proc.poll() is None:
                 self._proc.terminate()
 
-    def points(self, cancel: threading.Event) -> Iterator[MemPointResult]:
+    def points(self, cancel: threading.Event) -> Iterator[MemPoint]:
         spec = self.spec
         with tempfile.TemporaryDirectory(prefix="xferscope-mlc-") as tmp:
             delays_file = os.path.join(tmp, "delays.txt")
@@ -166,7 +167,7 @@ class MlcRunner:
                     cmd = loaded_latency_command(self.mlc, spec, traffic, stride, delays_file)
                     yield from self._run(cmd, traffic, stride, cancel)
 
-    def _peak(self, cancel: threading.Event) -> Iterator[MemPointResult]:
+    def _peak(self, cancel: threading.Event) -> Iterator[MemPoint]:
         got = []
         for point in self._run(peak_bandwidth_command(self.mlc, self.spec), None, None, cancel):
             if point.traffic in self.spec.traffic_types:
@@ -178,7 +179,7 @@ class MlcRunner:
 
     def _run(
         self, cmd: list[str], traffic: str | None, stride: int | None, cancel: threading.Event, size: int | None = None
-    ) -> Iterator[MemPointResult]:
+    ) -> Iterator[MemPoint]:
         self.environment["mlc_commands"].append(" ".join(cmd))
         parser = MlcParser(" ".join(cmd))
         parser.learn_flags(cmd[1:])
@@ -198,7 +199,7 @@ class MlcRunner:
             for line in proc.stdout:
                 tail = (tail + [line.strip()])[-3:] if line.strip() else tail
                 for point in parser.feed(line):
-                    if traffic == CURVE and point.traffic == IDLE and not point.in_matrix:
+                    if traffic == CURVE and point.traffic == IDLE and not in_matrix(point):
                         point = replace(point, traffic=CURVE, size_bytes=size)
                     elif point.traffic != IDLE and traffic not in (None, IDLE, CURVE):
                         point = replace(point, traffic=traffic)

@@ -1,4 +1,4 @@
-"""Intel MLC's text output as a ``MemResult`` (backend "mlc"): the parser the mlc backend
+"""Intel MLC's text output as a ``MemSweep`` (backend "mlc"): the parser the mlc backend
 (``xferscope.memory.mlc``) reads mlc's output with, line by line as it comes, and
 ``xferscope import mlc`` (``xferscope.importers.mlc``) reads a saved copy with.
 
@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 
 from xferscope.errors import FormatError
-from xferscope.memory.result import IDLE, MemPointResult, MemResult, sanity_warnings
-from xferscope.records import MemEnvironment
+from xferscope.memory.result import IDLE, new_sweep, sanity_warnings, with_figures
+from xferscope.records import MemEnvironment, MemPoint, MemSweep
 
 # MLC's peak-injection labels and the traffic types they are.
 PEAK_LABELS = {
@@ -60,7 +60,7 @@ class MlcParser:
         self.source = source
         self.section: str | None = None  # "idle", "peak", "loaded", "skip" or None before any
         self.lineno = 0
-        self.points: list[MemPointResult] = []
+        self.points: list[MemPoint] = []
         self.warnings: list[str] = []
         self.environment: MemEnvironment = {}
         self._matrix_nodes: list[int] | None = None
@@ -124,8 +124,8 @@ class MlcParser:
         """How mlc's latency thread moved, as mlc said: 'mlc random', 'mlc sequential', or 'mlc'."""
         return f"mlc {self.access}" if self.access else "mlc"
 
-    def _idle_point(self, latency: float, **where) -> MemPointResult:
-        return MemPointResult(
+    def _idle_point(self, latency: float, **where) -> MemPoint:
+        return MemPoint(
             delay=None,
             latency_ns=latency,
             latency_min_ns=None,
@@ -141,7 +141,7 @@ class MlcParser:
             **where,
         )
 
-    def _matrix_row(self, tokens: list[str], what: str) -> list[MemPointResult]:
+    def _matrix_row(self, tokens: list[str], what: str) -> list[MemPoint]:
         """A row of the latency or bandwidth matrix: a CPU node, then one value per memory node."""
         if not tokens[0].isdigit():
             if tokens[0].lower() in ("numa", "socket", "memory", "node"):
@@ -171,7 +171,7 @@ class MlcParser:
                 out.append(self._idle_point(value, cpu_node=cpu_node, mem_node=mem_node))
             else:
                 out.append(
-                    MemPointResult(
+                    MemPoint(
                         delay=0,
                         latency_ns=None,
                         latency_min_ns=None,
@@ -188,7 +188,7 @@ class MlcParser:
                 )
         return out
 
-    def _peak_row(self, line: str) -> list[MemPointResult]:
+    def _peak_row(self, line: str) -> list[MemPoint]:
         match = _PEAK_ROW.match(line)
         if not match:
             return []
@@ -199,7 +199,7 @@ class MlcParser:
         traffic = PEAK_LABELS.get(label.lower(), label)
         bw = float(value)
         return [
-            MemPointResult(
+            MemPoint(
                 delay=0,
                 latency_ns=None,
                 latency_min_ns=None,
@@ -213,13 +213,13 @@ class MlcParser:
             )
         ]
 
-    def _loaded_row(self, tokens: list[str]) -> list[MemPointResult]:
+    def _loaded_row(self, tokens: list[str]) -> list[MemPoint]:
         if len(tokens) != 3 or not _DELAY.match(tokens[0]) or not all(_NUMBER.match(t) for t in tokens[1:]):
             raise self._fail(
                 f"loaded latency row needs a delay, a latency (ns) and a bandwidth (MB/sec), got {' '.join(tokens)!r}"
             )
         return [
-            MemPointResult(
+            MemPoint(
                 delay=int(tokens[0]),
                 latency_ns=float(tokens[1]),
                 latency_min_ns=None,
@@ -237,7 +237,7 @@ class MlcParser:
 
     # -- one line
 
-    def feed(self, raw: str) -> list[MemPointResult]:
+    def feed(self, raw: str) -> list[MemPoint]:
         self.lineno += 1
         line = raw.strip().strip("|").strip()
         if not line:
@@ -246,7 +246,7 @@ class MlcParser:
         self.points.extend(new)
         return new
 
-    def _line(self, line: str) -> list[MemPointResult]:
+    def _line(self, line: str) -> list[MemPoint]:
         low = line.lower()
         if line.startswith("***"):
             self.warnings.append("mlc: " + line.lstrip("*").strip())
@@ -290,20 +290,19 @@ class MlcParser:
             return self._loaded_row(tokens)
         return []
 
-    def result(self) -> MemResult:
-        result = MemResult(
-            points=list(self.points),
-            backend="mlc",
-            warnings=list(self.warnings),
+    def result(self) -> MemSweep:
+        result = new_sweep(
+            "mlc",
+            warnings=[*self.warnings, *sanity_warnings(self.points)],
             environment={"source": self.source, **self.environment},
             pages=self.pages,
         )
-        result.warnings.extend(sanity_warnings(result.points))
-        return result
+        result.points = list(self.points)
+        return with_figures(result)
 
 
-def parse_mlc_output(text: str, source: str) -> MemResult:
-    """Every section of MLC output we recognise, as one MemResult (backend "mlc")."""
+def parse_mlc_output(text: str, source: str) -> MemSweep:
+    """Every section of MLC output we recognise, as one MemSweep (backend "mlc")."""
     parser = MlcParser(source)
     for line in text.splitlines():
         parser.feed(line)

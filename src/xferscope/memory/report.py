@@ -13,14 +13,20 @@ from typing import TextIO
 from xferscope.memory.result import (
     IDLE,
     WHOLE_BUFFER,
-    MemPointResult,
-    MemResult,
+    cache_curve,
     cache_plateaus,
+    idle_points,
+    loaded_points,
+    matrix_points,
+    numa_matrix,
+    peak_points,
     result_json,
     rising_plateaus,
+    sweep_name,
+    with_figures,
 )
 from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
-from xferscope.records import CacheSize, NumaMatrix
+from xferscope.records import CacheSize, MemPoint, MemSweep, NumaMatrix
 from xferscope.units import figure_text, format_size
 
 TRAFFIC_LABELS = {
@@ -36,9 +42,9 @@ TRAFFIC_LABELS = {
 }
 
 
-def _series(points: list[MemPointResult]) -> list[list[MemPointResult]]:
+def _series(points: list[MemPoint]) -> list[list[MemPoint]]:
     """Consecutive runs of one traffic type and stride with rising delays."""
-    runs: list[list[MemPointResult]] = []
+    runs: list[list[MemPoint]] = []
     for p in points:
         last = runs[-1][-1] if runs else None
         if last and (last.traffic, last.stride) == (p.traffic, p.stride) and (p.delay or 0) > (last.delay or 0):
@@ -56,7 +62,7 @@ def _where(*parts: str | None) -> str:
     return ", ".join(p for p in parts if p)
 
 
-def idle_text(point: MemPointResult, whole: MemPointResult | None = None) -> str:
+def idle_text(point: MemPoint, whole: MemPoint | None = None) -> str:
     """'185.80 ns (64-page locality; whole-buffer 655.30 ns)'; the locality alone when there is no pair."""
     inside = locality_text(point.locality)
     if whole is not None and whole.latency_ns is not None:
@@ -64,9 +70,9 @@ def idle_text(point: MemPointResult, whole: MemPointResult | None = None) -> str
     return f"{point.latency_ns:.2f} ns" + (f" ({inside})" if inside else "")
 
 
-def _idle_lines(result: MemResult) -> list[str]:
+def _idle_lines(result: MemSweep) -> list[str]:
     out = []
-    idle = [p for p in result.idle_points if p.latency_ns is not None]
+    idle = [p for p in idle_points(result.points) if p.latency_ns is not None]
     used: set[int] = set()
     for i, p in enumerate(idle):
         if i in used:
@@ -86,7 +92,7 @@ def _idle_lines(result: MemResult) -> list[str]:
                 whole = idle[j]
         spread = f" (min {p.latency_min_ns:.2f}, max {p.latency_max_ns:.2f})" if p.latency_min_ns is not None else ""
         out.append(f"Idle latency: {idle_text(p, whole)}{spread}, {_stride_text(p.stride)}, {p.backend}")
-    local = next((p for p in result.matrix_points if p.traffic == IDLE and p.cpu_node == p.mem_node), None)
+    local = next((p for p in matrix_points(result.points) if p.traffic == IDLE and p.cpu_node == p.mem_node), None)
     if not out and local is not None:
         out.append(
             f"Idle latency: {idle_text(local)}, CPU node {local.cpu_node} to its own memory, "
@@ -95,12 +101,12 @@ def _idle_lines(result: MemResult) -> list[str]:
     return out
 
 
-def _peak_lines(peak: list[MemPointResult]) -> list[str]:
+def _peak_lines(peak: list[MemPoint]) -> list[str]:
     """One table, as `mlc --max_bandwidth` prints it."""
     first = peak[0]
     out = [f"Maximum bandwidth (MB/sec, 1 MB = 10^6 bytes), {_stride_text(first.stride)}, {first.backend}"]
     for p in peak:
-        label = TRAFFIC_LABELS.get(p.traffic, p.traffic)
+        label = TRAFFIC_LABELS.get(p.traffic or "", p.traffic)
         split = (
             f"   (read {p.read_mb_s:.1f}, write {p.write_mb_s:.1f})"
             if p.read_mb_s is not None and p.write_mb_s is not None
@@ -117,12 +123,12 @@ def _level_of(size: int, caches: list[CacheSize]) -> str:
     return "memory" if caches else ""
 
 
-def _curve_lines(result: MemResult) -> list[str]:
+def _curve_lines(result: MemSweep) -> list[str]:
     """lmbench's lat_mem_rd table, the sysfs cache sizes marked between the rows, then the plateaus."""
     caches = list(result.environment.get("caches") or [])
     out: list[str] = []
-    by_stride: dict[int | None, list[MemPointResult]] = {}
-    for p in result.cache_curve:
+    by_stride: dict[int | None, list[MemPoint]] = {}
+    for p in cache_curve(result.points):
         by_stride.setdefault(p.stride, []).append(p)
     for stride, points in by_stride.items():
         points = sorted(points, key=lambda p: p.size_bytes or 0)
@@ -171,11 +177,11 @@ def _grid(
     return out
 
 
-def _matrix_lines(result: MemResult) -> list[str]:
-    matrix = result.matrix()
+def _matrix_lines(result: MemSweep) -> list[str]:
+    cells = matrix_points(result.points)
+    matrix = numa_matrix(cells)
     if not matrix:
         return []
-    cells = result.matrix_points
     locality = next((p.locality for p in cells if p.traffic == IDLE and p.locality), None)
     out: list[str] = []
     if "latency_ns" in matrix:
@@ -202,7 +208,7 @@ def _share(share: float) -> str:
     return "<1%" if 0 < share < 0.005 else f"{share:.0%}"
 
 
-def pages_text(result: MemResult) -> str | None:
+def pages_text(result: MemSweep) -> str | None:
     """'asked transparent huge pages (2 MiB), got 100% 2M'."""
     asked = PAGE_SIZE_TEXT.get(result.pages or "", result.pages or "")
     got = ", ".join(f"{_share(share)} {size}" for size, share in result.pages_obtained.items())
@@ -211,12 +217,12 @@ def pages_text(result: MemResult) -> str | None:
     return _where(f"asked {asked}" if asked else None, f"got {got}" if got else None)
 
 
-def format_mlc_table(result: MemResult) -> str:
+def format_mlc_table(result: MemSweep) -> str:
     """The result as MLC prints it: idle latency, peak bandwidths, the NUMA matrix, the cache-level curve, and
     one Inject Delay table per loaded-latency curve."""
     out: list[str] = []
     sections = [_idle_lines(result)]
-    peak = result.peak_points
+    peak = peak_points(result.points)
     if peak:
         sections.append(_peak_lines(peak))
     sections.append(_matrix_lines(result))
@@ -224,7 +230,7 @@ def format_mlc_table(result: MemResult) -> str:
     for section in sections:
         if section:
             out += [""] + section
-    for run in _series(result.loaded_points):
+    for run in _series(loaded_points(result.points)):
         first = run[0]
         split = all(p.read_mb_s is not None for p in run)
         out.append("")
@@ -247,7 +253,7 @@ def format_mlc_table(result: MemResult) -> str:
     if result.thp_coverage is not None:
         footer.append(f"THP coverage: {result.thp_coverage:.0%} of the buffers on huge pages")
     ns_iter = result.environment.get("ns_per_delay_iter")
-    if ns_iter and result.loaded_points:
+    if ns_iter and loaded_points(result.points):
         footer.append(f"Delay loop: {ns_iter:.3f} ns per iteration (calibrated)")
     footer.extend(f"Note: {n}" for n in result.notes)
     if result.cancelled:
@@ -258,7 +264,7 @@ def format_mlc_table(result: MemResult) -> str:
     return "\n".join(out).lstrip("\n")
 
 
-def emit_result(result: MemResult, fmt: str = "table", out: TextIO | None = None, err: TextIO | None = None) -> None:
+def emit_result(result: MemSweep, fmt: str = "table", out: TextIO | None = None, err: TextIO | None = None) -> None:
     """Print a result: the MLC-shaped table (warnings on ``err``) or JSON."""
     out = out or sys.stdout
     err = err or sys.stderr
@@ -278,11 +284,12 @@ def emit_result(result: MemResult, fmt: str = "table", out: TextIO | None = None
 PEAK_ORDER = ("R", "W3", "W2", "W5", "W10")
 
 
-def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
+def side_by_side(results: list[MemSweep]) -> tuple[list[str], list[list[str]]]:
     """One column per result (a built-in run, an mlc run, an imported mlc output), one row per figure any of
     them has: idle latency and its locality, the whole-buffer chase, pages, the max-bandwidth table, the NUMA
     matrix, the cache curve's plateaus, and each loaded curve's first and last delay."""
-    headers = ["", *(r.name for r in results)]
+    results = [with_figures(r) for r in results]  # with the figures their points give
+    headers = ["", *(sweep_name(r) for r in results)]
     rows: list[list[str]] = []
 
     def add(label: str, cells: list[str]) -> None:
@@ -293,7 +300,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     add("  locality", [locality_text(r.idle_locality) for r in results])
     add(f"  {WHOLE_BUFFER} (ns)", [figure_text(r.whole_idle_latency_ns, "{:.2f}", missing="") for r in results])
     add("pages", [_pages_short(r) for r in results])
-    peaks = [{p.traffic: p.bandwidth_mb_s for p in r.peak_points} for r in results]
+    peaks = [{p.traffic or "": p.bandwidth_mb_s for p in peak_points(r.points)} for r in results]
     for traffic in [t for t in PEAK_ORDER if any(t in p for p in peaks)] + sorted(
         {t for p in peaks for t in p if t not in PEAK_ORDER}
     ):
@@ -301,7 +308,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
             f"{TRAFFIC_LABELS.get(traffic, traffic)} (MB/s)",
             [figure_text(p.get(traffic), "{:.1f}", missing="") for p in peaks],
         )
-    matrices: list[NumaMatrix] = [r.matrix() or {} for r in results]
+    matrices: list[NumaMatrix] = [r.matrix or {} for r in results]
     cells = sorted({(i, j) for m in matrices for i in m.get("cpu_nodes", []) for j in m.get("mem_nodes", [])})
     for name, fmt in (("latency", "{:.1f}"), ("read MB/s", "{:.1f}")):
         for i, j in cells:
@@ -313,16 +320,13 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
                 else:
                     values.append("")
             add(f"node {i}->{j} {name}", values)
-    plateaus = [
-        {x["level"]: x["latency_ns"] for x in cache_plateaus(r.cache_curve, r.environment.get("caches") or [])}
-        for r in results
-    ]
+    plateaus = [{x["level"]: x["latency_ns"] for x in r.cache_levels or []} for r in results]
     levels = list(dict.fromkeys(level for p in plateaus for level in p))
     for level in levels:
         add(f"curve plateau {level} (ns)", [figure_text(p.get(level), "{:.2f}", missing="") for p in plateaus])
-    curves: dict[tuple, list[list[MemPointResult]]] = {}
+    curves: dict[tuple, list[list[MemPoint]]] = {}
     for k, r in enumerate(results):
-        for run in _series(r.loaded_points):
+        for run in _series(loaded_points(r.points)):
             series = (run[0].traffic, run[0].stride)
             curves.setdefault(series, [[] for _ in results])[k] = run
     for (traffic, stride), runs in curves.items():
@@ -339,7 +343,7 @@ def side_by_side(results: list[MemResult]) -> tuple[list[str], list[list[str]]]:
     return headers, rows
 
 
-def format_side_by_side(results: list[MemResult]) -> str:
+def format_side_by_side(results: list[MemSweep]) -> str:
     headers, rows = side_by_side(results)
     widths = [max(len(str(row[i])) for row in [headers, *rows]) for i in range(len(headers))]
     lines = [
@@ -352,7 +356,7 @@ def format_side_by_side(results: list[MemResult]) -> str:
     return "\n".join(lines)
 
 
-def _pages_short(result: MemResult) -> str:
+def _pages_short(result: MemSweep) -> str:
     """'thp: 100% 2M', '4k: 100% 4K', '1g' (asked, then what was obtained)."""
     got = ", ".join(f"{_share(share)} {size}" for size, share in result.pages_obtained.items())
     return ": ".join(x for x in (result.pages or "", got) if x)

@@ -1,5 +1,6 @@
-"""What a memory sweep (or an imported MLC output) produced: ``MemPointResult``, ``MemResult``, their files,
-and the sanity checks of a trustworthy curve."""
+"""What a memory sweep (or an imported MLC output) produced: its points and the sweep (``records.MemPoint``,
+``records.MemSweep``: one type at run time and in the file), the kinds of points, their files, and the sanity checks
+of a trustworthy curve."""
 
 from __future__ import annotations
 
@@ -9,15 +10,13 @@ import math
 import os
 import statistics
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict
 from typing import Any, cast
-
-import msgspec
 
 from xferscope import records
 from xferscope.errors import FormatError
 from xferscope.memory.spec import MemSpec
-from xferscope.records import MemEnvironment
+from xferscope.records import MemPoint, MemSweep
 from xferscope.units import format_size
 
 CSV_COLUMNS = (
@@ -39,216 +38,146 @@ CURVE = "curve"  # the traffic label of a point of the cache-level curve (latenc
 WHOLE_BUFFER = "whole-buffer"  # the locality label of a chase over the whole buffer
 
 
-@dataclass(frozen=True)
-class MemPointResult:
-    """One measured point. Bandwidths in MB/s with 1 MB = 10^6 bytes; None where not measured."""
+def in_matrix(point: MemPoint) -> bool:
+    """A cell of a NUMA matrix (measured by one node's CPUs on one node's memory)."""
+    return point.cpu_node is not None
 
-    delay: int | None
-    latency_ns: float | None
-    latency_min_ns: float | None
-    latency_max_ns: float | None
-    bandwidth_mb_s: float | None
-    read_mb_s: float | None
-    write_mb_s: float | None
-    traffic: str  # R, W2..W10, "idle" for an idle-latency point, "curve" for a cache-level curve point
-    stride: int | None
-    backend: str
-    ns_per_delay_iter: float | None = None
-    windows: int = 0  # sub-windows behind the medians
-    windows_short: int = 0  # of them, windows the latency thread was not running all through (left out)
-    locality: str | None = None  # how the latency chase moved: '64-page', 'whole-buffer', 'mlc random', ...
-    locality_bytes: int | None = None  # its window in bytes (None: the whole buffer, or not known)
-    size_bytes: int | None = None  # the chased working set (the curve's x; the latency buffer otherwise)
-    cpu_node: int | None = None  # matrix cells: the NUMA node of the CPUs that measured
-    mem_node: int | None = None  # matrix cells: the NUMA node of the memory
 
-    def csv_row(self) -> list[str]:
-        return [
-            _cell(self.delay, "{}"),
-            _cell(self.latency_ns, "{:.2f}"),
-            _cell(self.bandwidth_mb_s, "{:.1f}"),
-            _cell(self.read_mb_s, "{:.1f}"),
-            _cell(self.write_mb_s, "{:.1f}"),
-            self.traffic,
-            _cell(self.stride, "{}"),
-            self.backend,
-            self.locality or "",
-            _cell(self.size_bytes, "{}"),
-            _cell(self.cpu_node, "{}"),
-            _cell(self.mem_node, "{}"),
-        ]
-
-    @property
-    def in_matrix(self) -> bool:
-        return self.cpu_node is not None
+def csv_row(point: MemPoint) -> list[str]:
+    """A point as ``mem --csv`` writes it (columns CSV_COLUMNS)."""
+    return [
+        _cell(point.delay, "{}"),
+        _cell(point.latency_ns, "{:.2f}"),
+        _cell(point.bandwidth_mb_s, "{:.1f}"),
+        _cell(point.read_mb_s, "{:.1f}"),
+        _cell(point.write_mb_s, "{:.1f}"),
+        point.traffic or "",
+        _cell(point.stride, "{}"),
+        point.backend or "",
+        point.locality or "",
+        _cell(point.size_bytes, "{}"),
+        _cell(point.cpu_node, "{}"),
+        _cell(point.mem_node, "{}"),
+    ]
 
 
 def _cell(value: Any, fmt: str) -> str:
     return "" if value is None else fmt.format(value)
 
 
-@dataclass
-class MemResult:
-    """Everything one sweep (or one imported MLC output) produced."""
+def new_sweep(backend: str, spec: MemSpec | None = None, **facts: Any) -> MemSweep:
+    """An empty sweep: what a sweep (or an imported MLC output) fills in as it goes. The sweep's record is its one
+    type, at run time and in its file; the figures derived from its points are set when it is written
+    (``with_figures``)."""
+    return MemSweep(
+        schema_version=records.SCHEMA_VERSION,
+        backend=backend,
+        mode=spec.mode if spec else None,
+        spec=None if spec is None else asdict(spec),
+        points=[],
+        **facts,
+    )
 
-    points: list[MemPointResult] = field(default_factory=list)
-    backend: str = "builtin"
-    thp_coverage: float | None = None  # fraction of the buffers backed by huge pages (of any kind)
-    warnings: list[str] = field(default_factory=list)
-    environment: MemEnvironment = field(default_factory=lambda: MemEnvironment())
-    cancelled: bool = False
-    spec: MemSpec | None = None
-    pages: str | None = None  # the page size asked for: 4k, thp, 2m, 1g (None: not known)
-    pages_obtained: dict[str, float] = field(default_factory=dict)  # {"4K": 0.02, "2M": 0.98}: resident shares
-    notes: list[str] = field(default_factory=list)  # facts printed under the tables (not warnings)
-    source: str | None = None  # the file an imported result came from
-    error: str | None = None  # why the sweep ended early (its engine failed or died): the points are what it measured
 
-    # -- the kinds of points
+# -- the kinds of points
 
-    @property
-    def idle_points(self) -> list[MemPointResult]:
-        """Idle latency (outside a NUMA matrix): the chosen locality first, then the whole buffer."""
-        return [p for p in self.points if p.traffic == IDLE and not p.in_matrix]
 
-    def _idle(self, whole: bool) -> MemPointResult | None:
-        idle = [p for p in self.idle_points if p.latency_ns is not None]
-        if not idle:
-            local = [p for p in self.points if p.traffic == IDLE and p.in_matrix and p.cpu_node == p.mem_node]
-            return local[0] if local and not whole else None
-        if whole:
-            first = idle[0]
-            return next(
-                (
-                    p
-                    for p in idle[1:]
-                    if p.locality == WHOLE_BUFFER and p.stride == first.stride and first.locality != WHOLE_BUFFER
-                ),
-                None,
-            )
-        return idle[0]
+def idle_points(points: Iterable[MemPoint]) -> list[MemPoint]:
+    """Idle latency (outside a NUMA matrix): the chosen locality first, then the whole buffer."""
+    return [p for p in points if p.traffic == IDLE and not in_matrix(p)]
 
-    @property
-    def idle_latency_ns(self) -> float | None:
-        point = self._idle(False)
-        return point.latency_ns if point else None
 
-    @property
-    def idle_locality(self) -> str | None:
-        point = self._idle(False)
-        return point.locality if point else None
-
-    @property
-    def whole_idle_latency_ns(self) -> float | None:
-        """The whole-buffer idle latency measured beside a windowed one (None when there is no such pair)."""
-        point = self._idle(True)
-        return point.latency_ns if point else None
-
-    @property
-    def curve_points(self) -> list[MemPointResult]:
-        """Loaded-latency and peak-bandwidth points (neither idle, nor the cache curve, nor a matrix cell)."""
-        return [p for p in self.points if p.traffic not in (IDLE, CURVE) and not p.in_matrix]
-
-    @property
-    def loaded_points(self) -> list[MemPointResult]:
-        return [p for p in self.curve_points if p.latency_ns is not None]
-
-    @property
-    def peak_points(self) -> list[MemPointResult]:
-        return [p for p in self.curve_points if p.latency_ns is None]
-
-    @property
-    def cache_curve(self) -> list[MemPointResult]:
-        return [p for p in self.points if p.traffic == CURVE]
-
-    @property
-    def matrix_points(self) -> list[MemPointResult]:
-        return [p for p in self.points if p.in_matrix]
-
-    def matrix(self) -> records.NumaMatrix | None:
-        """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
-        not measured); None when the result has no matrix cells."""
-        cells = [
-            (p, p.cpu_node, p.mem_node) for p in self.matrix_points if p.cpu_node is not None and p.mem_node is not None
-        ]
-        if not cells:
-            return None
-        cpu_nodes = sorted({cpu for _, cpu, _ in cells})
-        mem_nodes = sorted({mem for _, _, mem in cells})
-        latency: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
-        bandwidth: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
-        for p, cpu, mem in cells:
-            i, j = cpu_nodes.index(cpu), mem_nodes.index(mem)
-            if p.traffic == IDLE and p.latency_ns is not None:
-                latency[i][j] = p.latency_ns
-            elif p.bandwidth_mb_s is not None:
-                bandwidth[i][j] = p.bandwidth_mb_s
-        out: records.NumaMatrix = {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes}
-        if any(v is not None for row in latency for v in row):
-            out["latency_ns"] = latency
-        if any(v is not None for row in bandwidth for v in row):
-            out["bandwidth_mb_s"] = bandwidth
-        return out
-
-    @property
-    def name(self) -> str:
-        """How the result is named beside others: 'builtin', 'mlc', 'mlc (imported from FILE)'."""
-        if self.source:
-            return f"{self.backend} ({os.path.basename(self.source)})"
-        return self.backend
-
-    def to_record(self) -> records.MemSweep:
-        """The sweep as ``mem --json`` writes it."""
-        caches = self.environment.get("caches") or []
-        return records.MemSweep(
-            schema_version=records.SCHEMA_VERSION,
-            **records.same_fields(self, MEM_FIELDS),
-            mode=self.spec.mode if self.spec else None,
-            incomplete=self.error is not None,
-            idle_latency_ns=self.idle_latency_ns,
-            idle_locality=self.idle_locality,
-            whole_idle_latency_ns=self.whole_idle_latency_ns,
-            matrix=self.matrix(),
-            cache_levels=cache_plateaus(self.cache_curve, caches) if self.cache_curve else None,
-            source=self.source,
-            spec=None if self.spec is None else asdict(self.spec),
-            points=[records.MemPoint(**asdict(p)) for p in self.points],
+def idle_point(points: list[MemPoint], whole: bool = False) -> MemPoint | None:
+    """The idle-latency point (a local matrix cell where there is none); with ``whole``, the whole-buffer idle
+    latency measured beside a windowed one (None when there is no such pair)."""
+    idle = [p for p in idle_points(points) if p.latency_ns is not None]
+    if not idle:
+        local = [p for p in points if p.traffic == IDLE and in_matrix(p) and p.cpu_node == p.mem_node]
+        return local[0] if local and not whole else None
+    if whole:
+        first = idle[0]
+        return next(
+            (
+                p
+                for p in idle[1:]
+                if p.locality == WHOLE_BUFFER and p.stride == first.stride and first.locality != WHOLE_BUFFER
+            ),
+            None,
         )
+    return idle[0]
 
 
-#: what a memory sweep's record and its result hold alike, name for name
-MEM_FIELDS = (
-    "backend",
-    "cancelled",
-    "error",
-    "thp_coverage",
-    "pages",
-    "pages_obtained",
-    "notes",
-    "warnings",
-    "environment",
-)
+def curve_points(points: Iterable[MemPoint]) -> list[MemPoint]:
+    """Loaded-latency and peak-bandwidth points (neither idle, nor the cache curve, nor a matrix cell)."""
+    return [p for p in points if p.traffic not in (IDLE, CURVE) and not in_matrix(p)]
 
 
-def result_from_record(rec: records.MemSweep, where: str) -> MemResult:
-    """A MemResult from its typed record (``mem --json``, ``import mlc --json``); FormatError for a point
-    without a traffic type."""
-    points = []
+def loaded_points(points: Iterable[MemPoint]) -> list[MemPoint]:
+    return [p for p in curve_points(points) if p.latency_ns is not None]
+
+
+def peak_points(points: Iterable[MemPoint]) -> list[MemPoint]:
+    return [p for p in curve_points(points) if p.latency_ns is None]
+
+
+def cache_curve(points: Iterable[MemPoint]) -> list[MemPoint]:
+    return [p for p in points if p.traffic == CURVE]
+
+
+def matrix_points(points: Iterable[MemPoint]) -> list[MemPoint]:
+    return [p for p in points if in_matrix(p)]
+
+
+def numa_matrix(points: Iterable[MemPoint]) -> records.NumaMatrix | None:
+    """The NUMA matrix: node numbers, latency_ns[cpu node][memory node], bandwidth_mb_s likewise (None where
+    not measured); None when there are no matrix cells."""
+    cells = [(p, p.cpu_node, p.mem_node) for p in points if p.cpu_node is not None and p.mem_node is not None]
+    if not cells:
+        return None
+    cpu_nodes = sorted({cpu for _, cpu, _ in cells})
+    mem_nodes = sorted({mem for _, _, mem in cells})
+    latency: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
+    bandwidth: list[list[float | None]] = [[None] * len(mem_nodes) for _ in cpu_nodes]
+    for p, cpu, mem in cells:
+        i, j = cpu_nodes.index(cpu), mem_nodes.index(mem)
+        if p.traffic == IDLE and p.latency_ns is not None:
+            latency[i][j] = p.latency_ns
+        elif p.bandwidth_mb_s is not None:
+            bandwidth[i][j] = p.bandwidth_mb_s
+    out: records.NumaMatrix = {"cpu_nodes": cpu_nodes, "mem_nodes": mem_nodes}
+    if any(v is not None for row in latency for v in row):
+        out["latency_ns"] = latency
+    if any(v is not None for row in bandwidth for v in row):
+        out["bandwidth_mb_s"] = bandwidth
+    return out
+
+
+def sweep_name(sweep: MemSweep) -> str:
+    """How a sweep is named beside others: 'builtin', 'mlc', 'mlc (FILE)' for one read from a file."""
+    return f"{sweep.backend} ({os.path.basename(sweep.source)})" if sweep.source else sweep.backend
+
+
+def with_figures(sweep: MemSweep) -> MemSweep:
+    """``sweep`` with the figures its points give (idle latency, the matrix, the cache levels) set again from them,
+    as ``mem --json`` writes them (in this version's schema): set as a sweep ends, and again where it is written."""
+    idle, whole, curve = idle_point(sweep.points), idle_point(sweep.points, whole=True), cache_curve(sweep.points)
+    sweep.schema_version, sweep.incomplete = records.SCHEMA_VERSION, sweep.error is not None
+    sweep.idle_latency_ns, sweep.idle_locality = (idle.latency_ns, idle.locality) if idle else (None, None)
+    sweep.whole_idle_latency_ns = whole.latency_ns if whole else None
+    sweep.matrix = numa_matrix(sweep.points)
+    sweep.cache_levels = cache_plateaus(curve, sweep.environment.get("caches") or []) if curve else None
+    return sweep
+
+
+def read_sweep(rec: MemSweep, where: str) -> MemSweep:
+    """A sweep read from its file (``mem --json``, ``import mlc --json``): each point names its backend; FormatError
+    for a point without a traffic type."""
     for p in rec.points:
         if p.traffic is None:
             raise FormatError(where, None, "a memory point without a traffic type")
-        values = msgspec.structs.asdict(p)
-        values["backend"] = p.backend or rec.backend
-        points.append(MemPointResult(**values))
-    spec = None
-    if rec.spec is not None:
-        known = {f.name for f in fields(MemSpec)}
-        raw: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.spec.items() if k in known}
-        try:
-            spec = MemSpec(**raw)
-        except TypeError:
-            spec = None
-    return MemResult(points=points, **records.same_fields(rec, MEM_FIELDS), spec=spec, source=rec.source or where)
+        p.backend = p.backend or rec.backend
+    rec.source = rec.source or where
+    return rec
 
 
 def is_mem_result(data: Any) -> bool:
@@ -268,18 +197,17 @@ def pages_shares(obtained: dict[int, int]) -> dict[str, float]:
     return {format_size(k): v / total for k, v in sorted(obtained.items())} if total else {}
 
 
-def csv_text(result: MemResult) -> str:
+def csv_text(points: Iterable[MemPoint]) -> str:
     """One row per point, columns CSV_COLUMNS (what ``mem --csv`` writes)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
-    for point in result.points:
-        writer.writerow(point.csv_row())
+    writer.writerows(csv_row(p) for p in points)
     return out.getvalue()
 
 
-def result_json(result: MemResult) -> str:
-    return records.json_text(result.to_record())
+def result_json(sweep: MemSweep) -> str:
+    return records.json_text(with_figures(sweep))
 
 
 # ------------------------------------------------------------ the cache curve
@@ -291,7 +219,7 @@ PLATEAU_BAND = 1.25
 PLATEAU_RISE = 1.2
 
 
-def cache_plateaus(points: Iterable[MemPointResult], caches: Iterable[records.CacheSize]) -> list[records.Plateau]:
+def cache_plateaus(points: Iterable[MemPoint], caches: Iterable[records.CacheSize]) -> list[records.Plateau]:
     """The curve's plateaus, found in the measurements (not assumed from the cache sizes): runs of consecutive
     working sets whose latencies stay within PLATEAU_BAND of the run's median, at least three sets over at
     least a doubling of the working set, the transitions between them left out; runs that differ less than PLATEAU_RISE are one plateau. Each is named
@@ -351,12 +279,12 @@ def rising_plateaus(plateaus: list[records.Plateau]) -> int:
 IDLE_RANGE_NS = (60.0, 200.0)
 
 
-def sanity_warnings(points: list[MemPointResult]) -> list[str]:
+def sanity_warnings(points: list[MemPoint]) -> list[str]:
     """The checks of a trustworthy curve; each is a warning, never a failure."""
     out: list[str] = []
     idle_of: dict[tuple[int | None, str | None], float] = {}
     for p in points:
-        if p.traffic != IDLE or p.in_matrix or not p.latency_ns:
+        if p.traffic != IDLE or in_matrix(p) or not p.latency_ns:
             continue
         idle_of.setdefault((p.stride, p.locality), p.latency_ns)
         if not IDLE_RANGE_NS[0] <= p.latency_ns <= IDLE_RANGE_NS[1]:
@@ -365,7 +293,7 @@ def sanity_warnings(points: list[MemPointResult]) -> list[str]:
                 f"idle latency {p.latency_ns:.1f} ns ({where}) is outside the 60-200 ns usual for DRAM: "
                 "the buffer may fit in cache, or the memory is remote or slow"
             )
-    for (traffic, stride), series in group_series(p for p in points if not p.in_matrix).items():
+    for (traffic, stride), series in group_series(p for p in points if not in_matrix(p)).items():
         if traffic in (IDLE, CURVE):
             continue
         series = sorted(series, key=lambda p: p.delay or 0)
@@ -399,8 +327,8 @@ def sanity_warnings(points: list[MemPointResult]) -> list[str]:
     return out
 
 
-def group_series(points: Iterable[MemPointResult]) -> dict[tuple[str, int | None], list[MemPointResult]]:
-    groups: dict[tuple[str, int | None], list[MemPointResult]] = {}
+def group_series(points: Iterable[MemPoint]) -> dict[tuple[str | None, int | None], list[MemPoint]]:
+    groups: dict[tuple[str | None, int | None], list[MemPoint]] = {}
     for p in points:
         groups.setdefault((p.traffic, p.stride), []).append(p)
     return groups

@@ -14,8 +14,8 @@ new process.
 What passes over the channel (parent -> child on the left; ``child_messages`` and the two below):
 
     MemSpec                     SweepReady(the spec validated, expected points) or Failed
-    Start                       SweptMemPoint(MemPointResult, environment)… as each is measured
-    Stop (any time)             Ended(MemResult, error=None, or the sweep's error)
+    Start                       SweptMemPoint(MemPoint, environment)… as each is measured
+    Stop (any time)             Ended(MemSweep, error=None, or the sweep's error)
     Close (any time)            Closed
 
 A memory sweep creates no files: when the parent is gone (the channel reads end-of-file),
@@ -35,8 +35,9 @@ from xferscope import child_host
 from xferscope.child_driver import ChildDriver, EngineDied
 from xferscope.child_messages import Start
 from xferscope.isolation import Channel, error_from_wire
-from xferscope.memory.sweep import MemPointResult, MemResult, MemSpec, MemSweepRun, PointStream, finish_result
-from xferscope.records import MemEnvironment
+from xferscope.memory.result import new_sweep, with_figures
+from xferscope.memory.sweep import MemSpec, MemSweepRun, PointStream, finish_result
+from xferscope.records import MemEnvironment, MemPoint, MemSweep
 
 
 class SweepReady(msgspec.Struct, frozen=True):
@@ -49,7 +50,7 @@ class SweepReady(msgspec.Struct, frozen=True):
 class SweptMemPoint(msgspec.Struct, frozen=True):
     """One point, and the sweep's environment as it stands."""
 
-    point: MemPointResult
+    point: MemPoint
     environment: MemEnvironment
 
 
@@ -80,7 +81,7 @@ class MemRun(PointStream):
             d.close(0, ask=False)
             raise
         self.spec, self._expected = ready.spec, ready.expected
-        self.result = MemResult(backend=self.spec.backend, spec=self.spec)
+        self.result = new_sweep(self.spec.backend, self.spec)
 
     @property
     def pid(self) -> int:
@@ -137,21 +138,21 @@ class MemRun(PointStream):
             error = error_from_wire(ended.error) if ended.error is not None else None
             if error is not None:
                 self.result.error = str(error)
+                with_figures(self.result)
             self._post(("error", error) if error is not None else ("done", None))
             return
         death = self._driver.death
         assert isinstance(death, EngineDied)
-        finish_result(self.result, cancelled=self.cancelled)
-        self.result.error = str(death).split(": ", 1)[1]
+        finish_result(self.result, cancelled=self.cancelled, error=str(death).split(": ", 1)[1])
         death.result = self.result
         self._post(("error", death))
 
-    def _adopt(self, final: MemResult) -> None:
+    def _adopt(self, final: MemSweep) -> None:
         """The engine's own result: its points are those already here (sent one by one); take the rest,
         keeping this result and its environment dict (consumers hold them)."""
         environment = self.result.environment
         environment.update(final.environment)
-        for name in final.__dataclass_fields__:
+        for name in final.__struct_fields__:
             if name not in ("points", "environment"):
                 setattr(self.result, name, getattr(final, name))
         self.result.points[:] = final.points

@@ -1,11 +1,11 @@
 """Memory sweeps: latency under load and peak bandwidth, measured the way Intel MLC does.
 
 A ``MemSpec`` says what to measure; ``MemSweepRun(spec)`` measures it and streams one
-``MemPointResult`` per injection delay (or per traffic type in peak mode) as soon as it
+``MemPoint`` per injection delay (or per traffic type in peak mode) as soon as it
 is measured, through a blocking iterator or ``async for``; ``cancel()`` stops it
 within a second. The built-in backend runs the native core ``xferscope._memcore``
 (pinned threads, GIL released); the ``mlc`` backend runs Intel's binary
-(``xferscope.memory.mlc``). Both give the same ``MemResult``.
+(``xferscope.memory.mlc``). Both give the same ``MemSweep``.
 
 The family: ``mem_machine`` (what sysfs and procfs say), ``mem_spec`` (what to
 measure), ``mem_plan`` (the spec on this machine), ``mem_result`` (points, results,
@@ -26,8 +26,9 @@ import statistics
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
+
+from msgspec.structs import replace
 
 from xferscope.errors import EnvironmentProblem, RunFailed
 from xferscope.memory.machine import (
@@ -54,13 +55,14 @@ from xferscope.memory.result import (
     CSV_COLUMNS,
     CURVE,
     IDLE,
-    MemPointResult,
-    MemResult,
     csv_text,
     group_series,
+    new_sweep,
+    numa_matrix,
     pages_shares,
     result_json,
     sanity_warnings,
+    with_figures,
 )
 from xferscope.memory.spec import (
     BACKENDS,
@@ -73,7 +75,7 @@ from xferscope.memory.spec import (
     locality_label,
     parse_int_list,
 )
-from xferscope.records import MemEnvironment
+from xferscope.records import MemEnvironment, MemPoint, MemSweep
 from xferscope.target import cpu_model
 
 # ------------------------------------------------------- from windows to points
@@ -101,7 +103,7 @@ def point_from_windows(
     ns_per_iter: float | None,
     latency: bool,
     bandwidth: bool,
-) -> MemPointResult | None:
+) -> MemPoint | None:
     """Median latency (and its min/max) and median bandwidth over complete sub-windows.
 
     A window is (ns, chase steps, load steps[, ns the latency thread ran]). Latency is window time per load,
@@ -122,7 +124,7 @@ def point_from_windows(
     total = statistics.median(bw) if bw else None
     read = total * read_bytes / step_bytes if total is not None and step_bytes else None
     write = total * write_bytes / step_bytes if total is not None and step_bytes else None
-    return MemPointResult(
+    return MemPoint(
         delay=delay,
         latency_ns=statistics.median(lat) if lat else None,
         latency_min_ns=min(lat) if lat else None,
@@ -144,11 +146,11 @@ def point_from_windows(
 
 class PointStream:
     """How a sweep's points reach its consumer: iterate it once (``for p in sweep``, or ``async for``), or
-    ``run()``. A subclass starts the work with ``_start(post)``, a thread that posts ("point", MemPointResult) for
+    ``run()``. A subclass starts the work with ``_start(post)``, a thread that posts ("point", MemPoint) for
     each point, then ("done", None) or ("error", exception); ``_wind_down(thread)`` runs once the consumer
     stops listening (the end, an error, Ctrl-C, a cancelled task)."""
 
-    result: MemResult
+    result: MemSweep
 
     def cancel(self) -> None:
         raise NotImplementedError
@@ -161,7 +163,7 @@ class PointStream:
             self.cancel()
         worker.join()
 
-    def __iter__(self) -> Iterator[MemPointResult]:
+    def __iter__(self) -> Iterator[MemPoint]:
         inbox: queue.Queue = queue.Queue()
         worker = self._start(inbox.put)
         try:
@@ -196,7 +198,7 @@ class PointStream:
         finally:
             await asyncio.to_thread(self._wind_down, worker)
 
-    def run(self, on_point: Callable[[MemPointResult], None] | None = None) -> MemResult:
+    def run(self, on_point: Callable[[MemPoint], None] | None = None) -> MemSweep:
         """Measure everything (blocking); call ``on_point`` for each point as it comes."""
         for point in self:
             if on_point:
@@ -215,7 +217,7 @@ class MemSweepRun(PointStream):
 
     def __init__(self, spec: MemSpec):
         self.spec = spec.validated()
-        self.result = MemResult(backend=self.spec.backend, spec=self.spec)
+        self.result = new_sweep(self.spec.backend, self.spec)
         self._cancel = threading.Event()
         self._stoppers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -300,7 +302,7 @@ class MemSweepRun(PointStream):
     def _finish(self) -> None:
         finish_result(self.result, cancelled=self._cancel.is_set())
 
-    def _produce_mlc(self) -> Iterator[MemPointResult]:
+    def _produce_mlc(self) -> Iterator[MemPoint]:
         from xferscope.memory.mlc import MlcRunner
 
         runner = MlcRunner(self.spec, self._mlc_path)
@@ -317,7 +319,7 @@ class MemSweepRun(PointStream):
             self.result.environment.update(runner.environment)
             self.result.pages = runner.pages
 
-    def _produce_builtin(self) -> Iterator[MemPointResult]:
+    def _produce_builtin(self) -> Iterator[MemPoint]:
         spec, plan, core = self.spec, self._plan, self._memcore
         self.result.warnings.extend(plan.notes)
         self.result.pages = spec.pages
@@ -424,7 +426,7 @@ class MemSweepRun(PointStream):
 
     def _latency_point(
         self, session, stride: int, window: int, buffer: int, *, whole: bool = False, traffic: str = IDLE, **where
-    ) -> MemPointResult | None:
+    ) -> MemPoint | None:
         """An idle-latency point; ``window`` 0 is the whole buffer. A cache-curve point is named by the locality
         asked for even where its working set fits in one window (the chase is then one cycle over all of it)."""
         windows = self._measure(session, "R", None, loads=False, chase=True, whole=whole)
@@ -453,7 +455,7 @@ class MemSweepRun(PointStream):
             **where,
         )
 
-    def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
+    def _sweep_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
         spec, plan = self.spec, self._plan
         window = plan.window_for(spec, stride, plan.chase_bytes) if plan.chase_bytes else 0
         whole_too = bool(window) and spec.whole_idle and spec.mode != "peak"
@@ -506,7 +508,7 @@ class MemSweepRun(PointStream):
                         )
                     yield point
 
-    def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
+    def _curve_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
         """lmbench's lat_mem_rd: one chase per working-set size, 4 KiB to several times the last-level cache."""
         spec, plan = self.spec, self._plan
         for size in plan.curve_sizes:
@@ -520,7 +522,7 @@ class MemSweepRun(PointStream):
                     return
                 yield point
 
-    def _matrix_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPointResult]:
+    def _matrix_stride(self, core, stride: int, ns_per_iter: float) -> Iterator[MemPoint]:
         """MLC's --latency_matrix and --bandwidth_matrix: each node's CPUs against each node's memory."""
         spec, plan = self.spec, self._plan
         window = plan.window_for(spec, stride, plan.chase_bytes)
@@ -597,20 +599,22 @@ class MemSweepRun(PointStream):
             self.result.warnings.append(warning)
 
 
-def finish_result(result: MemResult, *, cancelled: bool) -> None:
-    """What a sweep says once it ends (whole, cancelled or cut short): the busy and sanity warnings, the
-    one-node note."""
+def finish_result(result: MemSweep, *, cancelled: bool, error: str | None = None) -> None:
+    """What a sweep says once it ends (whole, cancelled or cut short by ``error``): the busy and sanity warnings,
+    the one-node note, the figures its points give."""
     result.cancelled = cancelled
+    result.error = error or result.error
     warning = busy_warning(result.points)
     if warning and warning not in result.warnings:
         result.warnings.append(warning)
     result.warnings.extend(w for w in sanity_warnings(result.points) if w not in result.warnings)
-    matrix = result.matrix()
-    if matrix and len(matrix["cpu_nodes"]) == 1 and len(matrix["mem_nodes"]) == 1 and ONE_NODE_NOTE not in result.notes:
+    cells = numa_matrix(result.points)
+    if cells and len(cells["cpu_nodes"]) == 1 and len(cells["mem_nodes"]) == 1 and ONE_NODE_NOTE not in result.notes:
         result.notes.append(ONE_NODE_NOTE)
+    with_figures(result)
 
 
-def busy_warning(points: list[MemPointResult]) -> str | None:
+def busy_warning(points: list[MemPoint]) -> str | None:
     """One line when the latency thread lost its CPU in some windows (their time is not memory latency)."""
     timed = [p for p in points if p.latency_ns is not None and p.windows]
     short = sum(p.windows_short for p in timed)
@@ -697,8 +701,6 @@ __all__ = [
     "IDLE",
     "MODES",
     "MemPlan",
-    "MemPointResult",
-    "MemResult",
     "MemSpec",
     "MemSweepRun",
     "PointStream",

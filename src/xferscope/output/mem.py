@@ -20,7 +20,7 @@ def emit_mem(result, fmt: str, json_out: str | None, csv_out: str | None, plot: 
         pass
     outputs = [
         Output("JSON", "--json", json_out, lambda: result_json(result)),
-        Output("CSV", "--csv", csv_out, lambda: csv_text(result)),
+        Output("CSV", "--csv", csv_out, lambda: csv_text(result.points)),
     ]
     if plot:
         from xferscope.sweep.plot import mem_result_chart, render_chart

@@ -39,7 +39,7 @@ class RepetitionStarted:
 @dataclass(frozen=True)
 class SampleTaken:
     point: PlannedPoint
-    sample: Any  # a runner Sample (io) or a MemPointResult (mem)
+    sample: Any  # a runner Sample (io) or a MemPoint (mem)
 
 
 @dataclass(frozen=True)
@@ -215,6 +215,7 @@ class SweepRun:
         return result.status, result_to_dict(result)
 
     def _measure_mem(self, point: PlannedPoint) -> tuple[str, dict]:
+        from xferscope.memory.result import with_figures
         from xferscope.memory.runner import MemRun
 
         sweep = MemRun(point.spec)
@@ -227,11 +228,11 @@ class SweepRun:
         except XferscopeError as exc:
             if isinstance(exc, (EnvironmentProblem, SpecError)):
                 raise
-            return "failed", {**records.as_data(sweep.result.to_record()), "status": "failed", "error": str(exc)}
+            return "failed", {**records.as_data(with_figures(sweep.result)), "status": "failed", "error": str(exc)}
         finally:
             self._current = None
         result = sweep.result
-        data = records.as_data(result.to_record())
+        data = records.as_data(with_figures(result))
         data["status"] = "interrupted" if result.cancelled else "ok"
         self.results.environment = dict(result.environment)
         return data["status"], data

@@ -174,18 +174,20 @@ def cache_curve_panel(points, caches, title: str) -> Panel | None:
 
 
 def mem_result_chart(result) -> Chart:
-    """One memory result (a ``MemResult``): its cache-level curve, else its loaded-latency curves."""
-    name = result.name
-    if result.cache_curve:
+    """One memory sweep (a ``MemSweep``): its cache-level curve, else its loaded-latency curves."""
+    from xferscope.memory.result import cache_curve, loaded_points, sweep_name
+
+    name, curve = sweep_name(result), cache_curve(result.points)
+    if curve:
         panel = cache_curve_panel(
-            result.cache_curve,
+            curve,
             result.environment.get("caches") or [],
             "latency against working-set size (cache sizes from sysfs)",
         )
         return Chart(f"{name}: cache-level curve", [panel] if panel else [])
     panel = Panel(title="latency against bandwidth", x_label="bandwidth (MB/s)", y_label="latency (ns)")
     curves: dict[str, list[tuple[float, float, float]]] = {}
-    for p in result.loaded_points:
+    for p in loaded_points(result.points):
         key = f"{p.traffic} stride {p.stride}" + (f", {p.locality}" if p.locality else "")
         curves.setdefault(key, []).append((p.bandwidth_mb_s, p.latency_ns, float("nan")))
     panel.series = [PlotLine(k, sorted(v)) for k, v in curves.items()]

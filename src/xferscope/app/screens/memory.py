@@ -347,7 +347,7 @@ class MemoryScreen(ConsoleScreen):
         from xferscope.memory.report import pages_text
 
         result = message.result
-        notes = [idle_note(result.points)] if result.idle_points else []
+        notes = [idle_note(result.points)]
         pages = pages_text(result)
         if pages:
             notes.append(f"pages: {pages}")
@@ -445,10 +445,10 @@ class MemoryScreen(ConsoleScreen):
     # ---------------------------------------------------------------- export
     def export_csv(self, directory: str) -> str:
         """The points measured so far, one row each (``xferscope mem --csv`` columns)."""
-        from xferscope.memory.sweep import MemResult, csv_text
+        from xferscope.memory.sweep import csv_text
 
         if not self.points:
             raise XferscopeError("no memory points measured yet: start a sweep (r) first")
         path = os.path.join(directory, "xferscope-mem-" + time.strftime("%Y%m%d-%H%M%S") + ".csv")
-        write_output(path, csv_text(MemResult(points=list(self.points))))
+        write_output(path, csv_text(self.points))
         return path
