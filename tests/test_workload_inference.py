@@ -410,6 +410,7 @@ def test_paths_side_by_side_with_an_a_a_pair(cli, set_dir, no_gpu):
         (("workload", "kvcache", "--model", "gpt-9"), "unknown model"),
         (("workload", "kvcache", "--prompt-tokens", "lots"), "prompt-tokens"),
         (("workload", "kvcache", "--hit-ratio", "1.5"), "hit-ratio"),
+        (("workload", "kvcache", "--duration", "soon"), "duration: not a duration: 'soon'"),
         (("workload", "kvcache", "--model", "custom", "--layers", "2"), "custom needs"),
         (("workload", "load", "--files", "/nonexistent/*.safetensors"), "matches no file"),
         (("workload", "load"), "give --files"),

@@ -91,3 +91,41 @@ def test_the_cli_builds_only_the_workload_a_command_line_names(argv, commands, m
     assert built["commands"] == commands
     every = ["checkpoint", "inference", "kinds", "train"]
     assert built["modules"] == (every if modules is None else modules)
+
+
+def _form_spec(name: str, typed: dict[str, str]):
+    """The console's form of workload ``name`` with ``typed`` in its fields, made a spec as pressing r makes it."""
+    from xferscope.app import checkpoint_model, inference_model, workload_model
+
+    if name == "train":
+        return workload_model.build_spec(workload_model.WorkloadFormValues(**typed), has_gpu=False)
+    if name == "checkpoint":
+        return checkpoint_model.build_spec(checkpoint_model.CheckpointFormValues(**typed), has_gpu=False)
+    return inference_model.build_spec(inference_model.InferenceFormValues(kind=name, **typed), has_gpu=False)
+
+
+@pytest.mark.parametrize(
+    ("name", "typed", "argv"),
+    [
+        ("train", {"seconds": "soon"}, ("cosmoflow", "--duration", "soon")),
+        ("kvcache", {"prompt": "lots"}, ("--prompt-tokens", "lots")),
+        ("load", {"concurrency": "many"}, ("--model", "llama3.2-1b", "--threads", "many")),
+        ("checkpoint", {"scale": "2"}, ("llama3-8b", "--subset", "--scale", "2", "--plan")),
+    ],
+)
+def test_the_console_reads_an_option_as_its_command_does(cli, name, typed, argv, no_gpu):
+    """A workload's options are declared once, in its package: the console's form reads and checks a value as the
+    command line does, refused with the same line."""
+    from xferscope.errors import SpecError
+
+    r = cli("workload", name, *argv)
+    with pytest.raises(SpecError) as refused:
+        _form_spec(name, typed)
+    assert r.code == 2 and r.err.strip() == f"xferscope: {refused.value}", r.err
+
+
+def test_a_form_field_left_empty_is_the_command_s_default(no_gpu):
+    from xferscope.workloads.train.presets import preset
+
+    spec = _form_spec("train", {"preset": "unet3d", "files": "", "accelerator_type": ""})
+    assert spec.files == preset("unet3d").files and spec.accelerator_type == "h100"

@@ -391,6 +391,7 @@ def test_cli_find_max_reports_the_count(cli, set_dir, no_gpu):
         (("unet3d", "--files", "8", "--prefetch", "100000"), "prefetch:"),
         (("cosmoflow", "--path", "bogus"), "unknown path 'bogus'"),
         (("cosmoflow", "--au-threshold", "abc"), "au-threshold"),
+        (("cosmoflow", "--duration", "soon"), "duration: not a duration: 'soon'"),
     ],
 )
 def test_bad_input_is_one_line(cli, set_dir, no_gpu, args, field):

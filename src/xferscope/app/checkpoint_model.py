@@ -4,15 +4,16 @@ No Textual here."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
-from xferscope.workloads.checkpoint.model import checkpoint_model
+from xferscope.workloads.checkpoint.options import CheckpointSizeOptions, ModelShapeOptions
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
+from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 
 #: SpecError field -> the form control that explains it
@@ -56,21 +57,18 @@ class CheckpointAsk:
 
 
 def build_spec(values: CheckpointFormValues, has_gpu: bool) -> CheckpointAsk:
-    """The form's run, planned (SpecError names the field; what this machine cannot hold too)."""
+    """The form's run, planned (SpecError names the field; what this machine cannot hold too). Its fields are
+    `workload checkpoint`'s options, read and checked as the command reads them (``workloads.checkpoint.options``),
+    this host writing the share of 8 ranks (``--subset``)."""
     save = values.save.strip()
     if save not in SAVES:
         raise SpecError("save", f"sync, or async (the GPUs blocked only for the copy), got {save!r}")
-    try:
-        scale = float(values.scale)
-    except ValueError:
-        raise SpecError("scale", f"a share above 0 and at most 1, got {values.scale!r}") from None
+    size = from_text(CheckpointSizeOptions, {"scale": values.scale, "checkpoints": values.checkpoints})
+    size = dataclasses.replace(size, subset=True, pinned=save == "async")
     spec = CheckpointSpec(
-        checkpoint_model(values.model.strip(), None),
-        subset=True,
-        scale=scale,
-        checkpoints=whole_number(values.checkpoints, "checkpoints"),
+        ModelShapeOptions().model(values.model.strip(), size.ranks),
+        **size.spec_fields(),
         directory=values.target.strip() or None,
-        pinned_copies=save == "async",
         path=values.path.strip() or ("bounce-async" if has_gpu else "host"),
     )
     plan = spec.plan(place=False)  # where the states live is measured when the run starts, not as it is typed

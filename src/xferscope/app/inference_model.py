@@ -6,13 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.app.form_text import whole_number
 from xferscope.errors import SpecError
-from xferscope.units import parse_duration
+from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
-from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
+from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.load_spec import LoadSpec
-from xferscope.workloads.inference.models import model
+from xferscope.workloads.inference.options import KvRequestOptions, KvShapeOptions, ModelFilesOptions, ReadShapeOptions
 from xferscope.workloads.inference.transfer import TransferTick
 
 KINDS = ("kvcache", "load")
@@ -50,36 +49,22 @@ class InferenceFormValues:
 
 
 def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
-    """The form's spec, validated; SpecError names the field."""
+    """The form's spec, validated; SpecError names the field. Its fields are `workload kvcache`'s or `workload
+    load`'s options, read and checked as the commands read them (``workloads.inference.options``)."""
     kind = values.kind.strip()
     if kind not in KINDS:
         raise SpecError("kind", f"kvcache (KV-cache restores) or load (a model's shards), got {kind!r}")
     path = values.path.strip() or ("bounce-async" if has_gpu else "host")
     note = "" if has_gpu or values.path.strip() else "no GPU here: host path"
-    directory = values.target.strip() or None
+    where = {"path": path, "directory": values.target.strip() or None, "defaults_note": note}
     if kind == "kvcache":
-        try:
-            seconds = parse_duration(values.seconds)
-        except ValueError as exc:
-            raise SpecError("duration", str(exc)) from None
-        return KvSpec(
-            model=model(values.model.strip()),
-            prompt=parse_prompt(values.prompt),
-            concurrency=whole_number(values.concurrency, "concurrency"),
-            duration=seconds,
-            path=path,
-            directory=directory,
-            defaults_note=note,
-        ).validate()
-    files = values.files.strip() or None
-    return LoadSpec(
-        files=files,
-        model=None if files else model(values.model.strip()),
-        path=path,
-        threads=whole_number(values.concurrency, "threads"),
-        directory=directory,
-        defaults_note=note,
-    ).validate()
+        shape = from_text(KvShapeOptions, {"model": values.model})
+        asked = {"prompt_tokens": values.prompt, "concurrency": values.concurrency, "duration": values.seconds}
+        return KvSpec(**shape.spec_fields(), **from_text(KvRequestOptions, asked).spec_fields(), **where).validate()
+    files = values.files.strip()
+    shards = from_text(ModelFilesOptions, {"files": files, "model": "" if files else values.model})
+    reads = from_text(ReadShapeOptions, {"threads": values.concurrency})
+    return LoadSpec(**shards.spec_fields(), **reads.spec_fields(), **where).validate()
 
 
 def describe(spec: KvSpec | LoadSpec) -> str:

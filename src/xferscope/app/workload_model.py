@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 from rich.text import Text
 
-from xferscope.app.form_text import whole_number
-from xferscope.errors import SpecError
-from xferscope.units import parse_duration
+from xferscope.workloads.common.options import from_text
 from xferscope.workloads.train.accelerators import TrainTick
+from xferscope.workloads.train.options import AcceleratorOptions, TrainShapeOptions
 from xferscope.workloads.train.train_record import TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec, train_spec
 
@@ -44,23 +43,23 @@ class WorkloadFormValues:
 
 
 def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
-    """The form's spec, validated; SpecError names the field."""
+    """The form's spec, validated; SpecError names the field. Its fields are `workload train`'s options, read and
+    checked as the command reads them (``workloads.train.options``); one left empty is the command's default."""
     path = values.path.strip() or ("bounce-async" if has_gpu else "host")
     compute = values.compute.strip() or ("gpu" if has_gpu else "sleep")
     note = "" if has_gpu or (values.path.strip() and values.compute.strip()) else "no GPU here: host path, host sleep"
-    try:
-        seconds = parse_duration(values.seconds)
-    except ValueError as exc:
-        raise SpecError("duration", str(exc)) from None
+    asked = {"accelerator_type": values.accelerator_type, "accelerators": values.accelerators}
+    emulated = from_text(AcceleratorOptions, asked)
+    shape = from_text(
+        TrainShapeOptions, {"files": values.files, "duration": values.seconds, "directory": values.target}
+    )
     return train_spec(
         values.preset.strip(),
-        values.accelerator_type.strip() or "h100",
-        accelerators=whole_number(values.accelerators, "accelerators"),
-        files=whole_number(values.files, "files"),
+        emulated.accelerator_type,
+        accelerators=emulated.accelerators,
         path=path,
         compute=compute,
-        duration=seconds,
-        directory=values.target.strip() or None,
+        **shape.spec_fields(),
         defaults_note=note,
     )
 

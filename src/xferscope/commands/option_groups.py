@@ -9,7 +9,9 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
+
+import typer
 
 from xferscope.commands.options import (
     BsOpt,
@@ -46,6 +48,7 @@ from xferscope.commands.options import (
     wide_tables,
 )
 from xferscope.spec import RunSpec
+from xferscope.workloads.common.options import Opt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -111,6 +114,15 @@ SPEC_OPTIONS = SpecOptions()
 WORKLOAD_RUN = WorkloadRunOptions()
 
 
+def _typer(hint: Any) -> Any:
+    """A field's annotation as typer reads it: a workload package's ``Opt`` (``workloads.common.options``) made a
+    typer option; any other as it is."""
+    found = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, Opt)]
+    if not found:
+        return hint
+    return Annotated[hint.__origin__, typer.Option(*found[0].flags, help=found[0].help)]
+
+
 def takes(group: type) -> Callable[[F], F]:
     """The command's parameter annotated with ``group`` becomes the group's fields, each an option where that
     parameter stands in the signature; the command receives them as one ``group`` instance."""
@@ -125,7 +137,7 @@ def takes(group: type) -> Callable[[F], F]:
             if p.name == name:
                 params += [
                     inspect.Parameter(
-                        f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]
+                        f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_typer(hints[f.name])
                     )
                     for f in fields
                 ]

@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from xferscope.commands.option_groups import WORKLOAD_RUN, WorkloadRunOptions, takes
-from xferscope.commands.options import (
-    WorkloadDirOpt,
-    WorkloadMpiOpt,
-    one_path_under_mpi,
-    optional_size,
-    workload_gpus,
-)
+from xferscope.commands.options import WorkloadDirOpt, WorkloadMpiOpt, one_path_under_mpi, workload_gpus
 from xferscope.errors import SpecError
 from xferscope.output.terminal import install_hangup_handlers
-from xferscope.units import parse_duration
+from xferscope.workloads.common.options import optional_size
+from xferscope.workloads.inference.options import (
+    KV_REQUESTS,
+    KV_SHAPE,
+    MODEL_FILES,
+    READ_SHAPE,
+    KvRequestOptions,
+    KvShapeOptions,
+    ModelFilesOptions,
+    ReadShapeOptions,
+)
 
 PathOpt = Annotated[
     str | None,
@@ -44,136 +48,10 @@ def _paths(path: str | None) -> tuple[list[str], str]:
     return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
 
 
-def _auto_count(text: str, option: str) -> int | None:
-    """A whole number, or None for auto."""
-    if text.strip().lower() == "auto":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise SpecError(option, f"a whole number or auto, got {text!r}") from None
-
-
 def _check_other_paths(spec, paths: list[str]) -> None:
     """The spec holds for every path after the first too (an unknown path: one line, before anything runs)."""
     for p in paths[1:]:
         dataclasses.replace(spec, path=p).validate()
-
-
-@dataclasses.dataclass(frozen=True)
-class KvShapeOptions:
-    """The KV cache's shape: the model's, its chunks, and how tensor parallelism and the layout cut it."""
-
-    model: Annotated[
-        str, typer.Option("--model", "-m", help="llama3.1-8b, llama3.1-70b, deepseek-v3, llama3.2-1b or custom")
-    ] = "llama3.1-8b"
-    layers: Annotated[int | None, typer.Option("--layers", help="custom (or override): layers")] = None
-    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="custom (or override): KV heads")] = None
-    head_dim: Annotated[int | None, typer.Option("--head-dim", help="custom (or override): head dim")] = None
-    dtype: Annotated[str | None, typer.Option("--dtype", help="bf16, fp16, fp32, fp8 (the model's when left out)")] = (
-        None
-    )
-    chunk_tokens: Annotated[int, typer.Option("--chunk-tokens", help="tokens per chunk (LMCache's default 256)")] = 256
-    tp: Annotated[int, typer.Option("--tp", help="tensor-parallel ranks: the KV heads split over them")] = 1
-    layout: Annotated[
-        str, typer.Option("--layout", help="block: a read per chunk; layer: a read per K and V plane of a layer")
-    ] = "block"
-
-    def spec_fields(self) -> dict[str, Any]:
-        """These options as ``KvSpec``'s keywords (SpecError names a bad one)."""
-        from xferscope.workloads.inference.models import model as model_shape
-
-        shape = model_shape(
-            self.model, layers=self.layers, kv_heads=self.kv_heads, head_dim=self.head_dim, dtype=self.dtype
-        )
-        return {"model": shape, "chunk_tokens": self.chunk_tokens, "tp": self.tp, "layout": self.layout}
-
-
-KV_SHAPE = KvShapeOptions()
-
-
-@dataclasses.dataclass(frozen=True)
-class KvRequestOptions:
-    """The requests: their prompts, how many at once, how much of each is on disk, and how many or how long."""
-
-    prompt_tokens: Annotated[
-        str, typer.Option("--prompt-tokens", help="tokens per prompt: 8192, 1024-8192 (uniform) or normal:MEAN,SD")
-    ] = "8192"
-    concurrency: Annotated[int, typer.Option("--concurrency", "-c", help="requests restored at once")] = 1
-    hit_ratio: Annotated[float, typer.Option("--hit-ratio", help="share of a prompt's chunks found on disk")] = 1.0
-    requests: Annotated[int | None, typer.Option("--requests", "-n", help="requests to restore")] = None
-    duration: Annotated[str | None, typer.Option("--duration", "-T", help="seconds to run")] = None
-
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``KvSpec``'s keywords (32 requests where neither a count nor a duration is given)."""
-        from xferscope.workloads.inference.kvcache_spec import parse_prompt
-
-        return {
-            "prompt": parse_prompt(self.prompt_tokens),
-            "concurrency": self.concurrency,
-            "hit_ratio": self.hit_ratio,
-            "requests": 32 if self.requests is None and self.duration is None else self.requests,
-            "duration": parse_duration(self.duration) if self.duration is not None else None,
-        }
-
-
-KV_REQUESTS = KvRequestOptions()
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelFilesOptions:
-    """The model's shards: yours, or generated from a model's shape."""
-
-    files: Annotated[str | None, typer.Option("--files", help="your .safetensors shards: a pattern or a directory")] = (
-        None
-    )
-    model: Annotated[
-        str | None, typer.Option("--model", "-m", help="generate shards: llama3.1-8b, llama3.1-70b, llama3.2-1b")
-    ] = None
-    layers: Annotated[int | None, typer.Option("--layers", help="--model: override the layers")] = None
-    dtype: Annotated[str | None, typer.Option("--dtype", help="--model: bf16, fp16, fp32, fp8")] = None
-    shard_size: Annotated[str, typer.Option("--shard-size", help="--model: largest shard (Hugging Face's 5GB)")] = "5G"
-
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``LoadSpec``'s keywords (SpecError names a bad one)."""
-        from xferscope.workloads.inference.models import model as model_shape
-
-        size = optional_size(self.shard_size, "shard-size")
-        assert size is not None
-        shape = model_shape(self.model, layers=self.layers, dtype=self.dtype) if self.model is not None else None
-        return {"files": self.files, "model": shape, "shard_size": size}
-
-
-MODEL_FILES = ModelFilesOptions()
-
-
-@dataclasses.dataclass(frozen=True)
-class ReadShapeOptions:
-    """How xferscope's paths read the shards: reader threads and the pieces a tensor is cut into, or auto."""
-
-    threads: Annotated[
-        str,
-        typer.Option(
-            "--threads", "-t", help="reader threads, or auto: the fastest of 2, 4 and 8, measured on the shards first"
-        ),
-    ] = "auto"
-    split: Annotated[
-        str,
-        typer.Option(
-            "--split",
-            help="tensors cut into pieces of at most this, read in parallel; auto: the fastest of 1M, 4M and 16M, "
-            "measured on the shards first (with --threads auto, each pair: 9 shapes of 0.4 s, the 3 fastest again "
-            "twice, about 7 s)",
-        ),
-    ] = "auto"
-
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``LoadSpec``'s keywords (None: auto)."""
-        split = None if self.split.strip().lower() == "auto" else optional_size(self.split, "split") or 0
-        return {"threads": _auto_count(self.threads, "threads"), "split": split}
-
-
-READ_SHAPE = ReadShapeOptions()
 
 
 def _here_or_across_ranks(kind: str, mpi: bool, make_spec, run: WorkloadRunOptions, *job_args: object) -> None:

@@ -207,7 +207,11 @@ class DoneTotals:
 
 @dataclass
 class RunResult:
-    """Everything one run measured: what exporters, comparisons and profiles consume."""
+    """Everything one run measured: what exporters, comparisons and profiles consume.
+
+    A type of its own beside its record (``records.Run``, made by ``export.result_to_record``) because it holds
+    what the file cannot: the C core's latency histogram as its bucket array (subtracted per interval, merged over
+    workers and hosts), every sample, and the spec as ``RunSpec`` checked it."""
 
     spec: RunSpec
     status: str  # "ok", "interrupted", "failed"

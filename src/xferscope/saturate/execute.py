@@ -94,6 +94,10 @@ class SeriesOutcome:
 
 @dataclass
 class SaturationOutcome:
+    """Every search of a saturation as it runs and as it is judged. A type of its own beside its record
+    (``records.Saturation``, ``saturate.record``): its points hold their runs, where the file lists each run once and
+    points name theirs by place, and a saved one is judged again by this version's rules when it is read."""
+
     plan: SaturatePlan
     series: list[SeriesOutcome] = field(default_factory=list)
     stopped: str | None = None  # "interrupted", or the failure that ended the saturation
