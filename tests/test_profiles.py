@@ -57,14 +57,14 @@ WORKLOADS = {
 
 @pytest.mark.parametrize("name", ["kvcache-llama3.1-8b-lmcache", "load-llama3.2-1b-cold"])
 def test_a_bundled_kvcache_or_load_profile_is_its_command_line(name):
-    """Its fields are its command's options (each declared once, in the command): every one names an option."""
-    from xferscope.commands import workload_inference
+    """Its fields are its command's options (each declared once, in its package): every one names an option."""
     from xferscope.commands.profile_options import command_line, command_of
+    from xferscope.commands.workload_kinds import command_named
 
     profile = load_profile(name)
     workload = profile.workload["workload"]
     fields = {k: v for k, v in profile.workload.items() if k != "workload"}
-    command = command_of(getattr(workload_inference, f"{workload}_command"), workload)
+    command = command_of(command_named(workload), workload)
     argv = command_line(command, fields, f"workload {workload}")
     assert "--path" in argv and "--model" in argv and len(argv) >= len(fields)
 

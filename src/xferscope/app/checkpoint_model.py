@@ -10,8 +10,8 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
-from xferscope.workloads.checkpoint.options import CheckpointSizeOptions, ModelShapeOptions
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
+from xferscope.workloads.checkpoint.options import CheckpointSizeOptions, ModelShapeOptions, checkpoint_spec
+from xferscope.workloads.checkpoint.plan import CheckpointPlan
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
@@ -65,9 +65,10 @@ def build_spec(values: CheckpointFormValues, has_gpu: bool) -> CheckpointAsk:
         raise SpecError("save", f"sync, or async (the GPUs blocked only for the copy), got {save!r}")
     size = from_text(CheckpointSizeOptions, {"scale": values.scale, "checkpoints": values.checkpoints})
     size = dataclasses.replace(size, subset=True, pinned=save == "async")
-    spec = CheckpointSpec(
-        ModelShapeOptions().model(values.model.strip(), size.ranks),
-        **size.spec_fields(),
+    spec = checkpoint_spec(
+        values.model.strip(),
+        size,
+        ModelShapeOptions(),
         directory=values.target.strip() or None,
         path=values.path.strip() or ("bounce-async" if has_gpu else "host"),
     )

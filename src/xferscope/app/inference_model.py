@@ -11,7 +11,14 @@ from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.load_spec import LoadSpec
-from xferscope.workloads.inference.options import KvRequestOptions, KvShapeOptions, ModelFilesOptions, ReadShapeOptions
+from xferscope.workloads.inference.options import (
+    KvRequestOptions,
+    KvShapeOptions,
+    ModelFilesOptions,
+    ReadShapeOptions,
+    kv_spec,
+    load_spec,
+)
 from xferscope.workloads.inference.transfer import TransferTick
 
 KINDS = ("kvcache", "load")
@@ -60,11 +67,11 @@ def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
     if kind == "kvcache":
         shape = from_text(KvShapeOptions, {"model": values.model})
         asked = {"prompt_tokens": values.prompt, "concurrency": values.concurrency, "duration": values.seconds}
-        return KvSpec(**shape.spec_fields(), **from_text(KvRequestOptions, asked).spec_fields(), **where).validate()
+        return kv_spec(shape, from_text(KvRequestOptions, asked), **where)
     files = values.files.strip()
     shards = from_text(ModelFilesOptions, {"files": files, "model": "" if files else values.model})
     reads = from_text(ReadShapeOptions, {"threads": values.concurrency})
-    return LoadSpec(**shards.spec_fields(), **reads.spec_fields(), **where).validate()
+    return load_spec(shards, reads, **where)
 
 
 def describe(spec: KvSpec | LoadSpec) -> str:

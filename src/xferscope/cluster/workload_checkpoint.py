@@ -29,28 +29,29 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from xferscope.cluster.layout import expand
-from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
 from xferscope.output.terminal import clear_line, write_status
-from xferscope.output.workload_checkpoint import show_checkpoint
+from xferscope.output.workload_checkpoint import checkpoint_and_report, show_checkpoint
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
+from xferscope.workloads.checkpoint.options import CheckpointRequest
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
 from xferscope.workloads.common.generated import DISK_MARGIN
 
 
-def _comparable(asked: tuple[CheckpointSpec, CheckpointRunOptions]) -> tuple[str, bytes]:
+def _comparable(ask: CheckpointRequest) -> tuple[str, bytes]:
     """What every rank must agree on: the spec and options less what is each rank's own (directory, GPUs)."""
-    spec, options = asked
-    return f"model {spec.model.model.name}", msgspec.json.encode(
-        (dataclasses.replace(spec, directory=None, gpus=(0,)), options)
+    return f"model {ask.spec.model.model.name}", msgspec.json.encode(
+        (dataclasses.replace(ask.spec, directory=None, gpus=(0,)), ask.options)
     )
 
 
@@ -192,18 +193,24 @@ class CheckpointJobRanks:
         return cluster_record(parts, ranks.facts(), derivation)
 
 
+def run_checkpoint(make: Callable[[], CheckpointRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
+    """`workload checkpoint`: here (its plan, or its paths in rotated rounds), or under --mpi across the job's ranks
+    (``out``: fmt, json_path, csv_path)."""
+    if not mpi:
+        ask = make()
+        checkpoint_and_report(ask.spec, ask.paths, rounds, ask.options, plan_only=ask.plan_only, **out)
+        return
+    check_launcher()
+    checkpoint_mpi(make, **out)
+
+
 def checkpoint_mpi(
-    make: Callable[[], tuple[CheckpointSpec, CheckpointRunOptions]],
-    *,
-    gpu_text: str | None,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None = None,
+    make: Callable[[], CheckpointRequest], *, fmt: str, json_path: str | None, csv_path: str | None = None
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
 
-    def job_of(ranks: WorkloadRanks, asked: tuple[CheckpointSpec, CheckpointRunOptions], live: bool):
-        return CheckpointJobRanks(ranks, *asked, gpu_text, live)
+    def job_of(ranks: WorkloadRanks, ask: CheckpointRequest, live: bool):
+        return CheckpointJobRanks(ranks, ask.spec, ask.options, ask.gpu_text, live)
 
     run_on_every_rank(
         make,

@@ -29,8 +29,9 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from xferscope.cluster.layout import expand
-from xferscope.cluster.workload_ranks import DataSet, WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import DataSet, WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
+from xferscope.output.workload_inference import kvcache_and_report, load_and_report, show_kvcache, show_load
 from xferscope.target import memory_total
 from xferscope.workloads.common.job_ranks import RankResult
 from xferscope.workloads.inference import kvcache_data, load_data
@@ -40,10 +41,9 @@ from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.load import LoadSession
 from xferscope.workloads.inference.load_cluster import cluster_result as load_cluster
 from xferscope.workloads.inference.load_spec import LoadSpec
+from xferscope.workloads.inference.options import InferenceRequest
 
 R = TypeVar("R")
-#: how the ranks of ``workload load --mpi`` share the model: each its own copy, or each its tensor-parallel share
-SHARES = ("copy", "tp")
 
 
 class Session(Protocol[R]):
@@ -130,28 +130,28 @@ def _rank_spec(spec: Any, ranks: WorkloadRanks, gpu_text: str | None, part: tupl
     ).validate()
 
 
-def load_job(ranks: WorkloadRanks, spec: LoadSpec, gpu_text: str | None, share: str, live: bool) -> InferenceJob:
+def load_job(ranks: WorkloadRanks, ask: InferenceRequest, live: bool) -> InferenceJob:
     me = (ranks.layout.mine.rank, ranks.layout.size)
-    session = LoadSession(_rank_spec(spec, ranks, gpu_text, me if share == "tp" else (0, 1)))
+    session = LoadSession(_rank_spec(ask.spec, ranks, ask.gpu_text, me if ask.share == "tp" else (0, 1)))
 
     return InferenceJob(
         ranks,
         session,
-        given=spec.files is not None,
+        given=ask.spec.files is not None,
         placed=lambda data: setattr(session, "shards", data),
         adopt=lambda root, direct: load_data.adopt(session.spec, root, direct),
-        merge=lambda everyone: load_cluster(everyone, ranks.facts(), share),
+        merge=lambda everyone: load_cluster(everyone, ranks.facts(), ask.share),
         live=live,
     )
 
 
-def kvcache_job(ranks: WorkloadRanks, spec: KvSpec, gpu_text: str | None, live: bool) -> InferenceJob:
-    session = KvSession(_rank_spec(spec, ranks, gpu_text, (ranks.layout.mine.rank, ranks.layout.size)))
+def kvcache_job(ranks: WorkloadRanks, ask: InferenceRequest, live: bool) -> InferenceJob:
+    session = KvSession(_rank_spec(ask.spec, ranks, ask.gpu_text, (ranks.layout.mine.rank, ranks.layout.size)))
 
     return InferenceJob(
         ranks,
         session,
-        given=spec.cache is not None,
+        given=ask.spec.cache is not None,
         placed=lambda data: setattr(session, "cache", data),
         adopt=lambda root, direct: kvcache_data.adopt(session.spec, root, direct),
         merge=lambda everyone: kv_cluster(everyone, ranks.facts()),
@@ -159,12 +159,34 @@ def kvcache_job(ranks: WorkloadRanks, spec: KvSpec, gpu_text: str | None, live: 
     )
 
 
-def inference_mpi(
-    make_spec: Callable[[], Any],
-    job_of: Callable[[WorkloadRanks, Any, bool], InferenceJob],
-    emit: Callable[[Any], int],
+def run_kvcache(make: Callable[[], InferenceRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
+    """`workload kvcache`: here (its paths ranked in rounds), or under --mpi one path across the job's ranks
+    (``out``: fmt, json_path, csv_path)."""
+    _here_or_across_ranks(make, kvcache_job, kvcache_and_report, show_kvcache, mpi=mpi, rounds=rounds, **out)
+
+
+def run_load(make: Callable[[], InferenceRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
+    """`workload load`, as ``run_kvcache``."""
+    _here_or_across_ranks(make, load_job, load_and_report, show_load, mpi=mpi, rounds=rounds, **out)
+
+
+def _here_or_across_ranks(
+    make: Callable[[], InferenceRequest],
+    job_of: Callable[[WorkloadRanks, InferenceRequest, bool], InferenceJob],
+    here: Callable[..., None],
+    show: Callable[..., int],
     *,
-    fmt: str,
+    mpi: bool,
+    rounds: int,
+    **out: Any,
 ) -> None:
-    """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-    run_on_every_rank(make_spec, _comparable, job_of, emit, fmt=fmt)
+    """Every rank runs this under --mpi; rank 0 prints and writes, the others print nothing and exit with rank 0's
+    code."""
+    if not mpi:
+        ask = make()
+        here(ask.spec, ask.paths, rounds, **out)
+        return
+    check_launcher()
+    run_on_every_rank(
+        make, lambda ask: _comparable(ask.spec), job_of, lambda result: show(result, **out), fmt=out["fmt"]
+    )

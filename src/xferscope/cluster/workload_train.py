@@ -25,17 +25,19 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 
 from xferscope.cluster.layout import Layout, expand
-from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
-from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line
+from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line, train_and_report
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
+from xferscope.workloads.train.options import TrainRequest
 from xferscope.workloads.train.train import TrainSession, find_max_record, most_that_fit
 from xferscope.workloads.train.train_cluster import TrainRank, cluster_result, lowest_host_au
 from xferscope.workloads.train.train_record import AcceleratorRun, FindMaxResult, TrainResult
@@ -149,27 +151,30 @@ def _status(result: TrainResult | FindMaxResult) -> str:
     return result.status
 
 
-def train_mpi(
-    make_spec: Callable[[], TrainSpec],
-    *,
-    gpu_text: str | None,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
-    find_max: bool,
-    upper: int,
-) -> None:
+def run_train(make: Callable[[], TrainRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
+    """`workload train`: here (its paths side by side, or a search), or under --mpi across the job's ranks
+    (``out``: fmt, json_path, csv_path)."""
+    if not mpi:
+        ask = make()
+        train_and_report(ask.spec, ask.paths, rounds, ask.find_max, ask.upper, **out)
+        return
+    check_launcher()
+    train_mpi(make, **out)
+
+
+def train_mpi(make: Callable[[], TrainRequest], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
 
     size = [1]  # the job's ranks, once known
 
-    def job_of(ranks: WorkloadRanks, spec: TrainSpec, live: bool) -> _Search:
+    def job_of(ranks: WorkloadRanks, ask: TrainRequest, live: bool) -> _Search:
         size[0] = ranks.layout.size
         ticks = tick_line(f"rank 0 of {ranks.layout.size}") if live else None
-        return _Search(TrainRankJob(ranks, TrainSession(spec), gpu_text, ticks), find_max, upper, live)
+        job = TrainRankJob(ranks, TrainSession(ask.spec), ask.gpu_text, ticks)
+        return _Search(job, ask.find_max, ask.upper, live)
 
     def emit(result: TrainResult | FindMaxResult) -> int:
         lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None
         return show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
 
-    run_on_every_rank(make_spec, _comparable, job_of, emit, fmt=fmt, status_of=_status)
+    run_on_every_rank(make, lambda ask: _comparable(ask.spec), job_of, emit, fmt=fmt, status_of=_status)

@@ -51,6 +51,7 @@ from xferscope.spec import RunSpec
 from xferscope.workloads.common.options import Opt
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,11 +124,30 @@ def _typer(hint: Any) -> Any:
     return Annotated[hint.__origin__, typer.Option(*found[0].flags, help=found[0].help)]
 
 
+def options_of(group: type) -> list[inspect.Parameter]:
+    """The fields of the options dataclass ``group`` as a command's parameters, each a typer option."""
+    hints = typing.get_type_hints(group, include_extras=True)
+    return [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_typer(hints[f.name]))
+        for f in dataclasses.fields(group)
+    ]
+
+
+def grouped(group: type[T], values: dict[str, Any]) -> T:
+    """``group`` from a command's ``values``, its fields taken out of them."""
+    return group(**{f.name: values.pop(f.name) for f in dataclasses.fields(group)})  # type: ignore[arg-type]
+
+
+def signed(function: F, params: list[inspect.Parameter]) -> F:
+    """``function`` with the signature typer reads: ``params``."""
+    function.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
+    function.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
+    return function
+
+
 def takes(group: type) -> Callable[[F], F]:
     """The command's parameter annotated with ``group`` becomes the group's fields, each an option where that
     parameter stands in the signature; the command receives them as one ``group`` instance."""
-    hints = typing.get_type_hints(group, include_extras=True)
-    fields = dataclasses.fields(group)
 
     def decorate(command: F) -> F:
         own = typing.get_type_hints(command, include_extras=True)
@@ -135,23 +155,15 @@ def takes(group: type) -> Callable[[F], F]:
         params: list[inspect.Parameter] = []
         for p in inspect.signature(command).parameters.values():
             if p.name == name:
-                params += [
-                    inspect.Parameter(
-                        f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=_typer(hints[f.name])
-                    )
-                    for f in fields
-                ]
+                params += options_of(group)
             else:
                 params.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=own.get(p.name, p.annotation)))
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
-            values = group(**{f.name: kwargs.pop(f.name) for f in fields})
-            return command(**kwargs, **{name: values})
+            return command(**{name: grouped(group, kwargs)}, **kwargs)
 
-        wrapper.__signature__ = inspect.Signature(params, return_annotation=None)  # type: ignore[attr-defined]
-        wrapper.__annotations__ = {p.name: p.annotation for p in params} | {"return": None}
         del wrapper.__wrapped__  # typer reads this signature, not the command's
-        return typing.cast(F, wrapper)
+        return signed(typing.cast(F, wrapper), params)
 
     return decorate

@@ -10,6 +10,7 @@ import typer
 from xferscope.errors import SpecError
 from xferscope.spec import GDSIO_IO, GDSIO_XFER, PATHS, RunSpec, parse_int_list
 from xferscope.units import parse_duration, parse_size
+from xferscope.workloads.common.options import gpu_list
 
 IoOpt = Annotated[str, typer.Option("--io", "-I", help="read, write, randread, randwrite, randrw, rw (or gdsio's 0-3)")]
 BsOpt = Annotated[str, typer.Option("--bs", "-i", help="block (I/O) size, e.g. 4K, 64K, 1M")]
@@ -181,39 +182,6 @@ def check_workload_outputs(fmt: str, json_path: str | None, csv_path: str | None
     check_outputs(fmt, {"--json": json_path, "--csv": csv_path})
     if rounds < 1:
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
-
-
-def one_path_under_mpi(paths: list[str], mpi: bool) -> list[str]:
-    """A workload's ``paths``: SpecError where there is none, or several under --mpi (a job runs one path)."""
-    if not paths:
-        raise SpecError("path", "no path given")
-    if mpi and len(paths) > 1:
-        raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
-    return paths
-
-
-def optional_size(text: str | None, field: str) -> int | None:
-    """A size the user may leave out (None stays None); a bad one is one line naming the option."""
-    return None if text is None else _size(text, field)
-
-
-def workload_gpus(text: str | None, mpi: bool) -> tuple[int, ...]:
-    """A workload's ``-d`` here: its GPUs (GPU 0 where none is given), or under --mpi, where it holds
-    ``{local_rank}``, GPU 0 until each rank fills it in (``cluster.workload_ranks.rank_gpus``)."""
-    return tuple(gpu_list(None if mpi and text is not None and "{" in text else text))
-
-
-def gpu_list(text: str | None) -> list[int]:
-    if text is None:
-        return [0]
-    if text.strip().lower() == "all":
-        from xferscope.gpus import gpu_count
-
-        n, why = gpu_count()
-        if not n:
-            raise SpecError("gpu", f"--gpu all: no GPU on this machine ({why})")
-        return list(range(n))
-    return parse_int_list(text, "gpu")
 
 
 def build_spec(

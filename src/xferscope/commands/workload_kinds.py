@@ -1,9 +1,11 @@
-"""Every workload of `xferscope workload`, in the order the CLI lists them: its name, its command, the registry entry
-of its package (``workloads.common.kind.WorkloadKind``: its record, its files, its saved runs ranked) and what prints
-and writes its record. The CLI registers each command under its name; a workload profile's [workload] table replays
-through the same command, its fields the command's options (``profile_options``); `workload compare` and `compare
---workload` find the workload of saved files here, and `schema` its record. A new workload brings its modules and
-one line here.
+"""Every workload of `xferscope workload`, in the order the CLI lists them: its name, its command's shape and the
+registry entry of its package (``workloads.common.options.CommandShape``: its options and what it makes of them;
+``workloads.common.kind.WorkloadKind``: its record, its files, its saved runs ranked), what prints and writes its
+record, and what runs it here or across the ranks of an MPI job. The CLI builds each command from its shape
+(``workload_command``) and registers it under its name; a workload profile's [workload] table replays through the
+same command, its fields the command's options (``profile_options``); `workload compare` and `compare --workload`
+find the workload of saved files here, and `schema` its record. A new workload brings its modules and one line
+here.
 
 Each part is named "module:attribute" and imported when first asked for: `xferscope workload NAME` imports NAME's
 command alone, and a command its records and tables only when it runs."""
@@ -11,10 +13,15 @@ command alone, and a command its records and tables only when it runs."""
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
 import typer
+
+from xferscope.commands.option_groups import WorkloadRunOptions, grouped, options_of, signed
+from xferscope.commands.options import WorkloadMpiOpt
+from xferscope.workloads.common.options import CommandShape, Given
 
 
 def _imported(at: str) -> Any:
@@ -24,13 +31,15 @@ def _imported(at: str) -> Any:
 
 class Workload(NamedTuple):
     name: str
-    command_at: str  # "module:attribute" of its command (a typer command function)
-    kind_at: str  # "module:attribute" of its ``WorkloadKind``
+    command_at: str  # "module:attribute" of its ``CommandShape`` (``workloads.common.options``), in its package
+    kind_at: str  # "module:attribute" of its ``WorkloadKind``, in its package
     show_at: str  # "module:attribute" of show(record, *, fmt, json_path, csv_path) -> exit code of the writes
+    run_at: str  # "module:attribute" of run(make, *, mpi, rounds, fmt, json_path, csv_path): here, or across ranks
 
     @property
     def command(self) -> Callable[..., None]:
-        return _imported(self.command_at)
+        """`xferscope workload NAME`, built from the command's shape (``workload_command``)."""
+        return workload_command(self.name, _imported(self.command_at), lambda: _imported(self.run_at))
 
     @property
     def kind(self) -> Any:
@@ -41,25 +50,76 @@ class Workload(NamedTuple):
         return _imported(self.show_at)
 
 
-_COMMANDS = "xferscope.commands.workload_"
-_KINDS = "xferscope.workloads."
+def workload_command(name: str, shape: CommandShape, run_of: Callable[[], Callable[..., None]]) -> Callable[..., None]:
+    """A workload's command: its argument, its option groups, --mpi and the run's options (``WorkloadRunOptions``)
+    as typer reads them; run, it makes what to run from them (``shape.make``; the output options checked first, on
+    every rank under --mpi) and runs it here or across the ranks (``run_of()``)."""
+    params = []
+    if shape.argument is not None:
+        argument, required = shape.argument, shape.argument.default is None
+        params.append(
+            inspect.Parameter(
+                argument.name,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=inspect.Parameter.empty if required else argument.default,
+                annotation=Annotated[str, typer.Argument(help=argument.help)],
+            )
+        )
+    for group in shape.groups:
+        params += options_of(group)
+    params.append(inspect.Parameter("mpi", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=WorkloadMpiOpt))
+    params += options_of(WorkloadRunOptions)
+
+    def command(**values: Any) -> None:
+        from xferscope.output.terminal import install_hangup_handlers
+
+        argument = values.pop(shape.argument.name) if shape.argument is not None else None
+        mpi, run = values.pop("mpi"), grouped(WorkloadRunOptions, values)
+        groups = {group: grouped(group, values) for group in shape.groups}
+
+        def make() -> Any:
+            run.check()
+            return shape.make(Given(argument, groups, mpi, seed=run.seed, keep=run.keep, interval=run.interval))
+
+        install_hangup_handlers()
+        run_of()(make, mpi=mpi, rounds=run.rounds, **run.outputs)
+
+    command.__name__ = command.__qualname__ = f"{name}_command"
+    command.__doc__ = shape.help
+    return signed(command, params)
+
+
+_OPTIONS = "xferscope.workloads."
 _SHOW = "xferscope.output.workload"
+_RUN = "xferscope.cluster.workload_"
 WORKLOADS = (
-    Workload("train", f"{_COMMANDS}train:train_command", f"{_KINDS}train.kind:TRAIN", f"{_SHOW}:show_train"),
     Workload(
-        "kvcache",
-        f"{_COMMANDS}inference:kvcache_command",
-        f"{_KINDS}inference.kind:KVCACHE",
-        f"{_SHOW}_inference:show_kvcache",
+        "train",
+        f"{_OPTIONS}train.options:COMMAND",
+        f"{_OPTIONS}train.kind:TRAIN",
+        f"{_SHOW}:show_train",
+        f"{_RUN}train:run_train",
     ),
     Workload(
-        "load", f"{_COMMANDS}inference:load_command", f"{_KINDS}inference.kind:LOAD", f"{_SHOW}_inference:show_load"
+        "kvcache",
+        f"{_OPTIONS}inference.options:KVCACHE_COMMAND",
+        f"{_OPTIONS}inference.kind:KVCACHE",
+        f"{_SHOW}_inference:show_kvcache",
+        f"{_RUN}inference:run_kvcache",
+    ),
+    Workload(
+        "load",
+        f"{_OPTIONS}inference.options:LOAD_COMMAND",
+        f"{_OPTIONS}inference.kind:LOAD",
+        f"{_SHOW}_inference:show_load",
+        f"{_RUN}inference:run_load",
     ),
     Workload(
         "checkpoint",
-        f"{_COMMANDS}checkpoint:checkpoint_command",
-        f"{_KINDS}checkpoint.kind:CHECKPOINT",
+        f"{_OPTIONS}checkpoint.options:COMMAND",
+        f"{_OPTIONS}checkpoint.kind:CHECKPOINT",
         f"{_SHOW}_checkpoint:show_checkpoint",
+        f"{_RUN}checkpoint:run_checkpoint",
     ),
 )
 

@@ -4,10 +4,14 @@ custom model's shape, and how each checkpoint is made durable and read back."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads.common.options import opt
+from xferscope.workloads.common.options import Arg, CommandShape, Given, opt, paths_of, workload_gpus
+
+if TYPE_CHECKING:
+    from xferscope.workloads.checkpoint.plan import CheckpointSpec
+    from xferscope.workloads.checkpoint.session import CheckpointRunOptions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,21 +48,6 @@ class CheckpointSizeOptions:
         ),
     ] = None
 
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``CheckpointSpec``'s keywords (the model's ranks go to the model)."""
-        return {
-            "layout": self.layout,
-            "threads": self.threads,
-            "subset": self.subset,
-            "scale": self.scale,
-            "checkpoints": self.checkpoints,
-            "pinned_copies": self.pinned,
-            "state": self.state,
-        }
-
-
-CHECKPOINT_SIZE = CheckpointSizeOptions()
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelShapeOptions:
@@ -79,9 +68,6 @@ class ModelShapeOptions:
         from xferscope.workloads.checkpoint.model import checkpoint_model
 
         return checkpoint_model(name, ranks, **dataclasses.asdict(self))
-
-
-MODEL_SHAPE = ModelShapeOptions()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,4 +100,80 @@ class CheckpointIoOptions:
         )
 
 
-CHECKPOINT_IO = CheckpointIoOptions()
+@dataclasses.dataclass(frozen=True)
+class CheckpointTargetOptions:
+    """Where the checkpoints go, from where and by which paths; or --plan, to write nothing."""
+
+    plan: Annotated[
+        bool, opt("--plan", help="print each rank's files and bytes and how they were found; write nothing")
+    ] = False
+    gpu: Annotated[str | None, opt("--gpu", "-d", help="GPUs the ranks' states go round-robin over")] = None
+    path: Annotated[
+        str,
+        opt(
+            "--path",
+            "-x",
+            help="host (through the page cache, as torch.save), bounce, bounce-async, cufile; torch-save and dcp "
+            "(the libraries themselves, where torch is installed); a comma list runs each in rotated rounds over one "
+            "checkpoint size and ranks them by the time until durable (a path twice: an A/A pair)",
+        ),
+    ] = "host"
+    directory: Annotated[str | None, opt("--dir", "-D", help="where the data set is generated")] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointRequest:
+    """What `workload checkpoint` runs: the spec and the run's options, the paths side by side, ``-d`` as given
+    (``{local_rank}`` filled in by each rank under --mpi), and --plan."""
+
+    spec: CheckpointSpec
+    options: CheckpointRunOptions
+    paths: list[str]
+    gpu_text: str | None
+    plan_only: bool
+
+
+def checkpoint_spec(model: str, size: CheckpointSizeOptions, shape: ModelShapeOptions, **where: Any) -> CheckpointSpec:
+    """The checkpoints of ``model`` these options ask for, ``where`` the rest of ``CheckpointSpec`` (the path, the
+    GPUs, the directory)."""
+    from xferscope.workloads.checkpoint.plan import CheckpointSpec
+
+    return CheckpointSpec(
+        shape.model(model, size.ranks),
+        layout=size.layout,
+        threads=size.threads,
+        subset=size.subset,
+        scale=size.scale,
+        checkpoints=size.checkpoints,
+        pinned_copies=size.pinned,
+        state=size.state,
+        **where,
+    )
+
+
+def checkpoint_request(given: Given) -> CheckpointRequest:
+    target = given[CheckpointTargetOptions]
+    paths = paths_of(target.path, given.mpi)
+    if given.mpi and target.plan:
+        raise SpecError("plan", "--plan is of one host: run it without --mpi")
+    spec = checkpoint_spec(
+        given.argument or "",
+        given[CheckpointSizeOptions],
+        given[ModelShapeOptions],
+        directory=target.directory,
+        gpus=workload_gpus(target.gpu, given.mpi),
+        path=paths[0],
+    )
+    options = given[CheckpointIoOptions].run_options(seed=given.seed, keep=given.keep, interval=given.interval)
+    return CheckpointRequest(spec, options, paths, target.gpu, target.plan)
+
+
+COMMAND = CommandShape(
+    help="MLPerf Storage's llama3 checkpoints (DLIO's checkpointing), or PyTorch DCP's: each rank's files and bytes, "
+    "from the model's parameters and its tensor, pipeline and data parallelism with ZeRO; written (fsync per file), "
+    "evicted from the page cache and read back: save and restore times and GB/s, MLPerf's and DLIO's. Under --mpi, "
+    "the checkpoint's ranks split over the job's, each save and restore begun together.",
+    argument=Arg("model", "llama3-8b, llama3-70b, llama3-405b, llama3-1t (MLPerf Storage's) or custom"),
+    groups=(CheckpointTargetOptions, CheckpointSizeOptions, ModelShapeOptions, CheckpointIoOptions),
+    make=checkpoint_request,
+)

@@ -1,16 +1,20 @@
-"""A workload's options, declared once, in its own package: a frozen dataclass whose fields carry ``Opt`` (how the
+"""A workload's options, declared once, in its own package: frozen dataclasses whose fields carry ``Opt`` (how the
 command line spells the option, and its help) in their annotations, and whose methods turn them into the spec's
-fields. The CLI makes each field an option (``commands.option_groups.takes``), a profile's [workload] fields are
-those options, and the console's forms build the same dataclass from their text (``from_text``): one parse, one
-default and one check of each option wherever it is given."""
+fields; and its command (``CommandShape``): its help, its argument, its option groups and what it makes of them
+(``Given`` -> what to run). The CLI builds `workload NAME` from it (``commands.workload``), a profile's [workload]
+fields are its options, and the console's forms build the same dataclasses from their text (``from_text``): one
+parse, one default and one check of each option wherever it is given."""
 
 from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar
 
 from xferscope.errors import SpecError
+from xferscope.spec import parse_int_list
 from xferscope.units import parse_duration, parse_size
 
 T = TypeVar("T")
@@ -25,6 +29,41 @@ class Opt(NamedTuple):
 
 def opt(*flags: str, help: str) -> Opt:
     return Opt(flags, help)
+
+
+class Arg(NamedTuple):
+    """A command's argument: its name (a profile's field), its help, and its default (None: it must be given)."""
+
+    name: str
+    help: str
+    default: str | None = None
+
+
+@dataclass(frozen=True)
+class Given:
+    """What a workload command was given: its argument, each option group's values (``given[Group]``), --mpi, and
+    the run's seed, --keep and live interval."""
+
+    argument: str | None
+    groups: dict[type, Any]
+    mpi: bool
+    seed: int
+    keep: bool
+    interval: float
+
+    def __getitem__(self, group: type[T]) -> T:
+        return self.groups[group]
+
+
+@dataclass(frozen=True)
+class CommandShape:
+    """A workload's command: its help, its argument, its option groups in the order its help lists them, and
+    ``make``: what to run from what it was given (SpecError names a bad option; under --mpi, made on every rank)."""
+
+    help: str
+    argument: Arg | None
+    groups: tuple[type, ...]
+    make: Callable[[Given], Any]
 
 
 def declared(group: type) -> dict[str, tuple[Any, Opt | None]]:
@@ -76,6 +115,37 @@ def from_text(group: type[T], texts: dict[str, str]) -> T:
     return group(**values)
 
 
+def paths_of(text: str, mpi: bool) -> list[str]:
+    """A workload's comma list of paths: SpecError where there is none, or several under --mpi (a job runs one
+    path)."""
+    paths = [p.strip() for p in text.split(",") if p.strip()]
+    if not paths:
+        raise SpecError("path", "no path given")
+    if mpi and len(paths) > 1:
+        raise SpecError("path", "--mpi runs one path: compare paths as separate jobs (workload compare)")
+    return paths
+
+
+def gpu_list(text: str | None) -> list[int]:
+    """``-d``: GPU indices (0, 0,1, 0-3) or all; GPU 0 where none is given."""
+    if text is None:
+        return [0]
+    if text.strip().lower() == "all":
+        from xferscope.gpus import gpu_count
+
+        n, why = gpu_count()
+        if not n:
+            raise SpecError("gpu", f"--gpu all: no GPU on this machine ({why})")
+        return list(range(n))
+    return parse_int_list(text, "gpu")
+
+
+def workload_gpus(text: str | None, mpi: bool) -> tuple[int, ...]:
+    """A workload's ``-d`` here: its GPUs (GPU 0 where none is given), or under --mpi, where it holds
+    ``{local_rank}``, GPU 0 until each rank fills it in (``cluster.workload_ranks.rank_gpus``)."""
+    return tuple(gpu_list(None if mpi and text is not None and "{" in text else text))
+
+
 def optional_size(text: str | None, field: str) -> int | None:
     """A size the user may leave out (None stays None); a bad one is one line naming the option."""
     return _parsed(parse_size, text, field)
@@ -93,6 +163,3 @@ def _parsed(parse: Any, text: str | None, field: str) -> Any:
         return parse(text)
     except ValueError as exc:
         raise SpecError(field, str(exc)) from None
-
-
-__all__ = ["Opt", "declared", "flag_name", "from_text", "opt", "optional_duration", "optional_size"]

@@ -4,10 +4,22 @@ shape and its requests; a model's shards and how xferscope's paths read them."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads.common.options import opt, optional_duration, optional_size
+from xferscope.workloads.common.options import (
+    CommandShape,
+    Given,
+    opt,
+    optional_duration,
+    optional_size,
+    paths_of,
+    workload_gpus,
+)
+
+if TYPE_CHECKING:
+    from xferscope.workloads.inference.kvcache_spec import KvSpec
+    from xferscope.workloads.inference.load_spec import LoadSpec
 
 
 def _auto_count(text: str, option: str) -> int | None:
@@ -37,18 +49,6 @@ class KvShapeOptions:
         str, opt("--layout", help="block: a read per chunk; layer: a read per K and V plane of a layer")
     ] = "block"
 
-    def spec_fields(self) -> dict[str, Any]:
-        """These options as ``KvSpec``'s keywords (SpecError names a bad one)."""
-        from xferscope.workloads.inference.models import model as model_shape
-
-        shape = model_shape(
-            self.model, layers=self.layers, kv_heads=self.kv_heads, head_dim=self.head_dim, dtype=self.dtype
-        )
-        return {"model": shape, "chunk_tokens": self.chunk_tokens, "tp": self.tp, "layout": self.layout}
-
-
-KV_SHAPE = KvShapeOptions()
-
 
 @dataclasses.dataclass(frozen=True)
 class KvRequestOptions:
@@ -62,21 +62,6 @@ class KvRequestOptions:
     requests: Annotated[int | None, opt("--requests", "-n", help="requests to restore")] = None
     duration: Annotated[str | None, opt("--duration", "-T", help="seconds to run")] = None
 
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``KvSpec``'s keywords (32 requests where neither a count nor a duration is given)."""
-        from xferscope.workloads.inference.kvcache_spec import parse_prompt
-
-        return {
-            "prompt": parse_prompt(self.prompt_tokens),
-            "concurrency": self.concurrency,
-            "hit_ratio": self.hit_ratio,
-            "requests": 32 if self.requests is None and self.duration is None else self.requests,
-            "duration": optional_duration(self.duration, "duration"),
-        }
-
-
-KV_REQUESTS = KvRequestOptions()
-
 
 @dataclasses.dataclass(frozen=True)
 class ModelFilesOptions:
@@ -89,18 +74,6 @@ class ModelFilesOptions:
     layers: Annotated[int | None, opt("--layers", help="--model: override the layers")] = None
     dtype: Annotated[str | None, opt("--dtype", help="--model: bf16, fp16, fp32, fp8")] = None
     shard_size: Annotated[str, opt("--shard-size", help="--model: largest shard (Hugging Face's 5GB)")] = "5G"
-
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``LoadSpec``'s keywords (SpecError names a bad one)."""
-        from xferscope.workloads.inference.models import model as model_shape
-
-        size = optional_size(self.shard_size, "shard-size")
-        assert size is not None
-        shape = model_shape(self.model, layers=self.layers, dtype=self.dtype) if self.model is not None else None
-        return {"files": self.files, "model": shape, "shard_size": size}
-
-
-MODEL_FILES = ModelFilesOptions()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,10 +94,186 @@ class ReadShapeOptions:
         ),
     ] = "auto"
 
-    def spec_fields(self) -> dict[str, object]:
-        """These options as ``LoadSpec``'s keywords (None: auto)."""
-        split = None if self.split.strip().lower() == "auto" else optional_size(self.split, "split") or 0
-        return {"threads": _auto_count(self.threads, "threads"), "split": split}
+
+_PATH = opt(
+    "--path",
+    "-x",
+    help="host, bounce, bounce-async, cufile; load also: the libraries safetensors, fastsafetensors, "
+    "fastsafetensors-gds, runai-streamer (where installed, with torch); a comma list runs each over one data "
+    "set in rotated rounds and ranks them (a path twice: an A/A pair)",
+)
+_DIR = opt("--dir", "-D", help="where the data set is generated")
 
 
-READ_SHAPE = ReadShapeOptions()
+@dataclasses.dataclass(frozen=True)
+class KvTargetOptions:
+    """Where the cache is and how it is read: the paths, the GPUs, a cache of yours or one generated, the reads."""
+
+    path: Annotated[str | None, _PATH] = None
+    gpu: Annotated[str | None, opt("--gpu", "-d", help="GPUs the ranks go round-robin over")] = None
+    cache: Annotated[str | None, opt("--cache", help="read an existing cache in LMCache's GDS layout")] = None
+    directory: Annotated[str | None, _DIR] = None
+    cache_chunks: Annotated[int | None, opt("--cache-chunks", help="chunks per rank in the generated cache")] = None
+    bs: Annotated[str | None, opt("--bs", "-i", help="bounce paths: staging per read (default: the read)")] = None
+    prefill_rate: Annotated[
+        float | None, opt("--prefill-rate", help="tokens/s your GPUs prefill: prints the break-even")
+    ] = None
+    buffered: Annotated[bool, opt("--buffered", help="through the page cache (no O_DIRECT)")] = False
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadTargetOptions:
+    """Where the model loads from and to: the paths, the GPUs, the page cache, and under --mpi each rank's share."""
+
+    path: Annotated[str | None, _PATH] = None
+    gpu: Annotated[str | None, opt("--gpu", "-d", help="GPUs the tensors are split over, as tensor parallelism")] = None
+    cache: Annotated[str, opt("--cache", help="cold (page cache emptied of the shards, O_DIRECT) or warm")] = "cold"
+    directory: Annotated[str | None, _DIR] = None
+    verify: Annotated[bool, opt("--verify", "-V", help="after the load, check every tensor's bytes landed")] = False
+    share: Annotated[
+        str, opt("--share", help="--mpi: copy (each rank its own copy) or tp (its tensor-parallel share)")
+    ] = "copy"
+
+    def check_share(self, mpi: bool, path: str) -> None:
+        """--share: copy or tp, tp only under --mpi and for xferscope's paths (a library loads the whole model)."""
+        if self.share not in ("copy", "tp"):
+            raise SpecError(
+                "share", f"copy (each rank its own copy) or tp (its tensor-parallel share), got {self.share!r}"
+            )
+        if self.share != "copy" and not mpi:
+            raise SpecError("share", "the ranks share the model under --mpi; on one host, --gpu splits it")
+        from xferscope.workloads.common.libraries import LOAD_LIBRARIES  # when checked: not on every start
+
+        if self.share == "tp" and path in LOAD_LIBRARIES:
+            raise SpecError(
+                "share",
+                f"{path} loads the whole model in each process here: --share copy, or one of xferscope's paths",
+            )
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceRequest:
+    """What `workload kvcache` or `workload load` runs: the spec, the paths side by side, ``-d`` as given
+    (``{local_rank}`` filled in by each rank under --mpi) and, for a load under --mpi, each rank's share."""
+
+    spec: Any
+    paths: list[str]
+    gpu_text: str | None
+    share: str = "copy"
+
+
+def kv_spec(shape: KvShapeOptions, request: KvRequestOptions, **where: Any) -> KvSpec:
+    """The KV-cache restores these options ask for (32 requests where neither a count nor a duration is given),
+    ``where`` the rest of ``KvSpec`` (the path, the GPUs, ...); validated, SpecError names the option."""
+    from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
+    from xferscope.workloads.inference.models import model
+
+    return KvSpec(
+        model=model(
+            shape.model, layers=shape.layers, kv_heads=shape.kv_heads, head_dim=shape.head_dim, dtype=shape.dtype
+        ),
+        chunk_tokens=shape.chunk_tokens,
+        tp=shape.tp,
+        layout=shape.layout,
+        prompt=parse_prompt(request.prompt_tokens),
+        concurrency=request.concurrency,
+        hit_ratio=request.hit_ratio,
+        requests=32 if request.requests is None and request.duration is None else request.requests,
+        duration=optional_duration(request.duration, "duration"),
+        **where,
+    ).validate()
+
+
+def load_spec(shards: ModelFilesOptions, reads: ReadShapeOptions, **where: Any) -> LoadSpec:
+    """The model load these options ask for (threads and split None: auto, chosen by a probe), ``where`` the rest
+    of ``LoadSpec``; validated, SpecError names the option."""
+    from xferscope.workloads.inference.load_spec import LoadSpec
+    from xferscope.workloads.inference.models import model
+
+    shard_size = optional_size(shards.shard_size, "shard-size")
+    assert shard_size is not None
+    return LoadSpec(
+        files=shards.files,
+        model=model(shards.model, layers=shards.layers, dtype=shards.dtype) if shards.model is not None else None,
+        shard_size=shard_size,
+        threads=_auto_count(reads.threads, "threads"),
+        split=None if reads.split.strip().lower() == "auto" else optional_size(reads.split, "split") or 0,
+        **where,
+    ).validate()
+
+
+def _paths(path: str | None, mpi: bool) -> tuple[list[str], str]:
+    """The paths asked for, or the default: into the GPU by bounce-async where there is one, else host."""
+    if path is not None:
+        return paths_of(path, mpi), ""
+    from xferscope.gpus import gpu_count
+
+    n, why = gpu_count()
+    return (["bounce-async"], "") if n else (["host"], f"no GPU here ({why}): --path host")
+
+
+def _checked(spec: Any, paths: list[str], gpu_text: str | None, share: str = "copy") -> InferenceRequest:
+    """The spec holds for every path after the first too (an unknown path: one line, before anything runs)."""
+    for p in paths[1:]:
+        dataclasses.replace(spec, path=p).validate()
+    return InferenceRequest(spec, paths, gpu_text, share)
+
+
+def kvcache_request(given: Given) -> InferenceRequest:
+    target = given[KvTargetOptions]
+    paths, note = _paths(target.path, given.mpi)
+    spec = kv_spec(
+        given[KvShapeOptions],
+        given[KvRequestOptions],
+        path=paths[0],
+        gpus=workload_gpus(target.gpu, given.mpi),
+        cache=target.cache,
+        directory=target.directory,
+        cache_chunks=target.cache_chunks,
+        block_size=optional_size(target.bs, "bs"),
+        prefill_rate=target.prefill_rate,
+        seed=given.seed,
+        keep=given.keep,
+        buffered=target.buffered,
+        interval=given.interval,
+        defaults_note=note,
+    )
+    return _checked(spec, paths, target.gpu)
+
+
+def load_request(given: Given) -> InferenceRequest:
+    target = given[LoadTargetOptions]
+    paths, note = _paths(target.path, given.mpi)
+    target.check_share(given.mpi, paths[0])
+    spec = load_spec(
+        given[ModelFilesOptions],
+        given[ReadShapeOptions],
+        path=paths[0],
+        gpus=workload_gpus(target.gpu, given.mpi),
+        cache=target.cache,
+        directory=target.directory,
+        verify=target.verify,
+        seed=given.seed,
+        keep=given.keep,
+        interval=given.interval,
+        defaults_note=note,
+    )
+    return _checked(spec, paths, target.gpu, target.share)
+
+
+KVCACHE_COMMAND = CommandShape(
+    help="Restore KV-cache chunks (LMCache's GDS layout) by a path into GPU memory, as requests arrive: time to "
+    "restore a request, GB/s per GPU, chunks and tokens per second, CPU cost, and with --prefill-rate the prompt "
+    "length above which restoring beats recomputing. Under --mpi, the requests spread over the ranks.",
+    argument=None,
+    groups=(KvShapeOptions, KvRequestOptions, KvTargetOptions),
+    make=kvcache_request,
+)
+LOAD_COMMAND = CommandShape(
+    help="Load a model's safetensors shards into GPU memory by a path (cold start): time to load, time to the first "
+    "byte on the GPU, GB/s overall and per GPU, the slowest shard, CPU cost. Under --mpi, every rank loads the "
+    "model, the loads begun together: the time to load is the slowest rank's.",
+    argument=None,
+    groups=(ModelFilesOptions, LoadTargetOptions, ReadShapeOptions),
+    make=load_request,
+)

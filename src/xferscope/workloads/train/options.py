@@ -4,10 +4,22 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from xferscope.errors import SpecError
-from xferscope.workloads.common.options import opt, optional_duration, optional_size
+from xferscope.workloads.common.options import (
+    Arg,
+    CommandShape,
+    Given,
+    gpu_list,
+    opt,
+    optional_duration,
+    optional_size,
+    paths_of,
+)
+
+if TYPE_CHECKING:
+    from xferscope.workloads.train.train_spec import TrainSpec
 
 
 def _share(text: str | None) -> float | None:
@@ -31,9 +43,6 @@ class AcceleratorOptions:
     accelerators: Annotated[int, opt("--accelerators", "-a", help="emulated accelerators")] = 1
 
 
-ACCELERATORS = AcceleratorOptions()
-
-
 @dataclasses.dataclass(frozen=True)
 class FindMaxOptions:
     """--find-max: the most accelerators this storage keeps at the AU threshold, and the most it tries."""
@@ -46,9 +55,6 @@ class FindMaxOptions:
     def check(self) -> None:
         if self.max_accelerators < 1:
             raise SpecError("max-accelerators", f"must be at least 1, got {self.max_accelerators}")
-
-
-FIND_MAX = FindMaxOptions()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,4 +106,85 @@ class TrainShapeOptions:
         }
 
 
-TRAIN_SHAPE = TrainShapeOptions()
+@dataclasses.dataclass(frozen=True)
+class TrainTargetOptions:
+    """Where the batches land and what computes on them; left out: into the GPU where there is one, else as DLIO."""
+
+    gpu: Annotated[str | None, opt("--gpu", "-d", help="GPUs the accelerators go round-robin over")] = None
+    path: Annotated[
+        str | None,
+        opt(
+            "--path",
+            "-x",
+            help="host (stops in host memory, as DLIO), bounce, bounce-async, cufile, dataloader (a PyTorch "
+            "DataLoader, where torch is installed); a comma list runs each over one data set in rotated rounds and "
+            "ranks them",
+        ),
+    ] = None
+    compute: Annotated[
+        str | None, opt("--compute", help="gpu (a kernel that spins for computation_time) or sleep (DLIO's)")
+    ] = None
+
+    def chosen(self, mpi: bool) -> tuple[list[str], str, str]:
+        """The paths (a path twice: an A/A pair, host#1 and host#2) and compute, with those the user left out: into
+        the GPU where there is one, else as DLIO (host, sleep); and the note that says so."""
+        path, compute, note = self.path, self.compute, ""
+        if path is None or compute is None:
+            from xferscope.gpus import gpu_count
+
+            n, why = gpu_count()
+            if n:
+                path, compute = path or "bounce-async", compute or "gpu"
+            else:
+                left = " ".join(f for f, v in (("--path host", path), ("--compute sleep", compute)) if v is None)
+                path, compute, note = path or "host", compute or "sleep", f"no GPU here ({why}): {left}, as DLIO"
+        return paths_of(path, mpi), compute, note
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRequest:
+    """What `workload train` runs: the spec, the paths side by side, ``-d`` as given (``{local_rank}`` filled in
+    by each rank under --mpi), and --find-max."""
+
+    spec: TrainSpec
+    paths: list[str]
+    gpu_text: str | None
+    find_max: bool
+    upper: int
+
+
+def train_request(given: Given) -> TrainRequest:
+    from xferscope.workloads.train.train_spec import train_spec
+
+    emulated, target, search = given[AcceleratorOptions], given[TrainTargetOptions], given[FindMaxOptions]
+    search.check()
+    paths, compute, note = target.chosen(given.mpi)
+    for p in paths[1:]:
+        train_spec(given.argument or "", emulated.accelerator_type, path=p, computation_time=0.0)  # one line
+    gpu = target.gpu
+    spec = train_spec(
+        given.argument or "",
+        emulated.accelerator_type,
+        accelerators=emulated.accelerators,
+        gpus=None
+        if gpu is None or (given.mpi and "{" in gpu)
+        else tuple(gpu_list(gpu)),  # -d {local_rank}: each rank's
+        path=paths[0],
+        compute=compute,
+        **given[TrainShapeOptions].spec_fields(),
+        seed=given.seed,
+        keep=given.keep,
+        interval=given.interval,
+        defaults_note=note,
+    )
+    return TrainRequest(spec, paths, gpu, search.find_max, search.max_accelerators)
+
+
+COMMAND = CommandShape(
+    help="Emulate accelerators that read their batches by a path into GPU memory and compute on them: their "
+    "utilisation (AU) as DLIO defines it, against the workload's threshold. Under --mpi, -a a rank, the data sharded "
+    "over all.",
+    argument=Arg("preset", "unet3d, cosmoflow or resnet50 (DLIO's workload configs)", "unet3d"),
+    groups=(AcceleratorOptions, TrainTargetOptions, TrainShapeOptions, FindMaxOptions),
+    make=train_request,
+)
