@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from xferscope.saturate.search import InFlight, KneeSearch, StopSearch, doubling, knee_of, ladder, midpoint, resolution
+from xferscope.saturate.search import InFlight, KneeSearch, StopSearch, knee_of, ladder, midpoint, resolution
 
 
 @dataclass
@@ -161,7 +161,6 @@ def test_a_stop_keeps_the_points_so_far():
 
 
 def test_helpers():
-    assert doubling(1, 16) == [2, 4, 8, 16] and doubling(1, 12) == [2, 4, 8, 12] and doubling(4, 4) == []
     assert midpoint(1, 64) == 8 and midpoint(8, 16) == 12 and midpoint(3, 5) == 4
     assert ladder(3, 4) == [
         InFlight(1, 1),

@@ -29,15 +29,14 @@ import dataclasses
 import os
 import shutil
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
 from xferscope.cluster.layout import expand
-from xferscope.cluster.workload_ranks import WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
 from xferscope.output.terminal import clear_line, write_status
-from xferscope.output.workload_checkpoint import checkpoint_and_report, show_checkpoint
+from xferscope.output.workload_checkpoint import show_checkpoint
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
@@ -191,17 +190,6 @@ class CheckpointJobRanks:
         clear_line(self.live)
         derivation = session.plan.derivation(job=(ranks.layout.size, len(ranks.layout.hosts)))
         return cluster_record(parts, ranks.facts(), derivation)
-
-
-def run_checkpoint(make: Callable[[], CheckpointRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
-    """`workload checkpoint`: here (its plan, or its paths in rotated rounds), or under --mpi across the job's ranks
-    (``out``: fmt, json_path, csv_path)."""
-    if not mpi:
-        ask = make()
-        checkpoint_and_report(ask.spec, ask.paths, rounds, ask.options, plan_only=ask.plan_only, **out)
-        return
-    check_launcher()
-    checkpoint_mpi(make, **out)
 
 
 def checkpoint_mpi(

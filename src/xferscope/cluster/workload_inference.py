@@ -29,9 +29,9 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from xferscope.cluster.layout import expand
-from xferscope.cluster.workload_ranks import DataSet, WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import DataSet, WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
-from xferscope.output.workload_inference import kvcache_and_report, load_and_report, show_kvcache, show_load
+from xferscope.output.workload_inference import show_kvcache, show_load
 from xferscope.target import memory_total
 from xferscope.workloads.common.job_ranks import RankResult
 from xferscope.workloads.inference import kvcache_data, load_data
@@ -159,34 +159,16 @@ def kvcache_job(ranks: WorkloadRanks, ask: InferenceRequest, live: bool) -> Infe
     )
 
 
-def run_kvcache(make: Callable[[], InferenceRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
-    """`workload kvcache`: here (its paths ranked in rounds), or under --mpi one path across the job's ranks
-    (``out``: fmt, json_path, csv_path)."""
-    _here_or_across_ranks(make, kvcache_job, kvcache_and_report, show_kvcache, mpi=mpi, rounds=rounds, **out)
+def kvcache_mpi(make: Callable[[], InferenceRequest], **out: Any) -> None:
+    """`workload kvcache --mpi`: every rank runs this; rank 0 prints and writes (``out``: fmt, json_path, csv_path),
+    the others print nothing and exit with rank 0's code."""
+    run_on_every_rank(make, _agreed, kvcache_job, lambda result: show_kvcache(result, **out), fmt=out["fmt"])
 
 
-def run_load(make: Callable[[], InferenceRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
-    """`workload load`, as ``run_kvcache``."""
-    _here_or_across_ranks(make, load_job, load_and_report, show_load, mpi=mpi, rounds=rounds, **out)
+def load_mpi(make: Callable[[], InferenceRequest], **out: Any) -> None:
+    """`workload load --mpi`, as ``kvcache_mpi``."""
+    run_on_every_rank(make, _agreed, load_job, lambda result: show_load(result, **out), fmt=out["fmt"])
 
 
-def _here_or_across_ranks(
-    make: Callable[[], InferenceRequest],
-    job_of: Callable[[WorkloadRanks, InferenceRequest, bool], InferenceJob],
-    here: Callable[..., None],
-    show: Callable[..., int],
-    *,
-    mpi: bool,
-    rounds: int,
-    **out: Any,
-) -> None:
-    """Every rank runs this under --mpi; rank 0 prints and writes, the others print nothing and exit with rank 0's
-    code."""
-    if not mpi:
-        ask = make()
-        here(ask.spec, ask.paths, rounds, **out)
-        return
-    check_launcher()
-    run_on_every_rank(
-        make, lambda ask: _comparable(ask.spec), job_of, lambda result: show(result, **out), fmt=out["fmt"]
-    )
+def _agreed(request: InferenceRequest) -> tuple[str, bytes]:
+    return _comparable(request.spec)

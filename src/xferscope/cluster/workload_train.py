@@ -25,14 +25,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 
 from xferscope.cluster.layout import Layout, expand
-from xferscope.cluster.workload_ranks import WorkloadRanks, check_launcher, rank_gpus, run_on_every_rank
+from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
-from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line, train_and_report
+from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
@@ -149,17 +148,6 @@ def _status(result: TrainResult | FindMaxResult) -> str:
     if isinstance(result, FindMaxResult) and any(r.status == "failed" for r in result.results):
         return "failed"
     return result.status
-
-
-def run_train(make: Callable[[], TrainRequest], *, mpi: bool, rounds: int, **out: Any) -> None:
-    """`workload train`: here (its paths side by side, or a search), or under --mpi across the job's ranks
-    (``out``: fmt, json_path, csv_path)."""
-    if not mpi:
-        ask = make()
-        train_and_report(ask.spec, ask.paths, rounds, ask.find_max, ask.upper, **out)
-        return
-    check_launcher()
-    train_mpi(make, **out)
 
 
 def train_mpi(make: Callable[[], TrainRequest], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:

@@ -167,7 +167,6 @@ def _size(text: str, field: str) -> int:
         raise SpecError(field, str(exc)) from None
 
 
-WorkloadDirOpt = Annotated[str | None, typer.Option("--dir", "-D", help="where the data set is generated")]
 WorkloadRoundsOpt = Annotated[
     int, typer.Option("--rounds", help="several paths: rotated rounds, each path once a round")
 ]

@@ -1,7 +1,7 @@
 """Every workload of `xferscope workload`, in the order the CLI lists them: its name, its command's shape and the
 registry entry of its package (``workloads.common.options.CommandShape``: its options and what it makes of them;
 ``workloads.common.kind.WorkloadKind``: its record, its files, its saved runs ranked), what prints and writes its
-record, and what runs it here or across the ranks of an MPI job. The CLI builds each command from its shape
+record, and what runs it here and what by every rank of an MPI job. The CLI builds each command from its shape
 (``workload_command``) and registers it under its name; a workload profile's [workload] table replays through the
 same command, its fields the command's options (``profile_options``); `workload compare` and `compare --workload`
 find the workload of saved files here, and `schema` its record. A new workload brings its modules and one line
@@ -34,12 +34,13 @@ class Workload(NamedTuple):
     command_at: str  # "module:attribute" of its ``CommandShape`` (``workloads.common.options``), in its package
     kind_at: str  # "module:attribute" of its ``WorkloadKind``, in its package
     show_at: str  # "module:attribute" of show(record, *, fmt, json_path, csv_path) -> exit code of the writes
-    run_at: str  # "module:attribute" of run(make, *, mpi, rounds, fmt, json_path, csv_path): here, or across ranks
+    here_at: str  # "module:attribute" of here(request, rounds, *, fmt, json_path, csv_path): run on this host
+    across_at: str  # "module:attribute" of across(make, *, fmt, json_path, csv_path): run by every rank (--mpi)
 
     @property
     def command(self) -> Callable[..., None]:
         """`xferscope workload NAME`, built from the command's shape (``workload_command``)."""
-        return workload_command(self.name, _imported(self.command_at), lambda: _imported(self.run_at))
+        return workload_command(self)
 
     @property
     def kind(self) -> Any:
@@ -50,10 +51,11 @@ class Workload(NamedTuple):
         return _imported(self.show_at)
 
 
-def workload_command(name: str, shape: CommandShape, run_of: Callable[[], Callable[..., None]]) -> Callable[..., None]:
+def workload_command(workload: Workload) -> Callable[..., None]:
     """A workload's command: its argument, its option groups, --mpi and the run's options (``WorkloadRunOptions``)
     as typer reads them; run, it makes what to run from them (``shape.make``; the output options checked first, on
-    every rank under --mpi) and runs it here or across the ranks (``run_of()``)."""
+    every rank under --mpi) and runs it here, or under --mpi by every rank of the job."""
+    shape: CommandShape = _imported(workload.command_at)
     params = []
     if shape.argument is not None:
         argument, required = shape.argument, shape.argument.default is None
@@ -82,44 +84,54 @@ def workload_command(name: str, shape: CommandShape, run_of: Callable[[], Callab
             return shape.make(Given(argument, groups, mpi, seed=run.seed, keep=run.keep, interval=run.interval))
 
         install_hangup_handlers()
-        run_of()(make, mpi=mpi, rounds=run.rounds, **run.outputs)
+        if not mpi:
+            _imported(workload.here_at)(make(), run.rounds, **run.outputs)
+            return
+        from xferscope.cluster.workload_ranks import check_launcher
 
-    command.__name__ = command.__qualname__ = f"{name}_command"
+        check_launcher()
+        _imported(workload.across_at)(make, **run.outputs)
+
+    command.__name__ = command.__qualname__ = f"{workload.name}_command"
     command.__doc__ = shape.help
     return signed(command, params)
 
 
-_OPTIONS = "xferscope.workloads."
-_SHOW = "xferscope.output.workload"
-_RUN = "xferscope.cluster.workload_"
+_IN = "xferscope.workloads."
+_OUT = "xferscope.output.workload"
+_MPI = "xferscope.cluster.workload_"
 WORKLOADS = (
     Workload(
         "train",
-        f"{_OPTIONS}train.options:COMMAND",
-        f"{_OPTIONS}train.kind:TRAIN",
-        f"{_SHOW}:show_train",
-        f"{_RUN}train:run_train",
+        f"{_IN}train.options:COMMAND",
+        f"{_IN}train.kind:TRAIN",
+        f"{_OUT}:show_train",
+        f"{_OUT}:train_and_report",
+        f"{_MPI}train:train_mpi",
     ),
     Workload(
         "kvcache",
-        f"{_OPTIONS}inference.options:KVCACHE_COMMAND",
-        f"{_OPTIONS}inference.kind:KVCACHE",
-        f"{_SHOW}_inference:show_kvcache",
-        f"{_RUN}inference:run_kvcache",
+        f"{_IN}inference.options:KVCACHE_COMMAND",
+        f"{_IN}inference.kind:KVCACHE",
+        f"{_OUT}_inference:show_kvcache",
+        f"{_OUT}_inference:kvcache_and_report",
+        f"{_MPI}inference:kvcache_mpi",
     ),
     Workload(
         "load",
-        f"{_OPTIONS}inference.options:LOAD_COMMAND",
-        f"{_OPTIONS}inference.kind:LOAD",
-        f"{_SHOW}_inference:show_load",
-        f"{_RUN}inference:run_load",
+        f"{_IN}inference.options:LOAD_COMMAND",
+        f"{_IN}inference.kind:LOAD",
+        f"{_OUT}_inference:show_load",
+        f"{_OUT}_inference:load_and_report",
+        f"{_MPI}inference:load_mpi",
     ),
     Workload(
         "checkpoint",
-        f"{_OPTIONS}checkpoint.options:COMMAND",
-        f"{_OPTIONS}checkpoint.kind:CHECKPOINT",
-        f"{_SHOW}_checkpoint:show_checkpoint",
-        f"{_RUN}checkpoint:run_checkpoint",
+        f"{_IN}checkpoint.options:COMMAND",
+        f"{_IN}checkpoint.kind:CHECKPOINT",
+        f"{_OUT}_checkpoint:show_checkpoint",
+        f"{_OUT}_checkpoint:checkpoint_and_report",
+        f"{_MPI}checkpoint:checkpoint_mpi",
     ),
 )
 

@@ -18,6 +18,7 @@ from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.accelerators import TrainTick
+from xferscope.workloads.train.options import TrainRequest
 from xferscope.workloads.train.train import TrainSession
 from xferscope.workloads.train.train_cluster import memory_rule_note
 from xferscope.workloads.train.train_compare import TrainComparison
@@ -284,18 +285,11 @@ def show_train(
 
 
 def train_and_report(
-    spec,
-    paths: list[str],
-    rounds: int,
-    find_max: bool,
-    upper: int,
-    *,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
+    request: TrainRequest, rounds: int, *, fmt: str, json_path: str | None, csv_path: str | None
 ) -> None:
     """``workload train`` (and a workload profile's replay): the data set, the run, a search or the paths side
     by side, printed and saved; Ctrl-C keeps what was measured and exits 130."""
+    spec, paths, find_max, upper = request.spec, request.paths, request.find_max, request.upper
 
     live = sys.stderr.isatty() and fmt != "json"
     session = TrainSession(spec)

@@ -18,11 +18,11 @@ from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.layout import Rank
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec, plan_record
+from xferscope.workloads.checkpoint.options import CheckpointRequest
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
 from xferscope.workloads.checkpoint.session import (
     CheckpointComparison,
     CheckpointRecord,
-    CheckpointRunOptions,
     compare_paths,
     run_checkpoints,
 )
@@ -360,19 +360,12 @@ def show_checkpoint(
 
 
 def checkpoint_and_report(
-    spec: CheckpointSpec,
-    paths: list[str],
-    rounds: int,
-    options: CheckpointRunOptions,
-    *,
-    plan_only: bool = False,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None = None,
+    request: CheckpointRequest, rounds: int, *, fmt: str, json_path: str | None, csv_path: str | None = None
 ) -> None:
     """`workload checkpoint` (and a checkpoint profile's replay): every path's spec checked first (one line before
     anything is written), then the plan printed, or the run (several paths: in rotated rounds) and its figures;
     typer.Exit with the exit code where it is not 0."""
+    spec, paths, options, plan_only = request.spec, request.paths, request.options, request.plan_only
     if rounds < 1:
         raise SpecError("rounds", f"must be at least 1, got {rounds}")
     if options.every < 0:

@@ -19,6 +19,7 @@ from xferscope.workloads.inference.kvcache import KvComparison, KvSession
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
 from xferscope.workloads.inference.load import LoadComparison, LoadSession
 from xferscope.workloads.inference.load_record import LoadResult
+from xferscope.workloads.inference.options import InferenceRequest
 from xferscope.workloads.inference.transfer import TransferTick
 
 
@@ -367,12 +368,14 @@ def _report(
     end_of_run(result.status, written, getattr(result, "error", None) or "see above")
 
 
-def kvcache_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
-    _report(KvSession(spec), paths, rounds, show_kvcache, **out)
+def kvcache_and_report(request: InferenceRequest, rounds: int, **out: Any) -> None:
+    """``workload kvcache`` here: its paths side by side in ``rounds`` (``out``: fmt, json_path, csv_path)."""
+    _report(KvSession(request.spec), request.paths, rounds, show_kvcache, **out)
 
 
-def load_and_report(spec, paths: list[str], rounds: int, **out: Any) -> None:
-    _report(LoadSession(spec), paths, rounds, show_load, **out)
+def load_and_report(request: InferenceRequest, rounds: int, **out: Any) -> None:
+    """``workload load`` here, as ``kvcache_and_report``."""
+    _report(LoadSession(request.spec), request.paths, rounds, show_load, **out)
 
 
 def _tick_line(tick: TransferTick) -> None:

@@ -274,15 +274,6 @@ def judged(
     )
 
 
-def doubling(start: int, limit: int) -> list[int]:
-    """The values after ``start`` up to ``limit``: each twice the one before, ``limit`` last."""
-    out, v = [], start
-    while v < limit:
-        v = min(2 * v, limit)
-        out.append(v)
-    return out
-
-
 def ladder(max_workers: int, max_qd: int) -> list[InFlight]:
     """One worker's queue filled first (a queue keeps more in flight for less CPU), then more workers at the
     deepest queue: (1, 1) .. (1, max_qd), (2, max_qd) .. (max_workers, max_qd). Without a queue, the workers
