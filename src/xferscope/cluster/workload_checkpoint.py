@@ -47,10 +47,10 @@ from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointR
 from xferscope.workloads.common.generated import DISK_MARGIN
 
 
-def _comparable(ask: CheckpointRequest) -> tuple[str, bytes]:
+def _comparable(request: CheckpointRequest) -> tuple[str, bytes]:
     """What every rank must agree on: the spec and options less what is each rank's own (directory, GPUs)."""
-    return f"model {ask.spec.model.model.name}", msgspec.json.encode(
-        (dataclasses.replace(ask.spec, directory=None, gpus=(0,)), ask.options)
+    return f"model {request.spec.model.model.name}", msgspec.json.encode(
+        (dataclasses.replace(request.spec, directory=None, gpus=(0,)), request.options)
     )
 
 
@@ -197,8 +197,8 @@ def checkpoint_mpi(
 ) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
 
-    def job_of(ranks: WorkloadRanks, ask: CheckpointRequest, live: bool):
-        return CheckpointJobRanks(ranks, ask.spec, ask.options, ask.gpu_text, live)
+    def job_of(ranks: WorkloadRanks, request: CheckpointRequest, live: bool):
+        return CheckpointJobRanks(ranks, request.spec, request.options, request.gpu_text, live)
 
     run_on_every_rank(
         make,

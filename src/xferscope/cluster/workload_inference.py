@@ -130,28 +130,28 @@ def _rank_spec(spec: Any, ranks: WorkloadRanks, gpu_text: str | None, part: tupl
     ).validate()
 
 
-def load_job(ranks: WorkloadRanks, ask: InferenceRequest, live: bool) -> InferenceJob:
+def load_job(ranks: WorkloadRanks, request: InferenceRequest, live: bool) -> InferenceJob:
     me = (ranks.layout.mine.rank, ranks.layout.size)
-    session = LoadSession(_rank_spec(ask.spec, ranks, ask.gpu_text, me if ask.share == "tp" else (0, 1)))
+    session = LoadSession(_rank_spec(request.spec, ranks, request.gpu_text, me if request.share == "tp" else (0, 1)))
 
     return InferenceJob(
         ranks,
         session,
-        given=ask.spec.files is not None,
+        given=request.spec.files is not None,
         placed=lambda data: setattr(session, "shards", data),
         adopt=lambda root, direct: load_data.adopt(session.spec, root, direct),
-        merge=lambda everyone: load_cluster(everyone, ranks.facts(), ask.share),
+        merge=lambda everyone: load_cluster(everyone, ranks.facts(), request.share),
         live=live,
     )
 
 
-def kvcache_job(ranks: WorkloadRanks, ask: InferenceRequest, live: bool) -> InferenceJob:
-    session = KvSession(_rank_spec(ask.spec, ranks, ask.gpu_text, (ranks.layout.mine.rank, ranks.layout.size)))
+def kvcache_job(ranks: WorkloadRanks, request: InferenceRequest, live: bool) -> InferenceJob:
+    session = KvSession(_rank_spec(request.spec, ranks, request.gpu_text, (ranks.layout.mine.rank, ranks.layout.size)))
 
     return InferenceJob(
         ranks,
         session,
-        given=ask.spec.cache is not None,
+        given=request.spec.cache is not None,
         placed=lambda data: setattr(session, "cache", data),
         adopt=lambda root, direct: kvcache_data.adopt(session.spec, root, direct),
         merge=lambda everyone: kv_cluster(everyone, ranks.facts()),

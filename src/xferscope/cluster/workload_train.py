@@ -155,14 +155,14 @@ def train_mpi(make: Callable[[], TrainRequest], *, fmt: str, json_path: str | No
 
     size = [1]  # the job's ranks, once known
 
-    def job_of(ranks: WorkloadRanks, ask: TrainRequest, live: bool) -> _Search:
+    def job_of(ranks: WorkloadRanks, request: TrainRequest, live: bool) -> _Search:
         size[0] = ranks.layout.size
         ticks = tick_line(f"rank 0 of {ranks.layout.size}") if live else None
-        job = TrainRankJob(ranks, TrainSession(ask.spec), ask.gpu_text, ticks)
-        return _Search(job, ask.find_max, ask.upper, live)
+        job = TrainRankJob(ranks, TrainSession(request.spec), request.gpu_text, ticks)
+        return _Search(job, request.find_max, request.upper, live)
 
     def emit(result: TrainResult | FindMaxResult) -> int:
         lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None
         return show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
 
-    run_on_every_rank(make, lambda ask: _comparable(ask.spec), job_of, emit, fmt=fmt, status_of=_status)
+    run_on_every_rank(make, lambda request: _comparable(request.spec), job_of, emit, fmt=fmt, status_of=_status)

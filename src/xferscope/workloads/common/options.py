@@ -1,7 +1,7 @@
 """A workload's options, declared once, in its own package: frozen dataclasses whose fields carry ``Opt`` (how the
 command line spells the option, and its help) in their annotations, and whose methods turn them into the spec's
 fields; and its command (``CommandShape``): its help, its argument, its option groups and what it makes of them
-(``Given`` -> what to run). The CLI builds `workload NAME` from it (``commands.workload``), a profile's [workload]
+(``Given`` -> what to run). The CLI builds `workload NAME` from it (``commands.workload_kinds``), a profile's [workload]
 fields are its options, and the console's forms build the same dataclasses from their text (``from_text``): one
 parse, one default and one check of each option wherever it is given."""
 
