@@ -12,6 +12,7 @@ from test_tui_inference import _a_load
 from xferscope.output.workload import cluster_lines as train_lines
 from xferscope.output.workload_checkpoint import cluster_lines as checkpoint_lines
 from xferscope.output.workload_inference import load_cluster_lines
+from xferscope.units import figure_text
 from xferscope.workloads.checkpoint.checkpoint_cluster import cluster_record
 from xferscope.workloads.common.job_ranks import JobFacts, RankResult
 from xferscope.workloads.inference.load_cluster import cluster_result as load_job
@@ -61,3 +62,24 @@ def test_the_slowest_host_is_the_one_each_kind_says():
     assert record.cluster is not None and record.cluster.slowest_host == "a"
     rows = rows_of(checkpoint_lines(record))
     assert [r[0] for r in rows] == ["a", "b", "0", "1"] and rows[3][-1] == "ok"
+
+
+def test_a_run_over_hosts_prints_its_hosts_and_ranks_as_every_job_does():
+    """`run --mpi`: a row a host (its ranks' run taken together) and a row a rank, by the printer every MPI job's
+    rows go through, the columns every job shares around the run's own."""
+    from test_mpi import three_ranks_on_two_hosts
+
+    from xferscope.cluster.report import cluster_lines
+
+    r, live = three_ranks_on_two_hosts()
+    rows = rows_of(cluster_lines(r))
+    hosts, ranks = rows[:2], rows[2:]
+    assert [(h[0], h[1]) for h in hosts] == [("fast", "0,1"), ("slow", "2")]
+    assert [(k[0], k[1]) for k in ranks] == [("0", "fast"), ("1", "fast"), ("2", "slow")]
+    assert [k[-1] for k in ranks] == [st.status for st in live.states]
+    assert [k[4] for k in ranks] == [
+        figure_text(row["throughput_mib_s"]) for row in r.environment["cluster"]["per_rank"]
+    ]
+    assert [h[2] for h in hosts] == [figure_text(h.throughput_mib_s) for h in r.hosts]
+    assert [h[-3] for h in hosts] == [h.status for h in r.hosts]  # its status, then the RAM and CPUs not known: "-"
+    assert [h[-2:] for h in hosts] == [["-", "-"], ["-", "-"]]

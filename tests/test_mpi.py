@@ -321,20 +321,30 @@ def _record(rank, t, nbytes, lat_ns, first=None, status="running", workers=1):
     )
 
 
-def test_aggregation_merges_ranks_and_hosts():
-    """Three ranks on two hosts, fed synthetic records: sums, merged percentiles, first-done, slowest host."""
+#: the synthetic ranks' latencies, in ns
+LATENCY = {0: 100_000, 1: 200_000, 2: 900_000}
+
+
+def three_ranks_on_two_hosts():
+    """A run over three ranks on hosts "fast" (ranks 0 and 1) and "slow" (rank 2), fed synthetic records (none
+    final: a partial result), and what its ranks measured."""
     layout = layout_from([("fast", (0,)), ("fast", (0,)), ("slow", (0,))], 0)
     live = LiveAggregate(layout)
-    lat = {0: 100_000, 1: 200_000, 2: 900_000}
     for t in (1.0, 2.0):
         for rank in range(3):
             nbytes = (4 if rank < 2 else 1) * 4096 * 100
             # rank 0's first worker finishes at 1.5 s: the others' totals are interpolated there
             first = (1_500_000_000, 4096 * 600, 600) if rank == 0 and t == 2.0 else None
-            live.add(_record(rank, t, nbytes, lat[rank], first), now=t)
+            live.add(_record(rank, t, nbytes, LATENCY[rank], first), now=t)
         live.emit(t)
     spec = RunSpec(directory="/d/{rank}")
-    r = cluster_result(spec, live, {"launcher": "test", "mpi": "test"})
+    return cluster_result(spec, live, {"launcher": "test", "mpi": "test"}), live
+
+
+def test_aggregation_merges_ranks_and_hosts():
+    """Three ranks on two hosts, fed synthetic records: sums, merged percentiles, first-done, slowest host."""
+    r, live = three_ranks_on_two_hosts()
+    lat = LATENCY
     per_rank = [st.bytes for st in live.states]
     assert r.bytes == sum(per_rank) == sum(s.bytes for s in r.samples)
     assert [h.environment["host"] for h in r.hosts] == ["fast", "slow"]

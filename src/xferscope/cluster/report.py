@@ -1,4 +1,5 @@
-"""Text for a run over several hosts: the usual lines for the whole job, then a table of its hosts."""
+"""Text for a run over several hosts: the usual lines for the whole job, then a table of its hosts and one of its ranks,
+by the printer of every MPI job's rows (``output.job_tables``)."""
 
 from __future__ import annotations
 
@@ -7,22 +8,10 @@ import math
 from typing import Any
 
 from xferscope.engines.base import RunResult, Sample
-from xferscope.report import done_line, extras_line, gdsio_line, progress_text, text_table
+from xferscope.output.job_tables import Column, gpus_cell, host_and_rank_tables
+from xferscope.report import done_line, extras_line, gdsio_line, progress_text
 from xferscope.units import figure_text, format_rate
-
-HOST_HEADERS = (
-    "host",
-    "ranks",
-    "MiB/s",
-    "IOPS",
-    "avg lat",
-    "p99 lat",
-    "usr CPU %",
-    "sys CPU %",
-    "first done",
-    "last done",
-    "status",
-)
+from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
 
 
 def whole_job(r: RunResult) -> RunResult:
@@ -46,31 +35,91 @@ def _n(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
 
-def host_rows(r: RunResult) -> list[tuple[str, ...]]:
-    rows = []
-    for h in r.hosts:
-        c = h.environment.get("cluster") or {}
-        rows.append(
-            (
-                h.environment.get("host", "?"),
-                str(c.get("ranks", "")),
-                figure_text(h.throughput_mib_s),
-                figure_text(h.iops, "{:,.0f}"),
-                figure_text(h.latency_us.mean),
-                figure_text(h.latency_us.p99),
-                figure_text(h.cpu.get("usr_pct")),
-                figure_text(h.cpu.get("sys_pct")),
-                figure_text(h.first_done.seconds if h.first_done else None, "{:.2f} s"),
-                figure_text(h.last_done.seconds if h.last_done else None, "{:.2f} s"),
-                h.status + (f" ({h.error})" if h.error else ""),
-            )
+class RunRankRow(JobRankRow, kw_only=True):
+    """One rank of a run over several hosts as its table shows it (``environment["cluster"]["per_rank"]``)."""
+
+    workers: int | None
+    mib_s: float | None
+    first_done_s: float | None
+
+
+class RunHostRow(JobHostRow, kw_only=True):
+    """One host of a run over several hosts: its ranks' run taken together (an entry of the run's ``hosts``)."""
+
+    mib_s: float
+    iops: float
+    latency_us: tuple[float, float]  # mean, p99
+    cpu_pct: tuple[float | None, float | None]  # usr, sys
+    done_s: tuple[float | None, float | None]  # first, last
+    status: str
+    error: str | None
+
+
+class RunJob(JobRecord, kw_only=True):
+    """A run over several hosts as an MPI job's rows: a row a host and a row a rank."""
+
+    hosts: list[RunHostRow]
+    per_rank: list[RunRankRow]
+
+
+def run_job(r: RunResult) -> RunJob:
+    """The job's rows from the run's record: each host's run, each rank's row."""
+    c = r.environment.get("cluster") or {}
+    hosts = [
+        RunHostRow(
+            host=h.environment.get("host", "?"),
+            ranks=[k["rank"] for k in (h.environment.get("cluster") or {}).get("per_rank") or []],
+            memory_bytes=None,  # not in a run's record
+            cpus=h.environment.get("cpu_count"),
+            mib_s=h.throughput_mib_s,
+            iops=h.iops,
+            latency_us=(h.latency_us.mean, h.latency_us.p99),
+            cpu_pct=(h.cpu.get("usr_pct"), h.cpu.get("sys_pct")),
+            done_s=(h.first_done.seconds if h.first_done else None, h.last_done.seconds if h.last_done else None),
+            status=h.status,
+            error=h.error,
         )
-    return rows
+        for h in r.hosts
+    ]
+    ranks = [
+        RunRankRow(
+            rank=k["rank"],
+            host=k["host"],
+            gpus=list(k.get("gpus") or []),
+            status=k["status"],
+            error=k.get("error"),
+            workers=k.get("workers"),
+            mib_s=k.get("throughput_mib_s"),
+            first_done_s=k.get("first_done_s"),
+        )
+        for k in c.get("per_rank") or []
+    ]
+    facts = {"ranks": len(ranks), "launcher": c.get("launcher") or "?", "mpi": c.get("mpi") or "?"}
+    return RunJob(**facts, slowest_host=c.get("slowest_host"), hosts=hosts, per_rank=ranks)
 
 
-def host_table(r: RunResult) -> Any:
-    """A row a host, by the table printer every command's tables go through."""
-    return text_table(HOST_HEADERS, host_rows(r), left=("host", "status"), whole=("host",))
+def _seconds(value: float | None) -> str:
+    return figure_text(value, "{:.2f} s")
+
+
+#: a host's columns (its ranks' run), then a rank's, between the columns every job's tables have
+HOST_COLUMNS: list[Column] = [
+    ("MiB/s", lambda h: figure_text(h.mib_s)),
+    ("IOPS", lambda h: figure_text(h.iops, "{:,.0f}")),
+    ("avg lat", lambda h: figure_text(h.latency_us[0])),
+    ("p99 lat", lambda h: figure_text(h.latency_us[1])),
+    ("usr CPU %", lambda h: figure_text(h.cpu_pct[0])),
+    ("sys CPU %", lambda h: figure_text(h.cpu_pct[1])),
+    ("first done", lambda h: _seconds(h.done_s[0])),
+    ("last done", lambda h: _seconds(h.done_s[1])),
+    ("status", lambda h: h.status + (f" ({h.error})" if h.error else "")),
+]
+RANK_COLUMNS: list[Column] = [
+    ("GPUs", gpus_cell),
+    ("workers", lambda k: figure_text(k.workers, "{}")),
+    ("MiB/s", lambda k: figure_text(k.mib_s)),
+    ("first done", lambda k: _seconds(k.first_done_s)),
+]
 
 
 def slowest_line(r: RunResult) -> str | None:
@@ -98,7 +147,7 @@ def cluster_lines(r: RunResult) -> list[Any]:
     if done:
         lines.append(done)
     lines.append(layout_line(r))
-    lines.append(host_table(r))
+    lines += host_and_rank_tables(run_job(r), HOST_COLUMNS, RANK_COLUMNS, left=("status",))
     slowest = slowest_line(r)
     if slowest:
         lines.append(slowest)

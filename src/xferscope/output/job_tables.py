@@ -29,21 +29,34 @@ def job_tables(
 ) -> list[Any]:
     """``job`` (a ``JobRecord`` with its ``hosts`` and ``per_rank``): the job's line (``how`` it ran), its hosts and
     its ranks, each with the kind's columns."""
+    line = job_line(job.ranks, len(job.hosts), job.launcher, job.mpi, how, job.slowest_host)
+    return [line, *host_and_rank_tables(job, host_columns, rank_columns, titles)]
+
+
+def host_and_rank_tables(
+    job: Any,
+    host_columns: Sequence[Column],
+    rank_columns: Sequence[Column],
+    titles: tuple[str | None, str | None] = (None, None),
+    left: tuple[str, ...] = (),
+) -> list[Any]:
+    """A table of ``job``'s hosts and one of its ranks: the columns every kind shares around the kind's own (those
+    named in ``left`` aligned left)."""
 
     def host_cells(h: JobHostRow) -> tuple[object, ...]:
         memory = "-" if h.memory_bytes is None else format_bytes(h.memory_bytes)
-        return (h.host, ",".join(map(str, h.ranks)), *(cell(h) for _, cell in host_columns), memory, h.cpus)
+        cpus = "-" if h.cpus is None else h.cpus
+        return (h.host, ",".join(map(str, h.ranks)), *(cell(h) for _, cell in host_columns), memory, cpus)
 
     def rank_cells(k: JobRankRow) -> tuple[object, ...]:
         status = k.status if k.error is None else f"{k.status}: {k.error}"
         return (k.rank, k.host, *(cell(k) for _, cell in rank_columns), status)
 
     return [
-        job_line(job.ranks, len(job.hosts), job.launcher, job.mpi, how, job.slowest_host),
         text_table(
             ("host", "ranks", *(name for name, _ in host_columns), "RAM", "CPUs"),
             [host_cells(h) for h in job.hosts],
-            left=("host", "ranks"),
+            left=("host", "ranks", *left),
             title=titles[0],
         ),
         text_table(

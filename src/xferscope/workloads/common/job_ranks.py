@@ -68,7 +68,7 @@ class JobHostRow(msgspec.Struct, kw_only=True):
     host: str
     ranks: list[int]  # the job's ranks on it
     memory_bytes: int | None  # the host's RAM
-    cpus: int
+    cpus: int | None  # the host's CPUs (None: not known)
 
 
 class JobRecord(msgspec.Struct, kw_only=True):
