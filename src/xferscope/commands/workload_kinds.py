@@ -35,7 +35,9 @@ class Workload(NamedTuple):
     kind_at: str  # "module:attribute" of its ``WorkloadKind``, in its package
     show_at: str  # "module:attribute" of show(record, *, fmt, json_path, csv_path) -> exit code of the writes
     here_at: str  # "module:attribute" of here(request, rounds, *, fmt, json_path, csv_path): run on this host
-    across_at: str  # "module:attribute" of across(make, *, fmt, json_path, csv_path): run by every rank (--mpi)
+    #: "module:attribute" of across(make, *, fmt, json_path, csv_path), run by every rank (--mpi); or of its
+    #: ``DataSetJob`` (a workload whose ranks read a data set made for them), run by ``cluster.data_set_job``
+    across_at: str
 
     @property
     def command(self) -> Callable[..., None]:
@@ -90,7 +92,15 @@ def workload_command(workload: Workload) -> Callable[..., None]:
         from xferscope.cluster.workload_ranks import check_launcher
 
         check_launcher()
-        _imported(workload.across_at)(make, **run.outputs)
+        across = _imported(workload.across_at)
+        from xferscope.workloads.common.job_ranks import DataSetJob
+
+        if isinstance(across, DataSetJob):  # the steps every data-set workload takes across the ranks
+            from xferscope.cluster.data_set_job import run_data_set_job
+
+            run_data_set_job(make, across, workload.show, **run.outputs)
+            return
+        across(make, **run.outputs)
 
     command.__name__ = command.__qualname__ = f"{workload.name}_command"
     command.__doc__ = shape.help
@@ -115,7 +125,7 @@ WORKLOADS = (
         f"{_IN}inference.kind:KVCACHE",
         f"{_OUT}_inference:show_kvcache",
         f"{_OUT}_inference:kvcache_and_report",
-        f"{_MPI}inference:kvcache_mpi",
+        f"{_IN}inference.rank_jobs:KVCACHE_JOB",
     ),
     Workload(
         "load",
@@ -123,7 +133,7 @@ WORKLOADS = (
         f"{_IN}inference.kind:LOAD",
         f"{_OUT}_inference:show_load",
         f"{_OUT}_inference:load_and_report",
-        f"{_MPI}inference:load_mpi",
+        f"{_IN}inference.rank_jobs:LOAD_JOB",
     ),
     Workload(
         "checkpoint",
