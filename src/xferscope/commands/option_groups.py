@@ -150,7 +150,9 @@ def takes(group: type) -> Callable[[F], F]:
     parameter stands in the signature; the command receives them as one ``group`` instance."""
 
     def decorate(command: F) -> F:
-        own = typing.get_type_hints(command, include_extras=True)
+        # the annotations as written: typing.get_type_hints would wrap those defaulting to None in Optional on
+        # Python 3.10, hiding the typer option inside (its help and its name)
+        own = {p.name: p.annotation for p in inspect.signature(command, eval_str=True).parameters.values()}
         [name] = [n for n, t in own.items() if t is group]
         params: list[inspect.Parameter] = []
         for p in inspect.signature(command).parameters.values():
