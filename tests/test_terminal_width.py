@@ -7,7 +7,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pty
 import re
 import shutil
 import struct
@@ -29,15 +28,20 @@ def in_pty(
 ) -> str:
     """``xferscope ARGS`` with its stdout on a pseudo-terminal of ``cols`` x ``rows`` (``env`` added to the
     command's); what it printed there, without its terminal codes (with them: ``raw``)."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal of that size, then the command
-        fcntl.ioctl(1, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        quiet = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(quiet, 2)  # progress and notes on stderr are not the tables'
-        base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
-        os.execve(
-            sys.executable, [sys.executable, "-m", "xferscope.cli", *args], {**base, "TERM": "xterm", **(env or {})}
-        )
+    # a pseudo-terminal opened here and handed to the command as its stdout: no fork of this process, whose
+    # threads (pytest-xdist's) a forked child could deadlock on (Python 3.12 on warns of pty.fork here)
+    fd, terminal = os.openpty()
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    base = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "NO_COLOR", "FORCE_COLOR")}
+    child = subprocess.Popen(
+        [sys.executable, "-m", "xferscope.cli", *args],
+        stdin=terminal,
+        stdout=terminal,
+        stderr=subprocess.DEVNULL,  # progress and notes on stderr are not the tables'
+        env={**base, "TERM": "xterm", **(env or {})},
+        start_new_session=True,
+    )
+    os.close(terminal)
     out = b""
     while True:
         try:
@@ -47,7 +51,7 @@ def in_pty(
         if not chunk:
             break
         out += chunk
-    os.waitpid(pid, 0)
+    child.wait(timeout)
     os.close(fd)
     text = out.decode(errors="replace")
     return text if raw else ANSI.sub("", text)
