@@ -8,6 +8,7 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.workloads.common.options import from_text
+from xferscope.workloads.common.run_options import RunOptions
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 from xferscope.workloads.inference.kvcache_spec import KvSpec
 from xferscope.workloads.inference.load_spec import LoadSpec
@@ -63,15 +64,15 @@ def build_spec(values: InferenceFormValues, has_gpu: bool) -> KvSpec | LoadSpec:
         raise SpecError("kind", f"kvcache (KV-cache restores) or load (a model's shards), got {kind!r}")
     path = values.path.strip() or ("bounce-async" if has_gpu else "host")
     note = "" if has_gpu or values.path.strip() else "no GPU here: host path"
-    where = {"path": path, "directory": values.target.strip() or None, "defaults_note": note}
+    run = RunOptions(path=path, directory=values.target.strip() or None, defaults_note=note)
     if kind == "kvcache":
         shape = from_text(KvShapeOptions, {"model": values.model})
         asked = {"prompt_tokens": values.prompt, "concurrency": values.concurrency, "duration": values.seconds}
-        return kv_spec(shape, from_text(KvRequestOptions, asked), **where)
+        return kv_spec(shape, from_text(KvRequestOptions, asked), run)
     files = values.files.strip()
     shards = from_text(ModelFilesOptions, {"files": files, "model": "" if files else values.model})
     reads = from_text(ReadShapeOptions, {"threads": values.concurrency})
-    return load_spec(shards, reads, **where)
+    return load_spec(shards, reads, run)
 
 
 def describe(spec: KvSpec | LoadSpec) -> str:

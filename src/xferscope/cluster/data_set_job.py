@@ -99,7 +99,7 @@ class DataSetRankJob(Generic[R]):
             )
 
         def mine(result: R) -> RankResult[R]:
-            return RankResult(ranks.world.rank, ranks.layout.mine.host, result, memory_total(), os.cpu_count() or 1)
+            return RankResult(ranks.world.rank, ranks.layout.mine.host, result, memory_total(), os.cpu_count())
 
         everyone = ranks.together(
             lambda on_ready, _meet: session.run(None, None, on_ready),

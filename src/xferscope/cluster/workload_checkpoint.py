@@ -179,7 +179,7 @@ class CheckpointJobRanks:
         def mine(record: CheckpointRecord) -> CheckpointRank:
             assert session.end is not None
             host = ranks.layout.mine.host
-            return CheckpointRank(ranks.world.rank, host, record, memory_total(), os.cpu_count() or 1, session.end)
+            return CheckpointRank(ranks.world.rank, host, record, memory_total(), os.cpu_count(), session.end)
 
         parts = ranks.together(
             lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index, self.shared),

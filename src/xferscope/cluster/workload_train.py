@@ -100,7 +100,7 @@ class TrainRankJob:
         spec = rank_spec(self.template, ranks.layout, self.gpu_text, accelerators)
 
         def mine(got: tuple[TrainResult, list[AcceleratorRun]]) -> TrainRank:
-            memory, cpus = memory_total(), os.cpu_count() or 1
+            memory, cpus = memory_total(), os.cpu_count()
             result, runs = got
             return TrainRank(ranks.world.rank, ranks.layout.mine.host, result, memory, cpus, detail=runs)
 

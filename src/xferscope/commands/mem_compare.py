@@ -15,7 +15,7 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
     from xferscope.errors import SpecError
     from xferscope.importers.mlc import read_mem_results
     from xferscope.memory.report import format_side_by_side, side_by_side
-    from xferscope.memory.result import sweep_name, with_figures
+    from xferscope.memory.result import sweep_name
     from xferscope.output.files import Output, show_then_write
     from xferscope.report import print_table, terminal_width, text_table
 
@@ -35,7 +35,7 @@ def compare_mem(files: str, *, fmt: str, json_path: str | None, csv_path: str | 
             for warning in r.warnings:
                 typer.echo(f"warning: {sweep_name(r)}: {warning}", err=True)
 
-    records_of = [with_figures(r) for r in results]
+    records_of = results
     written = show_then_write(
         fmt,
         lambda: records_of,

@@ -23,7 +23,6 @@ from xferscope.memory.result import (
     result_json,
     rising_plateaus,
     sweep_name,
-    with_figures,
 )
 from xferscope.memory.spec import PAGE_SIZE_TEXT, locality_text
 from xferscope.records import CacheSize, MemPoint, MemSweep, NumaMatrix
@@ -288,7 +287,6 @@ def side_by_side(results: list[MemSweep]) -> tuple[list[str], list[list[str]]]:
     """One column per result (a built-in run, an mlc run, an imported mlc output), one row per figure any of
     them has: idle latency and its locality, the whole-buffer chase, pages, the max-bandwidth table, the NUMA
     matrix, the cache curve's plateaus, and each loaded curve's first and last delay."""
-    results = [with_figures(r) for r in results]  # with the figures their points give
     headers = ["", *(sweep_name(r) for r in results)]
     rows: list[list[str]] = []
 

@@ -67,8 +67,7 @@ def _cell(value: Any, fmt: str) -> str:
 
 def new_sweep(backend: str, spec: MemSpec | None = None, **facts: Any) -> MemSweep:
     """An empty sweep: what a sweep (or an imported MLC output) fills in as it goes. The sweep's record is its one
-    type, at run time and in its file; the figures derived from its points are set when it is written
-    (``with_figures``)."""
+    type, at run time and in its file; the figures derived from its points are set as it ends (``with_figures``)."""
     return MemSweep(
         schema_version=records.SCHEMA_VERSION,
         backend=backend,
@@ -159,7 +158,8 @@ def sweep_name(sweep: MemSweep) -> str:
 
 def with_figures(sweep: MemSweep) -> MemSweep:
     """``sweep`` with the figures its points give (idle latency, the matrix, the cache levels) set again from them,
-    as ``mem --json`` writes them (in this version's schema): set as a sweep ends, and again where it is written."""
+    as ``mem --json`` writes them (in this version's schema): set as a sweep ends (``sweep.finish_result``), as
+    MLC's text is read and as a file is read (an earlier version's figures derived again)."""
     idle, whole, curve = idle_point(sweep.points), idle_point(sweep.points, whole=True), cache_curve(sweep.points)
     sweep.schema_version, sweep.incomplete = records.SCHEMA_VERSION, sweep.error is not None
     sweep.idle_latency_ns, sweep.idle_locality = (idle.latency_ns, idle.locality) if idle else (None, None)
@@ -177,7 +177,7 @@ def read_sweep(rec: MemSweep, where: str) -> MemSweep:
             raise FormatError(where, None, "a memory point without a traffic type")
         p.backend = p.backend or rec.backend
     rec.source = rec.source or where
-    return rec
+    return with_figures(rec)
 
 
 def is_mem_result(data: Any) -> bool:
@@ -207,7 +207,7 @@ def csv_text(points: Iterable[MemPoint]) -> str:
 
 
 def result_json(sweep: MemSweep) -> str:
-    return records.json_text(with_figures(sweep))
+    return records.json_text(sweep)
 
 
 # ------------------------------------------------------------ the cache curve

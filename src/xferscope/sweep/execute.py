@@ -215,7 +215,6 @@ class SweepRun:
         return result.status, result_to_dict(result)
 
     def _measure_mem(self, point: PlannedPoint) -> tuple[str, dict]:
-        from xferscope.memory.result import with_figures
         from xferscope.memory.runner import MemRun
 
         sweep = MemRun(point.spec)
@@ -228,11 +227,11 @@ class SweepRun:
         except XferscopeError as exc:
             if isinstance(exc, (EnvironmentProblem, SpecError)):
                 raise
-            return "failed", {**records.as_data(with_figures(sweep.result)), "status": "failed", "error": str(exc)}
+            return "failed", {**records.as_data(sweep.result), "status": "failed", "error": str(exc)}
         finally:
             self._current = None
         result = sweep.result
-        data = records.as_data(with_figures(result))
+        data = records.as_data(result)
         data["status"] = "interrupted" if result.cancelled else "ok"
         self.results.environment = dict(result.environment)
         return data["status"], data

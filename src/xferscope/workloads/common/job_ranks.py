@@ -38,7 +38,7 @@ class RankResult(Generic[R, D]):
     host: str
     result: R
     memory_bytes: int | None  # its host's RAM
-    cpus: int  # its host's CPUs
+    cpus: int | None  # its host's CPUs (None: not known)
     detail: D = None  # type: ignore[assignment]
 
     def row_fields(self, gpus: Sequence[int | None]) -> dict[str, Any]:

@@ -11,11 +11,14 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from xferscope.errors import SpecError
 from xferscope.spec import parse_int_list
 from xferscope.units import parse_duration, parse_size
+
+if TYPE_CHECKING:
+    from xferscope.workloads.common.run_options import RunOptions
 
 T = TypeVar("T")
 
@@ -53,6 +56,16 @@ class Given:
 
     def __getitem__(self, group: type[T]) -> T:
         return self.groups[group]
+
+    def run_options(self, path: str, gpu: str | None, directory: str | None, note: str) -> RunOptions:
+        """What every workload run takes from its command: the path, ``-d`` (GPU 0 until each rank fills in
+        ``{local_rank}`` under --mpi), where its data goes, the seed, --keep, the live interval, and ``note``: why
+        defaults were chosen."""
+        from xferscope.workloads.common.run_options import RunOptions
+
+        gpus = workload_gpus(gpu, self.mpi)
+        return RunOptions(path=path, gpus=gpus, directory=directory, seed=self.seed, keep=self.keep,
+                          interval=self.interval, defaults_note=note)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from xferscope.workloads.common.options import (
     optional_duration,
     optional_size,
     paths_of,
-    workload_gpus,
 )
 
 if TYPE_CHECKING:
+    from xferscope.workloads.common.run_options import RunOptions
     from xferscope.workloads.inference.kvcache_spec import KvSpec
     from xferscope.workloads.inference.load_spec import LoadSpec
 
@@ -162,9 +162,9 @@ class InferenceRequest:
     share: str = "copy"
 
 
-def kv_spec(shape: KvShapeOptions, request: KvRequestOptions, **where: Any) -> KvSpec:
-    """The KV-cache restores these options ask for (32 requests where neither a count nor a duration is given),
-    ``where`` the rest of ``KvSpec`` (the path, the GPUs, ...); validated, SpecError names the option."""
+def kv_spec(shape: KvShapeOptions, request: KvRequestOptions, run: RunOptions, **own: Any) -> KvSpec:
+    """The KV-cache restores these options ask for (32 requests where neither a count nor a duration is given), as
+    ``run`` runs them, ``own``: the rest of ``KvSpec`` (the cache, the reads); validated, SpecError names the option."""
     from xferscope.workloads.inference.kvcache_spec import KvSpec, parse_prompt
     from xferscope.workloads.inference.models import model
 
@@ -180,13 +180,14 @@ def kv_spec(shape: KvShapeOptions, request: KvRequestOptions, **where: Any) -> K
         hit_ratio=request.hit_ratio,
         requests=32 if request.requests is None and request.duration is None else request.requests,
         duration=optional_duration(request.duration, "duration"),
-        **where,
+        **vars(run),
+        **own,
     ).validate()
 
 
-def load_spec(shards: ModelFilesOptions, reads: ReadShapeOptions, **where: Any) -> LoadSpec:
-    """The model load these options ask for (threads and split None: auto, chosen by a probe), ``where`` the rest
-    of ``LoadSpec``; validated, SpecError names the option."""
+def load_spec(shards: ModelFilesOptions, reads: ReadShapeOptions, run: RunOptions, **own: Any) -> LoadSpec:
+    """The model load these options ask for (threads and split None: auto, chosen by a probe), as ``run`` runs it,
+    ``own``: the rest of ``LoadSpec`` (the page cache, --verify); validated, SpecError names the option."""
     from xferscope.workloads.inference.load_spec import LoadSpec
     from xferscope.workloads.inference.models import model
 
@@ -198,7 +199,8 @@ def load_spec(shards: ModelFilesOptions, reads: ReadShapeOptions, **where: Any) 
         shard_size=shard_size,
         threads=_auto_count(reads.threads, "threads"),
         split=None if reads.split.strip().lower() == "auto" else optional_size(reads.split, "split") or 0,
-        **where,
+        **vars(run),
+        **own,
     ).validate()
 
 
@@ -225,18 +227,12 @@ def kvcache_request(given: Given) -> InferenceRequest:
     spec = kv_spec(
         given[KvShapeOptions],
         given[KvRequestOptions],
-        path=paths[0],
-        gpus=workload_gpus(target.gpu, given.mpi),
+        given.run_options(paths[0], target.gpu, target.directory, note),
         cache=target.cache,
-        directory=target.directory,
         cache_chunks=target.cache_chunks,
         block_size=optional_size(target.bs, "bs"),
         prefill_rate=target.prefill_rate,
-        seed=given.seed,
-        keep=given.keep,
         buffered=target.buffered,
-        interval=given.interval,
-        defaults_note=note,
     )
     return _checked(spec, paths, target.gpu)
 
@@ -248,15 +244,9 @@ def load_request(given: Given) -> InferenceRequest:
     spec = load_spec(
         given[ModelFilesOptions],
         given[ReadShapeOptions],
-        path=paths[0],
-        gpus=workload_gpus(target.gpu, given.mpi),
+        given.run_options(paths[0], target.gpu, target.directory, note),
         cache=target.cache,
-        directory=target.directory,
         verify=target.verify,
-        seed=given.seed,
-        keep=given.keep,
-        interval=given.interval,
-        defaults_note=note,
     )
     return _checked(spec, paths, target.gpu, target.share)
 
