@@ -17,12 +17,15 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 from xferscope.engines import page_cache
 from xferscope.workloads.train.accelerators import Accelerator, BatchPlan
 from xferscope.workloads.train.train_data import TrainData
 from xferscope.workloads.train.train_spec import TrainSpec
+
+if TYPE_CHECKING:
+    from torch.utils.data import Dataset
 
 
 class BatchDataset:
@@ -64,7 +67,17 @@ class Batches:
 DEFAULT_PREFETCH_FACTOR = 2
 
 
-def loader_settings(spec: TrainSpec) -> dict[str, object]:
+class LoaderSettings(TypedDict):
+    """The DataLoader's keywords this workload sets (its record states them)."""
+
+    batch_size: None  # each item is a whole batch
+    num_workers: int
+    pin_memory: bool
+    prefetch_factor: int
+    persistent_workers: bool
+
+
+def loader_settings(spec: TrainSpec) -> LoaderSettings:
     """The DataLoader's settings, as the record states them: ``--threads`` workers, each ``prefetch_factor``
     batches ahead (torch's 2, or ``--prefetch`` batches ahead over all the workers)."""
     workers = spec.read_threads
@@ -100,7 +113,7 @@ class DataLoaderAccelerator(Accelerator):
         if self._halted():
             return None
         if self._iterator is None:  # the workers start with the clock, as at a loop's first next()
-            dataset = BatchDataset(self.data, self.plan)
+            dataset = cast("Dataset[Any]", BatchDataset(self.data, self.plan))  # a map-style dataset, by its methods
             loader = DataLoader(dataset, sampler=Batches(self.limit), **loader_settings(self.spec))
             self._iterator = iter(loader)
         batch = next(self._iterator)
