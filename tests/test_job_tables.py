@@ -9,13 +9,13 @@ from test_mpi_checkpoint import _part
 from test_mpi_workload import _rank
 from test_tui_inference import _a_load
 
-from xferscope.output.workload import cluster_lines as train_lines
-from xferscope.output.workload_checkpoint import cluster_lines as checkpoint_lines
-from xferscope.output.workload_inference import load_cluster_lines
 from xferscope.units import figure_text
 from xferscope.workloads.checkpoint.checkpoint_cluster import cluster_record
+from xferscope.workloads.checkpoint.text import cluster_lines as checkpoint_lines
 from xferscope.workloads.common.job_ranks import JobFacts, RankResult
 from xferscope.workloads.inference.load_cluster import cluster_result as load_job
+from xferscope.workloads.inference.text import load_cluster_lines
+from xferscope.workloads.train.text import cluster_lines as train_lines
 from xferscope.workloads.train.train_cluster import cluster_result as train_job
 from xferscope.workloads.train.train_spec import train_spec
 

@@ -307,8 +307,8 @@ def test_paths_side_by_side_each_get_their_break_even(cli, set_dir, tmp_path, no
 
     import msgspec
 
-    from xferscope.output.workload_inference import kv_comparison_lines
     from xferscope.workloads.inference.kvcache import KvComparison
+    from xferscope.workloads.inference.text import kv_comparison_lines
 
     js = tmp_path / "k.json"
     args = ("workload", "kvcache", *KV, "--prompt-tokens", "1024-3072", "-n", "4", "--path", "host,host")

@@ -8,10 +8,10 @@ import math
 from typing import Any
 
 from xferscope.engines.base import RunResult, Sample
-from xferscope.output.job_tables import Column, gpus_cell, host_and_rank_tables
 from xferscope.report import done_line, extras_line, gdsio_line, progress_text
 from xferscope.units import figure_text, format_rate
 from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow, JobRecord
+from xferscope.workloads.common.job_tables import Column, gpus_cell, host_and_rank_tables
 
 
 def whole_job(r: RunResult) -> RunResult:

@@ -35,11 +35,12 @@ import msgspec
 from xferscope.cluster.layout import expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
-from xferscope.output.terminal import clear_line, write_status
-from xferscope.output.workload_checkpoint import show_checkpoint
+from xferscope.output.terminal import clear_line
+from xferscope.output.workload_run import live_progress, show_workload
 from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
+from xferscope.workloads.checkpoint.kind import CHECKPOINT
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
 from xferscope.workloads.checkpoint.options import CheckpointRequest
 from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
@@ -168,13 +169,7 @@ class CheckpointJobRanks:
         ranks, session = self.ranks, self.session
         assert session is not None
 
-        def tick(t) -> None:
-            write_status(
-                f"\r\033[K{t.phase} checkpoint {t.checkpoint}: rank 0 of {ranks.layout.size} "
-                f"{t.bytes_done / 1e9:.2f} GB written"
-            )
-
-        on_tick = tick if self.live else None
+        on_tick = live_progress(CHECKPOINT, self.live, f"rank 0 of {ranks.layout.size}: ").tick
 
         def mine(record: CheckpointRecord) -> CheckpointRank:
             assert session.end is not None
@@ -204,6 +199,6 @@ def checkpoint_mpi(
         make,
         _comparable,
         job_of,
-        lambda r: show_checkpoint(r, fmt=fmt, json_path=json_path, csv_path=csv_path),
+        lambda r: show_workload(CHECKPOINT, r, fmt=fmt, json_path=json_path, csv_path=csv_path),
         fmt=fmt,
     )

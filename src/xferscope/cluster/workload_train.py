@@ -31,11 +31,12 @@ import msgspec
 from xferscope.cluster.layout import Layout, expand
 from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.output.terminal import clear_line, fill_line
-from xferscope.output.workload import find_max_mpi_lines, show_train, tick_line
+from xferscope.output.workload_run import live_progress, show_workload
 from xferscope.target import memory_total
 from xferscope.workloads.train import train_data
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.find_max import find_max
+from xferscope.workloads.train.kind import TRAIN
 from xferscope.workloads.train.options import TrainRequest
 from xferscope.workloads.train.train import TrainSession, find_max_record, most_that_fit
 from xferscope.workloads.train.train_cluster import TrainRank, cluster_result, lowest_host_au
@@ -153,16 +154,12 @@ def _status(result: TrainResult | FindMaxResult) -> str:
 def train_mpi(make: Callable[[], TrainRequest], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
 
-    size = [1]  # the job's ranks, once known
-
     def job_of(ranks: WorkloadRanks, request: TrainRequest, live: bool) -> _Search:
-        size[0] = ranks.layout.size
-        ticks = tick_line(f"rank 0 of {ranks.layout.size}") if live else None
+        ticks = live_progress(TRAIN, live, f"rank 0 of {ranks.layout.size}: ").tick
         job = TrainRankJob(ranks, TrainSession(request.spec), request.gpu_text, ticks)
         return _Search(job, request.find_max, request.upper, live)
 
     def emit(result: TrainResult | FindMaxResult) -> int:
-        lines = find_max_mpi_lines(result, size[0]) if isinstance(result, FindMaxResult) else None
-        return show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path, lines=lines)
+        return show_workload(TRAIN, result, fmt=fmt, json_path=json_path, csv_path=csv_path)
 
     run_on_every_rank(make, lambda request: _comparable(request.spec), job_of, emit, fmt=fmt, status_of=_status)

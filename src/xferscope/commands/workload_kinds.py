@@ -1,11 +1,11 @@
-"""Every workload of `xferscope workload`, in the order the CLI lists them: its name, its command's shape and the
-registry entry of its package (``workloads.common.options.CommandShape``: its options and what it makes of them;
-``workloads.common.kind.WorkloadKind``: its record, its files, its saved runs ranked), what prints and writes its
-record, and what runs it here and what by every rank of an MPI job. The CLI builds each command from its shape
-(``workload_command``) and registers it under its name; a workload profile's [workload] table replays through the
-same command, its fields the command's options (``profile_options``); `workload compare` and `compare --workload`
-find the workload of saved files here, and `schema` its record. A new workload brings its modules and one line
-here.
+"""Every workload of `xferscope workload`, in the order the CLI lists them: its name, and what its package declares:
+its command's shape (``workloads.common.options.CommandShape``: its options and what it makes of them), its kind
+(``workloads.common.kind.WorkloadKind``: its record, its files, its saved runs ranked, its run on this host, its
+text) and what every rank of an MPI job runs. The CLI builds each command from its shape (``workload_command``) and
+registers it under its name; it runs here and is printed and written as every workload is (``output.workload_run``);
+a workload profile's [workload] table replays through the same command, its fields the command's options
+(``profile_options``); `workload compare` and `compare --workload` find the workload of saved files here, and
+`schema` its record. A new workload brings its package and one line here.
 
 Each part is named "module:attribute" and imported when first asked for: `xferscope workload NAME` imports NAME's
 command alone, and a command its records and tables only when it runs."""
@@ -33,8 +33,6 @@ class Workload(NamedTuple):
     name: str
     command_at: str  # "module:attribute" of its ``CommandShape`` (``workloads.common.options``), in its package
     kind_at: str  # "module:attribute" of its ``WorkloadKind``, in its package
-    show_at: str  # "module:attribute" of show(record, *, fmt, json_path, csv_path) -> exit code of the writes
-    here_at: str  # "module:attribute" of here(request, rounds, *, fmt, json_path, csv_path): run on this host
     #: "module:attribute" of across(make, *, fmt, json_path, csv_path), run by every rank (--mpi); or of its
     #: ``DataSetJob`` (a workload whose ranks read a data set made for them), run by ``cluster.data_set_job``
     across_at: str
@@ -48,9 +46,11 @@ class Workload(NamedTuple):
     def kind(self) -> Any:
         return _imported(self.kind_at)
 
-    @property
-    def show(self) -> Callable[..., int]:
-        return _imported(self.show_at)
+    def show(self, result: Any, **out: Any) -> int:
+        """``result`` printed, and the files asked for written (``out``: fmt, json_path, csv_path)."""
+        from xferscope.output.workload_run import show_workload
+
+        return show_workload(self.kind, result, **out)
 
 
 def workload_command(workload: Workload) -> Callable[..., None]:
@@ -87,7 +87,9 @@ def workload_command(workload: Workload) -> Callable[..., None]:
 
         install_hangup_handlers()
         if not mpi:
-            _imported(workload.here_at)(make(), run.rounds, **run.outputs)
+            from xferscope.output.workload_run import run_here
+
+            run_here(workload.kind, make(), run.rounds, **run.outputs)
             return
         from xferscope.cluster.workload_ranks import check_launcher
 
@@ -108,39 +110,25 @@ def workload_command(workload: Workload) -> Callable[..., None]:
 
 
 _IN = "xferscope.workloads."
-_OUT = "xferscope.output.workload"
 _MPI = "xferscope.cluster.workload_"
 WORKLOADS = (
-    Workload(
-        "train",
-        f"{_IN}train.options:COMMAND",
-        f"{_IN}train.kind:TRAIN",
-        f"{_OUT}:show_train",
-        f"{_OUT}:train_and_report",
-        f"{_MPI}train:train_mpi",
-    ),
+    Workload("train", f"{_IN}train.options:COMMAND", f"{_IN}train.kind:TRAIN", f"{_MPI}train:train_mpi"),
     Workload(
         "kvcache",
         f"{_IN}inference.options:KVCACHE_COMMAND",
         f"{_IN}inference.kind:KVCACHE",
-        f"{_OUT}_inference:show_kvcache",
-        f"{_OUT}_inference:kvcache_and_report",
         f"{_IN}inference.rank_jobs:KVCACHE_JOB",
     ),
     Workload(
         "load",
         f"{_IN}inference.options:LOAD_COMMAND",
         f"{_IN}inference.kind:LOAD",
-        f"{_OUT}_inference:show_load",
-        f"{_OUT}_inference:load_and_report",
         f"{_IN}inference.rank_jobs:LOAD_JOB",
     ),
     Workload(
         "checkpoint",
         f"{_IN}checkpoint.options:COMMAND",
         f"{_IN}checkpoint.kind:CHECKPOINT",
-        f"{_OUT}_checkpoint:show_checkpoint",
-        f"{_OUT}_checkpoint:checkpoint_and_report",
         f"{_MPI}checkpoint:checkpoint_mpi",
     ),
 )
@@ -154,10 +142,10 @@ def command_named(name: str) -> Callable[..., None] | None:
 def compare_saved(files: list[str], *, fmt: str, json_path: str | None, csv_path: str | None) -> None:
     """Saved runs of one workload side by side (`workload compare`, `compare --workload`), ranked as its live
     side-by-side ranks them; a file no workload reads, or files of two, is one line (exit 2)."""
+    from xferscope.output.workload_run import show_workload
     from xferscope.workloads.common.saved_kind import saved_workload
 
     kind = saved_workload(files, [w.kind for w in WORKLOADS])
-    show = next(w.show for w in WORKLOADS if w.name == kind.name)
-    written = show(kind.compare_saved(files), fmt=fmt, json_path=json_path, csv_path=csv_path)
+    written = show_workload(kind, kind.compare_saved(files), fmt=fmt, json_path=json_path, csv_path=csv_path)
     if written:
         raise typer.Exit(written)

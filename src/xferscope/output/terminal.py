@@ -3,10 +3,8 @@ signals that say the terminal or the session went away."""
 
 from __future__ import annotations
 
-import contextlib
 import signal
 import sys
-from collections.abc import Iterator
 
 
 class ProgressLine:
@@ -73,21 +71,3 @@ def fill_line(done: int, total: int) -> None:
 def clear_line(live: bool) -> None:
     if live:
         write_status("\r\033[K")
-
-
-@contextlib.contextmanager
-def session_to_the_end(session, live: bool) -> Iterator[None]:
-    """Run a workload session's steps: Ctrl-C clears the live line, says so and exits with the interrupted code;
-    the session closes whatever ends them."""
-    import typer
-
-    from xferscope.errors import ExitCode
-
-    try:
-        yield
-    except KeyboardInterrupt:
-        clear_line(live)
-        typer.echo("xferscope: interrupted", err=True)
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    finally:
-        session.close()

@@ -64,7 +64,7 @@ class CheckpointScreen(WorkloadRunScreen):
         self.mount_tables("checkpoint")
 
     def summary_lines(self, result) -> list:
-        from xferscope.output.workload_checkpoint import run_lines
+        from xferscope.workloads.checkpoint.text import run_lines
 
         return run_lines(result)
 

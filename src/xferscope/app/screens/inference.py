@@ -66,7 +66,7 @@ class InferenceScreen(WorkloadRunScreen):
         self.mount_tables("inference")
 
     def summary_lines(self, result) -> list:
-        from xferscope.output.workload_inference import kv_lines, load_lines
+        from xferscope.workloads.inference.text import kv_lines, load_lines
 
         return kv_lines(result) if result.kind.startswith("workload-kvcache") else load_lines(result)
 

@@ -78,7 +78,7 @@ class WorkloadScreen(WorkloadRunScreen):
         self.mount_tables("workload")
 
     def summary_lines(self, result) -> list:
-        from xferscope.output.workload import table_lines
+        from xferscope.workloads.train.text import table_lines
 
         return table_lines(result, per_accelerator=False)
 

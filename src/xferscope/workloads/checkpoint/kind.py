@@ -1,7 +1,7 @@
 """checkpoint as the registry of workloads holds it (``commands.workload_kinds``): its record, its files, and saved runs
 ranked (`workload compare`): xferscope's checkpoint records (a run, or every path of a side-by-side) and DLIO's
 checkpointing ``summary.json``, by the time until a save is durable with the restore time beside it, as the live
-side-by-side ranks them.
+side-by-side ranks them; a run on this host (or its plan), and its text.
 
 DLIO's summary holds means over its checkpoints (``save_checkpoint_duration_mean_seconds``, ``load_...``); its
 ``..._GB_per_second`` is GiB/s (its checkpoint size is summed in GiB), turned into GB/s here as xferscope gives it.
@@ -9,13 +9,22 @@ DLIO's summary holds means over its checkpoints (``save_checkpoint_duration_mean
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from xferscope.errors import FormatError
-from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
-from xferscope.workloads.common.kind import WorkloadKind
+from xferscope.errors import FormatError, SpecError
+from xferscope.workloads.checkpoint import text
+from xferscope.workloads.checkpoint.options import CheckpointRequest
+from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
+from xferscope.workloads.checkpoint.session import (
+    CheckpointComparison,
+    CheckpointRecord,
+    compare_paths,
+    run_checkpoints,
+)
+from xferscope.workloads.common.kind import Progress, WorkloadKind
 from xferscope.workloads.common.side_by_side import entries, saved_records, saved_runs
 
 #: the kinds of xferscope's checkpoint files: a run, several paths side by side
@@ -77,4 +86,40 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
     return CheckpointComparison(rounds=0, entries=ranked, results=records)
 
 
-CHECKPOINT = WorkloadKind("checkpoint", CheckpointRecord, FILES, compare_saved, dlio_metric=DLIO_SAVE)
+def measure(
+    request: CheckpointRequest, rounds: int, progress: Progress
+) -> CheckpointRecord | CheckpointComparison | CheckpointPlan:
+    """Every path's spec checked first (one line before anything is written), then the plan (``--plan``), or the
+    run (several paths: in rotated rounds)."""
+    spec, paths, options = request.spec, request.paths, request.options
+    if rounds < 1:
+        raise SpecError("rounds", f"must be at least 1, got {rounds}")
+    if options.every < 0:
+        raise SpecError("every", f"seconds of 0 or more, got {options.every:g}")
+    # each path planned once: an unknown path, or a state it cannot write from, is one line before anything runs
+    plans = {p: dataclasses.replace(spec, path=p).plan() for p in dict.fromkeys(paths)}
+    if request.plan_only and len(paths) > 1:
+        raise SpecError("plan", "--plan is of one path; several paths are for a run")
+    if request.plan_only:
+        return plans[paths[0]]
+    if len(paths) > 1:
+        return compare_paths(plans, paths, rounds, options, progress.tick)
+    return run_checkpoints(plans[paths[0]], options, progress.tick)
+
+
+def _record_of(result: Any) -> Any:
+    return plan_record(result) if isinstance(result, CheckpointPlan) else result
+
+
+CHECKPOINT = WorkloadKind(
+    "checkpoint",
+    CheckpointRecord,
+    FILES,
+    compare_saved,
+    measure,
+    text.checkpoint_text,
+    text.checkpoint_csv,
+    text.tick_text,
+    dlio_metric=DLIO_SAVE,
+    record_of=_record_of,
+)

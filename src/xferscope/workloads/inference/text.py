@@ -1,25 +1,18 @@
-"""KV-cache restores and model loads on the terminal and in their files: the table first, then ``--json``
-(the record) and ``--csv`` (a row per run, and per GPU)."""
+"""KV-cache restores and model loads in words (their lines and tables) and in ``--csv`` (a row per run, and per
+GPU); a run's live line."""
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
 from typing import Any
 
-from xferscope.output.cells import ms, named_csv, secs, table_csv
-from xferscope.output.files import end_of_run, show_record
-from xferscope.output.job_tables import Column, gpus_cell, job_tables
-from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
-from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
-from xferscope.workloads.common.level import LEVEL_RULE
-from xferscope.workloads.common.side_by_side import Entry
-from xferscope.workloads.inference.kvcache import KvComparison, KvSession
+from xferscope.workloads.common.cells import ms, named_csv, secs, table_csv
+from xferscope.workloads.common.job_tables import Column, gpus_cell, job_tables
+from xferscope.workloads.common.ranked_text import library_lines, ranked_lines
+from xferscope.workloads.inference.kvcache import KvComparison
 from xferscope.workloads.inference.kvcache_record import BreakEven, KvResult, median_break_even
-from xferscope.workloads.inference.load import LoadComparison, LoadSession
+from xferscope.workloads.inference.load import LoadComparison
 from xferscope.workloads.inference.load_record import LoadResult
-from xferscope.workloads.inference.options import InferenceRequest
 from xferscope.workloads.inference.transfer import TransferTick
 
 
@@ -223,38 +216,6 @@ def load_csv(r: LoadResult | LoadComparison) -> str:
 # ------------------------------------------------------------------ side by side
 
 
-def comparison_lines(
-    title: str,
-    entries: list[Entry],
-    figure: str,
-    fmt: Callable[[float | None], str],
-    status: str,
-    beside: str | None = None,
-) -> list[Any]:
-    """The entries ranked, a row each; ``beside``: the name of their second figure (shown after GB/s)."""
-    rows = [
-        (
-            i,
-            e.label,
-            e.runs,
-            fmt(e.value),
-            "-" if e.low is None else f"{fmt(e.low)}-{fmt(e.high)}",
-            figure_text(e.gb_per_s, "{:.2f}"),
-            *([fmt(e.beside)] if beside else []),
-            figure_text(e.cpu_s_per_gib, "{:.3f}"),
-            ", ".join(e.level_with) or "-",
-        )
-        for i, e in enumerate(entries, 1)
-    ]
-    headers = ("#", "path", "runs", figure, "range", "GB/s", *([beside] if beside else []), "CPU-s/GiB", "level with")
-    lines: list[Any] = [title, text_table(headers, rows, left=("path", "level with"))]
-    also = f"GB/s, {beside} and CPU-s/GiB" if beside else "GB/s and CPU-s/GiB"
-    lines.append(f"  ranked: the lowest median {figure} first ({also}: the medians of the same runs); {LEVEL_RULE}")
-    if status != "ok":
-        lines.append(f"  {status.upper()}: the rounds measured until then")
-    return lines
-
-
 def break_even_text(b: BreakEven, chunk_tokens: int) -> str:
     """Where restoring a prompt gets faster than recomputing it at the user's prefill rate."""
     head = f"break-even at {b.prefill_rate:g} tokens/s prefill"
@@ -286,9 +247,9 @@ def kv_comparison_lines(c: KvComparison) -> list[Any]:
     """The paths ranked by restore time, then each path's break-even (with --prefill-rate); saved runs (no rounds)
     ranked alone."""
     if not c.rounds:
-        return comparison_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", ms, c.status)
+        return ranked_lines(f"{len(c.entries)} saved kvcache runs", c.entries, "restore p50", ms, c.status)
     s = c.spec
-    table = comparison_lines(
+    table = ranked_lines(
         f"workload kvcache {s.model.name}: {len(c.entries)} paths, {c.rounds} rotated rounds over one cache "
         f"(layout {s.layout}, concurrency {s.concurrency}, prompts {s.prompt.text})",
         c.entries,
@@ -299,29 +260,12 @@ def kv_comparison_lines(c: KvComparison) -> list[Any]:
     return [*table, *path_break_evens(c)]
 
 
-def library_lines(
-    results: Sequence[Any],
-    imitation: str = "xferscope's own reading of the shards as safetensors does (mapped, copied from pageable memory)",
-) -> list[str]:
-    """Which rows are the libraries themselves (``results``' ``library`` facts), and which is xferscope's imitation
-    of one (``imitation``: what host does)."""
-    libs = {r.path: r.library for r in results if r.library is not None}
-    if not libs:
-        return []
-    said = ", ".join(f"{p} ({lib.package} {lib.version})" for p, lib in libs.items())
-    torch = next(iter(libs.values())).torch
-    lines = [f"  the libraries themselves, on torch {torch}: {said}"]
-    if "host" in {r.path for r in results}:
-        lines.append(f"  host: {imitation}")
-    return lines
-
-
 def load_comparison_lines(c: LoadComparison) -> list[Any]:
     """The paths ranked by load time, then which rows are the libraries; saved loads (no rounds) ranked alone."""
     if not c.rounds:
-        return comparison_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", secs, c.status)
+        return ranked_lines(f"{len(c.entries)} saved model loads", c.entries, "load time", secs, c.status)
     s = c.spec
-    table = comparison_lines(
+    table = ranked_lines(
         f"workload load: {len(c.entries)} paths, {c.rounds} rotated rounds, {s.cache}",
         c.entries,
         "load time",
@@ -331,52 +275,15 @@ def load_comparison_lines(c: LoadComparison) -> list[Any]:
     return [*table, *library_lines(c.results)]
 
 
-# ------------------------------------------------------------------ the run and its outputs
+def kvcache_text(r: KvResult | KvComparison) -> list[Any]:
+    """A restore run, or paths side by side (run or saved)."""
+    return kv_comparison_lines(r) if isinstance(r, KvComparison) else kv_lines(r)
 
 
-def show_kvcache(result: KvResult | KvComparison, **out: Any) -> int:
-    """A restore run's record, or paths side by side (run or saved): printed, then the files asked for (``out``:
-    fmt, json_path, csv_path); ExitCode.NOT_WRITTEN where one could not be written, else 0."""
-    lines = kv_comparison_lines if isinstance(result, KvComparison) else kv_lines
-    return show_record(result, lambda: lines(result), kv_csv, **out)
+def load_text(r: LoadResult | LoadComparison) -> list[Any]:
+    """A load, or paths side by side (run or saved)."""
+    return load_comparison_lines(r) if isinstance(r, LoadComparison) else load_lines(r)
 
 
-def show_load(result: LoadResult | LoadComparison, **out: Any) -> int:
-    """A load's record, or paths side by side (run or saved), as ``show_kvcache``."""
-    lines = load_comparison_lines if isinstance(result, LoadComparison) else load_lines
-    return show_record(result, lambda: lines(result), load_csv, **out)
-
-
-def _report(
-    session: Any,
-    paths: list[str],
-    rounds: int,
-    show: Callable[..., int],
-    *,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
-) -> None:
-    live = sys.stderr.isatty() and fmt != "json"
-    with session_to_the_end(session, live):
-        session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
-        clear_line(live)
-        tick = _tick_line if live else None
-        result = session.compare_paths(paths, rounds, tick) if len(paths) > 1 else session.run(on_tick=tick)
-        clear_line(live)
-    written = show(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    end_of_run(result.status, written, getattr(result, "error", None) or "see above")
-
-
-def kvcache_and_report(request: InferenceRequest, rounds: int, **out: Any) -> None:
-    """``workload kvcache`` here: its paths side by side in ``rounds`` (``out``: fmt, json_path, csv_path)."""
-    _report(KvSession(request.spec), request.paths, rounds, show_kvcache, **out)
-
-
-def load_and_report(request: InferenceRequest, rounds: int, **out: Any) -> None:
-    """``workload load`` here, as ``kvcache_and_report``."""
-    _report(LoadSession(request.spec), request.paths, rounds, show_load, **out)
-
-
-def _tick_line(tick: TransferTick) -> None:
-    write_status(f"\r\033[K{tick.t:6.1f} s  {tick.jobs} done")
+def tick_text(tick: TransferTick) -> str:
+    return f"{tick.t:6.1f} s  {tick.jobs} done"

@@ -1,28 +1,21 @@
-"""A training-input run (or a ``--find-max`` search) on the terminal and in its files: the table first,
-then ``--json`` (the record, ``xferscope.workloads.train.train_record``) and ``--csv`` (a row per accelerator)."""
+"""A training-input run (or a ``--find-max`` search, or paths side by side) in words (its lines and tables) and in
+``--csv`` (a row per accelerator); a run's live line."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import typer
 
-from xferscope.output.cells import ms, pct, table_csv
-from xferscope.output.files import end_of_run, show_record
-from xferscope.output.job_tables import Column, gpus_cell, job_tables
-from xferscope.output.terminal import clear_line, fill_line, session_to_the_end, write_status
 from xferscope.report import text_table
 from xferscope.units import figure_text, format_bytes
+from xferscope.workloads.common.cells import ms, pct, table_csv
+from xferscope.workloads.common.job_tables import Column, gpus_cell, job_tables
 from xferscope.workloads.common.level import LEVEL_RULE
 from xferscope.workloads.train.accelerators import TrainTick
-from xferscope.workloads.train.options import TrainRequest
-from xferscope.workloads.train.train import TrainSession
 from xferscope.workloads.train.train_cluster import memory_rule_note
 from xferscope.workloads.train.train_compare import TrainComparison
-from xferscope.workloads.train.train_data import page_cache_warning
 from xferscope.workloads.train.train_record import FindMaxResult, TrainResult
 
 
@@ -265,59 +258,24 @@ def csv_text(r: TrainResult | FindMaxResult | TrainComparison) -> str:
         job = "all" if run.cluster is not None else ""
         rows.append([n, path, "all", "", steps, *(getattr(run, c) for c in FIGURE_COLUMNS), run.status, job])
         for h in run.cluster.hosts if run.cluster is not None else []:
-            figures = (h.au, h.passed, h.samples_per_s, h.mb_per_s, "", h.io_wait_p99_s, "", "")
-            rows.append([h.accelerators, path, "all", "", "", *figures, run.status, h.host])
+            host = (h.au, h.passed, h.samples_per_s, h.mb_per_s, "", h.io_wait_p99_s, "", "")
+            rows.append([h.accelerators, path, "all", "", "", *host, run.status, h.host])
     return table_csv(["accelerators", "path", "accelerator", "gpu", "steps", *FIGURE_COLUMNS, "status", "host"], rows)
 
 
-def show_train(
-    result: TrainResult | FindMaxResult | TrainComparison,
-    *,
-    fmt: str,
-    json_path: str | None,
-    csv_path: str | None,
-    lines: list[str] | None = None,
-) -> int:
-    """Print ``result`` (``lines`` where given, else its table; JSON with ``--format json``), then write the files
-    asked for. Returns ExitCode.NOT_WRITTEN when one could not be written, else 0."""
-    shown = (lambda: lines) if lines is not None else lambda: train_lines(result)
-    return show_record(result, shown, csv_text, fmt=fmt, json_path=json_path, csv_path=csv_path)
+def train_text(r: TrainResult | FindMaxResult | TrainComparison) -> list[Any]:
+    """A run, a search (across the ranks of an MPI job: the count a rank), or paths side by side."""
+    if isinstance(r, FindMaxResult):
+        job = next((run.cluster for run in r.results if run.cluster is not None), None)
+        if job is not None:
+            return find_max_mpi_lines(r, job.ranks)
+    return train_lines(r)
 
 
-def train_and_report(
-    request: TrainRequest, rounds: int, *, fmt: str, json_path: str | None, csv_path: str | None
-) -> None:
-    """``workload train`` (and a workload profile's replay): the data set, the run, a search or the paths side
-    by side, printed and saved; Ctrl-C keeps what was measured and exits 130."""
-    spec, paths, find_max, upper = request.spec, request.paths, request.find_max, request.upper
-
-    live = sys.stderr.isatty() and fmt != "json"
-    session = TrainSession(spec)
-    with session_to_the_end(session, live):
-        data = session.prepare(fill_line if live else None, list(dict.fromkeys(paths)))
-        clear_line(live)
-        warning = page_cache_warning(data)
-        if warning:
-            typer.echo(f"xferscope: warning: {warning}", err=True)
-        tick = _tick_line if live else None
-        if len(paths) > 1:
-            result = session.compare_paths(paths, rounds, find_max_upper=upper if find_max else None, on_tick=tick)
-        else:
-            result = session.find_max(upper, on_tick=tick) if find_max else session.run(on_tick=tick)
-        clear_line(live)
-    written = show_train(result, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    end_of_run(result.status, written, getattr(result, "error", None) or "see above")
-
-
-def _tick_line(tick: TrainTick, who: str = "") -> None:
+def tick_text(tick: TrainTick) -> str:
     rows = tick.accelerators
     aus = [r.au for r in rows if r.au == r.au]
     au = f"AU {100 * sum(aus) / len(aus):.1f}%" if aus and len(aus) == len(rows) else "AU -"
     steps = sum(r.steps for r in rows)
     rate = tick.bytes_read / tick.t / 1e6 if tick.t > 0 else 0.0
-    write_status(f"\r\033[K{tick.t:6.1f} s  {who}{len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read")
-
-
-def tick_line(who: str) -> Callable[[TrainTick], None]:
-    """The live line of one part of a run (``who``: "rank 0 of 4", say)."""
-    return lambda tick: _tick_line(tick, f"{who}: ")
+    return f"{tick.t:6.1f} s  {len(rows)} accelerators  {steps} steps  {au}  {rate:.0f} MB/s read"

@@ -1,31 +1,19 @@
-"""`workload checkpoint`: what each rank of this host writes, and how the bytes were found (``--plan``); what was
-measured writing and reading them back."""
+"""`workload checkpoint` in words and in ``--csv``: what each rank of this host writes, and how the bytes were found
+(``--plan``); what was measured writing and reading them back; a run's live line."""
 
 from __future__ import annotations
 
-import dataclasses
-import sys
 from itertools import groupby
 
-from xferscope.errors import SpecError
-from xferscope.output.cells import named_csv
-from xferscope.output.files import Output, echo_lines, end_of_run, show_record, show_then_write
-from xferscope.output.job_tables import Column, gpus_cell, job_tables
-from xferscope.output.terminal import clear_line, install_hangup_handlers, write_status
-from xferscope.output.workload_inference import comparison_lines as ranked_lines
-from xferscope.output.workload_inference import library_lines
-from xferscope.records import json_text
 from xferscope.report import text_table
 from xferscope.units import format_bytes
+from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
 from xferscope.workloads.checkpoint.layout import Rank
-from xferscope.workloads.checkpoint.options import CheckpointRequest
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, plan_record
-from xferscope.workloads.checkpoint.session import (
-    CheckpointComparison,
-    CheckpointRecord,
-    compare_paths,
-    run_checkpoints,
-)
+from xferscope.workloads.checkpoint.plan import CheckpointPlan
+from xferscope.workloads.checkpoint.session import CheckpointComparison, CheckpointRecord
+from xferscope.workloads.common.cells import named_csv
+from xferscope.workloads.common.job_tables import Column, gpus_cell, job_tables
+from xferscope.workloads.common.ranked_text import library_lines, ranked_lines
 
 #: what xferscope's host path does, beside the library it imitates: from GPU memory, and from host memory
 HOST_IMITATION = (
@@ -74,16 +62,6 @@ def plan_lines(plan: CheckpointPlan) -> list:
     lines += [f"  warning: {w}" for w in plan.warnings]
     lines += [f"  a run would be refused: {r}" for r in plan.refusals]
     return lines
-
-
-def show_plan(plan: CheckpointPlan, *, fmt: str, json_path: str | None) -> int:
-    record = plan_record(plan)
-    return show_then_write(
-        fmt,
-        lambda: record,
-        lambda: echo_lines(plan_lines(plan)),
-        [Output("JSON", "--json", json_path, lambda: json_text(record))],
-    )
 
 
 def _spread(values: list[float], unit: str, digits: int = 2) -> str:
@@ -311,9 +289,13 @@ CHECKPOINT_COLUMNS = (
 )
 
 
-def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
-    """A run's (or every run's of a comparison) checkpoints, ranks and hosts as CSV rows."""
+def checkpoint_csv(r: CheckpointRecord | CheckpointComparison | CheckpointPlan) -> str:
+    """A run's (or every run's of a comparison) checkpoints, ranks and hosts as CSV rows; a plan's ranks, each with
+    its bytes a checkpoint."""
     rows: list[dict[str, object]] = []
+    if isinstance(r, CheckpointPlan):
+        rows = [{"path": r.spec.path, "row": f"rank {k.rank}", "bytes": k.size, "status": "planned"} for k in r.ranks]
+        return named_csv(CHECKPOINT_COLUMNS, rows)
     for run in r.results if isinstance(r, CheckpointComparison) else [r]:
         each = {"path": run.path, "status": run.status}
         for k, s in enumerate(run.saves):
@@ -351,44 +333,12 @@ def checkpoint_csv(r: CheckpointRecord | CheckpointComparison) -> str:
     return named_csv(CHECKPOINT_COLUMNS, rows)
 
 
-def show_checkpoint(
-    record: CheckpointRecord | CheckpointComparison, *, fmt: str, json_path: str | None, csv_path: str | None = None
-) -> int:
-    """A run's record, or several paths' ranked."""
-    lines = comparison_lines if isinstance(record, CheckpointComparison) else run_lines
-    return show_record(record, lambda: lines(record), checkpoint_csv, fmt=fmt, json_path=json_path, csv_path=csv_path)
+def checkpoint_text(r: CheckpointRecord | CheckpointComparison | CheckpointPlan) -> list:
+    """A run, several paths ranked, or the plan (``--plan``)."""
+    if isinstance(r, CheckpointPlan):
+        return plan_lines(r)
+    return comparison_lines(r) if isinstance(r, CheckpointComparison) else run_lines(r)
 
 
-def checkpoint_and_report(
-    request: CheckpointRequest, rounds: int, *, fmt: str, json_path: str | None, csv_path: str | None = None
-) -> None:
-    """`workload checkpoint` (and a checkpoint profile's replay): every path's spec checked first (one line before
-    anything is written), then the plan printed, or the run (several paths: in rotated rounds) and its figures;
-    typer.Exit with the exit code where it is not 0."""
-    spec, paths, options, plan_only = request.spec, request.paths, request.options, request.plan_only
-    if rounds < 1:
-        raise SpecError("rounds", f"must be at least 1, got {rounds}")
-    if options.every < 0:
-        raise SpecError("every", f"seconds of 0 or more, got {options.every:g}")
-    # each path planned once: an unknown path, or a state it cannot write from, is one line before anything runs
-    plans = {p: dataclasses.replace(spec, path=p).plan() for p in dict.fromkeys(paths)}
-    if plan_only and len(paths) > 1:
-        raise SpecError("plan", "--plan is of one path; several paths are for a run")
-    checked = plans[paths[0]]
-    if plan_only:
-        end_of_run("ok", show_plan(checked, fmt=fmt, json_path=json_path))
-        return
-    install_hangup_handlers()
-    live = sys.stderr.isatty() and fmt != "json"
-
-    def tick(t) -> None:
-        write_status(f"\r\033[K{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written")
-
-    record: CheckpointRecord | CheckpointComparison
-    if len(paths) > 1:
-        record = compare_paths(plans, paths, rounds, options, tick if live else None)
-    else:
-        record = run_checkpoints(checked, options, tick if live else None)
-    clear_line(live)
-    written = show_checkpoint(record, fmt=fmt, json_path=json_path, csv_path=csv_path)
-    end_of_run(record.status, written, getattr(record, "error", None))
+def tick_text(t: CheckpointTick) -> str:
+    return f"{t.phase} checkpoint {t.checkpoint}: {t.bytes_done / 1e9:.2f} GB written"

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xferscope.output.cells import job_line
 from xferscope.report import text_table
 from xferscope.units import format_bytes
+from xferscope.workloads.common.cells import job_line
 from xferscope.workloads.common.job_ranks import JobHostRow, JobRankRow
 
 #: a column of a kind's own: its header, and its cell from a row
