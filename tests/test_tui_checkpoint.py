@@ -10,7 +10,7 @@ import pytest
 from tui_helpers import Messages, make_app, paste, retype, screen_text, wait_for
 
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
-from xferscope.app.screens.checkpoint import CheckpointScreen
+from xferscope.app.screens.workload_run import WorkloadScreen
 from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, refusal
 
 
@@ -73,7 +73,7 @@ async def test_bad_form_values_are_explained_and_nothing_starts(tmp_path, no_gpu
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 32)) as pilot:
         await pilot.press("k")
-        await wait_for(pilot, lambda: isinstance(app.screen, CheckpointScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "checkpoint")
         await retype(pilot, "#ck-model", "llama3-9b")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: "unknown model" in screen_text(app))

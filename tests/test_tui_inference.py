@@ -10,14 +10,14 @@ import os
 from test_workload_inference import _shards
 from tui_helpers import Messages, held_text, make_app, paste, retype, screen_text, wait_for
 
-from xferscope.app.inference_model import InferenceFormValues, build_spec
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
-from xferscope.app.screens.inference import InferenceScreen
+from xferscope.app.screens.workload_run import WorkloadScreen
+from xferscope.workloads.inference.console import InferenceFormValues, build_spec
 
 
 async def _open(pilot, app) -> None:
     await pilot.press("i")
-    await wait_for(pilot, lambda: isinstance(app.screen, InferenceScreen))
+    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "inference")
 
 
 async def test_a_kvcache_restore_then_a_load_rank_in_the_session(direct_dir, tmp_path, no_gpu, monkeypatch):

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import os
 
+from rich.text import Text
 from tui_helpers import Messages, held_text, make_app, paste, retype, screen_text, wait_for
 
 from xferscope.app.messages import WorkloadEnded, WorkloadTicked
-from xferscope.app.screens.workload import WorkloadScreen
-from xferscope.app.workload_model import WorkloadFormValues, au_bar, build_spec
+from xferscope.app.screens.workload_run import WorkloadScreen
+from xferscope.workloads.train.console import WorkloadFormValues, au_bar, build_spec
 
 
 async def _fill(pilot, target, seconds: str, files: str = "40") -> None:
@@ -51,7 +52,7 @@ async def test_a_training_run_shows_a_bar_per_accelerator_then_its_figures(direc
 async def _start_a_long_run(pilot, app, sets, messages, ticks: int) -> None:
     """A two-minute training run started from the form, ``ticks`` of it arrived."""
     await pilot.press("w")
-    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "workload")
     await _fill(pilot, sets, "120")
     await pilot.press("escape", "r")
     await wait_for(pilot, lambda: len(messages.of(WorkloadTicked)) >= ticks, timeout=60)
@@ -92,7 +93,7 @@ async def test_bad_form_values_are_explained_and_nothing_starts(tmp_path, no_gpu
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 32)) as pilot:
         await pilot.press("w")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "workload")
         await retype(pilot, "#wl-preset", "bert")
         await pilot.press("escape", "r")
         await wait_for(pilot, lambda: "no preset 'bert'; choose one of unet3d" in screen_text(app))
@@ -106,11 +107,11 @@ def test_the_form_defaults_follow_the_machine():
 
 
 def test_the_bar_marks_the_threshold_and_colours_by_it():
-    bar = au_bar(0.5, 0.9, width=10)
+    bar = Text.assemble(*au_bar(0.5, 0.9, width=10))
     assert bar.plain == "█████····|"
     assert bar.spans[0].style == "red"
-    assert au_bar(0.95, 0.9, width=10).plain == "█████████|"
-    assert au_bar(None, 0.9, 10).plain == "·" * 10
+    assert Text.assemble(*au_bar(0.95, 0.9, width=10)).plain == "█████████|"
+    assert Text.assemble(*au_bar(None, 0.9, 10)).plain == "·" * 10
 
 
 async def test_a_dlio_summary_opens_beside_the_sessions_runs(tmp_path):
@@ -118,7 +119,7 @@ async def test_a_dlio_summary_opens_beside_the_sessions_runs(tmp_path):
     app = make_app(tmp_path)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("w")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "workload")
         await pilot.press("o")
         await wait_for(pilot, lambda: "Open a saved training run" in screen_text(app))
         await paste(pilot, "#prompt-input", str(tmp_path / "missing.json"))

@@ -61,7 +61,7 @@ def test_what_a_library_cannot_do_is_one_line_naming_the_option(tmp_path, kw, fi
 
 
 def test_the_console_offers_only_the_libraries_installed_here():
-    from xferscope.app.screens.checkpoint import PATH_HINT
+    from xferscope.workloads.checkpoint.console import PATH_HINT
 
     offered = {p.strip() for p in PATH_HINT.split(",")}
     assert offered >= {"host", "bounce", "bounce-async", "cufile"}

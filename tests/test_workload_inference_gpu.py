@@ -82,7 +82,7 @@ async def test_the_inference_view_restores_into_the_gpu_by_default(direct_dir, m
 
     from xferscope.app.app import XferscopeApp
     from xferscope.app.messages import WorkloadEnded
-    from xferscope.app.screens.inference import InferenceScreen
+    from xferscope.app.screens.workload_run import WorkloadScreen
     from xferscope.commands.tui import console_options
 
     monkeypatch.setattr("xferscope.workloads.inference.kvcache_data.DEFAULT_CACHE_BYTES", 256 << 20)
@@ -90,7 +90,7 @@ async def test_the_inference_view_restores_into_the_gpu_by_default(direct_dir, m
     messages = Messages()
     async with app.run_test(size=(160, 50), message_hook=messages) as pilot:
         await pilot.press("i")
-        await wait_for(pilot, lambda: isinstance(app.screen, InferenceScreen))
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.view.name == "inference")
         for selector, text in (("#inf-model", "llama3.2-1b"), ("#inf-prompt", "2048"), ("#inf-seconds", "2")):
             await retype(pilot, selector, text)
         await paste(pilot, "#inf-target", str(direct_dir))

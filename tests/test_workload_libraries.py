@@ -43,7 +43,7 @@ def test_the_refusal_names_the_package_and_the_version_it_needs():
 
 
 def test_the_console_form_refuses_a_library_path_under_its_field():
-    from xferscope.app.inference_model import InferenceFormValues, build_spec
+    from xferscope.workloads.inference.console import InferenceFormValues, build_spec
 
     path = next(iter(sorted(MISSING)), None)
     if path is None:

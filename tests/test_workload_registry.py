@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from xferscope.commands.workload_kinds import WORKLOADS
+from xferscope.commands.workload_kinds import WORKLOADS, workload_command
 
 
 def test_every_workload_has_its_command_its_schema_and_files_no_other_claims(cli):
@@ -17,7 +17,7 @@ def test_every_workload_has_its_command_its_schema_and_files_no_other_claims(cli
     schemas, file_schemas = _kinds(), _file_kinds()
     claimed: dict[str, str] = {}
     for w in WORKLOADS:
-        assert w.kind.name == w.name and command_of(w.command, w.name).name == w.name
+        assert w.kind.name == w.name and command_of(workload_command(w), w.name).name == w.name
         assert w.kind.record.__name__ in schemas[w.name]()["$defs"]
         for kind, record in w.kind.files.items():
             assert claimed.setdefault(kind, w.name) == w.name, f"{kind} is claimed by {claimed[kind]} and {w.name}"
@@ -96,7 +96,9 @@ def test_the_cli_builds_only_the_workload_a_command_line_names(argv, commands, m
 
 def _form_spec(name: str, typed: dict[str, str]):
     """The console's form of workload ``name`` with ``typed`` in its fields, made a spec as pressing r makes it."""
-    from xferscope.app import checkpoint_model, inference_model, workload_model
+    from xferscope.workloads.checkpoint import console as checkpoint_model
+    from xferscope.workloads.inference import console as inference_model
+    from xferscope.workloads.train import console as workload_model
 
     if name == "train":
         return workload_model.build_spec(workload_model.WorkloadFormValues(**typed), has_gpu=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from textual.app import App, ScreenStackError
@@ -30,19 +31,17 @@ from xferscope.app.messages import (
     SamplesArrived,
     SnapshotExported,
 )
-from xferscope.app.screens.checkpoint import CheckpointScreen
 from xferscope.app.screens.compare import CompareScreen
 from xferscope.app.screens.dialogs import ProfilePicker, TextPrompt
 from xferscope.app.screens.grid import GridScreen
 from xferscope.app.screens.help import HelpScreen
-from xferscope.app.screens.inference import InferenceScreen
 from xferscope.app.screens.live import LiveScreen
 from xferscope.app.screens.memory import MemoryScreen
 from xferscope.app.screens.saturation import SaturationScreen
 from xferscope.app.screens.setup import SetupScreen
 from xferscope.app.screens.too_small import MIN_HEIGHT, MIN_WIDTH, TooSmallScreen
 from xferscope.app.screens.view import ViewScreen
-from xferscope.app.screens.workload import WorkloadScreen
+from xferscope.app.screens.workload_run import WorkloadScreen
 from xferscope.app.session import (
     SERIES_KEPT,
     Batch,
@@ -59,8 +58,11 @@ from xferscope.compare.rounds import RoundsComparison
 from xferscope.engines.base import RunResult
 from xferscope.errors import NotWritten, XferscopeError
 from xferscope.spec import RunSpec
+from xferscope.workloads.registry import console_views
 
 REDRAW_HZ = 4
+#: the views of the workloads, as their packages declare them (``workloads.registry``)
+WORKLOAD_VIEWS = console_views()
 
 
 @dataclass
@@ -128,9 +130,7 @@ class XferscopeApp(App):
         "grid": GridScreen,
         "memory": MemoryScreen,
         "saturation": SaturationScreen,
-        "workload": WorkloadScreen,
-        "inference": InferenceScreen,
-        "checkpoint": CheckpointScreen,
+        **{view.name: partial(WorkloadScreen, view) for view in WORKLOAD_VIEWS},
     }
     DEFAULT_MODE = "setup"
     BINDINGS = [
@@ -141,9 +141,7 @@ class XferscopeApp(App):
         Binding("g", "show('grid')", "Grid", id="show-grid"),
         Binding("m", "show('memory')", "Memory", id="show-memory"),
         Binding("t", "show('saturation')", "Saturation", id="show-saturation"),
-        Binding("w", "show('workload')", "Workload", id="show-workload"),
-        Binding("i", "show('inference')", "Inference", id="show-inference"),
-        Binding("k", "show('checkpoint')", "Checkpoint", id="show-checkpoint"),
+        *(Binding(v.key, f"show('{v.name}')", v.label, id=f"show-{v.name}") for v in WORKLOAD_VIEWS),
         Binding("e", "export", "Export CSV", id="export"),
         Binding("q", "quit", "Quit", id="quit"),
     ]

@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
     """The workload group, built as far as the command line needs (a lazy group): `xferscope workload NAME` builds
     NAME alone, `xferscope workload` (help, a typo) every workload, and a command line that names no workload
     (`xferscope --help`, the console) the group's help alone, none of the workloads' modules imported."""
-    from xferscope.commands.workload_kinds import WORKLOADS
+    from xferscope.commands.workload_kinds import WORKLOADS, workload_command
 
     argv = sys.argv[1:3]
     names = [w.name for w in WORKLOADS]
@@ -59,6 +59,6 @@ def register(app: typer.Typer) -> None:
         names = [argv[1]]
     for w in WORKLOADS:
         if w.name in names:
-            workload_app.command(w.name)(w.command)
+            workload_app.command(w.name)(workload_command(w))
     workload_app.command("compare")(compare_command)
     app.add_typer(workload_app, name="workload")

@@ -12,7 +12,7 @@ import typer
 from xferscope.errors import ExitCode
 from xferscope.output.files import end_of_run, show_record
 from xferscope.output.terminal import clear_line, fill_line, write_status
-from xferscope.workloads.common.kind import Progress, WorkloadKind
+from xferscope.workloads.common.kind import RunProgress, WorkloadKind
 
 
 def show_workload(kind: WorkloadKind, result: Any, *, fmt: str, json_path: str | None, csv_path: str | None) -> int:
@@ -24,7 +24,7 @@ def show_workload(kind: WorkloadKind, result: Any, *, fmt: str, json_path: str |
     )
 
 
-def live_progress(kind: WorkloadKind, live: bool, who: str = "") -> Progress:
+def live_progress(kind: WorkloadKind, live: bool, who: str = "") -> RunProgress:
     """The live line of a run (``who``: "rank 0 of 4: ", say), where ``live``; warnings on stderr always."""
 
     def warn(line: str) -> None:
@@ -34,7 +34,7 @@ def live_progress(kind: WorkloadKind, live: bool, who: str = "") -> Progress:
     def tick(t: Any) -> None:
         write_status(f"\r\033[K{who}{kind.tick_text(t)}")
 
-    return Progress(fill_line if live else None, tick if live else None, warn)
+    return RunProgress(fill_line if live else None, tick if live else None, warn)
 
 
 def run_here(kind: WorkloadKind, request: Any, rounds: int, **out: Any) -> None:

@@ -1,7 +1,8 @@
-"""What the workload screens share (Workload, Inference, Checkpoint): a run started from the form in a thread of its
-own, its data set's progress, its ticks, stop (x), the console closing while it runs, a run that could not start,
-the tables' headers and the summary under them. Each screen says how to make its session and state, and draws
-them."""
+"""The console's screen of a workload (Workload, Inference, Checkpoint, and whatever a package declares next): what
+it shows is its view (``workloads.common.console_view.ConsoleView``, declared in the workload's package), this
+screen draws it: the form, a run started from it in a thread of its own, its data set's progress, its ticks, stop
+(x), saved runs opened (o), the console closing while it runs, a run that could not start, the figures' table, the
+session's runs ranked beside and the summary under them."""
 
 from __future__ import annotations
 
@@ -14,146 +15,148 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets import DataTable, Footer, Input, Label, Static
 
 from xferscope.app.messages import WorkloadEnded, WorkloadFailed, WorkloadPreparing, WorkloadTicked
 from xferscope.app.screens.view import ConsoleScreen
+from xferscope.app.widgets.title import title_text
 from xferscope.errors import XferscopeError
+from xferscope.workloads.common.console_view import Cell, ConsoleView
 
 #: how a run stopped while its data set was made ends (the generator's Interrupted)
 STOPPED_WHILE_MAKING = "interrupted while creating the data set"
 
 
-def run_bindings(name: str) -> list[Binding]:
-    """A workload screen's keys: start, stop, open saved, leave a field (their ids named after the screen)."""
-    return [
-        Binding("r", "start", "Start", id=f"start-{name}"),
-        Binding("x", "stop", "Stop", id=f"stop-{name}"),
-        Binding("o", "open", "Open saved", id=f"open-{name}"),
-        Binding("escape", "leave_field", "Leave field", show=False, id=f"leave-{name}-field"),
+def _cell(cell: Cell) -> str | Text:
+    return cell if isinstance(cell, str) else Text.assemble(*cell, no_wrap=True)
+
+
+class WorkloadScreen(ConsoleScreen):
+    """A workload's view (``view``, declared in its package): its form, its figures' table, the session's runs ranked
+    beside, the summary under them."""
+
+    AUTO_FOCUS = ""
+    BINDINGS = [
+        Binding("r", "start", "Start", id="start-workload-run"),
+        Binding("x", "stop", "Stop", id="stop-workload-run"),
+        Binding("o", "open", "Open saved", id="open-saved-workload-run"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="leave-workload-field"),
     ]
 
-
-class WorkloadRunScreen(ConsoleScreen):
-    #: what the screen runs, in its messages ("training run")
-    what = "run"
-    leaving = "stopping the run and removing what it made…"  # what the console says as it closes during a run
-    #: the Static under the tables that shows a run's figures, or why it failed
-    summary_id = ""
-    #: the form: (control id, label, placeholder, value attribute) of its typed fields, the values' class, the
-    #: Static that explains a bad value, SpecError field -> control, and how the values make a spec
-    fields: tuple[tuple[str, str, str, str], ...] = ()
-    form_class: Any = None
-    error_id = ""
-    field_control: dict[str, str] = {}
-    build_spec: Any = None
-    #: the run's state (start(spec), take(tick), finish(result), made)
-    state_class: Any = None
-    #: the ids' prefix ("wl-title", "wl-table", ...), the figures' panel (its id's middle and its title) and the
-    #: session panel's title
-    prefix = ""
-    figures_panel = ("", "")
-    session_title = ""
-    #: the headers of the figures' table and of the session's ranking; what the summary says before a run
-    table_headers: tuple[str, ...] = ()
-    session_headers: tuple[str, ...] = ()
-    idle_text = ""
-
-    def mount_tables(self, name: str) -> None:
-        """Once mounted: the screen among the console's work (``name``), its tables' headers, the first draw."""
-        self.app.working[name] = self
-        self.query_one(f"#{self.prefix}-table", DataTable).add_columns(*self.table_headers)
-        self.query_one(f"#{self.prefix}-session", DataTable).add_columns(*self.session_headers)
-        self.redraw()
-
-    def summary_lines(self, result: Any) -> list[Any]:
-        """A finished run's lines as the command prints them (the first in bold)."""
-        raise NotImplementedError
-
-    def _summary(self) -> None:
-        out = Text()
-        result = self.state.result
-        if result is not None:
-            lines = [line for line in self.summary_lines(result) if isinstance(line, str)]
-            out.append(lines[0] + "\n", style="bold")
-            for line in lines[1:]:
-                out.append(line.strip() + "\n")
-        elif self.status == "idle":
-            out.append(self.idle_text, style="dim")
-        self.query_one(f"#{self.summary_id}", Static).update(out)
-
-    def compose(self) -> ComposeResult:
-        p = self.prefix
-        yield from self.compose_form(f"{p}-title")
-        with Horizontal(id=f"{p}-body"):
-            with Vertical(classes="panel", id=f"{p}-{self.figures_panel[0]}-panel") as v:
-                v.border_title = self.figures_panel[1]
-                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-table")
-            with Vertical(classes="panel", id=f"{p}-session-panel") as v:
-                v.border_title = self.session_title
-                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-session")
-        yield Static("", id=self.summary_id)
-        yield Footer()
-
-    def __init__(self, **kwargs):
+    def __init__(self, view: ConsoleView, **kwargs):
         super().__init__(**kwargs)
+        self.view = view
         self.status = "idle"
         self.session: Any = None  # the session in flight
         self.finished = threading.Event()
         self.finished.set()
-        self.values = self.form_class()
-        self.state = self.state_class()
+        self.values = view.form()
+        self.state = view.state()
         self.session_results: list = []  # every run of this console session that ended with figures, in order
-        self.saved: list = []  # saved runs opened (o), as the screen's ranking takes them
+        self.saved: list = []  # saved runs opened (o), as the view's ranking takes them
+
+    @property
+    def what(self) -> str:
+        return self.view.what
+
+    @property
+    def leaving(self) -> str:
+        return self.view.leaving
+
+    def on_mount(self) -> None:
+        """The screen among the console's work, its tables' headers, the first draw."""
+        self.app.working[self.view.name] = self
+        self.query_one(f"#{self.view.prefix}-table", DataTable).add_columns(*self.view.table_headers)
+        self.query_one(f"#{self.view.prefix}-session", DataTable).add_columns(*self.view.session_headers)
+        self._fit()
+        self.redraw()
+
+    def on_resize(self, event) -> None:
+        super().on_resize(event)
+        self._fit()
+
+    def _fit(self) -> None:
+        """Narrower than the view asks, its session's runs are left out (its figures need the width)."""
+        panel = self.query_one(f"#{self.view.prefix}-session-panel")
+        panel.display = self.app.size.width >= self.view.session_min_width
+
+    def _summary(self) -> None:
+        """A finished run's lines as the command prints them (the first in bold), or what the view is for."""
+        out = Text()
+        result = self.state.result
+        if result is not None:
+            lines = [line for line in self.view.summary(result) if isinstance(line, str)]
+            out.append(lines[0] + "\n", style="bold")
+            for line in lines[1:]:
+                out.append(line.strip() + "\n")
+        elif self.status == "idle":
+            out.append(self.view.idle_text, style="dim")
+        self.query_one(f"#{self.view.prefix}-summary", Static).update(out)
+
+    def compose(self) -> ComposeResult:
+        """The title, the form's typed fields in two rows and the line that explains a bad value, the figures' table
+        and the session's ranking side by side, the summary."""
+        p, view = self.view.prefix, self.view
+        yield Static("", id=f"{p}-title", classes="screen-title")
+        half = (len(view.fields) + 1) // 2
+        for row in (view.fields[:half], view.fields[half:]):
+            with Horizontal(classes="mem-form"):
+                for f in row:
+                    yield Label(f.label, classes="mem-label")
+                    yield Input(getattr(self.values, f.attr), placeholder=f.hint, compact=True, id=f.id)
+        yield Static("", id=f"{p}-error", classes="form-error")
+        with Horizontal(id=f"{p}-body"):
+            with Vertical(classes="panel", id=f"{p}-{view.figures_panel[0]}-panel") as v:
+                v.border_title = view.figures_panel[1]
+                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-table")
+            with Vertical(classes="panel", id=f"{p}-session-panel") as v:
+                v.border_title = view.session_title
+                yield DataTable(cursor_type="none", zebra_stripes=True, id=f"{p}-session")
+        yield Static("", id=f"{p}-summary")
+        yield Footer()
 
     # ----------------------------------------------------------------- form
-    def compose_form(self, title_id: str):
-        """The title, the form's typed fields in two rows, and the line that explains a bad value."""
-        from textual.containers import Horizontal
-        from textual.widgets import Input, Label
-
-        yield Static("", id=title_id, classes="screen-title")
-        half = (len(self.fields) + 1) // 2
-        for row in (self.fields[:half], self.fields[half:]):
-            with Horizontal(classes="mem-form"):
-                for cid, label, hint, attr in row:
-                    yield Label(label, classes="mem-label")
-                    yield Input(getattr(self.values, attr), placeholder=hint, compact=True, id=cid)
-        yield Static("", id=self.error_id, classes="form-error")
-
     def form_values(self) -> Any:
-        from textual.widgets import Input
-
-        return self.form_class(**{attr: self.query_one(f"#{cid}", Input).value for cid, _, _, attr in self.fields})
+        return self.view.form(**{f.attr: self.query_one(f"#{f.id}", Input).value for f in self.view.fields})
 
     def spec_or_explain(self) -> Any:
         has_gpu = bool(getattr(self.app.options.machine, "gpus", None))
-        build = type(self).build_spec
-        return self.built_or_explained(lambda: build(self.form_values(), has_gpu), self.error_id, self.field_control)
+        view = self.view
+        return self.built_or_explained(
+            lambda: view.build_spec(self.form_values(), has_gpu), f"{view.prefix}-error", view.field_control
+        )
 
     def action_leave_field(self) -> None:
         self.set_focus(None)
 
     @on(Input.Changed)
     def _edited(self) -> None:
+        """A bad value explained as it is typed; the title and the ranking follow the form (the Inference view's
+        Kind)."""
         self.spec_or_explain()
+        self.draw_title()
+        self._session()
 
-    # the screen's own parts
-    def make_session(self, spec: Any) -> Any:
-        raise NotImplementedError
-
-    def has_figures(self, result: Any) -> bool:
-        """Whether an ended run measured anything (it then joins the session's ranking)."""
-        raise NotImplementedError
-
+    # -------------------------------------------------------------- drawing
     def draw_title(self) -> None:
-        raise NotImplementedError
+        t = self.view.title(self.state, self.status, self.form_values())
+        out = title_text(t.heading, t.status)
+        for text, style in t.facts:
+            out.append(text, style=style)
+        self.query_one(f"#{self.view.prefix}-title", Static).update(out)
+
+    def _fill(self, which: str, rows: list) -> None:
+        table = self.query_one(f"#{self.view.prefix}-{which}", DataTable)
+        table.clear()
+        for row in rows:
+            table.add_row(*map(_cell, row))
 
     def _table(self) -> None:
-        raise NotImplementedError
+        self._fill("table", self.view.table_rows(self.state))
 
     def _session(self) -> None:
-        raise NotImplementedError
+        rows = self.view.session_rows(self.session_results, self.saved, self.state, self.status, self.form_values())
+        self._fill("session", rows)
 
     def redraw(self) -> None:
         self.draw_title()
@@ -174,7 +177,7 @@ class WorkloadRunScreen(ConsoleScreen):
         if spec is None:
             return
         self.values = self.form_values()
-        self.state = self.state_class()
+        self.state = self.view.state()
         self.state.start(spec)
         self.status = "preparing"
         self.set_focus(None)
@@ -202,7 +205,7 @@ class WorkloadRunScreen(ConsoleScreen):
         self.finished.wait(timeout)
 
     def _run(self, spec: Any) -> None:
-        session = self.session = self.make_session(spec)
+        session = self.session = self.view.session(spec)
         try:
             session.prepare(lambda done, total: self.post_message(WorkloadPreparing(done, total)))
             result = session.run(on_tick=lambda tick: self.post_message(WorkloadTicked(tick)))
@@ -238,23 +241,18 @@ class WorkloadRunScreen(ConsoleScreen):
         self.status = {"ok": "finished", "interrupted": "stopped"}.get(result.status, "failed")
         if result.status == "failed":
             self.notify(result.error or "the run failed", title=f"{self.what} failed", severity="error", timeout=10)
-        if self.has_figures(result):
+        if self.view.has_figures(result):
             self.session_results.append(result)
         self.redraw()
 
     # ----------------------------------------------------------- saved ones
-    def open_saved_runs(self, prompt: str, kinds: tuple[Any, ...]) -> None:
-        """Ask for a saved run of one of the workloads ``kinds`` (``WorkloadKind``); its runs join the ranking,
-        labelled by the file's name."""
-        import os
+    def action_open(self) -> None:
+        """A saved run (or runs) of the view's workload joins the session's ranking, shown even where narrow."""
 
-        from xferscope.workloads.common.saved_kind import workload_of
+        def show() -> None:
+            self.query_one(f"#{self.view.prefix}-session-panel").display = True
 
-        def runs(path: str) -> list:
-            name = os.path.basename(path)
-            return [(name, r) for r in workload_of(path, kinds).compare_saved([path]).results]
-
-        self.open_saved(prompt, runs)
+        self.open_saved(*self.view.saved, show)
 
     def open_saved(self, prompt: str, load: Callable[[str], list], then: Callable[[], None] | None = None) -> None:
         """Ask for a saved file; what ``load`` reads from it joins ``saved`` (a file it refuses: its one line under
@@ -283,4 +281,4 @@ class WorkloadRunScreen(ConsoleScreen):
         self.status = "stopped" if message.reason.endswith(STOPPED_WHILE_MAKING) else "failed"
         self.notify(message.reason, title=self.what, severity="error", timeout=10)
         self.redraw()
-        self.query_one(f"#{self.summary_id}", Static).update(Text(message.reason, style="bold red"))
+        self.query_one(f"#{self.view.prefix}-summary", Static).update(Text(message.reason, style="bold red"))

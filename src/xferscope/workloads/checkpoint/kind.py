@@ -1,4 +1,4 @@
-"""checkpoint as the registry of workloads holds it (``commands.workload_kinds``): its record, its files, and saved runs
+"""checkpoint as the registry of workloads holds it (``workloads.registry``): its record, its files, and saved runs
 ranked (`workload compare`): xferscope's checkpoint records (a run, or every path of a side-by-side) and DLIO's
 checkpointing ``summary.json``, by the time until a save is durable with the restore time beside it, as the live
 side-by-side ranks them; a run on this host (or its plan), and its text.
@@ -24,7 +24,7 @@ from xferscope.workloads.checkpoint.session import (
     compare_paths,
     run_checkpoints,
 )
-from xferscope.workloads.common.kind import Progress, WorkloadKind
+from xferscope.workloads.common.kind import RunProgress, WorkloadKind
 from xferscope.workloads.common.side_by_side import entries, saved_records, saved_runs
 
 #: the kinds of xferscope's checkpoint files: a run, several paths side by side
@@ -87,7 +87,7 @@ def compare_saved(files: list[str]) -> CheckpointComparison:
 
 
 def measure(
-    request: CheckpointRequest, rounds: int, progress: Progress
+    request: CheckpointRequest, rounds: int, progress: RunProgress
 ) -> CheckpointRecord | CheckpointComparison | CheckpointPlan:
     """Every path's spec checked first (one line before anything is written), then the plan (``--plan``), or the
     run (several paths: in rotated rounds)."""

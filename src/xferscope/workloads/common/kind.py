@@ -1,4 +1,4 @@
-"""A workload as the layers above it iterate it (``commands.workload_kinds``): its name, the record of its runs
+"""A workload as the layers above it iterate it (``workloads.registry``): its name, the record of its runs
 (the schema of its files), the kinds of file it saves, its saved runs ranked side by side (`workload compare`), how
 it runs on this host (``measure``), and its records in words and in CSV; the terminal's part (a live line, the
 files written, the exit) is the same for every workload (``output.workload_run``)."""
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 
-class Progress(NamedTuple):
+class RunProgress(NamedTuple):
     """What a run on this host tells as it goes, each None where nothing is shown: its data set being made (done,
     of), a tick of the run (the workload's own); and a warning, one line."""
 
@@ -29,9 +29,9 @@ class WorkloadKind:
     record: type  # a run's record (`xferscope schema NAME`)
     files: dict[str, type]  # the ``kind`` of each file it saves (a run, its paths side by side, ...): its record
     compare_saved: Callable[[list[str]], Any]  # saved files of it (each known to be of it) ranked side by side
-    #: (its command's request, rounds, Progress) -> what it measured on this host: a run's record, its paths side by
+    #: (its command's request, rounds, RunProgress) -> what it measured on this host: a run's record, its paths side by
     #: side, or what else its command asks for (checkpoint's --plan)
-    measure: Callable[[Any, int, Progress], Any]
+    measure: Callable[[Any, int, RunProgress], Any]
     lines: Callable[[Any], list[Any]]  # what ``measure`` or ``compare_saved`` gave, in words (lines and tables)
     csv: Callable[[Any], str]  # the same as ``--csv`` writes it
     tick_text: Callable[[Any], str]  # a tick of a run as the live line shows it

@@ -1,4 +1,4 @@
-"""Which workload a saved file is of (``kinds``: every workload, as ``commands.workload_kinds`` registers them): its
+"""Which workload a saved file is of (``kinds``: every workload, as ``workloads.registry`` registers them): its
 ``kind``, or the metric of DLIO's summary.json; a file none of them reads is one line naming it, and files of two
 workloads do not compare."""
 

@@ -1,4 +1,4 @@
-"""kvcache and load as the registry of workloads holds them (``commands.workload_kinds``): their records, their
+"""kvcache and load as the registry of workloads holds them (``workloads.registry``): their records, their
 files, saved runs of one of them ranked as the live side-by-side ranks them (by restore time, by load time), a run
 on this host (its paths side by side in rotated rounds), and their text."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from xferscope.workloads.common.kind import Progress, WorkloadKind
+from xferscope.workloads.common.kind import RunProgress, WorkloadKind
 from xferscope.workloads.common.side_by_side import HostRun, entries, saved_records, saved_runs
 from xferscope.workloads.inference import text
 from xferscope.workloads.inference.kvcache import KvComparison, KvSession
@@ -34,7 +34,7 @@ def compare_load(files: list[str]) -> LoadComparison:
     return LoadComparison(rounds=0, entries=entries(runs, lambda r: r.load_s), results=every)
 
 
-def _measure(session: Any, request: InferenceRequest, rounds: int, progress: Progress) -> Any:
+def _measure(session: Any, request: InferenceRequest, rounds: int, progress: RunProgress) -> Any:
     """The data made (or found), then one run, or the paths side by side in ``rounds``."""
     paths = request.paths
     try:
@@ -46,11 +46,11 @@ def _measure(session: Any, request: InferenceRequest, rounds: int, progress: Pro
         session.close()
 
 
-def measure_kvcache(request: InferenceRequest, rounds: int, progress: Progress) -> KvResult | KvComparison:
+def measure_kvcache(request: InferenceRequest, rounds: int, progress: RunProgress) -> KvResult | KvComparison:
     return _measure(KvSession(request.spec), request, rounds, progress)
 
 
-def measure_load(request: InferenceRequest, rounds: int, progress: Progress) -> LoadResult | LoadComparison:
+def measure_load(request: InferenceRequest, rounds: int, progress: RunProgress) -> LoadResult | LoadComparison:
     return _measure(LoadSession(request.spec), request, rounds, progress)
 
 

@@ -1,10 +1,10 @@
-"""train as the registry of workloads holds it (``commands.workload_kinds``): its record, its files (a run, a
+"""train as the registry of workloads holds it (``workloads.registry``): its record, its files (a run, a
 comparison, a --find-max search), DLIO's training summary.json, saved runs ranked by the accelerators they sustain
 and AU, a run on this host, and its text."""
 
 from __future__ import annotations
 
-from xferscope.workloads.common.kind import Progress, WorkloadKind
+from xferscope.workloads.common.kind import RunProgress, WorkloadKind
 from xferscope.workloads.train import text
 from xferscope.workloads.train.options import TrainRequest
 from xferscope.workloads.train.train import TrainSession
@@ -17,7 +17,7 @@ def compare_saved(files: list[str]) -> TrainComparison:
     return TrainComparison(rounds=0, entries=rank([e for f in files for e in load_entries(f)]))
 
 
-def measure(request: TrainRequest, rounds: int, progress: Progress) -> TrainResult | FindMaxResult | TrainComparison:
+def measure(request: TrainRequest, rounds: int, progress: RunProgress) -> TrainResult | FindMaxResult | TrainComparison:
     """The data set made (or found), then one run, a --find-max search, or the paths side by side in ``rounds``."""
     paths, upper, tick = request.paths, request.upper, progress.tick
     session = TrainSession(request.spec)

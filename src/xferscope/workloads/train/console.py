@@ -1,18 +1,36 @@
-"""What the Workload view holds and draws: its form, the spec it makes, and a training run's ticks and result as
-they arrive (a bar per accelerator). No Textual here."""
+"""The console's Workload view of a training run (``workloads.common.console_view``): will this storage keep N GPUs
+busy? Its form, the spec it makes, the run's ticks and result as they arrive (a bar of AU per accelerator against
+the threshold), the session's runs ranked beside."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
-from rich.text import Text
-
+from xferscope.units import figure_text
+from xferscope.workloads.common.console_view import PRESS_R, Cell, ConsoleView, FormField, Row, Title, making
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES, installed
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.options import AcceleratorOptions, TrainShapeOptions
+from xferscope.workloads.train.text import table_lines
+from xferscope.workloads.train.train import TrainSession
+from xferscope.workloads.train.train_compare import entry_of_runs, load_entries, rank
 from xferscope.workloads.train.train_record import TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec, train_spec
+
+#: xferscope's paths, and a PyTorch DataLoader where torch is installed here
+PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(TRAIN_LIBRARIES))
+FIELDS = (
+    FormField("wl-preset", "Preset", "unet3d, cosmoflow, resnet50", "preset"),
+    FormField("wl-path", "Path", PATH_HINT, "path"),
+    FormField("wl-compute", "Compute", "gpu, sleep", "compute"),
+    FormField("wl-accelerators", "Acc", "1", "accelerators"),
+    FormField("wl-type", "Type", "h100, a100", "accelerator_type"),
+    FormField("wl-files", "Files", "400", "files"),
+    FormField("wl-seconds", "Run s", "10", "seconds"),
+    FormField("wl-target", "Dir", "where the data set goes (empty: temporary)", "target"),
+)
 
 #: SpecError field -> the form control that explains it
 FIELD_CONTROL = {
@@ -67,8 +85,6 @@ def build_spec(values: WorkloadFormValues, has_gpu: bool) -> TrainSpec:
 def session_entries(results: list[TrainResult], saved: list | None = None):
     """The session's finished training runs, and saved ones opened (``saved``: entries of `workload compare`),
     side by side, ranked as `workload compare` ranks them."""
-    from xferscope.workloads.train.train_compare import entry_of_runs, rank
-
     entries = []
     for i, r in enumerate(results, 1):
         s = r.spec
@@ -76,22 +92,14 @@ def session_entries(results: list[TrainResult], saved: list | None = None):
     return rank(entries + list(saved or []))
 
 
-def au_bar(au: float | None, threshold: float, width: int = 24) -> Text:
+def au_bar(au: float | None, threshold: float, width: int = 24) -> Cell:
     """AU as a bar of ``width`` cells, green at or above the threshold, red below, the threshold marked ``|``."""
-    out = Text(no_wrap=True)
     if au is None or math.isnan(au):
-        return out.append("·" * width, style="dim")
+        return (("·" * width, "dim"),)
     filled = round(max(0.0, min(1.0, au)) * width)
     mark = min(width - 1, round(threshold * width))
     style = "green" if au >= threshold else "red"
-    for i in range(width):
-        if i == mark:
-            out.append("|", style="bold")
-        elif i < filled:
-            out.append("█", style=style)
-        else:
-            out.append("·", style="dim")
-    return out
+    return tuple(("|", "bold") if i == mark else ("█", style) if i < filled else ("·", "dim") for i in range(width))
 
 
 @dataclass
@@ -171,3 +179,92 @@ class WorkloadState:
     @property
     def mb_per_s(self) -> float | None:
         return self.bytes_read / self.t / 1e6 if self.t > 0 else None
+
+
+def table_rows(state: WorkloadState) -> list[Row]:
+    """A row an accelerator: the bar is AU against the threshold (|); waits in ms, the first batch in s."""
+    spec = state.spec
+    if spec is None:
+        return []
+    rows: list[Row] = []
+    for row in state.rows.values():
+        gpu = spec.gpu_of(row.index)
+        rows.append(
+            (
+                str(row.index),
+                "-" if gpu is None else str(gpu),
+                str(row.steps),
+                "-" if row.au is None else f"{100 * row.au:.1f}%",
+                au_bar(row.au, spec.au_threshold, width=12),
+                figure_text(row.samples_per_s, "{:.1f}"),
+                figure_text(row.mb_per_s, "{:.0f}"),
+                *(figure_text(None if w is None else 1000 * w, "{:.1f}") for w in (row.wait_p50_s, row.wait_p99_s)),
+                figure_text(row.first_batch_s, "{:.2f}"),
+            )
+        )
+    return rows
+
+
+def session_rows(results: list[TrainResult], saved: list, *_: object) -> list[Row]:
+    rows: list[Row] = []
+    for i, e in enumerate(session_entries(results, saved), 1):
+        passed = {True: "pass", False: "fail", None: "-"}[e.passed]
+        style = "green" if e.passed else "red" if e.passed is False else ""
+        rows.append(
+            (
+                str(i),
+                e.label,
+                figure_text(None if e.value is None else 100 * e.value, "{:.1f}%"),
+                ((passed + (" =" if e.level_with else ""), style),),
+            )
+        )
+    return rows
+
+
+def title(state: WorkloadState, status: str, _form: object) -> Title:
+    facts: list[tuple[str, str]] = []
+    spec = state.spec
+    if spec is not None:
+        facts.append((f" · {spec.preset} x{spec.accelerators} through {spec.path}, compute {spec.compute}", ""))
+    made = making(state, status)
+    if made:
+        facts += made
+    elif state.t > 0:
+        au = state.au
+        facts.append((f" · {state.t:.1f} s · AU {'-' if au is None else f'{100 * au:.1f}%'}", ""))
+        if state.mb_per_s is not None:
+            facts.append((f" · {state.mb_per_s:.0f} MB/s read", ""))
+    if status == "idle":
+        facts.append(PRESS_R)
+    return Title("workload train", status, facts)
+
+
+VIEW = ConsoleView(
+    name="workload",
+    key="w",
+    label="Workload",
+    what="training run",
+    leaving="stopping the training run and removing its data set…",
+    prefix="wl",
+    fields=FIELDS,
+    form=WorkloadFormValues,
+    field_control=FIELD_CONTROL,
+    build_spec=build_spec,
+    state=WorkloadState,
+    session=TrainSession,
+    has_figures=lambda r: bool(r.accelerators) and any(a.steps for a in r.accelerators),
+    summary=lambda r: table_lines(r, per_accelerator=False),
+    saved=("Open a saved training run (workload train --json) or DLIO's summary.json", load_entries),
+    figures_panel=("accelerators", "Accelerator utilisation (AU), the first step left out, as DLIO"),
+    session_title="Runs ranked by AU (= level)",
+    table_headers=("acc", "gpu", "steps", "AU", "vs threshold", "smp/s", "MB/s", "wait50", "wait99", "1st s"),
+    session_headers=("#", "run", "AU", "pass"),
+    idle_text=(
+        "each emulated accelerator reads its batches by the path into GPU memory (host: host memory, as DLIO) and "
+        "computes on each for the preset's time; AU is the share of time spent computing"
+    ),
+    table_rows=table_rows,
+    session_rows=session_rows,
+    title=title,
+    session_min_width=120,  # the accelerators' bars need the width
+)

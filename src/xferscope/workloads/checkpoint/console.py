@@ -1,6 +1,8 @@
-"""What the Checkpoint view holds and draws: its form (a model's checkpoints, this host's share of 8 ranks, by a
-path), the run it asks for, and the run's ticks (the phase, each rank's bytes written) and record as they arrive.
-No Textual here."""
+"""The console's Checkpoint view (``workloads.common.console_view``): how long does this storage hold training up to
+save the model, and how long does a restart take to read it back? A model's checkpoints (this host's share of 8
+ranks, `workload checkpoint --subset`) written by a path from where the states live, evicted and read back: its
+form, the run it asks for, live the phase and each rank's bytes written, then the run's figures, and the session's
+runs ranked beside."""
 
 from __future__ import annotations
 
@@ -9,10 +11,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from xferscope.errors import SpecError
+from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointTick
+from xferscope.workloads.checkpoint.kind import CHECKPOINT
 from xferscope.workloads.checkpoint.options import CheckpointSizeOptions, ModelShapeOptions, checkpoint_spec
 from xferscope.workloads.checkpoint.plan import CheckpointPlan
-from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions
+from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
+from xferscope.workloads.checkpoint.text import run_lines
+from xferscope.workloads.common.console_view import PRESS_R, ConsoleView, FormField, Row, Title, saved_runs
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, installed
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 
@@ -30,6 +37,16 @@ FIELD_CONTROL = {
     "gpu": "ck-model",
 }
 SAVES = ("sync", "async")
+#: xferscope's paths, and the checkpoint libraries installed here (a path typed that is not: one line under it)
+PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(CHECKPOINT_LIBRARIES))
+FIELDS = (
+    FormField("ck-model", "Model", "llama3-8b, llama3-70b, llama3-405b, llama3-1t", "model"),
+    FormField("ck-path", "Path", PATH_HINT, "path"),
+    FormField("ck-scale", "Scale", "each file's share: 0.01", "scale"),
+    FormField("ck-checkpoints", "Checkpoints", "written, then read: 4", "checkpoints"),
+    FormField("ck-save", "Save", "sync, async", "save"),
+    FormField("ck-target", "Dir", "where the checkpoints go (empty: temporary)", "target"),
+)
 
 
 @dataclass
@@ -79,8 +96,6 @@ def build_spec(values: CheckpointFormValues, has_gpu: bool) -> CheckpointAsk:
 
 
 def describe(ask: CheckpointAsk) -> str:
-    from xferscope.units import format_bytes
-
     s = ask.plan.spec
     scaled = f" (scaled {s.scale:g})" if s.scale < 1 else ""
     mode = ", --async" if s.pinned_copies else ""
@@ -136,3 +151,74 @@ def session_entries(results: list, saved: list | None = None) -> list[Entry]:
     """The session's finished runs and saved ones opened, ranked as `workload compare` ranks them: by the time
     until a save is durable."""
     return entries(session_runs(results, saved or []), lambda r: r.save_seconds, beside=lambda r: r.restore_seconds)
+
+
+def _seconds(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "-" if x is None else fmt.format(x)
+
+
+def table_rows(state: CheckpointState) -> list[Row]:
+    return [
+        (
+            str(row.rank),
+            "host" if row.gpu is None else str(row.gpu),
+            format_bytes(row.bytes),
+            _seconds(row.write_s),
+            _seconds(row.restore_s),
+        )
+        for row in state.rows
+    ]
+
+
+def session_rows(results: list, saved: list, *_: object) -> list[Row]:
+    return [
+        (
+            str(i),
+            e.label + (" =" if e.level_with else ""),
+            _seconds(e.value),
+            _seconds(e.beside),
+            _seconds(e.gb_per_s, "{:.2f}"),
+        )
+        for i, e in enumerate(session_entries(results, saved), 1)
+    ]
+
+
+def title(state: CheckpointState, status: str, _form: object) -> Title:
+    facts: list[tuple[str, str]] = []
+    if state.spec is not None:
+        facts.append((f" · {describe(state.spec)}", ""))
+    if state.phase and status in ("running", "stopping"):
+        facts.append((f" · {state.phase} checkpoint {state.checkpoint} · {state.bytes / 1e9:.2f} GB written", ""))
+    if status == "idle":
+        facts.append(PRESS_R)
+    return Title("workload checkpoint", status, facts)
+
+
+VIEW = ConsoleView(
+    name="checkpoint",
+    key="k",
+    label="Checkpoint",
+    what="checkpoint run",
+    leaving="stopping the checkpoint run and removing its checkpoints…",
+    prefix="ck",
+    fields=FIELDS,
+    form=CheckpointFormValues,
+    field_control=FIELD_CONTROL,
+    build_spec=build_spec,
+    state=CheckpointState,
+    session=lambda ask: CheckpointSession(ask.plan, ask.options),
+    has_figures=lambda r: bool(r.saves),
+    summary=run_lines,
+    saved=("Open a saved run (workload checkpoint --json)", saved_runs(CHECKPOINT)),
+    figures_panel=("ranks", "Each rank: bytes written (live), then its mean save and restore"),
+    session_title="Runs ranked by time until durable (= level)",
+    table_headers=("rank", "gpu", "written", "save s", "restore s"),
+    session_headers=("#", "run", "save s", "restore s", "GB/s"),
+    idle_text=(
+        "this host's share of 8 ranks (MLPerf Storage's subset mode) written by the path, fsync per file, evicted, "
+        "read back with a rank shift and every byte checked. r starts, x stops, o opens a saved run"
+    ),
+    table_rows=table_rows,
+    session_rows=session_rows,
+    title=title,
+)
