@@ -15,9 +15,8 @@ ranks start the timed region together, and rank 0 aggregates live and reports.
 * ``session``   ``run_spec_mpi``: the steps on every rank
 * ``runs``, ``replay``, ``saturate``, ``report``  compare, a profile's replay and the knee searches across ranks,
   and what rank 0 prints of them
-* ``workload_ranks``, ``workload_train``, ``workload_checkpoint``, ``data_set_job``  the workloads' jobs: each
-  rank's share, begun together, and rank 0's record of the job (``data_set_job``: any workload whose ranks read a
-  data set made for them, kvcache and load, from what its package declares)
+* ``workload_ranks``  every workload's job, as its package declares it: each rank's share, begun together, and
+  rank 0's record of the job
 """
 
 from __future__ import annotations

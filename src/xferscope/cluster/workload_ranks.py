@@ -1,6 +1,7 @@
-"""What every workload across the ranks of an MPI job shares (``workload train --mpi``; the next kinds build on it):
-the same spec on every rank, a data set made once per host or once in all, timed regions started together, and
-every rank's outcome handed to all.
+"""Every workload across the ranks of an MPI job (``workload NAME --mpi``), its job as its package declares it
+(``workloads.common.across_ranks.RanksJob``): the same spec on every rank, a data set made once per host or once in
+all, timed regions started together, and every rank's outcome handed to all; rank 0 prints and writes the job's
+record as every workload's is (``output.workload_run``).
 
 Each step is an agreement (``session.agree_or_raise``): one rank's failure is every rank's, said once by rank 0
 with the rank and host, and the rank's files are removed first (``cleanup``).
@@ -11,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from typing import Any, NamedTuple, NoReturn, Protocol, TypeVar
+from typing import Any, NamedTuple, NoReturn, TypeVar
 
 import typer
 
@@ -28,30 +29,16 @@ from xferscope.cluster.session import (
 from xferscope.cluster.world import TAG_HALT, World, launcher, open_world
 from xferscope.errors import EnvironmentProblem, ExitCode, SpecError
 from xferscope.gpus import gpu_count
+from xferscope.output.terminal import clear_line
+from xferscope.output.workload_run import live_progress, show_workload
 from xferscope.spec import parse_int_list
+from xferscope.workloads.common.across_ranks import D, RankJob, RanksJob
 from xferscope.workloads.common.job_ranks import JobFacts
 from xferscope.workloads.common.process_run import close_interrupted_later, join_closing, stop_when
 
 S = TypeVar("S")
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-class RankJob(Protocol[R]):
-    """A workload's steps on one rank: ``run`` makes its data (once per host or in all) and measures; the job's
-    record, the same on every rank."""
-
-    def run(self) -> R: ...
-
-
-class DataSet(Protocol):
-    """A data set a rank made or reads: where it is, and whether it is read with O_DIRECT."""
-
-    root: str
-    direct: bool
-
-
-D = TypeVar("D", bound=DataSet)
 
 
 class _Ended(NamedTuple):
@@ -93,7 +80,8 @@ def exit_code(status: str) -> int:
 
 
 class WorkloadRanks:
-    """This rank's place in the job and the steps every workload kind takes across the ranks."""
+    """This rank's place in the job and the steps every workload kind takes across the ranks (what a workload's job
+    is given: ``workloads.common.across_ranks.Ranks``)."""
 
     def __init__(self, world: World, layout: Layout, cleanup: Callable[[], None]):
         self.world, self.layout, self.cleanup = world, layout, cleanup
@@ -120,6 +108,31 @@ class WorkloadRanks:
     @property
     def is_root(self) -> bool:
         return self.world.is_root
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def size(self) -> int:
+        return self.layout.size
+
+    @property
+    def host(self) -> str:
+        return self.layout.mine.host
+
+    @property
+    def hosts(self) -> int:
+        return len(self.layout.hosts)
+
+    def allgather(self, mine: T) -> list[T]:
+        return self.world.allgather(mine)
+
+    def own(self, text: str | None, field: str) -> str | None:
+        return expand(text, field, self.layout.mine)
+
+    def gpus(self, gpu_text: str | None, uses_gpu: bool, given: tuple[int, ...]) -> tuple[int, ...]:
+        return rank_gpus(gpu_text, uses_gpu, given, self.layout)
 
     def facts(self) -> JobFacts:
         """How this job runs, for its record."""
@@ -254,6 +267,7 @@ def run_on_every_rank(
         live = ranks.is_root and fmt != "json" and os.isatty(2)
         try:
             result = job_of(ranks, spec, live).run()
+            clear_line(live)
             if ranks.is_root:  # the record first: after Ctrl-C the launcher gives the ranks little time
                 written = emit(result)
         finally:
@@ -269,3 +283,20 @@ def run_on_every_rank(
     elif code == ExitCode.INTERRUPTED:
         typer.echo("xferscope: interrupted; what every rank measured is above", err=True)
     raise typer.Exit(code or written)
+
+
+def run_workload_job(make: Callable[[], Any], declared: RanksJob, kind: Any, **out: Any) -> NoReturn:
+    """A workload's job as its package declares it, run by every rank (``out``: fmt, json_path, csv_path); rank 0
+    shows its progress live and prints and writes the job's record (``kind``: the workload's ``WorkloadKind``)."""
+
+    def job_of(ranks: WorkloadRanks, request: Any, live: bool) -> RankJob:
+        return declared.job(ranks, request, live_progress(kind, live, f"rank 0 of {ranks.size}: "))
+
+    run_on_every_rank(
+        make,
+        declared.comparable,
+        job_of,
+        lambda result: show_workload(kind, result, **out),
+        fmt=out["fmt"],
+        status_of=declared.status_of,
+    )

@@ -54,21 +54,10 @@ def workload_command(workload: Workload) -> Callable[..., None]:
 
             run_here(workload.kind, make(), run.rounds, **run.outputs)
             return
-        from xferscope.cluster.workload_ranks import check_launcher
+        from xferscope.cluster.workload_ranks import check_launcher, run_workload_job
 
         check_launcher()
-        across = imported(workload.across_at)
-        from xferscope.workloads.common.job_ranks import DataSetJob
-
-        if isinstance(across, DataSetJob):  # the steps every data-set workload takes across the ranks
-            from xferscope.cluster.data_set_job import run_data_set_job
-            from xferscope.output.workload_run import show_workload
-
-            run_data_set_job(
-                make, across, lambda result, **out: show_workload(workload.kind, result, **out), **run.outputs
-            )
-            return
-        across(make, **run.outputs)
+        run_workload_job(make, imported(workload.across_at), workload.kind, **run.outputs)
 
     command.__name__ = command.__qualname__ = f"{workload.name}_command"
     command.__doc__ = shape.help

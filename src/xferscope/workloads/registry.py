@@ -7,7 +7,8 @@ NAME's command alone):
   replays;
 - its kind (``workloads.common.kind.WorkloadKind``: its record and files, its saved runs ranked, its run on this
   host, its text), which the terminal prints and writes as every workload's (``output.workload_run``);
-- what every rank of an MPI job runs (``--mpi``);
+- what every rank of an MPI job runs (``--mpi``: ``workloads.common.across_ranks.RanksJob``), which the cluster's
+  ``WorkloadRanks`` runs as every workload's;
 - its console view (``workloads.common.console_view.ConsoleView``), which the console's one workload screen draws
   (two workloads may share a view: kvcache and load, the Inference view).
 
@@ -29,9 +30,7 @@ class Workload(NamedTuple):
     name: str
     command_at: str  # its ``CommandShape``
     kind_at: str  # its ``WorkloadKind``
-    #: across(make, *, fmt, json_path, csv_path), run by every rank (--mpi); or its ``DataSetJob`` (a workload whose
-    #: ranks read a data set made for them), run by ``cluster.data_set_job``
-    across_at: str
+    across_at: str  # its ``RanksJob`` (``workloads.common.across_ranks``): what every rank runs (--mpi)
     view_at: str  # its ``ConsoleView``
 
     @property
@@ -40,13 +39,12 @@ class Workload(NamedTuple):
 
 
 _IN = "xferscope.workloads."
-_MPI = "xferscope.cluster.workload_"
 WORKLOADS = (
     Workload(
         "train",
         f"{_IN}train.options:COMMAND",
         f"{_IN}train.kind:TRAIN",
-        f"{_MPI}train:train_mpi",
+        f"{_IN}train.rank_job:TRAIN_JOB",
         f"{_IN}train.console:VIEW",
     ),
     Workload(
@@ -67,7 +65,7 @@ WORKLOADS = (
         "checkpoint",
         f"{_IN}checkpoint.options:COMMAND",
         f"{_IN}checkpoint.kind:CHECKPOINT",
-        f"{_MPI}checkpoint:checkpoint_mpi",
+        f"{_IN}checkpoint.rank_job:CHECKPOINT_JOB",
         f"{_IN}checkpoint.console:VIEW",
     ),
 )

@@ -52,20 +52,6 @@ class RankResult(Generic[R, D]):
         }
 
 
-class DataSetJob(NamedTuple):
-    """What a workload whose ranks read a data set made for them (a cache, shards) declares for its job across the
-    ranks of an MPI job; the cluster's ``data_set_job`` runs it, the same steps for every such workload. Adding MPI
-    to one is this, and its ``merge``."""
-
-    session: Callable[[Any], Any]  # the session of a rank's spec (check, generate, run, close)
-    named: Callable[[Any], str]  # what every rank must run, in words ("model llama3.1-8b")
-    given: Callable[[Any], bool]  # the user's own data, read where it is (not made)
-    data: str  # the session's attribute that holds its data set
-    adopt: Callable[[Any, str, bool], Any]  # (spec, root, direct): a set another rank made, None where unreadable
-    part: Callable[[Any, int, int], tuple[int, int]]  # (request, rank, ranks): this rank's part of the job
-    merge: Callable[[Sequence[RankResult], JobFacts, Any], Any]  # (every rank's, the facts, the request): the record
-
-
 class JobRankRow(msgspec.Struct, kw_only=True):
     """One rank of an MPI job in the job's record, as it measured itself; each kind adds its figures."""
 

@@ -21,6 +21,8 @@ rank's failure is every rank's, said once by rank 0):
 
 A rank whose process dies is marked failed; the others stop at their next checkpoint, their figures kept, and the
 exit is non-zero. Ctrl-C on the launcher (its SIGTERM to the ranks) ends every rank's run with what it measured.
+
+What this package declares (``CHECKPOINT_JOB``); the cluster's ``WorkloadRanks`` runs it as every workload's.
 """
 
 from __future__ import annotations
@@ -28,24 +30,19 @@ from __future__ import annotations
 import dataclasses
 import os
 import shutil
-from collections.abc import Callable
 
 import msgspec
 
-from xferscope.cluster.layout import expand
-from xferscope.cluster.workload_ranks import WorkloadRanks, rank_gpus, run_on_every_rank
 from xferscope.errors import SpecError
-from xferscope.output.terminal import clear_line
-from xferscope.output.workload_run import live_progress, show_workload
-from xferscope.target import memory_total
 from xferscope.units import format_bytes
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
-from xferscope.workloads.checkpoint.kind import CHECKPOINT
 from xferscope.workloads.checkpoint.layout import Rank, dcp_metadata
 from xferscope.workloads.checkpoint.options import CheckpointRequest
-from xferscope.workloads.checkpoint.plan import CheckpointPlan, CheckpointSpec
-from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
+from xferscope.workloads.checkpoint.plan import CheckpointPlan
+from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointSession
+from xferscope.workloads.common.across_ranks import Ranks, RanksJob, rank_result
 from xferscope.workloads.common.generated import DISK_MARGIN
+from xferscope.workloads.common.kind import RunProgress
 
 
 def _comparable(request: CheckpointRequest) -> tuple[str, bytes]:
@@ -58,23 +55,16 @@ def _comparable(request: CheckpointRequest) -> tuple[str, bytes]:
 class CheckpointJobRanks:
     """The steps of ``workload checkpoint --mpi`` on one rank."""
 
-    def __init__(
-        self,
-        ranks: WorkloadRanks,
-        spec: CheckpointSpec,
-        options: CheckpointRunOptions,
-        gpu_text: str | None,
-        live: bool = False,
-    ):
-        me = ranks.layout.mine
-        self.ranks, self.live = ranks, live
+    def __init__(self, ranks: Ranks, request: CheckpointRequest, progress: RunProgress):
+        spec = request.spec
+        self.ranks, self.progress = ranks, progress
         self.spec = dataclasses.replace(
             spec,
-            directory=expand(spec.directory, "dir", me),
-            gpus=rank_gpus(gpu_text, spec.state != "host", spec.gpus, ranks.layout),
-            part=(ranks.world.rank, ranks.world.size),
+            directory=ranks.own(spec.directory, "dir"),
+            gpus=ranks.gpus(request.gpu_text, spec.state != "host", spec.gpus),
+            part=(ranks.rank, ranks.size),
         )
-        self.options = options
+        self.options = request.options
         self.session: CheckpointSession | None = None
         self.sources: tuple[tuple[Rank, str], ...] = ()
         self.index: bytes | None = None
@@ -101,15 +91,15 @@ class CheckpointJobRanks:
         self.ranks.step("the plan", planned)
         assert plan is not None and self.session is not None
         try:
-            where: tuple[str, int] | None = (self.ranks.layout.mine.host, os.stat(plan.directory).st_dev)
+            where: tuple[str, int] | None = (self.ranks.host, os.stat(plan.directory).st_dev)
         except OSError:  # gone since the plan: said by the check below
             where = None
-        rows = self.ranks.world.allgather((where, plan.here_bytes * plan.spec.checkpoints))
+        rows = self.ranks.allgather((where, plan.here_bytes * plan.spec.checkpoints))
         self.ranks.step("the free space", lambda: self._check_space(plan, where, rows))
         session = self.session
         self.ranks.step("the directories", session.open_dir)
         assert session.where is not None
-        world = self.ranks.world.allgather((self.ranks.layout.mine.host, plan.ranks, session.where.path))
+        world = self.ranks.allgather((self.ranks.host, plan.ranks, session.where.path))
         self.ranks.step("what each rank reads back", lambda: self._find_sources(world))
 
     @staticmethod
@@ -139,14 +129,14 @@ class CheckpointJobRanks:
             if not os.path.isdir(path):
                 raise SpecError(
                     "dir",
-                    f"dcp's ranks write in one directory, {path} on {host}, which {self.ranks.layout.mine.host} "
+                    f"dcp's ranks write in one directory, {path} on {host}, which {self.ranks.host} "
                     "cannot see: give a --dir every host shares",
                 )
             world = [(h, ranks, path) for h, ranks, _ in world]
-            self.shared = (path, (self.ranks.world.rank, self.ranks.world.size))
+            self.shared = (path, (self.ranks.rank, self.ranks.size))
         every = [(r, host, path) for host, ranks, path in world for r in ranks]
         at = {r.rank: i for i, (r, _, _) in enumerate(every)}
-        me = self.ranks.layout.mine.host
+        me = self.ranks.host
         sources = []
         assert self.session is not None
         for r in self.session.plan.ranks:
@@ -169,12 +159,11 @@ class CheckpointJobRanks:
         ranks, session = self.ranks, self.session
         assert session is not None
 
-        on_tick = live_progress(CHECKPOINT, self.live, f"rank 0 of {ranks.layout.size}: ").tick
+        on_tick = self.progress.tick
 
         def mine(record: CheckpointRecord) -> CheckpointRank:
             assert session.end is not None
-            host = ranks.layout.mine.host
-            return CheckpointRank(ranks.world.rank, host, record, memory_total(), os.cpu_count(), session.end)
+            return rank_result(ranks, record, session.end)
 
         parts = ranks.together(
             lambda on_ready, meet: session.run(on_tick, on_ready, meet, self.sources, self.index, self.shared),
@@ -182,23 +171,8 @@ class CheckpointJobRanks:
             lambda record: record.status != "ok",
             stop_at_word=False,  # a save under way ends, and is measured; the next meeting stops the rank
         )
-        clear_line(self.live)
-        derivation = session.plan.derivation(job=(ranks.layout.size, len(ranks.layout.hosts)))
+        derivation = session.plan.derivation(job=(ranks.size, ranks.hosts))
         return cluster_record(parts, ranks.facts(), derivation)
 
 
-def checkpoint_mpi(
-    make: Callable[[], CheckpointRequest], *, fmt: str, json_path: str | None, csv_path: str | None = None
-) -> None:
-    """Every rank runs this; rank 0 prints and writes, the others print nothing and exit with rank 0's code."""
-
-    def job_of(ranks: WorkloadRanks, request: CheckpointRequest, live: bool):
-        return CheckpointJobRanks(ranks, request.spec, request.options, request.gpu_text, live)
-
-    run_on_every_rank(
-        make,
-        _comparable,
-        job_of,
-        lambda r: show_workload(CHECKPOINT, r, fmt=fmt, json_path=json_path, csv_path=csv_path),
-        fmt=fmt,
-    )
+CHECKPOINT_JOB = RanksJob(_comparable, CheckpointJobRanks)
