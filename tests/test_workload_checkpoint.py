@@ -3,6 +3,7 @@ in DLIO's files or PyTorch DCP's; ``--plan`` prints them (and writes nothing); b
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -95,6 +96,18 @@ def test_checkpoints_that_do_not_fit_are_refused_with_the_scale_that_fits(tmp_pa
     plan = CheckpointSpec(checkpoint_model("llama3-405b"), directory=str(tmp_path)).plan()
     disk = str(plan.refusals[0])
     assert "does not fit the free space" in disk and "--scale" in disk
+
+
+def test_plan_s_csv_is_a_row_a_rank_with_its_bytes(cli, tmp_path):
+    out = tmp_path / "plan.csv"
+    r = cli(
+        "workload", "checkpoint", "llama3-8b", "--plan", "--scale", "0.01", "--dir", str(tmp_path), "--csv", str(out)
+    )
+    assert r.code == 0, r.err
+    rows = list(csv.DictReader(out.open()))
+    assert [row["row"] for row in rows] == [f"rank {k}" for k in range(8)]
+    assert all(int(row["bytes"]) > 0 and row["status"] == "planned" for row in rows)
+    assert sorted(os.listdir(tmp_path)) == ["plan.csv"]  # nothing else written
 
 
 def test_plan_prints_each_ranks_files_and_writes_nothing(cli, tmp_path):

@@ -1,4 +1,4 @@
-"""The registry of workloads (``commands.workload_kinds``): every workload has its command, its record's schema and
+"""The registry of workloads (``workloads.registry``): every workload has its command, its record's schema and
 the kinds of its files, and `workload compare` finds the workload of saved files through it."""
 
 from __future__ import annotations
@@ -132,3 +132,24 @@ def test_a_form_field_left_empty_is_the_command_s_default(no_gpu):
 
     spec = _form_spec("train", {"preset": "unet3d", "files": "", "accelerator_type": ""})
     assert spec.files == preset("unet3d").files and spec.accelerator_type == "h100"
+
+
+async def test_every_registered_view_is_a_console_view_its_key_shows(tmp_path, no_gpu):
+    """The console's workload views are the registry's: each shown by its key, its form's fields and tables
+    drawn by the one workload screen from what its package declares, and the registry's workloads each in one."""
+    from tui_helpers import make_app, wait_for
+
+    from xferscope.app.screens.workload_run import WorkloadScreen
+    from xferscope.workloads.registry import WORKLOADS, console_views, imported
+
+    views = console_views()
+    assert {imported(w.view_at).name for w in WORKLOADS} == {v.name for v in views}
+    app = make_app(tmp_path)
+    async with app.run_test(size=(130, 40)) as pilot:
+        for view in views:
+            await pilot.press(view.key)
+            await wait_for(pilot, lambda v=view: isinstance(app.screen, WorkloadScreen) and app.screen.view is v)
+            screen = app.screen
+            assert all(screen.query_one(f"#{f.id}") is not None for f in view.fields)
+            table = screen.query_one(f"#{view.prefix}-table")
+            assert [str(c.label) for c in table.columns.values()] == list(view.table_headers)
