@@ -6,17 +6,29 @@ with the reason, where there is no GPU or the library is not installed."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import uuid
 
 import pytest
+from conftest import xferscope_cli
 from gpu_reasons import GPU_REASON
 from test_mpi import mpirun, needs_mpi, rank_dirs
 
 from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, LOAD_LIBRARIES, TRAIN_LIBRARIES, refusal
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU path here: {GPU_REASON}")]
+
+#: how long a library's command may run before it is taken for a hung one: torch imported in each of its processes,
+#: every path run, on a machine whose every core runs the rest of the suite too (on an H200 machine of 16 CPUs, the
+#: longest took 70-80 s beside the GPU tests alone and over 120 s among the whole suite's 32 workers)
+LIBRARY_COMMAND_S = 600
+
+
+@pytest.fixture
+def cli():
+    return functools.partial(xferscope_cli, timeout=LIBRARY_COMMAND_S)
 
 
 def load(cli, directory, *args: str) -> dict:
