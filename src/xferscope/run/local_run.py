@@ -183,8 +183,6 @@ class LocalRun(SampleFeed):
         t2 = time.monotonic()
         if self._gpu_telemetry:
             self._gpu_meter = _gpu_meter(self.spec, self.engine)
-            if self._gpu_meter is not None:  # its first reading before the run: every sample carries one
-                self._gpu_meter.wait_first()
         self.setup_steps.update(files=t1 - t0, path=t2 - t1, telemetry=time.monotonic() - t2)
 
     def start(self) -> None:
