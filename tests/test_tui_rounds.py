@@ -82,7 +82,9 @@ async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
     row = next(line for line in after.splitlines() if "host#2" in line and "3/3" in line)
     v = comp.verdict(1)
     assert v.word in WORDS and v.word in row and f"{v.ratio:.2f} ({v.low:.2f}-{v.high:.2f})" in row, row
-    assert "█" in row or "▓" in row  # the bar: solid to the lowest round (none where it was near 0), then to the median
+    # the bar: solid to the lowest round, then to the median, a whisker to the highest (on a noisy machine a median
+    # near 0 on the scale of the fastest round leaves the whisker alone)
+    assert any(mark in row for mark in "█▓┤"), row
     assert RULE[:60] in after.replace("\n", " ") or RULE[:40] in after
     assert comp.cache_dropped is True and "not emptied" not in after  # the dataset's pages, no root needed
     for line in after.splitlines():
