@@ -23,6 +23,7 @@ from xferscope.compare.verdict import MAX_ROUNDS, START_ROUNDS
 from xferscope.errors import ExitCode, SpecError
 from xferscope.output.files import check_outputs, end_of_run
 from xferscope.output.terminal import install_hangup_handlers
+from xferscope.workloads.registry import NAMES
 
 CompareCsvOpt = Annotated[
     str | None,
@@ -55,7 +56,7 @@ SavedWorkloadOpt = Annotated[
     typer.Option(
         "--workload",
         help="instead of running paths: saved runs of one workload side by side, a comma list of its --json files "
-        "(train, kvcache, load, checkpoint) or DLIO's summary.json, ranked as `workload compare` ranks them (to run "
+        f"({NAMES}) or DLIO's summary.json, ranked as `workload compare` ranks them (to run "
         "paths of a workload side by side: workload train --path a,b,c)",
     ),
 ]

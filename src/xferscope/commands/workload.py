@@ -1,4 +1,4 @@
-"""`xferscope workload`: each workload of ``workload_kinds`` under its name, and `workload compare` of saved runs
+"""`xferscope workload`: each workload of the registry (``workloads.registry``) under its name, and `workload compare` of saved runs
 of any of them."""
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ import typer
 
 from xferscope.commands.options import CsvOpt, FormatOpt, JsonOpt, WideOpt, check_format, wide_tables
 from xferscope.output.files import check_outputs
+from xferscope.workloads.registry import NAMES, WORKLOADS
 
 workload_app = typer.Typer(
     name="workload",
-    help="Workloads measured into the GPU: train (DLIO's training input, with accelerator utilisation), kvcache "
-    "(KV-cache restores), load (model loads from safetensors), checkpoint (MLPerf's llama3 checkpoints: --plan); "
-    "compare (saved runs of one of them).",
+    help="Workloads measured into the GPU: "
+    + ", ".join(f"{w.name} ({w.about})" for w in WORKLOADS)
+    + "; compare (saved runs of one of them).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
@@ -25,9 +26,7 @@ workload_app = typer.Typer(
 def compare_command(
     files: Annotated[
         list[str],
-        typer.Argument(
-            help="results of one workload's --json (train, kvcache, load, checkpoint), or DLIO's summary.json"
-        ),
+        typer.Argument(help=f"results of one workload's --json ({NAMES}), or DLIO's summary.json"),
     ],
     json_path: JsonOpt = None,
     csv_path: CsvOpt = None,
@@ -49,7 +48,7 @@ def register(app: typer.Typer) -> None:
     """The workload group, built as far as the command line needs (a lazy group): `xferscope workload NAME` builds
     NAME alone, `xferscope workload` (help, a typo) every workload, and a command line that names no workload
     (`xferscope --help`, the console) the group's help alone, none of the workloads' modules imported."""
-    from xferscope.commands.workload_kinds import WORKLOADS, workload_command
+    from xferscope.commands.workload_kinds import workload_command
 
     argv = sys.argv[1:3]
     names = [w.name for w in WORKLOADS]

@@ -28,6 +28,7 @@ def imported(at: str) -> Any:
 
 class Workload(NamedTuple):
     name: str
+    about: str  # what it is, in a few words (`xferscope workload --help`)
     command_at: str  # its ``CommandShape``
     kind_at: str  # its ``WorkloadKind``
     across_at: str  # its ``RanksJob`` (``workloads.common.across_ranks``): what every rank runs (--mpi)
@@ -42,6 +43,7 @@ _IN = "xferscope.workloads."
 WORKLOADS = (
     Workload(
         "train",
+        "DLIO's training input, with accelerator utilisation",
         f"{_IN}train.options:COMMAND",
         f"{_IN}train.kind:TRAIN",
         f"{_IN}train.rank_job:TRAIN_JOB",
@@ -49,6 +51,7 @@ WORKLOADS = (
     ),
     Workload(
         "kvcache",
+        "KV-cache restores",
         f"{_IN}inference.options:KVCACHE_COMMAND",
         f"{_IN}inference.kind:KVCACHE",
         f"{_IN}inference.rank_jobs:KVCACHE_JOB",
@@ -56,6 +59,7 @@ WORKLOADS = (
     ),
     Workload(
         "load",
+        "model loads from safetensors",
         f"{_IN}inference.options:LOAD_COMMAND",
         f"{_IN}inference.kind:LOAD",
         f"{_IN}inference.rank_jobs:LOAD_JOB",
@@ -63,12 +67,17 @@ WORKLOADS = (
     ),
     Workload(
         "checkpoint",
+        "MLPerf's llama3 checkpoints: --plan",
         f"{_IN}checkpoint.options:COMMAND",
         f"{_IN}checkpoint.kind:CHECKPOINT",
         f"{_IN}checkpoint.rank_job:CHECKPOINT_JOB",
         f"{_IN}checkpoint.console:VIEW",
     ),
 )
+
+
+#: every workload's name, as help texts list them
+NAMES = ", ".join(w.name for w in WORKLOADS)
 
 
 def console_views() -> list[Any]:
