@@ -1,5 +1,5 @@
-"""`xferscope workload`: each workload of the registry (``workloads.registry``) under its name, and `workload compare` of saved runs
-of any of them."""
+"""`xferscope workload`: each workload of the registry (``workloads.registry``) under its name, and `workload
+compare` of saved runs of any of them."""
 
 from __future__ import annotations
 

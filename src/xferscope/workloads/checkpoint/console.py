@@ -18,8 +18,8 @@ from xferscope.workloads.checkpoint.options import CheckpointSizeOptions, ModelS
 from xferscope.workloads.checkpoint.plan import CheckpointPlan
 from xferscope.workloads.checkpoint.session import CheckpointRecord, CheckpointRunOptions, CheckpointSession
 from xferscope.workloads.checkpoint.text import run_lines
-from xferscope.workloads.common.console_view import PRESS_R, ConsoleView, FormField, Row, Title, saved_runs
-from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES, installed
+from xferscope.workloads.common.console_view import PRESS_R, ConsoleView, FormField, Row, Title, path_hint, saved_runs
+from xferscope.workloads.common.libraries import CHECKPOINT_LIBRARIES
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
 
@@ -37,8 +37,7 @@ FIELD_CONTROL = {
     "gpu": "ck-model",
 }
 SAVES = ("sync", "async")
-#: xferscope's paths, and the checkpoint libraries installed here (a path typed that is not: one line under it)
-PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(CHECKPOINT_LIBRARIES))
+PATH_HINT = path_hint(CHECKPOINT_LIBRARIES)
 FIELDS = (
     FormField("ck-model", "Model", "llama3-8b, llama3-70b, llama3-405b, llama3-1t", "model"),
     FormField("ck-path", "Path", PATH_HINT, "path"),

@@ -21,6 +21,7 @@ on the launcher keeps what every rank measured; the data's makers remove it once
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, NamedTuple, Protocol, TypeVar
@@ -162,9 +163,11 @@ class DataSetRankJob(Generic[R]):
 
         ranks.step("the data", check_and_make)
         if not self.given:
-            adopt = lambda root, direct: self.job.adopt(session.spec, root, direct)  # noqa: E731
             placed = ranks.place_data(
-                session.spec.directory, lambda: session.generate(None), adopt, made[0] if made else None
+                session.spec.directory,
+                lambda: session.generate(None),
+                functools.partial(self.job.adopt, session.spec),
+                made[0] if made else None,
             )
             setattr(session, self.job.data, placed)
         everyone = ranks.together(

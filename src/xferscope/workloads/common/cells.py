@@ -20,10 +20,6 @@ def secs(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f} s"
 
 
-def num(x: float | None, fmt: str) -> str:
-    return "-" if x is None else fmt.format(x)
-
-
 def job_line(ranks: int, hosts: int, launcher: str, mpi: str, how: str, slowest_host: str | None) -> str:
     """An MPI job's first line: its ranks and hosts, the launcher and library, ``how`` it ran, the slowest host."""
     return f"  {ranks} rank{'s' * (ranks != 1)} on {hosts} host{'s' * (hosts != 1)} ({launcher}, {mpi}){how}" + (

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xferscope.workloads.common.kind import WorkloadKind
+from xferscope.workloads.common.libraries import installed
 from xferscope.workloads.common.saved_kind import workload_of
 
 #: a cell: its text, or its text in (text, style) segments
@@ -74,6 +75,12 @@ def making(state: Any, status: str) -> list[tuple[str, str]]:
 
 
 PRESS_R = (" · press r to start", "dim")
+
+
+def path_hint(libraries: dict[str, Any]) -> str:
+    """A Path field's hint: xferscope's paths, then those of ``libraries`` installed here (a path typed that is not:
+    one line under the field)."""
+    return "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(libraries))
 
 
 def saved_runs(*kinds: WorkloadKind) -> Callable[[str], list[Any]]:

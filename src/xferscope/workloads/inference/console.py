@@ -10,8 +10,17 @@ from typing import Any
 
 from xferscope.errors import SpecError
 from xferscope.units import format_bytes
-from xferscope.workloads.common.console_view import PRESS_R, ConsoleView, FormField, Row, Title, making, saved_runs
-from xferscope.workloads.common.libraries import LOAD_LIBRARIES, installed
+from xferscope.workloads.common.console_view import (
+    PRESS_R,
+    ConsoleView,
+    FormField,
+    Row,
+    Title,
+    making,
+    path_hint,
+    saved_runs,
+)
+from xferscope.workloads.common.libraries import LOAD_LIBRARIES
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.common.run_options import RunOptions
 from xferscope.workloads.common.side_by_side import Entry, entries, session_runs
@@ -32,8 +41,7 @@ from xferscope.workloads.inference.text import kv_lines, load_lines
 from xferscope.workloads.inference.transfer import TransferTick
 
 KINDS = ("kvcache", "load")
-#: xferscope's paths, and for a load the libraries installed here (a path typed that is not: one line under it)
-PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(LOAD_LIBRARIES))
+PATH_HINT = path_hint(LOAD_LIBRARIES)
 FIELDS = (
     FormField("inf-kind", "Kind", "kvcache, load", "kind"),
     FormField("inf-model", "Model", "llama3.1-8b, llama3.1-70b, deepseek-v3", "model"),

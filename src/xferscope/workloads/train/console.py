@@ -8,8 +8,8 @@ import math
 from dataclasses import dataclass, field
 
 from xferscope.units import figure_text
-from xferscope.workloads.common.console_view import PRESS_R, Cell, ConsoleView, FormField, Row, Title, making
-from xferscope.workloads.common.libraries import TRAIN_LIBRARIES, installed
+from xferscope.workloads.common.console_view import PRESS_R, Cell, ConsoleView, FormField, Row, Title, making, path_hint
+from xferscope.workloads.common.libraries import TRAIN_LIBRARIES
 from xferscope.workloads.common.options import from_text
 from xferscope.workloads.train.accelerators import TrainTick
 from xferscope.workloads.train.options import AcceleratorOptions, TrainShapeOptions
@@ -19,8 +19,7 @@ from xferscope.workloads.train.train_compare import entry_of_runs, load_entries,
 from xferscope.workloads.train.train_record import TrainResult
 from xferscope.workloads.train.train_spec import TrainSpec, train_spec
 
-#: xferscope's paths, and a PyTorch DataLoader where torch is installed here
-PATH_HINT = "host, bounce, bounce-async, cufile" + "".join(f", {p}" for p in installed(TRAIN_LIBRARIES))
+PATH_HINT = path_hint(TRAIN_LIBRARIES)
 FIELDS = (
     FormField("wl-preset", "Preset", "unet3d, cosmoflow, resnet50", "preset"),
     FormField("wl-path", "Path", PATH_HINT, "path"),
