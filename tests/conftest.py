@@ -339,10 +339,10 @@ def pytest_runtest_makereport(item, call):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """Workers for ``-n auto``: two per CPU (at most 16). About a third of the suite's time is spent waiting on
+    """Workers for ``-n auto``: two per CPU (at most 32). About a third of the suite's time is spent waiting on
     the processes it starts (the CLI, engines) and on their runs, not computing; one worker per CPU leaves
     the CPUs idle then."""
-    return min(16, 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
+    return min(32, 2 * (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1))
 
 
 def pytest_addoption(parser):

@@ -72,3 +72,29 @@ def test_the_dataloader_path_without_torch_is_one_line_and_exit_2_before_anythin
     assert r.code == 2, r.err
     assert r.err.strip() == f"xferscope: path: {why}" and "pip install torch" in r.err, r.err
     assert os.listdir(tmp_path) == [], "nothing generated"
+
+
+def test_the_dataloader_s_sockets_fit_under_any_tmpdir(tmp_path):
+    """A DataLoader's worker hands each batch over a socket in multiprocessing's directory: under a $TMPDIR too
+    long for a socket's address the hand-over failed and the loop waited for ever. The same hand-over
+    (``resource_sharer``, which torch's ``file_descriptor`` sharing uses) in a process whose $TMPDIR is long."""
+    import subprocess
+    import sys
+
+    long = tmp_path / ("d" * max(1, 110 - len(str(tmp_path))))
+    long.mkdir()
+    script = (
+        "import os\n"
+        "from multiprocessing import resource_sharer\n"
+        "from xferscope.workloads.train.dataloader import socket_dir_within_reach\n"
+        "print(socket_dir_within_reach())\n"
+        "fd = os.open(os.devnull, os.O_RDONLY)\n"
+        "print(os.path.samefile(f'/proc/self/fd/{resource_sharer.DupFd(fd).detach()}', os.devnull))\n"
+    )
+    env = {**os.environ, "TMPDIR": str(long)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    where, handed_over = proc.stdout.split()
+    assert handed_over == "True"
+    assert len(where) + len("/listener-12345678") <= 107
+    assert not os.path.exists(where), "multiprocessing's directory is removed when the process ends"

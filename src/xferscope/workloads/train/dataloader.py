@@ -14,7 +14,9 @@ other paths read with O_DIRECT).
 from __future__ import annotations
 
 import itertools
+import multiprocessing.util
 import os
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, TypedDict, cast
@@ -101,6 +103,7 @@ class DataLoaderAccelerator(Accelerator):
 
     def start(self, clock0: float, stop: threading.Event, duration: float | None) -> None:
         self._clock0, self._stop, self._duration = clock0, stop, duration
+        socket_dir_within_reach()  # before the loader's workers are forked: they inherit it
         i = self.record.index
         t = threading.Thread(target=self._steps, name=f"xferscope-acc{i}-loader", daemon=True)
         self._threads.append(t)
@@ -134,6 +137,33 @@ class DataLoaderAccelerator(Accelerator):
             shutdown = getattr(it, "_shutdown_workers", None)
             if shutdown is not None:
                 shutdown()
+
+
+#: the longest path an AF_UNIX socket's address takes (``sun_path``'s 108 bytes, less the closing NUL)
+SOCKET_PATH_MAX = 107
+#: what multiprocessing adds to its directory's parent in a socket's path
+SOCKET_PATH_ADDED = len("/pymp-12345678/listener-12345678")
+#: where multiprocessing's directory goes when $TMPDIR is too long for it (the first writable)
+SHORT_TEMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+
+
+def socket_dir_within_reach() -> str:
+    """multiprocessing's directory for this process's sockets, made where a socket's path fits.
+
+    A DataLoader's worker hands each batch's memory to the training loop through a socket in it (torch's
+    ``file_descriptor`` sharing). Under a $TMPDIR too long for a socket's address, the worker's hand-over fails
+    in a thread of its own and the loop waits for that batch for ever. Python 3.14's multiprocessing falls back
+    to a short directory itself; this does the same on earlier ones. The directory is multiprocessing's own,
+    removed when the process ends."""
+    base = tempfile.gettempdir()
+    if len(base) + SOCKET_PATH_ADDED <= SOCKET_PATH_MAX:
+        return str(multiprocessing.util.get_temp_dir())
+    short = next((d for d in SHORT_TEMP_DIRS if os.access(d, os.W_OK | os.X_OK)), base)
+    saved, tempfile.tempdir = tempfile.tempdir, short
+    try:
+        return str(multiprocessing.util.get_temp_dir())
+    finally:
+        tempfile.tempdir = saved
 
 
 def evict(data: TrainData) -> float | None:
