@@ -218,16 +218,26 @@ def no_gpu(monkeypatch, tmp_path):
 
 @contextlib.contextmanager
 def _held(tmp_path_factory, name: str, alone: bool):
-    """A file lock the test processes of this run share (pytest-xdist): exclusive when ``alone``, else shared."""
+    """A file lock the test processes of this run share (pytest-xdist): exclusive when ``alone``, else shared.
+
+    Fair to the exclusive: every taker passes a gate first, which one waiting for the lock alone holds until it has
+    it, so the shared takers that come after wait behind it (with the lock alone, a run of shared holders that
+    overlap kept it waiting until the last of them: with 32 workers, until the GPU tests had all ended)."""
     import fcntl
 
-    lock = tmp_path_factory.getbasetemp().parent / name
-    with open(lock, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    base = tmp_path_factory.getbasetemp().parent
+    with open(base / f"{name}.gate", "a") as gate, open(base / name, "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        finally:
+            if not alone:
+                fcntl.flock(gate, fcntl.LOCK_UN)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(lock, fcntl.LOCK_UN)
+            fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True)
