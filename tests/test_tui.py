@@ -149,7 +149,7 @@ async def test_stop_mid_run_keeps_partial_results(direct_dir):
         text = screen_text(app)
     result = msgs.of(RunFinished)[0].result
     assert result.status == "interrupted"
-    assert 0 < result.seconds < 10 and result.bytes > 0 and len(result.samples) >= 5
+    assert 0 < result.seconds < 30 and result.bytes > 0 and len(result.samples) >= 5  # stopped before its 30 s
     assert "stopped" in text and "avg" in text and figure(text, "avg") > 0
     assert not [p for p in os.listdir(direct_dir) if p.startswith("xferscope-scratch")]
 

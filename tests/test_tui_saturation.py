@@ -152,7 +152,7 @@ async def test_the_view_fits_80x24(tmp_path):
     # notifications on: a toast the view raised would be drawn, and the last check would fail
     async with app.run_test(notifications=True, message_hook=msgs) as pilot:
         await pilot.press("t")
-        await wait_for(pilot, lambda: "Rounds" in screen_text(app))
+        words = ("saturation", "Paths", "Rounds", "Start")  # the title, both form rows, the footer
+        await wait_for(pilot, lambda: all(w in screen_text(app) for w in words))
         text = screen_text(app)
-    assert "saturation" in text and "Paths" in text and "Rounds" in text and "Start" in text
     assert notified(msgs) == [] and toast_text(text) == ""
