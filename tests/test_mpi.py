@@ -18,7 +18,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
+import psutil
 import pytest
 from conftest import histogram_of, no_files_left
 
@@ -68,6 +70,37 @@ NO_GPU = {"XFERSCOPE_NO_GPU": "1"}
 def mpirun_cmd(ranks: int, *args: str) -> list[str]:
     """`mpirun -np RANKS python -m xferscope.cli ARGS`, as a user would start it."""
     return [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
+
+
+def engines(proc: subprocess.Popen, serving: str = "train_process:serve") -> dict[int, psutil.Process]:
+    """Each rank's engine process (its command line names ``serving``), by the rank's number."""
+    found = {}
+    for child in psutil.Process(proc.pid).children(recursive=True):
+        try:
+            if serving not in " ".join(child.cmdline()):
+                continue
+            rank = int(child.parent().environ()["OMPI_COMM_WORLD_RANK"])
+        except (psutil.Error, KeyError, ValueError):
+            continue
+        found[rank] = child
+    return found
+
+
+def wait_for_engines(
+    proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str = "train_process:serve"
+) -> dict[int, psutil.Process]:
+    """Every rank's engine is under way: ``done(its process)`` holds for each of the ``ranks``."""
+    deadline = time.monotonic() + 120  # a safety net: a loaded machine starts the ranks slowly
+    while True:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the ranks' engines did not get under way"
+        found = engines(proc, serving)
+        try:
+            if len(found) == ranks and all(done(p) for p in found.values()):
+                return found
+        except psutil.Error:
+            pass
+        time.sleep(0.05)
 
 
 def mpirun(
@@ -203,11 +236,8 @@ def test_ctrl_c_keeps_what_every_rank_measured(direct_dir):
     )
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=MPI_CTRL_C_ENV)
     try:
-        deadline = time.monotonic() + 120  # a safety net under load
-        while not all(any(p.suffix == ".xferscope" for p in (direct_dir / str(r)).iterdir()) for r in range(ranks)):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.1)
-        time.sleep(2)  # scratch files made: the timed region starts right after
+        # every rank's engine has read its file once from storage (O_DIRECT): its timed region is under way
+        wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= 8 << 20, "engine_process:serve")
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=30)  # every rank ends
     finally:

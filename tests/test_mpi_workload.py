@@ -14,13 +14,12 @@ import json
 import math
 import signal
 import subprocess
-import time
 from collections.abc import Callable
 
 import psutil
 import pytest
 from conftest import no_files_left
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, mpirun, mpirun_cmd, needs_mpi, wait_for_engines
 
 from xferscope.workloads.common.au import Step
 from xferscope.workloads.common.data_files import SampleRef
@@ -53,37 +52,6 @@ SMALL = [
 
 def train_args(directory, *more: str) -> list[str]:
     return ["workload", "train", "unet3d", "--mpi", *SMALL, "--dir", str(directory), *more]
-
-
-def engines(proc: subprocess.Popen, serving: str = "train_process:serve") -> dict[int, psutil.Process]:
-    """Each rank's engine process (its command line names ``serving``), by the rank's number."""
-    found = {}
-    for child in psutil.Process(proc.pid).children(recursive=True):
-        try:
-            if serving not in " ".join(child.cmdline()):
-                continue
-            rank = int(child.parent().environ()["OMPI_COMM_WORLD_RANK"])
-        except (psutil.Error, KeyError, ValueError):
-            continue
-        found[rank] = child
-    return found
-
-
-def wait_for_engines(
-    proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str = "train_process:serve"
-) -> dict[int, psutil.Process]:
-    """Every rank's engine is under way: ``done(its process)`` holds for each of the ``ranks``."""
-    deadline = time.monotonic() + 120  # a safety net: a loaded machine starts the ranks slowly
-    while True:
-        assert proc.poll() is None, proc.communicate()
-        assert time.monotonic() < deadline, "the ranks' engines did not get under way"
-        found = engines(proc, serving)
-        try:
-            if len(found) == ranks and all(done(p) for p in found.values()):
-                return found
-        except psutil.Error:
-            pass
-        time.sleep(0.05)
 
 
 def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:

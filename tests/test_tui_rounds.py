@@ -12,6 +12,7 @@ from tui_helpers import Messages, make_app, retype, screen_text, until_shown, wa
 from xferscope.app import session
 from xferscope.app.messages import BatchFinished, RoundAdded, RunFinished, RunStarted, SetupRefused
 from xferscope.app.widgets.rounds import whisker_bar
+from xferscope.compare.rounds import RoundsComparison
 from xferscope.compare.verdict import RULE, WORDS
 from xferscope.spec import RunSpec
 
@@ -41,21 +42,22 @@ async def test_with_rounds_auto_the_console_adds_a_round_while_a_path_is_undecid
     assert app.comparison.verdict(1).word == "slower" and "slower" in text
 
 
-async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir):
+async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir, monkeypatch):
     app = make_app(direct_dir, duration="0.4", size="8M", bs="64K")
     spec = RunSpec(path="host", block_size=64 << 10, file_size=8 << 20, duration=0.4, directory=str(direct_dir))
     msgs = Messages()
+    files_during: list[str] = []
+    before_run = RoundsComparison.before_run
+
+    def looked_at_before_run(comparison, *args, **kwargs):  # in the runs' thread: the data set as round 2 finds it
+        if comparison.rounds_done() == 1 and not files_during:
+            files_during.extend(sorted(os.listdir(direct_dir)))
+        return before_run(comparison, *args, **kwargs)
+
+    monkeypatch.setattr(RoundsComparison, "before_run", looked_at_before_run)
     async with app.run_test(size=(80, 24), message_hook=msgs) as pilot:
         app.start_comparison([spec, spec], 3)
-        files_during = []
-
-        def first_round_done() -> bool:  # the dataset as the remaining rounds find it
-            if app.comparison.rounds_done() >= 1:
-                files_during.extend(sorted(os.listdir(direct_dir)))
-                return True
-            return False
-
-        await wait_for(pilot, first_round_done)
+        await wait_for(pilot, lambda: app.comparison.rounds_done() >= 1)
         await pilot.press("c")
         during = await until_shown(pilot, "comparison ·", "/3 rounds")
         await wait_for(pilot, lambda: msgs.of(BatchFinished), timeout=60)

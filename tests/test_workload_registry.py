@@ -137,6 +137,7 @@ def test_a_form_field_left_empty_is_the_command_s_default(no_gpu):
 async def test_every_registered_view_is_a_console_view_its_key_shows(tmp_path, no_gpu):
     """The console's workload views are the registry's: each shown by its key, its form's fields and tables
     drawn by the one workload screen from what its package declares, and the registry's workloads each in one."""
+    from textual.widgets import DataTable
     from tui_helpers import make_app, wait_for
 
     from xferscope.app.screens.workload_run import WorkloadScreen
@@ -155,6 +156,7 @@ async def test_every_registered_view_is_a_console_view_its_key_shows(tmp_path, n
             await pilot.press(view.key)
             await wait_for(pilot, lambda v=view: isinstance(app.screen, WorkloadScreen) and app.screen.view is v)
             screen = app.screen
+            await wait_for(pilot, lambda s=screen: s.query_one(f"#{s.view.prefix}-table", DataTable).columns)  # mounted
             assert all(screen.query_one(f"#{f.id}") is not None for f in view.fields)
             table = screen.query_one(f"#{view.prefix}-table")
             assert [str(c.label) for c in table.columns.values()] == list(view.table_headers)
