@@ -156,7 +156,8 @@ async def test_every_registered_view_is_a_console_view_its_key_shows(tmp_path, n
             await pilot.press(view.key)
             await wait_for(pilot, lambda v=view: isinstance(app.screen, WorkloadScreen) and app.screen.view is v)
             screen = app.screen
-            await wait_for(pilot, lambda s=screen: s.query_one(f"#{s.view.prefix}-table", DataTable).columns)  # mounted
+            table_id = f"#{view.prefix}-table"
+            await wait_for(pilot, lambda s=screen, t=table_id: any(x.columns for x in s.query(t).results(DataTable)))
             assert all(screen.query_one(f"#{f.id}") is not None for f in view.fields)
             table = screen.query_one(f"#{view.prefix}-table")
             assert [str(c.label) for c in table.columns.values()] == list(view.table_headers)

@@ -106,10 +106,13 @@ async def on_screen(pilot, kind: type, timeout: float = 60.0):
 async def retype(pilot, selector: str, text: str) -> None:
     """Focus an input, clear it (end, ctrl+u) and paste ``text``, as a person would: a terminal delivers a
     paste as one event, where the pilot spends tens of milliseconds on each key it types."""
+    widget = pilot.app.screen.query_one(selector)
+    await wait_for(pilot, lambda: widget.region.area > 0)  # laid out: the click lands on it
     await pilot.click(selector)
+    await wait_for(pilot, lambda: widget.has_focus)
     await pilot.press("end", "ctrl+u")
     pilot.app.post_message(events.Paste(text))
-    await pilot.pause()
+    await wait_for(pilot, lambda: widget.value == text)
 
 
 def toast_text(text: str) -> str:
