@@ -142,4 +142,5 @@ async def memory_view(tmp_dir, size: tuple[int, int] = (80, 24)):
         from xferscope.app.screens.memory import MemoryScreen
 
         await on_screen(pilot, MemoryScreen)
+        await until_shown(pilot, "memory sweep", "Mode", "loaded", "Locality")  # drawn: its form takes input
         yield app, pilot, msgs
