@@ -109,6 +109,8 @@ async def retype(pilot, selector: str, text: str) -> None:
     widget = pilot.app.screen.query_one(selector)
     await wait_for(pilot, lambda: widget.region.area > 0)  # laid out: the click lands on it
     await pilot.click(selector)
+    if not widget.has_focus:  # the click was taken elsewhere (a starved CPU's layout a frame behind): as a tab would
+        widget.focus()
     await wait_for(pilot, lambda: widget.has_focus)
     await pilot.press("end", "ctrl+u")
     pilot.app.post_message(events.Paste(text))
