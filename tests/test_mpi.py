@@ -72,7 +72,7 @@ def mpirun_cmd(ranks: int, *args: str) -> list[str]:
     return [MPIRUN, *_mpirun_flags(), "-np", str(ranks), sys.executable, "-m", "xferscope.cli", *args]
 
 
-def engines(proc: subprocess.Popen, serving: str = "train_process:serve") -> dict[int, psutil.Process]:
+def engines(proc: subprocess.Popen, serving: str) -> dict[int, psutil.Process]:
     """Each rank's engine process (its command line names ``serving``), by the rank's number."""
     found = {}
     for child in psutil.Process(proc.pid).children(recursive=True):
@@ -87,9 +87,10 @@ def engines(proc: subprocess.Popen, serving: str = "train_process:serve") -> dic
 
 
 def wait_for_engines(
-    proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str = "train_process:serve"
+    proc: subprocess.Popen, ranks: int, done: Callable[[psutil.Process], bool], serving: str
 ) -> dict[int, psutil.Process]:
-    """Every rank's engine is under way: ``done(its process)`` holds for each of the ``ranks``."""
+    """Every rank's engine (its command line names ``serving``) is under way: ``done(its process)`` holds for each
+    of the ``ranks``."""
     deadline = time.monotonic() + 120  # a safety net: a loaded machine starts the ranks slowly
     while True:
         assert proc.poll() is None, proc.communicate()

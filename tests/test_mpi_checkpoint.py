@@ -13,8 +13,8 @@ import subprocess
 
 import psutil
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
-from test_mpi_workload import ctrl_c, no_files_left, one_line_from_two_commands, wait_for_engines, while_running
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi, wait_for_engines
+from test_mpi_workload import ctrl_c, no_files_left, one_line_from_two_commands, while_running
 
 from xferscope.workloads.checkpoint.checkpoint_cluster import CheckpointRank, cluster_record
 from xferscope.workloads.checkpoint.checkpoint_process import CheckpointEnd, RankRead, RankWrite

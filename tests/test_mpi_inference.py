@@ -14,8 +14,8 @@ import json
 import statistics
 
 import pytest
-from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi
-from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
+from test_mpi import MPI_CTRL_C_ENV, MPI_ENV, NO_GPU, mpirun, mpirun_cmd, needs_mpi, wait_for_engines
+from test_mpi_workload import ctrl_c, no_files_left, while_running
 
 SMALL_MODEL = ["--model", "llama3.2-1b", "--layers", "2", "--dtype", "fp8", "--path", "host"]  # one shard of 367 MiB
 KV = ["--model", "llama3.2-1b", "--path", "host", "--prompt-tokens", "1024-4096", "--cache-chunks", "64"]

@@ -56,7 +56,7 @@ def train_args(directory, *more: str) -> list[str]:
 
 def wait_for_reads(proc: subprocess.Popen, ranks: int, nbytes: int = 4 << 20) -> dict[int, psutil.Process]:
     """Every rank's engine has read ``nbytes`` of the data set from storage (its timed region is under way)."""
-    return wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= nbytes)
+    return wait_for_engines(proc, ranks, lambda p: p.io_counters().read_bytes >= nbytes, "train_process:serve")
 
 
 def one_line_from_two_commands(one: list[str], other: list[str]) -> str:

@@ -11,9 +11,9 @@ import time
 
 import pytest
 from gpu_reasons import GPU_REASON, needs_cufile
-from test_mpi import MPI_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi
+from test_mpi import MPI_CTRL_C_ENV, mpirun, mpirun_cmd, needs_mpi, wait_for_engines
 from test_mpi_gpu import _gpus
-from test_mpi_workload import ctrl_c, no_files_left, wait_for_engines, while_running
+from test_mpi_workload import ctrl_c, no_files_left, while_running
 
 pytestmark = [pytest.mark.gpu, needs_mpi, pytest.mark.skipif(GPU_REASON is not None, reason=f"no GPU: {GPU_REASON}")]
 

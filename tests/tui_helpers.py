@@ -107,14 +107,14 @@ async def retype(pilot, selector: str, text: str) -> None:
     """Focus an input, clear it (end, ctrl+u) and paste ``text``, as a person would: a terminal delivers a
     paste as one event, where the pilot spends tens of milliseconds on each key it types."""
     widget = pilot.app.screen.query_one(selector)
-    await wait_for(pilot, lambda: widget.region.area > 0)  # laid out: the click lands on it
+    await wait_for(pilot, lambda: widget.region.area > 0, step=0.02)  # laid out: the click lands on it
     await pilot.click(selector)
     if not widget.has_focus:  # the click was taken elsewhere (a starved CPU's layout a frame behind): as a tab would
         widget.focus()
-    await wait_for(pilot, lambda: widget.has_focus)
+    await wait_for(pilot, lambda: widget.has_focus, step=0.02)
     await pilot.press("end", "ctrl+u")
     pilot.app.post_message(events.Paste(text))
-    await wait_for(pilot, lambda: widget.value == text)
+    await wait_for(pilot, lambda: widget.value == text, step=0.02)
 
 
 def toast_text(text: str) -> str:

@@ -155,11 +155,9 @@ def socket_dir_within_reach() -> str:
     in a thread of its own and the loop waits for that batch for ever. Python 3.14's multiprocessing falls back
     to a short directory itself; this does the same on earlier ones. The directory is multiprocessing's own,
     removed when the process ends."""
-    base = tempfile.gettempdir()
-    if len(base) + SOCKET_PATH_ADDED <= SOCKET_PATH_MAX:
-        return str(multiprocessing.util.get_temp_dir())
-    short = next((d for d in SHORT_TEMP_DIRS if os.access(d, os.W_OK | os.X_OK)), base)
-    saved, tempfile.tempdir = tempfile.tempdir, short
+    saved = tempfile.tempdir
+    if len(tempfile.gettempdir()) + SOCKET_PATH_ADDED > SOCKET_PATH_MAX:
+        tempfile.tempdir = next((d for d in SHORT_TEMP_DIRS if os.access(d, os.W_OK | os.X_OK)), saved)
     try:
         return str(multiprocessing.util.get_temp_dir())
     finally:
