@@ -21,6 +21,7 @@ def test_the_whisker_runs_from_the_lowest_to_the_highest_round_on_one_scale():
     assert whisker_bar(50, 40, 80, 100, 10).plain == "████▓──┤  "
     assert whisker_bar(100, 100, 100, 100, 10).plain == "█" * 10
     assert whisker_bar(None, None, None, 100, 4).plain == "    "
+    assert whisker_bar(0.1, 0.01, 1, 1000, 4).plain == "▓   "  # a path far slower than the fastest still shows
 
 
 async def test_with_rounds_auto_the_console_adds_a_round_while_a_path_is_undecided(direct_dir, monkeypatch):
@@ -85,7 +86,7 @@ async def test_a_comparison_in_rounds_on_the_host_engine(direct_dir, monkeypatch
     v = comp.verdict(1)
     assert v.word in WORDS and v.word in row and f"{v.ratio:.2f} ({v.low:.2f}-{v.high:.2f})" in row, row
     # the bar: solid to the lowest round, then to the median, a whisker to the highest (on a noisy machine a median
-    # near 0 on the scale of the fastest round leaves the whisker alone)
+    # near 0 on the scale of the fastest round still shows one cell)
     assert any(mark in row for mark in "█▓┤"), row
     assert RULE[:60] in after.replace("\n", " ") or RULE[:40] in after
     assert comp.cache_dropped is True and "not emptied" not in after  # the dataset's pages, no root needed

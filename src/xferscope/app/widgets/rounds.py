@@ -14,13 +14,15 @@ WIDE = 120
 
 def whisker_bar(median: float | None, low: float | None, high: float | None, top: float, width: int) -> Text:
     """``█`` up to the lowest round, ``▓`` from there to the median, ``─┤`` from the median to the highest
-    round; all on one scale (``top``) so bars of several paths compare."""
+    round; all on one scale (``top``) so bars of several paths compare. A path that moved data shows at least one
+    cell, however small it is on that scale."""
     out = Text(no_wrap=True)
     if median is None or top <= 0:
         return out.append(" " * width)
     pos = [min(width, max(0, round(v / top * width))) for v in (low, median, high)]
     lo, med, hi = pos
-    lo = min(lo, med)
+    med = max(med, 1 if median > 0 else 0)
+    lo, hi = min(lo, med), max(hi, med)
     out.append("█" * lo, style="bold")
     out.append("▓" * (med - lo), style="bold")
     if hi > med:
