@@ -5,6 +5,8 @@ field. The loads themselves run on the GPU machine (tests/test_workload_librarie
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -78,9 +80,6 @@ def test_the_dataloader_s_sockets_fit_under_any_tmpdir(tmp_path):
     """A DataLoader's worker hands each batch over a socket in multiprocessing's directory: under a $TMPDIR too
     long for a socket's address the hand-over failed and the loop waited for ever. The same hand-over
     (``resource_sharer``, which torch's ``file_descriptor`` sharing uses) in a process whose $TMPDIR is long."""
-    import subprocess
-    import sys
-
     long = tmp_path / ("d" * max(1, 110 - len(str(tmp_path))))
     long.mkdir()
     script = (

@@ -27,7 +27,7 @@ def whisker_bar(median: float | None, low: float | None, high: float | None, top
     out.append("▓" * (med - lo), style="bold")
     if hi > med:
         out.append("─" * (hi - med - 1) + "┤", style="dim")
-    out.append(" " * (width - max(med, hi)))
+    out.append(" " * (width - hi))
     return out
 
 
